@@ -1,0 +1,1141 @@
+//! Active Messages (GASNet-EX spec, "Active Message (AM)" sections).
+//!
+//! An Active Message names a handler, registered at the same index on every rank, that
+//! runs at the target with up to [`max_args`] 32-bit arguments and, for Medium and Long,
+//! a payload: a Medium's payload lands in a library buffer that is valid during the
+//! handler; a Long's payload is written to an address in the target's segment before
+//! the handler runs. A Request handler may send at most one Reply to its sender.
+//!
+//! * Registration ([`Endpoint::register_handlers`]): fixed indices in
+//!   `[AM_INDEX_BASE, 255]`; index 0 means "don't care" and is replaced, in table order,
+//!   by the highest index still free. Indices below `AM_INDEX_BASE` are the library's.
+//! * Injection: `Team::request_{short,medium,long}` and `Token::reply_*`. With
+//!   [`Flags::IMMEDIATE`] an injection that would block returns `Err(NoOp)` and does
+//!   nothing; otherwise it polls until the target's queue has room.
+//! * Negotiated payload: `Team::prepare_request_{medium,long}` /
+//!   `Token::prepare_reply_*` return a [`SrcDesc`] whose buffer is either the client's
+//!   or a slot of the target's queue (no copy at all), consumed by `commit`.
+
+use std::cell::Cell;
+use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::Mutex;
+
+use crate::client::{Endpoint, Team};
+use crate::conduit::{Active, AmHeader, Category, Conduit, Inbound, Network, Rank};
+use crate::event::Lc;
+use crate::progress::{self, runtime, HandlerScope, Runtime};
+use crate::{Flags, NoOp};
+
+/// Handler index (GASNet-EX `gex_AM_Index_t`).
+pub type AmIndex = u8;
+
+/// Smallest index a client may register at (GASNet-EX `GEX_AM_INDEX_BASE`).
+pub const AM_INDEX_BASE: AmIndex = 128;
+
+/// Largest number of handler arguments (GASNet-EX `gex_AM_MaxArgs`).
+pub const fn max_args() -> usize {
+    16
+}
+
+/// The handler function of an [`AmEntry`]. Short handlers get the arguments; Medium and
+/// Long handlers also get the payload.
+#[derive(Clone, Copy)]
+pub enum HandlerFn {
+    Short(fn(&Token<'_>, &[u32])),
+    Payload(fn(&Token<'_>, &[u8], &[u32])),
+}
+
+/// The AM categories a handler accepts (GASNet-EX `GEX_FLAG_AM_{SHORT,MEDIUM,LONG,MEDLONG}`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AmCategory {
+    Short,
+    Medium,
+    Long,
+    MedLong,
+}
+
+/// Whether a handler runs as Request, Reply or both (`GEX_FLAG_AM_{REQUEST,REPLY,REQREP}`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AmRole {
+    Request,
+    Reply,
+    ReqRep,
+}
+
+/// One handler to register (GASNet-EX `gex_AM_Entry_t`).
+#[derive(Clone, Copy)]
+pub struct AmEntry {
+    /// 0 ("don't care") or in `[AM_INDEX_BASE, 255]`; set by registration when 0.
+    pub index: AmIndex,
+    pub handler: HandlerFn,
+    pub category: AmCategory,
+    pub role: AmRole,
+    /// Number of arguments every invocation passes.
+    pub nargs: usize,
+    /// Client data available to the handler through [`TokenInfo::entry`].
+    pub cdata: usize,
+    /// Used in error messages.
+    pub name: &'static str,
+}
+
+impl AmEntry {
+    /// A Short handler taking `nargs` arguments.
+    pub fn short(
+        name: &'static str,
+        role: AmRole,
+        nargs: usize,
+        f: fn(&Token<'_>, &[u32]),
+    ) -> AmEntry {
+        AmEntry {
+            index: 0,
+            handler: HandlerFn::Short(f),
+            category: AmCategory::Short,
+            role,
+            nargs,
+            cdata: 0,
+            name,
+        }
+    }
+
+    /// A Medium, Long or MedLong handler taking `nargs` arguments.
+    pub fn payload(
+        name: &'static str,
+        category: AmCategory,
+        role: AmRole,
+        nargs: usize,
+        f: fn(&Token<'_>, &[u8], &[u32]),
+    ) -> AmEntry {
+        AmEntry {
+            index: 0,
+            handler: HandlerFn::Payload(f),
+            category,
+            role,
+            nargs,
+            cdata: 0,
+            name,
+        }
+    }
+
+    /// Sets the fixed index to register at.
+    pub fn at(mut self, index: AmIndex) -> AmEntry {
+        self.index = index;
+        self
+    }
+
+    fn accepts(&self, category: Category, network: Network) -> bool {
+        let cat = matches!(
+            (self.category, category),
+            (AmCategory::Short, Category::Short)
+                | (AmCategory::Medium, Category::Medium)
+                | (AmCategory::Long, Category::Long)
+                | (AmCategory::MedLong, Category::Medium | Category::Long)
+        );
+        let role = matches!(
+            (self.role, network),
+            (AmRole::ReqRep, _)
+                | (AmRole::Request, Network::Request)
+                | (AmRole::Reply, Network::Reply)
+        );
+        cat && role
+    }
+}
+
+/// Why a handler table could not be registered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RegisterError {
+    IndexReserved(AmIndex),
+    IndexTaken(AmIndex),
+    TableFull,
+    TooManyArgs { name: &'static str, nargs: usize },
+    WrongFunction { name: &'static str },
+}
+
+impl std::fmt::Display for RegisterError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RegisterError::IndexReserved(i) => write!(
+                f,
+                "handler index {i} is reserved for the library (client indices are {AM_INDEX_BASE}..=255 or 0)"
+            ),
+            RegisterError::IndexTaken(i) => write!(f, "handler index {i} is already registered"),
+            RegisterError::TableFull => write!(f, "no free handler index is left"),
+            RegisterError::TooManyArgs { name, nargs } => write!(
+                f,
+                "handler {name} takes {nargs} arguments, more than max_args() = {}",
+                max_args()
+            ),
+            RegisterError::WrongFunction { name } => write!(
+                f,
+                "handler {name}: a Short handler needs HandlerFn::Short, others HandlerFn::Payload"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for RegisterError {}
+
+/// The per-endpoint table of 256 handlers. Entries are written once and never freed, so
+/// dispatch reads them without a lock.
+pub(crate) struct HandlerTable {
+    entries: [AtomicPtr<AmEntry>; 256],
+    register: Mutex<()>,
+}
+
+impl HandlerTable {
+    pub fn new() -> HandlerTable {
+        HandlerTable {
+            entries: std::array::from_fn(|_| AtomicPtr::new(std::ptr::null_mut())),
+            register: Mutex::new(()),
+        }
+    }
+
+    #[inline]
+    fn get(&self, index: AmIndex) -> Option<&'static AmEntry> {
+        let p = self.entries[index as usize].load(Ordering::Acquire);
+        // SAFETY: non-null entries are leaked boxes that are never freed or modified.
+        (!p.is_null()).then(|| unsafe { &*p })
+    }
+
+    /// Registers `table`, assigning "don't care" indices from the top of `range`.
+    pub fn register(
+        &self,
+        table: &mut [AmEntry],
+        range: std::ops::RangeInclusive<AmIndex>,
+    ) -> Result<(), RegisterError> {
+        let _guard = self.register.lock().unwrap_or_else(|e| e.into_inner());
+        let mut taken: Vec<bool> = (0..256).map(|i| self.get(i as AmIndex).is_some()).collect();
+        for e in table.iter() {
+            if e.nargs > max_args() {
+                return Err(RegisterError::TooManyArgs {
+                    name: e.name,
+                    nargs: e.nargs,
+                });
+            }
+            let short_fn = matches!(e.handler, HandlerFn::Short(_));
+            if short_fn != (e.category == AmCategory::Short) {
+                return Err(RegisterError::WrongFunction { name: e.name });
+            }
+            if e.index != 0 {
+                if !range.contains(&e.index) {
+                    return Err(RegisterError::IndexReserved(e.index));
+                }
+                if taken[e.index as usize] {
+                    return Err(RegisterError::IndexTaken(e.index));
+                }
+                taken[e.index as usize] = true;
+            }
+        }
+        let mut assigned = Vec::with_capacity(table.len());
+        for e in table.iter() {
+            if e.index == 0 {
+                let free = range
+                    .clone()
+                    .rev()
+                    .find(|&i| !taken[i as usize])
+                    .ok_or(RegisterError::TableFull)?;
+                taken[free as usize] = true;
+                assigned.push(free);
+            } else {
+                assigned.push(e.index);
+            }
+        }
+        for (e, index) in table.iter_mut().zip(assigned) {
+            e.index = index;
+            let entry = Box::into_raw(Box::new(*e));
+            self.entries[index as usize].store(entry, Ordering::Release);
+        }
+        Ok(())
+    }
+}
+
+impl Endpoint {
+    /// Registers AM handlers (GASNet-EX `gex_EP_RegisterHandlers`). Entries with index 0
+    /// get the highest free index, in table order, written back into `table`.
+    ///
+    /// Not collective: register before any rank may send to these handlers (for example
+    /// before a barrier).
+    #[track_caller]
+    pub fn register_handlers(&self, table: &mut [AmEntry]) -> Result<(), RegisterError> {
+        runtime("Endpoint::register_handlers")
+            .handlers
+            .register(table, AM_INDEX_BASE..=255)
+    }
+}
+
+/// Registers the library's own handlers (indices below `AM_INDEX_BASE`).
+pub(crate) fn register_internal(rt: &Runtime, table: &mut [AmEntry]) {
+    rt.handlers
+        .register(table, 1..=AM_INDEX_BASE - 1)
+        .expect("internal handler indices are unique");
+}
+
+/// What a handler may learn about the message it runs for (GASNet-EX `gex_Token_Info`).
+#[derive(Clone, Copy)]
+pub struct TokenInfo {
+    /// Job rank of the sender.
+    pub src_rank: Rank,
+    pub is_request: bool,
+    pub is_long: bool,
+    pub entry: &'static AmEntry,
+}
+
+/// Names the message a handler runs for, and the way back to its sender
+/// (GASNet-EX `gex_Token_t`). Only valid during the handler.
+pub struct Token<'a> {
+    rt: &'static Runtime,
+    msg: &'a Inbound<'a>,
+    entry: &'static AmEntry,
+    replied: Cell<bool>,
+}
+
+impl Token<'_> {
+    /// GASNet-EX `gex_Token_Info`: all queries are supported.
+    pub fn info(&self) -> TokenInfo {
+        TokenInfo {
+            src_rank: self.msg.src,
+            is_request: self.msg.network == Network::Request,
+            is_long: self.msg.category == Category::Long,
+            entry: self.entry,
+        }
+    }
+
+    /// Job rank of the sender.
+    pub fn src_rank(&self) -> Rank {
+        self.msg.src
+    }
+
+    /// For a Long, the destination address the initiator passed.
+    pub fn dest_addr(&self) -> usize {
+        self.msg.dest_addr
+    }
+
+    #[track_caller]
+    fn claim_reply(&self, call: &str) {
+        if self.msg.network != Network::Request {
+            panic!("gex::{call}: a Reply may only be sent from a Request handler (handler {} runs as a Reply)", self.entry.name);
+        }
+        if self.replied.replace(true) {
+            panic!(
+                "gex::{call}: handler {} already sent its one Reply",
+                self.entry.name
+            );
+        }
+    }
+
+    /// GASNet-EX `gex_AM_ReplyShort`.
+    #[track_caller]
+    pub fn reply_short(&self, handler: AmIndex, args: &[u32], flags: Flags) -> Result<(), NoOp> {
+        const CALL: &str = "Token::reply_short";
+        self.claim_reply(CALL);
+        let r = send(
+            self.rt,
+            CALL,
+            self.msg.src,
+            Network::Reply,
+            handler,
+            args,
+            Payload::None,
+            flags,
+        );
+        self.unclaim_on_noop(r)
+    }
+
+    /// GASNet-EX `gex_AM_ReplyMedium`. `lc` may not be [`Lc::Group`].
+    #[track_caller]
+    pub fn reply_medium(
+        &self,
+        handler: AmIndex,
+        payload: &[u8],
+        lc: Lc<'_>,
+        flags: Flags,
+        args: &[u32],
+    ) -> Result<(), NoOp> {
+        const CALL: &str = "Token::reply_medium";
+        self.claim_reply(CALL);
+        check_lc(CALL, &lc, false);
+        let r = send(
+            self.rt,
+            CALL,
+            self.msg.src,
+            Network::Reply,
+            handler,
+            args,
+            Payload::Medium(payload),
+            flags,
+        );
+        lc.complete_now();
+        self.unclaim_on_noop(r)
+    }
+
+    /// GASNet-EX `gex_AM_ReplyLong`. `lc` may not be [`Lc::Group`].
+    #[track_caller]
+    pub fn reply_long(
+        &self,
+        handler: AmIndex,
+        payload: &[u8],
+        dest_addr: usize,
+        lc: Lc<'_>,
+        flags: Flags,
+        args: &[u32],
+    ) -> Result<(), NoOp> {
+        const CALL: &str = "Token::reply_long";
+        self.claim_reply(CALL);
+        check_lc(CALL, &lc, false);
+        let r = send(
+            self.rt,
+            CALL,
+            self.msg.src,
+            Network::Reply,
+            handler,
+            args,
+            Payload::Long(payload, dest_addr),
+            flags,
+        );
+        lc.complete_now();
+        self.unclaim_on_noop(r)
+    }
+
+    fn unclaim_on_noop(&self, r: Result<(), NoOp>) -> Result<(), NoOp> {
+        if r.is_err() {
+            self.replied.set(false);
+        }
+        r
+    }
+
+    /// GASNet-EX `gex_Token_MaxReplyMedium`.
+    pub fn max_reply_medium(&self, _lc: LcKind, _flags: Flags, _nargs: usize) -> usize {
+        self.rt.conduit.am_max_medium()
+    }
+
+    /// GASNet-EX `gex_Token_MaxReplyLong`.
+    pub fn max_reply_long(&self, _lc: LcKind, _flags: Flags, _nargs: usize) -> usize {
+        self.rt.conduit.am_max_long()
+    }
+
+    /// GASNet-EX `gex_AM_PrepareReplyMedium`.
+    #[track_caller]
+    pub fn prepare_reply_medium<'b>(
+        &self,
+        client_buf: Option<&'b [u8]>,
+        least_payload: usize,
+        most_payload: usize,
+        lc: Lc<'b>,
+        flags: Flags,
+        nargs: usize,
+    ) -> Result<SrcDesc<'b>, NoOp> {
+        const CALL: &str = "Token::prepare_reply_medium";
+        self.claim_reply(CALL);
+        let r = prepare(
+            self.rt,
+            CALL,
+            self.msg.src,
+            Network::Reply,
+            Category::Medium,
+            client_buf,
+            least_payload,
+            most_payload,
+            lc,
+            flags,
+            nargs,
+        );
+        if r.is_err() {
+            self.replied.set(false);
+        }
+        r
+    }
+
+    /// GASNet-EX `gex_AM_PrepareReplyLong`.
+    #[allow(clippy::too_many_arguments)]
+    #[track_caller]
+    pub fn prepare_reply_long<'b>(
+        &self,
+        client_buf: Option<&'b [u8]>,
+        least_payload: usize,
+        most_payload: usize,
+        lc: Lc<'b>,
+        flags: Flags,
+        nargs: usize,
+    ) -> Result<SrcDesc<'b>, NoOp> {
+        const CALL: &str = "Token::prepare_reply_long";
+        self.claim_reply(CALL);
+        let r = prepare(
+            self.rt,
+            CALL,
+            self.msg.src,
+            Network::Reply,
+            Category::Long,
+            client_buf,
+            least_payload,
+            most_payload,
+            lc,
+            flags,
+            nargs,
+        );
+        if r.is_err() {
+            self.replied.set(false);
+        }
+        r
+    }
+}
+
+/// Which kind of local-completion option a max-payload query is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LcKind {
+    Now,
+    Group,
+    Event,
+}
+
+/// Runs one arrived message: finds its handler, checks the registration's promises,
+/// and calls it in handler context.
+pub(crate) fn dispatch(msg: &Inbound<'_>) {
+    let rt = progress::try_runtime().expect("messages are dispatched after init");
+    if msg.handler == 0 {
+        return; // an abandoned negotiated-payload slot
+    }
+    let Some(entry) = rt.handlers.get(msg.handler) else {
+        handler_error(rt, msg, "no handler is registered at this index");
+    };
+    if !entry.accepts(msg.category, msg.network) {
+        handler_error(
+            rt,
+            msg,
+            "the handler was not registered for this category of message",
+        );
+    }
+    if entry.nargs != msg.args.len() {
+        handler_error(
+            rt,
+            msg,
+            "the number of arguments differs from the registration",
+        );
+    }
+    let token = Token {
+        rt,
+        msg,
+        entry,
+        replied: Cell::new(false),
+    };
+    let _scope = HandlerScope::enter(msg.network == Network::Request);
+    match entry.handler {
+        HandlerFn::Short(f) => f(&token, msg.args),
+        HandlerFn::Payload(f) => f(&token, msg.payload, msg.args),
+    }
+}
+
+#[cold]
+fn handler_error(rt: &Runtime, msg: &Inbound<'_>, why: &str) -> ! {
+    let name = rt.handlers.get(msg.handler).map_or("?", |e| e.name);
+    panic!(
+        "gex: AM {:?} {:?} from rank {} for handler {} ({name}) with {} args: {why}",
+        msg.category,
+        msg.network,
+        msg.src,
+        msg.handler,
+        msg.args.len()
+    )
+}
+
+/// The payload of a message being injected.
+#[derive(Clone, Copy)]
+enum Payload<'a> {
+    None,
+    Medium(&'a [u8]),
+    Long(&'a [u8], usize),
+}
+
+#[track_caller]
+fn check_lc(call: &str, lc: &Lc<'_>, group_allowed: bool) {
+    match lc {
+        Lc::Defer => panic!("gex::{call}: Lc::Defer is not allowed for Active Messages"),
+        Lc::Group if !group_allowed => panic!("gex::{call}: Lc::Group is not allowed for Replies"),
+        _ => {}
+    }
+}
+
+#[track_caller]
+fn check_args(rt: &Runtime, call: &str, dest: Rank, handler: AmIndex, args: &[u32]) {
+    if dest >= rt.conduit.size() {
+        panic!(
+            "gex::{call}: rank {dest} is not in the team (size {})",
+            rt.conduit.size()
+        );
+    }
+    if args.len() > max_args() {
+        panic!(
+            "gex::{call}: {} arguments, more than max_args() = {}",
+            args.len(),
+            max_args()
+        );
+    }
+    if handler == 0 {
+        panic!("gex::{call}: handler index 0 is not a handler");
+    }
+}
+
+#[track_caller]
+fn check_long(rt: &Runtime, call: &str, dest: Rank, payload: &[u8], dest_addr: usize) {
+    if let Err(e) = rt.conduit.translate(dest, dest_addr, payload.len()) {
+        crate::rma::address_error(call, dest, dest_addr, payload.len(), e);
+    }
+}
+
+/// Claims a slot on `network` of `dest`, polling while the queue is full, or `NoOp`
+/// with [`Flags::IMMEDIATE`].
+#[inline]
+fn reserve(
+    rt: &Runtime,
+    dest: Rank,
+    network: Network,
+    flags: Flags,
+) -> Result<<Active as Conduit>::Outbound, NoOp> {
+    if let Some(out) = rt.conduit.am_reserve(dest, network) {
+        return Ok(out);
+    }
+    if flags.contains(Flags::IMMEDIATE) {
+        return Err(NoOp);
+    }
+    let mut idle = 0u32;
+    loop {
+        // A Reply (sent from a Request handler) may only wait for Replies to drain;
+        // anything else may run every kind of handler while it waits.
+        let n = if network == Network::Reply && progress::in_handler() {
+            rt.progress_replies()
+        } else {
+            rt.progress()
+        };
+        if let Some(out) = rt.conduit.am_reserve(dest, network) {
+            return Ok(out);
+        }
+        idle = if n > 0 { 0 } else { idle + 1 };
+        if idle > 64 {
+            rt.idle();
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+#[inline]
+#[track_caller]
+fn send(
+    rt: &Runtime,
+    call: &str,
+    dest: Rank,
+    network: Network,
+    handler: AmIndex,
+    args: &[u32],
+    payload: Payload<'_>,
+    flags: Flags,
+) -> Result<(), NoOp> {
+    check_args(rt, call, dest, handler, args);
+    let (category, nbytes, dest_addr) = match payload {
+        Payload::None => (Category::Short, 0, 0),
+        Payload::Medium(p) => {
+            let max = rt.conduit.am_max_medium();
+            if p.len() > max {
+                panic!(
+                    "gex::{call}: payload of {} bytes exceeds the Medium maximum of {max} bytes",
+                    p.len()
+                );
+            }
+            (Category::Medium, p.len(), 0)
+        }
+        Payload::Long(p, addr) => {
+            check_long(rt, call, dest, p, addr);
+            (Category::Long, p.len(), addr)
+        }
+    };
+    let out = reserve(rt, dest, network, flags)?;
+    match payload {
+        Payload::None => {}
+        Payload::Medium(p) => {
+            // SAFETY: the claimed slot's payload area holds am_max_medium() bytes and
+            // p.len() was checked against it; the slot is ours until commit.
+            unsafe {
+                std::ptr::copy_nonoverlapping(p.as_ptr(), rt.conduit.am_buffer(&out), p.len())
+            };
+        }
+        Payload::Long(p, addr) => {
+            let c = rt.conduit.long_payload(dest, addr, p);
+            crate::event::complete_blocking(rt, c);
+        }
+    }
+    rt.conduit.am_commit(
+        out,
+        &AmHeader {
+            handler,
+            category,
+            network,
+            args,
+            nbytes,
+            dest_addr,
+        },
+    );
+    Ok(())
+}
+
+impl Team {
+    #[inline]
+    #[track_caller]
+    fn am_runtime(&self, call: &str) -> &'static Runtime {
+        let rt = runtime(call);
+        progress::check_may_communicate(call);
+        rt
+    }
+
+    /// GASNet-EX `gex_AM_RequestShort`: runs `handler(token, args)` on `rank`.
+    #[inline]
+    #[track_caller]
+    pub fn request_short(
+        &self,
+        rank: Rank,
+        handler: AmIndex,
+        args: &[u32],
+        flags: Flags,
+    ) -> Result<(), NoOp> {
+        const CALL: &str = "Team::request_short";
+        let rt = self.am_runtime(CALL);
+        let dest = self.to_job_rank(CALL, rank);
+        send(
+            rt,
+            CALL,
+            dest,
+            Network::Request,
+            handler,
+            args,
+            Payload::None,
+            flags,
+        )
+    }
+
+    /// GASNet-EX `gex_AM_RequestMedium`: runs `handler(token, payload, args)` on `rank`,
+    /// the payload in a library buffer valid during the handler.
+    #[inline]
+    #[track_caller]
+    pub fn request_medium(
+        &self,
+        rank: Rank,
+        handler: AmIndex,
+        payload: &[u8],
+        lc: Lc<'_>,
+        flags: Flags,
+        args: &[u32],
+    ) -> Result<(), NoOp> {
+        const CALL: &str = "Team::request_medium";
+        let rt = self.am_runtime(CALL);
+        check_lc(CALL, &lc, true);
+        let dest = self.to_job_rank(CALL, rank);
+        send(
+            rt,
+            CALL,
+            dest,
+            Network::Request,
+            handler,
+            args,
+            Payload::Medium(payload),
+            flags,
+        )?;
+        lc.complete_now();
+        Ok(())
+    }
+
+    /// GASNet-EX `gex_AM_RequestLong`: writes `payload` to `dest_addr` in `rank`'s
+    /// segment, then runs `handler(token, payload_at_dest, args)` there.
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    #[track_caller]
+    pub fn request_long(
+        &self,
+        rank: Rank,
+        handler: AmIndex,
+        payload: &[u8],
+        dest_addr: usize,
+        lc: Lc<'_>,
+        flags: Flags,
+        args: &[u32],
+    ) -> Result<(), NoOp> {
+        const CALL: &str = "Team::request_long";
+        let rt = self.am_runtime(CALL);
+        check_lc(CALL, &lc, true);
+        let dest = self.to_job_rank(CALL, rank);
+        send(
+            rt,
+            CALL,
+            dest,
+            Network::Request,
+            handler,
+            args,
+            Payload::Long(payload, dest_addr),
+            flags,
+        )?;
+        lc.complete_now();
+        Ok(())
+    }
+
+    /// GASNet-EX `gex_AM_MaxRequestMedium` (`other_rank` None: over all team members).
+    pub fn max_request_medium(
+        &self,
+        _other_rank: Option<Rank>,
+        _lc: LcKind,
+        _flags: Flags,
+        _nargs: usize,
+    ) -> usize {
+        runtime("Team::max_request_medium").conduit.am_max_medium()
+    }
+
+    /// GASNet-EX `gex_AM_MaxReplyMedium`.
+    pub fn max_reply_medium(
+        &self,
+        _other_rank: Option<Rank>,
+        _lc: LcKind,
+        _flags: Flags,
+        _nargs: usize,
+    ) -> usize {
+        runtime("Team::max_reply_medium").conduit.am_max_medium()
+    }
+
+    /// GASNet-EX `gex_AM_MaxRequestLong`.
+    pub fn max_request_long(
+        &self,
+        _other_rank: Option<Rank>,
+        _lc: LcKind,
+        _flags: Flags,
+        _nargs: usize,
+    ) -> usize {
+        runtime("Team::max_request_long").conduit.am_max_long()
+    }
+
+    /// GASNet-EX `gex_AM_MaxReplyLong`.
+    pub fn max_reply_long(
+        &self,
+        _other_rank: Option<Rank>,
+        _lc: LcKind,
+        _flags: Flags,
+        _nargs: usize,
+    ) -> usize {
+        runtime("Team::max_reply_long").conduit.am_max_long()
+    }
+
+    /// GASNet-EX `gex_AM_PrepareRequestMedium`.
+    #[allow(clippy::too_many_arguments)]
+    #[track_caller]
+    pub fn prepare_request_medium<'b>(
+        &self,
+        rank: Rank,
+        client_buf: Option<&'b [u8]>,
+        least_payload: usize,
+        most_payload: usize,
+        lc: Lc<'b>,
+        flags: Flags,
+        nargs: usize,
+    ) -> Result<SrcDesc<'b>, NoOp> {
+        const CALL: &str = "Team::prepare_request_medium";
+        let rt = self.am_runtime(CALL);
+        let dest = self.to_job_rank(CALL, rank);
+        prepare(
+            rt,
+            CALL,
+            dest,
+            Network::Request,
+            Category::Medium,
+            client_buf,
+            least_payload,
+            most_payload,
+            lc,
+            flags,
+            nargs,
+        )
+    }
+
+    /// GASNet-EX `gex_AM_PrepareRequestLong`.
+    #[allow(clippy::too_many_arguments)]
+    #[track_caller]
+    pub fn prepare_request_long<'b>(
+        &self,
+        rank: Rank,
+        client_buf: Option<&'b [u8]>,
+        least_payload: usize,
+        most_payload: usize,
+        lc: Lc<'b>,
+        flags: Flags,
+        nargs: usize,
+    ) -> Result<SrcDesc<'b>, NoOp> {
+        const CALL: &str = "Team::prepare_request_long";
+        let rt = self.am_runtime(CALL);
+        let dest = self.to_job_rank(CALL, rank);
+        prepare(
+            rt,
+            CALL,
+            dest,
+            Network::Request,
+            Category::Long,
+            client_buf,
+            least_payload,
+            most_payload,
+            lc,
+            flags,
+            nargs,
+        )
+    }
+}
+
+/// The least upper bounds of the payload queries (GASNet-EX `gex_AM_LUB*`).
+#[track_caller]
+pub fn lub_request_medium() -> usize {
+    runtime("lub_request_medium").conduit.am_max_medium()
+}
+/// GASNet-EX `gex_AM_LUBReplyMedium`.
+#[track_caller]
+pub fn lub_reply_medium() -> usize {
+    runtime("lub_reply_medium").conduit.am_max_medium()
+}
+/// GASNet-EX `gex_AM_LUBRequestLong`.
+#[track_caller]
+pub fn lub_request_long() -> usize {
+    runtime("lub_request_long").conduit.am_max_long()
+}
+/// GASNet-EX `gex_AM_LUBReplyLong`.
+#[track_caller]
+pub fn lub_reply_long() -> usize {
+    runtime("lub_reply_long").conduit.am_max_long()
+}
+
+/// Where a negotiated payload is assembled.
+enum Buffer<'a> {
+    /// The client's own buffer; copied into the message at commit.
+    Client(&'a [u8]),
+    /// A slot of the target's queue (Medium): the payload is written in place.
+    Slot,
+    /// A library allocation (Long without a client buffer).
+    Owned(Box<[u8]>),
+}
+
+/// A prepared negotiated-payload AM (GASNet-EX `gex_AM_SrcDesc_t`), consumed by
+/// `commit_medium` / `commit_long`. Until then the thread may not communicate.
+pub struct SrcDesc<'a> {
+    rt: &'static Runtime,
+    dest: Rank,
+    network: Network,
+    category: Category,
+    nargs: usize,
+    size: usize,
+    buffer: Buffer<'a>,
+    out: Option<<Active as Conduit>::Outbound>,
+    lc: Option<Lc<'a>>,
+}
+
+#[allow(clippy::too_many_arguments)]
+#[track_caller]
+fn prepare<'b>(
+    rt: &'static Runtime,
+    call: &str,
+    dest: Rank,
+    network: Network,
+    category: Category,
+    client_buf: Option<&'b [u8]>,
+    least: usize,
+    most: usize,
+    lc: Lc<'b>,
+    flags: Flags,
+    nargs: usize,
+) -> Result<SrcDesc<'b>, NoOp> {
+    if nargs > max_args() {
+        panic!(
+            "gex::{call}: {nargs} arguments, more than max_args() = {}",
+            max_args()
+        );
+    }
+    if most < least {
+        panic!("gex::{call}: most_payload {most} is less than least_payload {least}");
+    }
+    if client_buf.is_none() && !matches!(lc, Lc::Now) {
+        panic!("gex::{call}: without a client buffer the local-completion option must be Lc::Now (the spec's NULL)");
+    }
+    check_lc(call, &lc, network == Network::Request);
+    let max = match category {
+        Category::Medium => rt.conduit.am_max_medium(),
+        _ => rt.conduit.am_max_long(),
+    };
+    if least > max {
+        panic!("gex::{call}: least_payload {least} exceeds the maximum of {max} bytes");
+    }
+    let size = most.min(max);
+    let size = client_buf.map_or(size, |b| size.min(b.len()).max(least.min(b.len())));
+    let out = reserve(rt, dest, network, flags)?;
+    let buffer = match (client_buf, category) {
+        (Some(b), _) => Buffer::Client(b),
+        (None, Category::Medium) => Buffer::Slot,
+        (None, _) => Buffer::Owned(vec![0u8; size].into_boxed_slice()),
+    };
+    progress::enter_prepare(call);
+    Ok(SrcDesc {
+        rt,
+        dest,
+        network,
+        category,
+        nargs,
+        size,
+        buffer,
+        out: Some(out),
+        lc: Some(lc),
+    })
+}
+
+impl<'a> SrcDesc<'a> {
+    /// GASNet-EX `gex_AM_SrcDescAddr`: where the payload is (to be) assembled.
+    pub fn addr(&self) -> *mut u8 {
+        match &self.buffer {
+            Buffer::Client(b) => b.as_ptr() as *mut u8,
+            Buffer::Slot => self
+                .rt
+                .conduit
+                .am_buffer(self.out.as_ref().expect("not committed")),
+            Buffer::Owned(b) => b.as_ptr() as *mut u8,
+        }
+    }
+
+    /// GASNet-EX `gex_AM_SrcDescSize`: how many bytes may be sent.
+    pub fn size(&self) -> usize {
+        self.size
+    }
+
+    /// The library-provided buffer to assemble the payload in, or `None` when the
+    /// client offered its own buffer.
+    pub fn buffer_mut(&mut self) -> Option<&mut [u8]> {
+        let size = self.size;
+        match &mut self.buffer {
+            Buffer::Client(_) => None,
+            Buffer::Owned(b) => Some(&mut b[..size]),
+            Buffer::Slot => {
+                let p = self
+                    .rt
+                    .conduit
+                    .am_buffer(self.out.as_ref().expect("not committed"));
+                // SAFETY: the slot is claimed by this SrcDesc and its payload area holds
+                // am_max_medium() >= size bytes.
+                Some(unsafe { std::slice::from_raw_parts_mut(p, size) })
+            }
+        }
+    }
+
+    /// GASNet-EX `gex_AM_Commit{Request,Reply}Medium`.
+    #[track_caller]
+    pub fn commit_medium(self, handler: AmIndex, nbytes: usize, args: &[u32]) {
+        self.commit(
+            "SrcDesc::commit_medium",
+            Category::Medium,
+            handler,
+            nbytes,
+            0,
+            args,
+        )
+    }
+
+    /// GASNet-EX `gex_AM_Commit{Request,Reply}Long`.
+    #[track_caller]
+    pub fn commit_long(self, handler: AmIndex, nbytes: usize, dest_addr: usize, args: &[u32]) {
+        self.commit(
+            "SrcDesc::commit_long",
+            Category::Long,
+            handler,
+            nbytes,
+            dest_addr,
+            args,
+        )
+    }
+
+    #[track_caller]
+    fn commit(
+        mut self,
+        call: &str,
+        category: Category,
+        handler: AmIndex,
+        nbytes: usize,
+        dest_addr: usize,
+        args: &[u32],
+    ) {
+        progress::leave_prepare();
+        if category != self.category {
+            panic!(
+                "gex::{call}: the SrcDesc was prepared for a {:?}",
+                self.category
+            );
+        }
+        if args.len() != self.nargs {
+            panic!(
+                "gex::{call}: {} arguments, but Prepare was told {}",
+                args.len(),
+                self.nargs
+            );
+        }
+        if nbytes > self.size {
+            panic!(
+                "gex::{call}: nbytes {nbytes} exceeds gex_AM_SrcDescSize {}",
+                self.size
+            );
+        }
+        check_args(self.rt, call, self.dest, handler, args);
+        let out = self.out.take().expect("committed once");
+        let src: &[u8] = match &self.buffer {
+            Buffer::Client(b) => &b[..nbytes],
+            Buffer::Owned(b) => &b[..nbytes],
+            Buffer::Slot => &[],
+        };
+        match category {
+            Category::Medium => {
+                if !src.is_empty() {
+                    // SAFETY: the slot holds am_max_medium() >= size >= nbytes bytes.
+                    unsafe {
+                        std::ptr::copy_nonoverlapping(
+                            src.as_ptr(),
+                            self.rt.conduit.am_buffer(&out),
+                            nbytes,
+                        )
+                    };
+                }
+            }
+            _ => {
+                check_long(self.rt, call, self.dest, src, dest_addr);
+                let c = self.rt.conduit.long_payload(self.dest, dest_addr, src);
+                crate::event::complete_blocking(self.rt, c);
+            }
+        }
+        self.rt.conduit.am_commit(
+            out,
+            &AmHeader {
+                handler,
+                category,
+                network: self.network,
+                args,
+                nbytes,
+                dest_addr,
+            },
+        );
+        if let Some(lc) = self.lc.take() {
+            lc.complete_now();
+        }
+    }
+}
+
+impl Drop for SrcDesc<'_> {
+    fn drop(&mut self) {
+        if let Some(out) = self.out.take() {
+            // Free the claimed slot with a message the receiver ignores (index 0).
+            progress::leave_prepare();
+            self.rt.conduit.am_commit(
+                out,
+                &AmHeader {
+                    handler: 0,
+                    category: Category::Short,
+                    network: self.network,
+                    args: &[],
+                    nbytes: 0,
+                    dest_addr: 0,
+                },
+            );
+            if !std::thread::panicking() {
+                panic!("gex: a SrcDesc from an AM Prepare was dropped without Commit (it must be consumed exactly once)");
+            }
+        }
+    }
+}

@@ -1,0 +1,151 @@
+//! The barrier of the primordial team: a dissemination barrier over Active Messages.
+//!
+//! In round `k` of `ceil(log2 N)` rounds, rank `r` signals rank `(r + 2^k) mod N` and
+//! waits for the signal of `(r - 2^k) mod N`. Arrivals are counted per round in two
+//! buckets by barrier parity: a rank can run at most one barrier ahead of any other
+//! (finishing barrier `e + 1` needs everyone to have finished `e`), so two suffice.
+//!
+//! The barrier is split-phase: [`Team::barrier_nb`] starts it and returns an event;
+//! the rounds advance inside progress (sends use `IMMEDIATE` and are retried, so the
+//! barrier never blocks the poll that drives it). Sending through AMs keeps it
+//! conduit-independent.
+
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+
+use crate::am::{AmEntry, AmIndex, AmRole, Token};
+use crate::client::Team;
+use crate::conduit::{Completion, Conduit, Network, OpHandle};
+use crate::event::Event;
+use crate::progress::{self, runtime, Runtime};
+
+/// Internal handler index of barrier signals.
+pub(crate) const BARRIER_HANDLER: AmIndex = 1;
+const MAX_ROUNDS: usize = 32;
+
+pub(crate) struct BarrierState {
+    active: AtomicBool,
+    arrivals: [[AtomicU32; MAX_ROUNDS]; 2],
+    inner: Mutex<Inner>,
+}
+
+#[derive(Default)]
+struct Inner {
+    epoch: u64,
+    round: usize,
+    sent: bool,
+    op: Option<Arc<OpHandle>>,
+}
+
+impl BarrierState {
+    pub fn new() -> BarrierState {
+        BarrierState {
+            active: AtomicBool::new(false),
+            arrivals: std::array::from_fn(|_| std::array::from_fn(|_| AtomicU32::new(0))),
+            inner: Mutex::new(Inner::default()),
+        }
+    }
+
+    #[inline]
+    pub fn active(&self) -> bool {
+        self.active.load(Ordering::Relaxed)
+    }
+}
+
+fn signal(_token: &Token<'_>, args: &[u32]) {
+    let rt = progress::try_runtime().expect("handlers run after init");
+    rt.barrier.arrivals[args[0] as usize & 1][args[1] as usize].fetch_add(1, Ordering::AcqRel);
+}
+
+pub(crate) fn handler_entry() -> AmEntry {
+    AmEntry::short("gex barrier signal", AmRole::Request, 2, signal).at(BARRIER_HANDLER)
+}
+
+fn rounds(n: u32) -> usize {
+    (32 - (n.max(1) - 1).leading_zeros()) as usize
+}
+
+/// Moves the barrier in progress as far as arrived signals allow.
+pub(crate) fn advance(rt: &Runtime) {
+    let Ok(mut st) = rt.barrier.inner.try_lock() else {
+        return; // another thread is advancing it
+    };
+    let Some(op) = st.op.clone() else {
+        return;
+    };
+    let (me, n) = (rt.conduit.rank(), rt.conduit.size());
+    let parity = (st.epoch & 1) as usize;
+    loop {
+        if st.round == rounds(n) {
+            st.op = None;
+            st.epoch += 1;
+            st.round = 0;
+            st.sent = false;
+            rt.barrier.active.store(false, Ordering::Relaxed);
+            op.complete();
+            return;
+        }
+        if !st.sent {
+            let peer = ((me as u64 + (1u64 << st.round)) % n as u64) as u32;
+            let Some(out) = rt.conduit.am_reserve(peer, Network::Request) else {
+                return; // queue full: try again on the next poll
+            };
+            rt.conduit.am_commit(
+                out,
+                &crate::conduit::AmHeader {
+                    handler: BARRIER_HANDLER,
+                    category: crate::conduit::Category::Short,
+                    network: Network::Request,
+                    args: &[parity as u32, st.round as u32],
+                    nbytes: 0,
+                    dest_addr: 0,
+                },
+            );
+            st.sent = true;
+        }
+        let arrived = &rt.barrier.arrivals[parity][st.round];
+        if arrived.load(Ordering::Acquire) == 0 {
+            return;
+        }
+        arrived.fetch_sub(1, Ordering::AcqRel);
+        st.round += 1;
+        st.sent = false;
+    }
+}
+
+impl Team {
+    /// Starts a barrier over the team and returns its event (split-phase barrier, as
+    /// GASNet-EX `gex_Coll_BarrierNB`). Collective; one barrier at a time.
+    #[track_caller]
+    pub fn barrier_nb(&self) -> Event {
+        const CALL: &str = "Team::barrier_nb";
+        let rt = runtime(CALL);
+        progress::check_may_communicate(CALL);
+        let op = OpHandle::new();
+        {
+            let mut st = rt.barrier.inner.lock().unwrap_or_else(|e| e.into_inner());
+            if st.op.is_some() {
+                panic!("gex::{CALL}: a barrier is already in progress on this team");
+            }
+            st.op = Some(Arc::clone(&op));
+            rt.barrier.active.store(true, Ordering::Relaxed);
+        }
+        advance(rt);
+        Event::from_completion(Completion::Pending(op))
+    }
+
+    /// Blocks until every rank of the team has entered the barrier.
+    #[track_caller]
+    pub fn barrier(&self) {
+        self.barrier_nb().wait();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn rounds_is_ceil_log2() {
+        let r: Vec<usize> = (1..=9).map(super::rounds).collect();
+        assert_eq!(r, [0, 1, 2, 2, 3, 3, 3, 3, 4]);
+    }
+}

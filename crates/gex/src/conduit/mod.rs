@@ -1,0 +1,178 @@
+//! The transport beneath `gex`: the [`Conduit`] trait and its implementations.
+//!
+//! GASNet-EX splits an implementation into a portable upper half (handler tables,
+//! handler-context rules, events, NBI bookkeeping, barriers) and a conduit that moves
+//! bytes. We keep the same split: everything in `gex` outside this module talks to the
+//! transport only through [`Conduit`], so a new transport (the `mpi` conduit for jobs
+//! spanning hosts, which keeps shared memory inside each host) is one new implementation
+//! of this trait and a `cfg` switch of [`Active`], with no change above it.
+//!
+//! The trait is deliberately small and speaks in job ranks, addresses in the target's
+//! address space, and raw message slots:
+//!
+//! * **Active Messages** are two-phase: [`Conduit::am_reserve`] claims a send buffer on
+//!   the Request or Reply network of the destination (or reports back-pressure),
+//!   the upper half writes the payload into [`Conduit::am_buffer`], and
+//!   [`Conduit::am_commit`] sends it. This serves fixed-payload and negotiated-payload
+//!   (Prepare/Commit) AMs alike without a second copy.
+//! * **RMA** calls return a [`Completion`]: done at return (shared memory), or an
+//!   [`OpHandle`] that the conduit completes later from `poll` (network transfers).
+//!   The upper half turns either into GASNet-EX events and NBI categories.
+//! * **Requests and Replies travel on separate networks**, so a Request handler that
+//!   blocks to send its Reply only needs to drain Replies, and Reply handlers never
+//!   send: the protocol cannot deadlock however full the queues are.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+pub mod smp;
+
+/// The conduit this build uses.
+pub type Active = smp::SmpConduit;
+
+/// A rank: a position in the job or in a team (GASNet-EX `gex_Rank_t`).
+pub type Rank = u32;
+
+/// The two independent AM networks of each rank.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Network {
+    Request,
+    Reply,
+}
+
+/// How an AM's payload is delivered (GASNet-EX AM categories).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Category {
+    Short = 0,
+    Medium = 1,
+    Long = 2,
+}
+
+/// The header of one Active Message, as handed to [`Conduit::am_commit`].
+#[derive(Debug, Clone, Copy)]
+pub struct AmHeader<'a> {
+    pub handler: u8,
+    pub category: Category,
+    pub network: Network,
+    pub args: &'a [u32],
+    /// Payload bytes in the send buffer (Medium) or already delivered (Long).
+    pub nbytes: usize,
+    /// Long only: where the payload was delivered, in the target's address space.
+    pub dest_addr: usize,
+}
+
+/// An Active Message being handled by the receiver.
+#[derive(Debug)]
+pub struct Inbound<'a> {
+    pub src: Rank,
+    pub handler: u8,
+    pub category: Category,
+    pub network: Network,
+    pub args: &'a [u32],
+    /// Medium: the payload in the receive buffer. Long: the delivered payload in the
+    /// local segment. Short: empty.
+    pub payload: &'a [u8],
+    pub dest_addr: usize,
+}
+
+/// An operation the conduit will finish later, from inside `poll`.
+#[derive(Debug, Default)]
+pub struct OpHandle {
+    done: AtomicBool,
+}
+
+impl OpHandle {
+    pub fn new() -> Arc<OpHandle> {
+        Arc::new(OpHandle::default())
+    }
+    /// Marks the operation complete (called by the conduit).
+    pub fn complete(&self) {
+        self.done.store(true, Ordering::Release);
+    }
+    pub fn is_done(&self) -> bool {
+        self.done.load(Ordering::Acquire)
+    }
+}
+
+/// The state of an operation when its initiation call returns.
+#[derive(Debug)]
+pub enum Completion {
+    /// Complete already: the common case on shared memory.
+    Done,
+    /// Completes when the handle says so; the upper half polls until then.
+    Pending(Arc<OpHandle>),
+}
+
+/// A segment bound to some rank's endpoint (GASNet-EX `gex_Segment_QueryBound`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BoundSegment {
+    /// Address of the segment in its owner's address space.
+    pub owner_addr: usize,
+    /// Address of the same memory in this process, if it is mapped here (PSHM).
+    pub local_addr: Option<usize>,
+    pub size: usize,
+}
+
+/// Where an address range falls, for error messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AddressError {
+    NoSegment,
+    OutOfSegment { owner_addr: usize, size: usize },
+}
+
+/// The transport used by the `gex` upper half. See the module documentation.
+pub trait Conduit: Send + Sync + Sized + 'static {
+    /// A send buffer claimed by `am_reserve`.
+    type Outbound;
+
+    /// Joins the job described by the environment (or starts a single-rank job) and
+    /// completes the bootstrap barrier: on return, every rank's queues accept messages.
+    fn bootstrap() -> Self;
+    fn rank(&self) -> Rank;
+    fn size(&self) -> Rank;
+    /// Job ranks sharing memory with this one (sorted), and this rank's index there.
+    fn nbrhd(&self) -> (&[Rank], Rank);
+    /// Job ranks on this host (sorted), and this rank's index there.
+    fn host(&self) -> (&[Rank], Rank);
+    /// Number of neighbourhoods and hosts, and this rank's index in each set.
+    fn nbrhd_set(&self) -> (Rank, Rank, Rank, Rank);
+
+    /// The largest segment `attach_segment` accepts.
+    fn max_segment_size(&self) -> usize;
+    /// Creates this rank's segment; the upper half adds the collective barrier.
+    fn attach_segment(&self, size: usize) -> usize;
+    /// Called once after the attach barrier, when every rank's segment exists.
+    fn segments_attached(&self);
+    fn bound_segment(&self, rank: Rank) -> Option<BoundSegment>;
+    /// The local address of `[addr, addr + len)` in `rank`'s segment, when mapped here.
+    fn translate(&self, rank: Rank, addr: usize, len: usize) -> Result<usize, AddressError>;
+
+    fn am_max_medium(&self) -> usize;
+    fn am_max_long(&self) -> usize;
+    /// Claims a send buffer for a message to `dest`, or `None` under back-pressure.
+    fn am_reserve(&self, dest: Rank, network: Network) -> Option<Self::Outbound>;
+    /// The payload area of a claimed buffer (`am_max_medium` bytes, 16-byte aligned).
+    fn am_buffer(&self, out: &Self::Outbound) -> *mut u8;
+    /// Sends the message in a claimed buffer.
+    fn am_commit(&self, out: Self::Outbound, header: &AmHeader<'_>);
+    /// Delivers a Long payload to `dest_addr` in `dest`'s segment before its header.
+    fn long_payload(&self, dest: Rank, dest_addr: usize, src: &[u8]) -> Completion;
+    /// Runs `dispatch` on arrived messages of the given networks; returns how many.
+    fn poll(&self, requests: bool, dispatch: &mut dyn FnMut(&Inbound<'_>)) -> usize;
+
+    /// Copies `src` to `dest_addr` in `dest`'s segment.
+    fn put(&self, dest: Rank, dest_addr: usize, src: &[u8]) -> Completion;
+    /// Copies `len` bytes at `src_addr` in `src`'s segment to `dest`.
+    ///
+    /// # Safety
+    /// `dest` must be valid for `len` bytes of writes until the completion.
+    unsafe fn get(&self, dest: *mut u8, src: Rank, src_addr: usize, len: usize) -> Completion;
+
+    /// Records that this rank finished cleanly; it may now exit.
+    fn finalize(&self);
+    /// Records why this rank is about to die, for the launcher's report.
+    fn record_failure(&self, message: &str);
+    /// True once the job is being torn down.
+    fn aborted(&self) -> bool;
+}

@@ -1,0 +1,288 @@
+//! The layout of a job's shared-memory region, shared by the launcher and the ranks.
+//!
+//! One anonymous memory file (`memfd`) holds the whole job. The launcher creates it,
+//! sizes it and writes the [`JobHeader`]; every rank inherits the descriptor, maps the
+//! whole file once, and closes the descriptor. Because the file has no name, nothing can
+//! be left behind in `/dev/shm` or the file system however the job ends: the kernel frees
+//! the memory when the last process that maps it exits.
+//!
+//! ```text
+//! offset 0            JobHeader (one page)
+//! HEADER_SIZE         rank 0:  RankControl | request queue | reply queue | segment
+//! + rank_stride       rank 1:  RankControl | request queue | reply queue | segment
+//! ...
+//! ```
+//!
+//! Each rank owns two bounded multi-producer, single-consumer queues of fixed-size slots
+//! (one for Requests, one for Replies; see `queue.rs`). Their size does not depend on the
+//! number of ranks, so queue memory is O(1) per rank and O(N) per host. Pages are only
+//! backed by memory when touched, so a large `segment_size` costs address space, not RAM.
+
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+/// Identifies a region written by this version of the layout.
+pub const MAGIC: u64 = u64::from_le_bytes(*b"GEXSMP01");
+
+/// Size of the job header at the start of the region.
+pub const HEADER_SIZE: usize = 4096;
+/// Size of each rank's control block.
+pub const CONTROL_SIZE: usize = 4096;
+/// Size of one message slot in an AM queue: a 128-byte header and the Medium payload.
+pub const SLOT_SIZE: usize = 4096;
+/// Bytes at the start of each slot reserved for the message header and arguments.
+pub const SLOT_HEADER: usize = 128;
+/// Number of slots in each rank's Request queue.
+pub const REQUEST_SLOTS: usize = 256;
+/// Number of slots in each rank's Reply queue.
+pub const REPLY_SLOTS: usize = 256;
+/// Bytes of a queue's own bookkeeping (the producers' tail counter) before its slots.
+pub const QUEUE_HEADER: usize = 128;
+/// The largest failure message a rank records for the launcher.
+pub const FAILURE_MESSAGE_MAX: usize = 3072;
+/// Alignment of each rank's area and segment.
+pub const PAGE: usize = 4096;
+
+/// Default segment size per rank when neither `--segment-size` nor
+/// `UPCXX_SEGMENT_SIZE` is given (the same default as UPC++'s shared heap).
+pub const DEFAULT_SEGMENT_SIZE: usize = 128 << 20;
+
+/// Lifecycle of one rank, as recorded in its [`RankControl::state`].
+#[repr(u32)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RankState {
+    /// The process has not initialized the communication layer (yet).
+    NotStarted = 0,
+    /// `Client::init` has run.
+    Running = 1,
+    /// The rank finalized: it may exit without taking the job down.
+    Finalized = 2,
+    /// The rank recorded a failure message (a panic or a fatal error) before dying.
+    Failed = 3,
+}
+
+impl RankState {
+    fn from_u32(v: u32) -> RankState {
+        match v {
+            1 => RankState::Running,
+            2 => RankState::Finalized,
+            3 => RankState::Failed,
+            _ => RankState::NotStarted,
+        }
+    }
+}
+
+/// The first page of the region, written by the launcher before any rank starts.
+#[repr(C)]
+pub struct JobHeader {
+    pub magic: AtomicU64,
+    pub ranks: AtomicU32,
+    /// Set by the launcher when it tears the job down; ranks that notice it stop waiting.
+    pub abort: AtomicU32,
+    /// Largest segment each rank may attach.
+    pub segment_size: AtomicU64,
+    pub rank_stride: AtomicU64,
+    _pad0: [u64; 3],
+    /// Arrival counter of the barrier inside `Client::init` (before queues may be used).
+    pub init_arrived: AtomicU32,
+    _pad1: [u32; 15],
+}
+
+/// Per-rank bookkeeping that other ranks and the launcher read.
+#[repr(C)]
+pub struct RankControl {
+    pub state: AtomicU32,
+    pub pid: AtomicU32,
+    /// Address at which the owning rank mapped the whole region.
+    pub map_base: AtomicU64,
+    /// Size of the segment the rank attached (0: none yet).
+    pub segment_attached: AtomicU64,
+    pub failure_len: AtomicU32,
+    _pad: [u32; 9],
+    pub failure: [u8; FAILURE_MESSAGE_MAX],
+}
+
+const _: () = assert!(std::mem::size_of::<JobHeader>() <= HEADER_SIZE);
+const _: () = assert!(std::mem::size_of::<RankControl>() <= CONTROL_SIZE);
+
+/// Offsets and sizes of a job's region, computed from the rank count and segment size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JobLayout {
+    pub ranks: usize,
+    pub segment_size: usize,
+    pub rank_stride: usize,
+}
+
+const fn round_up(x: usize, to: usize) -> usize {
+    x.div_ceil(to) * to
+}
+
+impl JobLayout {
+    /// Byte offset of a rank's request queue within its rank area.
+    pub const REQUEST_QUEUE_OFFSET: usize = CONTROL_SIZE;
+    /// Byte offset of a rank's reply queue within its rank area.
+    pub const REPLY_QUEUE_OFFSET: usize =
+        Self::REQUEST_QUEUE_OFFSET + QUEUE_HEADER + REQUEST_SLOTS * SLOT_SIZE;
+    /// Byte offset of a rank's segment within its rank area.
+    pub const SEGMENT_OFFSET: usize = round_up(
+        Self::REPLY_QUEUE_OFFSET + QUEUE_HEADER + REPLY_SLOTS * SLOT_SIZE,
+        PAGE,
+    );
+
+    /// The layout of a job of `ranks` ranks with `segment_size` bytes of segment each
+    /// (rounded up to whole pages).
+    pub fn new(ranks: usize, segment_size: usize) -> JobLayout {
+        let segment_size = round_up(segment_size.max(PAGE), PAGE);
+        JobLayout {
+            ranks,
+            segment_size,
+            rank_stride: Self::SEGMENT_OFFSET + segment_size,
+        }
+    }
+
+    /// Total size of the memory file.
+    pub fn total_size(&self) -> usize {
+        HEADER_SIZE + self.ranks * self.rank_stride
+    }
+
+    /// Offset of `rank`'s area from the start of the region.
+    pub fn rank_offset(&self, rank: usize) -> usize {
+        HEADER_SIZE + rank * self.rank_stride
+    }
+}
+
+/// A mapping of a job region in this process, with typed access to its parts.
+///
+/// `Region` does not own the mapping; whoever created it (the launcher or the smp
+/// conduit) keeps it alive for as long as the `Region` is used.
+#[derive(Debug, Clone, Copy)]
+pub struct Region {
+    base: *mut u8,
+    layout: JobLayout,
+}
+
+// SAFETY: a Region is an address and sizes; all shared state it exposes is atomic or is
+// accessed through raw pointers by code that synchronizes with atomics.
+unsafe impl Send for Region {}
+// SAFETY: as above.
+unsafe impl Sync for Region {}
+
+impl Region {
+    /// Wraps a mapping of `layout.total_size()` bytes at `base`.
+    ///
+    /// # Safety
+    /// `base` must point to a live, writable, shared mapping of at least
+    /// `layout.total_size()` bytes that outlives every use of the returned value.
+    pub unsafe fn new(base: *mut u8, layout: JobLayout) -> Region {
+        Region { base, layout }
+    }
+
+    pub fn base(&self) -> *mut u8 {
+        self.base
+    }
+
+    pub fn layout(&self) -> &JobLayout {
+        &self.layout
+    }
+
+    pub fn header(&self) -> &JobHeader {
+        // SAFETY: the header lies at offset 0 of a mapping that is at least HEADER_SIZE
+        // bytes, page aligned, and only accessed through atomics.
+        unsafe { &*(self.base as *const JobHeader) }
+    }
+
+    /// Start of `rank`'s area in this process's address space.
+    pub fn rank_area(&self, rank: usize) -> *mut u8 {
+        assert!(rank < self.layout.ranks, "rank {rank} out of range");
+        // SAFETY: the offset is within the mapping (checked rank).
+        unsafe { self.base.add(self.layout.rank_offset(rank)) }
+    }
+
+    pub fn control(&self, rank: usize) -> &RankControl {
+        // SAFETY: the control block starts each rank area (page aligned) and is only
+        // accessed through atomics, except `failure`, which is written before the
+        // Release store of `failure_len` and read after its Acquire load.
+        unsafe { &*(self.rank_area(rank) as *const RankControl) }
+    }
+
+    /// Start of `rank`'s segment in this process's address space.
+    pub fn segment(&self, rank: usize) -> *mut u8 {
+        // SAFETY: SEGMENT_OFFSET + segment_size == rank_stride, within the rank's area.
+        unsafe { self.rank_area(rank).add(JobLayout::SEGMENT_OFFSET) }
+    }
+
+    /// Writes the job header. Called once by whoever created the region.
+    pub fn init_header(&self) {
+        let h = self.header();
+        h.ranks.store(self.layout.ranks as u32, Ordering::Relaxed);
+        h.segment_size
+            .store(self.layout.segment_size as u64, Ordering::Relaxed);
+        h.rank_stride
+            .store(self.layout.rank_stride as u64, Ordering::Relaxed);
+        h.magic.store(MAGIC, Ordering::Release);
+    }
+
+    pub fn rank_state(&self, rank: usize) -> RankState {
+        RankState::from_u32(self.control(rank).state.load(Ordering::Acquire))
+    }
+
+    pub fn set_rank_state(&self, rank: usize, state: RankState) {
+        self.control(rank)
+            .state
+            .store(state as u32, Ordering::Release);
+    }
+
+    /// Records why `rank` is failing, for the launcher's report. A later message
+    /// replaces an earlier one (a panic the program caught is followed by the real one).
+    /// The launcher reads it only after the rank died, so only the owner writes it.
+    pub fn record_failure(&self, rank: usize, message: &str) {
+        let ctl = self.control(rank);
+        let bytes = message.as_bytes();
+        let mut n = bytes.len().min(FAILURE_MESSAGE_MAX);
+        while !message.is_char_boundary(n) {
+            n -= 1;
+        }
+        ctl.failure_len.store(0, Ordering::Release);
+        // SAFETY: `failure` is a plain byte array inside the control block; only the
+        // owning rank writes it, and readers wait for the Release store below.
+        unsafe {
+            let dst = ctl.failure.as_ptr() as *mut u8;
+            std::ptr::copy_nonoverlapping(bytes.as_ptr(), dst, n);
+        }
+        ctl.failure_len.store(n.max(1) as u32, Ordering::Release);
+    }
+
+    /// The failure message `rank` recorded, if any.
+    pub fn failure_message(&self, rank: usize) -> Option<String> {
+        let ctl = self.control(rank);
+        let n = ctl.failure_len.load(Ordering::Acquire) as usize;
+        if n == 0 {
+            return None;
+        }
+        let n = n.min(FAILURE_MESSAGE_MAX);
+        Some(String::from_utf8_lossy(&ctl.failure[..n]).into_owned())
+    }
+
+    /// Tells every rank that the job is being torn down.
+    pub fn set_abort(&self) {
+        self.header().abort.store(1, Ordering::Release);
+    }
+
+    pub fn aborted(&self) -> bool {
+        self.header().abort.load(Ordering::Relaxed) != 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn areas_are_page_aligned_and_disjoint() {
+        let l = JobLayout::new(3, 1 << 20);
+        assert_eq!(JobLayout::SEGMENT_OFFSET % PAGE, 0);
+        assert_eq!(l.rank_stride % PAGE, 0);
+        assert!(JobLayout::REPLY_QUEUE_OFFSET > JobLayout::REQUEST_QUEUE_OFFSET);
+        assert_eq!(l.total_size(), HEADER_SIZE + 3 * l.rank_stride);
+        assert_eq!(JobLayout::new(1, 1).segment_size, PAGE);
+    }
+}

@@ -1,0 +1,485 @@
+//! The `smp` conduit: all ranks on one host, every segment in shared memory (PSHM).
+//!
+//! The job region (see [`layout`]) is one anonymous memory file mapped by every rank, so
+//! a put or get to any rank is a bounds check, an address translation and a `memcpy`,
+//! and an Active Message is a slot in the target's queue (see [`queue`]). Ranks map the
+//! region at different addresses; each rank publishes its mapping address, and
+//! translating an address of rank `r`'s segment is one subtraction and one addition.
+//!
+//! Without a launcher (no `UPCXX_RANK` in the environment) the conduit creates a
+//! private one-rank region, so every program also runs as a single rank.
+
+use std::os::fd::{AsFd, FromRawFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::OnceLock;
+
+use crate::conduit::{
+    AddressError, AmHeader, BoundSegment, Category, Completion, Conduit, Inbound, Network, Rank,
+};
+
+pub mod layout;
+pub mod queue;
+
+use layout::{JobLayout, RankState, Region, REPLY_SLOTS, REQUEST_SLOTS, SLOT_HEADER, SLOT_SIZE};
+use queue::{Queue, Reserved, SlotHeader};
+
+/// Name of the variable holding the number of the inherited memory-file descriptor.
+pub const SHM_FD_VAR: &str = "GEX_SHM_FD";
+/// Name of the variable holding this process's job rank.
+pub const RANK_VAR: &str = "UPCXX_RANK";
+
+/// Largest number of messages handled per queue in one poll, so one busy sender cannot
+/// keep a poll from returning.
+const POLL_BATCH: u64 = 32;
+
+/// Where one peer's segment lives.
+#[derive(Debug, Clone, Copy)]
+struct PeerSegment {
+    owner_base: usize,
+    local_base: usize,
+    size: usize,
+}
+
+/// One inbound queue and its consumer state in this process.
+struct Inbox {
+    queue: Queue,
+    head: AtomicU64,
+    /// Held by the thread currently draining this queue (GASNet-EX PAR mode: any thread
+    /// may poll; one drains at a time, the others move on).
+    busy: AtomicBool,
+}
+
+impl Inbox {
+    fn new(queue: Queue) -> Inbox {
+        Inbox {
+            queue,
+            head: AtomicU64::new(0),
+            busy: AtomicBool::new(false),
+        }
+    }
+}
+
+/// The shared-memory conduit. See the module documentation.
+pub struct SmpConduit {
+    region: Region,
+    /// Keeps the mapping alive for the life of the process.
+    _mapping: Mapping,
+    rank: Rank,
+    size: Rank,
+    ranks: Vec<Rank>,
+    requests: Vec<Queue>,
+    replies: Vec<Queue>,
+    my_requests: Inbox,
+    my_replies: Inbox,
+    /// Address each rank mapped the region at, read once after bootstrap.
+    map_bases: Vec<usize>,
+    segments: OnceLock<Box<[PeerSegment]>>,
+    attached: AtomicUsize,
+}
+
+/// A shared mapping of a job region, unmapped on drop.
+pub struct Mapping {
+    base: *mut u8,
+    len: usize,
+}
+
+// SAFETY: the mapping is process-wide shared memory; it is only unmapped on drop.
+unsafe impl Send for Mapping {}
+// SAFETY: as above.
+unsafe impl Sync for Mapping {}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: base/len describe a mapping created by `map_region` and no longer used.
+        let _ = unsafe { rustix::mm::munmap(self.base.cast(), self.len) };
+    }
+}
+
+/// Maps the whole memory file `fd` shared and read-write.
+fn map_region(fd: impl AsFd, len: usize) -> std::io::Result<Mapping> {
+    use rustix::mm::{mmap, MapFlags, ProtFlags};
+    // SAFETY: mapping a fresh range chosen by the kernel cannot alias existing memory.
+    let base = unsafe {
+        mmap(
+            std::ptr::null_mut(),
+            len,
+            ProtFlags::READ | ProtFlags::WRITE,
+            MapFlags::SHARED,
+            fd,
+            0,
+        )?
+    };
+    Ok(Mapping {
+        base: base.cast(),
+        len,
+    })
+}
+
+/// Creates, sizes and maps an anonymous job region (used by launchers and single-rank
+/// jobs). Returns the descriptor, the mapping and the region with its header written.
+pub fn create_region(layout: JobLayout) -> std::io::Result<(OwnedFd, Region, Mapping)> {
+    use rustix::fs::{ftruncate, memfd_create, MemfdFlags};
+    let fd = memfd_create("gex-job", MemfdFlags::CLOEXEC)?;
+    ftruncate(&fd, layout.total_size() as u64)?;
+    let mapping = map_region(&fd, layout.total_size())?;
+    // SAFETY: the mapping is total_size() bytes and is returned alongside the region,
+    // so the caller keeps it alive as long as it uses the region.
+    let region = unsafe { Region::new(mapping.base, layout) };
+    region.init_header();
+    Ok((fd, region, mapping))
+}
+
+fn fatal(msg: &str) -> ! {
+    eprintln!("gex: {msg}");
+    std::process::exit(1)
+}
+
+impl SmpConduit {
+    fn join_job() -> (Region, Mapping, Rank) {
+        let Ok(rank_text) = std::env::var(RANK_VAR) else {
+            let segment = crate::job::segment_size_from_env().unwrap_or_else(|e| fatal(&e));
+            let (_fd, region, mapping) = create_region(JobLayout::new(1, segment))
+                .unwrap_or_else(|e| fatal(&format!("cannot create the job's shared memory: {e}")));
+            return (region, mapping, 0);
+        };
+        let rank: Rank = rank_text
+            .parse()
+            .unwrap_or_else(|_| fatal(&format!("{RANK_VAR}={rank_text} is not a rank")));
+        let fd: i32 = std::env::var(SHM_FD_VAR)
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| {
+                fatal(&format!(
+                    "{RANK_VAR} is set but {SHM_FD_VAR} is not: start the job with upcxx-run"
+                ))
+            });
+        // SAFETY: the launcher passed us this descriptor number to own; we close it
+        // after mapping so that programs we spawn do not inherit it.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        let stat = rustix::fs::fstat(&fd)
+            .unwrap_or_else(|e| fatal(&format!("{SHM_FD_VAR}: not a job region ({e})")));
+        let len = stat.st_size as usize;
+        if len < layout::HEADER_SIZE {
+            fatal(&format!("{SHM_FD_VAR}: not a job region (too small)"));
+        }
+        let mapping = map_region(&fd, len)
+            .unwrap_or_else(|e| fatal(&format!("cannot map the job's shared memory: {e}")));
+        drop(fd);
+        // SAFETY: only the header is read through this provisional view.
+        let probe = unsafe { Region::new(mapping.base, JobLayout::new(1, 1)) };
+        let h = probe.header();
+        if h.magic.load(Ordering::Acquire) != layout::MAGIC {
+            fatal(&format!("{SHM_FD_VAR}: not a job region (bad magic)"));
+        }
+        let ranks = h.ranks.load(Ordering::Relaxed) as usize;
+        let seg = h.segment_size.load(Ordering::Relaxed) as usize;
+        let layout = JobLayout::new(ranks, seg);
+        if layout.total_size() > len || rank as usize >= ranks {
+            fatal("the job region does not match this rank");
+        }
+        // SAFETY: the mapping covers layout.total_size() bytes and lives in the conduit.
+        let region = unsafe { Region::new(mapping.base, layout) };
+        (region, mapping, rank)
+    }
+
+    fn queue(region: &Region, rank: usize, network: Network) -> Queue {
+        let (offset, slots) = match network {
+            Network::Request => (JobLayout::REQUEST_QUEUE_OFFSET, REQUEST_SLOTS),
+            Network::Reply => (JobLayout::REPLY_QUEUE_OFFSET, REPLY_SLOTS),
+        };
+        // SAFETY: the queue area lies inside the rank's area of the live mapping.
+        unsafe { Queue::at(region.rank_area(rank).add(offset), slots) }
+    }
+
+    fn wait_for_all_ranks(&self) {
+        let h = self.region.header();
+        h.init_arrived.fetch_add(1, Ordering::AcqRel);
+        let mut spins = 0u32;
+        while h.init_arrived.load(Ordering::Acquire) < self.size {
+            if self.region.aborted() {
+                std::process::exit(1);
+            }
+            spins += 1;
+            if spins < 1000 {
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
+        }
+    }
+
+    fn peer_segment(&self, rank: Rank) -> Result<&PeerSegment, AddressError> {
+        let segments = self.segments.get().ok_or(AddressError::NoSegment)?;
+        segments
+            .get(rank as usize)
+            .filter(|s| s.size > 0)
+            .ok_or(AddressError::NoSegment)
+    }
+
+    fn drain(
+        &self,
+        inbox: &Inbox,
+        network: Network,
+        dispatch: &mut dyn FnMut(&Inbound<'_>),
+    ) -> usize {
+        if inbox.busy.swap(true, Ordering::Acquire) {
+            return 0;
+        }
+        struct Unbusy<'a>(&'a AtomicBool);
+        impl Drop for Unbusy<'_> {
+            fn drop(&mut self) {
+                self.0.store(false, Ordering::Release);
+            }
+        }
+        let _unbusy = Unbusy(&inbox.busy);
+        let mut head = inbox.head.load(Ordering::Relaxed);
+        let start = head;
+        while head - start < POLL_BATCH {
+            let Some(slot) = inbox.queue.peek(head) else {
+                break;
+            };
+            // The message is ours until released; advance first so a handler that polls
+            // (a Request handler blocked on sending its Reply drains Replies only) never
+            // sees this slot again.
+            inbox.head.store(head + 1, Ordering::Relaxed);
+            // SAFETY: the slot was published (seq == head + 1) and is owned by the
+            // consumer until `release`; its header fields were written before publish.
+            let h = unsafe { &*(slot as *const SlotHeader) };
+            let category = match h.kind & 3 {
+                0 => Category::Short,
+                1 => Category::Medium,
+                _ => Category::Long,
+            };
+            let nbytes = h.nbytes as usize;
+            let payload: &[u8] = match category {
+                Category::Short => &[],
+                // SAFETY: the sender wrote nbytes (<= max medium) bytes after the header.
+                Category::Medium => unsafe {
+                    std::slice::from_raw_parts(slot.add(SLOT_HEADER), nbytes)
+                },
+                // SAFETY: the sender delivered nbytes at dest_addr in our segment (checked
+                // against our segment by the sender) before publishing the header.
+                Category::Long if nbytes > 0 => unsafe {
+                    std::slice::from_raw_parts(h.dest_addr as usize as *const u8, nbytes)
+                },
+                Category::Long => &[],
+            };
+            let msg = Inbound {
+                src: h.src,
+                handler: h.handler,
+                category,
+                network,
+                args: &h.args[..h.nargs as usize],
+                payload,
+                dest_addr: h.dest_addr as usize,
+            };
+            dispatch(&msg);
+            inbox.queue.release(head);
+            head += 1;
+        }
+        (head - start) as usize
+    }
+}
+
+/// A claimed slot in a peer's queue.
+pub struct Outbound {
+    queue: Queue,
+    reserved: Reserved,
+}
+
+impl Conduit for SmpConduit {
+    type Outbound = Outbound;
+
+    fn bootstrap() -> SmpConduit {
+        let (region, mapping, rank) = SmpConduit::join_job();
+        let n = region.layout().ranks;
+        let me = rank as usize;
+        let ctl = region.control(me);
+        ctl.map_base
+            .store(region.base() as usize as u64, Ordering::Relaxed);
+        ctl.pid.store(std::process::id(), Ordering::Relaxed);
+        let requests: Vec<Queue> = (0..n)
+            .map(|r| SmpConduit::queue(&region, r, Network::Request))
+            .collect();
+        let replies: Vec<Queue> = (0..n)
+            .map(|r| SmpConduit::queue(&region, r, Network::Reply))
+            .collect();
+        requests[me].initialize();
+        replies[me].initialize();
+        region.set_rank_state(me, RankState::Running);
+        let conduit = SmpConduit {
+            my_requests: Inbox::new(requests[me]),
+            my_replies: Inbox::new(replies[me]),
+            requests,
+            replies,
+            region,
+            _mapping: mapping,
+            rank,
+            size: n as Rank,
+            ranks: (0..n as Rank).collect(),
+            map_bases: Vec::new(),
+            segments: OnceLock::new(),
+            attached: AtomicUsize::new(0),
+        };
+        conduit.wait_for_all_ranks();
+        let map_bases = (0..n)
+            .map(|r| conduit.region.control(r).map_base.load(Ordering::Relaxed) as usize)
+            .collect();
+        SmpConduit {
+            map_bases,
+            ..conduit
+        }
+    }
+
+    fn rank(&self) -> Rank {
+        self.rank
+    }
+    fn size(&self) -> Rank {
+        self.size
+    }
+    fn nbrhd(&self) -> (&[Rank], Rank) {
+        (&self.ranks, self.rank)
+    }
+    fn host(&self) -> (&[Rank], Rank) {
+        (&self.ranks, self.rank)
+    }
+    fn nbrhd_set(&self) -> (Rank, Rank, Rank, Rank) {
+        (1, 0, 1, 0)
+    }
+
+    fn max_segment_size(&self) -> usize {
+        self.region.layout().segment_size
+    }
+
+    fn attach_segment(&self, size: usize) -> usize {
+        let me = self.rank as usize;
+        self.region
+            .control(me)
+            .segment_attached
+            .store(size as u64, Ordering::Release);
+        self.attached.store(size, Ordering::Relaxed);
+        self.region.segment(me) as usize
+    }
+
+    fn segments_attached(&self) {
+        let offset = |r: usize| self.region.layout().rank_offset(r) + JobLayout::SEGMENT_OFFSET;
+        let table = (0..self.size as usize)
+            .map(|r| PeerSegment {
+                owner_base: self.map_bases[r] + offset(r),
+                local_base: self.region.segment(r) as usize,
+                size: self
+                    .region
+                    .control(r)
+                    .segment_attached
+                    .load(Ordering::Acquire) as usize,
+            })
+            .collect();
+        let _ = self.segments.set(table);
+    }
+
+    fn bound_segment(&self, rank: Rank) -> Option<BoundSegment> {
+        let s = self.peer_segment(rank).ok()?;
+        Some(BoundSegment {
+            owner_addr: s.owner_base,
+            local_addr: Some(s.local_base),
+            size: s.size,
+        })
+    }
+
+    #[inline]
+    fn translate(&self, rank: Rank, addr: usize, len: usize) -> Result<usize, AddressError> {
+        let s = self.peer_segment(rank)?;
+        let offset = addr.wrapping_sub(s.owner_base);
+        if offset > s.size || len > s.size - offset {
+            return Err(AddressError::OutOfSegment {
+                owner_addr: s.owner_base,
+                size: s.size,
+            });
+        }
+        Ok(s.local_base + offset)
+    }
+
+    fn am_max_medium(&self) -> usize {
+        SLOT_SIZE - SLOT_HEADER
+    }
+
+    fn am_max_long(&self) -> usize {
+        self.region.layout().segment_size
+    }
+
+    #[inline]
+    fn am_reserve(&self, dest: Rank, network: Network) -> Option<Outbound> {
+        let queue = match network {
+            Network::Request => self.requests[dest as usize],
+            Network::Reply => self.replies[dest as usize],
+        };
+        queue.reserve().map(|reserved| Outbound { queue, reserved })
+    }
+
+    #[inline]
+    fn am_buffer(&self, out: &Outbound) -> *mut u8 {
+        // SAFETY: the payload area follows the header inside the claimed slot.
+        unsafe { out.reserved.slot.add(SLOT_HEADER) }
+    }
+
+    #[inline]
+    fn am_commit(&self, out: Outbound, header: &AmHeader<'_>) {
+        // SAFETY: the slot is claimed by us and not visible to the consumer until publish.
+        let h = unsafe { &mut *(out.reserved.slot as *mut SlotHeader) };
+        h.src = self.rank;
+        h.handler = header.handler;
+        h.kind = header.category as u8;
+        h.nargs = header.args.len() as u8;
+        h.nbytes = header.nbytes as u32;
+        h.dest_addr = header.dest_addr as u64;
+        h.args[..header.args.len()].copy_from_slice(header.args);
+        out.queue.publish(out.reserved);
+    }
+
+    fn long_payload(&self, dest: Rank, dest_addr: usize, src: &[u8]) -> Completion {
+        self.put(dest, dest_addr, src)
+    }
+
+    fn poll(&self, requests: bool, dispatch: &mut dyn FnMut(&Inbound<'_>)) -> usize {
+        let mut n = self.drain(&self.my_replies, Network::Reply, dispatch);
+        if requests {
+            n += self.drain(&self.my_requests, Network::Request, dispatch);
+        }
+        n
+    }
+
+    #[inline]
+    fn put(&self, dest: Rank, dest_addr: usize, src: &[u8]) -> Completion {
+        let local = self
+            .translate(dest, dest_addr, src.len())
+            .expect("address checked by the caller");
+        // SAFETY: `local` is inside the shared mapping of dest's segment (translate
+        // checked the bounds); a source slice cannot overlap in a way `copy` mishandles.
+        unsafe { std::ptr::copy(src.as_ptr(), local as *mut u8, src.len()) };
+        Completion::Done
+    }
+
+    #[inline]
+    unsafe fn get(&self, dest: *mut u8, src: Rank, src_addr: usize, len: usize) -> Completion {
+        let local = self
+            .translate(src, src_addr, len)
+            .expect("address checked by the caller");
+        // SAFETY: the source range is inside the mapping (translate); the caller
+        // guarantees `dest` is valid for `len` bytes.
+        unsafe { std::ptr::copy(local as *const u8, dest, len) };
+        Completion::Done
+    }
+
+    fn finalize(&self) {
+        self.region
+            .set_rank_state(self.rank as usize, RankState::Finalized);
+    }
+
+    fn record_failure(&self, message: &str) {
+        self.region.record_failure(self.rank as usize, message);
+    }
+
+    fn aborted(&self) -> bool {
+        self.region.aborted()
+    }
+}

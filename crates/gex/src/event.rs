@@ -1,0 +1,301 @@
+//! Events, local completion and implicit-event (NBI) bookkeeping (GASNet-EX spec,
+//! "Events", "Extended API" notes 2a/2b, "NBI Access regions", "Event test/wait").
+//!
+//! An [`Event`] is the handle of one explicit-event (NB) operation. An operation the
+//! conduit finished before returning (every operation on shared memory) yields
+//! [`Event::invalid`], the spec's `GEX_EVENT_INVALID`, at no cost; a pending one holds
+//! the conduit's operation handles. `test` never polls; `wait` polls until done.
+//!
+//! Implicit-event (NBI) operations are tracked per thread, by [`EventCategory`], or in
+//! the thread's open access region, whose end yields one event for all of them.
+
+use std::cell::RefCell;
+use std::sync::Arc;
+
+use crate::conduit::{Completion, OpHandle};
+use crate::progress::{self, runtime, Runtime};
+
+/// Handle of a non-blocking operation (GASNet-EX `gex_Event_t`).
+#[must_use = "an event must be synchronized with test or wait"]
+#[derive(Debug, Default)]
+pub struct Event {
+    state: Option<Arc<EventState>>,
+}
+
+#[derive(Debug, Default)]
+struct EventState {
+    /// The operations whose completion the event stands for.
+    ops: Vec<Arc<OpHandle>>,
+    /// The local-completion leaf (source buffer reusable), when tracked separately.
+    lc: Option<Arc<OpHandle>>,
+}
+
+impl Event {
+    /// The event of an operation that is already complete (`GEX_EVENT_INVALID`).
+    pub const fn invalid() -> Event {
+        Event { state: None }
+    }
+
+    pub(crate) fn from_completion(c: Completion) -> Event {
+        match c {
+            Completion::Done => Event::invalid(),
+            Completion::Pending(op) => Event::from_ops(vec![op], None),
+        }
+    }
+
+    fn from_ops(ops: Vec<Arc<OpHandle>>, lc: Option<Arc<OpHandle>>) -> Event {
+        if ops.iter().all(|o| o.is_done()) && lc.as_ref().is_none_or(|o| o.is_done()) {
+            Event::invalid()
+        } else {
+            Event {
+                state: Some(Arc::new(EventState { ops, lc })),
+            }
+        }
+    }
+
+    /// True for `GEX_EVENT_INVALID`: nothing left to synchronize.
+    pub fn is_invalid(&self) -> bool {
+        self.state.is_none()
+    }
+
+    fn is_done(&self) -> bool {
+        self.state
+            .as_ref()
+            .is_none_or(|s| s.ops.iter().all(|o| o.is_done()))
+    }
+
+    /// GASNet-EX `gex_Event_Test`: true if complete (the event is then consumed and set
+    /// to invalid). Does not poll.
+    #[track_caller]
+    pub fn test(&mut self) -> bool {
+        progress::check_may_communicate("Event::test");
+        if self.is_done() {
+            *self = Event::invalid();
+            true
+        } else {
+            false
+        }
+    }
+
+    /// GASNet-EX `gex_Event_Wait`: polls until the operation is complete.
+    #[track_caller]
+    pub fn wait(self) {
+        if self.state.is_none() {
+            progress::check_may_communicate("Event::wait");
+            return;
+        }
+        let rt = runtime("Event::wait");
+        progress::check_may_communicate("Event::wait");
+        rt.wait_until(|| self.is_done());
+    }
+
+    /// GASNet-EX `gex_Event_TestSome`: true if at least one event is complete or all are
+    /// invalid; completed events are set to invalid. Does not poll.
+    #[track_caller]
+    pub fn test_some(events: &mut [Event]) -> bool {
+        progress::check_may_communicate("Event::test_some");
+        let mut any = events.iter().all(Event::is_invalid);
+        for e in events.iter_mut().filter(|e| !e.is_invalid()) {
+            if e.is_done() {
+                *e = Event::invalid();
+                any = true;
+            }
+        }
+        any
+    }
+
+    /// GASNet-EX `gex_Event_WaitSome`: polls until `test_some` succeeds.
+    #[track_caller]
+    pub fn wait_some(events: &mut [Event]) {
+        let rt = runtime("Event::wait_some");
+        progress::check_may_communicate("Event::wait_some");
+        let mut ok = false;
+        rt.wait_until(|| {
+            ok = Event::test_some(events);
+            ok
+        });
+    }
+
+    /// GASNet-EX `gex_Event_TestAll`: true if every event is complete (all are then set
+    /// to invalid). Completed events are set to invalid either way. Does not poll.
+    #[track_caller]
+    pub fn test_all(events: &mut [Event]) -> bool {
+        progress::check_may_communicate("Event::test_all");
+        let mut all = true;
+        for e in events.iter_mut() {
+            if e.is_done() {
+                *e = Event::invalid();
+            } else {
+                all = false;
+            }
+        }
+        all
+    }
+
+    /// GASNet-EX `gex_Event_WaitAll`: polls until every event is complete.
+    #[track_caller]
+    pub fn wait_all(events: &mut [Event]) {
+        let rt = runtime("Event::wait_all");
+        progress::check_may_communicate("Event::wait_all");
+        rt.wait_until(|| Event::test_all(events));
+    }
+
+    /// GASNet-EX `gex_Event_QueryLeaf`: the leaf event of one category of a root event.
+    /// Only [`EventCategory::LC`] (local completion of a put) has leaves. An operation
+    /// whose local completion already happened yields an invalid event.
+    #[track_caller]
+    pub fn query_leaf(&self, category: EventCategory) -> Event {
+        if category != EventCategory::LC {
+            panic!("gex::Event::query_leaf: only EventCategory::LC has leaf events");
+        }
+        match self.state.as_ref().and_then(|s| s.lc.clone()) {
+            Some(lc) if !lc.is_done() => Event {
+                state: Some(Arc::new(EventState {
+                    ops: vec![lc],
+                    lc: None,
+                })),
+            },
+            _ => Event::invalid(),
+        }
+    }
+}
+
+/// Local-completion control of a put or AM payload (GASNet-EX `lc_opt`).
+#[derive(Debug)]
+pub enum Lc<'a> {
+    /// Return only once the source buffer may be reused (`GEX_EVENT_NOW`).
+    Now,
+    /// Local completion may be as late as the operation's completion (`GEX_EVENT_DEFER`).
+    Defer,
+    /// Track local completion in the NBI category `LC` or `AM` (`GEX_EVENT_GROUP`).
+    Group,
+    /// Report local completion through this event (a `gex_Event_t*`).
+    Event(&'a mut Event),
+}
+
+impl Lc<'_> {
+    /// Records that local completion happened before the initiation call returned.
+    pub(crate) fn complete_now(self) {
+        if let Lc::Event(e) = self {
+            *e = Event::invalid();
+        }
+    }
+}
+
+/// Event categories for NBI synchronization (GASNet-EX `gex_EC_t`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EventCategory(u8);
+
+impl EventCategory {
+    pub const GET: EventCategory = EventCategory(1);
+    pub const PUT: EventCategory = EventCategory(2);
+    pub const AM: EventCategory = EventCategory(4);
+    pub const LC: EventCategory = EventCategory(8);
+    pub const RMW: EventCategory = EventCategory(16);
+    pub const ALL: EventCategory = EventCategory(31);
+
+    pub fn contains(self, other: EventCategory) -> bool {
+        self.0 & other.0 == other.0
+    }
+
+    fn index(self) -> usize {
+        self.0.trailing_zeros() as usize
+    }
+}
+
+impl std::ops::BitOr for EventCategory {
+    type Output = EventCategory;
+    fn bitor(self, rhs: EventCategory) -> EventCategory {
+        EventCategory(self.0 | rhs.0)
+    }
+}
+
+/// This thread's outstanding implicit-event operations.
+#[derive(Default)]
+struct NbiState {
+    pending: [Vec<Arc<OpHandle>>; 5],
+    region: Option<Vec<Arc<OpHandle>>>,
+}
+
+thread_local! {
+    static NBI: RefCell<NbiState> = RefCell::new(NbiState::default());
+}
+
+/// Records an NBI operation that did not complete at initiation.
+pub(crate) fn track_nbi(category: EventCategory, c: Completion) {
+    if let Completion::Pending(op) = c {
+        NBI.with(|n| {
+            let mut n = n.borrow_mut();
+            match n.region.as_mut() {
+                Some(region) => region.push(op),
+                None => n.pending[category.index()].push(op),
+            }
+        });
+    }
+}
+
+/// Waits for an operation that must complete before the call returns.
+pub(crate) fn complete_blocking(rt: &Runtime, c: Completion) {
+    if let Completion::Pending(op) = c {
+        rt.wait_until(|| op.is_done());
+    }
+}
+
+fn nbi_done(mask: EventCategory) -> bool {
+    NBI.with(|n| {
+        let mut n = n.borrow_mut();
+        let mut done = true;
+        for (i, ops) in n.pending.iter_mut().enumerate() {
+            if mask.contains(EventCategory(1 << i)) {
+                ops.retain(|o| !o.is_done());
+                done &= ops.is_empty();
+            }
+        }
+        done
+    })
+}
+
+/// GASNet-EX `gex_NBI_Test`: true if every NBI operation of the categories in `mask`
+/// issued by this thread (outside access regions) is complete. Does not poll.
+#[track_caller]
+pub fn nbi_test(mask: EventCategory) -> bool {
+    progress::check_may_communicate("nbi_test");
+    nbi_done(mask)
+}
+
+/// GASNet-EX `gex_NBI_Wait`: polls until `nbi_test(mask)` succeeds.
+#[track_caller]
+pub fn nbi_wait(mask: EventCategory) {
+    let rt = runtime("nbi_wait");
+    progress::check_may_communicate("nbi_wait");
+    rt.wait_until(|| nbi_done(mask));
+}
+
+/// GASNet-EX `gex_NBI_BeginAccessRegion`: until the matching end, this thread's NBI
+/// operations are collected into one event instead of their categories.
+#[track_caller]
+pub fn nbi_begin_access_region() {
+    NBI.with(|n| {
+        let mut n = n.borrow_mut();
+        if n.region.is_some() {
+            panic!("gex::nbi_begin_access_region: an access region is already open on this thread");
+        }
+        n.region = Some(Vec::new());
+    });
+}
+
+/// GASNet-EX `gex_NBI_EndAccessRegion`: closes the region and returns the event of all
+/// NBI operations issued in it.
+#[track_caller]
+pub fn nbi_end_access_region() -> Event {
+    let ops = NBI.with(|n| n.borrow_mut().region.take());
+    match ops {
+        Some(ops) => Event::from_ops(ops, None),
+        None => panic!("gex::nbi_end_access_region: no access region is open on this thread"),
+    }
+}
+
+/// True while this thread has an NBI access region open.
+pub fn nbi_in_access_region() -> bool {
+    NBI.with(|n| n.borrow().region.is_some())
+}

@@ -1,0 +1,96 @@
+//! `gex`: the GASNet-EX communication layer for Rust.
+//!
+//! This crate implements the point-to-point part of the GASNet-EX API (the
+//! `gasnet-ex-api.txt` specification) for SPMD jobs: every rank is a process running the
+//! same program, owning a *segment* of memory that every other rank can write and read
+//! with one-sided operations and send *Active Messages* to.
+//!
+//! ```no_run
+//! use gex::{Client, Flags, Segment};
+//!
+//! let (client, _ep, team) = Client::init("HELLO", Flags::NONE).unwrap();
+//! let segment = Segment::attach(&team, 1 << 20).unwrap();
+//! // Write our rank into the start of the next rank's segment.
+//! let next = (team.rank() + 1) % team.size();
+//! let dest = team.segment_bound(next).unwrap().owner_addr;
+//! team.put_blocking(next, dest, &team.rank().to_le_bytes(), Flags::NONE).unwrap();
+//! team.barrier();
+//! // SAFETY: the previous rank's put completed before the barrier.
+//! let got = unsafe { (segment.addr() as *const u32).read_volatile() };
+//! assert_eq!(got, (team.rank() + team.size() - 1) % team.size());
+//! client.finalize();
+//! ```
+//!
+//! Start it with `upcxx-run -n 4 program`, or `UPCXX_RANKS=4 program`; started plainly it
+//! runs as one rank.
+//!
+//! The map of the crate:
+//! * [`client`]: client, endpoint, team and segment objects, job queries.
+//! * [`am`]: Active Messages: registration, Short/Medium/Long Requests and Replies,
+//!   negotiated payloads.
+//! * [`rma`]: put and get (Blocking, NB, NBI, value-based).
+//! * [`event`]: events, local completion, NBI categories and access regions.
+//! * [`barrier`]: the split-phase barrier of the primordial team.
+//! * [`hsl`]: handler-safe locks. [`progress`]: polling and restricted contexts.
+//! * [`conduit`]: the transport (`smp`: shared memory on one host).
+//! * [`job`]: starting N-rank jobs; [`testing`]: multi-rank tests in `cargo test`.
+
+pub mod am;
+pub mod barrier;
+pub mod client;
+pub mod conduit;
+pub mod event;
+pub mod hsl;
+pub mod job;
+pub mod progress;
+pub mod rma;
+pub mod testing;
+
+pub use am::{AmCategory, AmEntry, AmIndex, AmRole, HandlerFn, LcKind, SrcDesc, Token, TokenInfo};
+pub use client::{
+    exit, host_info, job_rank, job_size, max_segment_size, my_position, nbrhd_info, Client,
+    Endpoint, InitError, Segment, Team,
+};
+pub use conduit::{BoundSegment, Rank};
+pub use event::{
+    nbi_begin_access_region, nbi_end_access_region, nbi_test, nbi_wait, Event, EventCategory, Lc,
+};
+pub use hsl::Hsl;
+pub use progress::poll;
+
+/// Segment sizes are multiples of this (GASNet `GASNET_PAGESIZE`).
+pub const PAGE_SIZE: usize = conduit::smp::layout::PAGE;
+
+/// Flags of communication calls (GASNet-EX `gex_Flags_t`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Flags(u32);
+
+impl Flags {
+    pub const NONE: Flags = Flags(0);
+    /// Return [`NoOp`] instead of blocking for resources (GASNet-EX `GEX_FLAG_IMMEDIATE`).
+    pub const IMMEDIATE: Flags = Flags(1);
+
+    pub const fn contains(self, other: Flags) -> bool {
+        self.0 & other.0 == other.0
+    }
+}
+
+impl std::ops::BitOr for Flags {
+    type Output = Flags;
+    fn bitor(self, rhs: Flags) -> Flags {
+        Flags(self.0 | rhs.0)
+    }
+}
+
+/// A call with [`Flags::IMMEDIATE`] found no resources and did nothing (the spec's
+/// non-zero return, `GEX_EVENT_NO_OP`, `GEX_AM_SRCDESC_NO_OP`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NoOp;
+
+impl std::fmt::Display for NoOp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("no resources were available and IMMEDIATE was given: nothing was done")
+    }
+}
+
+impl std::error::Error for NoOp {}

@@ -1,0 +1,289 @@
+//! One-sided put and get (GASNet-EX spec, "Extended API": Put, Get, value-based
+//! payloads), in Blocking, NB (explicit event) and NBI (implicit event) forms.
+//!
+//! Remote addresses are addresses in the target rank's address space, inside its bound
+//! segment (see `Team::segment_bound`); every call checks the rank and the range and
+//! fails with a message naming the call. Blocking calls borrow their local buffers; NB
+//! and NBI calls that may finish after they return are `unsafe`, because the buffer
+//! must stay valid until completion, which the borrow checker cannot see.
+
+use crate::client::Team;
+use crate::conduit::{AddressError, Conduit, Rank};
+use crate::event::{self, Event, EventCategory, Lc};
+use crate::progress::{self, runtime, Runtime};
+use crate::{Flags, NoOp};
+
+/// The value type of value-based RMA (GASNet-EX `gex_RMA_Value_t`).
+pub type RmaValue = u64;
+
+#[cold]
+#[track_caller]
+pub(crate) fn address_error(call: &str, rank: Rank, addr: usize, len: usize, e: AddressError) -> ! {
+    match e {
+        AddressError::NoSegment => {
+            panic!("gex::{call}: rank {rank} has no bound segment (call Segment::attach first)")
+        }
+        AddressError::OutOfSegment { owner_addr, size } => panic!(
+            "gex::{call}: [{addr:#x}, {addr:#x}+{len}) is outside the segment of rank {rank} \
+             ([{owner_addr:#x}, {owner_addr:#x}+{size}))"
+        ),
+    }
+}
+
+impl Team {
+    #[inline]
+    #[track_caller]
+    fn rma_check(
+        &self,
+        call: &str,
+        rank: Rank,
+        addr: usize,
+        len: usize,
+    ) -> (&'static Runtime, Rank) {
+        let rt = runtime(call);
+        progress::check_may_communicate(call);
+        let job_rank = self.to_job_rank(call, rank);
+        if let Err(e) = rt.conduit.translate(job_rank, addr, len) {
+            address_error(call, rank, addr, len, e);
+        }
+        (rt, job_rank)
+    }
+
+    /// GASNet-EX `gex_RMA_PutBlocking`: copies `src` to `dest` in `rank`'s segment and
+    /// returns when the data is there.
+    #[inline]
+    #[track_caller]
+    pub fn put_blocking(
+        &self,
+        rank: Rank,
+        dest: usize,
+        src: &[u8],
+        _flags: Flags,
+    ) -> Result<(), NoOp> {
+        let (rt, r) = self.rma_check("Team::put_blocking", rank, dest, src.len());
+        let c = rt.conduit.put(r, dest, src);
+        event::complete_blocking(rt, c);
+        Ok(())
+    }
+
+    /// GASNet-EX `gex_RMA_PutNBI`.
+    ///
+    /// # Safety
+    /// Unless `lc` is [`Lc::Now`], `src` must stay valid and unmodified until local
+    /// completion (for [`Lc::Defer`], until the operation is synchronized).
+    #[inline]
+    #[track_caller]
+    pub unsafe fn put_nbi(
+        &self,
+        rank: Rank,
+        dest: usize,
+        src: &[u8],
+        lc: Lc<'_>,
+        _flags: Flags,
+    ) -> Result<(), NoOp> {
+        let (rt, r) = self.rma_check("Team::put_nbi", rank, dest, src.len());
+        if matches!(lc, Lc::Event(_)) {
+            panic!("gex::Team::put_nbi: lc must be Now, Defer or Group");
+        }
+        let c = rt.conduit.put(r, dest, src);
+        event::track_nbi(EventCategory::PUT, c);
+        lc.complete_now();
+        Ok(())
+    }
+
+    /// GASNet-EX `gex_RMA_PutNB`: returns the event of the put's completion.
+    ///
+    /// # Safety
+    /// As for [`Team::put_nbi`]; `lc` may not be [`Lc::Group`].
+    #[inline]
+    #[track_caller]
+    pub unsafe fn put_nb(
+        &self,
+        rank: Rank,
+        dest: usize,
+        src: &[u8],
+        lc: Lc<'_>,
+        _flags: Flags,
+    ) -> Result<Event, NoOp> {
+        let (rt, r) = self.rma_check("Team::put_nb", rank, dest, src.len());
+        if matches!(lc, Lc::Group) {
+            panic!("gex::Team::put_nb: lc must be Now, Defer or an event");
+        }
+        let c = rt.conduit.put(r, dest, src);
+        lc.complete_now();
+        Ok(Event::from_completion(c))
+    }
+
+    /// GASNet-EX `gex_RMA_GetBlocking`: copies `dest.len()` bytes at `src` in `rank`'s
+    /// segment into `dest`.
+    #[inline]
+    #[track_caller]
+    pub fn get_blocking(
+        &self,
+        dest: &mut [u8],
+        rank: Rank,
+        src: usize,
+        _flags: Flags,
+    ) -> Result<(), NoOp> {
+        let (rt, r) = self.rma_check("Team::get_blocking", rank, src, dest.len());
+        // SAFETY: `dest` is a live exclusive borrow for the whole (blocking) call.
+        let c = unsafe { rt.conduit.get(dest.as_mut_ptr(), r, src, dest.len()) };
+        event::complete_blocking(rt, c);
+        Ok(())
+    }
+
+    /// GASNet-EX `gex_RMA_GetNBI`.
+    ///
+    /// # Safety
+    /// `dest` must be valid for `len` bytes of writes, and not otherwise accessed, until
+    /// the operation is synchronized (`nbi_wait(EventCategory::GET)` or the access
+    /// region's event).
+    #[inline]
+    #[track_caller]
+    pub unsafe fn get_nbi(
+        &self,
+        dest: *mut u8,
+        rank: Rank,
+        src: usize,
+        len: usize,
+        _flags: Flags,
+    ) -> Result<(), NoOp> {
+        let (rt, r) = self.rma_check("Team::get_nbi", rank, src, len);
+        // SAFETY: forwarded from the caller's contract.
+        let c = unsafe { rt.conduit.get(dest, r, src, len) };
+        event::track_nbi(EventCategory::GET, c);
+        Ok(())
+    }
+
+    /// GASNet-EX `gex_RMA_GetNB`.
+    ///
+    /// # Safety
+    /// As for [`Team::get_nbi`], until the returned event is synchronized.
+    #[inline]
+    #[track_caller]
+    pub unsafe fn get_nb(
+        &self,
+        dest: *mut u8,
+        rank: Rank,
+        src: usize,
+        len: usize,
+        _flags: Flags,
+    ) -> Result<Event, NoOp> {
+        let (rt, r) = self.rma_check("Team::get_nb", rank, src, len);
+        // SAFETY: forwarded from the caller's contract.
+        let c = unsafe { rt.conduit.get(dest, r, src, len) };
+        Ok(Event::from_completion(c))
+    }
+
+    /// GASNet-EX `gex_RMA_GetBlockingVal`: reads `nbytes` (1..=8) at `src` as an
+    /// unsigned integer of that size.
+    #[inline]
+    #[track_caller]
+    pub fn get_val(&self, rank: Rank, src: usize, nbytes: usize, _flags: Flags) -> RmaValue {
+        check_val_size("Team::get_val", nbytes);
+        let (rt, r) = self.rma_check("Team::get_val", rank, src, nbytes);
+        let mut bytes = [0u8; 8];
+        // SAFETY: `bytes` holds 8 >= nbytes bytes and lives through the blocking call.
+        let c = unsafe { rt.conduit.get(bytes.as_mut_ptr(), r, src, nbytes) };
+        event::complete_blocking(rt, c);
+        value_from_bytes(&bytes[..nbytes])
+    }
+
+    /// GASNet-EX `gex_RMA_PutBlockingVal`: writes the low `nbytes` (1..=8) of `value`.
+    #[inline]
+    #[track_caller]
+    pub fn put_val_blocking(
+        &self,
+        rank: Rank,
+        dest: usize,
+        value: RmaValue,
+        nbytes: usize,
+        flags: Flags,
+    ) -> Result<(), NoOp> {
+        check_val_size("Team::put_val_blocking", nbytes);
+        let bytes = value_to_bytes(value, nbytes);
+        self.put_blocking(rank, dest, &bytes[..nbytes], flags)
+    }
+
+    /// GASNet-EX `gex_RMA_PutNBIVal`.
+    #[inline]
+    #[track_caller]
+    pub fn put_val_nbi(
+        &self,
+        rank: Rank,
+        dest: usize,
+        value: RmaValue,
+        nbytes: usize,
+        _flags: Flags,
+    ) -> Result<(), NoOp> {
+        check_val_size("Team::put_val_nbi", nbytes);
+        let (rt, r) = self.rma_check("Team::put_val_nbi", rank, dest, nbytes);
+        let bytes = value_to_bytes(value, nbytes);
+        let c = rt.conduit.put(r, dest, &bytes[..nbytes]);
+        event::track_nbi(EventCategory::PUT, c);
+        Ok(())
+    }
+
+    /// GASNet-EX `gex_RMA_PutNBVal`.
+    #[inline]
+    #[track_caller]
+    pub fn put_val_nb(
+        &self,
+        rank: Rank,
+        dest: usize,
+        value: RmaValue,
+        nbytes: usize,
+        _flags: Flags,
+    ) -> Result<Event, NoOp> {
+        check_val_size("Team::put_val_nb", nbytes);
+        let (rt, r) = self.rma_check("Team::put_val_nb", rank, dest, nbytes);
+        let bytes = value_to_bytes(value, nbytes);
+        Ok(Event::from_completion(rt.conduit.put(
+            r,
+            dest,
+            &bytes[..nbytes],
+        )))
+    }
+}
+
+#[track_caller]
+fn check_val_size(call: &str, nbytes: usize) {
+    if nbytes == 0 || nbytes > std::mem::size_of::<RmaValue>() {
+        panic!("gex::{call}: nbytes must be 1..=8, not {nbytes}");
+    }
+}
+
+/// The bytes of `value` as an unsigned integer of `nbytes` bytes in native order.
+fn value_to_bytes(value: RmaValue, nbytes: usize) -> [u8; 8] {
+    let mut out = [0u8; 8];
+    if cfg!(target_endian = "little") {
+        out = value.to_le_bytes();
+    } else {
+        out[..nbytes].copy_from_slice(&value.to_be_bytes()[8 - nbytes..]);
+    }
+    out
+}
+
+fn value_from_bytes(bytes: &[u8]) -> RmaValue {
+    let mut buf = [0u8; 8];
+    if cfg!(target_endian = "little") {
+        buf[..bytes.len()].copy_from_slice(bytes);
+        RmaValue::from_le_bytes(buf)
+    } else {
+        buf[8 - bytes.len()..].copy_from_slice(bytes);
+        RmaValue::from_be_bytes(buf)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_round_trip_at_every_width() {
+        for n in 1..=8 {
+            let v: u64 = 0x0102_0304_0506_0708 & (u64::MAX >> (64 - 8 * n));
+            assert_eq!(value_from_bytes(&value_to_bytes(v, n)[..n]), v);
+        }
+    }
+}

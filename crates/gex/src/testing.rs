@@ -1,0 +1,345 @@
+//! Multi-rank tests inside `cargo test` (and `cargo nextest run`).
+//!
+//! ```no_run
+//! #[test]
+//! fn ranks_see_each_other() {
+//!     gex::testing::spmd(4, || {
+//!         // Runs in each of 4 rank processes.
+//!         let rank: usize = std::env::var("UPCXX_RANK").unwrap().parse().unwrap();
+//!         assert!(rank < 4);
+//!     });
+//! }
+//! ```
+//!
+//! # How it works
+//!
+//! [`spmd`] called in the test process runs the *current test binary* as an N-rank job
+//! ([`crate::job::run`]), filtered to the current test:
+//! `<test binary> <test name> --exact --nocapture --test-threads=1 -q`, with
+//! `GEX_SPMD_TEST=<test name>` in the environment. In each rank the same test function
+//! runs again and reaches the same `spmd` call, which sees `GEX_SPMD_TEST` and runs
+//! `body` instead of launching. The test process waits for the job and panics with the
+//! launcher's report (which rank failed and how) if any rank fails or the job runs past
+//! its time limit.
+//!
+//! Consequences for test authors:
+//! - Code of the test function *before and after* the `spmd` call runs in every rank
+//!   too; keep it free of side effects, and use the `Option` returned by
+//!   [`spmd_outcome`] (`None` inside a rank) rather than unwrapping it.
+//! - Several `spmd` calls in one test are allowed: they are numbered in call order
+//!   (`GEX_SPMD_CALL`), and a rank runs only the body of the call that launched it.
+//! - Each rank reports back that it ran the body (a marker file in a temporary
+//!   directory), so a test that libtest filtered out in the ranks fails instead of
+//!   passing vacuously.
+//! - A panic escaping `body` in a rank is recorded in the job region (as the smp
+//!   conduit does for fatal errors), so the report says where it panicked.
+//!
+//! # Finding the current test's name
+//!
+//! libtest runs every test on a thread named after the test's path within the crate
+//! (e.g. `rma::put_get`), both with several test threads and with `--test-threads=1`,
+//! and `cargo nextest run` runs each test in its own process through the same libtest
+//! entry point (`<name> --exact --nocapture`), so the thread is named the same way. This
+//! name is exactly what `--exact` matches. `spmd` must therefore be called on the test's
+//! own thread, not on a thread the test spawned. If the thread name is missing or
+//! `main` (a custom harness; libtest's `panic=abort` subprocess mode, where the name is
+//! taken from `__RUST_TEST_INVOKE` instead), set [`SpmdOptions::test_name`].
+//!
+//! Rank output is not captured: each rank prints libtest's "running 1 test" banner and
+//! result line (`-q` keeps them to three short lines), then whatever the body prints.
+
+use std::cell::{Cell, RefCell};
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use crate::job::{self, InheritedRegion, JobOutcome, JobSpec};
+
+/// Environment variable naming the test a rank process runs the body of.
+pub const GEX_SPMD_TEST: &str = "GEX_SPMD_TEST";
+/// Environment variable numbering the `spmd` call (0, 1, ...) within the test whose body
+/// a rank process runs.
+pub const GEX_SPMD_CALL: &str = "GEX_SPMD_CALL";
+/// Environment variable naming the directory in which each rank records that it ran the
+/// body.
+pub const GEX_SPMD_DONE_DIR: &str = "GEX_SPMD_DONE_DIR";
+/// Environment variable overriding the default time limit of an spmd job, in seconds.
+pub const GEX_TEST_TIMEOUT: &str = "GEX_TEST_TIMEOUT";
+/// Default time limit of an spmd job.
+pub const DEFAULT_TEST_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How to run an spmd test body.
+#[derive(Debug, Clone)]
+pub struct SpmdOptions {
+    /// Number of ranks.
+    pub ranks: usize,
+    /// Segment size per rank in bytes.
+    pub segment_size: usize,
+    /// Time limit of the job.
+    pub timeout: Duration,
+    /// Extra environment variables for the ranks.
+    pub env: Vec<(String, String)>,
+    /// For [`spmd_with`]: the test passes only if the job *fails* (and fails if all
+    /// ranks succeed). Ignored by [`spmd_outcome`].
+    pub expect_failure: bool,
+    /// The libtest name of the current test; `None` to detect it (see the module docs).
+    pub test_name: Option<String>,
+}
+
+impl SpmdOptions {
+    /// Options for `ranks` ranks: segment size from `UPCXX_SEGMENT_SIZE` or the default,
+    /// time limit from `GEX_TEST_TIMEOUT` (seconds) or 60 s, no extra environment, the
+    /// job expected to succeed.
+    ///
+    /// # Panics
+    /// If `UPCXX_SEGMENT_SIZE` or `GEX_TEST_TIMEOUT` is set to an invalid value.
+    pub fn new(ranks: usize) -> SpmdOptions {
+        let segment_size = match job::segment_size_from_env() {
+            Ok(s) => s,
+            Err(e) => panic!("{e}"),
+        };
+        SpmdOptions {
+            ranks,
+            segment_size,
+            timeout: timeout_from_env(),
+            env: Vec::new(),
+            expect_failure: false,
+            test_name: None,
+        }
+    }
+}
+
+fn timeout_from_env() -> Duration {
+    let Some(v) = std::env::var_os(GEX_TEST_TIMEOUT) else {
+        return DEFAULT_TEST_TIMEOUT;
+    };
+    v.to_str()
+        .and_then(|s| s.trim().parse::<f64>().ok())
+        .and_then(|s| Duration::try_from_secs_f64(s).ok())
+        .filter(|d| !d.is_zero())
+        .unwrap_or_else(|| panic!("{GEX_TEST_TIMEOUT}={v:?} is not a positive number of seconds"))
+}
+
+/// Runs `body` in each of `ranks` processes; fails the test (panics with the launcher's
+/// report) if any rank fails or the job takes longer than the time limit.
+///
+/// See the [module documentation](self).
+pub fn spmd(ranks: usize, body: impl FnOnce()) {
+    spmd_with(SpmdOptions::new(ranks), body)
+}
+
+/// [`spmd`] with options. With `opts.expect_failure`, the test passes only if the job
+/// fails.
+pub fn spmd_with(opts: SpmdOptions, body: impl FnOnce()) {
+    let expect_failure = opts.expect_failure;
+    let Some(outcome) = spmd_outcome(opts, body) else {
+        return;
+    };
+    match (outcome.failure, expect_failure) {
+        (Some(report), false) => panic!("spmd job failed: {report}"),
+        (None, true) => panic!("spmd job was expected to fail, but every rank succeeded"),
+        _ => {}
+    }
+}
+
+/// Runs `body` as an spmd job like [`spmd_with`] but returns how the job ended instead of
+/// judging it: `Some(outcome)` in the test process, `None` inside a rank (where `body`
+/// has run). For tests that expect a job to fail.
+///
+/// # Panics
+/// If the job cannot be started, or if it succeeded but some rank did not run `body`.
+pub fn spmd_outcome(opts: SpmdOptions, body: impl FnOnce()) -> Option<JobOutcome> {
+    let name = current_test_name(&opts);
+    let call = CALLS.with(|c| {
+        let n = c.get();
+        c.set(n + 1);
+        n
+    });
+    match std::env::var(GEX_SPMD_TEST) {
+        Ok(rank_test) if rank_test == name => {
+            run_rank_body(call, body);
+            None
+        }
+        Ok(rank_test) => panic!(
+            "spmd: this process is a rank of test '{rank_test}' but spmd was called from \
+             '{name}'; call spmd on the test's own thread"
+        ),
+        Err(_) => Some(launch(&opts, &name, call)),
+    }
+}
+
+thread_local! {
+    /// Number of spmd calls made so far on this (test) thread.
+    static CALLS: Cell<usize> = const { Cell::new(0) };
+    /// The message of the last panic on this thread, as "panicked at LOCATION: MESSAGE".
+    static LAST_PANIC: RefCell<Option<String>> = const { RefCell::new(None) };
+}
+
+fn current_test_name(opts: &SpmdOptions) -> String {
+    if let Some(name) = &opts.test_name {
+        return name.clone();
+    }
+    match std::thread::current().name() {
+        Some(name) if name != "main" => name.to_owned(),
+        _ => match std::env::var("__RUST_TEST_INVOKE") {
+            Ok(name) => name,
+            Err(_) => panic!(
+                "spmd: cannot tell which test is running (thread name {:?}); call spmd on \
+                 the test's own thread, or set SpmdOptions::test_name",
+                std::thread::current().name()
+            ),
+        },
+    }
+}
+
+/// In the test process: runs the job and checks that every rank ran the body.
+fn launch(opts: &SpmdOptions, name: &str, call: usize) -> JobOutcome {
+    let exe = std::env::current_exe()
+        .unwrap_or_else(|e| panic!("spmd: cannot find the test executable: {e}"));
+    let done_dir = DoneDir::create();
+    let mut env: Vec<(OsString, OsString)> =
+        opts.env.iter().map(|(k, v)| (k.into(), v.into())).collect();
+    env.push((GEX_SPMD_TEST.into(), name.into()));
+    env.push((GEX_SPMD_CALL.into(), call.to_string().into()));
+    env.push((GEX_SPMD_DONE_DIR.into(), done_dir.0.clone().into()));
+    let spec = JobSpec {
+        program: exe,
+        args: [name, "--exact", "--nocapture", "--test-threads=1", "-q"]
+            .into_iter()
+            .map(OsString::from)
+            .collect(),
+        ranks: opts.ranks,
+        segment_size: opts.segment_size,
+        timeout: Some(opts.timeout),
+        env,
+        name: name.to_owned(),
+        forward_signals: false,
+    };
+    let outcome =
+        job::run(&spec).unwrap_or_else(|e| panic!("spmd: cannot run the job of '{name}': {e}"));
+    if outcome.success() {
+        let missing: Vec<String> = (0..opts.ranks)
+            .filter(|r| !done_dir.0.join(r.to_string()).exists())
+            .map(|r| r.to_string())
+            .collect();
+        if !missing.is_empty() {
+            panic!(
+                "spmd: ranks {} of '{name}' exited successfully without running the body \
+                 (did libtest filter the test out?)",
+                missing.join(", ")
+            );
+        }
+    }
+    outcome
+}
+
+/// A fresh temporary directory, removed on drop.
+struct DoneDir(PathBuf);
+
+impl DoneDir {
+    fn create() -> DoneDir {
+        static SEQ: AtomicUsize = AtomicUsize::new(0);
+        let base = std::env::temp_dir();
+        for _ in 0..100 {
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.subsec_nanos())
+                .unwrap_or(0);
+            let dir = base.join(format!(
+                "gex-spmd-{}-{}-{nanos}",
+                std::process::id(),
+                SEQ.fetch_add(1, Ordering::Relaxed)
+            ));
+            match std::fs::create_dir(&dir) {
+                Ok(()) => return DoneDir(dir),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                Err(e) => panic!("spmd: cannot create {}: {e}", dir.display()),
+            }
+        }
+        panic!(
+            "spmd: cannot create a temporary directory in {}",
+            base.display()
+        );
+    }
+}
+
+impl Drop for DoneDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// In a rank process: runs `body` if this is the call that launched the rank, records
+/// an escaping panic in the job region, and reports completion.
+fn run_rank_body(call: usize, body: impl FnOnce()) {
+    let target: usize = std::env::var(GEX_SPMD_CALL)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    if call != target {
+        return;
+    }
+    // Mapped before the body runs: the communication layer may close the descriptor.
+    let region = match InheritedRegion::from_env() {
+        Ok(r) => r,
+        Err(e) => panic!("spmd: {e}"),
+    };
+    if region.is_some() {
+        install_panic_recorder();
+    }
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(body));
+    match result {
+        Ok(()) => {
+            if let Some(dir) = std::env::var_os(GEX_SPMD_DONE_DIR) {
+                let rank = region
+                    .as_ref()
+                    .map(|r| r.rank().to_string())
+                    .or_else(|| std::env::var(job::UPCXX_RANK).ok())
+                    .unwrap_or_default();
+                let marker = Path::new(&dir).join(rank);
+                if let Err(e) = std::fs::write(&marker, b"") {
+                    panic!("spmd: cannot write {}: {e}", marker.display());
+                }
+            }
+        }
+        Err(payload) => {
+            if let Some(region) = &region {
+                let message = LAST_PANIC
+                    .with(|p| p.borrow_mut().take())
+                    .unwrap_or_else(|| format!("panicked: {}", payload_text(&*payload)));
+                region.region().record_failure(region.rank(), &message);
+            }
+            std::panic::resume_unwind(payload);
+        }
+    }
+}
+
+/// Chains a panic hook that remembers the last panic message of each thread, so that a
+/// panic escaping the body can be recorded with its location.
+fn install_panic_recorder() {
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let message = match info.location() {
+            Some(loc) => format!("panicked at {loc}: {}", payload_text(info.payload())),
+            None => format!("panicked: {}", payload_text(info.payload())),
+        };
+        // `try_with`: the hook may run while thread-locals are being destroyed.
+        let _ = LAST_PANIC.try_with(|p| {
+            if let Ok(mut p) = p.try_borrow_mut() {
+                *p = Some(message);
+            }
+        });
+        previous(info);
+    }));
+}
+
+fn payload_text(payload: &(dyn std::any::Any + Send)) -> &str {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        s
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s
+    } else {
+        "Box<dyn Any>"
+    }
+}
