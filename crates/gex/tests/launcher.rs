@@ -1,1 +1,634 @@
+//! Tests of the job launcher (`gex::job`) and of `gex::testing::spmd`.
+//!
+//! The ranks are this test binary itself, re-executed to run only the `fake_rank_entry`
+//! test with `FAKE_RANK_MODE` set: a stand-in for a real PGAS program that maps the job
+//! region, records its pid, sets its rank state and then behaves as the mode says (see
+//! [`fake_rank`]). Tests that need the launcher in a separate process (to kill it, or
+//! interrupt it) run `launcher_entry` the same way.
 
+use std::collections::BTreeSet;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use gex::conduit::smp::layout::RankState;
+use gex::job::{self, InheritedRegion, JobOutcome, JobSpec};
+use gex::testing::{self, SpmdOptions};
+
+const MODE_VAR: &str = "FAKE_RANK_MODE";
+const PID_DIR_VAR: &str = "FAKE_PID_DIR";
+const LAUNCHER_VAR: &str = "FAKE_LAUNCHER";
+const RELAUNCH_VAR: &str = "FAKE_RELAUNCH";
+
+// ---------------------------------------------------------------------------------------
+// Helpers
+
+/// Arguments that make this test binary run only the test `name`, quietly.
+fn self_args(name: &str) -> Vec<OsString> {
+    [name, "--exact", "--nocapture", "--test-threads=1", "-q"]
+        .into_iter()
+        .map(OsString::from)
+        .collect()
+}
+
+/// A fresh empty directory under the system temp dir, removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> TempDir {
+        static SEQ: AtomicUsize = AtomicUsize::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "gex-launcher-test-{tag}-{}-{}",
+            std::process::id(),
+            SEQ.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("create temp dir");
+        TempDir(dir)
+    }
+
+    fn path(&self) -> &Path {
+        &self.0
+    }
+
+    /// The pids the fake ranks recorded, by rank.
+    fn pids(&self) -> Vec<(usize, u32)> {
+        let mut pids = Vec::new();
+        for entry in std::fs::read_dir(&self.0).expect("read pid dir") {
+            let entry = entry.expect("pid dir entry");
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if let Ok(rank) = name.parse::<usize>() {
+                let pid = std::fs::read_to_string(entry.path()).expect("read pid file");
+                pids.push((rank, pid.trim().parse().expect("pid")));
+            }
+        }
+        pids.sort();
+        pids
+    }
+
+    /// Waits until `n` ranks recorded their pids.
+    fn wait_for_pids(&self, n: usize) -> Vec<(usize, u32)> {
+        let end = Instant::now() + Duration::from_secs(5);
+        loop {
+            let pids = self.pids();
+            if pids.len() == n {
+                return pids;
+            }
+            assert!(Instant::now() < end, "only {} of {n} ranks started", pids.len());
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Whether `pid` is a live process (zombies count as gone: the orphans of a killed
+/// launcher may wait a while to be reaped by init).
+fn alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => false,
+        Ok(stat) => {
+            let state = stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.trim_start().chars().next());
+            !matches!(state, Some('Z' | 'X') | None)
+        }
+    }
+}
+
+fn assert_all_gone(pids: &[(usize, u32)], within: Duration) {
+    let end = Instant::now() + within;
+    loop {
+        let alive: Vec<_> = pids.iter().filter(|(_, p)| alive(*p)).collect();
+        if alive.is_empty() {
+            return;
+        }
+        assert!(
+            Instant::now() < end,
+            "ranks still alive (rank, pid): {alive:?}"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+fn dev_shm() -> BTreeSet<OsString> {
+    std::fs::read_dir("/dev/shm")
+        .map(|d| d.filter_map(|e| e.ok()).map(|e| e.file_name()).collect())
+        .unwrap_or_default()
+}
+
+fn fake_spec(ranks: usize, mode: &str, pid_dir: &TempDir) -> JobSpec {
+    let mut spec = JobSpec::new(std::env::current_exe().expect("current exe"), ranks);
+    spec.args = self_args("fake_rank_entry");
+    spec.segment_size = 1 << 20;
+    spec.timeout = Some(Duration::from_secs(20));
+    spec.env = vec![
+        (MODE_VAR.into(), mode.into()),
+        (PID_DIR_VAR.into(), pid_dir.path().into()),
+    ];
+    spec.name = format!("fake-{mode}");
+    spec
+}
+
+/// Runs a fake job in this process; returns its outcome, the rank pids and how long the
+/// job took. Checks that every rank is gone afterwards.
+fn run_fake(ranks: usize, mode: &str, timeout: Option<Duration>) -> (JobOutcome, Vec<(usize, u32)>, Duration) {
+    let dir = TempDir::new("pids");
+    let mut spec = fake_spec(ranks, mode, &dir);
+    if timeout.is_some() {
+        spec.timeout = timeout;
+    }
+    let start = Instant::now();
+    let outcome = job::run(&spec).expect("job::run");
+    let elapsed = start.elapsed();
+    let pids = dir.pids();
+    // Reaped by `run`: no grace period needed.
+    assert_all_gone(&pids, Duration::ZERO);
+    (outcome, pids, elapsed)
+}
+
+// ---------------------------------------------------------------------------------------
+// The fake rank and the launcher process
+
+/// Not a test: when `FAKE_RANK_MODE` is set, this process is a rank of a fake job.
+#[test]
+fn fake_rank_entry() {
+    if let Ok(mode) = std::env::var(MODE_VAR) {
+        fake_rank(&mode);
+    }
+}
+
+/// A stand-in for a PGAS program. `mode` is `WHAT` (every rank does it) or `WHAT:R` (rank
+/// R does it after every rank has started; the others wait forever):
+/// - `ok`: Running, then Finalized, exit 0;
+/// - `noinit`: exit 0 without touching the rank state;
+/// - `panic`: record a failure message, exit 101;
+/// - `exit3`: exit 3 while Running;
+/// - `early0`: exit 0 while Running;
+/// - `segv` / `kill`: die of SIGSEGV / SIGKILL;
+/// - `sleep`: wait forever;
+/// - `stubborn`: ignore SIGTERM and wait forever (every rank).
+fn fake_rank(mode: &str) -> ! {
+    let inherited = InheritedRegion::from_env()
+        .expect("map the job region")
+        .expect("GEX_SHM_FD and UPCXX_RANK set");
+    let region = *inherited.region();
+    let rank = inherited.rank();
+    let ranks = region.layout().ranks;
+    assert_eq!(std::env::var("UPCXX_RANK").unwrap(), rank.to_string());
+    assert_eq!(std::env::var("UPCXX_RANKS").unwrap(), ranks.to_string());
+
+    // Exactly one job region is inherited, even with jobs launched concurrently.
+    let memfds = std::fs::read_dir("/proc/self/fd")
+        .expect("read /proc/self/fd")
+        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .filter(|target| target.to_string_lossy().contains("memfd:gex-job"))
+        .count();
+    if memfds != 1 {
+        eprintln!("fake rank {rank}: inherited {memfds} job regions");
+        std::process::exit(98);
+    }
+
+    let (what, target) = match mode.split_once(':') {
+        Some((what, r)) => (what, Some(r.parse::<usize>().expect("target rank"))),
+        None => (mode, None),
+    };
+    if what == "stubborn" {
+        // SAFETY: setting a signal's disposition to SIG_IGN has no preconditions.
+        unsafe { libc::signal(libc::SIGTERM, libc::SIG_IGN) };
+    }
+    if what != "noinit" {
+        region.set_rank_state(rank, RankState::Running);
+    }
+    // Record the pid: in a file for the test, then in the region for the other ranks.
+    let pid = std::process::id();
+    let dir = PathBuf::from(std::env::var_os(PID_DIR_VAR).expect("FAKE_PID_DIR"));
+    let tmp = dir.join(format!("{rank}.tmp"));
+    std::fs::write(&tmp, pid.to_string()).expect("write pid");
+    std::fs::rename(&tmp, dir.join(rank.to_string())).expect("rename pid file");
+    region.control(rank).pid.store(pid, Ordering::Release);
+
+    match target {
+        Some(t) if t != rank => sleep_forever(),
+        Some(_) => {
+            // Fail only once every rank is up, so that the test knows all the pids.
+            let end = Instant::now() + Duration::from_secs(10);
+            while (0..ranks).any(|r| region.control(r).pid.load(Ordering::Acquire) == 0) {
+                assert!(Instant::now() < end, "peers did not start");
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+        None => {}
+    }
+    match what {
+        "ok" => {
+            region.set_rank_state(rank, RankState::Finalized);
+            std::process::exit(0)
+        }
+        "noinit" | "early0" => std::process::exit(0),
+        "panic" => {
+            region.record_failure(rank, &format!("panicked at tests/launcher.rs:1:1: boom on rank {rank}"));
+            std::process::exit(101)
+        }
+        "exit3" => std::process::exit(3),
+        "segv" | "kill" => {
+            let sig = if what == "segv" { libc::SIGSEGV } else { libc::SIGKILL };
+            // SAFETY: restoring the default disposition (Rust's runtime handles SIGSEGV
+            // for stack overflows) and raising a signal have no preconditions.
+            unsafe {
+                libc::signal(sig, libc::SIG_DFL);
+                libc::raise(sig);
+            }
+            unreachable!("survived signal {sig}")
+        }
+        "sleep" | "stubborn" => sleep_forever(),
+        other => panic!("unknown fake rank mode {other}"),
+    }
+}
+
+fn sleep_forever() -> ! {
+    loop {
+        std::thread::sleep(Duration::from_secs(1));
+    }
+}
+
+/// Not a test: when `FAKE_LAUNCHER=RANKS:MODE` is set, this process is a launcher of a
+/// fake job (forwarding signals, like `upcxx-run`). Exits with the job's exit code, or
+/// 99 if the job region is still mapped or open after `run`.
+#[test]
+fn launcher_entry() {
+    let Ok(what) = std::env::var(LAUNCHER_VAR) else {
+        return;
+    };
+    let (ranks, mode) = what.split_once(':').expect("RANKS:MODE");
+    let pid_dir = TempDir(PathBuf::from(std::env::var_os(PID_DIR_VAR).expect("FAKE_PID_DIR")));
+    let mut spec = fake_spec(ranks.parse().expect("ranks"), mode, &pid_dir);
+    std::mem::forget(pid_dir); // owned by the test that started us
+    spec.forward_signals = true;
+    spec.name = "fake-launcher".into();
+    let outcome = job::run(&spec).expect("job::run");
+    let maps = std::fs::read_to_string("/proc/self/maps").expect("read maps");
+    let fds = std::fs::read_dir("/proc/self/fd")
+        .expect("read fds")
+        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .filter(|t| t.to_string_lossy().contains("memfd:gex-job"))
+        .count();
+    if maps.contains("memfd:gex-job") || fds != 0 {
+        eprintln!("fake-launcher: job region leaked: {fds} fds, mapped: {}", maps.contains("memfd:gex-job"));
+        std::process::exit(99);
+    }
+    std::process::exit(outcome.exit_code);
+}
+
+/// Starts `launcher_entry` as a separate process.
+fn spawn_launcher(ranks: usize, mode: &str, pid_dir: &TempDir) -> std::process::Child {
+    Command::new(std::env::current_exe().expect("current exe"))
+        .args(self_args("launcher_entry"))
+        .env(LAUNCHER_VAR, format!("{ranks}:{mode}"))
+        .env(PID_DIR_VAR, pid_dir.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn launcher")
+}
+
+fn wait_with_stderr(child: std::process::Child) -> (std::process::ExitStatus, String) {
+    let out = child.wait_with_output().expect("wait for launcher");
+    (out.status, String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+// ---------------------------------------------------------------------------------------
+// Launcher tests
+
+#[test]
+fn successful_jobs_of_1_to_4_ranks() {
+    let shm_before = dev_shm();
+    for ranks in 1..=4 {
+        let (outcome, pids, _) = run_fake(ranks, "ok", None);
+        assert_eq!(outcome, JobOutcome { exit_code: 0, failure: None }, "{ranks} ranks");
+        assert_eq!(pids.len(), ranks);
+        assert_eq!(pids.iter().map(|p| p.0).collect::<Vec<_>>(), (0..ranks).collect::<Vec<_>>());
+    }
+    assert_eq!(dev_shm(), shm_before, "/dev/shm changed");
+}
+
+#[test]
+fn ranks_that_never_initialize_succeed() {
+    let (outcome, pids, _) = run_fake(3, "noinit", None);
+    assert!(outcome.success(), "{outcome:?}");
+    assert_eq!(pids.len(), 3);
+}
+
+#[test]
+fn panicking_rank_is_reported_and_peers_are_stopped() {
+    for (ranks, target) in [(1, 0), (2, 1), (3, 2), (4, 1)] {
+        let (outcome, pids, elapsed) = run_fake(ranks, &format!("panic:{target}"), None);
+        assert_eq!(outcome.exit_code, 101);
+        let report = outcome.failure.expect("failure report");
+        assert_eq!(
+            report,
+            format!("rank {target} of {ranks} failed: panicked at tests/launcher.rs:1:1: boom on rank {target}")
+        );
+        assert_eq!(pids.len(), ranks);
+        assert!(elapsed < Duration::from_secs(5), "took {elapsed:?}");
+    }
+}
+
+#[test]
+fn nonzero_exit_is_reported() {
+    let (outcome, pids, _) = run_fake(3, "exit3:2", None);
+    assert_eq!(outcome.exit_code, 3);
+    assert_eq!(outcome.failure.as_deref(), Some("rank 2 of 3 exited with code 3"));
+    assert_eq!(pids.len(), 3);
+
+    // Every rank fails at once: the report names one of them.
+    let (outcome, _, _) = run_fake(4, "exit3", None);
+    assert_eq!(outcome.exit_code, 3);
+    assert!(outcome.failure.unwrap().ends_with("of 4 exited with code 3"));
+}
+
+#[test]
+fn exit_before_finalize_is_a_failure() {
+    let (outcome, pids, _) = run_fake(2, "early0:0", None);
+    assert_eq!(outcome.exit_code, 1);
+    assert_eq!(outcome.failure.as_deref(), Some("rank 0 of 2 exited before finalize"));
+    assert_eq!(pids.len(), 2);
+}
+
+#[test]
+fn signals_are_reported_by_name() {
+    let (outcome, pids, _) = run_fake(2, "kill:1", None);
+    assert_eq!(outcome.exit_code, 128 + libc::SIGKILL);
+    assert_eq!(outcome.failure.as_deref(), Some("rank 1 of 2 was killed by SIGKILL"));
+    assert_eq!(pids.len(), 2);
+
+    let (outcome, _, _) = run_fake(1, "segv", None);
+    assert_eq!(outcome.exit_code, 128 + libc::SIGSEGV);
+    assert_eq!(outcome.failure.as_deref(), Some("rank 0 of 1 was killed by SIGSEGV"));
+}
+
+#[test]
+fn timeout_stops_the_job() {
+    let (outcome, pids, elapsed) = run_fake(3, "sleep", Some(Duration::from_millis(1500)));
+    assert_eq!(outcome.exit_code, 124);
+    assert_eq!(
+        outcome.failure.as_deref(),
+        Some("job timed out after 1.5 s (ranks still running: 0, 1, 2)")
+    );
+    assert_eq!(pids.len(), 3);
+    assert!(elapsed >= Duration::from_millis(1500));
+    assert!(elapsed < Duration::from_millis(1500 + 1000), "took {elapsed:?}");
+}
+
+#[test]
+fn ranks_ignoring_sigterm_are_killed() {
+    // Every rank ignores SIGTERM; rank 0 panics once all have started.
+    let dir = TempDir::new("stubborn");
+    let spec = fake_spec(3, "stubborn", &dir);
+    let handle = std::thread::spawn(move || job::run(&spec).expect("job::run"));
+    let pids = dir.wait_for_pids(3);
+    let start = Instant::now();
+    // Make rank 0 fail from outside: its death is the first failure.
+    // SAFETY: kill(2) on a rank of the running job, not reaped yet.
+    unsafe { libc::kill(pids[0].1 as i32, libc::SIGKILL) };
+    let outcome = handle.join().expect("launcher thread");
+    let elapsed = start.elapsed();
+    assert_eq!(outcome.exit_code, 128 + libc::SIGKILL);
+    assert_eq!(outcome.failure.as_deref(), Some("rank 0 of 3 was killed by SIGKILL"));
+    assert_all_gone(&pids, Duration::ZERO);
+    // SIGTERM is ignored: the launcher waited out the grace period, then killed them.
+    assert!(elapsed >= job::TERM_GRACE, "took {elapsed:?}");
+    assert!(elapsed < Duration::from_secs(1), "took {elapsed:?}");
+}
+
+#[test]
+fn concurrent_jobs_inherit_only_their_own_region() {
+    // The fake ranks exit with 98 if they inherited more than one job region.
+    let handles: Vec<_> = (0..3)
+        .map(|i| std::thread::spawn(move || run_fake(2 + i % 2, "ok", None).0))
+        .collect();
+    for h in handles {
+        let outcome = h.join().expect("job thread");
+        assert!(outcome.success(), "{outcome:?}");
+    }
+}
+
+#[test]
+fn bad_specs_are_errors() {
+    let dir = TempDir::new("bad");
+    let mut spec = fake_spec(0, "ok", &dir);
+    let e = job::run(&spec).unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
+
+    spec.ranks = 2;
+    spec.segment_size = usize::MAX - 10;
+    assert_eq!(job::run(&spec).unwrap_err().kind(), std::io::ErrorKind::InvalidInput);
+
+    spec.segment_size = 1 << 20;
+    spec.program = dir.path().join("no-such-program");
+    let e = job::run(&spec).unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::NotFound);
+    assert!(e.to_string().contains("cannot start rank 0 of 2"), "{e}");
+    assert_eq!(job::launch_error_exit_code(&e), 127);
+}
+
+#[test]
+fn launcher_process_releases_the_region() {
+    for (mode, code) in [("ok", 0), ("panic:1", 101)] {
+        let dir = TempDir::new("proc");
+        let (status, stderr) = wait_with_stderr(spawn_launcher(3, mode, &dir));
+        assert_eq!(status.code(), Some(code), "{mode}: {stderr}");
+        assert_all_gone(&dir.pids(), Duration::ZERO);
+    }
+}
+
+#[test]
+fn killing_the_launcher_kills_its_ranks() {
+    let shm_before = dev_shm();
+    let dir = TempDir::new("sigkill");
+    let mut launcher = spawn_launcher(4, "sleep", &dir);
+    let pids = dir.wait_for_pids(4);
+    launcher.kill().expect("SIGKILL the launcher");
+    launcher.wait().expect("reap the launcher");
+    assert_all_gone(&pids, Duration::from_secs(1));
+    assert_eq!(dev_shm(), shm_before, "/dev/shm changed");
+}
+
+#[test]
+fn sigint_to_the_launcher_tears_the_job_down() {
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        let dir = TempDir::new("sigint");
+        let launcher = spawn_launcher(3, "sleep", &dir);
+        let pids = dir.wait_for_pids(3);
+        let start = Instant::now();
+        // SAFETY: kill(2) on our own child, not yet reaped.
+        unsafe { libc::kill(launcher.id() as i32, sig) };
+        let (status, stderr) = wait_with_stderr(launcher);
+        assert!(start.elapsed() < Duration::from_secs(1), "took {:?}", start.elapsed());
+        assert_eq!(status.code(), Some(130), "{stderr}");
+        assert!(stderr.contains("fake-launcher: interrupted"), "{stderr}");
+        assert_all_gone(&pids, Duration::ZERO);
+    }
+}
+
+/// Not a test: with `FAKE_RELAUNCH` set, behaves like a program whose communication
+/// layer calls `relaunch_if_requested` at init, then acts as a fake rank.
+#[test]
+fn relaunch_entry() {
+    let Ok(mode) = std::env::var(RELAUNCH_VAR) else {
+        return;
+    };
+    job::relaunch_if_requested();
+    // Only ranks get here.
+    fake_rank(&mode);
+}
+
+#[test]
+fn relaunch_runs_the_program_as_a_job() {
+    for (mode, code) in [("ok", 0), ("exit3:1", 3)] {
+        let dir = TempDir::new("relaunch");
+        let out = Command::new(std::env::current_exe().expect("current exe"))
+            .args(self_args("relaunch_entry"))
+            .env(RELAUNCH_VAR, mode)
+            .env("UPCXX_RANKS", "3")
+            .env_remove("UPCXX_RANK")
+            .env("UPCXX_SEGMENT_SIZE", "1M")
+            .env(PID_DIR_VAR, dir.path())
+            .stdout(Stdio::null())
+            .output()
+            .expect("run relaunch_entry");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(code), "{mode}: {stderr}");
+        assert_eq!(dir.pids().len(), 3, "{mode}");
+        if code == 3 {
+            assert!(stderr.contains("rank 1 of 3 exited with code 3"), "{stderr}");
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// spmd tests
+
+fn env_rank() -> (usize, usize) {
+    let rank = std::env::var("UPCXX_RANK").expect("UPCXX_RANK").parse().expect("rank");
+    let ranks = std::env::var("UPCXX_RANKS").expect("UPCXX_RANKS").parse().expect("ranks");
+    (rank, ranks)
+}
+
+#[test]
+fn spmd_runs_the_body_in_every_rank() {
+    // The directory is created by the test process and handed to the ranks, which run
+    // this function again (so it must not create another one there).
+    let out = std::env::var_os("SPMD_OUT").map(PathBuf::from);
+    let dir = match &out {
+        Some(_) => None,
+        None => Some(TempDir::new("spmd")),
+    };
+    let out_path = out.unwrap_or_else(|| dir.as_ref().unwrap().path().to_owned());
+    let mut opts = SpmdOptions::new(3);
+    opts.segment_size = 1 << 20;
+    opts.env.push(("SPMD_OUT".into(), out_path.to_string_lossy().into_owned()));
+    let body_out = out_path.clone();
+    testing::spmd_with(opts, move || {
+        let (rank, ranks) = env_rank();
+        assert_eq!(ranks, 3);
+        let region = InheritedRegion::from_env().unwrap().unwrap();
+        assert_eq!(region.rank(), rank);
+        std::fs::write(body_out.join(format!("rank{rank}")), b"").unwrap();
+    });
+    if dir.is_some() {
+        for r in 0..3 {
+            assert!(out_path.join(format!("rank{r}")).exists(), "rank {r} did not run");
+        }
+    }
+}
+
+#[test]
+fn spmd_reports_a_panicking_rank() {
+    let mut opts = SpmdOptions::new(3);
+    opts.segment_size = 1 << 20;
+    let start = Instant::now();
+    let outcome = testing::spmd_outcome(opts, || {
+        let (rank, _) = env_rank();
+        if rank == 1 {
+            panic!("boom from rank {rank}");
+        }
+        sleep_forever();
+    });
+    if let Some(outcome) = outcome {
+        assert_eq!(outcome.exit_code, 101);
+        let report = outcome.failure.expect("report");
+        assert!(
+            report.starts_with("rank 1 of 3 failed: panicked at ") && report.ends_with(": boom from rank 1"),
+            "{report}"
+        );
+        assert!(report.contains("launcher.rs:"), "{report}");
+        assert!(start.elapsed() < Duration::from_secs(5));
+    }
+}
+
+#[test]
+fn spmd_expect_failure() {
+    let mut opts = SpmdOptions::new(2);
+    opts.expect_failure = true;
+    testing::spmd_with(opts, || std::process::exit(7));
+}
+
+#[test]
+fn spmd_fails_the_test_when_a_rank_fails() {
+    // Not `#[should_panic]`: the test function also runs in the ranks, where it must
+    // not panic.
+    let result = std::panic::catch_unwind(|| {
+        testing::spmd(2, || {
+            if env_rank().0 == 0 {
+                std::process::exit(7);
+            }
+        })
+    });
+    if std::env::var_os(testing::GEX_SPMD_TEST).is_none() {
+        let payload = result.expect_err("spmd should have panicked");
+        let message = payload
+            .downcast_ref::<String>()
+            .expect("panic message");
+        assert_eq!(message, "spmd job failed: rank 0 of 2 exited with code 7");
+    }
+}
+
+#[test]
+fn spmd_timeout() {
+    let mut opts = SpmdOptions::new(2);
+    opts.timeout = Duration::from_millis(1500);
+    let outcome = testing::spmd_outcome(opts, || sleep_forever());
+    if let Some(outcome) = outcome {
+        assert_eq!(outcome.exit_code, 124);
+        assert_eq!(
+            outcome.failure.as_deref(),
+            Some("job timed out after 1.5 s (ranks still running: 0, 1)")
+        );
+    }
+}
+
+#[test]
+fn spmd_several_calls_in_one_test() {
+    testing::spmd(2, || assert_eq!(env_rank().1, 2));
+    testing::spmd(3, || assert_eq!(env_rank().1, 3));
+    testing::spmd(1, || assert_eq!(env_rank(), (0, 1)));
+}
+
+mod nested {
+    #[test]
+    fn spmd_in_a_module() {
+        gex::testing::spmd(2, || {
+            assert_eq!(
+                std::env::var("GEX_SPMD_TEST").unwrap(),
+                "nested::spmd_in_a_module"
+            );
+        });
+    }
+}

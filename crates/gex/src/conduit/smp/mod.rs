@@ -222,6 +222,10 @@ impl SmpConduit {
         network: Network,
         dispatch: &mut dyn FnMut(&Inbound<'_>),
     ) -> usize {
+        // The common empty poll reads one shared cache line and writes nothing.
+        if inbox.queue.peek(inbox.head.load(Ordering::Relaxed)).is_none() {
+            return 0;
+        }
         if inbox.busy.swap(true, Ordering::Acquire) {
             return 0;
         }
