@@ -1,1 +1,54 @@
-//! UPC++ v1.0 over `gex` (see the UPC++ specification, draft 10).
+//! UPC++ v1.0 for Rust, over the `gex` communication layer.
+//!
+//! ```no_run
+//! upcxx::init();
+//! println!("Hello from rank {} of {}", upcxx::rank_me(), upcxx::rank_n());
+//! upcxx::finalize();
+//! ```
+//!
+//! Modules follow the chapters of the UPC++ v1.0 specification (draft 10):
+//! [`runtime`] (ch. 2), [`global_ptr`] (ch. 3), [`alloc`] (ch. 4), [`future`] (ch. 5),
+//! [`serialization`] (ch. 6), [`completion`] (ch. 7), [`rma`] (ch. 8), [`rpc`] (ch. 9),
+//! [`persona`] (ch. 10).
+
+pub mod alloc;
+pub mod future;
+pub mod persona;
+pub mod rpc;
+pub mod runtime;
+
+pub use future::{make_future, to_future, when_all, Future, FutureValue, Promise};
+pub use persona::{
+    current_persona, default_persona, discharge, in_restricted_context, liberate_master_persona,
+    lpc, lpc_ff, master_persona, progress, progress_required, Persona, PersonaScope, ProgressLevel,
+};
+pub use runtime::{barrier, finalize, init, initialized, rank_me, rank_n, Rank};
+
+/// Drives a `std::future::Future` to completion on this thread, making user-level
+/// progress between polls, so `async` code can `.await` UPC++ futures.
+#[track_caller]
+pub fn block_on<F: std::future::Future>(fut: F) -> F::Output {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    use std::task::{Context, Poll, Wake, Waker};
+
+    struct Flag(AtomicBool);
+    impl Wake for Flag {
+        fn wake(self: Arc<Self>) {
+            self.0.store(true, Ordering::Release);
+        }
+    }
+    persona::check_not_restricted("block_on");
+    let flag = Arc::new(Flag(AtomicBool::new(true)));
+    let waker = Waker::from(Arc::clone(&flag));
+    let mut cx = Context::from_waker(&waker);
+    let mut fut = std::pin::pin!(fut);
+    loop {
+        if flag.0.swap(false, Ordering::AcqRel) {
+            if let Poll::Ready(v) = fut.as_mut().poll(&mut cx) {
+                return v;
+            }
+        }
+        persona::wait_until(|| flag.0.load(Ordering::Acquire));
+    }
+}

@@ -1,0 +1,444 @@
+//! Progress and personas (UPC++ spec ch. 10).
+//!
+//! * **Progress levels** (§10.1): internal progress polls the network (incoming RPCs are
+//!   queued, handlers run); user-level progress additionally runs what is owed to the
+//!   personas this thread holds: queued LPCs and RPCs, and completion notifications. It
+//!   happens only inside UPC++ calls (`progress`, `wait`, and calls documented so).
+//! * **Restricted context** (§10.2): callbacks run by user-level progress may not wait
+//!   or make user-level progress themselves; doing so fails with a message naming the
+//!   call instead of deadlocking.
+//! * **Personas** (§10.5): a persona is the target of LPCs (and, for the master persona,
+//!   of RPCs). Each thread has a stack of personas it currently holds, with its default
+//!   persona at the bottom; a persona may be held by one thread at a time.
+//!   [`PersonaScope`] pushes one for a scope. The master persona starts on the thread
+//!   that called `init`; [`liberate_master_persona`] lets another thread take it.
+//!
+//! Futures are single-threaded. An [`lpc`] to another persona returns a future on the
+//! calling thread; its result travels back as an LPC to the calling persona, and is
+//! delivered only on the thread that created the future (checked: if the persona moved
+//! to another thread meanwhile, delivery fails loudly instead of racing).
+
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+
+use crate::future::{Future, State};
+
+/// The level of progress a call makes (UPC++ `progress_level`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProgressLevel {
+    /// Advance communication only; never run user callbacks.
+    Internal,
+    /// Also run callbacks, LPCs and RPCs owed to this thread's personas.
+    User,
+}
+
+type Lpc = Box<dyn FnOnce() + Send>;
+
+struct PersonaInner {
+    /// Thread token of the thread holding the persona, 0 when none.
+    holder: AtomicU64,
+    inbox: Mutex<VecDeque<Lpc>>,
+    queued: AtomicUsize,
+}
+
+/// A UPC++ persona: a target for LPCs, held by at most one thread at a time.
+#[derive(Clone)]
+pub struct Persona {
+    inner: Arc<PersonaInner>,
+}
+
+impl std::fmt::Debug for Persona {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Persona({:p})", Arc::as_ptr(&self.inner))
+    }
+}
+
+impl PartialEq for Persona {
+    fn eq(&self, other: &Persona) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+}
+
+impl Eq for Persona {}
+
+impl Default for Persona {
+    fn default() -> Persona {
+        Persona::new()
+    }
+}
+
+impl Persona {
+    /// A new persona, held by no thread.
+    pub fn new() -> Persona {
+        Persona {
+            inner: Arc::new(PersonaInner {
+                holder: AtomicU64::new(0),
+                inbox: Mutex::new(VecDeque::new()),
+                queued: AtomicUsize::new(0),
+            }),
+        }
+    }
+
+    /// True if the calling thread holds this persona (UPC++ `persona::active_with_caller`).
+    pub fn active_with_caller(&self) -> bool {
+        self.inner.holder.load(Ordering::Acquire) == thread_token()
+    }
+
+    /// Queues `f` to run on this persona during the user-level progress of the thread
+    /// holding it (UPC++ `persona::lpc_ff`). Callable from any thread.
+    pub fn lpc_ff(&self, f: impl FnOnce() + Send + 'static) {
+        self.inner
+            .inbox
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push_back(Box::new(f));
+        self.inner.queued.fetch_add(1, Ordering::Release);
+    }
+
+    /// Runs `f` on this persona and returns the future of its result, fulfilled on the
+    /// calling persona (UPC++ `persona::lpc`).
+    pub fn lpc<R, F>(&self, f: F) -> Future<R>
+    where
+        F: FnOnce() -> R + Send + 'static,
+        R: Send + 'static,
+    {
+        let state = State::<R>::new(1);
+        let origin = current_persona();
+        let back = ThreadBound::new(Rc::clone(&state));
+        self.lpc_ff(move || {
+            let r = f();
+            origin.lpc_ff(move || {
+                let state = back.into_inner("Persona::lpc");
+                crate::future::fulfill_state(&state, r, "Persona::lpc");
+            });
+        });
+        Future::from_state(state)
+    }
+
+    /// Runs the LPCs queued on this persona; returns how many ran.
+    fn drain(&self) -> usize {
+        if self.inner.queued.load(Ordering::Acquire) == 0 {
+            return 0;
+        }
+        let batch: VecDeque<Lpc> =
+            std::mem::take(&mut *self.inner.inbox.lock().unwrap_or_else(|e| e.into_inner()));
+        self.inner.queued.fetch_sub(batch.len(), Ordering::AcqRel);
+        let n = batch.len();
+        for f in batch {
+            restricted(f);
+        }
+        n
+    }
+}
+
+/// A value that may be moved between threads but only used on the thread that made it.
+/// Dropped elsewhere, it is leaked rather than touched.
+struct ThreadBound<T> {
+    thread: u64,
+    value: std::mem::ManuallyDrop<T>,
+}
+
+// SAFETY: the value is only accessed (into_inner, drop) on the thread that created it;
+// anywhere else it is neither read nor dropped, only moved as bytes.
+unsafe impl<T> Send for ThreadBound<T> {}
+
+impl<T> ThreadBound<T> {
+    fn new(value: T) -> ThreadBound<T> {
+        ThreadBound {
+            thread: thread_token(),
+            value: std::mem::ManuallyDrop::new(value),
+        }
+    }
+
+    #[track_caller]
+    fn into_inner(mut self, call: &str) -> T {
+        if self.thread != thread_token() {
+            panic!(
+                "upcxx::{call}: a completion for a future created on another thread arrived \
+                 here (the persona moved between threads while the operation was in flight)"
+            );
+        }
+        // SAFETY: taken once; `self` is forgotten so Drop does not touch it again.
+        let v = unsafe { std::mem::ManuallyDrop::take(&mut self.value) };
+        std::mem::forget(self);
+        v
+    }
+}
+
+impl<T> Drop for ThreadBound<T> {
+    fn drop(&mut self) {
+        if self.thread == thread_token() {
+            // SAFETY: on the owning thread, dropped exactly once.
+            unsafe { std::mem::ManuallyDrop::drop(&mut self.value) };
+        }
+    }
+}
+
+static NEXT_THREAD: AtomicU64 = AtomicU64::new(1);
+static MASTER: OnceLock<Persona> = OnceLock::new();
+
+thread_local! {
+    static TOKEN: u64 = NEXT_THREAD.fetch_add(1, Ordering::Relaxed);
+    /// Personas held by this thread; index 0 is the default persona.
+    static STACK: RefCell<Vec<Persona>> = RefCell::new(vec![new_default_persona()]);
+    /// Count of user-level progress calls by this thread.
+    static EPOCH: Cell<u64> = const { Cell::new(0) };
+    /// Depth of callbacks being run by user-level progress.
+    static RESTRICTED: Cell<u32> = const { Cell::new(0) };
+    /// Notifications owed to this thread, run at its next user-level progress.
+    static DEFERRED: RefCell<VecDeque<Box<dyn FnOnce()>>> = RefCell::new(VecDeque::new());
+}
+
+fn new_default_persona() -> Persona {
+    let p = Persona::new();
+    p.inner.holder.store(thread_token(), Ordering::Release);
+    p
+}
+
+fn thread_token() -> u64 {
+    TOKEN.with(|t| *t)
+}
+
+/// The number of user-level progress calls this thread has made.
+pub(crate) fn progress_epoch() -> u64 {
+    EPOCH.with(|e| e.get())
+}
+
+/// Runs `f` at this thread's next user-level progress.
+pub(crate) fn defer(f: Box<dyn FnOnce()>) {
+    DEFERRED.with(|d| d.borrow_mut().push_back(f));
+}
+
+fn restricted<F: FnOnce()>(f: F) {
+    struct Leave;
+    impl Drop for Leave {
+        fn drop(&mut self) {
+            RESTRICTED.with(|r| r.set(r.get() - 1));
+        }
+    }
+    RESTRICTED.with(|r| r.set(r.get() + 1));
+    let _leave = Leave;
+    f();
+}
+
+/// True inside a callback run by user-level progress (§10.2).
+pub fn in_restricted_context() -> bool {
+    RESTRICTED.with(|r| r.get() > 0)
+}
+
+#[track_caller]
+pub(crate) fn check_not_restricted(call: &str) {
+    if in_restricted_context() {
+        panic!(
+            "upcxx::{call}: not allowed in the restricted context (inside a callback, LPC or \
+             RPC run by progress), where waiting could deadlock (UPC++ spec §10.2)"
+        );
+    }
+}
+
+/// Makes progress (UPC++ `progress`). `ProgressLevel::User` also runs the callbacks,
+/// LPCs and RPCs owed to the personas this thread holds; it may not be called in the
+/// restricted context.
+#[track_caller]
+pub fn progress(level: ProgressLevel) {
+    crate::runtime::check_init("progress");
+    match level {
+        ProgressLevel::Internal => internal_progress(),
+        ProgressLevel::User => {
+            check_not_restricted("progress(User)");
+            user_progress();
+        }
+    }
+}
+
+#[inline]
+pub(crate) fn internal_progress() {
+    if !gex::progress::in_handler() {
+        gex::poll();
+    }
+}
+
+/// Internal progress, then everything owed to this thread's personas.
+pub(crate) fn user_progress() -> usize {
+    internal_progress();
+    EPOCH.with(|e| e.set(e.get() + 1));
+    let mut n = 0;
+    let held: Vec<Persona> = STACK.with(|s| s.borrow().clone());
+    for p in held.iter().rev() {
+        n += p.drain();
+    }
+    let pending = DEFERRED.with(|d| d.borrow().len());
+    for _ in 0..pending {
+        let Some(f) = DEFERRED.with(|d| d.borrow_mut().pop_front()) else {
+            break;
+        };
+        restricted(f);
+        n += 1;
+    }
+    n
+}
+
+/// Makes user-level progress until `done` is true: spins briefly, then yields the
+/// processor between attempts so jobs with more ranks than cores keep moving.
+pub(crate) fn wait_until(mut done: impl FnMut() -> bool) {
+    let mut idle = 0u32;
+    while !done() {
+        if user_progress() > 0 {
+            idle = 0;
+            continue;
+        }
+        idle += 1;
+        if idle < 64 {
+            std::hint::spin_loop();
+        } else {
+            std::thread::yield_now();
+        }
+    }
+}
+
+/// The persona at the top of this thread's stack (UPC++ `current_persona`).
+pub fn current_persona() -> Persona {
+    STACK.with(|s| s.borrow().last().expect("default persona").clone())
+}
+
+/// This thread's default persona (UPC++ `default_persona`).
+pub fn default_persona() -> Persona {
+    STACK.with(|s| s.borrow()[0].clone())
+}
+
+/// The master persona: the target of RPCs (UPC++ `master_persona`).
+#[track_caller]
+pub fn master_persona() -> Persona {
+    crate::runtime::check_init("master_persona");
+    MASTER.get().expect("created by init").clone()
+}
+
+/// Creates the master persona and makes the calling thread hold it (called by `init`).
+pub(crate) fn adopt_master() {
+    let master = MASTER.get_or_init(Persona::new).clone();
+    acquire(&master, "init");
+    STACK.with(|s| s.borrow_mut().push(master));
+}
+
+fn acquire(p: &Persona, call: &str) {
+    let me = thread_token();
+    match p
+        .inner
+        .holder
+        .compare_exchange(0, me, Ordering::AcqRel, Ordering::Acquire)
+    {
+        Ok(_) => {}
+        Err(h) if h == me => {}
+        Err(_) => panic!("upcxx::{call}: the persona is held by another thread"),
+    }
+}
+
+/// Releases the master persona from the calling thread, so another thread can take it
+/// with a [`PersonaScope`] (UPC++ `liberate_master_persona`). The master persona must be
+/// at the top of this thread's stack, where `init` put it.
+#[track_caller]
+pub fn liberate_master_persona() {
+    let master = master_persona();
+    STACK.with(|s| {
+        let mut s = s.borrow_mut();
+        if s.last() != Some(&master) || s.iter().filter(|p| **p == master).count() != 1 {
+            panic!("upcxx::liberate_master_persona: the master persona is not at the top of this thread's persona stack");
+        }
+        s.pop();
+    });
+    master.inner.holder.store(0, Ordering::Release);
+}
+
+/// Holds a persona on the calling thread for the life of the scope (UPC++
+/// `persona_scope`).
+pub struct PersonaScope<'a> {
+    persona: Persona,
+    released: bool,
+    _lock: Option<MutexGuard<'a, ()>>,
+    _not_send: std::marker::PhantomData<*const ()>,
+}
+
+impl<'a> PersonaScope<'a> {
+    /// Pushes `persona` on this thread's stack.
+    ///
+    /// # Panics
+    /// If another thread holds the persona.
+    #[track_caller]
+    pub fn new(persona: &Persona) -> PersonaScope<'static> {
+        PersonaScope::push(persona, None)
+    }
+
+    /// Locks `mutex`, then pushes `persona`; both are released when the scope ends
+    /// (UPC++ `persona_scope(mutex, persona)`). Threads sharing a persona this way
+    /// take turns instead of failing.
+    pub fn with_mutex(mutex: &'a Mutex<()>, persona: &Persona) -> PersonaScope<'a> {
+        let guard = mutex.lock().unwrap_or_else(|e| e.into_inner());
+        PersonaScope::push(persona, Some(guard))
+    }
+
+    #[track_caller]
+    fn push(persona: &Persona, lock: Option<MutexGuard<'a, ()>>) -> PersonaScope<'a> {
+        let already = persona.active_with_caller();
+        acquire(persona, "PersonaScope::new");
+        STACK.with(|s| s.borrow_mut().push(persona.clone()));
+        PersonaScope {
+            persona: persona.clone(),
+            released: already,
+            _lock: lock,
+            _not_send: std::marker::PhantomData,
+        }
+    }
+}
+
+impl Drop for PersonaScope<'_> {
+    fn drop(&mut self) {
+        STACK.with(|s| {
+            let mut s = s.borrow_mut();
+            if s.last() != Some(&self.persona) && !std::thread::panicking() {
+                panic!("upcxx::PersonaScope: scopes must end in the reverse order they began");
+            }
+            s.pop();
+        });
+        if !self.released {
+            self.persona.inner.holder.store(0, Ordering::Release);
+        }
+    }
+}
+
+/// Queues `f` on `persona` (free-function form of [`Persona::lpc_ff`]).
+pub fn lpc_ff(persona: &Persona, f: impl FnOnce() + Send + 'static) {
+    persona.lpc_ff(f)
+}
+
+/// Runs `f` on `persona` (free-function form of [`Persona::lpc`]).
+pub fn lpc<R, F>(persona: &Persona, f: F) -> Future<R>
+where
+    F: FnOnce() -> R + Send + 'static,
+    R: Send + 'static,
+{
+    persona.lpc(f)
+}
+
+/// True if operations started by this thread still need internal progress to complete
+/// (UPC++ `progress_required`). On shared memory every transfer completes when it is
+/// started, so this is true only while this thread has queued notifications or LPCs.
+pub fn progress_required() -> bool {
+    let deferred = DEFERRED.with(|d| !d.borrow().is_empty());
+    let queued = STACK.with(|s| {
+        s.borrow()
+            .iter()
+            .any(|p| p.inner.queued.load(Ordering::Acquire) > 0)
+    });
+    deferred || queued
+}
+
+/// Makes the progress needed so that this thread's outstanding operations no longer
+/// depend on it (UPC++ `discharge`).
+#[track_caller]
+pub fn discharge() {
+    crate::runtime::check_init("discharge");
+    internal_progress();
+}

@@ -1,0 +1,157 @@
+//! Initialization, finalization and rank queries (UPC++ spec ch. 2).
+//!
+//! `init` may be called several times; each call must be matched by a `finalize`, and
+//! only the first `init` and the last `finalize` do work (§2.2 ¶3–¶5). The first `init`
+//! creates the `gex` client, attaches the whole shared segment the launcher provided,
+//! builds the table that makes `GlobalPtr::local` O(1), and makes the calling thread
+//! hold the master persona. The last `finalize` is a barrier that keeps making
+//! user-level progress (so RPCs aimed at this rank still run) and then releases the
+//! rank. The communication layer cannot be initialized twice in one process, so `init`
+//! after the last `finalize` is an error.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::OnceLock;
+
+use crate::persona;
+
+/// A rank in the job or a team (UPC++ `intrank_t`).
+pub type Rank = u32;
+
+/// Where rank `r`'s segment lives, at its owner and in this process.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PeerSegment {
+    pub owner_base: usize,
+    pub local_base: usize,
+    pub size: usize,
+}
+
+pub(crate) struct Runtime {
+    pub client: gex::Client,
+    pub team: gex::Team,
+    pub segment: gex::Segment,
+    pub peers: Vec<PeerSegment>,
+    pub rank: Rank,
+    pub size: Rank,
+}
+
+static RUNTIME: OnceLock<Runtime> = OnceLock::new();
+static INITS: AtomicUsize = AtomicUsize::new(0);
+static FINALIZED: AtomicBool = AtomicBool::new(false);
+
+/// The runtime, or a panic naming `call` if UPC++ is not initialized.
+#[inline]
+#[track_caller]
+pub(crate) fn rt(call: &str) -> &'static Runtime {
+    match RUNTIME.get() {
+        Some(rt) if INITS.load(Ordering::Relaxed) > 0 => rt,
+        _ => not_initialized(call),
+    }
+}
+
+#[inline]
+#[track_caller]
+pub(crate) fn check_init(call: &str) {
+    rt(call);
+}
+
+#[cold]
+#[track_caller]
+fn not_initialized(call: &str) -> ! {
+    if FINALIZED.load(Ordering::Relaxed) {
+        panic!("upcxx::{call}: called after upcxx::finalize")
+    }
+    panic!("upcxx::{call}: called before upcxx::init")
+}
+
+/// Initializes UPC++ (UPC++ `init`, §2.2). Collective on the first call.
+#[track_caller]
+pub fn init() {
+    if FINALIZED.load(Ordering::Relaxed) {
+        panic!("upcxx::init: UPC++ cannot be initialized again after its last finalize");
+    }
+    if INITS.fetch_add(1, Ordering::AcqRel) > 0 {
+        return;
+    }
+    if RUNTIME.get().is_some() {
+        return;
+    }
+    let (client, endpoint, team) =
+        gex::Client::init("UPCXX", gex::Flags::NONE).unwrap_or_else(|e| panic!("upcxx::init: {e}"));
+    crate::rpc::register_handlers(&endpoint);
+    let segment = gex::Segment::attach(&team, gex::max_segment_size())
+        .unwrap_or_else(|e| panic!("upcxx::init: {e}"));
+    let peers = (0..team.size())
+        .map(|r| {
+            let b = team
+                .segment_bound(r)
+                .expect("every rank attached a segment");
+            PeerSegment {
+                owner_base: b.owner_addr,
+                local_base: b.local_addr.expect("smp maps every segment"),
+                size: b.size,
+            }
+        })
+        .collect();
+    crate::alloc::init_heap(segment.addr(), segment.size());
+    let rank = team.rank();
+    let size = team.size();
+    let _ = RUNTIME.set(Runtime {
+        client,
+        team,
+        segment,
+        peers,
+        rank,
+        size,
+    });
+    persona::adopt_master();
+}
+
+/// True between the first `init` and the last `finalize` (UPC++ `initialized`).
+pub fn initialized() -> bool {
+    INITS.load(Ordering::Acquire) > 0
+}
+
+/// Ends one `init` (UPC++ `finalize`, §2.2). The last call is collective: a barrier
+/// (with user-level progress) after which this rank may exit.
+#[track_caller]
+pub fn finalize() {
+    let rt = rt("finalize");
+    persona::check_not_restricted("finalize");
+    if INITS.load(Ordering::Acquire) == 1 {
+        barrier_with_progress(&rt.team);
+        INITS.store(0, Ordering::Release);
+        FINALIZED.store(true, Ordering::Release);
+        rt.client.finalize();
+    } else {
+        INITS.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// A barrier over `team` that keeps making user-level progress while it waits.
+pub(crate) fn barrier_with_progress(team: &gex::Team) {
+    let mut ev = team.barrier_nb();
+    persona::wait_until(|| ev.test());
+}
+
+/// This process's rank in the world team (UPC++ `rank_me`).
+#[inline]
+#[track_caller]
+pub fn rank_me() -> Rank {
+    rt("rank_me").rank
+}
+
+/// The number of ranks in the world team (UPC++ `rank_n`).
+#[inline]
+#[track_caller]
+pub fn rank_n() -> Rank {
+    rt("rank_n").size
+}
+
+/// Waits until every rank has entered the barrier, making user-level progress
+/// (UPC++ `barrier` over the world team).
+#[track_caller]
+pub fn barrier() {
+    let rt = rt("barrier");
+    persona::check_not_restricted("barrier");
+    barrier_with_progress(&rt.team);
+}
