@@ -695,7 +695,7 @@ impl Team {
     ) -> Result<(), NoOp> {
         const CALL: &str = "Team::request_short";
         let rt = self.am_runtime(CALL);
-        let dest = self.to_job_rank(CALL, rank);
+        let dest = self.job_rank_of(CALL, rank);
         send(
             rt,
             CALL,
@@ -724,7 +724,7 @@ impl Team {
         const CALL: &str = "Team::request_medium";
         let rt = self.am_runtime(CALL);
         check_lc(CALL, &lc, true);
-        let dest = self.to_job_rank(CALL, rank);
+        let dest = self.job_rank_of(CALL, rank);
         send(
             rt,
             CALL,
@@ -757,7 +757,7 @@ impl Team {
         const CALL: &str = "Team::request_long";
         let rt = self.am_runtime(CALL);
         check_lc(CALL, &lc, true);
-        let dest = self.to_job_rank(CALL, rank);
+        let dest = self.job_rank_of(CALL, rank);
         send(
             rt,
             CALL,
@@ -831,7 +831,7 @@ impl Team {
     ) -> Result<SrcDesc<'b>, NoOp> {
         const CALL: &str = "Team::prepare_request_medium";
         let rt = self.am_runtime(CALL);
-        let dest = self.to_job_rank(CALL, rank);
+        let dest = self.job_rank_of(CALL, rank);
         prepare(
             rt,
             CALL,
@@ -862,7 +862,7 @@ impl Team {
     ) -> Result<SrcDesc<'b>, NoOp> {
         const CALL: &str = "Team::prepare_request_long";
         let rt = self.am_runtime(CALL);
-        let dest = self.to_job_rank(CALL, rank);
+        let dest = self.job_rank_of(CALL, rank);
         prepare(
             rt,
             CALL,

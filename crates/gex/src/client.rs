@@ -265,7 +265,7 @@ impl Team {
     /// The job rank of team member `rank`, or a panic naming `call`.
     #[inline]
     #[track_caller]
-    pub(crate) fn to_job_rank(&self, call: &str, rank: Rank) -> Rank {
+    pub(crate) fn job_rank_of(&self, call: &str, rank: Rank) -> Rank {
         if rank >= self.size {
             invalid_rank(call, rank, self.size);
         }
@@ -275,7 +275,7 @@ impl Team {
     /// GASNet-EX `gex_TM_TranslateRankToJobrank`.
     #[track_caller]
     pub fn translate_rank_to_jobrank(&self, rank: Rank) -> Rank {
-        self.to_job_rank("Team::translate_rank_to_jobrank", rank)
+        self.job_rank_of("Team::translate_rank_to_jobrank", rank)
     }
 
     /// GASNet-EX `gex_TM_TranslateJobrankToRank`: `None` if not a member.
@@ -290,7 +290,7 @@ impl Team {
         const CALL: &str = "Team::segment_bound";
         let rt = runtime(CALL);
         progress::check_may_communicate(CALL);
-        rt.conduit.bound_segment(self.to_job_rank(CALL, rank))
+        rt.conduit.bound_segment(self.job_rank_of(CALL, rank))
     }
 }
 
@@ -311,7 +311,7 @@ impl Segment {
         let rt = runtime(CALL);
         progress::check_may_communicate(CALL);
         let max = rt.conduit.max_segment_size();
-        if size == 0 || size % crate::PAGE_SIZE != 0 || size > max {
+        if size == 0 || !size.is_multiple_of(crate::PAGE_SIZE) || size > max {
             return Err(InitError::BadSegmentSize { size, max });
         }
         if rt.objects.attached.get().is_some() {

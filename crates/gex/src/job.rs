@@ -46,8 +46,8 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use rustix::fs::MemfdFlags;
@@ -69,7 +69,7 @@ pub const UPCXX_RANKS: &str = "UPCXX_RANKS";
 /// every rank inherits from the launcher.
 pub const GEX_SHM_FD: &str = "GEX_SHM_FD";
 /// Environment variable giving the segment size per rank (e.g. `64M`, `2G`), used when
-/// no size is given explicitly. See [`parse_size`].
+/// no size is given explicitly. See [`parse_size()`].
 pub const UPCXX_SEGMENT_SIZE: &str = "UPCXX_SEGMENT_SIZE";
 
 /// How often the launcher polls its ranks for exit.
@@ -104,9 +104,11 @@ pub struct JobSpec {
     /// Whether `SIGINT` and `SIGTERM` received by this process during [`run`] tear the
     /// job down (reported as "interrupted", exit code 130) instead of using the
     /// process's existing disposition. Meant for processes whose only job is to launch
-    /// (the `upcxx-run` CLI, [`relaunch_if_requested`]); the handlers stay installed
-    /// only while `run` runs. A second signal while the job is being torn down exits the
-    /// launcher at once with status 130 (its ranks then die of their death signal).
+    /// (the `upcxx-run` CLI, [`relaunch_if_requested`]). Outside `run` the signals keep
+    /// their previous behavior (the default action, or the program's own handler), and a
+    /// signal that was ignored when the first such job started is never forwarded. A
+    /// second signal while the job is being torn down exits the launcher at once with
+    /// status 130 (its ranks then die of their death signal).
     pub forward_signals: bool,
 }
 
@@ -591,9 +593,15 @@ fn classify(
         };
         return Some((code, report, has_message));
     }
+    // A clean exit after finalize succeeds even if the rank recorded a message: that
+    // was a panic the program caught and recovered from.
     match (state, message) {
-        (_, Some(m)) => Some((1, format!("{who} failed: {m}"), true)),
-        (RankState::Finalized | RankState::NotStarted, None) => None,
+        (RankState::Finalized | RankState::NotStarted, _) => None,
+        (RankState::Running | RankState::Failed, Some(m)) => Some((
+            1,
+            format!("{who} exited before finalize (last failure recorded: {m})"),
+            true,
+        )),
         (RankState::Running | RankState::Failed, None) => {
             Some((1, format!("{who} exited before finalize"), false))
         }
@@ -608,16 +616,82 @@ fn signal_name(sig: i32) -> String {
     }
 }
 
-/// `SIGINT`/`SIGTERM` handlers that set a flag, removed on drop.
+/// Signals that [`JobSpec::forward_signals`] turns into a teardown of the job.
+const FORWARDED_SIGNALS: [libc::c_int; 2] = [libc::SIGINT, libc::SIGTERM];
+
+/// Number of [`run`] calls currently forwarding signals, in this process.
+static FORWARDING: AtomicUsize = AtomicUsize::new(0);
+
+/// The signals of [`FORWARDED_SIGNALS`] this process lets [`run`] handle: those not
+/// ignored when the first forwarding job started (a program started with `SIGINT`
+/// ignored, like a background job of a script, keeps ignoring it).
+static TAKEN_SIGNALS: OnceLock<Vec<libc::c_int>> = OnceLock::new();
+
+/// The current disposition of `sig`: `Some(true)` for the default action, `Some(false)`
+/// if it is ignored (or cannot be read), `None` if the program has a handler of its own.
+fn disposition_is_default(sig: libc::c_int) -> Option<bool> {
+    // SAFETY: sigaction with a null new action only reads the current disposition into
+    // `old`, a plain C struct for which all-zero bytes are a valid value.
+    let old = unsafe {
+        let mut old: libc::sigaction = std::mem::zeroed();
+        if libc::sigaction(sig, std::ptr::null(), &mut old) != 0 {
+            return Some(false);
+        }
+        old
+    };
+    match old.sa_sigaction {
+        libc::SIG_IGN => Some(false),
+        libc::SIG_DFL => Some(true),
+        _ => None,
+    }
+}
+
+fn take_signals() -> &'static [libc::c_int] {
+    TAKEN_SIGNALS.get_or_init(|| {
+        let mut taken = Vec::new();
+        for sig in FORWARDED_SIGNALS {
+            match disposition_is_default(sig) {
+                Some(false) => continue,
+                // signal-hook calls the program's own handler after ours.
+                None => taken.push(sig),
+                Some(true) => {
+                    // signal-hook cannot restore the default action once its handler is
+                    // installed; emulate it whenever no job is forwarding signals, so
+                    // that SIGINT still terminates this process after `run` returns.
+                    // SAFETY: the action only loads an atomic and calls signal-hook's
+                    // emulation of the default action (sigaction and raise), which are
+                    // async-signal-safe.
+                    let registered = unsafe {
+                        signal_hook::low_level::register(sig, move || {
+                            if FORWARDING.load(Ordering::SeqCst) == 0 {
+                                let _ = signal_hook::low_level::emulate_default_handler(sig);
+                            }
+                        })
+                    };
+                    if registered.is_ok() {
+                        taken.push(sig);
+                    }
+                }
+            }
+        }
+        taken
+    })
+}
+
+/// `SIGINT`/`SIGTERM` actions that set a flag, for the duration of one [`run`].
 struct SignalGuard {
     ids: Vec<signal_hook::SigId>,
 }
 
 impl SignalGuard {
     fn install(flag: &Arc<AtomicBool>) -> io::Result<SignalGuard> {
+        let taken = take_signals();
+        FORWARDING.fetch_add(1, Ordering::SeqCst);
+        // From here on, dropping the guard undoes what was done.
         let mut guard = SignalGuard { ids: Vec::new() };
-        for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-            // First: a second signal while the first is being handled exits at once.
+        for &sig in taken {
+            // First: a second signal while the first is being handled exits at once
+            // (the ranks then die of their death signal).
             guard
                 .ids
                 .push(signal_hook::flag::register_conditional_shutdown(
@@ -638,6 +712,7 @@ impl Drop for SignalGuard {
         for id in self.ids.drain(..) {
             signal_hook::low_level::unregister(id);
         }
+        FORWARDING.fetch_sub(1, Ordering::SeqCst);
     }
 }
 

@@ -42,7 +42,7 @@ impl Team {
     ) -> (&'static Runtime, Rank) {
         let rt = runtime(call);
         progress::check_may_communicate(call);
-        let job_rank = self.to_job_rank(call, rank);
+        let job_rank = self.job_rank_of(call, rank);
         if let Err(e) = rt.conduit.translate(job_rank, addr, len) {
             address_error(call, rank, addr, len, e);
         }

@@ -21,6 +21,7 @@ const MODE_VAR: &str = "FAKE_RANK_MODE";
 const PID_DIR_VAR: &str = "FAKE_PID_DIR";
 const LAUNCHER_VAR: &str = "FAKE_LAUNCHER";
 const RELAUNCH_VAR: &str = "FAKE_RELAUNCH";
+const SIGNALS_VAR: &str = "FAKE_LAUNCHER_SIGNALS";
 
 // ---------------------------------------------------------------------------------------
 // Helpers
@@ -76,7 +77,11 @@ impl TempDir {
             if pids.len() == n {
                 return pids;
             }
-            assert!(Instant::now() < end, "only {} of {n} ranks started", pids.len());
+            assert!(
+                Instant::now() < end,
+                "only {} of {n} ranks started",
+                pids.len()
+            );
             std::thread::sleep(Duration::from_millis(5));
         }
     }
@@ -138,7 +143,11 @@ fn fake_spec(ranks: usize, mode: &str, pid_dir: &TempDir) -> JobSpec {
 
 /// Runs a fake job in this process; returns its outcome, the rank pids and how long the
 /// job took. Checks that every rank is gone afterwards.
-fn run_fake(ranks: usize, mode: &str, timeout: Option<Duration>) -> (JobOutcome, Vec<(usize, u32)>, Duration) {
+fn run_fake(
+    ranks: usize,
+    mode: &str,
+    timeout: Option<Duration>,
+) -> (JobOutcome, Vec<(usize, u32)>, Duration) {
     let dir = TempDir::new("pids");
     let mut spec = fake_spec(ranks, mode, &dir);
     if timeout.is_some() {
@@ -233,12 +242,19 @@ fn fake_rank(mode: &str) -> ! {
         }
         "noinit" | "early0" => std::process::exit(0),
         "panic" => {
-            region.record_failure(rank, &format!("panicked at tests/launcher.rs:1:1: boom on rank {rank}"));
+            region.record_failure(
+                rank,
+                &format!("panicked at tests/launcher.rs:1:1: boom on rank {rank}"),
+            );
             std::process::exit(101)
         }
         "exit3" => std::process::exit(3),
         "segv" | "kill" => {
-            let sig = if what == "segv" { libc::SIGSEGV } else { libc::SIGKILL };
+            let sig = if what == "segv" {
+                libc::SIGSEGV
+            } else {
+                libc::SIGKILL
+            };
             // SAFETY: restoring the default disposition (Rust's runtime handles SIGSEGV
             // for stack overflows) and raising a signal have no preconditions.
             unsafe {
@@ -267,12 +283,26 @@ fn launcher_entry() {
         return;
     };
     let (ranks, mode) = what.split_once(':').expect("RANKS:MODE");
-    let pid_dir = TempDir(PathBuf::from(std::env::var_os(PID_DIR_VAR).expect("FAKE_PID_DIR")));
+    let pid_dir = TempDir(PathBuf::from(
+        std::env::var_os(PID_DIR_VAR).expect("FAKE_PID_DIR"),
+    ));
     let mut spec = fake_spec(ranks.parse().expect("ranks"), mode, &pid_dir);
     std::mem::forget(pid_dir); // owned by the test that started us
     spec.forward_signals = true;
     spec.name = "fake-launcher".into();
+    let signals = std::env::var(SIGNALS_VAR).unwrap_or_default();
+    if signals == "ignore-int" {
+        // SAFETY: setting a signal's disposition to SIG_IGN has no preconditions.
+        unsafe { libc::signal(libc::SIGINT, libc::SIG_IGN) };
+    }
     let outcome = job::run(&spec).expect("job::run");
+    if signals == "raise-int-after" {
+        // SIGINT must have its default action again: this kills the process.
+        // SAFETY: raise(3) has no preconditions.
+        unsafe { libc::raise(libc::SIGINT) };
+        std::thread::sleep(Duration::from_secs(1));
+        std::process::exit(97);
+    }
     let maps = std::fs::read_to_string("/proc/self/maps").expect("read maps");
     let fds = std::fs::read_dir("/proc/self/fd")
         .expect("read fds")
@@ -280,7 +310,10 @@ fn launcher_entry() {
         .filter(|t| t.to_string_lossy().contains("memfd:gex-job"))
         .count();
     if maps.contains("memfd:gex-job") || fds != 0 {
-        eprintln!("fake-launcher: job region leaked: {fds} fds, mapped: {}", maps.contains("memfd:gex-job"));
+        eprintln!(
+            "fake-launcher: job region leaked: {fds} fds, mapped: {}",
+            maps.contains("memfd:gex-job")
+        );
         std::process::exit(99);
     }
     std::process::exit(outcome.exit_code);
@@ -288,10 +321,21 @@ fn launcher_entry() {
 
 /// Starts `launcher_entry` as a separate process.
 fn spawn_launcher(ranks: usize, mode: &str, pid_dir: &TempDir) -> std::process::Child {
+    spawn_launcher_with(ranks, mode, pid_dir, "")
+}
+
+/// Starts `launcher_entry` as a separate process, with `FAKE_LAUNCHER_SIGNALS=signals`.
+fn spawn_launcher_with(
+    ranks: usize,
+    mode: &str,
+    pid_dir: &TempDir,
+    signals: &str,
+) -> std::process::Child {
     Command::new(std::env::current_exe().expect("current exe"))
         .args(self_args("launcher_entry"))
         .env(LAUNCHER_VAR, format!("{ranks}:{mode}"))
         .env(PID_DIR_VAR, pid_dir.path())
+        .env(SIGNALS_VAR, signals)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -300,7 +344,10 @@ fn spawn_launcher(ranks: usize, mode: &str, pid_dir: &TempDir) -> std::process::
 
 fn wait_with_stderr(child: std::process::Child) -> (std::process::ExitStatus, String) {
     let out = child.wait_with_output().expect("wait for launcher");
-    (out.status, String::from_utf8_lossy(&out.stderr).into_owned())
+    (
+        out.status,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 // ---------------------------------------------------------------------------------------
@@ -311,9 +358,19 @@ fn successful_jobs_of_1_to_4_ranks() {
     let shm_before = dev_shm();
     for ranks in 1..=4 {
         let (outcome, pids, _) = run_fake(ranks, "ok", None);
-        assert_eq!(outcome, JobOutcome { exit_code: 0, failure: None }, "{ranks} ranks");
+        assert_eq!(
+            outcome,
+            JobOutcome {
+                exit_code: 0,
+                failure: None
+            },
+            "{ranks} ranks"
+        );
         assert_eq!(pids.len(), ranks);
-        assert_eq!(pids.iter().map(|p| p.0).collect::<Vec<_>>(), (0..ranks).collect::<Vec<_>>());
+        assert_eq!(
+            pids.iter().map(|p| p.0).collect::<Vec<_>>(),
+            (0..ranks).collect::<Vec<_>>()
+        );
     }
     assert_eq!(dev_shm(), shm_before, "/dev/shm changed");
 }
@@ -344,20 +401,29 @@ fn panicking_rank_is_reported_and_peers_are_stopped() {
 fn nonzero_exit_is_reported() {
     let (outcome, pids, _) = run_fake(3, "exit3:2", None);
     assert_eq!(outcome.exit_code, 3);
-    assert_eq!(outcome.failure.as_deref(), Some("rank 2 of 3 exited with code 3"));
+    assert_eq!(
+        outcome.failure.as_deref(),
+        Some("rank 2 of 3 exited with code 3")
+    );
     assert_eq!(pids.len(), 3);
 
     // Every rank fails at once: the report names one of them.
     let (outcome, _, _) = run_fake(4, "exit3", None);
     assert_eq!(outcome.exit_code, 3);
-    assert!(outcome.failure.unwrap().ends_with("of 4 exited with code 3"));
+    assert!(outcome
+        .failure
+        .unwrap()
+        .ends_with("of 4 exited with code 3"));
 }
 
 #[test]
 fn exit_before_finalize_is_a_failure() {
     let (outcome, pids, _) = run_fake(2, "early0:0", None);
     assert_eq!(outcome.exit_code, 1);
-    assert_eq!(outcome.failure.as_deref(), Some("rank 0 of 2 exited before finalize"));
+    assert_eq!(
+        outcome.failure.as_deref(),
+        Some("rank 0 of 2 exited before finalize")
+    );
     assert_eq!(pids.len(), 2);
 }
 
@@ -365,12 +431,18 @@ fn exit_before_finalize_is_a_failure() {
 fn signals_are_reported_by_name() {
     let (outcome, pids, _) = run_fake(2, "kill:1", None);
     assert_eq!(outcome.exit_code, 128 + libc::SIGKILL);
-    assert_eq!(outcome.failure.as_deref(), Some("rank 1 of 2 was killed by SIGKILL"));
+    assert_eq!(
+        outcome.failure.as_deref(),
+        Some("rank 1 of 2 was killed by SIGKILL")
+    );
     assert_eq!(pids.len(), 2);
 
     let (outcome, _, _) = run_fake(1, "segv", None);
     assert_eq!(outcome.exit_code, 128 + libc::SIGSEGV);
-    assert_eq!(outcome.failure.as_deref(), Some("rank 0 of 1 was killed by SIGSEGV"));
+    assert_eq!(
+        outcome.failure.as_deref(),
+        Some("rank 0 of 1 was killed by SIGSEGV")
+    );
 }
 
 #[test]
@@ -383,7 +455,10 @@ fn timeout_stops_the_job() {
     );
     assert_eq!(pids.len(), 3);
     assert!(elapsed >= Duration::from_millis(1500));
-    assert!(elapsed < Duration::from_millis(1500 + 1000), "took {elapsed:?}");
+    assert!(
+        elapsed < Duration::from_millis(1500 + 1000),
+        "took {elapsed:?}"
+    );
 }
 
 #[test]
@@ -400,7 +475,10 @@ fn ranks_ignoring_sigterm_are_killed() {
     let outcome = handle.join().expect("launcher thread");
     let elapsed = start.elapsed();
     assert_eq!(outcome.exit_code, 128 + libc::SIGKILL);
-    assert_eq!(outcome.failure.as_deref(), Some("rank 0 of 3 was killed by SIGKILL"));
+    assert_eq!(
+        outcome.failure.as_deref(),
+        Some("rank 0 of 3 was killed by SIGKILL")
+    );
     assert_all_gone(&pids, Duration::ZERO);
     // SIGTERM is ignored: the launcher waited out the grace period, then killed them.
     assert!(elapsed >= job::TERM_GRACE, "took {elapsed:?}");
@@ -428,7 +506,10 @@ fn bad_specs_are_errors() {
 
     spec.ranks = 2;
     spec.segment_size = usize::MAX - 10;
-    assert_eq!(job::run(&spec).unwrap_err().kind(), std::io::ErrorKind::InvalidInput);
+    assert_eq!(
+        job::run(&spec).unwrap_err().kind(),
+        std::io::ErrorKind::InvalidInput
+    );
 
     spec.segment_size = 1 << 20;
     spec.program = dir.path().join("no-such-program");
@@ -470,11 +551,42 @@ fn sigint_to_the_launcher_tears_the_job_down() {
         // SAFETY: kill(2) on our own child, not yet reaped.
         unsafe { libc::kill(launcher.id() as i32, sig) };
         let (status, stderr) = wait_with_stderr(launcher);
-        assert!(start.elapsed() < Duration::from_secs(1), "took {:?}", start.elapsed());
+        assert!(
+            start.elapsed() < Duration::from_secs(1),
+            "took {:?}",
+            start.elapsed()
+        );
         assert_eq!(status.code(), Some(130), "{stderr}");
         assert!(stderr.contains("fake-launcher: interrupted"), "{stderr}");
         assert_all_gone(&pids, Duration::ZERO);
     }
+}
+
+#[test]
+fn signals_behave_as_before_outside_a_forwarding_run() {
+    use std::os::unix::process::ExitStatusExt;
+
+    // After the job, SIGINT has its default action again.
+    let dir = TempDir::new("sigafter");
+    let (status, stderr) = wait_with_stderr(spawn_launcher_with(2, "ok", &dir, "raise-int-after"));
+    assert_eq!(status.signal(), Some(libc::SIGINT), "{status:?}: {stderr}");
+
+    // A launcher started with SIGINT ignored keeps ignoring it; SIGTERM still stops it.
+    let dir = TempDir::new("sigign");
+    let launcher = spawn_launcher_with(2, "sleep", &dir, "ignore-int");
+    let pids = dir.wait_for_pids(2);
+    // SAFETY: kill(2) on our own child, not yet reaped.
+    unsafe { libc::kill(launcher.id() as i32, libc::SIGINT) };
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(
+        pids.iter().all(|&(_, p)| alive(p)),
+        "SIGINT stopped the job"
+    );
+    // SAFETY: as above.
+    unsafe { libc::kill(launcher.id() as i32, libc::SIGTERM) };
+    let (status, stderr) = wait_with_stderr(launcher);
+    assert_eq!(status.code(), Some(130), "{stderr}");
+    assert_all_gone(&pids, Duration::ZERO);
 }
 
 /// Not a test: with `FAKE_RELAUNCH` set, behaves like a program whose communication
@@ -507,7 +619,10 @@ fn relaunch_runs_the_program_as_a_job() {
         assert_eq!(out.status.code(), Some(code), "{mode}: {stderr}");
         assert_eq!(dir.pids().len(), 3, "{mode}");
         if code == 3 {
-            assert!(stderr.contains("rank 1 of 3 exited with code 3"), "{stderr}");
+            assert!(
+                stderr.contains("rank 1 of 3 exited with code 3"),
+                "{stderr}"
+            );
         }
     }
 }
@@ -516,8 +631,14 @@ fn relaunch_runs_the_program_as_a_job() {
 // spmd tests
 
 fn env_rank() -> (usize, usize) {
-    let rank = std::env::var("UPCXX_RANK").expect("UPCXX_RANK").parse().expect("rank");
-    let ranks = std::env::var("UPCXX_RANKS").expect("UPCXX_RANKS").parse().expect("ranks");
+    let rank = std::env::var("UPCXX_RANK")
+        .expect("UPCXX_RANK")
+        .parse()
+        .expect("rank");
+    let ranks = std::env::var("UPCXX_RANKS")
+        .expect("UPCXX_RANKS")
+        .parse()
+        .expect("ranks");
     (rank, ranks)
 }
 
@@ -533,7 +654,8 @@ fn spmd_runs_the_body_in_every_rank() {
     let out_path = out.unwrap_or_else(|| dir.as_ref().unwrap().path().to_owned());
     let mut opts = SpmdOptions::new(3);
     opts.segment_size = 1 << 20;
-    opts.env.push(("SPMD_OUT".into(), out_path.to_string_lossy().into_owned()));
+    opts.env
+        .push(("SPMD_OUT".into(), out_path.to_string_lossy().into_owned()));
     let body_out = out_path.clone();
     testing::spmd_with(opts, move || {
         let (rank, ranks) = env_rank();
@@ -544,7 +666,10 @@ fn spmd_runs_the_body_in_every_rank() {
     });
     if dir.is_some() {
         for r in 0..3 {
-            assert!(out_path.join(format!("rank{r}")).exists(), "rank {r} did not run");
+            assert!(
+                out_path.join(format!("rank{r}")).exists(),
+                "rank {r} did not run"
+            );
         }
     }
 }
@@ -565,7 +690,8 @@ fn spmd_reports_a_panicking_rank() {
         assert_eq!(outcome.exit_code, 101);
         let report = outcome.failure.expect("report");
         assert!(
-            report.starts_with("rank 1 of 3 failed: panicked at ") && report.ends_with(": boom from rank 1"),
+            report.starts_with("rank 1 of 3 failed: panicked at ")
+                && report.ends_with(": boom from rank 1"),
             "{report}"
         );
         assert!(report.contains("launcher.rs:"), "{report}");
@@ -593,9 +719,7 @@ fn spmd_fails_the_test_when_a_rank_fails() {
     });
     if std::env::var_os(testing::GEX_SPMD_TEST).is_none() {
         let payload = result.expect_err("spmd should have panicked");
-        let message = payload
-            .downcast_ref::<String>()
-            .expect("panic message");
+        let message = payload.downcast_ref::<String>().expect("panic message");
         assert_eq!(message, "spmd job failed: rank 0 of 2 exited with code 7");
     }
 }

@@ -34,11 +34,17 @@ fn am_round_trip_and_put_get() {
             assert_eq!(PONGS.load(Ordering::Relaxed), want);
             let next = (team.rank() + 1) % team.size();
             let dest = team.segment_bound(next).unwrap().owner_addr;
-            team.put_blocking(next, dest + 8, &(team.rank() as u64).to_le_bytes(), Flags::NONE)
-                .unwrap();
+            team.put_blocking(
+                next,
+                dest + 8,
+                &(team.rank() as u64).to_le_bytes(),
+                Flags::NONE,
+            )
+            .unwrap();
             team.barrier();
             let mut back = [0u8; 8];
-            team.get_blocking(&mut back, next, dest + 8, Flags::NONE).unwrap();
+            team.get_blocking(&mut back, next, dest + 8, Flags::NONE)
+                .unwrap();
             assert_eq!(u64::from_le_bytes(back), team.rank() as u64);
             let _ = seg;
             client.finalize();

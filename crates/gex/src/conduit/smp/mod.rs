@@ -223,7 +223,11 @@ impl SmpConduit {
         dispatch: &mut dyn FnMut(&Inbound<'_>),
     ) -> usize {
         // The common empty poll reads one shared cache line and writes nothing.
-        if inbox.queue.peek(inbox.head.load(Ordering::Relaxed)).is_none() {
+        if inbox
+            .queue
+            .peek(inbox.head.load(Ordering::Relaxed))
+            .is_none()
+        {
             return 0;
         }
         if inbox.busy.swap(true, Ordering::Acquire) {
@@ -475,6 +479,11 @@ impl Conduit for SmpConduit {
     }
 
     fn finalize(&self) {
+        // Panics recorded before a clean finalize were caught by the program: forget them.
+        self.region
+            .control(self.rank as usize)
+            .failure_len
+            .store(0, Ordering::Release);
         self.region
             .set_rank_state(self.rank as usize, RankState::Finalized);
     }

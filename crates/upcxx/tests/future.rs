@@ -1,0 +1,182 @@
+//! Futures and promises: UPC++ spec ch. 5 and Appendix A.
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+
+use upcxx::{make_future, to_future, when_all, Future, Promise};
+
+/// §5.5 ¶3: a callback on a ready future runs during `then`.
+#[test]
+fn then_on_ready_future_runs_immediately() {
+    let ran = Rc::new(Cell::new(false));
+    let r = Rc::clone(&ran);
+    let f = make_future(20).then(move |x| {
+        r.set(true);
+        x + 1
+    });
+    assert!(ran.get(), "callback ran before then returned");
+    assert!(f.ready());
+    assert_eq!(f.result(), 21);
+}
+
+/// §5.5 ¶2: fulfilling the promise runs the callbacks before fulfil returns, in order.
+#[test]
+fn promise_fulfilment_runs_callbacks_in_registration_order() {
+    let p: Promise<i32> = Promise::new();
+    let log = Rc::new(RefCell::new(Vec::new()));
+    let (l1, l2) = (Rc::clone(&log), Rc::clone(&log));
+    let f = p.get_future();
+    let g = f.clone();
+    let a = f.then(move |x| l1.borrow_mut().push(("a", x)));
+    let b = g.then(move |x| l2.borrow_mut().push(("b", x)));
+    assert!(log.borrow().is_empty(), "nothing runs before fulfilment");
+    assert!(!a.ready() && !b.ready());
+    p.fulfill_result(7);
+    assert_eq!(*log.borrow(), vec![("a", 7), ("b", 7)]);
+    assert!(a.ready() && b.ready());
+}
+
+/// §5.3: dependency counting; the future is ready only when the counter reaches zero.
+#[test]
+fn dependency_counting() {
+    let p: Promise<()> = Promise::new();
+    p.require_anonymous(2);
+    let f = p.get_future();
+    p.fulfill_anonymous(1);
+    assert!(!f.ready());
+    p.fulfill_anonymous(1);
+    assert!(!f.ready(), "the initial dependency is still there");
+    let f2 = p.finalize();
+    assert!(f.ready() && f2.ready());
+}
+
+#[test]
+fn promise_with_values_needs_its_result() {
+    let p: Promise<(u8, String)> = Promise::new();
+    p.require_anonymous(1);
+    p.fulfill_result((1, "x".into()));
+    let f = p.get_future();
+    assert!(!f.ready());
+    p.fulfill_anonymous(1);
+    assert_eq!(f.result(), (1, "x".to_string()));
+}
+
+#[test]
+fn promise_counting_errors_are_reported() {
+    let over = std::panic::catch_unwind(|| {
+        let p: Promise<()> = Promise::new();
+        p.fulfill_anonymous(2);
+    });
+    let msg = panic_message(over.unwrap_err());
+    assert!(msg.contains("fulfill_anonymous") && msg.contains("below zero"), "{msg}");
+
+    let twice = std::panic::catch_unwind(|| {
+        let p: Promise<i32> = Promise::new();
+        p.require_anonymous(1);
+        p.fulfill_result(1);
+        p.fulfill_result(2);
+    });
+    let msg = panic_message(twice.unwrap_err());
+    assert!(msg.contains("already"), "{msg}");
+
+    let no_value = std::panic::catch_unwind(|| {
+        let p: Promise<i32> = Promise::new();
+        let _ = p.finalize();
+    });
+    let msg = panic_message(no_value.unwrap_err());
+    assert!(msg.contains("without a result"), "{msg}");
+
+    let late = std::panic::catch_unwind(|| {
+        let p: Promise<()> = Promise::new();
+        let _ = p.clone().finalize();
+        p.require_anonymous(1);
+    });
+    let msg = panic_message(late.unwrap_err());
+    assert!(msg.contains("already ready"), "{msg}");
+}
+
+/// §5.2 ¶36: a callback returning a future yields that future's value (flattened).
+#[test]
+fn then_flattens_futures() {
+    let p: Promise<u64> = Promise::new();
+    let inner = p.get_future();
+    let f: Future<u64> = make_future(1).then(move |_| inner);
+    assert!(!f.ready(), "the flattened future waits for the inner one");
+    p.fulfill_result(99);
+    assert_eq!(f.result(), 99);
+    let g: Future<String> = make_future(3).then(|n| make_future("x".repeat(n)));
+    assert_eq!(g.result(), "xxx");
+}
+
+#[test]
+fn then_chains_and_unit_results() {
+    let p: Promise<i32> = Promise::new();
+    let f = p
+        .get_future()
+        .then(|x| x * 2)
+        .then(|x| (x, x + 1))
+        .then(|(a, b)| a + b)
+        .then(|_| ());
+    p.fulfill_result(5);
+    assert!(f.ready());
+    f.into_result();
+}
+
+#[test]
+fn when_all_tuples_and_vectors() {
+    let p1: Promise<i32> = Promise::new();
+    let p2: Promise<String> = Promise::new();
+    let all = when_all((p1.get_future(), make_future(2.5f64), p2.get_future()));
+    assert!(!all.ready());
+    p2.fulfill_result("s".into());
+    assert!(!all.ready());
+    p1.fulfill_result(1);
+    assert_eq!(all.result(), (1, 2.5, "s".to_string()));
+
+    let ps: Vec<Promise<usize>> = (0..4).map(|_| Promise::new()).collect();
+    let v = when_all(ps.iter().map(|p| p.get_future()).collect::<Vec<_>>());
+    for (i, p) in ps.iter().enumerate().rev() {
+        assert!(!v.ready());
+        p.fulfill_result(i * 10);
+    }
+    assert_eq!(v.result(), vec![0, 10, 20, 30]);
+    assert!(when_all(()).ready());
+    assert_eq!(when_all(Vec::<Future<u8>>::new()).result(), Vec::<u8>::new());
+}
+
+#[test]
+fn to_future_accepts_values_and_futures() {
+    assert_eq!(to_future(5u8).result(), 5);
+    assert_eq!(to_future(make_future("a".to_string())).result(), "a");
+}
+
+#[test]
+fn clones_each_get_the_value_and_non_clone_values_move() {
+    struct NoClone(u32);
+    upcxx::impl_future_value!(NoClone);
+    let p: Promise<NoClone> = Promise::new();
+    let f = p.get_future().then(|v| v.0 + 1);
+    p.fulfill_result(NoClone(41));
+    assert_eq!(f.into_result(), 42);
+
+    let p: Promise<Vec<u8>> = Promise::new();
+    let a = p.get_future();
+    let b = a.clone();
+    p.fulfill_result(vec![1, 2]);
+    assert_eq!(a.into_result(), vec![1, 2]);
+    assert_eq!(b.into_result(), vec![1, 2]);
+}
+
+#[test]
+fn result_of_a_non_ready_future_panics() {
+    let p: Promise<i32> = Promise::new();
+    let f = p.get_future();
+    let e = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f.result()));
+    assert!(panic_message(e.unwrap_err()).contains("not ready"));
+}
+
+fn panic_message(e: Box<dyn std::any::Any + Send>) -> String {
+    e.downcast_ref::<String>()
+        .cloned()
+        .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_default()
+}

@@ -1,0 +1,200 @@
+//! Progress and personas: UPC++ spec ch. 10.
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use gex::testing::spmd;
+use upcxx::{
+    current_persona, default_persona, master_persona, Persona, PersonaScope, ProgressLevel,
+};
+
+fn panic_message(e: Box<dyn std::any::Any + Send>) -> String {
+    e.downcast_ref::<String>()
+        .cloned()
+        .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_default()
+}
+
+/// §10.5: the thread that called init holds the master persona on top of its default.
+#[test]
+fn init_thread_holds_the_master_persona() {
+    spmd(2, || {
+        upcxx::init();
+        assert_eq!(current_persona(), master_persona());
+        assert_ne!(default_persona(), master_persona());
+        assert!(master_persona().active_with_caller());
+        assert!(default_persona().active_with_caller());
+        upcxx::finalize();
+    });
+}
+
+/// §10.5.2: an LPC runs during user-level progress of the thread holding the target
+/// persona, not synchronously, and its result returns to the caller's persona.
+#[test]
+fn lpc_runs_on_the_target_persona_thread() {
+    spmd(1, || {
+        upcxx::init();
+        let worker = Persona::new();
+        let w = worker.clone();
+        let stop = Arc::new(AtomicUsize::new(0));
+        let s = Arc::clone(&stop);
+        let handle = std::thread::spawn(move || {
+            let _scope = PersonaScope::new(&w);
+            let me = std::thread::current().id();
+            while s.load(Ordering::Acquire) == 0 {
+                upcxx::progress(ProgressLevel::User);
+            }
+            me
+        });
+        let f = worker.lpc(|| (std::thread::current().id(), 6 * 7));
+        let (ran_on, v) = f.wait();
+        assert_eq!(v, 42);
+        stop.store(1, Ordering::Release);
+        assert_eq!(ran_on, handle.join().unwrap());
+        assert_ne!(ran_on, std::thread::current().id());
+        upcxx::finalize();
+    });
+}
+
+#[test]
+fn lpc_ff_waits_for_user_progress() {
+    spmd(1, || {
+        upcxx::init();
+        let hits = Arc::new(AtomicUsize::new(0));
+        let h = Arc::clone(&hits);
+        upcxx::lpc_ff(&current_persona(), move || {
+            h.fetch_add(1, Ordering::Relaxed);
+        });
+        assert_eq!(hits.load(Ordering::Relaxed), 0, "not synchronous");
+        upcxx::progress(ProgressLevel::Internal);
+        assert_eq!(hits.load(Ordering::Relaxed), 0, "internal progress runs no callbacks");
+        assert!(upcxx::progress_required() || hits.load(Ordering::Relaxed) == 0);
+        upcxx::progress(ProgressLevel::User);
+        assert_eq!(hits.load(Ordering::Relaxed), 1);
+        upcxx::finalize();
+    });
+}
+
+/// §10.2: waiting inside a callback run by progress fails with a clear message.
+#[test]
+fn waiting_in_the_restricted_context_fails() {
+    spmd(1, || {
+        upcxx::init();
+        let msg = Arc::new(Mutex::new(String::new()));
+        let m = Arc::clone(&msg);
+        upcxx::lpc_ff(&current_persona(), move || {
+            assert!(upcxx::in_restricted_context());
+            let e = std::panic::catch_unwind(|| upcxx::progress(ProgressLevel::User));
+            *m.lock().unwrap() = panic_message(e.unwrap_err());
+        });
+        upcxx::progress(ProgressLevel::User);
+        let msg = msg.lock().unwrap().clone();
+        assert!(msg.contains("restricted context"), "{msg}");
+        assert!(!upcxx::in_restricted_context());
+        upcxx::finalize();
+    });
+}
+
+/// §10.5.1: a persona is held by one thread at a time; the mutex variant takes turns.
+#[test]
+fn persona_scopes_exclude_other_threads() {
+    spmd(1, || {
+        upcxx::init();
+        let p = Persona::new();
+        let scope = PersonaScope::new(&p);
+        assert_eq!(current_persona(), p);
+        let p2 = p.clone();
+        let e = std::thread::spawn(move || {
+            std::panic::catch_unwind(|| {
+                let _s = PersonaScope::new(&p2);
+            })
+            .map_err(panic_message)
+        })
+        .join()
+        .unwrap();
+        assert!(e.unwrap_err().contains("held by another thread"));
+        drop(scope);
+        assert_eq!(current_persona(), master_persona());
+
+        let lock = Arc::new(Mutex::new(()));
+        let count = Arc::new(AtomicUsize::new(0));
+        let threads: Vec<_> = (0..3)
+            .map(|_| {
+                let (p, lock, count) = (p.clone(), Arc::clone(&lock), Arc::clone(&count));
+                std::thread::spawn(move || {
+                    for _ in 0..50 {
+                        let _s = PersonaScope::with_mutex(&lock, &p);
+                        assert!(p.active_with_caller());
+                        count.fetch_add(1, Ordering::Relaxed);
+                    }
+                })
+            })
+            .collect();
+        threads.into_iter().for_each(|t| t.join().unwrap());
+        assert_eq!(count.load(Ordering::Relaxed), 150);
+        upcxx::finalize();
+    });
+}
+
+/// §10.5.3: liberating the master persona lets another thread drive progress for it.
+#[test]
+fn master_persona_can_move_to_another_thread() {
+    spmd(2, || {
+        upcxx::init();
+        upcxx::liberate_master_persona();
+        assert_ne!(current_persona(), master_persona());
+        let rank = std::thread::spawn(|| {
+            let _s = PersonaScope::new(&master_persona());
+            upcxx::barrier();
+            upcxx::rank_me()
+        })
+        .join()
+        .unwrap();
+        assert_eq!(rank, upcxx::rank_me());
+        let _s = PersonaScope::new(&master_persona());
+        upcxx::finalize();
+    });
+}
+
+/// Futures implement std::future::Future; block_on drives them with progress.
+#[test]
+fn futures_can_be_awaited() {
+    spmd(1, || {
+        upcxx::init();
+        let f = current_persona().lpc(|| 5u32);
+        let v = upcxx::block_on(async move {
+            let a = f.await;
+            let b = upcxx::make_future(a + 1).await;
+            a + b
+        });
+        assert_eq!(v, 11);
+        upcxx::finalize();
+    });
+}
+
+#[test]
+fn calls_before_init_fail_clearly() {
+    let e = std::panic::catch_unwind(upcxx::rank_me).unwrap_err();
+    assert!(panic_message(e).contains("upcxx::rank_me: called before upcxx::init"));
+    let e = std::panic::catch_unwind(|| upcxx::progress(ProgressLevel::User)).unwrap_err();
+    assert!(panic_message(e).contains("before upcxx::init"));
+}
+
+/// §2.2: init and finalize nest; only the last finalize ends UPC++.
+#[test]
+fn init_and_finalize_are_reference_counted() {
+    for n in 1..=4 {
+        spmd(n, || {
+            upcxx::init();
+            upcxx::init();
+            assert!(upcxx::initialized());
+            upcxx::finalize();
+            assert!(upcxx::initialized());
+            assert!(upcxx::rank_me() < upcxx::rank_n());
+            assert_eq!(upcxx::rank_n() as usize, n);
+            upcxx::finalize();
+            assert!(!upcxx::initialized());
+            let e = std::panic::catch_unwind(upcxx::rank_me).unwrap_err();
+            assert!(panic_message(e).contains("after upcxx::finalize"));
+        });
+    }
+}
