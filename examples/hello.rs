@@ -1,8 +1,12 @@
-//! Every rank says hello: `UPCXX_RANKS=4 cargo run --release --example hello`.
+//! Hello world in UPC++ (spec Figure 2.1):
+//! `UPCXX_RANKS=4 cargo run --release --example hello`.
 
 fn main() {
-    let (client, _endpoint, team) =
-        gex::Client::init("HELLO", gex::Flags::NONE).expect("gex::Client::init");
-    println!("Hello from rank {} of {}", team.rank(), team.size());
-    client.finalize();
+    upcxx::init();
+    println!(
+        "Hello from rank {} of {}",
+        upcxx::rank_me(),
+        upcxx::rank_n()
+    );
+    upcxx::finalize();
 }

@@ -2,3 +2,4 @@
 //! benchmarks (`benches/`) and the integration tests (`tests/`) of the PGAS stack.
 //! The libraries themselves live in `crates/`.
 pub use gex;
+pub use upcxx;

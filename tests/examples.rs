@@ -1,0 +1,61 @@
+//! Runs the example programs as real multi-rank jobs and checks what they print.
+//!
+//! `cargo test` builds the examples next to the test binaries
+//! (`target/<profile>/examples/`), so each test runs one with `UPCXX_RANKS=N`, which
+//! makes the program launch itself as an N-rank job.
+use std::path::PathBuf;
+use std::process::Command;
+
+fn example(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable");
+    let dir = exe
+        .parent()
+        .and_then(|d| d.parent())
+        .expect("target/<profile>");
+    let path = dir.join("examples").join(name);
+    assert!(
+        path.exists(),
+        "{} was not built: run the whole suite (`cargo test --workspace`), which builds the examples",
+        path.display()
+    );
+    path
+}
+
+/// Runs `name` on `ranks` ranks and returns its standard output; fails on a non-zero exit.
+fn run(name: &str, ranks: usize) -> String {
+    let out = Command::new(example(name))
+        .env("UPCXX_RANKS", ranks.to_string())
+        .env_remove("UPCXX_RANK")
+        .output()
+        .expect("example starts");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{name} on {ranks} ranks exited with {:?}\nstdout:\n{stdout}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+fn assert_one_hello_per_rank(name: &str) {
+    for n in 1..=4 {
+        let out = run(name, n);
+        let mut lines: Vec<&str> = out.lines().collect();
+        lines.sort();
+        let want: Vec<String> = (0..n)
+            .map(|r| format!("Hello from rank {r} of {n}"))
+            .collect();
+        assert_eq!(lines, want, "{name} with {n} ranks");
+    }
+}
+
+#[test]
+fn hello_prints_one_line_per_rank() {
+    assert_one_hello_per_rank("hello");
+}
+
+#[test]
+fn gex_hello_prints_one_line_per_rank() {
+    assert_one_hello_per_rank("gex_hello");
+}
