@@ -67,7 +67,10 @@ fn promise_counting_errors_are_reported() {
         p.fulfill_anonymous(2);
     });
     let msg = panic_message(over.unwrap_err());
-    assert!(msg.contains("fulfill_anonymous") && msg.contains("below zero"), "{msg}");
+    assert!(
+        msg.contains("fulfill_anonymous") && msg.contains("below zero"),
+        "{msg}"
+    );
 
     let twice = std::panic::catch_unwind(|| {
         let p: Promise<i32> = Promise::new();
@@ -140,7 +143,10 @@ fn when_all_tuples_and_vectors() {
     }
     assert_eq!(v.result(), vec![0, 10, 20, 30]);
     assert!(when_all(()).ready());
-    assert_eq!(when_all(Vec::<Future<u8>>::new()).result(), Vec::<u8>::new());
+    assert_eq!(
+        when_all(Vec::<Future<u8>>::new()).result(),
+        Vec::<u8>::new()
+    );
 }
 
 #[test]

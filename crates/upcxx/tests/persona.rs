@@ -66,7 +66,11 @@ fn lpc_ff_waits_for_user_progress() {
         });
         assert_eq!(hits.load(Ordering::Relaxed), 0, "not synchronous");
         upcxx::progress(ProgressLevel::Internal);
-        assert_eq!(hits.load(Ordering::Relaxed), 0, "internal progress runs no callbacks");
+        assert_eq!(
+            hits.load(Ordering::Relaxed),
+            0,
+            "internal progress runs no callbacks"
+        );
         assert!(upcxx::progress_required() || hits.load(Ordering::Relaxed) == 0);
         upcxx::progress(ProgressLevel::User);
         assert_eq!(hits.load(Ordering::Relaxed), 1);
