@@ -595,7 +595,7 @@ fn reserve(
     if flags.contains(Flags::IMMEDIATE) {
         return Err(NoOp);
     }
-    let mut idle = 0u32;
+    let mut backoff = progress::Backoff::new();
     loop {
         // A Reply (sent from a Request handler) may only wait for Replies to drain;
         // anything else may run every kind of handler while it waits.
@@ -607,9 +607,10 @@ fn reserve(
         if let Some(out) = rt.conduit.am_reserve(dest, network) {
             return Ok(out);
         }
-        idle = if n > 0 { 0 } else { idle + 1 };
-        if idle > 64 {
-            rt.idle();
+        if n > 0 {
+            backoff.reset();
+        } else {
+            rt.idle(&mut backoff);
         }
     }
 }

@@ -152,8 +152,44 @@ pub fn poll() {
     rt.progress();
 }
 
-/// Iterations a waiting loop spins before it starts yielding the processor.
-const SPIN_POLLS: u32 = 64;
+/// How a waiting loop backs off while nothing happens: it spins for a few polls (a
+/// reply from a rank on another core arrives within a microsecond), then yields the
+/// processor between polls (another rank of an oversubscribed job may need it), and
+/// after about a millisecond of idleness sleeps briefly between polls, so idle ranks
+/// (waiting in a barrier, say) leave the cores to the ranks that are working.
+#[derive(Debug, Default)]
+pub struct Backoff {
+    idle: u32,
+}
+
+impl Backoff {
+    const SPINS: u32 = 64;
+    const YIELDS: u32 = 64 + 2000;
+    const NAP: std::time::Duration = std::time::Duration::from_micros(50);
+
+    pub const fn new() -> Backoff {
+        Backoff { idle: 0 }
+    }
+
+    /// Something happened: start over with spinning.
+    #[inline]
+    pub fn reset(&mut self) {
+        self.idle = 0;
+    }
+
+    /// Nothing happened in the last poll: wait a little before the next one.
+    #[inline]
+    pub fn snooze(&mut self) {
+        self.idle = self.idle.saturating_add(1);
+        if self.idle < Self::SPINS {
+            std::hint::spin_loop();
+        } else if self.idle < Self::YIELDS {
+            std::thread::yield_now();
+        } else {
+            std::thread::sleep(Self::NAP);
+        }
+    }
+}
 
 impl Runtime {
     /// Runs arrived messages of both networks and advances split-phase operations.
@@ -176,27 +212,22 @@ impl Runtime {
     /// Polls until `done` returns true: spin briefly, then yield between polls.
     #[inline]
     pub(crate) fn wait_until(&self, mut done: impl FnMut() -> bool) {
-        let mut idle = 0u32;
+        let mut backoff = Backoff::new();
         while !done() {
             if self.progress() > 0 {
-                idle = 0;
-                continue;
-            }
-            idle += 1;
-            if idle < SPIN_POLLS {
-                std::hint::spin_loop();
+                backoff.reset();
             } else {
-                self.idle();
+                self.idle(&mut backoff);
             }
         }
     }
 
     /// One step of backing off in a wait loop.
-    pub(crate) fn idle(&self) {
+    pub(crate) fn idle(&self, backoff: &mut Backoff) {
         if self.conduit.aborted() {
             // The launcher is tearing the job down; it already reported why.
             std::process::exit(1);
         }
-        std::thread::yield_now();
+        backoff.snooze();
     }
 }

@@ -282,19 +282,14 @@ pub(crate) fn user_progress() -> usize {
 }
 
 /// Makes user-level progress until `done` is true: spins briefly, then yields the
-/// processor between attempts so jobs with more ranks than cores keep moving.
+/// processor (and, when idle for long, naps) so jobs with more ranks than cores keep moving.
 pub(crate) fn wait_until(mut done: impl FnMut() -> bool) {
-    let mut idle = 0u32;
+    let mut backoff = gex::progress::Backoff::new();
     while !done() {
         if user_progress() > 0 {
-            idle = 0;
-            continue;
-        }
-        idle += 1;
-        if idle < 64 {
-            std::hint::spin_loop();
+            backoff.reset();
         } else {
-            std::thread::yield_now();
+            backoff.snooze();
         }
     }
 }

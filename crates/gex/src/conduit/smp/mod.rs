@@ -194,17 +194,12 @@ impl SmpConduit {
     fn wait_for_all_ranks(&self) {
         let h = self.region.header();
         h.init_arrived.fetch_add(1, Ordering::AcqRel);
-        let mut spins = 0u32;
+        let mut backoff = crate::progress::Backoff::new();
         while h.init_arrived.load(Ordering::Acquire) < self.size {
             if self.region.aborted() {
                 std::process::exit(1);
             }
-            spins += 1;
-            if spins < 1000 {
-                std::hint::spin_loop();
-            } else {
-                std::thread::yield_now();
-            }
+            backoff.snooze();
         }
     }
 
