@@ -125,6 +125,7 @@ impl Team {
         {
             let mut st = rt.barrier.inner.lock().unwrap_or_else(|e| e.into_inner());
             if st.op.is_some() {
+                drop(st); // unlock first: a poisoned lock would stop `advance` for good
                 panic!("gex::{CALL}: a barrier is already in progress on this team");
             }
             st.op = Some(Arc::clone(&op));

@@ -13,11 +13,19 @@
 
 pub mod alloc;
 pub mod future;
+pub mod global_ptr;
 pub mod persona;
 pub mod rpc;
 pub mod runtime;
 
+pub use alloc::{
+    allocate, allocate_typed, deallocate, delete_, delete_array, new_, new_array, new_array_with,
+    shared_segment_size, shared_segment_used, try_new_, try_new_array, try_new_array_with,
+};
 pub use future::{make_future, to_future, when_all, Future, FutureValue, Promise};
+pub use global_ptr::{
+    to_global_ptr, try_global_ptr, AnyKind, GlobalPtr, Host, KindId, MemoryKind,
+};
 pub use persona::{
     current_persona, default_persona, discharge, in_restricted_context, liberate_master_persona,
     lpc, lpc_ff, master_persona, progress, progress_required, Persona, PersonaScope, ProgressLevel,

@@ -1,0 +1,766 @@
+//! Global pointers (UPC++ spec ch. 3) and memory kinds (§3.2 ¶3, ch. 16).
+//!
+//! A [`GlobalPtr<T, K>`] names a `T` in the shared segment of some rank: it is the pair
+//! *(rank, address)*, where the address is expressed **in the owner's address space**,
+//! as UPC++'s raw pointer is. A global pointer is therefore the same value on every
+//! rank (§3.1 ¶4: "a global pointer can be viewed from any process to mean the same
+//! thing without need for translation"), can be sent anywhere as plain data, and
+//! compares, hashes and prints identically everywhere.
+//!
+//! ```no_run
+//! use upcxx::{GlobalPtr, new_array, delete_array};
+//!
+//! upcxx::init();
+//! let gp: GlobalPtr<u64> = new_array::<u64>(4);
+//! assert!(gp.is_local() && gp.where_() == upcxx::rank_me());
+//! // SAFETY: this rank allocated the array and nobody else knows of it yet.
+//! unsafe { *gp.add(2).local() = 7 };
+//! assert_eq!((gp + 2) - gp, 2);
+//! delete_array(gp);
+//! upcxx::finalize();
+//! ```
+//!
+//! # Translation to a local pointer
+//!
+//! Every rank of the local team (with the smp conduit: every rank of the job) maps
+//! every other rank's segment, usually at a different virtual address. [`GlobalPtr::local`]
+//! turns the owner-space address into this process's address with the table of peer
+//! segments that `init` builds: `addr - owner_base + local_base`. That is O(1), takes no
+//! lock and hashes nothing; it checks that the rank exists and that the address lies in
+//! that rank's segment (one comparison), so a corrupted pointer fails loudly instead of
+//! scribbling over unrelated memory. It cannot tell a pointer to freed memory from a
+//! live one (see [`crate::alloc`]).
+//!
+//! The reverse direction, [`to_global_ptr`] and [`try_global_ptr`], looks the raw
+//! pointer up among the local team's segments: this rank's own segment first (the common
+//! case), then a table of the others sorted by local address (O(log n)).
+//!
+//! # Null
+//!
+//! There is exactly one null pointer per type: rank 0, address 0, kind host. Every
+//! constructor produces this canonical form, so the derived-style equality, ordering,
+//! hashing and printing are consistent with §3.2 ¶75 and ¶87 (all nulls are equal and
+//! print alike). [`GlobalPtr::where_`] of null is 0 (the spec leaves it
+//! implementation-defined). Pointer arithmetic by a non-zero amount on null panics.
+//!
+//! # Differences from C++
+//!
+//! * `where()` is [`GlobalPtr::where_`] (`where` is a Rust keyword).
+//! * The `+`/`-` operators take `isize` (the spec's `ptrdiff_t`) only: with a second
+//!   `usize` impl, `gp + 1` would no longer type-check. [`GlobalPtr::add`] and
+//!   [`GlobalPtr::sub`] take `usize`; `++`/`--` are `+= 1`/`-= 1`.
+//! * `static_pointer_cast`/`reinterpret_pointer_cast` are both [`GlobalPtr::cast`]:
+//!   Rust has no class hierarchies whose casts adjust the address.
+//! * [`GlobalPtr::dynamic_kind_cast`] and [`try_global_ptr`] return `None` where C++
+//!   returns a null pointer, so "not of that kind" and "null" stay distinct.
+//! * `std::less` & co. are the [`Ord`] impl, a strict total order by (rank, kind,
+//!   address), which is consistent with the spec's partial order within an array.
+//!
+//! # Memory kinds
+//!
+//! The kind is a type parameter implementing the sealed [`MemoryKind`] trait: [`Host`]
+//! (the default) or [`AnyKind`]. Every pointer also carries the run-time [`KindId`] of
+//! the memory it references, in what would otherwise be padding (the pointer is 16 bytes
+//! either way), so that a `GlobalPtr<T, AnyKind>` knows its [`GlobalPtr::dynamic_kind`].
+//! Device kinds (`cuda_device`, ch. 16) add a marker type and a `KindId` and reuse the
+//! same layout; a device index, when devices arrive, fits in the remaining padding.
+
+use std::cmp::Ordering;
+use std::fmt;
+use std::hash::{Hash, Hasher};
+use std::marker::PhantomData;
+use std::ops::{Add, AddAssign, Sub, SubAssign};
+use std::sync::OnceLock;
+
+use serde::de::Error as _;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use crate::runtime::{rt, Rank};
+
+/// The run-time identity of a memory kind (UPC++ spec §3.2 ¶3 `memory_kind`).
+///
+/// `Any` is only ever a *static* kind ([`AnyKind::ID`]); [`GlobalPtr::dynamic_kind`]
+/// of a non-null pointer is never `Any`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[repr(u8)]
+#[non_exhaustive]
+pub enum KindId {
+    /// UPC++ spec §3.2 ¶3 `memory_kind::any`: any kind of memory.
+    Any = 0,
+    /// UPC++ spec §3.2 ¶3 `memory_kind::host`: the shared segments in host memory.
+    Host = 1,
+    /// UPC++ spec §3.2 ¶3 `memory_kind::cuda_device`: memory of a CUDA device (ch. 16).
+    CudaDevice = 2,
+}
+
+impl KindId {
+    fn from_u8(v: u8) -> Option<KindId> {
+        match v {
+            0 => Some(KindId::Any),
+            1 => Some(KindId::Host),
+            2 => Some(KindId::CudaDevice),
+            _ => None,
+        }
+    }
+
+    /// The spec's name of the kind (`host`, `any`, `cuda_device`).
+    pub const fn name(self) -> &'static str {
+        match self {
+            KindId::Any => "any",
+            KindId::Host => "host",
+            KindId::CudaDevice => "cuda_device",
+        }
+    }
+}
+
+impl fmt::Display for KindId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// A memory kind as a type (UPC++ spec §3.2 ¶4 the `Kind` parameter of `global_ptr`).
+///
+/// Sealed: the kinds are [`Host`] and [`AnyKind`] (device kinds come with ch. 16).
+pub trait MemoryKind:
+    sealed::Sealed
+    + Copy
+    + Default
+    + fmt::Debug
+    + PartialEq
+    + Eq
+    + Hash
+    + PartialOrd
+    + Ord
+    + Send
+    + Sync
+    + 'static
+{
+    /// The run-time identity of this kind (UPC++ spec §3.2 ¶10 `global_ptr::kind`).
+    const ID: KindId;
+}
+
+/// UPC++ spec §3.2 ¶3 `memory_kind::host`: host memory in a shared segment. The default
+/// kind of [`GlobalPtr`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Host;
+
+/// UPC++ spec §3.2 ¶3 `memory_kind::any`: a pointer that may reference memory of any
+/// kind; its [`GlobalPtr::dynamic_kind`] says which.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct AnyKind;
+
+impl sealed::Sealed for Host {}
+impl sealed::Sealed for AnyKind {}
+
+impl MemoryKind for Host {
+    const ID: KindId = KindId::Host;
+}
+
+impl MemoryKind for AnyKind {
+    const ID: KindId = KindId::Any;
+}
+
+/// A pointer to a `T` in the shared segment of some rank (UPC++ spec §3.2 ¶4
+/// `global_ptr<T, Kind>`). See the [module documentation](self).
+///
+/// Plain data: `Copy`, `Send`, `Sync`, comparable, hashable and serializable whatever
+/// `T` is, because it only names memory and never owns it (§3.2 ¶19: dropping it frees
+/// nothing).
+#[repr(C)]
+pub struct GlobalPtr<T, K: MemoryKind = Host> {
+    /// Address in the owner's address space; 0 for null.
+    addr: usize,
+    /// Owner's rank in the world team; 0 for null.
+    rank: Rank,
+    /// The kind of the referenced memory; `Host` for null.
+    kind: KindId,
+    _marker: PhantomData<(fn() -> T, K)>,
+}
+
+impl<T, K: MemoryKind> GlobalPtr<T, K> {
+    /// UPC++ spec §3.2 ¶10 `global_ptr::kind`: the static kind `K`.
+    pub const KIND: KindId = K::ID;
+
+    /// The null global pointer (UPC++ spec §3.2 ¶12 `global_ptr(nullptr)`). Needs no
+    /// runtime.
+    #[inline]
+    pub const fn null() -> Self {
+        GlobalPtr {
+            addr: 0,
+            rank: 0,
+            kind: KindId::Host,
+            _marker: PhantomData,
+        }
+    }
+
+    /// A pointer from its parts, canonicalizing null. `addr` is in `rank`'s address
+    /// space. For the runtime (allocation, RMA), which knows the parts are right.
+    #[inline]
+    pub(crate) const fn from_parts(rank: Rank, addr: usize, kind: KindId) -> Self {
+        if addr == 0 {
+            return Self::null();
+        }
+        GlobalPtr {
+            addr,
+            rank,
+            kind,
+            _marker: PhantomData,
+        }
+    }
+
+    /// The address in the owner's address space (0 for null), e.g. for `gex` RMA,
+    /// which takes owner-space addresses.
+    #[inline]
+    pub(crate) const fn owner_addr(self) -> usize {
+        self.addr
+    }
+
+    /// UPC++ spec §3.2 ¶37 `is_null`: whether this is the null pointer. Needs no
+    /// runtime.
+    #[inline]
+    pub const fn is_null(self) -> bool {
+        self.addr == 0
+    }
+
+    /// UPC++ spec §3.2 ¶47 `where()`: the rank (in the world team) with affinity to the
+    /// referenced memory; 0 for null (implementation-defined). Needs no runtime.
+    #[inline]
+    pub const fn where_(self) -> Rank {
+        self.rank
+    }
+
+    /// UPC++ spec §3.2 ¶31 `dynamic_kind`: the kind of the referenced memory, never
+    /// [`KindId::Any`]; [`KindId::Host`] for null (the spec leaves it unspecified).
+    #[inline]
+    pub const fn dynamic_kind(self) -> KindId {
+        self.kind
+    }
+
+    /// UPC++ spec §3.2 ¶34 `is_local`: whether this process can load and store the
+    /// referenced memory. True for null without consulting the runtime; otherwise true
+    /// for host memory of any rank of the local team (with the smp conduit, every rank).
+    ///
+    /// Device memory (a [`KindId`] other than `Host`) is never local: the host cannot
+    /// load or store it (the spec leaves this unspecified).
+    ///
+    /// # Panics
+    /// For a non-null host pointer, if UPC++ is not initialized.
+    #[inline]
+    #[track_caller]
+    pub fn is_local(self) -> bool {
+        if self.is_null() {
+            return true;
+        }
+        self.kind == KindId::Host && (self.rank as usize) < rt("GlobalPtr::is_local").peers.len()
+    }
+
+    /// UPC++ spec §3.2 ¶43 `local()`: the raw pointer through which this process
+    /// reaches the referenced memory; null for null. O(1): one table lookup, no lock.
+    ///
+    /// Dereferencing the result is `unsafe` as for any raw pointer: the memory may be
+    /// written concurrently by other ranks, or freed.
+    ///
+    /// # Panics
+    /// If the pointer is not [`is_local`](Self::is_local) (device memory, or a rank
+    /// outside the job), if its address is outside its owner's segment, or if UPC++ is
+    /// not initialized (null needs no runtime).
+    #[inline]
+    #[track_caller]
+    pub fn local(self) -> *mut T {
+        if self.is_null() {
+            return std::ptr::null_mut();
+        }
+        if self.kind != KindId::Host {
+            not_host("GlobalPtr::local", self.kind);
+        }
+        let rt = rt("GlobalPtr::local");
+        let Some(peer) = rt.peers.get(self.rank as usize) else {
+            bad_rank("GlobalPtr::local", self.rank, rt.size);
+        };
+        let off = self.addr.wrapping_sub(peer.owner_base);
+        // `<=`: a one-past-the-end pointer of an object at the segment's end is valid.
+        if off > peer.size {
+            outside_segment(
+                "GlobalPtr::local",
+                self.rank,
+                self.addr,
+                peer.owner_base,
+                peer.size,
+            );
+        }
+        (peer.local_base + off) as *mut T
+    }
+
+    /// UPC++ spec §3.2 ¶52 `operator+`: the pointer `n` elements further. `self + n`
+    /// with `n: isize` is the same.
+    ///
+    /// # Panics
+    /// If `n != 0` and `self` is null, or if the address overflows.
+    #[inline]
+    #[track_caller]
+    #[allow(clippy::should_implement_trait)] // it is implemented too, for `isize`
+    pub fn add(self, n: usize) -> Self {
+        match isize::try_from(n) {
+            Ok(n) => self.offset_by("GlobalPtr::add", n),
+            Err(_) => address_overflow("GlobalPtr::add", self.rank, self.addr),
+        }
+    }
+
+    /// UPC++ spec §3.2 ¶58 `operator-(ptrdiff_t)`: the pointer `n` elements back.
+    /// `self - n` with `n: isize` is the same.
+    ///
+    /// # Panics
+    /// If `n != 0` and `self` is null, or if the address overflows.
+    #[inline]
+    #[track_caller]
+    #[allow(clippy::should_implement_trait)] // it is implemented too, for `isize`
+    pub fn sub(self, n: usize) -> Self {
+        match isize::try_from(n) {
+            Ok(n) => self.offset_by("GlobalPtr::sub", -n),
+            Err(_) => address_overflow("GlobalPtr::sub", self.rank, self.addr),
+        }
+    }
+
+    /// UPC++ spec §3.2 ¶52 `operator+`/¶58 `operator-` with a signed count: the pointer
+    /// `n` elements away.
+    ///
+    /// # Panics
+    /// If `n != 0` and `self` is null, or if the address overflows.
+    #[inline]
+    #[track_caller]
+    pub fn offset(self, n: isize) -> Self {
+        self.offset_by("GlobalPtr::offset", n)
+    }
+
+    #[inline]
+    #[track_caller]
+    fn offset_by(self, call: &str, n: isize) -> Self {
+        if n == 0 {
+            return self;
+        }
+        if self.is_null() {
+            null_arithmetic(call, n);
+        }
+        let size = std::mem::size_of::<T>() as isize;
+        match n
+            .checked_mul(size)
+            .and_then(|bytes| self.addr.checked_add_signed(bytes))
+        {
+            Some(addr) if addr != 0 => GlobalPtr { addr, ..self },
+            _ => address_overflow(call, self.rank, self.addr),
+        }
+    }
+
+    /// UPC++ spec §3.2 ¶64 `operator-(global_ptr)`: the distance from `origin` to
+    /// `self` in elements (`self - origin` is the same). Both must point into (or one
+    /// past) the same array; both null gives 0.
+    ///
+    /// # Panics
+    /// If the pointers are on different ranks or of different kinds (only one null,
+    /// too), if their distance is not a whole number of elements, or if `T` is
+    /// zero-sized (as `<*const T>::offset_from`).
+    #[track_caller]
+    pub fn offset_from(self, origin: Self) -> isize {
+        const CALL: &str = "GlobalPtr::offset_from";
+        if self == origin {
+            return 0;
+        }
+        if self.rank != origin.rank
+            || self.kind != origin.kind
+            || self.is_null()
+            || origin.is_null()
+        {
+            panic!(
+                "upcxx::{CALL}: {self} and {origin} do not point into the same object \
+                 (pointers to different ranks cannot be subtracted)"
+            );
+        }
+        let size = std::mem::size_of::<T>();
+        assert!(size != 0, "upcxx::{CALL}: the element type is zero-sized");
+        let bytes = (self.addr as isize).wrapping_sub(origin.addr as isize);
+        if bytes % size as isize != 0 {
+            panic!(
+                "upcxx::{CALL}: {self} and {origin} are {bytes} bytes apart, not a multiple \
+                 of the element size {size}"
+            );
+        }
+        bytes / size as isize
+    }
+
+    /// UPC++ spec §3.2 ¶89 `static_pointer_cast` and `reinterpret_pointer_cast`: the same
+    /// address and affinity, as a pointer to `U`.
+    #[inline]
+    pub const fn cast<U>(self) -> GlobalPtr<U, K> {
+        GlobalPtr {
+            addr: self.addr,
+            rank: self.rank,
+            kind: self.kind,
+            _marker: PhantomData,
+        }
+    }
+
+    /// UPC++ spec §3.2 ¶94 `static_kind_cast<ToKind>`: the same pointer with static kind
+    /// `To`. Converting between two different kinds neither of which is [`AnyKind`] is
+    /// rejected at compile time (§3.2 ¶96).
+    ///
+    /// # Panics
+    /// If `To` is not [`AnyKind`] and the pointer is non-null and references memory of
+    /// another kind (the spec's precondition, ¶95; checked because it is cheap).
+    #[inline]
+    #[track_caller]
+    pub fn static_kind_cast<To: MemoryKind>(self) -> GlobalPtr<T, To> {
+        const {
+            assert!(
+                K::ID as u8 == To::ID as u8
+                    || K::ID as u8 == KindId::Any as u8
+                    || To::ID as u8 == KindId::Any as u8,
+                "static_kind_cast between two different kinds, neither of which is AnyKind"
+            )
+        };
+        if To::ID != KindId::Any && !self.is_null() && self.kind != To::ID {
+            panic!(
+                "upcxx::GlobalPtr::static_kind_cast: {self} references {} memory, not {}",
+                self.kind,
+                To::ID
+            );
+        }
+        GlobalPtr {
+            addr: self.addr,
+            rank: self.rank,
+            kind: self.kind,
+            _marker: PhantomData,
+        }
+    }
+
+    /// UPC++ spec §3.2 ¶94 `dynamic_kind_cast<ToKind>`: the same pointer with static kind
+    /// `To`, or `None` if it is non-null and references memory of another kind (where
+    /// C++ returns null). Converting between two different kinds neither of which is
+    /// [`AnyKind`] is rejected at compile time (§3.2 ¶96).
+    #[inline]
+    pub fn dynamic_kind_cast<To: MemoryKind>(self) -> Option<GlobalPtr<T, To>> {
+        const {
+            assert!(
+                K::ID as u8 == To::ID as u8
+                    || K::ID as u8 == KindId::Any as u8
+                    || To::ID as u8 == KindId::Any as u8,
+                "dynamic_kind_cast between two different kinds, neither of which is AnyKind"
+            )
+        };
+        if To::ID != KindId::Any && !self.is_null() && self.kind != To::ID {
+            return None;
+        }
+        Some(GlobalPtr {
+            addr: self.addr,
+            rank: self.rank,
+            kind: self.kind,
+            _marker: PhantomData,
+        })
+    }
+}
+
+/// UPC++ spec §3.2 ¶16: a pointer of kind [`AnyKind`] from a host pointer.
+impl<T> From<GlobalPtr<T, Host>> for GlobalPtr<T, AnyKind> {
+    #[inline]
+    fn from(p: GlobalPtr<T, Host>) -> Self {
+        p.static_kind_cast()
+    }
+}
+
+/// UPC++ spec §3.2 ¶23 `to_global_ptr`: the global pointer to the object at `ptr`, which
+/// must lie in the shared segment of a rank of the local team (its own or a peer's);
+/// null gives null.
+///
+/// # Panics
+/// If `*ptr` is not entirely inside such a segment, or if UPC++ is not initialized.
+#[track_caller]
+pub fn to_global_ptr<T>(ptr: *mut T) -> GlobalPtr<T> {
+    const CALL: &str = "to_global_ptr";
+    if ptr.is_null() {
+        return GlobalPtr::null();
+    }
+    match lookup(CALL, ptr) {
+        Some(gp) => gp,
+        None => panic!(
+            "upcxx::{CALL}: {ptr:p} ({} bytes) is not inside the shared segment of any rank \
+             of the local team",
+            std::mem::size_of::<T>()
+        ),
+    }
+}
+
+/// UPC++ spec §3.2 ¶27 `try_global_ptr`: the global pointer to the object at `ptr` if it
+/// lies in the shared segment of a rank of the local team, `Some(null)` for null, and
+/// `None` otherwise (where C++ returns null).
+///
+/// # Panics
+/// If UPC++ is not initialized (null needs no runtime).
+#[track_caller]
+pub fn try_global_ptr<T>(ptr: *mut T) -> Option<GlobalPtr<T>> {
+    if ptr.is_null() {
+        return Some(GlobalPtr::null());
+    }
+    lookup("try_global_ptr", ptr)
+}
+
+/// The pointer to `[ptr, ptr + size_of::<T>())` if some local segment holds all of it.
+#[track_caller]
+fn lookup<T>(call: &str, ptr: *mut T) -> Option<GlobalPtr<T>> {
+    let rt = rt(call);
+    let addr = ptr as usize;
+    let len = std::mem::size_of::<T>();
+    let contains = |local_base: usize, size: usize| {
+        addr.checked_sub(local_base)
+            .is_some_and(|off| size.checked_sub(len).is_some_and(|room| off <= room))
+    };
+    let to_global = |rank: Rank| {
+        let peer = rt.peers[rank as usize];
+        GlobalPtr::from_parts(rank, addr - peer.local_base + peer.owner_base, KindId::Host)
+    };
+    let me = rt.peers[rt.rank as usize];
+    if contains(me.local_base, me.size) {
+        return Some(to_global(rt.rank));
+    }
+    // Segments do not overlap, so only the last one starting at or below `addr` can
+    // hold it.
+    let by_base = local_index(call);
+    let i = by_base.partition_point(|&(base, _)| base <= addr);
+    let &(_, rank) = by_base.get(i.checked_sub(1)?)?;
+    let peer = rt.peers[rank as usize];
+    contains(peer.local_base, peer.size).then(|| to_global(rank))
+}
+
+/// The local team's segments as (local base, rank), sorted by local base. Built once:
+/// the runtime, and so the table of peers, exists once per process.
+#[track_caller]
+fn local_index(call: &str) -> &'static [(usize, Rank)] {
+    static INDEX: OnceLock<Vec<(usize, Rank)>> = OnceLock::new();
+    INDEX.get_or_init(|| {
+        let rt = rt(call);
+        let mut v: Vec<(usize, Rank)> = rt
+            .peers
+            .iter()
+            .zip(0..)
+            .map(|(p, r)| (p.local_base, r))
+            .collect();
+        v.sort_unstable();
+        v
+    })
+}
+
+#[cold]
+#[track_caller]
+fn not_host(call: &str, kind: KindId) -> ! {
+    panic!("upcxx::{call}: the pointer references {kind} memory, which this process cannot load or store")
+}
+
+#[cold]
+#[track_caller]
+fn bad_rank(call: &str, rank: Rank, size: Rank) -> ! {
+    panic!("upcxx::{call}: rank {rank} is not in the job (rank_n() = {size})")
+}
+
+#[cold]
+#[track_caller]
+fn outside_segment(call: &str, rank: Rank, addr: usize, base: usize, size: usize) -> ! {
+    panic!(
+        "upcxx::{call}: address {addr:#x} is outside the shared segment of rank {rank} \
+         ([{base:#x}, {base:#x}+{size}))"
+    )
+}
+
+#[cold]
+#[track_caller]
+fn null_arithmetic(call: &str, n: isize) -> ! {
+    panic!("upcxx::{call}: cannot offset a null pointer by {n} elements")
+}
+
+#[cold]
+#[track_caller]
+fn address_overflow(call: &str, rank: Rank, addr: usize) -> ! {
+    panic!("upcxx::{call}: the address overflows (rank {rank}, {addr:#x})")
+}
+
+// Plain-data traits, implemented by hand so that they hold whatever `T` is.
+
+impl<T, K: MemoryKind> Clone for GlobalPtr<T, K> {
+    #[inline]
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T, K: MemoryKind> Copy for GlobalPtr<T, K> {}
+
+/// UPC++ spec §3.2 ¶12: the default pointer is null.
+impl<T, K: MemoryKind> Default for GlobalPtr<T, K> {
+    #[inline]
+    fn default() -> Self {
+        Self::null()
+    }
+}
+
+/// UPC++ spec §3.2 ¶74–¶76: equal iff both null, or same rank, kind and address.
+impl<T, K: MemoryKind> PartialEq for GlobalPtr<T, K> {
+    #[inline]
+    fn eq(&self, other: &Self) -> bool {
+        self.key() == other.key()
+    }
+}
+
+impl<T, K: MemoryKind> Eq for GlobalPtr<T, K> {}
+
+impl<T, K: MemoryKind> GlobalPtr<T, K> {
+    #[inline]
+    fn key(&self) -> (Rank, KindId, usize) {
+        (self.rank, self.kind, self.addr)
+    }
+}
+
+/// UPC++ spec §3.2 ¶77, ¶84: the strict total order of `std::less`, by (rank, kind,
+/// address); within one array it orders by index, as the comparison operators do.
+impl<T, K: MemoryKind> Ord for GlobalPtr<T, K> {
+    #[inline]
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.key().cmp(&other.key())
+    }
+}
+
+/// UPC++ spec §3.2 ¶74 `operator<` & co.: see [`Ord`].
+impl<T, K: MemoryKind> PartialOrd for GlobalPtr<T, K> {
+    #[inline]
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// UPC++ spec §3.2 ¶83 `std::hash<global_ptr>`: consistent with equality.
+impl<T, K: MemoryKind> Hash for GlobalPtr<T, K> {
+    #[inline]
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.key().hash(state)
+    }
+}
+
+/// UPC++ spec §3.2 ¶86 `operator<<`: `(gp: rank 2, 0x7f0000001000)`, `(gp: rank 2,
+/// cuda_device, 0x...)` for device memory, `(gp: null)`. Equal pointers and only equal
+/// pointers print alike.
+impl<T, K: MemoryKind> fmt::Display for GlobalPtr<T, K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.is_null() {
+            f.write_str("(gp: null)")
+        } else if self.kind == KindId::Host {
+            write!(f, "(gp: rank {}, {:#x})", self.rank, self.addr)
+        } else {
+            write!(
+                f,
+                "(gp: rank {}, {}, {:#x})",
+                self.rank, self.kind, self.addr
+            )
+        }
+    }
+}
+
+impl<T, K: MemoryKind> fmt::Debug for GlobalPtr<T, K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "GlobalPtr<{}, {:?}>{self}",
+            std::any::type_name::<T>(),
+            K::default()
+        )
+    }
+}
+
+/// UPC++ spec §3.2 ¶6 (DefinitelyTriviallySerializable): a pointer travels as
+/// `(rank, kind, address)`.
+impl<T, K: MemoryKind> Serialize for GlobalPtr<T, K> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        (self.rank, self.kind as u8, self.addr as u64).serialize(s)
+    }
+}
+
+impl<'de, T, K: MemoryKind> Deserialize<'de> for GlobalPtr<T, K> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let (rank, kind, addr) = <(Rank, u8, u64)>::deserialize(d)?;
+        let addr = usize::try_from(addr)
+            .map_err(|_| D::Error::custom(format!("global pointer address {addr:#x} too wide")))?;
+        let kind = KindId::from_u8(kind)
+            .filter(|&k| k != KindId::Any)
+            .ok_or_else(|| D::Error::custom(format!("invalid memory kind {kind}")))?;
+        if addr != 0 && K::ID != KindId::Any && kind != K::ID {
+            return Err(D::Error::custom(format!(
+                "a pointer to {kind} memory cannot be a GlobalPtr of kind {}",
+                K::ID
+            )));
+        }
+        Ok(GlobalPtr::from_parts(rank, addr, kind))
+    }
+}
+
+// Arithmetic operators (UPC++ spec §3.2 ¶52, ¶58, ¶64, ¶69).
+
+/// UPC++ spec §3.2 ¶52 `ptr + diff`.
+impl<T, K: MemoryKind> Add<isize> for GlobalPtr<T, K> {
+    type Output = Self;
+    #[inline]
+    #[track_caller]
+    fn add(self, n: isize) -> Self {
+        self.offset_by("GlobalPtr + isize", n)
+    }
+}
+
+/// UPC++ spec §3.2 ¶52 `diff + ptr`.
+impl<T, K: MemoryKind> Add<GlobalPtr<T, K>> for isize {
+    type Output = GlobalPtr<T, K>;
+    #[inline]
+    #[track_caller]
+    fn add(self, p: GlobalPtr<T, K>) -> GlobalPtr<T, K> {
+        p.offset_by("isize + GlobalPtr", self)
+    }
+}
+
+/// UPC++ spec §3.2 ¶52 `operator+=`, ¶69 `operator++` (`+= 1`).
+impl<T, K: MemoryKind> AddAssign<isize> for GlobalPtr<T, K> {
+    #[inline]
+    #[track_caller]
+    fn add_assign(&mut self, n: isize) {
+        *self = self.offset_by("GlobalPtr += isize", n);
+    }
+}
+
+/// UPC++ spec §3.2 ¶58 `ptr - diff`.
+impl<T, K: MemoryKind> Sub<isize> for GlobalPtr<T, K> {
+    type Output = Self;
+    #[inline]
+    #[track_caller]
+    fn sub(self, n: isize) -> Self {
+        match n.checked_neg() {
+            Some(m) => self.offset_by("GlobalPtr - isize", m),
+            None => address_overflow("GlobalPtr - isize", self.rank, self.addr),
+        }
+    }
+}
+
+/// UPC++ spec §3.2 ¶58 `operator-=`, ¶69 `operator--` (`-= 1`).
+impl<T, K: MemoryKind> SubAssign<isize> for GlobalPtr<T, K> {
+    #[inline]
+    #[track_caller]
+    fn sub_assign(&mut self, n: isize) {
+        *self = *self - n;
+    }
+}
+
+/// UPC++ spec §3.2 ¶64 `ptr - ptr`: see [`GlobalPtr::offset_from`].
+impl<T, K: MemoryKind> Sub for GlobalPtr<T, K> {
+    type Output = isize;
+    #[inline]
+    #[track_caller]
+    fn sub(self, origin: Self) -> isize {
+        self.offset_from(origin)
+    }
+}
