@@ -309,17 +309,30 @@ impl Token<'_> {
         self.msg.dest_addr
     }
 
+    /// Checks that this handler may still send its Reply. The Reply counts as sent
+    /// only once an injection succeeds (`mark_replied`), so a refused call can be
+    /// corrected and retried.
     #[track_caller]
     fn claim_reply(&self, call: &str) {
         if self.msg.network != Network::Request {
             panic!("gex::{call}: a Reply may only be sent from a Request handler (handler {} runs as a Reply)", self.entry.name);
         }
-        if self.replied.replace(true) {
+        if self.replied.get() {
             panic!(
                 "gex::{call}: handler {} already sent its one Reply",
                 self.entry.name
             );
         }
+        if progress::holding_hsl() {
+            panic!("gex::{call}: a Reply may not be sent while holding a handler-safe lock (GASNet-EX spec, \"Calls from restricted context\")");
+        }
+    }
+
+    fn mark_replied<T>(&self, r: Result<T, NoOp>) -> Result<T, NoOp> {
+        if r.is_ok() {
+            self.replied.set(true);
+        }
+        r
     }
 
     /// GASNet-EX `gex_AM_ReplyShort`.
@@ -337,7 +350,7 @@ impl Token<'_> {
             Payload::None,
             flags,
         );
-        self.unclaim_on_noop(r)
+        self.mark_replied(r)
     }
 
     /// GASNet-EX `gex_AM_ReplyMedium`. `lc` may not be [`Lc::Group`].
@@ -364,7 +377,7 @@ impl Token<'_> {
             flags,
         );
         lc.complete_now();
-        self.unclaim_on_noop(r)
+        self.mark_replied(r)
     }
 
     /// GASNet-EX `gex_AM_ReplyLong`. `lc` may not be [`Lc::Group`].
@@ -392,14 +405,7 @@ impl Token<'_> {
             flags,
         );
         lc.complete_now();
-        self.unclaim_on_noop(r)
-    }
-
-    fn unclaim_on_noop(&self, r: Result<(), NoOp>) -> Result<(), NoOp> {
-        if r.is_err() {
-            self.replied.set(false);
-        }
-        r
+        self.mark_replied(r)
     }
 
     /// GASNet-EX `gex_Token_MaxReplyMedium`.
@@ -438,10 +444,7 @@ impl Token<'_> {
             flags,
             nargs,
         );
-        if r.is_err() {
-            self.replied.set(false);
-        }
-        r
+        self.mark_replied(r)
     }
 
     /// GASNet-EX `gex_AM_PrepareReplyLong`.
@@ -471,10 +474,7 @@ impl Token<'_> {
             flags,
             nargs,
         );
-        if r.is_err() {
-            self.replied.set(false);
-        }
-        r
+        self.mark_replied(r)
     }
 }
 
@@ -1076,12 +1076,16 @@ impl<'a> SrcDesc<'a> {
             );
         }
         check_args(self.rt, call, self.dest, handler, args);
-        let out = self.out.take().expect("committed once");
         let src: &[u8] = match &self.buffer {
             Buffer::Client(b) => &b[..nbytes],
             Buffer::Owned(b) => &b[..nbytes],
             Buffer::Slot => &[],
         };
+        if category == Category::Long {
+            // Before taking the slot: a refused Commit leaves the SrcDesc to free it.
+            check_long(self.rt, call, self.dest, src, dest_addr);
+        }
+        let out = self.out.take().expect("committed once");
         match category {
             Category::Medium => {
                 if !src.is_empty() {
@@ -1096,7 +1100,6 @@ impl<'a> SrcDesc<'a> {
                 }
             }
             _ => {
-                check_long(self.rt, call, self.dest, src, dest_addr);
                 let c = self.rt.conduit.long_payload(self.dest, dest_addr, src);
                 crate::event::complete_blocking(self.rt, c);
             }

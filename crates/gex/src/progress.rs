@@ -134,6 +134,11 @@ pub(crate) fn leave_prepare() {
     set_context(context() & !IN_PREPARE);
 }
 
+/// True while this thread holds a handler-safe lock.
+pub(crate) fn holding_hsl() -> bool {
+    context() >= HSL_UNIT
+}
+
 pub(crate) fn hsl_acquired() {
     set_context(context() + HSL_UNIT);
 }

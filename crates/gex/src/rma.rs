@@ -201,8 +201,12 @@ impl Team {
         flags: Flags,
     ) -> Result<(), NoOp> {
         check_val_size("Team::put_val_blocking", nbytes);
+        let _ = flags;
+        let (rt, r) = self.rma_check("Team::put_val_blocking", rank, dest, nbytes);
         let bytes = value_to_bytes(value, nbytes);
-        self.put_blocking(rank, dest, &bytes[..nbytes], flags)
+        let c = rt.conduit.put(r, dest, &bytes[..nbytes]);
+        event::complete_blocking(rt, c);
+        Ok(())
     }
 
     /// GASNet-EX `gex_RMA_PutNBIVal`.

@@ -276,11 +276,23 @@ impl SmpConduit {
                 payload,
                 dest_addr: h.dest_addr as usize,
             };
+            // Free the slot even if the handler unwinds, so a panic the program catches
+            // around its poll does not leave the queue stuck at this slot.
+            let release = ReleaseSlot(&inbox.queue, head);
             dispatch(&msg);
-            inbox.queue.release(head);
+            drop(release);
             head += 1;
         }
         (head - start) as usize
+    }
+}
+
+/// Releases a consumed slot when dropped.
+struct ReleaseSlot<'a>(&'a Queue, u64);
+
+impl Drop for ReleaseSlot<'_> {
+    fn drop(&mut self) {
+        self.0.release(self.1);
     }
 }
 

@@ -1,0 +1,161 @@
+//! The barrier ("Split-phase barrier over a Team", `gex_Coll_BarrierNB`), with 1 to 4
+//! ranks.
+mod common;
+
+use std::time::{Duration, Instant};
+
+use gex::testing::{spmd, spmd_with, SpmdOptions};
+use gex::{Client, Event, Flags, Segment};
+
+const MB: usize = 1 << 20;
+
+/// "can be successfully synchronized only after all members of the team have issued a
+/// corresponding call", 50 times in a row: before barrier `k` every rank writes `k`
+/// into its own slot of every rank's segment (some ranks after a delay); after it,
+/// every slot holds `k` (or `k + 1` from a rank already past the next barrier, never
+/// less), so no rank left barrier `k` before all had entered it.
+#[test]
+fn no_rank_leaves_before_all_entered() {
+    for n in 1..=4 {
+        spmd(n, || {
+            common::quiet_expected_panics();
+            let (client, _ep, team) = Client::init("BAR_ORDER", Flags::NONE).unwrap();
+            let seg = Segment::attach(&team, MB).unwrap();
+            let bases = common::segment_bases(&team);
+            let (me, size) = (team.rank() as usize, team.size() as usize);
+            for k in 1..=50u64 {
+                // A different rank dawdles each time.
+                if k as usize % size == me && k % 5 == 0 {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                for (r, b) in bases.iter().enumerate() {
+                    team.put_val_blocking(r as u32, b + 8 * me, k, 8, Flags::NONE)
+                        .unwrap();
+                }
+                team.barrier();
+                for w in 0..size {
+                    // SAFETY: a word of our segment, written by rank w's put.
+                    let v = unsafe { common::read_u64(seg.addr() as usize + 8 * w) };
+                    assert!(
+                        v == k || v == k + 1,
+                        "after barrier {k}, rank {w}'s slot holds {v}"
+                    );
+                }
+            }
+            client.finalize();
+        });
+    }
+}
+
+/// The split-phase barrier: `barrier_nb` returns at once, other work (puts, polling)
+/// goes on in between, and the event completes only after every rank issued its call;
+/// rank 0 starts it while the others hold back until rank 0 tells them (by RMA) to go.
+#[test]
+fn split_phase_barrier_with_work_in_between() {
+    for n in 1..=4 {
+        spmd(n, || {
+            common::quiet_expected_panics();
+            let (client, _ep, team) = Client::init("BAR_SPLIT", Flags::NONE).unwrap();
+            let seg = Segment::attach(&team, MB).unwrap();
+            let bases = common::segment_bases(&team);
+            let me = team.rank();
+            for round in 1..=3u64 {
+                let flag = seg.addr() as usize + 4096;
+                if me == 0 {
+                    let mut ev = team.barrier_nb();
+                    let mut done_early = false;
+                    let end = Instant::now() + Duration::from_millis(30);
+                    let mut work = 0u64;
+                    while Instant::now() < end {
+                        // Work between the phases: a put to every peer, then poll.
+                        for r in 1..team.size() {
+                            team.put_val_blocking(r, bases[r as usize] + 8, work, 8, Flags::NONE)
+                                .unwrap();
+                        }
+                        work += 1;
+                        gex::poll();
+                        done_early |= ev.test();
+                    }
+                    assert_eq!(
+                        done_early,
+                        team.size() == 1,
+                        "round {round}: barrier done before the others entered"
+                    );
+                    for r in 1..team.size() {
+                        team.put_val_blocking(r, bases[r as usize] + 4096, round, 8, Flags::NONE)
+                            .unwrap();
+                    }
+                    ev.wait();
+                } else {
+                    let end = Instant::now() + Duration::from_secs(10);
+                    // SAFETY: a word of our segment, written by rank 0.
+                    while unsafe { common::read_u64(flag) } != round {
+                        assert!(Instant::now() < end, "rank 0 never released round {round}");
+                        std::thread::yield_now();
+                    }
+                    let ev = team.barrier_nb();
+                    // Local work before waiting.
+                    let s: u64 = (0..10_000u64).sum();
+                    assert_eq!(s, 49_995_000);
+                    ev.wait();
+                }
+            }
+            client.finalize();
+        });
+    }
+}
+
+/// "Calls to gex_Coll_BarrierNB()" are collective, one at a time: a second `barrier_nb`
+/// while rank 0's first is pending fails naming the call, and the first then completes
+/// normally once the other ranks enter.
+#[test]
+fn second_barrier_nb_while_one_is_pending() {
+    for n in 1..=4 {
+        let opts = SpmdOptions {
+            timeout: Duration::from_secs(10),
+            ..SpmdOptions::new(n)
+        };
+        spmd_with(opts, || {
+            common::quiet_expected_panics();
+            let (client, _ep, team) = Client::init("BAR_TWICE", Flags::NONE).unwrap();
+            let seg = Segment::attach(&team, MB).unwrap();
+            let bases = common::segment_bases(&team);
+            if team.rank() == 0 {
+                let ev = team.barrier_nb();
+                if team.size() == 1 {
+                    assert!(ev.is_invalid(), "a one-rank barrier completes at once");
+                    team.barrier_nb().wait(); // and another may follow
+                } else {
+                    common::expect_panic(&["Team::barrier_nb", "already in progress"], || {
+                        team.barrier_nb()
+                    });
+                    for r in 1..team.size() {
+                        team.put_val_blocking(r, bases[r as usize], 1, 8, Flags::NONE)
+                            .unwrap();
+                    }
+                    let mut v = vec![ev];
+                    let end = Instant::now() + Duration::from_secs(5);
+                    while !Event::test_all(&mut v) {
+                        assert!(
+                            Instant::now() < end,
+                            "the pending barrier never completed after a refused second barrier_nb"
+                        );
+                        gex::poll();
+                    }
+                }
+            } else {
+                let end = Instant::now() + Duration::from_secs(5);
+                // SAFETY: a word of our segment, written by rank 0.
+                while unsafe { common::read_u64(seg.addr() as usize) } != 1 {
+                    assert!(Instant::now() < end, "rank 0 never released us");
+                    std::thread::yield_now();
+                }
+                team.barrier();
+            }
+            // Barriers keep working afterwards.
+            team.barrier();
+            team.barrier();
+            client.finalize();
+        });
+    }
+}

@@ -1,0 +1,293 @@
+//! Jobs that fail: a rank that panics, a handler that breaks the rules of "Calls from
+//! restricted context" without catching the panic, a message for a handler index
+//! nobody registered, a rank that calls `gex::exit(3)` (`gasnet_exit`), a rank that
+//! returns without finalizing, and a job past its time limit. The launcher reports
+//! which rank failed and why, the job's exit code says how, and no rank process
+//! survives its job.
+mod common;
+
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use common::PidDir;
+use gex::job::JobOutcome;
+use gex::testing::{spmd_outcome, SpmdOptions};
+use gex::{AmEntry, AmRole, Client, Flags, Segment, Team, Token};
+
+const MB: usize = 1 << 20;
+
+fn opts(n: usize, pids: &PidDir, env: &[(&str, String)]) -> SpmdOptions {
+    let mut env: Vec<(String, String)> = env
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.clone()))
+        .collect();
+    env.push(pids.env());
+    SpmdOptions {
+        timeout: Duration::from_secs(20),
+        env,
+        ..SpmdOptions::new(n)
+    }
+}
+
+static TEAM: OnceLock<Team> = OnceLock::new();
+
+/// Init, record the pid, register `table`, attach (a barrier).
+fn start(name: &str, table: &mut [AmEntry]) -> (Client, Team) {
+    let (client, ep, team) = Client::init(name, Flags::NONE).unwrap();
+    common::record_pid(team.rank());
+    let _ = TEAM.set(team);
+    ep.register_handlers(table).unwrap();
+    let _ = Segment::attach(&team, MB).unwrap();
+    (client, team)
+}
+
+fn env_u32(name: &str) -> u32 {
+    std::env::var(name).unwrap().parse().unwrap()
+}
+
+#[track_caller]
+fn assert_failed(outcome: &JobOutcome, needles: &[&str]) -> String {
+    let report = outcome.failure.clone().expect("the job should have failed");
+    assert_ne!(outcome.exit_code, 0, "exit code of a failed job ({report})");
+    for n in needles {
+        assert!(
+            report.contains(n),
+            "report {report:?} does not mention {n:?}"
+        );
+    }
+    report
+}
+
+/// A rank that panics fails the job: the report names the rank and the panic message
+/// (with its location), the exit code is the rank's (101, Rust's panic status), and the
+/// other ranks, blocked in a barrier, are torn down.
+#[test]
+fn a_panicking_rank_fails_the_job() {
+    for n in 1..=4 {
+        let pids = PidDir::new("panic");
+        let outcome = spmd_outcome(opts(n, &pids, &[]), || {
+            let (client, team) = start("FAIL_PANIC", &mut []);
+            if team.rank() == team.size() - 1 {
+                panic!("deliberate failure on rank {}", team.rank());
+            }
+            team.barrier();
+            client.finalize();
+        });
+        let Some(outcome) = outcome else { continue };
+        let who = format!("rank {} of {n} failed", n - 1);
+        let msg = format!("deliberate failure on rank {}", n - 1);
+        assert_failed(&outcome, &[&who, &msg, "failures.rs"]);
+        assert_eq!(outcome.exit_code, 101);
+        pids.assert_all_gone(n);
+    }
+}
+
+fn forbidden_request(token: &Token<'_>, _args: &[u32]) {
+    // Requests are prohibited in handler context; nothing catches this panic.
+    let t = *TEAM.get().unwrap();
+    let _ = t.request_short(token.src_rank(), 200, &[], Flags::NONE);
+}
+
+fn forbidden_barrier(_token: &Token<'_>, _args: &[u32]) {
+    TEAM.get().unwrap().barrier();
+}
+
+fn double_reply(token: &Token<'_>, _args: &[u32]) {
+    token.reply_short(205, &[], Flags::NONE).unwrap();
+    token.reply_short(205, &[], Flags::NONE).unwrap();
+}
+
+fn reply_once(token: &Token<'_>, _args: &[u32]) {
+    token.reply_short(201, &[], Flags::NONE).unwrap();
+}
+
+fn reply_from_reply(token: &Token<'_>, _args: &[u32]) {
+    token.reply_short(201, &[], Flags::NONE).unwrap();
+}
+
+fn nothing(_token: &Token<'_>, _args: &[u32]) {}
+
+/// A handler that breaks a rule of restricted context without catching the panic takes
+/// its rank down, and the report names that rank, the call and the rule. (Case 4 sends
+/// to an index nobody registered, case 5 with the wrong number of arguments.)
+#[test]
+fn a_rule_breaking_handler_fails_the_job() {
+    let cases: [(u32, usize, &[&str]); 6] = [
+        (
+            0,
+            1,
+            &[
+                "gex::Team::request_short",
+                "inside an Active Message handler",
+            ],
+        ),
+        (
+            1,
+            2,
+            &["gex::Team::barrier_nb", "inside an Active Message handler"],
+        ),
+        (
+            2,
+            3,
+            &["gex::Token::reply_short", "already sent its one Reply"],
+        ),
+        (
+            3,
+            4,
+            &[
+                "gex::Token::reply_short",
+                "may only be sent from a Request handler",
+            ],
+        ),
+        (4, 2, &["no handler is registered at this index"]),
+        (5, 3, &["number of arguments differs from the registration"]),
+    ];
+    for (case, n, needles) in cases {
+        let pids = PidDir::new("rule");
+        let outcome = spmd_outcome(opts(n, &pids, &[("CASE", case.to_string())]), || {
+            let (client, team) = start(
+                "FAIL_RULE",
+                &mut [
+                    AmEntry::short("nothing", AmRole::ReqRep, 0, nothing).at(200),
+                    AmEntry::short("reply_from_reply", AmRole::Reply, 0, reply_from_reply).at(201),
+                    AmEntry::short("forbidden_request", AmRole::Request, 0, forbidden_request)
+                        .at(202),
+                    AmEntry::short("forbidden_barrier", AmRole::Request, 0, forbidden_barrier)
+                        .at(203),
+                    AmEntry::short("double_reply", AmRole::Request, 0, double_reply).at(204),
+                    AmEntry::short("reply_sink", AmRole::Reply, 0, nothing).at(205),
+                    AmEntry::short("reply_once", AmRole::Request, 0, reply_once).at(206),
+                ],
+            );
+            let target = team.size() - 1;
+            if team.rank() == 0 {
+                match env_u32("CASE") {
+                    0 => team.request_short(target, 202, &[], Flags::NONE).unwrap(),
+                    1 => team.request_short(target, 203, &[], Flags::NONE).unwrap(),
+                    // The second Reply fails at `target`.
+                    2 => team.request_short(target, 204, &[], Flags::NONE).unwrap(),
+                    // `target` replies once; the Reply handler replying fails at rank 0.
+                    3 => team.request_short(target, 206, &[], Flags::NONE).unwrap(),
+                    4 => team.request_short(target, 250, &[], Flags::NONE).unwrap(),
+                    _ => team
+                        .request_short(target, 200, &[1, 2], Flags::NONE)
+                        .unwrap(),
+                }
+            }
+            // Poll (in barriers) until the job is torn down.
+            let end = Instant::now() + Duration::from_secs(10);
+            while Instant::now() < end {
+                gex::poll(); // a one-rank barrier does not poll
+                team.barrier();
+            }
+            client.finalize();
+        });
+        let Some(outcome) = outcome else { continue };
+        let report = assert_failed(&outcome, needles);
+        let who = format!("rank {} of {n} failed", if case == 3 { 0 } else { n - 1 });
+        assert!(report.starts_with(&who), "case {case}: {report}");
+        pids.assert_all_gone(n);
+    }
+}
+
+/// `gex::exit(3)` in one rank (`gasnet_exit`) ends the job with exit code 3, the report
+/// naming the rank and the call; the other ranks are torn down.
+#[test]
+fn exit_with_a_code_ends_the_job() {
+    for n in 1..=4 {
+        let pids = PidDir::new("exit");
+        let outcome = spmd_outcome(opts(n, &pids, &[]), || {
+            let (client, team) = start("FAIL_EXIT", &mut []);
+            if team.rank() == n_minus_one(team) {
+                gex::exit(3);
+            }
+            let end = Instant::now() + Duration::from_secs(10);
+            while Instant::now() < end {
+                gex::poll(); // a one-rank barrier does not poll
+                team.barrier();
+            }
+            client.finalize();
+        });
+        let Some(outcome) = outcome else { continue };
+        let who = format!("rank {} of {n} failed", n - 1);
+        assert_failed(&outcome, &[&who, "gex::exit(3)"]);
+        assert_eq!(outcome.exit_code, 3);
+        pids.assert_all_gone(n);
+    }
+}
+
+fn n_minus_one(team: Team) -> u32 {
+    team.size() - 1
+}
+
+/// A rank that initialized and then returns without `Client::finalize` (exiting with
+/// status 0) is reported as failed ("exited before finalize", exit code 1), and the
+/// others, waiting for it in `finalize`'s barrier, are torn down.
+#[test]
+fn returning_without_finalize_fails_the_job() {
+    for n in 1..=4 {
+        let pids = PidDir::new("nofinalize");
+        let outcome = spmd_outcome(opts(n, &pids, &[]), || {
+            let (client, team) = start("FAIL_NOFINALIZE", &mut []);
+            team.barrier();
+            if team.rank() != 0 {
+                client.finalize();
+            }
+        });
+        let Some(outcome) = outcome else { continue };
+        assert_failed(
+            &outcome,
+            &[&format!("rank 0 of {n} exited before finalize")],
+        );
+        assert_eq!(outcome.exit_code, 1);
+        pids.assert_all_gone(n);
+    }
+}
+
+/// Every rank leaving through `gex::exit(0)` after a barrier is a clean end: the job
+/// succeeds. (The ranks never return from the spmd body, so the harness, which
+/// expects every rank to report that it ran the body, complains about exactly that,
+/// and only because the job succeeded.)
+#[test]
+fn exit_zero_is_a_clean_end() {
+    let pids = PidDir::new("exit0");
+    let r = common::try_panic_message(|| {
+        spmd_outcome(opts(3, &pids, &[]), || {
+            let (_client, team) = start("FAIL_EXIT0", &mut []);
+            team.barrier();
+            gex::exit(0);
+        })
+    });
+    if common::in_test_process() {
+        let msg = r.expect("the harness notices that no rank reported back");
+        assert!(
+            msg.contains("exited successfully without running the body"),
+            "{msg}"
+        );
+        pids.assert_all_gone(3);
+    }
+}
+
+/// A job that runs past its time limit is stopped with exit code 124 and a report
+/// naming the ranks still running; none survives.
+#[test]
+fn a_job_past_its_time_limit_is_stopped() {
+    let pids = PidDir::new("timeout");
+    let o = SpmdOptions {
+        timeout: Duration::from_millis(1500),
+        ..opts(2, &pids, &[])
+    };
+    let outcome = spmd_outcome(o, || {
+        let (_client, team) = start("FAIL_TIMEOUT", &mut []);
+        if team.rank() == 1 {
+            loop {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+        team.barrier();
+    });
+    let Some(outcome) = outcome else { return };
+    assert_failed(&outcome, &["timed out", "still running"]);
+    assert_eq!(outcome.exit_code, 124);
+    pids.assert_all_gone(2);
+}

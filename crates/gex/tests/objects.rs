@@ -1,0 +1,346 @@
+//! Objects and queries: `Client::init`, the job and team queries, "Neighborhood and
+//! Host", "Client-Data" (CData), "Collective allocation and creation of Segments"
+//! (`Segment::attach`) and "Query addresses and length of a (possibly remote) bound
+//! segment" (`Team::segment_bound`), run with 1 to 4 ranks.
+mod common;
+
+use std::sync::Arc;
+
+use gex::client::CData;
+use gex::testing::{spmd, spmd_with, SpmdOptions};
+use gex::{Client, Flags, InitError, Segment, PAGE_SIZE};
+
+/// "Initialize the client": the name must match `[A-Z][A-Z0-9_]+`, and a second
+/// `Client::init` in the same process fails; the queries of the client, its primordial
+/// endpoint and team ("Query rank of team member, and size of team", "Translations
+/// between (tm,rank) and jobrank") agree with the job.
+#[test]
+fn init_errors_and_job_queries() {
+    for n in 1..=4 {
+        spmd(n, || {
+            common::quiet_expected_panics();
+            for bad in ["", "A", "lower", "1ABC", "AB-C", "ÄB", "A B"] {
+                match Client::init(bad, Flags::NONE) {
+                    Err(InitError::BadClientName(name)) => assert_eq!(name, bad),
+                    other => panic!("init({bad:?}) gave {other:?}"),
+                }
+            }
+            let (client, ep, team) = Client::init("OBJ_TEST1", Flags::NONE).unwrap();
+            assert_eq!(
+                Client::init("OBJ_TEST1", Flags::NONE).unwrap_err(),
+                InitError::AlreadyInitialized
+            );
+            assert_eq!(
+                Client::init("OTHER", Flags::IMMEDIATE).unwrap_err(),
+                InitError::AlreadyInitialized
+            );
+            // A bad name is still reported as a bad name after init.
+            assert!(matches!(
+                Client::init("bad", Flags::NONE),
+                Err(InitError::BadClientName(_))
+            ));
+
+            assert_eq!(client.name(), "OBJ_TEST1");
+            assert_eq!(client.flags(), Flags::NONE);
+            let rank: u32 = std::env::var("UPCXX_RANK").unwrap().parse().unwrap();
+            let size: u32 = std::env::var("UPCXX_RANKS").unwrap().parse().unwrap();
+            assert_eq!(gex::job_rank(), rank);
+            assert_eq!(gex::job_size(), size);
+            assert_eq!(team.rank(), rank);
+            assert_eq!(team.size(), size);
+            assert_eq!(ep.client(), client);
+            assert_eq!(team.client(), client);
+            assert_eq!(team.endpoint(), ep);
+            for r in 0..size {
+                assert_eq!(team.translate_rank_to_jobrank(r), r);
+                assert_eq!(team.translate_jobrank_to_rank(r), Some(r));
+            }
+            assert_eq!(team.translate_jobrank_to_rank(size), None);
+            common::expect_panic(
+                &["Team::translate_rank_to_jobrank", "not in the team"],
+                || team.translate_rank_to_jobrank(size),
+            );
+            client.finalize();
+        });
+    }
+}
+
+/// "Neighborhood and Host": members sorted, `members[my_index] == job_rank`, the host is
+/// a superset of the neighbourhood, and `my_position` is in range. On the smp conduit
+/// every rank shares memory with every other.
+#[test]
+fn nbrhd_host_and_position_are_consistent() {
+    for n in 1..=4 {
+        spmd(n, || {
+            common::quiet_expected_panics();
+            let (client, _ep, team) = Client::init("OBJ_NBRHD", Flags::NONE).unwrap();
+            let me = gex::job_rank();
+            for (what, set) in [("nbrhd", gex::nbrhd_info()), ("host", gex::host_info())] {
+                assert!(!set.members.is_empty(), "{what}");
+                assert!(
+                    set.members.windows(2).all(|w| w[0] < w[1]),
+                    "{what} not sorted: {:?}",
+                    set.members
+                );
+                assert!(set.members.iter().all(|&r| r < gex::job_size()), "{what}");
+                assert!((set.my_index as usize) < set.members.len(), "{what}");
+                assert_eq!(set.members[set.my_index as usize], me, "{what}");
+                // smp conduit: everyone is in one neighbourhood on one host.
+                assert_eq!(
+                    set.members,
+                    (0..team.size()).collect::<Vec<_>>().as_slice(),
+                    "{what}"
+                );
+            }
+            let nb = gex::nbrhd_info();
+            let host = gex::host_info();
+            assert!(nb.members.iter().all(|r| host.members.contains(r)));
+            let pos = gex::my_position();
+            assert!(pos.nbrhd_set_rank < pos.nbrhd_set_size);
+            assert!(pos.host_set_rank < pos.host_set_size);
+            assert!(pos.host_set_size <= pos.nbrhd_set_size);
+            assert_eq!(pos, gex::my_position(), "stable");
+            assert_eq!((pos.nbrhd_set_size, pos.host_set_size), (1, 1));
+            client.finalize();
+        });
+    }
+}
+
+fn cdata_value(d: Option<CData>) -> Option<u64> {
+    d.map(|d| *d.downcast_ref::<u64>().expect("a u64 was stored"))
+}
+
+/// "Client-Data (CData) support": `{Client,EP,TM,Segment}_{Set,Query}CData` start
+/// empty, keep what was set for each object separately, and can be cleared.
+#[test]
+fn cdata_on_every_object() {
+    for n in 1..=2 {
+        spmd(n, || {
+            common::quiet_expected_panics();
+            let (client, ep, team) = Client::init("OBJ_CDATA", Flags::NONE).unwrap();
+            let seg = Segment::attach(&team, 4 * PAGE_SIZE).unwrap();
+            assert!(client.cdata().is_none());
+            assert!(ep.cdata().is_none());
+            assert!(team.cdata().is_none());
+            assert!(seg.cdata().is_none());
+            let base = 1000 * (gex::job_rank() as u64 + 1);
+            client.set_cdata(Some(Arc::new(base + 1)));
+            ep.set_cdata(Some(Arc::new(base + 2)));
+            team.set_cdata(Some(Arc::new(base + 3)));
+            seg.set_cdata(Some(Arc::new(base + 4)));
+            assert_eq!(cdata_value(client.cdata()), Some(base + 1));
+            assert_eq!(cdata_value(ep.cdata()), Some(base + 2));
+            assert_eq!(cdata_value(team.cdata()), Some(base + 3));
+            assert_eq!(cdata_value(seg.cdata()), Some(base + 4));
+            // Handles are copies of the same objects.
+            assert_eq!(cdata_value(team.client().cdata()), Some(base + 1));
+            assert_eq!(cdata_value(team.endpoint().cdata()), Some(base + 2));
+            assert_eq!(cdata_value(ep.segment().unwrap().cdata()), Some(base + 4));
+            // Replacing and clearing one does not touch the others.
+            team.set_cdata(Some(Arc::new(base + 30)));
+            client.set_cdata(None);
+            assert_eq!(client.cdata().map(|_| ()), None);
+            assert_eq!(cdata_value(ep.cdata()), Some(base + 2));
+            assert_eq!(cdata_value(team.cdata()), Some(base + 30));
+            assert_eq!(cdata_value(seg.cdata()), Some(base + 4));
+            // Any type will do.
+            seg.set_cdata(Some(Arc::new(String::from("segment data"))));
+            assert_eq!(
+                seg.cdata()
+                    .unwrap()
+                    .downcast_ref::<String>()
+                    .map(String::as_str),
+                Some("segment data")
+            );
+            client.finalize();
+        });
+    }
+}
+
+/// `Segment::attach` ("Collective allocation and creation of Segments") rejects a size
+/// of 0, a size that is not a multiple of the page size, a size over
+/// `max_segment_size()`, and a second attach; `Endpoint::segment` ("Query the bound
+/// segment") is `None` until the attach.
+#[test]
+fn segment_attach_errors() {
+    for n in 1..=4 {
+        spmd(n, || {
+            common::quiet_expected_panics();
+            let (client, ep, team) = Client::init("OBJ_ATTACH", Flags::NONE).unwrap();
+            let max = gex::max_segment_size();
+            assert!(
+                max >= PAGE_SIZE && max.is_multiple_of(PAGE_SIZE),
+                "max {max}"
+            );
+            assert!(ep.segment().is_none());
+            for r in 0..team.size() {
+                assert_eq!(
+                    team.segment_bound(r),
+                    None,
+                    "no segment bound to rank {r} yet"
+                );
+            }
+            for bad in [
+                0,
+                1,
+                PAGE_SIZE - 1,
+                PAGE_SIZE + 1,
+                3 * PAGE_SIZE / 2,
+                max + PAGE_SIZE,
+                max + 1,
+                usize::MAX,
+            ] {
+                assert_eq!(
+                    Segment::attach(&team, bad),
+                    Err(InitError::BadSegmentSize { size: bad, max }),
+                    "attach({bad})"
+                );
+            }
+            assert!(ep.segment().is_none(), "a failed attach binds nothing");
+            let size = 8 * PAGE_SIZE;
+            let seg = Segment::attach(&team, size).unwrap();
+            assert_eq!(seg.size(), size);
+            assert!(!seg.addr().is_null());
+            assert_eq!(seg.addr() as usize % PAGE_SIZE, 0);
+            assert_eq!(seg.client(), client);
+            assert_eq!(ep.segment(), Some(seg));
+            assert_eq!(
+                Segment::attach(&team, size),
+                Err(InitError::AlreadyAttached)
+            );
+            assert_eq!(
+                Segment::attach(&team, PAGE_SIZE),
+                Err(InitError::AlreadyAttached)
+            );
+            assert_eq!(
+                ep.segment(),
+                Some(seg),
+                "a failed second attach keeps the first"
+            );
+            client.finalize();
+        });
+    }
+}
+
+/// Every rank attaches a different size; `segment_bound` of every peer reports the
+/// owner's address and size, and a local address (PSHM) through which a write is seen
+/// by the owner after a barrier.
+#[test]
+fn segment_bound_of_every_peer() {
+    for n in 1..=4 {
+        spmd(n, || {
+            common::quiet_expected_panics();
+            let (client, _ep, team) = Client::init("OBJ_BOUND", Flags::NONE).unwrap();
+            let (me, size) = (team.rank() as usize, team.size() as usize);
+            let seg_size = |r: usize| (r + 1) * 5 * PAGE_SIZE;
+            let seg = Segment::attach(&team, seg_size(me)).unwrap();
+            assert_eq!(seg.size(), seg_size(me));
+            let mine = team.segment_bound(me as u32).unwrap();
+            assert_eq!(mine.owner_addr, seg.addr() as usize);
+            assert_eq!(mine.local_addr, Some(seg.addr() as usize));
+            assert_eq!(mine.size, seg_size(me));
+            let bounds: Vec<_> = (0..size)
+                .map(|r| team.segment_bound(r as u32).unwrap())
+                .collect();
+            for (r, b) in bounds.iter().enumerate() {
+                assert_eq!(b.size, seg_size(r), "size of rank {r}'s segment");
+                assert_eq!(b.owner_addr % PAGE_SIZE, 0);
+                assert!(b.local_addr.is_some(), "rank {r}'s segment is mapped here");
+                assert_eq!(team.segment_bound(r as u32), Some(*b), "stable");
+            }
+            // Through the local address: write my owner address and a tag into every
+            // peer's segment; the owner checks them against its own view.
+            for (r, b) in bounds.iter().enumerate() {
+                let local = b.local_addr.unwrap() as *mut u64;
+                // SAFETY: slot `me` (16 bytes) of rank r's segment is written only by us;
+                // seg_size(r) >= 5 pages > 16 * 4 bytes.
+                unsafe {
+                    local
+                        .add(2 * me)
+                        .write_volatile(bounds[r].owner_addr as u64);
+                    local
+                        .add(2 * me + 1)
+                        .write_volatile(0xC0FFEE00 + (me * 16 + r) as u64);
+                }
+                // The last byte of the segment is ours to write too (rank 0 only).
+                if me == 0 {
+                    // SAFETY: inside rank r's segment.
+                    unsafe {
+                        ((b.local_addr.unwrap() + b.size - 1) as *mut u8).write_volatile(0x5A)
+                    };
+                }
+            }
+            team.barrier();
+            let base = seg.addr() as *const u64;
+            for w in 0..size {
+                // SAFETY: inside our segment; written before the barrier.
+                let (addr, tag) = unsafe {
+                    (
+                        base.add(2 * w).read_volatile(),
+                        base.add(2 * w + 1).read_volatile(),
+                    )
+                };
+                assert_eq!(
+                    addr,
+                    seg.addr() as u64,
+                    "rank {w} saw our segment at a different owner address"
+                );
+                assert_eq!(tag, 0xC0FFEE00 + (w * 16 + me) as u64, "tag from rank {w}");
+            }
+            // SAFETY: the last byte of our segment.
+            let last = unsafe { (seg.addr().add(seg.size() - 1)).read_volatile() };
+            assert_eq!(last, 0x5A);
+            // The bound segment is the one RMA uses.
+            for (r, b) in bounds.iter().enumerate() {
+                let mut got = [0u8; 8];
+                team.get_blocking(&mut got, r as u32, b.owner_addr + 16 * me + 8, Flags::NONE)
+                    .unwrap();
+                assert_eq!(u64::from_ne_bytes(got), 0xC0FFEE00 + (me * 16 + r) as u64);
+            }
+            common::expect_panic(&["Team::segment_bound", "not in the team"], || {
+                team.segment_bound(size as u32)
+            });
+            client.finalize();
+        });
+    }
+}
+
+/// `max_segment_size()` (`gasnet_getMaxLocalSegmentSize`) follows the job's segment
+/// size (`SpmdOptions::segment_size`, rounded up to whole pages), and exactly that size
+/// can be attached.
+#[test]
+fn max_segment_size_follows_the_job() {
+    for (n, requested, expected) in [
+        (1, 3 * PAGE_SIZE, 3 * PAGE_SIZE),
+        (2, 1 << 20, 1 << 20),
+        (3, 10_000, 3 * PAGE_SIZE),
+        (4, 64 * PAGE_SIZE + 1, 65 * PAGE_SIZE),
+    ] {
+        let opts = SpmdOptions {
+            segment_size: requested,
+            env: vec![("EXPECTED_MAX".into(), expected.to_string())],
+            ..SpmdOptions::new(n)
+        };
+        spmd_with(opts, || {
+            common::quiet_expected_panics();
+            let (client, _ep, team) = Client::init("OBJ_MAX", Flags::NONE).unwrap();
+            let expected: usize = std::env::var("EXPECTED_MAX").unwrap().parse().unwrap();
+            assert_eq!(gex::max_segment_size(), expected);
+            assert_eq!(
+                Segment::attach(&team, expected + PAGE_SIZE),
+                Err(InitError::BadSegmentSize {
+                    size: expected + PAGE_SIZE,
+                    max: expected
+                })
+            );
+            let seg = Segment::attach(&team, expected).unwrap();
+            assert_eq!(seg.size(), expected);
+            for r in 0..team.size() {
+                assert_eq!(team.segment_bound(r).unwrap().size, expected);
+            }
+            // Long payloads may be as large as the segment.
+            assert!(team.max_request_long(None, gex::LcKind::Now, Flags::NONE, 0) >= 512);
+            client.finalize();
+        });
+    }
+}

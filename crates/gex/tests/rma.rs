@@ -1,0 +1,293 @@
+//! One-sided RMA ("Extended API": "Put", "Get", "Value-based payloads") in its
+//! Blocking, NB and NBI forms with every local-completion option ("NOTE 2a", "NOTE 2b"),
+//! between every pair of ranks, with 1 to 4 ranks.
+mod common;
+
+use common::pattern;
+use gex::testing::spmd;
+use gex::{Client, Event, EventCategory, Flags, Lc, Segment};
+
+const MB: usize = 1 << 20;
+/// Put variants: Blocking; NB with Now, Defer, an event; NBI with Now, Defer, Group.
+const PUT_VARIANTS: usize = 7;
+const SIZES: [usize; 9] = [1, 2, 7, 8, 63, 4096, 4097, 65537, MB];
+
+fn seed(writer: u32, target: u32, variant: usize, size: usize) -> u64 {
+    ((writer as u64) << 48) ^ ((target as u64) << 40) ^ ((variant as u64) << 32) ^ size as u64
+}
+
+/// Where `writer`'s put of `variant` lands in the target's segment.
+fn region(writer: u32, variant: usize) -> usize {
+    (writer as usize * PUT_VARIANTS + variant) * (MB + 4096)
+}
+
+/// "Put" and "Get" for sizes from 1 byte to 1 MiB: every rank writes a distinct
+/// pattern into every rank's segment with each put form (PutBlocking, PutNB with
+/// `GEX_EVENT_NOW`/`DEFER`/an lc event, PutNBI with `NOW`/`DEFER`/`GROUP`), synchronizes
+/// (events, `gex_NBI_Wait`), and after a barrier the owner finds exactly those bytes
+/// (and nothing written past them); the writer reads them back with GetBlocking, GetNB
+/// and GetNBI.
+#[test]
+fn put_get_every_form_and_size() {
+    for n in 1..=4 {
+        spmd(n, || {
+            common::quiet_expected_panics();
+            let (client, _ep, team) = Client::init("RMA_FORMS", Flags::NONE).unwrap();
+            let size_needed = region(team.size(), 0);
+            let seg_size = size_needed.div_ceil(gex::PAGE_SIZE) * gex::PAGE_SIZE;
+            let seg = Segment::attach(&team, seg_size).unwrap();
+            let bases = common::segment_bases(&team);
+            let me = team.rank();
+            for size in SIZES {
+                // Clear what this size will touch (and a guard byte after it).
+                for w in 0..team.size() {
+                    for v in 0..PUT_VARIANTS {
+                        // SAFETY: inside our segment; nobody writes it until the barrier.
+                        unsafe { std::ptr::write_bytes(seg.addr().add(region(w, v)), 0, size + 1) };
+                    }
+                }
+                team.barrier();
+                let mut keep: Vec<Vec<u8>> = Vec::new();
+                let mut events: Vec<Event> = Vec::new();
+                for r in 0..team.size() {
+                    for v in 0..PUT_VARIANTS {
+                        let data = pattern(seed(me, r, v, size), size);
+                        let dest = bases[r as usize] + region(me, v);
+                        // SAFETY (NB/NBI): `data` is kept in `keep` until the events
+                        // and NBI categories are synchronized below.
+                        unsafe {
+                            match v {
+                                0 => team.put_blocking(r, dest, &data, Flags::NONE).unwrap(),
+                                1 => events.push(
+                                    team.put_nb(r, dest, &data, Lc::Now, Flags::NONE).unwrap(),
+                                ),
+                                2 => events.push(
+                                    team.put_nb(r, dest, &data, Lc::Defer, Flags::NONE).unwrap(),
+                                ),
+                                3 => {
+                                    let mut lc = Event::invalid();
+                                    let ev = team
+                                        .put_nb(r, dest, &data, Lc::Event(&mut lc), Flags::NONE)
+                                        .unwrap();
+                                    lc.wait();
+                                    events.push(ev);
+                                }
+                                4 => team.put_nbi(r, dest, &data, Lc::Now, Flags::NONE).unwrap(),
+                                5 => team
+                                    .put_nbi(r, dest, &data, Lc::Defer, Flags::NONE)
+                                    .unwrap(),
+                                _ => team
+                                    .put_nbi(r, dest, &data, Lc::Group, Flags::NONE)
+                                    .unwrap(),
+                            }
+                        }
+                        keep.push(data);
+                    }
+                }
+                gex::nbi_wait(EventCategory::LC);
+                gex::nbi_wait(EventCategory::PUT);
+                assert!(gex::nbi_test(EventCategory::PUT | EventCategory::LC));
+                Event::wait_all(&mut events);
+                assert!(events.iter().all(Event::is_invalid));
+                drop(keep);
+                team.barrier();
+                for w in 0..team.size() {
+                    for v in 0..PUT_VARIANTS {
+                        let at = region(w, v);
+                        // SAFETY: inside our segment; written before the barrier.
+                        let got =
+                            unsafe { std::slice::from_raw_parts(seg.addr().add(at), size + 1) };
+                        assert!(
+                            got[..size] == pattern(seed(w, me, v, size), size)[..],
+                            "{size} bytes from rank {w}, put variant {v}"
+                        );
+                        assert_eq!(
+                            got[size], 0,
+                            "byte after {size} bytes from rank {w}, variant {v}"
+                        );
+                    }
+                }
+                // Read back what we wrote everywhere, with each get form.
+                for r in 0..team.size() {
+                    for v in 0..PUT_VARIANTS {
+                        let src = bases[r as usize] + region(me, v);
+                        let want = pattern(seed(me, r, v, size), size);
+                        let mut got = vec![0u8; size];
+                        match v % 3 {
+                            0 => team.get_blocking(&mut got, r, src, Flags::NONE).unwrap(),
+                            1 => {
+                                // SAFETY: `got` lives and is untouched until the wait.
+                                let ev = unsafe {
+                                    team.get_nb(got.as_mut_ptr(), r, src, size, Flags::NONE)
+                                }
+                                .unwrap();
+                                ev.wait();
+                            }
+                            _ => {
+                                // SAFETY: as above, until nbi_wait.
+                                unsafe {
+                                    team.get_nbi(got.as_mut_ptr(), r, src, size, Flags::NONE)
+                                }
+                                .unwrap();
+                                gex::nbi_wait(EventCategory::GET);
+                            }
+                        }
+                        assert!(
+                            got == want,
+                            "get of {size} bytes from rank {r}, variant {v}"
+                        );
+                    }
+                }
+                team.barrier();
+            }
+            client.finalize();
+        });
+    }
+}
+
+/// A put into the middle of a peer's data changes exactly the bytes it names, and puts
+/// and gets at unaligned addresses and to/from this rank's own segment work.
+#[test]
+fn unaligned_and_overlapping_ranges() {
+    for n in 1..=4 {
+        spmd(n, || {
+            common::quiet_expected_panics();
+            let (client, _ep, team) = Client::init("RMA_UNALIGNED", Flags::NONE).unwrap();
+            let seg = Segment::attach(&team, MB).unwrap();
+            let bases = common::segment_bases(&team);
+            let me = team.rank();
+            let next = (me + 1) % team.size();
+            let base = bases[next as usize] + 1000 * me as usize;
+            let big = pattern(me as u64 + 1, 999);
+            team.put_blocking(next, base, &big, Flags::NONE).unwrap();
+            let patch = [0xAAu8; 13];
+            team.put_blocking(next, base + 101, &patch, Flags::NONE)
+                .unwrap();
+            team.barrier();
+            let prev = (me + team.size() - 1) % team.size();
+            let mut want = pattern(prev as u64 + 1, 999);
+            want[101..114].copy_from_slice(&patch);
+            // SAFETY: inside our segment; written before the barrier.
+            let got =
+                unsafe { std::slice::from_raw_parts(seg.addr().add(1000 * prev as usize), 999) };
+            assert!(got == &want[..], "patched data from rank {prev}");
+            // Get an odd range back into an odd offset of a buffer.
+            let mut buf = [0x11u8; 64];
+            team.get_blocking(&mut buf[3..50], next, base + 97, Flags::NONE)
+                .unwrap();
+            let mut expect = pattern(me as u64 + 1, 999)[97..144].to_vec();
+            expect[4..17].copy_from_slice(&patch);
+            assert_eq!(&buf[3..50], &expect[..]);
+            assert!(
+                buf[..3].iter().chain(&buf[50..]).all(|&b| b == 0x11),
+                "get wrote outside its buffer"
+            );
+            team.barrier();
+            client.finalize();
+        });
+    }
+}
+
+/// "Value-based payloads": PutBlockingVal, PutNBIVal and PutNBVal write exactly the low
+/// `nbytes` (1..=8) bytes of the value in native order, leaving the bytes around them
+/// alone, and GetBlockingVal reads them back as an unsigned integer of that size.
+#[test]
+fn value_based_put_and_get() {
+    for n in 1..=4 {
+        spmd(n, || {
+            common::quiet_expected_panics();
+            let (client, _ep, team) = Client::init("RMA_VALUES", Flags::NONE).unwrap();
+            let seg = Segment::attach(&team, MB).unwrap();
+            let bases = common::segment_bases(&team);
+            let me = team.rank();
+            // Slot (writer, form, nbytes) is 32 bytes: 8 of 0xEE, the value, 0xEE after.
+            let slot = |w: u32, form: usize, nb: usize| ((w as usize * 3 + form) * 8 + nb - 1) * 32;
+            // SAFETY: inside our segment; nobody writes it before the barrier.
+            unsafe { std::ptr::write_bytes(seg.addr(), 0xEE, slot(team.size(), 0, 1)) };
+            team.barrier();
+            let value = |w: u32, r: u32, form: usize, nb: usize| {
+                0x8877_6655_4433_2211u64.rotate_left((w * 8 + r * 3 + form as u32 + nb as u32) * 5)
+                    | 0x8080_8080_8080_8080
+            };
+            let mut events = Vec::new();
+            for r in 0..team.size() {
+                for nb in 1..=8 {
+                    for form in 0..3 {
+                        let dest = bases[r as usize] + slot(me, form, nb) + 8;
+                        let v = value(me, r, form, nb);
+                        match form {
+                            0 => team.put_val_blocking(r, dest, v, nb, Flags::NONE).unwrap(),
+                            1 => team.put_val_nbi(r, dest, v, nb, Flags::NONE).unwrap(),
+                            _ => events.push(team.put_val_nb(r, dest, v, nb, Flags::NONE).unwrap()),
+                        }
+                    }
+                }
+            }
+            gex::nbi_wait(EventCategory::PUT);
+            Event::wait_all(&mut events);
+            team.barrier();
+            for w in 0..team.size() {
+                for nb in 1..=8 {
+                    for form in 0..3 {
+                        let at = slot(w, form, nb);
+                        // SAFETY: inside our segment; written before the barrier.
+                        let got = unsafe { std::slice::from_raw_parts(seg.addr().add(at), 32) };
+                        let v = value(w, me, form, nb);
+                        assert!(
+                            got[..8].iter().all(|&b| b == 0xEE),
+                            "bytes before, {nb} bytes from {w}"
+                        );
+                        assert_eq!(
+                            &got[8..8 + nb],
+                            &v.to_ne_bytes()[..nb],
+                            "{nb}-byte value from {w}, form {form}"
+                        );
+                        assert!(
+                            got[8 + nb..].iter().all(|&b| b == 0xEE),
+                            "bytes after, {nb} bytes from {w}, form {form}"
+                        );
+                    }
+                }
+            }
+            for r in 0..team.size() {
+                for nb in 1..=8 {
+                    for form in 0..3 {
+                        let src = bases[r as usize] + slot(me, form, nb) + 8;
+                        let mask = if nb == 8 {
+                            u64::MAX
+                        } else {
+                            (1u64 << (8 * nb)) - 1
+                        };
+                        assert_eq!(
+                            team.get_val(r, src, nb, Flags::NONE),
+                            value(me, r, form, nb) & mask,
+                            "get_val of {nb} bytes"
+                        );
+                    }
+                    // The byte after is 0xEE: a wider read sees it.
+                    if nb < 8 {
+                        let src = bases[r as usize] + slot(me, 0, nb) + 8;
+                        let wider = team.get_val(r, src, nb + 1, Flags::NONE);
+                        assert_eq!(wider >> (8 * nb), 0xEE, "the byte after a {nb}-byte put");
+                    }
+                }
+            }
+            for bad in [0, 9, 16] {
+                common::expect_panic(&["Team::put_val_blocking", "nbytes must be 1..=8"], || {
+                    team.put_val_blocking(me, bases[me as usize], 1, bad, Flags::NONE)
+                });
+                common::expect_panic(&["Team::get_val", "nbytes must be 1..=8"], || {
+                    team.get_val(me, bases[me as usize], bad, Flags::NONE)
+                });
+                common::expect_panic(&["Team::put_val_nbi"], || {
+                    team.put_val_nbi(me, bases[me as usize], 1, bad, Flags::NONE)
+                });
+                common::expect_panic(&["Team::put_val_nb"], || {
+                    team.put_val_nb(me, bases[me as usize], 1, bad, Flags::NONE)
+                });
+            }
+            team.barrier();
+            client.finalize();
+        });
+    }
+}
