@@ -59,3 +59,40 @@ fn hello_prints_one_line_per_rank() {
 fn gex_hello_prints_one_line_per_rank() {
     assert_one_hello_per_rank("gex_hello");
 }
+
+#[test]
+fn rpc_hello_runs_on_every_rank_count() {
+    for n in 1..=4 {
+        let out = run("rpc_hello", n);
+        assert!(
+            out.lines().count() >= n,
+            "rpc_hello on {n} ranks printed:\n{out}"
+        );
+    }
+}
+
+/// The distributed hash table verifies every key it inserted and says so last.
+#[test]
+fn dht_verifies_its_keys() {
+    for n in [1, 2, 3, 4] {
+        let out = run("dht", n);
+        assert_eq!(
+            out.lines().last(),
+            Some("verified"),
+            "dht on {n} ranks:\n{out}"
+        );
+    }
+}
+
+/// The Jacobi stencil matches a single-rank computation and says so last.
+#[test]
+fn stencil_matches_the_serial_result() {
+    for n in [1, 2, 3, 4] {
+        let out = run("stencil", n);
+        assert_eq!(
+            out.lines().last(),
+            Some("verified"),
+            "stencil on {n} ranks:\n{out}"
+        );
+    }
+}

@@ -32,6 +32,8 @@ use std::task::{Context, Poll, Waker};
 use crate::persona;
 
 type Callback<T> = Box<dyn FnOnce(T)>;
+/// Copies a value for one more consumer.
+type CloneFn<T> = fn(&T) -> T;
 
 /// The shared state of a non-ready future and its promise.
 pub(crate) struct State<T> {
@@ -45,7 +47,7 @@ pub(crate) struct State<T> {
     handles: Cell<usize>,
     /// Set by `Future::clone` (where `T: Clone` is known) so that several consumers can
     /// each get a value.
-    clone_fn: Cell<Option<fn(&T) -> T>>,
+    clone_fn: Cell<Option<CloneFn<T>>>,
 }
 
 impl<T: 'static> State<T> {
@@ -321,9 +323,9 @@ impl<T: 'static> Future<T> {
 
     /// Registers `f` to run with the value when ready (no result future).
     pub(crate) fn on_ready(self, f: impl FnOnce(T) + 'static) {
-        let _ = self.then(move |v| {
+        drop(self.then(move |v| {
             f(v);
-        });
+        }));
     }
 }
 
@@ -626,10 +628,6 @@ impl<T: 'static> Promise<T> {
     /// The future of this promise (UPC++ `get_future`).
     pub fn get_future(&self) -> Future<T> {
         Future::from_state(Rc::clone(&self.state))
-    }
-
-    pub(crate) fn state(&self) -> &Rc<State<T>> {
-        &self.state
     }
 }
 

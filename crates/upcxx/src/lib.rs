@@ -8,29 +8,36 @@
 //!
 //! Modules follow the chapters of the UPC++ v1.0 specification (draft 10):
 //! [`runtime`] (ch. 2), [`global_ptr`] (ch. 3), [`alloc`] (ch. 4), [`future`] (ch. 5),
-//! [`serialization`] (ch. 6), [`completion`] (ch. 7), [`rma`] (ch. 8), [`rpc`] (ch. 9),
+//! [`serialization`] (ch. 6), [`completion`] (ch. 7), [`rma`] (ch. 8), [`rpc`](mod@rpc) (ch. 9),
 //! [`persona`] (ch. 10).
 
 pub mod alloc;
+pub mod completion;
 pub mod future;
 pub mod global_ptr;
 pub mod persona;
+pub mod rma;
 pub mod rpc;
 pub mod runtime;
+pub mod serialization;
 
 pub use alloc::{
     allocate, allocate_typed, deallocate, delete_, delete_array, new_, new_array, new_array_with,
     shared_segment_size, shared_segment_used, try_new_, try_new_array, try_new_array_with,
 };
+pub use completion::{operation_cx, remote_cx, source_cx};
 pub use future::{make_future, to_future, when_all, Future, FutureValue, Promise};
-pub use global_ptr::{
-    to_global_ptr, try_global_ptr, AnyKind, GlobalPtr, Host, KindId, MemoryKind,
-};
+pub use global_ptr::{to_global_ptr, try_global_ptr, AnyKind, GlobalPtr, Host, KindId, MemoryKind};
 pub use persona::{
     current_persona, default_persona, discharge, in_restricted_context, liberate_master_persona,
     lpc, lpc_ff, master_persona, progress, progress_required, Persona, PersonaScope, ProgressLevel,
 };
+pub use rma::{
+    rget, rget_into, rget_into_with, rget_with, rput, rput_slice, rput_slice_with, rput_with,
+};
+pub use rpc::{rpc, rpc_ff};
 pub use runtime::{barrier, finalize, init, initialized, rank_me, rank_n, Rank};
+pub use serialization::{make_seq_view, make_view, SeqView, Trivial, View};
 
 /// Drives a `std::future::Future` to completion on this thread, making user-level
 /// progress between polls, so `async` code can `.await` UPC++ futures.

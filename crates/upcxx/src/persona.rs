@@ -118,18 +118,23 @@ impl Persona {
         Future::from_state(state)
     }
 
-    /// Runs the LPCs queued on this persona; returns how many ran.
+    /// Runs the LPCs queued on this persona; returns how many ran. The queue is swapped
+    /// with an empty one kept per thread, so neither side reallocates in steady state.
     fn drain(&self) -> usize {
         if self.inner.queued.load(Ordering::Acquire) == 0 {
             return 0;
         }
-        let batch: VecDeque<Lpc> =
-            std::mem::take(&mut *self.inner.inbox.lock().unwrap_or_else(|e| e.into_inner()));
-        self.inner.queued.fetch_sub(batch.len(), Ordering::AcqRel);
+        let mut batch = SPARE.with(|s| std::mem::take(&mut *s.borrow_mut()));
+        std::mem::swap(
+            &mut *self.inner.inbox.lock().unwrap_or_else(|e| e.into_inner()),
+            &mut batch,
+        );
         let n = batch.len();
-        for f in batch {
+        self.inner.queued.fetch_sub(n, Ordering::AcqRel);
+        while let Some(f) = batch.pop_front() {
             restricted(f);
         }
+        SPARE.with(|s| *s.borrow_mut() = batch);
         n
     }
 }
@@ -188,6 +193,8 @@ thread_local! {
     static EPOCH: Cell<u64> = const { Cell::new(0) };
     /// Depth of callbacks being run by user-level progress.
     static RESTRICTED: Cell<u32> = const { Cell::new(0) };
+    /// An empty LPC queue (with capacity) swapped in by `Persona::drain`.
+    static SPARE: RefCell<VecDeque<Lpc>> = RefCell::new(VecDeque::new());
     /// Notifications owed to this thread, run at its next user-level progress.
     static DEFERRED: RefCell<VecDeque<Box<dyn FnOnce()>>> = RefCell::new(VecDeque::new());
 }
@@ -261,15 +268,13 @@ pub(crate) fn internal_progress() {
     }
 }
 
-/// Internal progress, then everything owed to this thread's personas.
+/// Internal progress, then everything owed to this thread's personas: first the
+/// notifications queued on this thread (so an LPC they queue runs in the same round),
+/// then the LPCs (and RPCs) queued on each persona the thread holds, top first.
 pub(crate) fn user_progress() -> usize {
     internal_progress();
     EPOCH.with(|e| e.set(e.get() + 1));
     let mut n = 0;
-    let held: Vec<Persona> = STACK.with(|s| s.borrow().clone());
-    for p in held.iter().rev() {
-        n += p.drain();
-    }
     let pending = DEFERRED.with(|d| d.borrow().len());
     for _ in 0..pending {
         let Some(f) = DEFERRED.with(|d| d.borrow_mut().pop_front()) else {
@@ -277,6 +282,19 @@ pub(crate) fn user_progress() -> usize {
         };
         restricted(f);
         n += 1;
+    }
+    let held = STACK.with(|s| s.borrow().len());
+    for i in (0..held).rev() {
+        // Clone only a persona with work queued; the common empty case allocates nothing.
+        let busy = STACK.with(|s| {
+            s.borrow()
+                .get(i)
+                .filter(|p| p.inner.queued.load(Ordering::Acquire) > 0)
+                .cloned()
+        });
+        if let Some(p) = busy {
+            n += p.drain();
+        }
     }
     n
 }

@@ -28,7 +28,6 @@ pub(crate) struct PeerSegment {
 pub(crate) struct Runtime {
     pub client: gex::Client,
     pub team: gex::Team,
-    pub segment: gex::Segment,
     pub peers: Vec<PeerSegment>,
     pub rank: Rank,
     pub size: Rank,
@@ -98,7 +97,6 @@ pub fn init() {
     let _ = RUNTIME.set(Runtime {
         client,
         team,
-        segment,
         peers,
         rank,
         size,

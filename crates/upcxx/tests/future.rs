@@ -83,14 +83,14 @@ fn promise_counting_errors_are_reported() {
 
     let no_value = std::panic::catch_unwind(|| {
         let p: Promise<i32> = Promise::new();
-        let _ = p.finalize();
+        drop(p.finalize());
     });
     let msg = panic_message(no_value.unwrap_err());
     assert!(msg.contains("without a result"), "{msg}");
 
     let late = std::panic::catch_unwind(|| {
         let p: Promise<()> = Promise::new();
-        let _ = p.clone().finalize();
+        drop(p.clone().finalize());
         p.require_anonymous(1);
     });
     let msg = panic_message(late.unwrap_err());

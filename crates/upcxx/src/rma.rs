@@ -1,0 +1,379 @@
+//! One-sided communication: `rput` and `rget` (UPC++ spec ch. 8).
+//!
+//! ```no_run
+//! use upcxx::{operation_cx, source_cx, GlobalPtr};
+//!
+//! fn exchange(mine: GlobalPtr<f64>, theirs: GlobalPtr<f64>, halo: &[f64]) -> f64 {
+//!     // Default completion (§7.2.3): a future of operation completion.
+//!     upcxx::rput(1.5, theirs).wait();
+//!     // Explicit completions: one future per `as_future`, in `|` order.
+//!     let (sent, done) = upcxx::rput_slice_with(
+//!         halo,
+//!         theirs,
+//!         source_cx::as_future() | operation_cx::as_future(),
+//!     );
+//!     sent.wait(); // `halo` may be modified from here on
+//!     done.wait(); // the values are at the target
+//!     upcxx::rget(mine).wait()
+//! }
+//! ```
+//!
+//! Every call takes a completion object (the `_with` forms) or uses the default,
+//! `operation_cx::as_future()` (§7.2.3), and returns what §7.2.2 says: `()`, one
+//! future, or a tuple of futures. See [`crate::completion`].
+//!
+//! # Element types
+//!
+//! The spec asks for *DefinitelyTriviallySerializable* types (§8.1): types whose bytes
+//! are their value. Here that is [`bytemuck::Pod`] (integers, floats, arrays of them,
+//! and `#[derive(Pod, Zeroable)]` `#[repr(C)]` structs): any bit pattern read from a
+//! segment is a valid `T`, so a get can never produce an invalid value, whatever the
+//! segment held.
+//!
+//! # How transfers and notifications happen
+//!
+//! Every transfer goes through the `gex` put and get calls (a bounds check and a copy on
+//! shared memory), so the code is right for any conduit. Notifications are nevertheless
+//! delivered only during user-level progress of the calling thread (§7.1 ¶14): the future
+//! of `upcxx::rput(v, p)` is not ready when the call returns, even though the value is
+//! already at the target; it is at the next `progress()` or inside `wait()`. That future
+//! costs no allocation.
+//!
+//! * **Puts** start with local completion required before return (`gex::Lc::Now`), so
+//!   source completion always happens inside the call, as if `as_buffered` were
+//!   requested. When the conduit reports the put finished at return (always, on shared
+//!   memory), remote and operation notifications are queued at once; otherwise they are
+//!   armed and delivered from progress once the put's event completes. A remote RPC
+//!   (`remote_cx::as_rpc`) is sent only after the put finished, so the function finds
+//!   the data at the target.
+//! * **Gets** complete before the call returns: the destination is the caller's
+//!   borrowed buffer ([`rget_into`]) or a local that becomes the future's value
+//!   ([`rget`]), which must not be written after the call returns. On a conduit whose
+//!   gets finish later, the call waits for them with internal progress (allowed: these
+//!   calls make internal progress, §8.2). This is what makes [`rget_into`] safe with an
+//!   `&mut [T]`: no transfer into the buffer outlives the borrow.
+//!
+//! # Errors
+//!
+//! A null global pointer fails with a panic naming the call. An address range outside
+//! the target's segment fails in `gex` with a message naming the range and the segment.
+//! Both report the caller's location.
+
+use std::marker::PhantomData;
+
+use bytemuck::Pod;
+
+use crate::completion::{
+    self, operation_cx, CompletionEvents, Completions, FutureList, HasOperation, HasRemote,
+    HasSource, Returned,
+};
+use crate::future::Future;
+use crate::global_ptr::GlobalPtr;
+use crate::runtime::{rt, Rank};
+
+/// The completion events of [`rput_with`] (§8.2.1 ¶4–¶5): remote and operation, no
+/// values. There is no source completion: the value is copied before the call returns.
+#[derive(Debug)]
+pub enum RputValue {}
+
+impl CompletionEvents for RputValue {
+    const NAME: &'static str = "rput";
+    type OpValues = ();
+}
+impl HasRemote for RputValue {}
+impl HasOperation for RputValue {}
+
+/// The completion events of [`rput_slice_with`] (§8.2.1 ¶11–¶13): source, remote and
+/// operation, no values.
+#[derive(Debug)]
+pub enum RputSlice {}
+
+impl CompletionEvents for RputSlice {
+    const NAME: &'static str = "rput_slice";
+    type OpValues = ();
+}
+impl HasSource for RputSlice {}
+impl HasRemote for RputSlice {}
+impl HasOperation for RputSlice {}
+
+/// The completion events of [`rget_with`] (§8.2.2 ¶4): operation, producing the `T`.
+#[derive(Debug)]
+pub struct RgetValue<T>(PhantomData<fn() -> T>);
+
+impl<T: 'static> CompletionEvents for RgetValue<T> {
+    const NAME: &'static str = "rget";
+    type OpValues = (T,);
+}
+impl<T: 'static> HasOperation for RgetValue<T> {}
+
+/// The completion events of [`rget_into_with`] (§8.2.2 ¶10): operation, no values.
+#[derive(Debug)]
+pub enum RgetInto {}
+
+impl CompletionEvents for RgetInto {
+    const NAME: &'static str = "rget_into";
+    type OpValues = ();
+}
+impl HasOperation for RgetInto {}
+
+/// Writes `value` to `dest` (UPC++ `rput(T value, global_ptr<T> dest)`, §8.2.1), with
+/// the default completion: the future of operation completion.
+///
+/// # Panics
+/// If `dest` is null or outside its owner's segment, or before `init`.
+#[inline]
+#[track_caller]
+pub fn rput<T: Pod>(value: T, dest: GlobalPtr<T>) -> Future<()> {
+    rput_with(value, dest, operation_cx::as_future())
+}
+
+/// Writes `value` to `dest`, notifying as `cxs` requests (UPC++ `rput(value, dest,
+/// cxs)`, §8.2.1). Accepts `remote_cx` and `operation_cx` requests, at least one of
+/// them (§7.2.1 ¶2):
+///
+/// ```no_run
+/// # use upcxx::{operation_cx, remote_cx, GlobalPtr};
+/// # fn f(gp: GlobalPtr<u64>) {
+/// fn arrived() { println!("rank {} got its value", upcxx::rank_me()); }
+/// let done = upcxx::rput_with(7u64, gp, remote_cx::as_rpc(arrived, ()) | operation_cx::as_future());
+/// done.wait();
+/// # }
+/// ```
+///
+/// Source completion is not provided (the value is copied at once), so `source_cx`
+/// requests do not compile:
+///
+/// ```compile_fail,E0277
+/// # use upcxx::{operation_cx, source_cx, GlobalPtr};
+/// # fn f(gp: GlobalPtr<u64>) {
+/// let (a, b) = upcxx::rput_with(7u64, gp, source_cx::as_future() | operation_cx::as_future());
+/// # }
+/// ```
+///
+/// # Panics
+/// If `dest` is null or outside its owner's segment, before `init`, or if an
+/// `as_promise` request's promise is already ready.
+#[inline]
+#[track_caller]
+pub fn rput_with<T: Pod, C: Completions<RputValue>>(
+    value: T,
+    dest: GlobalPtr<T>,
+    cxs: C,
+) -> Returned<C, RputValue> {
+    const {
+        assert!(
+            completion::requests_op_or_remote::<RputValue, C>(),
+            "rput needs an operation_cx or remote_cx request (UPC++ spec §7.2.1)"
+        )
+    };
+    let (rank, addr) = target("rput", dest);
+    let event = put("rput", rank, addr, bytemuck::bytes_of(&value));
+    finish_put(cxs, rank, event)
+}
+
+/// Writes the values of `src` to `src.len()` consecutive elements starting at `dest`
+/// (UPC++ `rput(T const* src, global_ptr<T> dest, size_t count)`, §8.2.1), with the
+/// default completion: the future of operation completion.
+///
+/// # Panics
+/// If `dest` is null or the range is outside its owner's segment, or before `init`.
+#[inline]
+#[track_caller]
+pub fn rput_slice<T: Pod>(src: &[T], dest: GlobalPtr<T>) -> Future<()> {
+    rput_slice_with(src, dest, operation_cx::as_future())
+}
+
+/// [`rput_slice`] with completions (UPC++ `rput(src, dest, count, cxs)`, §8.2.1).
+/// Accepts `source_cx`, `remote_cx` and `operation_cx` requests, with operation or
+/// remote completion among them (§7.2.1 ¶2). The source slice is borrowed only for
+/// the call: source completion always happens before it returns.
+///
+/// ```no_run
+/// # use upcxx::{operation_cx, source_cx, GlobalPtr};
+/// # fn f(gp: GlobalPtr<u64>) {
+/// let (src_done, op_done) = upcxx::rput_slice_with(
+///     &[1u64, 2, 3], gp, source_cx::as_future() | operation_cx::as_future());
+/// # let _ = (src_done, op_done);
+/// # }
+/// ```
+///
+/// Requesting source completion alone leaves the operation's completion unobservable,
+/// which §7.2.1 ¶2 forbids; it does not compile:
+///
+/// ```compile_fail,E0080
+/// # use upcxx::{source_cx, GlobalPtr};
+/// # fn f(gp: GlobalPtr<u64>) {
+/// let src_done = upcxx::rput_slice_with(&[1u64, 2, 3], gp, source_cx::as_future());
+/// # }
+/// # f(GlobalPtr::null());
+/// ```
+///
+/// # Panics
+/// As [`rput_slice`], or if an `as_promise` request's promise is already ready.
+#[inline]
+#[track_caller]
+pub fn rput_slice_with<T: Pod, C: Completions<RputSlice>>(
+    src: &[T],
+    dest: GlobalPtr<T>,
+    cxs: C,
+) -> Returned<C, RputSlice> {
+    const {
+        assert!(
+            completion::requests_op_or_remote::<RputSlice, C>(),
+            "rput_slice needs an operation_cx or remote_cx request (UPC++ spec §7.2.1)"
+        )
+    };
+    let (rank, addr) = target("rput_slice", dest);
+    let event = put("rput_slice", rank, addr, bytemuck::cast_slice(src));
+    finish_put(cxs, rank, event)
+}
+
+/// Reads the value at `src` (UPC++ `rget(global_ptr<T> src)`, §8.2.2), with the default
+/// completion: a future of the value.
+///
+/// # Panics
+/// If `src` is null or outside its owner's segment, or before `init`.
+#[inline]
+#[track_caller]
+pub fn rget<T: Pod>(src: GlobalPtr<T>) -> Future<T> {
+    rget_with(src, operation_cx::as_future())
+}
+
+/// Reads the value at `src`, delivering it as `cxs` requests (UPC++ `rget(src, cxs)`,
+/// §8.2.2): `operation_cx` requests only, at least one. A promise must be a
+/// `Promise<T>` and an LPC callback must take the `T`:
+///
+/// ```no_run
+/// # use upcxx::{operation_cx, GlobalPtr, Promise};
+/// # fn f(gp: GlobalPtr<u64>) {
+/// let p = Promise::<u64>::new();
+/// let v = upcxx::rget_with(gp, operation_cx::as_promise(&p) | operation_cx::as_future());
+/// assert_eq!(v.wait(), p.finalize().wait());
+/// # }
+/// ```
+///
+/// ```compile_fail,E0277
+/// # use upcxx::{operation_cx, GlobalPtr, Promise};
+/// # fn f(gp: GlobalPtr<u64>) {
+/// let p = Promise::<u32>::new(); // wrong value type
+/// upcxx::rget_with(gp, operation_cx::as_promise(&p));
+/// # }
+/// ```
+///
+/// # Panics
+/// As [`rget`], or if an `as_promise` request's promise is already ready.
+#[inline]
+#[track_caller]
+pub fn rget_with<T: Pod, C: Completions<RgetValue<T>>>(
+    src: GlobalPtr<T>,
+    cxs: C,
+) -> Returned<C, RgetValue<T>> {
+    const {
+        assert!(
+            completion::requests_op_or_remote::<RgetValue<T>, C>(),
+            "rget needs an operation_cx request (UPC++ spec §7.2.1)"
+        )
+    };
+    let (rank, addr) = target("rget", src);
+    let mut value = T::zeroed();
+    get("rget", bytemuck::bytes_of_mut(&mut value), rank, addr);
+    cxs.completed_at_initiation(rank, (value,)).into_return()
+}
+
+/// Reads `dest.len()` consecutive elements starting at `src` into `dest` (UPC++
+/// `rget(global_ptr<T> src, T* dest, size_t count)`, §8.2.2), with the default
+/// completion: the future of operation completion.
+///
+/// The data are in `dest` when the call returns (see the [module documentation](self)),
+/// which is what lets it borrow `dest` safely; the future still becomes ready only at
+/// the next user-level progress.
+///
+/// # Panics
+/// If `src` is null or the range is outside its owner's segment, or before `init`.
+#[inline]
+#[track_caller]
+pub fn rget_into<T: Pod>(src: GlobalPtr<T>, dest: &mut [T]) -> Future<()> {
+    rget_into_with(src, dest, operation_cx::as_future())
+}
+
+/// [`rget_into`] with completions (UPC++ `rget(src, dest, count, cxs)`, §8.2.2):
+/// `operation_cx` requests only, at least one.
+///
+/// # Panics
+/// As [`rget_into`], or if an `as_promise` request's promise is already ready.
+#[inline]
+#[track_caller]
+pub fn rget_into_with<T: Pod, C: Completions<RgetInto>>(
+    src: GlobalPtr<T>,
+    dest: &mut [T],
+    cxs: C,
+) -> Returned<C, RgetInto> {
+    const {
+        assert!(
+            completion::requests_op_or_remote::<RgetInto, C>(),
+            "rget_into needs an operation_cx request (UPC++ spec §7.2.1)"
+        )
+    };
+    let (rank, addr) = target("rget_into", src);
+    get("rget_into", bytemuck::cast_slice_mut(dest), rank, addr);
+    cxs.completed_at_initiation(rank, ()).into_return()
+}
+
+/// The owner and owner-space address of `gp`, or a panic naming `call` if it is null.
+#[inline]
+#[track_caller]
+fn target<T>(call: &str, gp: GlobalPtr<T>) -> (Rank, usize) {
+    if gp.is_null() {
+        null_pointer(call);
+    }
+    (gp.where_(), gp.owner_addr())
+}
+
+#[cold]
+#[track_caller]
+fn null_pointer(call: &str) -> ! {
+    panic!("upcxx::{call}: the global pointer is null")
+}
+
+/// Starts a put that is locally complete on return; its event says whether the
+/// operation is complete too.
+#[inline]
+#[track_caller]
+fn put(call: &str, rank: Rank, addr: usize, bytes: &[u8]) -> gex::Event {
+    let team = &rt(call).team;
+    // SAFETY: with `Lc::Now` the put has finished reading `bytes` when it returns, so
+    // the borrow covers every access to the source.
+    let started = unsafe { team.put_nb(rank, addr, bytes, gex::Lc::Now, gex::Flags::NONE) };
+    match started {
+        Ok(event) => event,
+        Err(gex::NoOp) => unreachable!("gex returns NoOp only for Flags::IMMEDIATE"),
+    }
+}
+
+/// Fills `dest` from `[addr, addr + dest.len())` at `rank`; complete on return.
+#[inline]
+#[track_caller]
+fn get(call: &str, dest: &mut [u8], rank: Rank, addr: usize) {
+    let team = &rt(call).team;
+    match team.get_blocking(dest, rank, addr, gex::Flags::NONE) {
+        Ok(()) => {}
+        Err(gex::NoOp) => unreachable!("gex returns NoOp only for Flags::IMMEDIATE"),
+    }
+}
+
+/// Notifies `cxs` of a put to `rank` whose source completed during initiation and
+/// whose operation completion `event` stands for.
+#[inline]
+fn finish_put<Ev, C>(cxs: C, rank: Rank, mut event: gex::Event) -> Returned<C, Ev>
+where
+    Ev: CompletionEvents<OpValues = ()>,
+    C: Completions<Ev>,
+{
+    if event.is_invalid() {
+        return cxs.completed_at_initiation(rank, ()).into_return();
+    }
+    let (futures, mut armed) = cxs.arm();
+    completion::Armed::source_done(&mut armed);
+    completion::notify_when(move || event.test(), rank, armed, || ());
+    futures.into_return()
+}

@@ -1,0 +1,342 @@
+//! One-sided communication (UPC++ spec ch. 8): `rput` and `rget` of values and arrays
+//! between ranks, their default completions, and their errors.
+
+use std::panic::AssertUnwindSafe;
+
+use bytemuck::{Pod, Zeroable};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use upcxx::{
+    delete_array, new_array, operation_cx, rank_me, rank_n, rget, rget_into, rget_into_with,
+    rget_with, rput, rput_slice, rput_slice_with, rput_with, source_cx, Future, GlobalPtr, Promise,
+};
+
+/// Every rank's `value`, in rank order. Collective. The values travel through files in
+/// the spmd job's temporary directory, so that these tests need nothing but rput/rget
+/// from the library.
+fn all_gather<V: Serialize + DeserializeOwned>(value: &V) -> Vec<V> {
+    let dir = std::env::var(gex::testing::GEX_SPMD_DONE_DIR).expect("inside an spmd job");
+    let me = rank_me();
+    let tmp = format!("{dir}/rma-gather-{me}.tmp");
+    std::fs::write(&tmp, serde_json::to_vec(value).unwrap()).unwrap();
+    std::fs::rename(&tmp, format!("{dir}/rma-gather-{me}.json")).unwrap();
+    upcxx::barrier();
+    let all = (0..rank_n())
+        .map(|r| {
+            let bytes = std::fs::read(format!("{dir}/rma-gather-{r}.json")).unwrap();
+            serde_json::from_slice(&bytes).unwrap()
+        })
+        .collect();
+    upcxx::barrier();
+    all
+}
+
+/// The message of the panic that `f` must raise.
+fn panic_text(f: impl FnOnce()) -> String {
+    let err = std::panic::catch_unwind(AssertUnwindSafe(f)).expect_err("expected a panic");
+    err.downcast_ref::<String>()
+        .cloned()
+        .or_else(|| err.downcast_ref::<&str>().map(|s| s.to_string()))
+        .expect("a string panic payload")
+}
+
+/// A call that is expected to panic.
+type Call = Box<dyn FnOnce()>;
+
+/// Reads element `i` of a local array through `local()`.
+fn peek<T: Pod>(gp: GlobalPtr<T>, i: usize) -> T {
+    // SAFETY: the tests read only memory that no rank writes concurrently (a barrier or
+    // a completed operation orders the writes before).
+    unsafe { gp.add(i).local().read_volatile() }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Default, Pod, Zeroable)]
+#[repr(C)]
+struct Particle {
+    pos: [f64; 3],
+    id: u32,
+    charge: i32,
+}
+
+#[test]
+fn values_travel_between_every_pair_of_ranks() {
+    gex::testing::spmd(4, || {
+        upcxx::init();
+        let me = rank_me();
+        let n = rank_n() as usize;
+        let ints: GlobalPtr<u64> = new_array(n);
+        let parts: GlobalPtr<Particle> = new_array(n);
+        let all = all_gather(&(ints, parts));
+        // Each rank writes its slot of every rank's arrays, itself included.
+        let mut done: Vec<Future<()>> = Vec::new();
+        for &(ints, parts) in &all {
+            let p = Particle {
+                pos: [f64::from(me), 0.5, -1.0],
+                id: me,
+                charge: -(me as i32),
+            };
+            done.push(rput(1000 + u64::from(me), ints.add(me as usize)));
+            done.push(rput(p, parts.add(me as usize)));
+        }
+        upcxx::when_all(done).wait();
+        upcxx::barrier();
+        for s in 0..n {
+            assert_eq!(peek(ints, s), 1000 + s as u64, "slot written by rank {s}");
+            assert_eq!(peek(parts, s).id, s as u32);
+            assert_eq!(peek(parts, s).pos[0], s as f64);
+        }
+        // Every rank reads every slot of every rank's arrays back.
+        for (r, &(ints, parts)) in all.iter().enumerate() {
+            for s in 0..n {
+                assert_eq!(
+                    rget(ints.add(s)).wait(),
+                    1000 + s as u64,
+                    "rank {r} slot {s}"
+                );
+                let p = rget(parts.add(s)).wait();
+                assert_eq!(
+                    p,
+                    Particle {
+                        pos: [s as f64, 0.5, -1.0],
+                        id: s as u32,
+                        charge: -(s as i32),
+                    }
+                );
+            }
+        }
+        upcxx::barrier();
+        delete_array(ints);
+        delete_array(parts);
+        upcxx::finalize();
+    });
+}
+
+#[test]
+fn arrays_travel_whole_and_in_parts() {
+    gex::testing::spmd(3, || {
+        upcxx::init();
+        let me = rank_me();
+        let n = rank_n();
+        const LEN: usize = 10_000;
+        let buf: GlobalPtr<f64> = new_array(LEN);
+        let all = all_gather(&buf);
+        let next = all[((me + 1) % n) as usize];
+        let prev = (me + n - 1) % n;
+        // A whole array to the next rank, then an overlapping middle part again.
+        let src: Vec<f64> = (0..LEN).map(|i| f64::from(me) * 1e6 + i as f64).collect();
+        rput_slice(&src, next).wait();
+        let middle: Vec<f64> = (0..100).map(|i| -(i as f64)).collect();
+        rput_slice(&middle, next.add(5000)).wait();
+        // An empty put is valid and completes like any other.
+        rput_slice(&[], next.add(LEN)).wait();
+        upcxx::barrier();
+        for i in 0..LEN {
+            let want = if (5000..5100).contains(&i) {
+                -((i - 5000) as f64)
+            } else {
+                f64::from(prev) * 1e6 + i as f64
+            };
+            assert_eq!(peek(buf, i), want, "element {i} from rank {prev}");
+        }
+        // Read the next rank's array back: the whole, and a part at an offset.
+        let mut whole = vec![0.0; LEN];
+        rget_into(next, &mut whole).wait();
+        let mut expect = src.clone();
+        expect[5000..5100].copy_from_slice(&middle);
+        assert_eq!(whole, expect);
+        let mut part = [0.0f64; 7];
+        rget_into(next.add(4998), &mut part).wait();
+        assert_eq!(part, expect[4998..5005]);
+        upcxx::barrier();
+        delete_array(buf);
+        upcxx::finalize();
+    });
+}
+
+#[test]
+fn data_are_in_place_at_operation_completion() {
+    // §8.2.1 ¶6, §8.2.2 ¶5: the writes of a put happen before its operation-completion
+    // notification, and the read of a get happens before its own.
+    gex::testing::spmd(2, || {
+        upcxx::init();
+        let me = rank_me();
+        let cell: GlobalPtr<u64> = new_array(64);
+        let all = all_gather(&cell);
+        let peer = all[(1 - me) as usize];
+        if me == 0 {
+            for round in 1..=200u64 {
+                let values: Vec<u64> = (0..64).map(|i| round * 100 + i).collect();
+                let p = Promise::<()>::new();
+                let f = rput_slice_with(
+                    &values,
+                    peer,
+                    operation_cx::as_future() | operation_cx::as_promise(&p),
+                );
+                f.wait();
+                // Operation completion: reading the target now gives the new values,
+                // through the owner's memory and through a get.
+                for i in [0usize, 31, 63] {
+                    assert_eq!(peek(peer, i), round * 100 + i as u64);
+                }
+                let mut back = vec![0u64; 64];
+                rget_into(peer, &mut back).wait();
+                assert_eq!(back, values);
+                p.finalize().wait();
+            }
+        }
+        upcxx::barrier();
+        delete_array(cell);
+        upcxx::finalize();
+    });
+}
+
+#[test]
+fn rget_delivers_its_value_to_every_requested_notification() {
+    gex::testing::spmd(2, || {
+        upcxx::init();
+        let me = rank_me();
+        let cell: GlobalPtr<i64> = upcxx::new_(-17 - i64::from(me));
+        let all = all_gather(&cell);
+        let peer = all[(1 - me) as usize];
+        let want = -17 - i64::from(1 - me);
+        let p = Promise::<i64>::new();
+        let (a, b): (Future<i64>, Future<i64>) = rget_with(
+            peer,
+            operation_cx::as_future() | operation_cx::as_promise(&p) | operation_cx::as_future(),
+        );
+        assert_eq!(a.wait(), want);
+        assert_eq!(b.wait(), want);
+        assert_eq!(p.finalize().wait(), want);
+        // rget_into with a promise only: returns (), fulfils the promise at progress.
+        let mut dest = [0i64; 1];
+        let q = Promise::<()>::new();
+        let () = rget_into_with(peer, &mut dest, operation_cx::as_promise(&q));
+        assert_eq!(
+            dest[0], want,
+            "the data are in place when rget_into returns"
+        );
+        q.finalize().wait();
+        upcxx::barrier();
+        upcxx::delete_(cell);
+        upcxx::finalize();
+    });
+}
+
+#[test]
+fn rput_source_completion_and_defaults() {
+    gex::testing::spmd(2, || {
+        upcxx::init();
+        let me = rank_me();
+        let buf: GlobalPtr<u32> = new_array(4);
+        let all = all_gather(&buf);
+        let peer = all[(1 - me) as usize];
+        let mut src = vec![me + 1; 4];
+        let (sent, done) = rput_slice_with(
+            &src,
+            peer,
+            source_cx::as_future() | operation_cx::as_future(),
+        );
+        sent.wait();
+        // Source completion: the buffer may be reused without affecting the transfer.
+        src.fill(99);
+        done.wait();
+        let mut back = [0u32; 4];
+        rget_into(peer, &mut back).wait();
+        assert_eq!(back, [me + 1; 4]);
+        // The value form: remote/operation completions only; default is a future.
+        let f: Future<()> = rput_with(7u32, peer.add(3), operation_cx::as_future());
+        f.wait();
+        assert_eq!(rget(peer.add(3)).wait(), 7);
+        upcxx::barrier();
+        delete_array(buf);
+        upcxx::finalize();
+    });
+}
+
+#[test]
+fn null_pointers_fail_naming_the_call() {
+    gex::testing::spmd(1, || {
+        upcxx::init();
+        let null = GlobalPtr::<u64>::null();
+        let cases: [(&str, Call); 6] = [
+            ("rput", Box::new(move || drop(rput(1u64, null)))),
+            (
+                "rput",
+                Box::new(move || rput_with(1u64, null, operation_cx::as_future()).wait()),
+            ),
+            (
+                "rput_slice",
+                Box::new(move || drop(rput_slice(&[1u64], null))),
+            ),
+            ("rget", Box::new(move || drop(rget(null)))),
+            (
+                "rget_into",
+                Box::new(move || drop(rget_into(null, &mut [0u64; 2]))),
+            ),
+            (
+                "rget_into",
+                Box::new(move || {
+                    rget_into_with(null, &mut [0u64; 0], operation_cx::as_future()).wait()
+                }),
+            ),
+        ];
+        for (call, f) in cases {
+            let msg = panic_text(f);
+            assert_eq!(msg, format!("upcxx::{call}: the global pointer is null"));
+        }
+        // Nothing was left pending by the failed calls.
+        assert!(!upcxx::progress_required());
+        upcxx::finalize();
+    });
+}
+
+#[test]
+fn out_of_segment_ranges_fail_in_gex_with_the_callers_location() {
+    gex::testing::spmd(2, || {
+        upcxx::init();
+        let me = rank_me();
+        let one: GlobalPtr<u64> = new_array(1);
+        let all = all_gather(&one);
+        let peer = all[(1 - me) as usize];
+        let beyond = peer.add(upcxx::shared_segment_size() / 8);
+        // Capture the panic's location: it must be this file, not the library's.
+        let location = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let previous = std::panic::take_hook();
+        let loc = location.clone();
+        std::panic::set_hook(Box::new(move |info| {
+            *loc.lock().unwrap() = info.location().map(|l| l.file().to_owned()).unwrap();
+        }));
+        let msg = panic_text(|| drop(rput(5u64, beyond)));
+        assert!(msg.contains("outside the segment of rank"), "{msg}");
+        assert!(location.lock().unwrap().ends_with("tests/rma.rs"));
+        let msg = panic_text(|| drop(rget(beyond)));
+        assert!(msg.contains("outside the segment of rank"), "{msg}");
+        // A slice running past the end.
+        let msg = panic_text(|| {
+            drop(rput_slice(
+                &[0u64; 2],
+                peer.add(upcxx::shared_segment_size() / 8 - 1),
+            ))
+        });
+        assert!(msg.contains("outside the segment of rank"), "{msg}");
+        assert!(location.lock().unwrap().ends_with("tests/rma.rs"));
+        std::panic::set_hook(previous);
+        upcxx::barrier();
+        delete_array(one);
+        upcxx::finalize();
+    });
+}
+
+#[test]
+fn calls_before_init_fail_naming_the_call() {
+    // A pointer built from its serialized parts needs no runtime.
+    let gp: GlobalPtr<u64> = serde_json::from_str("[0,1,4096]").unwrap();
+    assert_eq!(
+        panic_text(|| drop(rput(1u64, gp))),
+        "upcxx::rput: called before upcxx::init"
+    );
+    assert_eq!(
+        panic_text(|| drop(rget(gp))),
+        "upcxx::rget: called before upcxx::init"
+    );
+}
