@@ -131,6 +131,9 @@ impl Team {
             st.op = Some(Arc::clone(&op));
             rt.barrier.active.store(true, Ordering::Relaxed);
         }
+        // Poll once even when the barrier needs no signal (one rank), so a program
+        // that only synchronizes still runs the handlers of messages sent to it.
+        rt.progress();
         advance(rt);
         Event::from_completion(Completion::Pending(op))
     }
