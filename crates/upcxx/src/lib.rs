@@ -36,7 +36,7 @@ pub use rma::{
     rget, rget_into, rget_into_with, rget_with, rput, rput_slice, rput_slice_with, rput_with,
 };
 pub use rpc::{rpc, rpc_ff};
-pub use runtime::{barrier, finalize, init, initialized, rank_me, rank_n, Rank};
+pub use runtime::{backend, barrier, finalize, init, initialized, rank_me, rank_n, Rank};
 pub use serialization::{make_seq_view, make_view, SeqView, Trivial, View};
 
 /// Drives a `std::future::Future` to completion on this thread, making user-level

@@ -153,3 +153,14 @@ pub fn barrier() {
     persona::check_not_restricted("barrier");
     barrier_with_progress(&rt.team);
 }
+
+/// Interoperability with the communication layer underneath (as UPC++'s
+/// `upcxx::backend::gasnet` namespace): for libraries and benchmarks that mix UPC++ with
+/// direct `gex` calls.
+pub mod backend {
+    /// The `gex` primordial team UPC++ runs on; its ranks are UPC++ world ranks.
+    #[track_caller]
+    pub fn gex_team() -> gex::Team {
+        super::rt("backend::gex_team").team
+    }
+}
