@@ -1,0 +1,838 @@
+//! Multi-rank benchmarks of the `gex` communication layer: `cargo bench --bench gex`.
+//!
+//! The bench process is the driver: it runs this same executable as a 2-rank job (the
+//! full suite) and as a 4-rank job (the latency pair again, with ranks 2 and 3 idle in a
+//! barrier as a real program's other ranks would be), then prints a table and writes
+//! `<target>/bench-results/gex.json` (see `common/mod.rs`).
+//!
+//! Every job also measures the physical floor in the same run:
+//! * `raw.pingpong_roundtrip`: ranks 0 and 1 bounce one cache line of rank 1's segment
+//!   (mapped in both processes) with plain atomics, no library call: the cost of moving
+//!   anything between two processes and back.
+//! * `raw.pingpong_2lines_roundtrip` (diagnostic): the same with the put ping-pong's
+//!   protocol, each side writing a word of the other's segment and spinning on its own.
+//! * `raw.memcpy_4MiB`: single-core `copy_nonoverlapping` of 4 MiB between two private,
+//!   pre-faulted buffers of rank 0.
+//!
+//! and relates the gex figures to them:
+//!
+//! | result                          | what                                              | baseline (target)                  |
+//! |---------------------------------|---------------------------------------------------|------------------------------------|
+//! | `gex.am_short_roundtrip`        | request_short to rank 1, whose handler does reply_short; rank 0 polls for the reply | raw pingpong (≤ 2.5×) |
+//! | `gex.am_medium_64B_rate`        | rank 0 streams 64-byte Medium requests to polling rank 1 | —                            |
+//! | `gex.put_pingpong_8B`           | rank 0 puts an 8-byte flag into rank 1's segment, rank 1 spins on its own segment memory and puts it back | raw pingpong (≤ 1.5×) |
+//! | `gex.get_8B`                    | get_blocking of 8 bytes from rank 1               | raw pingpong (—)                   |
+//! | `gex.put_bw_<size>`, `gex.get_bw_<size>` | put_blocking/get_blocking, rank 0 ↔ rank 1's segment, 8 B .. 4 MiB | raw memcpy (`put_bw_4MiB` ≥ 0.85×) |
+//! | `*_4ranks`                      | the same round trips in a 4-rank job              | the 2-rank figure (AM: ≤ 2.0×)     |
+//!
+//! The figures are measured in two groups, latency (with the raw ping-pongs) and
+//! bandwidth (with memcpy), each interleaved: a calibration phase for each figure, then
+//! rounds of one ~30 ms sample of each (medians of 9 samples after 2 warm-up rounds), so
+//! that a slow stretch of a busy machine hits a baseline and the figures compared with
+//! it alike. (On a VM the cost of a cache-line transfer between the two vCPUs can also
+//! switch between two levels while the job runs; `PGAS_BENCH_VERBOSE=1` lists every
+//! sample, round by round, to see it.)
+//!
+//! Data is checked once per figure (the pong carries the ping's sequence number, the
+//! receiver of the Medium stream checks payloads and counts, gets are compared with
+//! what the owner wrote, puts are read back through the owner's mapping and by the
+//! owner itself), so a broken path fails the job instead of reporting a great number.
+
+mod common;
+
+use std::hint::black_box;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use common::{spin_until, Measured, RankJob, Report, Sampler, TargetIs};
+use gex::{AmCategory, AmEntry, AmRole, Client, Flags, Lc, Segment, Team, Token};
+
+const BENCH: &str = "gex";
+/// The full suite, run with 2 ranks.
+const JOB_FULL: &str = "full";
+/// The round trips only, run with 4 ranks.
+const JOB_LATENCY: &str = "latency";
+
+// Layout of each rank's segment.
+/// The cache line of the raw ping-pong (in rank 1's segment).
+const RAW_OFF: usize = 0;
+/// The flag of the put ping-pong (in both segments).
+const FLAG_OFF: usize = 4096;
+/// The words of the two-line raw ping-pong (in both segments).
+const LINES_OFF: usize = 2 * 4096;
+/// 8 bytes that rank 1 writes and rank 0 gets.
+const GET_OFF: usize = 3 * 4096;
+const GET_VALUE: u64 = 0x0123_4567_89ab_cdef;
+/// What rank 0 gets (`BW_MAX` bytes that rank 1 writes at setup; rank 1's segment).
+const GET_AREA: usize = 1 << 20;
+/// Where rank 0 puts (rank 1's segment; see `put_offsets`).
+const PUT_AREA: usize = 6 << 20;
+const BW_MAX: usize = 4 << 20;
+const SEGMENT: usize = 16 << 20;
+
+/// Transfer sizes of the bandwidth figures: 8 B .. 2 MiB by powers of 4, and 4 MiB.
+const BW_SIZES: [usize; 11] = [
+    8,
+    32,
+    128,
+    512,
+    2 << 10,
+    8 << 10,
+    32 << 10,
+    128 << 10,
+    512 << 10,
+    2 << 20,
+    4 << 20,
+];
+
+const MEDIUM_BYTES: usize = 64;
+
+// Handler indices (fixed, so every rank agrees).
+const H_PING: u8 = 200;
+const H_PONG: u8 = 201;
+const H_STOP: u8 = 202;
+const H_MEDIUM: u8 = 203;
+const H_SYNC: u8 = 204;
+const H_SYNC_ACK: u8 = 205;
+
+// ---------------------------------------------------------------------------------------
+// Handlers and their state
+// ---------------------------------------------------------------------------------------
+
+/// Rank 0: the sequence number carried back by the last Pong.
+static LAST_PONG: AtomicU32 = AtomicU32::new(0);
+/// Rank 1: rank 0 finished the current phase.
+static STOP: AtomicBool = AtomicBool::new(false);
+/// Rank 1: Medium requests handled, and how many had a wrong payload.
+static MEDIUM_RECEIVED: AtomicU64 = AtomicU64::new(0);
+static MEDIUM_BAD: AtomicU64 = AtomicU64::new(0);
+/// Rank 0: acknowledgements of Sync received, and what the last one said.
+static SYNC_ACKS: AtomicU64 = AtomicU64::new(0);
+static ACK_RECEIVED: AtomicU32 = AtomicU32::new(0);
+static ACK_BAD: AtomicU32 = AtomicU32::new(0);
+
+fn ping(token: &Token<'_>, args: &[u32]) {
+    token.reply_short(H_PONG, &[args[0]], Flags::NONE).unwrap();
+}
+
+fn pong(_token: &Token<'_>, args: &[u32]) {
+    LAST_PONG.store(args[0], Ordering::Relaxed);
+}
+
+fn stop(_token: &Token<'_>, _args: &[u32]) {
+    STOP.store(true, Ordering::Relaxed);
+}
+
+fn medium(_token: &Token<'_>, payload: &[u8], args: &[u32]) {
+    let ok = payload.len() == MEDIUM_BYTES
+        && payload[..4] == args[0].to_le_bytes()
+        && payload[MEDIUM_BYTES - 1] == (MEDIUM_BYTES - 1) as u8;
+    if !ok {
+        MEDIUM_BAD.fetch_add(1, Ordering::Relaxed);
+    }
+    MEDIUM_RECEIVED.fetch_add(1, Ordering::Relaxed);
+}
+
+fn sync(token: &Token<'_>, _args: &[u32]) {
+    let received = MEDIUM_RECEIVED.load(Ordering::Relaxed) as u32;
+    let bad = MEDIUM_BAD.load(Ordering::Relaxed) as u32;
+    token
+        .reply_short(H_SYNC_ACK, &[received, bad], Flags::NONE)
+        .unwrap();
+}
+
+fn sync_ack(_token: &Token<'_>, args: &[u32]) {
+    ACK_RECEIVED.store(args[0], Ordering::Relaxed);
+    ACK_BAD.store(args[1], Ordering::Relaxed);
+    SYNC_ACKS.fetch_add(1, Ordering::Release);
+}
+
+fn handlers() -> Vec<AmEntry> {
+    vec![
+        AmEntry::short("bench ping", AmRole::Request, 1, ping).at(H_PING),
+        AmEntry::short("bench pong", AmRole::Reply, 1, pong).at(H_PONG),
+        AmEntry::short("bench stop", AmRole::Request, 0, stop).at(H_STOP),
+        AmEntry::payload(
+            "bench medium",
+            AmCategory::Medium,
+            AmRole::Request,
+            1,
+            medium,
+        )
+        .at(H_MEDIUM),
+        AmEntry::short("bench sync", AmRole::Request, 0, sync).at(H_SYNC),
+        AmEntry::short("bench sync ack", AmRole::Reply, 2, sync_ack).at(H_SYNC_ACK),
+    ]
+}
+
+// ---------------------------------------------------------------------------------------
+// Rank side
+// ---------------------------------------------------------------------------------------
+
+/// What every measurement needs.
+struct Ctx {
+    team: Team,
+    segment: Segment,
+    sampler: Sampler,
+    /// Appended to the names of figures measured in a job of more than 2 ranks.
+    suffix: String,
+}
+
+impl Ctx {
+    fn rank(&self) -> u32 {
+        self.team.rank()
+    }
+
+    fn name(&self, base: &str) -> String {
+        format!("{base}{}", self.suffix)
+    }
+
+    /// An atomic word at `offset` of this rank's own segment.
+    fn own_word(&self, offset: usize) -> &'static AtomicU64 {
+        assert!(offset + 8 <= self.segment.size() && offset & 7 == 0);
+        // SAFETY: inside the attached segment (mapped for the life of the process),
+        // 8-byte aligned; the segment is only accessed through atomics at this offset.
+        unsafe { &*(self.segment.addr().add(offset) as *const AtomicU64) }
+    }
+
+    /// An atomic word at `offset` of `rank`'s segment, through this process's mapping.
+    fn peer_word(&self, rank: u32, offset: usize) -> &'static AtomicU64 {
+        assert!(offset + 8 <= SEGMENT && offset & 7 == 0);
+        // SAFETY: as for `own_word`, in the peer's segment mapped into this process.
+        unsafe { &*((self.peer_local(rank) + offset) as *const AtomicU64) }
+    }
+
+    /// Where `rank`'s segment is mapped in this process.
+    fn peer_local(&self, rank: u32) -> usize {
+        let b = self.team.segment_bound(rank).expect("segments attached");
+        b.local_addr.expect("smp maps every segment")
+    }
+
+    /// Address of `offset` in `rank`'s segment, in the owner's address space (for RMA).
+    fn remote(&self, rank: u32, offset: usize) -> usize {
+        self.team
+            .segment_bound(rank)
+            .expect("segments attached")
+            .owner_addr
+            + offset
+    }
+}
+
+/// How a figure is computed from the time per operation.
+#[derive(Clone, Copy)]
+enum Unit {
+    Latency,
+    Rate(&'static str),
+    Bandwidth(usize),
+}
+
+/// One figure: rank 0 measures, rank 1 may have to take part.
+struct Bench<'a> {
+    name: String,
+    unit: Unit,
+    /// Rank 0: performs `iters` operations and returns their time. Each call continues
+    /// where the previous one stopped, so rank 1's `serve` needs no iteration count.
+    run: Box<dyn FnMut(u64) -> Duration + 'a>,
+    /// Rank 0, after the runs of a phase: tells rank 1's `serve` to return.
+    stop: Box<dyn FnMut() + 'a>,
+    /// Rank 1: takes part until rank 0's `stop`.
+    serve: Box<dyn FnMut() + 'a>,
+    /// Rank 1, after the last phase: checks the data it received (panics if wrong).
+    check1: Box<dyn FnMut() + 'a>,
+}
+
+impl<'a> Bench<'a> {
+    /// Rank 0 alone (rank 1 waits in the barrier).
+    fn solo(name: String, unit: Unit, run: impl FnMut(u64) -> Duration + 'a) -> Bench<'a> {
+        Bench {
+            name,
+            unit,
+            run: Box::new(run),
+            stop: Box::new(|| {}),
+            serve: Box::new(|| {}),
+            check1: Box::new(|| {}),
+        }
+    }
+
+    /// With rank 1 serving until stopped.
+    fn duo(
+        name: String,
+        unit: Unit,
+        run: impl FnMut(u64) -> Duration + 'a,
+        stop: impl FnMut() + 'a,
+        serve: impl FnMut() + 'a,
+    ) -> Bench<'a> {
+        Bench {
+            stop: Box::new(stop),
+            serve: Box::new(serve),
+            ..Bench::solo(name, unit, run)
+        }
+    }
+
+    fn checked_by_rank1(mut self, check: impl FnMut() + 'a) -> Bench<'a> {
+        self.check1 = Box::new(check);
+        self
+    }
+}
+
+/// Measures `benches` interleaved: a calibration phase for each, then
+/// `sampler.rounds()` rounds of one sample of each (the first `warmup` rounds
+/// discarded), so that a slow stretch of a busy machine hits every figure alike and
+/// their ratios stay meaningful. Each phase is rank 0's part, rank 1's part, then a
+/// barrier of all ranks; ranks other than 0 and 1 spend every phase waiting in that
+/// barrier, polling as a real program's idle ranks would. Returns rank 0's results.
+fn measure(ctx: &Ctx, mut benches: Vec<Bench<'_>>) -> Vec<Measured> {
+    let sampler = ctx.sampler;
+    let rank = ctx.rank();
+    let mut iters = vec![1u64; benches.len()];
+    let mut samples = vec![Vec::new(); benches.len()];
+    for round in 0..=sampler.rounds() {
+        for (i, b) in benches.iter_mut().enumerate() {
+            match rank {
+                0 if round == 0 => {
+                    iters[i] = sampler.calibrate(&mut |n| (b.run)(n));
+                    (b.stop)();
+                }
+                0 => {
+                    let t = (b.run)(iters[i]);
+                    (b.stop)();
+                    if round > sampler.warmup {
+                        samples[i].push(t.as_nanos() as f64 / iters[i] as f64);
+                    }
+                }
+                1 => (b.serve)(),
+                _ => {}
+            }
+            ctx.team.barrier();
+        }
+    }
+    if rank == 1 {
+        benches.iter_mut().for_each(|b| (b.check1)());
+    }
+    ctx.team.barrier();
+    if rank != 0 {
+        return Vec::new();
+    }
+    benches
+        .iter()
+        .zip(samples)
+        .map(|(b, ns)| match b.unit {
+            Unit::Latency => Measured::latency_ns(b.name.clone(), &ns),
+            Unit::Rate(unit) => Measured::rate(b.name.clone(), unit, &ns),
+            Unit::Bandwidth(bytes) => Measured::bandwidth_gbs(b.name.clone(), bytes, &ns),
+        })
+        .collect()
+}
+
+fn rank_main(job: RankJob) {
+    let (client, ep, team) = Client::init("GEXBENCH", Flags::NONE).expect("gex::Client::init");
+    ep.register_handlers(&mut handlers())
+        .expect("register handlers");
+    if team.size() < 2 {
+        panic!("the gex benchmarks need at least 2 ranks");
+    }
+    let segment = Segment::attach(&team, SEGMENT).expect("attach the segment");
+    let suffix = if team.size() > 2 {
+        format!("_{}ranks", team.size())
+    } else {
+        String::new()
+    };
+    let ctx = Ctx {
+        team,
+        segment,
+        sampler: Sampler::from_env(),
+        suffix,
+    };
+    if ctx.rank() == 1 {
+        // SAFETY: 8 bytes at GET_OFF of our own segment; nobody else writes them.
+        unsafe { (segment.addr().add(GET_OFF) as *mut u64).write_volatile(GET_VALUE) };
+        // SAFETY: the get area lies inside our segment; nobody else writes it.
+        let area = unsafe { std::slice::from_raw_parts_mut(segment.addr().add(GET_AREA), BW_MAX) };
+        fill_pattern(area, GET_SEED);
+    }
+    team.barrier(); // registration and setup are done everywhere
+
+    // Two groups, each interleaved with its baseline and measured one after the other,
+    // so that each group's rounds (and the baseline's samples) span a short stretch.
+    let mut latency = vec![raw_pingpong(&ctx)];
+    if job.job == JOB_FULL {
+        latency.push(raw_pingpong_2lines(&ctx));
+    }
+    latency.push(am_short_roundtrip(&ctx));
+    let mut results = Vec::new();
+    if job.job == JOB_FULL {
+        latency.push(am_medium_rate(&ctx));
+        latency.push(put_pingpong(&ctx));
+        latency.push(get_8b(&ctx));
+        results.extend(measure(&ctx, latency));
+        let mut bandwidth = vec![raw_memcpy(&ctx)];
+        bandwidth.extend(put_bw(&ctx));
+        bandwidth.extend(get_bw(&ctx));
+        results.extend(measure(&ctx, bandwidth));
+    } else {
+        results.extend(measure(&ctx, latency));
+    }
+    if ctx.rank() == 0 {
+        common::write_rank_results(&job, &results);
+    }
+    client.finalize();
+}
+
+/// Waits in a plain spin (no library call) until `word` holds `expect` or the stop
+/// value; returns what it saw.
+#[inline]
+fn await_value(word: &AtomicU64, expect: u64) -> u64 {
+    let mut v = 0;
+    spin_until(|| {
+        v = word.load(Ordering::Acquire);
+        v == expect || v == u64::MAX
+    });
+    v
+}
+
+/// One cache line of rank 1's segment bounced between ranks 0 and 1 with plain atomics:
+/// rank 0 stores the odd `n`, rank 1 answers `n + 1`; `u64::MAX` stops rank 1, which
+/// then clears the line for the next phase.
+fn raw_pingpong(ctx: &Ctx) -> Bench<'static> {
+    let mut n = 1u64;
+    let mut expect = 1u64;
+    let line0 = ctx.peer_word(1, RAW_OFF);
+    let line1 = ctx.own_word(RAW_OFF);
+    Bench::duo(
+        ctx.name("raw.pingpong_roundtrip"),
+        Unit::Latency,
+        move |iters| {
+            let t0 = Instant::now();
+            for _ in 0..iters {
+                line0.store(n, Ordering::Release);
+                let want = n + 1;
+                spin_until(|| line0.load(Ordering::Acquire) == want);
+                n += 2;
+            }
+            t0.elapsed()
+        },
+        move || line0.store(u64::MAX, Ordering::Release),
+        move || {
+            while await_value(line1, expect) != u64::MAX {
+                line1.store(expect + 1, Ordering::Release);
+                expect += 2;
+            }
+            line1.store(0, Ordering::Relaxed);
+        },
+    )
+}
+
+/// The raw ping-pong with the protocol of `gex.put_pingpong_8B`: rank 0 writes a word
+/// of rank 1's segment and spins on a word of its own, rank 1 the other way round (two
+/// cache lines, each written by the side that does not read it). A diagnostic floor for
+/// the put ping-pong: it needs more cache-line transfers per round trip than one line.
+fn raw_pingpong_2lines(ctx: &Ctx) -> Bench<'static> {
+    let mut n = 1u64;
+    let mut expect = 1u64;
+    let (to1, mine0) = (ctx.peer_word(1, LINES_OFF), ctx.own_word(LINES_OFF));
+    let (mine1, to0) = (ctx.own_word(LINES_OFF), ctx.peer_word(0, LINES_OFF));
+    Bench::duo(
+        ctx.name("raw.pingpong_2lines_roundtrip"),
+        Unit::Latency,
+        move |iters| {
+            let t0 = Instant::now();
+            for _ in 0..iters {
+                to1.store(n, Ordering::Release);
+                let want = n + 1;
+                spin_until(|| mine0.load(Ordering::Acquire) == want);
+                n += 2;
+            }
+            t0.elapsed()
+        },
+        move || to1.store(u64::MAX, Ordering::Release),
+        move || {
+            while await_value(mine1, expect) != u64::MAX {
+                to0.store(expect + 1, Ordering::Release);
+                expect += 2;
+            }
+            mine1.store(0, Ordering::Relaxed);
+        },
+    )
+}
+
+/// Single-core memcpy of 4 MiB between two private, pre-faulted, page-aligned buffers
+/// of rank 0.
+fn raw_memcpy(ctx: &Ctx) -> Bench<'static> {
+    let src = page_aligned(BW_MAX, 0);
+    fill_pattern(src, PUT_SEED);
+    let dst = page_aligned(BW_MAX, 0xa5);
+    let mut checked = false;
+    Bench::solo(
+        ctx.name("raw.memcpy_4MiB"),
+        Unit::Bandwidth(BW_MAX),
+        move |iters| {
+            let t0 = Instant::now();
+            for _ in 0..iters {
+                // SAFETY: two distinct live buffers of BW_MAX bytes.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        black_box(src.as_ptr()),
+                        black_box(dst.as_mut_ptr()),
+                        BW_MAX,
+                    )
+                };
+                black_box(&mut *dst);
+            }
+            let t = t0.elapsed();
+            if !checked {
+                assert!(*dst == *src, "memcpy copied wrong data");
+                checked = true;
+            }
+            t
+        },
+    )
+}
+
+/// request_short to rank 1, whose handler replies with reply_short; rank 0 polls until
+/// the Pong carrying the same sequence number has run.
+fn am_short_roundtrip(ctx: &Ctx) -> Bench<'static> {
+    let team = ctx.team;
+    let mut seq = 0u32;
+    Bench::duo(
+        ctx.name("gex.am_short_roundtrip"),
+        Unit::Latency,
+        move |iters| {
+            let t0 = Instant::now();
+            for _ in 0..iters {
+                seq = seq.wrapping_add(1);
+                let want = seq;
+                team.request_short(1, H_PING, &[want], Flags::NONE).unwrap();
+                spin_until(|| {
+                    gex::poll();
+                    LAST_PONG.load(Ordering::Relaxed) == want
+                });
+            }
+            t0.elapsed()
+        },
+        move || stop_server(team),
+        serve_until_stopped,
+    )
+}
+
+fn stop_server(team: Team) {
+    team.request_short(1, H_STOP, &[], Flags::NONE).unwrap();
+}
+
+/// Rank 1's side of the AM figures: poll (running the handlers) until rank 0 says stop.
+fn serve_until_stopped() {
+    spin_until(|| {
+        gex::poll();
+        STOP.load(Ordering::Relaxed)
+    });
+    STOP.store(false, Ordering::Relaxed);
+}
+
+/// Asks rank 1 how many Medium requests it handled (they arrive in order, so when the
+/// answer comes every earlier one has run) and checks the count and the payloads.
+fn sync_medium(team: Team, sent: u64) {
+    let acks = SYNC_ACKS.load(Ordering::Acquire);
+    team.request_short(1, H_SYNC, &[], Flags::NONE).unwrap();
+    spin_until(|| {
+        gex::poll();
+        SYNC_ACKS.load(Ordering::Acquire) > acks
+    });
+    let received = ACK_RECEIVED.load(Ordering::Relaxed);
+    let bad = ACK_BAD.load(Ordering::Relaxed);
+    assert!(
+        received == sent as u32 && bad == 0,
+        "Medium stream: sent {sent}, rank 1 handled {received} ({bad} with a wrong payload)"
+    );
+}
+
+/// Rank 0 streams 64-byte Medium requests to rank 1, which polls; a sample ends when
+/// rank 1 confirms it handled them all (and that their payloads were right).
+fn am_medium_rate(ctx: &Ctx) -> Bench<'static> {
+    let team = ctx.team;
+    let mut payload = [0u8; MEDIUM_BYTES];
+    for (i, b) in payload.iter_mut().enumerate() {
+        *b = i as u8;
+    }
+    let mut sent = 0u64;
+    Bench::duo(
+        ctx.name("gex.am_medium_64B_rate"),
+        Unit::Rate("msg/s"),
+        move |iters| {
+            let t0 = Instant::now();
+            for _ in 0..iters {
+                sent += 1;
+                let seq = sent as u32;
+                payload[..4].copy_from_slice(&seq.to_le_bytes());
+                team.request_medium(1, H_MEDIUM, &payload, Lc::Now, Flags::NONE, &[seq])
+                    .unwrap();
+            }
+            sync_medium(team, sent);
+            t0.elapsed()
+        },
+        move || stop_server(team),
+        serve_until_stopped,
+    )
+}
+
+/// Rank 0 puts the odd `n` into rank 1's segment; rank 1 spins on its own segment
+/// memory until it sees it and puts `n + 1` into rank 0's segment, where rank 0 spins.
+/// `u64::MAX` stops rank 1, which then clears its flag for the next phase.
+fn put_pingpong(ctx: &Ctx) -> Bench<'static> {
+    let team = ctx.team;
+    let to1 = ctx.remote(1, FLAG_OFF);
+    let to0 = ctx.remote(0, FLAG_OFF);
+    let mine = ctx.own_word(FLAG_OFF);
+    let mut n = 1u64;
+    let mut expect = 1u64;
+    Bench::duo(
+        ctx.name("gex.put_pingpong_8B"),
+        Unit::Latency,
+        move |iters| {
+            let t0 = Instant::now();
+            for _ in 0..iters {
+                team.put_blocking(1, to1, &n.to_ne_bytes(), Flags::NONE)
+                    .unwrap();
+                let want = n + 1;
+                spin_until(|| mine.load(Ordering::Acquire) == want);
+                n += 2;
+            }
+            t0.elapsed()
+        },
+        move || {
+            team.put_blocking(1, to1, &u64::MAX.to_ne_bytes(), Flags::NONE)
+                .unwrap()
+        },
+        move || {
+            while await_value(mine, expect) != u64::MAX {
+                team.put_blocking(0, to0, &(expect + 1).to_ne_bytes(), Flags::NONE)
+                    .unwrap();
+                expect += 2;
+            }
+            mine.store(0, Ordering::Relaxed);
+        },
+    )
+}
+
+/// get_blocking of 8 bytes that rank 1 wrote into its segment.
+fn get_8b(ctx: &Ctx) -> Bench<'static> {
+    let team = ctx.team;
+    let src = ctx.remote(1, GET_OFF);
+    let mut word = [0u8; 8];
+    let mut checked = false;
+    Bench::solo(ctx.name("gex.get_8B"), Unit::Latency, move |iters| {
+        let t0 = Instant::now();
+        for _ in 0..iters {
+            team.get_blocking(black_box(&mut word), 1, src, Flags::NONE)
+                .unwrap();
+        }
+        let t = t0.elapsed();
+        if !checked {
+            assert_eq!(
+                u64::from_ne_bytes(word),
+                GET_VALUE,
+                "get_8B read wrong data"
+            );
+            checked = true;
+        }
+        t
+    })
+}
+
+/// A private, page-aligned buffer of `len` bytes filled with `fill` (so every page is
+/// faulted in), for the life of the process. Page alignment matches the segment's, so
+/// that copies to and from the segment and the memcpy baseline see the same relative
+/// alignment of source and destination (which `rep movsb` is sensitive to).
+fn page_aligned(len: usize, fill: u8) -> &'static mut [u8] {
+    let layout = std::alloc::Layout::from_size_align(len.max(1), 4096).expect("layout");
+    // SAFETY: a non-zero-sized layout; the allocation is checked, fully initialized
+    // below before being read, and never freed (leaked for the life of the process).
+    unsafe {
+        let p = std::alloc::alloc(layout);
+        if p.is_null() {
+            std::alloc::handle_alloc_error(layout);
+        }
+        std::ptr::write_bytes(p, fill, len);
+        std::slice::from_raw_parts_mut(p, len)
+    }
+}
+
+const GET_SEED: u64 = 0x5eed_0001;
+const PUT_SEED: u64 = 0x5eed_0002;
+
+fn pattern_byte(seed: u64, i: usize) -> u8 {
+    ((i as u64).wrapping_mul(0x9e37_79b9).wrapping_add(seed) >> 5) as u8
+}
+
+fn fill_pattern(buf: &mut [u8], seed: u64) {
+    for (i, b) in buf.iter_mut().enumerate() {
+        *b = pattern_byte(seed, i);
+    }
+}
+
+fn check_pattern(buf: &[u8], seed: u64, what: &str) {
+    if let Some(i) = (0..buf.len()).find(|&i| buf[i] != pattern_byte(seed, i)) {
+        panic!(
+            "{what}: wrong data at byte {i} of {}: {:#04x}, expected {:#04x}",
+            buf.len(),
+            buf[i],
+            pattern_byte(seed, i)
+        );
+    }
+}
+
+/// Where the puts of each size land in rank 1's put area: one range per size, so that
+/// each size's data is checked on its own.
+fn put_offsets() -> Vec<usize> {
+    let mut off = PUT_AREA;
+    BW_SIZES
+        .iter()
+        .map(|&size| {
+            let here = off;
+            off += size.next_multiple_of(4096);
+            assert!(off <= SEGMENT);
+            here
+        })
+        .collect()
+}
+
+/// put_blocking of each size from a private page-aligned buffer of rank 0 into rank 1's
+/// segment.
+/// Rank 0 checks the data once through its mapping of rank 1's segment, and rank 1 checks
+/// it in its own memory at the end.
+fn put_bw(ctx: &Ctx) -> Vec<Bench<'static>> {
+    let team = ctx.team;
+    let src = page_aligned(BW_MAX, 0);
+    fill_pattern(src, PUT_SEED);
+    let src: &'static [u8] = src;
+    let peer = ctx.peer_local(1);
+    let own = ctx.segment.addr() as usize;
+    BW_SIZES
+        .iter()
+        .zip(put_offsets())
+        .map(|(&size, off)| {
+            let dest = ctx.remote(1, off);
+            let mut checked = false;
+            let name = ctx.name(&format!("gex.put_bw_{}", common::size_name(size)));
+            Bench::solo(name, Unit::Bandwidth(size), move |iters| {
+                let t0 = Instant::now();
+                for _ in 0..iters {
+                    team.put_blocking(1, dest, black_box(&src[..size]), Flags::NONE)
+                        .unwrap();
+                }
+                let t = t0.elapsed();
+                if !checked {
+                    // SAFETY: this size's range of rank 1's segment, mapped here; only
+                    // this benchmark writes it, and rank 1 only reads it at the end.
+                    let there =
+                        unsafe { std::slice::from_raw_parts((peer + off) as *const u8, size) };
+                    check_pattern(there, PUT_SEED, &format!("put of {size} bytes"));
+                    checked = true;
+                }
+                t
+            })
+            .checked_by_rank1(move || {
+                // SAFETY: as above, in our own segment, after rank 0's last put.
+                let here = unsafe { std::slice::from_raw_parts((own + off) as *const u8, size) };
+                check_pattern(
+                    here,
+                    PUT_SEED,
+                    &format!("rank 1 reading the put of {size} bytes"),
+                );
+            })
+        })
+        .collect()
+}
+
+/// get_blocking of each size from rank 1's segment (what rank 1 wrote at setup) into a
+/// private page-aligned buffer of rank 0, checked once.
+fn get_bw(ctx: &Ctx) -> Vec<Bench<'static>> {
+    let team = ctx.team;
+    let src = ctx.remote(1, GET_AREA);
+    BW_SIZES
+        .iter()
+        .map(|&size| {
+            let local = page_aligned(size, 0);
+            let mut checked = false;
+            let name = ctx.name(&format!("gex.get_bw_{}", common::size_name(size)));
+            Bench::solo(name, Unit::Bandwidth(size), move |iters| {
+                let t0 = Instant::now();
+                for _ in 0..iters {
+                    team.get_blocking(black_box(&mut *local), 1, src, Flags::NONE)
+                        .unwrap();
+                }
+                let t = t0.elapsed();
+                if !checked {
+                    check_pattern(local, GET_SEED, &format!("get of {size} bytes"));
+                    checked = true;
+                }
+                t
+            })
+        })
+        .collect()
+}
+
+// ---------------------------------------------------------------------------------------
+// Driver
+// ---------------------------------------------------------------------------------------
+
+fn driver() -> i32 {
+    // `cargo bench` passes `--bench` (and the user may pass more): nothing to parse.
+    let machine = common::machine_note();
+    let sampler = Sampler::from_env();
+    eprintln!(
+        "gex bench: a 2-rank job, then a 4-rank job; {} samples of ~{} ms per figure; {machine}",
+        sampler.samples,
+        sampler.sample_time.as_millis()
+    );
+    let timeout = Duration::from_secs(600);
+    let mut report = Report::new(BENCH, 2);
+    for (job, ranks) in [(JOB_FULL, 2), (JOB_LATENCY, 4)] {
+        match common::run_job(BENCH, job, ranks, SEGMENT, timeout) {
+            Ok(results) => report.add(results),
+            Err(e) => report.errors.push(e),
+        }
+    }
+
+    let raw_rt = "raw.pingpong_roundtrip";
+    let raw_bw = "raw.memcpy_4MiB";
+    report.relate("gex.am_short_roundtrip", raw_rt, Some((2.5, TargetIs::Max)));
+    report.relate("gex.put_pingpong_8B", raw_rt, Some((1.5, TargetIs::Max)));
+    report.relate("gex.get_8B", raw_rt, None);
+    report.relate("raw.pingpong_2lines_roundtrip", raw_rt, None);
+    for size in BW_SIZES {
+        let s = common::size_name(size);
+        let target = (size == 4 << 20).then_some((0.85, TargetIs::Min));
+        report.relate(&format!("gex.put_bw_{s}"), raw_bw, target);
+        report.relate(&format!("gex.get_bw_{s}"), raw_bw, None);
+    }
+    report.relate("raw.pingpong_roundtrip_4ranks", raw_rt, None);
+    report.relate(
+        "gex.am_short_roundtrip_4ranks",
+        "gex.am_short_roundtrip",
+        Some((2.0, TargetIs::Max)),
+    );
+
+    report.print_table(&format!(
+        "gex benchmarks: ranks 0 and 1 of a 2-rank job (*_4ranks: of a 4-rank job, ranks 2 \
+         and 3 idle in a barrier); {machine}"
+    ));
+    match report.write_json() {
+        Ok(path) => println!("results: {}", path.display()),
+        Err(e) => {
+            eprintln!("cannot write the results file: {e}");
+            return 1;
+        }
+    }
+    if report.errors.is_empty() {
+        0
+    } else {
+        1
+    }
+}
+
+fn main() {
+    if let Some(job) = common::rank_job(JOB_FULL) {
+        rank_main(job);
+        return;
+    }
+    std::process::exit(driver());
+}
