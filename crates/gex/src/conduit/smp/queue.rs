@@ -132,10 +132,16 @@ impl Queue {
     }
 
     /// Makes a filled slot visible to the consumer.
+    ///
+    /// Then asks for the next slot's header line in exclusive state: the consumer wrote
+    /// it when it freed that slot, so the next `reserve` would otherwise start with a
+    /// cross-core miss on the critical path of the next message.
+    #[inline]
     pub fn publish(&self, reserved: Reserved) {
         self.header(reserved.pos)
             .seq
             .store(reserved.pos + 1, Ordering::Release);
+        prefetch_for_write(self.slot(reserved.pos + 1));
     }
 
     /// The published message at the consumer's position `head`, if there is one.
@@ -150,6 +156,17 @@ impl Queue {
             .seq
             .store(head + self.capacity, Ordering::Release);
     }
+}
+
+#[inline(always)]
+fn prefetch_for_write(p: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch is a hint; it never faults, even for an invalid address.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_ET0 }>(p as *const i8);
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
 }
 
 #[cfg(test)]
