@@ -23,9 +23,10 @@
 //! its time limit.
 //!
 //! Consequences for test authors:
-//! - Code of the test function *before and after* the `spmd` call runs in every rank
-//!   too; keep it free of side effects, and use the `Option` returned by
-//!   [`spmd_outcome`] (`None` inside a rank) rather than unwrapping it.
+//! - Code of the test function *before* the `spmd` call runs in every rank too; keep it
+//!   free of side effects. A rank process exits as soon as its body returns (status 0)
+//!   or panics (status 101, the panic recorded for the report), so code after the call
+//!   runs only in the test process.
 //! - Several `spmd` calls in one test are allowed: they are numbered in call order
 //!   (`GEX_SPMD_CALL`), and a rank runs only the body of the call that launched it.
 //! - Each rank reports back that it ran the body (a marker file in a temporary
@@ -45,8 +46,9 @@
 //! `main` (a custom harness; libtest's `panic=abort` subprocess mode, where the name is
 //! taken from `__RUST_TEST_INVOKE` instead), set [`SpmdOptions::test_name`].
 //!
-//! Rank output is not captured: each rank prints libtest's "running 1 test" banner and
-//! result line (`-q` keeps them to three short lines), then whatever the body prints.
+//! Rank output is not captured: each rank prints libtest's short "running 1 test"
+//! banner, then whatever the body prints; the rank's harness never prints a result line
+//! (the rank exits first), so the only test results in the output are the real ones.
 
 use std::cell::{Cell, RefCell};
 use std::ffi::OsString;
@@ -302,6 +304,7 @@ fn run_rank_body(call: usize, body: impl FnOnce()) {
                     panic!("spmd: cannot write {}: {e}", marker.display());
                 }
             }
+            exit_rank(0);
         }
         Err(payload) => {
             if let Some(region) = &region {
@@ -310,9 +313,18 @@ fn run_rank_body(call: usize, body: impl FnOnce()) {
                     .unwrap_or_else(|| format!("panicked: {}", payload_text(&*payload)));
                 region.region().record_failure(region.rank(), &message);
             }
-            std::panic::resume_unwind(payload);
+            exit_rank(101);
         }
     }
+}
+
+/// Ends a rank process right after its body, so that the rank's copy of the test
+/// harness prints no result lines of its own: the test process reports the job.
+fn exit_rank(code: i32) -> ! {
+    use std::io::Write as _;
+    let _ = std::io::stdout().flush();
+    let _ = std::io::stderr().flush();
+    std::process::exit(code)
 }
 
 /// Chains a panic hook that remembers the last panic message of each thread, so that a
