@@ -350,6 +350,14 @@ impl TargetIs {
             TargetIs::Min => "min",
         }
     }
+
+    /// Whether `x` is within the bound `t`.
+    fn holds(self, x: f64, t: f64) -> bool {
+        match self {
+            TargetIs::Max => x <= t,
+            TargetIs::Min => x >= t,
+        }
+    }
 }
 
 /// A result of the report with what it is compared to.
@@ -358,6 +366,11 @@ pub struct Entry {
     pub measured: Measured,
     pub baseline: Option<String>,
     pub target: Option<(f64, TargetIs)>,
+    /// An absolute target on the value itself, in its unit (`value <= t` or
+    /// `value >= t`), for figures with no baseline to be a ratio of (a message rate,
+    /// say); set with [`Report::target_value`]. Independent of `baseline`/`target`: an
+    /// entry with both must meet both.
+    pub target_value: Option<(f64, TargetIs)>,
 }
 
 /// The results of one benchmark binary.
@@ -387,6 +400,7 @@ impl Report {
                 measured,
                 baseline: None,
                 target: None,
+                target_value: None,
             }));
     }
 
@@ -397,6 +411,14 @@ impl Report {
         if let Some(e) = self.entries.iter_mut().find(|e| e.measured.name == name) {
             e.baseline = Some(baseline.to_owned());
             e.target = target;
+        }
+    }
+
+    /// Gives `name` an absolute target `(value, Max|Min)` on its own value, in its unit.
+    /// Unknown names are ignored, as in [`Report::relate`].
+    pub fn target_value(&mut self, name: &str, value: f64, is: TargetIs) {
+        if let Some(e) = self.entries.iter_mut().find(|e| e.measured.name == name) {
+            e.target_value = Some((value, is));
         }
     }
 
@@ -413,18 +435,27 @@ impl Report {
         Some((b, e.measured.value / b))
     }
 
-    /// `Some(met)` for an entry with a target and a baseline.
+    /// `Some(met)` for an entry with a ratio target and a baseline, or with an absolute
+    /// target ([`Entry::target_value`]), or both (then both must be met); `None` when it
+    /// has no target, or a ratio target whose baseline is missing.
     pub fn target_met(&self, e: &Entry) -> Option<bool> {
-        let (_, ratio) = self.ratio(e)?;
-        let (t, is) = e.target?;
-        Some(match is {
-            TargetIs::Max => ratio <= t,
-            TargetIs::Min => ratio >= t,
-        })
+        let by_ratio = match e.target {
+            Some((t, is)) => Some(is.holds(self.ratio(e)?.1, t)),
+            None => None,
+        };
+        let by_value = e.target_value.map(|(t, is)| is.holds(e.measured.value, t));
+        match (by_ratio, by_value) {
+            (Some(a), Some(b)) => Some(a && b),
+            (a, b) => a.or(b),
+        }
     }
 
     /// The JSON document: `{"bench", "ranks", "results": [...]}` (see the module docs
-    /// of the bench for the keys).
+    /// of the bench for the keys). Every result has `name`, `value`, `unit`; one related
+    /// to a baseline also `baseline`, `baseline_value`, `ratio`; one with a ratio target
+    /// `target_ratio` and `target_is` (`"max"`/`"min"`, bounding `ratio`); one with an
+    /// absolute target ([`Report::target_value`]) `target_value` and `target_value_is`
+    /// (`"max"`/`"min"`, bounding `value` itself, in `unit`).
     pub fn to_json(&self) -> Value {
         let results: Vec<Value> = self
             .entries
@@ -442,6 +473,10 @@ impl Report {
                 if let Some((t, is)) = e.target {
                     o.insert("target_ratio".into(), json!(t));
                     o.insert("target_is".into(), json!(is.as_str()));
+                }
+                if let Some((t, is)) = e.target_value {
+                    o.insert("target_value".into(), json!(t));
+                    o.insert("target_value_is".into(), json!(is.as_str()));
                 }
                 Value::Object(o)
             })
@@ -464,9 +499,17 @@ impl Report {
             .max()
             .unwrap_or(4)
             .max(8);
+        // The target column is 8 wide unless an absolute target needs more.
+        let tw = self
+            .entries
+            .iter()
+            .map(|e| target_text(e).len())
+            .max()
+            .unwrap_or(0)
+            .max(8);
         out.push_str(&format!("\n{title}\n"));
         let header = format!(
-            "{:<w$}  {:>14} {:<6} {:>7}  {:<w$}  {:>8}  {:>8}  {}",
+            "{:<w$}  {:>14} {:<6} {:>7}  {:<w$}  {:>8}  {:>tw$}  {}",
             "name", "median", "unit", "spread", "baseline", "ratio", "target", "status"
         );
         out.push_str(&header);
@@ -477,14 +520,11 @@ impl Report {
         for e in &self.entries {
             let m = &e.measured;
             let ratio = self.ratio(e);
-            let target = e.target.map_or(String::new(), |(t, is)| match is {
-                TargetIs::Max => format!("<={t:.2}x"),
-                TargetIs::Min => format!(">={t:.2}x"),
-            });
+            let target = target_text(e);
             let status = match self.target_met(e) {
                 Some(true) => "PASS",
                 Some(false) => "MISS",
-                None if e.target.is_some() => "n/a",
+                None if e.target.is_some() || e.target_value.is_some() => "n/a",
                 None => "",
             };
             if let Some(ok) = self.target_met(e) {
@@ -496,7 +536,7 @@ impl Report {
                 s => format!("{s:.0}%"),
             };
             out.push_str(&format!(
-                "{:<w$}  {:>14} {:<6} {:>7}  {:<w$}  {:>8}  {:>8}  {}\n",
+                "{:<w$}  {:>14} {:<6} {:>7}  {:<w$}  {:>8}  {:>tw$}  {}\n",
                 m.name,
                 fmt_value(m.value),
                 m.unit,
@@ -534,6 +574,23 @@ impl Report {
         let text = serde_json::to_string_pretty(&self.to_json()).expect("report serializes");
         std::fs::write(&path, text + "\n")?;
         Ok(path)
+    }
+}
+
+/// The target column of an entry: `<=1.20x` for a ratio target, `>=7,000,000` for an
+/// absolute one (in the entry's unit), both separated by a space.
+fn target_text(e: &Entry) -> String {
+    let bound = |is: TargetIs| match is {
+        TargetIs::Max => "<=",
+        TargetIs::Min => ">=",
+    };
+    let ratio = e.target.map(|(t, is)| format!("{}{t:.2}x", bound(is)));
+    let value = e
+        .target_value
+        .map(|(t, is)| format!("{}{}", bound(is), fmt_value(t)));
+    match (ratio, value) {
+        (Some(r), Some(v)) => format!("{r} {v}"),
+        (r, v) => r.or(v).unwrap_or_default(),
     }
 }
 

@@ -221,8 +221,10 @@ impl Runtime {
         while !done() {
             if self.progress() > 0 {
                 backoff.reset();
-            } else {
+            } else if !done() {
                 self.idle(&mut backoff);
+            } else {
+                break;
             }
         }
     }

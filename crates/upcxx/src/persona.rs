@@ -304,10 +304,15 @@ pub(crate) fn user_progress() -> usize {
 pub(crate) fn wait_until(mut done: impl FnMut() -> bool) {
     let mut backoff = gex::progress::Backoff::new();
     while !done() {
+        // Check again before backing off: the progress call may itself have made the
+        // awaited future ready (operations complete at initiation notify at the next
+        // user-level progress).
         if user_progress() > 0 {
             backoff.reset();
-        } else {
+        } else if !done() {
             backoff.snooze();
+        } else {
+            break;
         }
     }
 }

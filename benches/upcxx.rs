@@ -1,0 +1,1312 @@
+//! Multi-rank benchmarks of the UPC++ layer against the `gex` layer it runs on:
+//! `cargo bench --bench upcxx`.
+//!
+//! The bench process is the driver: it runs this same executable as one 2-rank job,
+//! prints a table and writes `<target>/bench-results/upcxx.json` (see `common/mod.rs`;
+//! same format as `gex.json`).
+//!
+//! The job initializes UPC++ and measures the `gex` baselines in the same processes, on
+//! the `gex` team UPC++ runs on (`upcxx::backend::gex_team`, with this bench's AM
+//! handlers registered on its endpoint right after `upcxx::init`), so that every UPC++
+//! figure is compared with its `gex` counterpart measured in the same stretch of time:
+//!
+//! | result                          | what                                              | baseline (target)                  |
+//! |---------------------------------|---------------------------------------------------|------------------------------------|
+//! | `raw.pingpong_roundtrip`        | one cache line of rank 1's segment bounced with plain atomics (as in `gex.rs`): which cache regime the run saw | — |
+//! | `gex.am_short_roundtrip`        | request_short to rank 1, whose handler does reply_short; rank 0 polls (as in `gex.rs`) | raw pingpong (—) |
+//! | `upcxx.rpc_roundtrip`           | `upcxx::rpc(1, \|\| (), ()).wait()`; rank 1 makes user-level progress | `gex.am_short_roundtrip` (≤ 1.3×) |
+//! | `gex.put_pingpong_8B`           | put_blocking of an 8-byte flag into rank 1's segment, rank 1 spins on its own memory and puts it back (as in `gex.rs`) | raw pingpong (—) |
+//! | `upcxx.rput_pingpong_8B`        | the same with `upcxx::rput(flag, gp).wait()`, rank 1 spinning on `gp.local()` | `gex.put_pingpong_8B` (≤ 1.2×) |
+//! | `gex.get_8B`                    | get_blocking of a u64 of rank 1's segment         | raw pingpong (—)                   |
+//! | `upcxx.rget_8B`                 | `upcxx::rget(gp).wait()` of a u64 on rank 1       | `gex.get_8B` (≤ 1.2×)              |
+//! | `gex.am_medium_64B_rate`        | rank 0 streams 64-byte Medium requests to polling rank 1 (as in `gex.rs`) | —          |
+//! | `upcxx.rpc_ff_rate`             | rank 0 streams `upcxx::rpc_ff(1, f, (seq,))`, rank 1 (making user-level progress) counts them; a sample ends when an `rpc` returns the count | `gex.am_medium_64B_rate` (—), absolute target ≥ 7e6 msg/s |
+//! | `gex.put_bw_4MiB`               | put_blocking of 4 MiB into rank 1's segment       | —                                  |
+//! | `upcxx.rput_bw_4MiB`            | `upcxx::rput_slice(src, gp).wait()` of 4 MiB      | `gex.put_bw_4MiB` (—)              |
+//! | `upcxx.then_chain_per_future`   | rank 0 alone: a chain of N = 1000 `then`s on the non-ready future of one promise, then the promise's fulfilment runs them all; time / N | — |
+//! | `upcxx.when_all_per_future`     | rank 0 alone: `when_all` of a `Vec` of N = 1000 futures of promises, the N fulfilments and the `wait`; time / N (creating the promises is not timed) | — |
+//! | `upcxx.ready_future_then`       | rank 0 alone: `make_future(x).then(\|v\| v + 1).wait()` | —                           |
+//!
+//! The rate target is absolute (there is no baseline it is a ratio of): the JSON result
+//! carries it as `target_value` (in the result's unit, msg/s) with `target_value_is`
+//! (`"min"`), next to the usual `name`, `value`, `unit`, `baseline`, `baseline_value`,
+//! `ratio`, `target_ratio`, `target_is` keys (see `Report::to_json`).
+//!
+//! With `PGAS_BENCH_DIAG=1`, diagnostic figures (`diag.*`, no targets) that take the
+//! UPC++ figures apart are measured too, interleaved with the latency group: idle
+//! progress, the `pause` of a wait loop, an uncontended mutex, `rget` without its wait,
+//! the RPC and AM round trips to rank 0 itself (software only), the per-message CPU cost
+//! of `rpc_ff` and of a gex Medium of the same shape, and the gex round trip and stream
+//! with the wire format of an RPC (see `fn diag`).
+//!
+//! The figures are measured in three groups, each interleaved as in `gex.rs` (a
+//! calibration phase for each figure, then rounds of one ~30 ms sample of each; medians
+//! of 9 samples after 2 warm-up rounds): the latencies and rates, the bandwidths, and
+//! the futures. On a VM the cost of a cache-line transfer between the two vCPUs can
+//! switch between two levels for seconds at a time; `raw.pingpong_roundtrip` says which
+//! one a run saw, and `PGAS_BENCH_VERBOSE=1` lists every sample, round by round.
+//!
+//! Data is checked once per figure (the ping-pongs spin on exact sequence values; gets
+//! are compared with what the owner wrote; puts are read back through rank 0's mapping
+//! and by rank 1 in its own memory; rank 1 checks every `rpc_ff` sequence number and
+//! rank 0 the count it returns; the round-trip RPC path is checked with an RPC that
+//! returns a value computed on rank 1; future results are compared with what the chain
+//! or join must produce), so a broken path fails the job instead of reporting a great
+//! number.
+
+mod common;
+
+use std::hint::black_box;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use common::{spin_until, Measured, RankJob, Report, Sampler, TargetIs};
+use gex::{AmCategory, AmEntry, AmRole, Flags, Lc, Team, Token};
+use upcxx::{GlobalPtr, ProgressLevel, Promise};
+
+const BENCH: &str = "upcxx";
+const JOB: &str = "full";
+/// Each rank's shared segment (UPC++ takes all of it for its heap).
+const SEGMENT: usize = 32 << 20;
+/// The size of the bandwidth figures.
+const BW: usize = 4 << 20;
+/// The u64 rank 1 writes and rank 0 gets.
+const GET_VALUE: u64 = 0x0123_4567_89ab_cdef;
+/// Futures per chain or join.
+const FUTURES_N: usize = 1000;
+/// `upcxx.rpc_ff_rate` target, in msg/s.
+const RPC_FF_TARGET: f64 = 7e6;
+const MEDIUM_BYTES: usize = 64;
+/// Set (non-empty) to also measure the diagnostic figures (`diag.*`, see [`diag`]),
+/// interleaved with the latency and rate figures they take apart.
+const DIAG: &str = "PGAS_BENCH_DIAG";
+
+// gex handler indices (fixed, so every rank agrees; UPC++ takes the highest free ones).
+const H_PING: u8 = 200;
+const H_PONG: u8 = 201;
+const H_STOP: u8 = 202;
+const H_MEDIUM: u8 = 203;
+const H_SYNC: u8 = 204;
+const H_SYNC_ACK: u8 = 205;
+// Diagnostics only.
+const H_MPING: u8 = 206;
+const H_MPONG: u8 = 207;
+const H_MCOUNT: u8 = 208;
+const H_MSYNC: u8 = 209;
+
+// ---------------------------------------------------------------------------------------
+// gex handlers and their state (as in gex.rs)
+// ---------------------------------------------------------------------------------------
+
+/// Rank 0: the sequence number carried back by the last Pong.
+static LAST_PONG: AtomicU32 = AtomicU32::new(0);
+/// Rank 1: rank 0 finished the current phase.
+static STOP: AtomicBool = AtomicBool::new(false);
+/// Rank 1: Medium requests handled, and how many had a wrong payload.
+static MEDIUM_RECEIVED: AtomicU64 = AtomicU64::new(0);
+static MEDIUM_BAD: AtomicU64 = AtomicU64::new(0);
+/// Rank 0: acknowledgements of Sync received, and what the last one said.
+static SYNC_ACKS: AtomicU64 = AtomicU64::new(0);
+static ACK_RECEIVED: AtomicU32 = AtomicU32::new(0);
+static ACK_BAD: AtomicU32 = AtomicU32::new(0);
+
+fn ping(token: &Token<'_>, args: &[u32]) {
+    token.reply_short(H_PONG, &[args[0]], Flags::NONE).unwrap();
+}
+
+fn pong(_token: &Token<'_>, args: &[u32]) {
+    LAST_PONG.store(args[0], Ordering::Relaxed);
+}
+
+fn stop(_token: &Token<'_>, _args: &[u32]) {
+    STOP.store(true, Ordering::Relaxed);
+}
+
+fn medium(_token: &Token<'_>, payload: &[u8], args: &[u32]) {
+    let ok = payload.len() == MEDIUM_BYTES
+        && payload[..4] == args[0].to_le_bytes()
+        && payload[MEDIUM_BYTES - 1] == (MEDIUM_BYTES - 1) as u8;
+    if !ok {
+        MEDIUM_BAD.fetch_add(1, Ordering::Relaxed);
+    }
+    MEDIUM_RECEIVED.fetch_add(1, Ordering::Relaxed);
+}
+
+fn sync(token: &Token<'_>, _args: &[u32]) {
+    let received = MEDIUM_RECEIVED.load(Ordering::Relaxed) as u32;
+    let bad = MEDIUM_BAD.load(Ordering::Relaxed) as u32;
+    token
+        .reply_short(H_SYNC_ACK, &[received, bad], Flags::NONE)
+        .unwrap();
+}
+
+fn sync_ack(_token: &Token<'_>, args: &[u32]) {
+    ACK_RECEIVED.store(args[0], Ordering::Relaxed);
+    ACK_BAD.store(args[1], Ordering::Relaxed);
+    SYNC_ACKS.fetch_add(1, Ordering::Release);
+}
+
+fn handlers() -> Vec<AmEntry> {
+    vec![
+        AmEntry::short("bench ping", AmRole::Request, 1, ping).at(H_PING),
+        AmEntry::short("bench pong", AmRole::Reply, 1, pong).at(H_PONG),
+        AmEntry::short("bench stop", AmRole::Request, 0, stop).at(H_STOP),
+        AmEntry::payload(
+            "bench medium",
+            AmCategory::Medium,
+            AmRole::Request,
+            1,
+            medium,
+        )
+        .at(H_MEDIUM),
+        AmEntry::short("bench sync", AmRole::Request, 0, sync).at(H_SYNC),
+        AmEntry::short("bench sync ack", AmRole::Reply, 2, sync_ack).at(H_SYNC_ACK),
+        AmEntry::payload(
+            "bench mping",
+            AmCategory::Medium,
+            AmRole::Request,
+            10,
+            mping,
+        )
+        .at(H_MPING),
+        AmEntry::payload("bench mpong", AmCategory::Medium, AmRole::Reply, 10, mpong).at(H_MPONG),
+        AmEntry::payload(
+            "bench mcount",
+            AmCategory::Medium,
+            AmRole::Request,
+            10,
+            mcount,
+        )
+        .at(H_MCOUNT),
+        AmEntry::short("bench msync", AmRole::Request, 0, msync).at(H_MSYNC),
+    ]
+}
+
+// ---------------------------------------------------------------------------------------
+// What the ranks allocate and exchange
+// ---------------------------------------------------------------------------------------
+
+/// What every rank allocates in its shared segment; rank 0 uses rank 1's, rank 1 uses
+/// rank 0's flags. Each word has a cache line of its own.
+#[derive(Debug, Clone, Copy)]
+struct Ptrs {
+    /// The line of the raw ping-pong.
+    raw_line: GlobalPtr<u64>,
+    /// The flag of the gex put ping-pong.
+    gex_flag: GlobalPtr<u64>,
+    /// The flag of the UPC++ rput ping-pong.
+    upc_flag: GlobalPtr<u64>,
+    /// `GET_VALUE`, which both get figures read.
+    get_word: GlobalPtr<u64>,
+    /// Where `gex.put_bw_4MiB` puts (page-aligned).
+    gex_bw: GlobalPtr<u8>,
+    /// Where `upcxx.rput_bw_4MiB` puts (page-aligned).
+    upc_bw: GlobalPtr<u8>,
+}
+
+/// `Ptrs` as an RPC result.
+type PtrsWire = (
+    GlobalPtr<u64>,
+    GlobalPtr<u64>,
+    GlobalPtr<u64>,
+    GlobalPtr<u64>,
+    GlobalPtr<u8>,
+    GlobalPtr<u8>,
+);
+
+impl Ptrs {
+    /// Allocates and initializes this rank's.
+    fn allocate() -> Ptrs {
+        let line = || {
+            let gp = upcxx::allocate(64, 64)
+                .expect("segment space for a cache line")
+                .cast::<u64>();
+            // SAFETY: a fresh 64-byte block of our segment that nobody else knows yet.
+            unsafe { gp.local().write(0) };
+            gp
+        };
+        let area = || {
+            let gp = upcxx::allocate(BW, 4096).expect("segment space for 4 MiB");
+            // SAFETY: as above, BW bytes (this also faults the pages in).
+            unsafe { std::ptr::write_bytes(gp.local(), 0, BW) };
+            gp
+        };
+        let p = Ptrs {
+            raw_line: line(),
+            gex_flag: line(),
+            upc_flag: line(),
+            get_word: line(),
+            gex_bw: area(),
+            upc_bw: area(),
+        };
+        // SAFETY: our own word; rank 0 only reads it.
+        unsafe { p.get_word.local().write(GET_VALUE) };
+        p
+    }
+
+    fn wire(self) -> PtrsWire {
+        (
+            self.raw_line,
+            self.gex_flag,
+            self.upc_flag,
+            self.get_word,
+            self.gex_bw,
+            self.upc_bw,
+        )
+    }
+
+    fn from_wire(w: PtrsWire) -> Ptrs {
+        Ptrs {
+            raw_line: w.0,
+            gex_flag: w.1,
+            upc_flag: w.2,
+            get_word: w.3,
+            gex_bw: w.4,
+            upc_bw: w.5,
+        }
+    }
+}
+
+/// This rank's `Ptrs`, for the peer's RPC.
+static MINE: OnceLock<Ptrs> = OnceLock::new();
+
+fn my_ptrs() -> PtrsWire {
+    MINE.get().expect("allocated before the exchange").wire()
+}
+
+/// A u64 of some rank's segment as an atomic, through this process's mapping.
+fn word(gp: GlobalPtr<u64>) -> &'static AtomicU64 {
+    let p = gp.local();
+    assert!(!p.is_null() && p as usize & 7 == 0);
+    // SAFETY: an 8-byte aligned word of a segment (mapped for the life of the process)
+    // that the benchmarks only access through atomics.
+    unsafe { &*(p as *const AtomicU64) }
+}
+
+/// The owner-space address of `gp` for gex RMA.
+fn owner_addr<T>(team: Team, gp: GlobalPtr<T>) -> usize {
+    let b = team.segment_bound(gp.where_()).expect("segments attached");
+    let local = b.local_addr.expect("smp maps every segment");
+    b.owner_addr + (gp.local() as usize - local)
+}
+
+// ---------------------------------------------------------------------------------------
+// Rank side
+// ---------------------------------------------------------------------------------------
+
+struct Ctx {
+    team: Team,
+    rank: u32,
+    sampler: Sampler,
+    /// This rank's allocations.
+    me: Ptrs,
+    /// The other rank's (rank 1's for rank 0, rank 0's for rank 1).
+    peer: Ptrs,
+}
+
+impl Ctx {
+    /// Rank 1's allocations, as either rank sees them.
+    fn rank1(&self) -> Ptrs {
+        if self.rank == 1 {
+            self.me
+        } else {
+            self.peer
+        }
+    }
+}
+
+/// How a figure is computed from the time per operation.
+#[derive(Clone, Copy)]
+enum Unit {
+    Latency,
+    /// Latency of one of the `n` items an operation handles.
+    PerItem(usize),
+    Rate(&'static str),
+    Bandwidth(usize),
+}
+
+/// One figure: rank 0 measures, rank 1 may have to take part (as in gex.rs).
+struct Bench<'a> {
+    name: String,
+    unit: Unit,
+    /// Rank 0: performs `iters` operations and returns their time. Each call continues
+    /// where the previous one stopped, so rank 1's `serve` needs no iteration count.
+    run: Box<dyn FnMut(u64) -> Duration + 'a>,
+    /// Rank 0, after the runs of a phase: tells rank 1's `serve` to return.
+    stop: Box<dyn FnMut() + 'a>,
+    /// Rank 1: takes part until rank 0's `stop`.
+    serve: Box<dyn FnMut() + 'a>,
+    /// Rank 1, after the last phase: checks the data it received (panics if wrong).
+    check1: Box<dyn FnMut() + 'a>,
+}
+
+impl<'a> Bench<'a> {
+    /// Rank 0 alone (rank 1 waits in the barrier).
+    fn solo(name: &str, unit: Unit, run: impl FnMut(u64) -> Duration + 'a) -> Bench<'a> {
+        Bench {
+            name: name.to_owned(),
+            unit,
+            run: Box::new(run),
+            stop: Box::new(|| {}),
+            serve: Box::new(|| {}),
+            check1: Box::new(|| {}),
+        }
+    }
+
+    /// With rank 1 serving until stopped.
+    fn duo(
+        name: &str,
+        unit: Unit,
+        run: impl FnMut(u64) -> Duration + 'a,
+        stop: impl FnMut() + 'a,
+        serve: impl FnMut() + 'a,
+    ) -> Bench<'a> {
+        Bench {
+            stop: Box::new(stop),
+            serve: Box::new(serve),
+            ..Bench::solo(name, unit, run)
+        }
+    }
+
+    fn checked_by_rank1(mut self, check: impl FnMut() + 'a) -> Bench<'a> {
+        self.check1 = Box::new(check);
+        self
+    }
+}
+
+/// Measures `benches` interleaved, as `gex.rs` does: a calibration phase for each, then
+/// `sampler.rounds()` rounds of one sample of each (the first `warmup` rounds
+/// discarded). Each phase is rank 0's part, rank 1's part, then a UPC++ barrier (which
+/// makes user-level progress). Returns rank 0's results.
+fn measure(ctx: &Ctx, mut benches: Vec<Bench<'_>>) -> Vec<Measured> {
+    let sampler = ctx.sampler;
+    let mut iters = vec![1u64; benches.len()];
+    let mut samples = vec![Vec::new(); benches.len()];
+    for round in 0..=sampler.rounds() {
+        for (i, b) in benches.iter_mut().enumerate() {
+            match ctx.rank {
+                0 if round == 0 => {
+                    iters[i] = sampler.calibrate(&mut |n| (b.run)(n));
+                    (b.stop)();
+                }
+                0 => {
+                    let t = (b.run)(iters[i]);
+                    (b.stop)();
+                    if round > sampler.warmup {
+                        samples[i].push(t.as_nanos() as f64 / iters[i] as f64);
+                    }
+                }
+                1 => (b.serve)(),
+                _ => {}
+            }
+            upcxx::barrier();
+        }
+    }
+    if ctx.rank == 1 {
+        benches.iter_mut().for_each(|b| (b.check1)());
+    }
+    upcxx::barrier();
+    if ctx.rank != 0 {
+        return Vec::new();
+    }
+    benches
+        .iter()
+        .zip(samples)
+        .map(|(b, ns)| match b.unit {
+            Unit::Latency => Measured::latency_ns(b.name.clone(), &ns),
+            Unit::PerItem(n) => {
+                let per: Vec<f64> = ns.iter().map(|&t| t / n as f64).collect();
+                Measured::latency_ns(b.name.clone(), &per)
+            }
+            Unit::Rate(unit) => Measured::rate(b.name.clone(), unit, &ns),
+            Unit::Bandwidth(bytes) => Measured::bandwidth_gbs(b.name.clone(), bytes, &ns),
+        })
+        .collect()
+}
+
+fn rank_main(job: RankJob) {
+    upcxx::init();
+    let team = upcxx::backend::gex_team();
+    team.endpoint()
+        .register_handlers(&mut handlers())
+        .expect("register the bench's gex handlers");
+    if upcxx::rank_n() != 2 {
+        panic!("the upcxx benchmarks need exactly 2 ranks");
+    }
+    let me = Ptrs::allocate();
+    MINE.set(me).expect("allocated once");
+    upcxx::barrier(); // handlers registered and pointers published everywhere
+    let rank = upcxx::rank_me();
+    let peer = Ptrs::from_wire(upcxx::rpc(1 - rank, my_ptrs, ()).wait());
+    assert_eq!(
+        peer.get_word.where_(),
+        1 - rank,
+        "pointers from the other rank"
+    );
+    upcxx::barrier();
+    let ctx = Ctx {
+        team,
+        rank,
+        sampler: Sampler::from_env(),
+        me,
+        peer,
+    };
+
+    let mut latency = vec![
+        raw_pingpong(&ctx),
+        am_short_roundtrip(&ctx),
+        rpc_roundtrip(&ctx),
+        gex_put_pingpong(&ctx),
+        upcxx_rput_pingpong(&ctx),
+        gex_get_8b(&ctx),
+        upcxx_rget_8b(&ctx),
+        am_medium_rate(&ctx),
+        rpc_ff_rate(&ctx),
+    ];
+    if std::env::var_os(DIAG).is_some_and(|v| !v.is_empty()) {
+        latency.extend(diag(&ctx));
+    }
+    let mut results = measure(&ctx, latency);
+    results.extend(measure(&ctx, bandwidth(&ctx)));
+    let futures = vec![then_chain(), when_all_join(), ready_then()];
+    results.extend(measure(&ctx, futures));
+    if ctx.rank == 0 {
+        common::write_rank_results(&job, &results);
+    }
+    upcxx::finalize();
+}
+
+/// Waits in a plain spin (no library call) until `word` holds `expect` or the stop
+/// value; returns what it saw.
+#[inline]
+fn await_value(word: &AtomicU64, expect: u64) -> u64 {
+    let mut v = 0;
+    spin_until(|| {
+        v = word.load(Ordering::Acquire);
+        v == expect || v == u64::MAX
+    });
+    v
+}
+
+/// One cache line of rank 1's segment bounced between ranks 0 and 1 with plain atomics:
+/// rank 0 stores the odd `n`, rank 1 answers `n + 1`; `u64::MAX` stops rank 1, which
+/// then clears the line for the next phase.
+fn raw_pingpong(ctx: &Ctx) -> Bench<'static> {
+    let mut n = 1u64;
+    let mut expect = 1u64;
+    let line = word(ctx.rank1().raw_line);
+    Bench::duo(
+        "raw.pingpong_roundtrip",
+        Unit::Latency,
+        move |iters| {
+            let t0 = Instant::now();
+            for _ in 0..iters {
+                line.store(n, Ordering::Release);
+                let want = n + 1;
+                spin_until(|| line.load(Ordering::Acquire) == want);
+                n += 2;
+            }
+            t0.elapsed()
+        },
+        move || line.store(u64::MAX, Ordering::Release),
+        move || {
+            while await_value(line, expect) != u64::MAX {
+                line.store(expect + 1, Ordering::Release);
+                expect += 2;
+            }
+            line.store(0, Ordering::Relaxed);
+        },
+    )
+}
+
+fn stop_server(team: Team) {
+    team.request_short(1, H_STOP, &[], Flags::NONE).unwrap();
+}
+
+/// Rank 1's side of the gex AM figures: poll (running the handlers) until rank 0 says
+/// stop.
+fn serve_gex_until_stopped() {
+    spin_until(|| {
+        gex::poll();
+        STOP.load(Ordering::Relaxed)
+    });
+    STOP.store(false, Ordering::Relaxed);
+}
+
+/// Rank 1's side of the RPC figures: make user-level progress (running the RPCs) until
+/// rank 0 says stop (its stop is a gex AM, run by the poll inside progress).
+fn serve_upcxx_until_stopped() {
+    spin_until(|| {
+        upcxx::progress(ProgressLevel::User);
+        STOP.load(Ordering::Relaxed)
+    });
+    STOP.store(false, Ordering::Relaxed);
+}
+
+/// request_short to rank 1, whose handler replies with reply_short; rank 0 polls until
+/// the Pong carrying the same sequence number has run.
+fn am_short_roundtrip(ctx: &Ctx) -> Bench<'static> {
+    let team = ctx.team;
+    let mut seq = 0u32;
+    Bench::duo(
+        "gex.am_short_roundtrip",
+        Unit::Latency,
+        move |iters| {
+            let t0 = Instant::now();
+            for _ in 0..iters {
+                seq = seq.wrapping_add(1);
+                let want = seq;
+                team.request_short(1, H_PING, &[want], Flags::NONE).unwrap();
+                spin_until(|| {
+                    gex::poll();
+                    LAST_PONG.load(Ordering::Relaxed) == want
+                });
+            }
+            t0.elapsed()
+        },
+        move || stop_server(team),
+        serve_gex_until_stopped,
+    )
+}
+
+/// `upcxx::rpc(1, || (), ()).wait()`: an empty function on rank 1 and the empty reply.
+/// The path is checked once with an RPC whose result rank 1 computes.
+fn rpc_roundtrip(ctx: &Ctx) -> Bench<'static> {
+    let team = ctx.team;
+    let mut checked = false;
+    Bench::duo(
+        "upcxx.rpc_roundtrip",
+        Unit::Latency,
+        move |iters| {
+            let t0 = Instant::now();
+            for _ in 0..iters {
+                upcxx::rpc(1, || (), ()).wait();
+            }
+            let t = t0.elapsed();
+            if !checked {
+                let x = black_box(0x5eed_1234_u64);
+                let got = upcxx::rpc(1, |x: u64| (upcxx::rank_me(), !x), (x,)).wait();
+                assert_eq!(got, (1, !x), "rpc round trip returned a wrong result");
+                checked = true;
+            }
+            t
+        },
+        move || stop_server(team),
+        serve_upcxx_until_stopped,
+    )
+}
+
+/// Rank 0 puts the odd `n` into rank 1's segment with gex put_blocking; rank 1 spins on
+/// its own segment memory until it sees it and puts `n + 1` into rank 0's segment,
+/// where rank 0 spins. `u64::MAX` stops rank 1, which then clears its flag for the next
+/// phase. (The protocol of `gex.rs`.)
+fn gex_put_pingpong(ctx: &Ctx) -> Bench<'static> {
+    let team = ctx.team;
+    let mine = word(ctx.me.gex_flag);
+    let theirs = owner_addr(team, ctx.peer.gex_flag);
+    let mut n = 1u64;
+    let mut expect = 1u64;
+    Bench::duo(
+        "gex.put_pingpong_8B",
+        Unit::Latency,
+        move |iters| {
+            let t0 = Instant::now();
+            for _ in 0..iters {
+                team.put_blocking(1, theirs, &n.to_ne_bytes(), Flags::NONE)
+                    .unwrap();
+                let want = n + 1;
+                spin_until(|| mine.load(Ordering::Acquire) == want);
+                n += 2;
+            }
+            t0.elapsed()
+        },
+        move || {
+            team.put_blocking(1, theirs, &u64::MAX.to_ne_bytes(), Flags::NONE)
+                .unwrap()
+        },
+        move || {
+            while await_value(mine, expect) != u64::MAX {
+                team.put_blocking(0, theirs, &(expect + 1).to_ne_bytes(), Flags::NONE)
+                    .unwrap();
+                expect += 2;
+            }
+            mine.store(0, Ordering::Relaxed);
+        },
+    )
+}
+
+/// The same protocol with `upcxx::rput(v, gp).wait()`, each side spinning on its own
+/// flag through `gp.local()`.
+fn upcxx_rput_pingpong(ctx: &Ctx) -> Bench<'static> {
+    let mine = word(ctx.me.upc_flag);
+    let theirs = ctx.peer.upc_flag;
+    let mut n = 1u64;
+    let mut expect = 1u64;
+    Bench::duo(
+        "upcxx.rput_pingpong_8B",
+        Unit::Latency,
+        move |iters| {
+            let t0 = Instant::now();
+            for _ in 0..iters {
+                upcxx::rput(n, theirs).wait();
+                let want = n + 1;
+                spin_until(|| mine.load(Ordering::Acquire) == want);
+                n += 2;
+            }
+            t0.elapsed()
+        },
+        move || upcxx::rput(u64::MAX, theirs).wait(),
+        move || {
+            while await_value(mine, expect) != u64::MAX {
+                upcxx::rput(expect + 1, theirs).wait();
+                expect += 2;
+            }
+            mine.store(0, Ordering::Relaxed);
+        },
+    )
+}
+
+/// get_blocking of the u64 rank 1 wrote into its segment.
+fn gex_get_8b(ctx: &Ctx) -> Bench<'static> {
+    let team = ctx.team;
+    let src = owner_addr(team, ctx.rank1().get_word);
+    let mut buf = [0u8; 8];
+    let mut checked = false;
+    Bench::solo("gex.get_8B", Unit::Latency, move |iters| {
+        let t0 = Instant::now();
+        for _ in 0..iters {
+            team.get_blocking(black_box(&mut buf), 1, src, Flags::NONE)
+                .unwrap();
+        }
+        let t = t0.elapsed();
+        if !checked {
+            assert_eq!(
+                u64::from_ne_bytes(buf),
+                GET_VALUE,
+                "gex get_8B read wrong data"
+            );
+            checked = true;
+        }
+        t
+    })
+}
+
+/// `upcxx::rget(gp).wait()` of the same u64.
+fn upcxx_rget_8b(ctx: &Ctx) -> Bench<'static> {
+    let src = ctx.rank1().get_word;
+    let mut checked = false;
+    Bench::solo("upcxx.rget_8B", Unit::Latency, move |iters| {
+        let mut v = 0;
+        let t0 = Instant::now();
+        for _ in 0..iters {
+            v = upcxx::rget(black_box(src)).wait();
+            black_box(v);
+        }
+        let t = t0.elapsed();
+        if !checked {
+            assert_eq!(v, GET_VALUE, "upcxx rget_8B read wrong data");
+            checked = true;
+        }
+        t
+    })
+}
+
+/// Asks rank 1 how many Medium requests it handled (they arrive in order, so when the
+/// answer comes every earlier one has run) and checks the count and the payloads.
+fn sync_medium(team: Team, sent: u64) {
+    let acks = SYNC_ACKS.load(Ordering::Acquire);
+    team.request_short(1, H_SYNC, &[], Flags::NONE).unwrap();
+    spin_until(|| {
+        gex::poll();
+        SYNC_ACKS.load(Ordering::Acquire) > acks
+    });
+    let received = ACK_RECEIVED.load(Ordering::Relaxed);
+    let bad = ACK_BAD.load(Ordering::Relaxed);
+    assert!(
+        received == sent as u32 && bad == 0,
+        "Medium stream: sent {sent}, rank 1 handled {received} ({bad} with a wrong payload)"
+    );
+}
+
+/// Rank 0 streams 64-byte Medium requests to rank 1, which polls; a sample ends when
+/// rank 1 confirms it handled them all (as in gex.rs).
+fn am_medium_rate(ctx: &Ctx) -> Bench<'static> {
+    let team = ctx.team;
+    let mut payload = [0u8; MEDIUM_BYTES];
+    for (i, b) in payload.iter_mut().enumerate() {
+        *b = i as u8;
+    }
+    let mut sent = 0u64;
+    Bench::duo(
+        "gex.am_medium_64B_rate",
+        Unit::Rate("msg/s"),
+        move |iters| {
+            let t0 = Instant::now();
+            for _ in 0..iters {
+                sent += 1;
+                let seq = sent as u32;
+                payload[..4].copy_from_slice(&seq.to_le_bytes());
+                team.request_medium(1, H_MEDIUM, &payload, Lc::Now, Flags::NONE, &[seq])
+                    .unwrap();
+            }
+            sync_medium(team, sent);
+            t0.elapsed()
+        },
+        move || stop_server(team),
+        serve_gex_until_stopped,
+    )
+}
+
+/// Rank 1: `rpc_ff` messages run, and how many carried an unexpected sequence number
+/// (run by the master persona only; atomics for the statics).
+static FF_RECEIVED: AtomicU64 = AtomicU64::new(0);
+static FF_BAD: AtomicU64 = AtomicU64::new(0);
+
+fn ff_count(seq: u64) {
+    let n = FF_RECEIVED.load(Ordering::Relaxed) + 1;
+    if seq != n {
+        FF_BAD.fetch_add(1, Ordering::Relaxed);
+    }
+    FF_RECEIVED.store(n, Ordering::Relaxed);
+}
+
+/// Rank 0 streams `rpc_ff(1, ff_count, (seq,))`; rank 1 makes user-level progress and
+/// counts. A sample ends with an `rpc` returning rank 1's count (RPCs from one rank run
+/// in order, so every earlier `rpc_ff` has run), which rank 0 checks.
+fn rpc_ff_rate(ctx: &Ctx) -> Bench<'static> {
+    let team = ctx.team;
+    let mut sent = 0u64;
+    Bench::duo(
+        "upcxx.rpc_ff_rate",
+        Unit::Rate("msg/s"),
+        move |iters| {
+            let t0 = Instant::now();
+            for _ in 0..iters {
+                sent += 1;
+                upcxx::rpc_ff(1, ff_count, (sent,));
+            }
+            let (received, bad) = upcxx::rpc(
+                1,
+                || {
+                    (
+                        FF_RECEIVED.load(Ordering::Relaxed),
+                        FF_BAD.load(Ordering::Relaxed),
+                    )
+                },
+                (),
+            )
+            .wait();
+            let t = t0.elapsed();
+            assert!(
+                received == sent && bad == 0,
+                "rpc_ff stream: sent {sent}, rank 1 ran {received} ({bad} out of sequence)"
+            );
+            t
+        },
+        move || stop_server(team),
+        serve_upcxx_until_stopped,
+    )
+}
+
+/// A private, page-aligned buffer of `len` bytes filled with `fill`, for the life of
+/// the process (as in gex.rs: the same relative alignment as the segment's pages).
+fn page_aligned(len: usize, fill: u8) -> &'static mut [u8] {
+    let layout = std::alloc::Layout::from_size_align(len.max(1), 4096).expect("layout");
+    // SAFETY: a non-zero-sized layout; the allocation is checked, fully initialized
+    // below before being read, and never freed (leaked for the life of the process).
+    unsafe {
+        let p = std::alloc::alloc(layout);
+        if p.is_null() {
+            std::alloc::handle_alloc_error(layout);
+        }
+        std::ptr::write_bytes(p, fill, len);
+        std::slice::from_raw_parts_mut(p, len)
+    }
+}
+
+const GEX_SEED: u64 = 0x5eed_0003;
+const UPC_SEED: u64 = 0x5eed_0004;
+
+fn pattern_byte(seed: u64, i: usize) -> u8 {
+    ((i as u64).wrapping_mul(0x9e37_79b9).wrapping_add(seed) >> 5) as u8
+}
+
+fn fill_pattern(buf: &mut [u8], seed: u64) {
+    for (i, b) in buf.iter_mut().enumerate() {
+        *b = pattern_byte(seed, i);
+    }
+}
+
+fn check_pattern(buf: &[u8], seed: u64, what: &str) {
+    if let Some(i) = (0..buf.len()).find(|&i| buf[i] != pattern_byte(seed, i)) {
+        panic!(
+            "{what}: wrong data at byte {i} of {}: {:#04x}, expected {:#04x}",
+            buf.len(),
+            buf[i],
+            pattern_byte(seed, i)
+        );
+    }
+}
+
+/// The 4 MiB of `gp` (rank 1's), through this process's mapping.
+///
+/// # Safety
+/// Nobody may write the range while the slice lives.
+unsafe fn area(gp: GlobalPtr<u8>) -> &'static [u8] {
+    // SAFETY: BW bytes of a segment block allocated for this; the caller excludes writes.
+    unsafe { std::slice::from_raw_parts(gp.local(), BW) }
+}
+
+/// gex put_blocking and `upcxx::rput_slice(..).wait()` of 4 MiB from a private
+/// page-aligned buffer of rank 0 into rank 1's page-aligned blocks (one per figure, each
+/// with its own pattern), checked once by rank 0 and at the end by rank 1.
+fn bandwidth(ctx: &Ctx) -> Vec<Bench<'static>> {
+    let team = ctx.team;
+    let r1 = ctx.rank1();
+    let gex_src = page_aligned(BW, 0);
+    fill_pattern(gex_src, GEX_SEED);
+    let gex_src: &'static [u8] = gex_src;
+    let upc_src = page_aligned(BW, 0);
+    fill_pattern(upc_src, UPC_SEED);
+    let upc_src: &'static [u8] = upc_src;
+    let gex_dest = owner_addr(team, r1.gex_bw);
+    let upc_dest = r1.upc_bw;
+    let (mut gex_checked, mut upc_checked) = (false, false);
+    vec![
+        Bench::solo("gex.put_bw_4MiB", Unit::Bandwidth(BW), move |iters| {
+            let t0 = Instant::now();
+            for _ in 0..iters {
+                team.put_blocking(1, gex_dest, black_box(gex_src), Flags::NONE)
+                    .unwrap();
+            }
+            let t = t0.elapsed();
+            if !gex_checked {
+                // SAFETY: only this figure writes the block, and not meanwhile.
+                check_pattern(unsafe { area(r1.gex_bw) }, GEX_SEED, "gex put of 4 MiB");
+                gex_checked = true;
+            }
+            t
+        })
+        .checked_by_rank1(move || {
+            // SAFETY: as above, after rank 0's last put.
+            let here = unsafe { area(r1.gex_bw) };
+            check_pattern(here, GEX_SEED, "rank 1 reading the gex put of 4 MiB");
+        }),
+        Bench::solo("upcxx.rput_bw_4MiB", Unit::Bandwidth(BW), move |iters| {
+            let t0 = Instant::now();
+            for _ in 0..iters {
+                upcxx::rput_slice(black_box(upc_src), upc_dest).wait();
+            }
+            let t = t0.elapsed();
+            if !upc_checked {
+                // SAFETY: only this figure writes the block, and not meanwhile.
+                check_pattern(unsafe { area(upc_dest) }, UPC_SEED, "upcxx rput of 4 MiB");
+                upc_checked = true;
+            }
+            t
+        })
+        .checked_by_rank1(move || {
+            // SAFETY: as above, after rank 0's last rput.
+            let here = unsafe { area(upc_dest) };
+            check_pattern(here, UPC_SEED, "rank 1 reading the upcxx rput of 4 MiB");
+        }),
+    ]
+}
+
+/// A chain of `FUTURES_N` `then`s on the non-ready future of a promise, made ready by
+/// fulfilling the promise (which runs the whole chain), and the final `wait`; per `then`.
+/// The promise is created outside the timed part.
+fn then_chain() -> Bench<'static> {
+    let mut checked = false;
+    Bench::solo(
+        "upcxx.then_chain_per_future",
+        Unit::PerItem(FUTURES_N),
+        move |iters| {
+            let mut t = Duration::ZERO;
+            for _ in 0..iters {
+                let p = Promise::<u64>::new();
+                let t0 = Instant::now();
+                let mut f = p.get_future();
+                for _ in 0..FUTURES_N {
+                    f = f.then(|x: u64| x + 1);
+                }
+                assert!(!f.ready());
+                p.fulfill_result(black_box(1));
+                let v = f.wait();
+                t += t0.elapsed();
+                if !checked {
+                    assert_eq!(
+                        v,
+                        1 + FUTURES_N as u64,
+                        "the then chain computed a wrong value"
+                    );
+                    checked = true;
+                }
+                black_box(v);
+            }
+            t
+        },
+    )
+}
+
+/// `when_all` of a `Vec` of `FUTURES_N` futures of promises, the fulfilments that make
+/// it ready and the final `wait`; per input future. Creating the promises and their
+/// futures is not timed.
+fn when_all_join() -> Bench<'static> {
+    let mut checked = false;
+    Bench::solo(
+        "upcxx.when_all_per_future",
+        Unit::PerItem(FUTURES_N),
+        move |iters| {
+            let mut t = Duration::ZERO;
+            for _ in 0..iters {
+                let promises: Vec<Promise<u64>> = (0..FUTURES_N).map(|_| Promise::new()).collect();
+                let futures: Vec<_> = promises.iter().map(Promise::get_future).collect();
+                let t0 = Instant::now();
+                let all = upcxx::when_all(futures);
+                assert!(!all.ready());
+                for (i, p) in promises.iter().enumerate() {
+                    p.fulfill_result(i as u64);
+                }
+                let v = all.wait();
+                t += t0.elapsed();
+                if !checked {
+                    let want: Vec<u64> = (0..FUTURES_N as u64).collect();
+                    assert_eq!(v, want, "when_all produced wrong values");
+                    checked = true;
+                }
+                black_box(v);
+                drop(promises);
+            }
+            t
+        },
+    )
+}
+
+/// `make_future(x).then(|v| v + 1).wait()`: a callback on a ready future.
+fn ready_then() -> Bench<'static> {
+    let mut checked = false;
+    Bench::solo("upcxx.ready_future_then", Unit::Latency, move |iters| {
+        let mut v = 0;
+        let t0 = Instant::now();
+        for i in 0..iters {
+            v = upcxx::make_future(black_box(i)).then(|x: u64| x + 1).wait();
+            black_box(v);
+        }
+        let t = t0.elapsed();
+        if !checked {
+            assert_eq!(v, iters, "then on a ready future computed a wrong value");
+            checked = true;
+        }
+        t
+    })
+}
+
+// ---------------------------------------------------------------------------------------
+// Diagnostics (PGAS_BENCH_DIAG=1): where the time of the UPC++ figures goes
+// ---------------------------------------------------------------------------------------
+
+/// Rank 0: the sequence number carried back by the last Medium Pong.
+static LAST_MPONG: AtomicU32 = AtomicU32::new(0);
+/// Medium requests with RPC-sized headers counted by `mcount` (any rank).
+static MCOUNT: AtomicU64 = AtomicU64::new(0);
+
+/// A Medium request with RPC-sized headers: answered by a Medium reply of the same shape.
+fn mping(token: &Token<'_>, _payload: &[u8], args: &[u32]) {
+    token
+        .reply_medium(H_MPONG, &[], Lc::Now, Flags::NONE, args)
+        .unwrap();
+}
+
+fn mpong(_token: &Token<'_>, _payload: &[u8], args: &[u32]) {
+    LAST_MPONG.store(args[0], Ordering::Relaxed);
+}
+
+/// Counts a Medium request with RPC-sized headers (checked by the sender's sync).
+fn mcount(_token: &Token<'_>, payload: &[u8], _args: &[u32]) {
+    if payload.len() == 8 {
+        MCOUNT.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// The argument words of an RPC message (`NARGS` = 10 in `upcxx::rpc`), carrying `seq`.
+fn rpc_like_args(seq: u32) -> [u32; 10] {
+    [seq, 1, 2, 3, 4, 5, 6, 7, 8, 9]
+}
+
+/// Figures that take the UPC++ ones apart, measured interleaved with them:
+///
+/// * `diag.gex_poll_idle`, `diag.upcxx_progress_idle`: one `gex::poll` / one
+///   `upcxx::progress(User)` with nothing to do.
+/// * `diag.spin_loop_hint`: one `std::hint::spin_loop` (x86 `pause`), which a
+///   `Future::wait` that finds nothing to run executes before looking again.
+/// * `diag.mutex_lock_unlock`: an uncontended `std::sync::Mutex` lock and unlock (the
+///   RPC inbox takes three per message).
+/// * `diag.rget_no_wait`: the initiation of `upcxx::rget` (the future is dropped);
+///   `diag.rget_progress_result`: `rget`, one explicit `progress(User)`, `into_result`:
+///   what `rget(..).wait()` costs without its wait loop.
+/// * `diag.gex_am_short_self_roundtrip`, `diag.rpc_self_roundtrip`: the round trips of
+///   `gex.am_short_roundtrip` and `upcxx.rpc_roundtrip` with rank 0 itself as the target:
+///   all the software, no cross-core transfer.
+/// * `diag.gex_am_medium10_self_per_msg`, `diag.rpc_ff_self_per_msg`: a Medium request
+///   with an RPC's 10 argument words and 8 bytes of payload, and an `rpc_ff` of one u64,
+///   sent to rank 0 itself and run by a progress call every 16 messages: the CPU cost
+///   of sending and running one message.
+/// * `diag.gex_am_medium10_roundtrip`: `gex.am_short_roundtrip` with the wire format of
+///   an RPC (Medium request and reply with 10 argument words).
+/// * `diag.gex_am_medium10_8B_rate`: `gex.am_medium_64B_rate` with the wire format of
+///   `upcxx.rpc_ff_rate` (10 argument words, 8 bytes of payload).
+fn diag(ctx: &Ctx) -> Vec<Bench<'static>> {
+    let team = ctx.team;
+    let src = ctx.rank1().get_word;
+    let m: &'static std::sync::Mutex<u64> = Box::leak(Box::new(std::sync::Mutex::new(0)));
+    let (mut self_seq, mut mseq, mut msent, mut self_sent) = (0u32, 0u32, 0u64, 0u64);
+    vec![
+        Bench::solo("diag.gex_poll_idle", Unit::Latency, |iters| {
+            time_n(iters, gex::poll)
+        }),
+        Bench::solo("diag.upcxx_progress_idle", Unit::Latency, |iters| {
+            time_n(iters, || upcxx::progress(ProgressLevel::User))
+        }),
+        Bench::solo("diag.spin_loop_hint", Unit::Latency, |iters| {
+            time_n(iters, std::hint::spin_loop)
+        }),
+        Bench::solo("diag.mutex_lock_unlock", Unit::Latency, move |iters| {
+            time_n(iters, || *black_box(m).lock().unwrap() += 1)
+        }),
+        Bench::solo("diag.rget_no_wait", Unit::Latency, move |iters| {
+            time_n(iters, || drop(black_box(upcxx::rget(black_box(src)))))
+        }),
+        Bench::solo("diag.rget_progress_result", Unit::Latency, move |iters| {
+            let mut v = 0;
+            let t = time_n(iters, || {
+                let f = upcxx::rget(black_box(src));
+                upcxx::progress(ProgressLevel::User);
+                v = black_box(f.into_result());
+            });
+            assert_eq!(v, GET_VALUE, "rget read wrong data");
+            t
+        }),
+        Bench::solo(
+            "diag.gex_am_short_self_roundtrip",
+            Unit::Latency,
+            move |iters| {
+                time_n(iters, || {
+                    self_seq = self_seq.wrapping_add(1);
+                    let want = self_seq;
+                    team.request_short(0, H_PING, &[want], Flags::NONE).unwrap();
+                    spin_until(|| {
+                        gex::poll();
+                        LAST_PONG.load(Ordering::Relaxed) == want
+                    });
+                })
+            },
+        ),
+        Bench::solo("diag.rpc_self_roundtrip", Unit::Latency, |iters| {
+            time_n(iters, || upcxx::rpc(0, || (), ()).wait())
+        }),
+        Bench::solo(
+            "diag.gex_am_medium10_self_per_msg",
+            Unit::Latency,
+            move |iters| {
+                let t = time_n(iters, || {
+                    self_sent += 1;
+                    let payload = self_sent.to_le_bytes();
+                    let args = rpc_like_args(self_sent as u32);
+                    team.request_medium(0, H_MCOUNT, &payload, Lc::Now, Flags::NONE, &args)
+                        .unwrap();
+                    if self_sent.is_multiple_of(16) {
+                        gex::poll();
+                    }
+                });
+                while MCOUNT.load(Ordering::Relaxed) < self_sent {
+                    gex::poll();
+                }
+                assert_eq!(
+                    MCOUNT.load(Ordering::Relaxed),
+                    self_sent,
+                    "self Medium count"
+                );
+                t
+            },
+        ),
+        Bench::solo("diag.rpc_ff_self_per_msg", Unit::Latency, |iters| {
+            let mut k = 0u32;
+            time_n(iters, || {
+                upcxx::rpc_ff(
+                    0,
+                    |x: u64| {
+                        black_box(x);
+                    },
+                    (u64::from(k),),
+                );
+                k += 1;
+                if k.is_multiple_of(16) {
+                    upcxx::progress(ProgressLevel::User);
+                }
+            })
+        }),
+        Bench::duo(
+            "diag.gex_am_medium10_roundtrip",
+            Unit::Latency,
+            move |iters| {
+                let t0 = Instant::now();
+                for _ in 0..iters {
+                    mseq = mseq.wrapping_add(1);
+                    let want = mseq;
+                    let args = rpc_like_args(want);
+                    team.request_medium(1, H_MPING, &[0; 8], Lc::Now, Flags::NONE, &args)
+                        .unwrap();
+                    spin_until(|| {
+                        gex::poll();
+                        LAST_MPONG.load(Ordering::Relaxed) == want
+                    });
+                }
+                t0.elapsed()
+            },
+            move || stop_server(team),
+            serve_gex_until_stopped,
+        ),
+        Bench::duo(
+            "diag.gex_am_medium10_8B_rate",
+            Unit::Rate("msg/s"),
+            move |iters| {
+                let t0 = Instant::now();
+                for _ in 0..iters {
+                    msent += 1;
+                    let args = rpc_like_args(msent as u32);
+                    team.request_medium(
+                        1,
+                        H_MCOUNT,
+                        &msent.to_le_bytes(),
+                        Lc::Now,
+                        Flags::NONE,
+                        &args,
+                    )
+                    .unwrap();
+                }
+                // Rank 1 counts in MCOUNT; a Short request behind the stream answers once
+                // every Medium before it has run.
+                let acks = SYNC_ACKS.load(Ordering::Acquire);
+                team.request_short(1, H_MSYNC, &[], Flags::NONE).unwrap();
+                spin_until(|| {
+                    gex::poll();
+                    SYNC_ACKS.load(Ordering::Acquire) > acks
+                });
+                let received = u64::from(ACK_RECEIVED.load(Ordering::Relaxed));
+                assert_eq!(
+                    received,
+                    msent & 0xffff_ffff,
+                    "Medium (RPC-sized) stream count"
+                );
+                t0.elapsed()
+            },
+            move || stop_server(team),
+            serve_gex_until_stopped,
+        ),
+    ]
+}
+
+/// Answers with rank 1's `MCOUNT` (low 32 bits), in a SyncAck.
+fn msync(token: &Token<'_>, _args: &[u32]) {
+    let received = MCOUNT.load(Ordering::Relaxed) as u32;
+    token
+        .reply_short(H_SYNC_ACK, &[received, 0], Flags::NONE)
+        .unwrap();
+}
+
+fn time_n(iters: u64, mut f: impl FnMut()) -> Duration {
+    let t0 = Instant::now();
+    for _ in 0..iters {
+        f();
+    }
+    t0.elapsed()
+}
+
+// ---------------------------------------------------------------------------------------
+// Driver
+// ---------------------------------------------------------------------------------------
+
+fn driver() -> i32 {
+    // `cargo bench` passes `--bench` (and the user may pass more): nothing to parse.
+    let machine = common::machine_note();
+    let sampler = Sampler::from_env();
+    eprintln!(
+        "upcxx bench: a 2-rank job; {} samples of ~{} ms per figure; {machine}",
+        sampler.samples,
+        sampler.sample_time.as_millis()
+    );
+    let timeout = Duration::from_secs(600);
+    let mut report = Report::new(BENCH, 2);
+    match common::run_job(BENCH, JOB, 2, SEGMENT, timeout) {
+        Ok(results) => report.add(results),
+        Err(e) => report.errors.push(e),
+    }
+
+    let raw_rt = "raw.pingpong_roundtrip";
+    report.relate("gex.am_short_roundtrip", raw_rt, None);
+    report.relate("gex.put_pingpong_8B", raw_rt, None);
+    report.relate("gex.get_8B", raw_rt, None);
+    report.relate(
+        "upcxx.rpc_roundtrip",
+        "gex.am_short_roundtrip",
+        Some((1.3, TargetIs::Max)),
+    );
+    report.relate(
+        "upcxx.rput_pingpong_8B",
+        "gex.put_pingpong_8B",
+        Some((1.2, TargetIs::Max)),
+    );
+    report.relate("upcxx.rget_8B", "gex.get_8B", Some((1.2, TargetIs::Max)));
+    report.relate("upcxx.rpc_ff_rate", "gex.am_medium_64B_rate", None);
+    report.target_value("upcxx.rpc_ff_rate", RPC_FF_TARGET, TargetIs::Min);
+    report.relate("upcxx.rput_bw_4MiB", "gex.put_bw_4MiB", None);
+    // Diagnostics (PGAS_BENCH_DIAG=1; absent otherwise, and then ignored here).
+    report.relate("diag.rget_progress_result", "gex.get_8B", None);
+    report.relate(
+        "diag.rpc_self_roundtrip",
+        "diag.gex_am_short_self_roundtrip",
+        None,
+    );
+    report.relate(
+        "diag.rpc_ff_self_per_msg",
+        "diag.gex_am_medium10_self_per_msg",
+        None,
+    );
+    report.relate(
+        "diag.gex_am_medium10_roundtrip",
+        "gex.am_short_roundtrip",
+        None,
+    );
+    report.relate(
+        "diag.gex_am_medium10_8B_rate",
+        "gex.am_medium_64B_rate",
+        None,
+    );
+
+    report.print_table(&format!(
+        "upcxx benchmarks: ranks 0 and 1 of a 2-rank job, gex baselines on the same team \
+         in the same job; {machine}"
+    ));
+    match report.write_json() {
+        Ok(path) => println!("results: {}", path.display()),
+        Err(e) => {
+            eprintln!("cannot write the results file: {e}");
+            return 1;
+        }
+    }
+    if report.errors.is_empty() {
+        0
+    } else {
+        1
+    }
+}
+
+fn main() {
+    if let Some(job) = common::rank_job(JOB) {
+        rank_main(job);
+        return;
+    }
+    std::process::exit(driver());
+}
