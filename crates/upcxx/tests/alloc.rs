@@ -1,46 +1,17 @@
 //! Shared-segment allocation (UPC++ spec ch. 4): construction and destruction,
 //! alignment, exhaustion, freeing errors, reuse, and allocation from several threads.
 
+mod common;
+use common::{all_gather, panic_text};
 use std::collections::HashSet;
-use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-use serde::de::DeserializeOwned;
-use serde::Serialize;
 use upcxx::{
     allocate, allocate_typed, deallocate, delete_, delete_array, new_, new_array, new_array_with,
-    rank_me, rank_n, shared_segment_size, shared_segment_used, try_new_, try_new_array,
-    try_new_array_with, GlobalPtr,
+    rank_me, shared_segment_size, shared_segment_used, try_new_, try_new_array, try_new_array_with,
+    GlobalPtr,
 };
-
-/// The message of the panic that `f` must raise.
-fn panic_text(f: impl FnOnce()) -> String {
-    let err = std::panic::catch_unwind(AssertUnwindSafe(f)).expect_err("expected a panic");
-    err.downcast_ref::<String>()
-        .cloned()
-        .or_else(|| err.downcast_ref::<&str>().map(|s| s.to_string()))
-        .expect("a string panic payload")
-}
-
-/// Every rank's `value`, in rank order. Collective. There is no broadcast in upcxx yet,
-/// so the values travel through files in the spmd job's own temporary directory.
-fn all_gather<V: Serialize + DeserializeOwned>(value: &V) -> Vec<V> {
-    let dir = std::env::var(gex::testing::GEX_SPMD_DONE_DIR).expect("inside an spmd job");
-    let me = rank_me();
-    let tmp = format!("{dir}/gather-{me}.tmp");
-    std::fs::write(&tmp, serde_json::to_vec(value).unwrap()).unwrap();
-    std::fs::rename(&tmp, format!("{dir}/gather-{me}.json")).unwrap();
-    upcxx::barrier();
-    let all = (0..rank_n())
-        .map(|r| {
-            let bytes = std::fs::read(format!("{dir}/gather-{r}.json")).unwrap();
-            serde_json::from_slice(&bytes).unwrap()
-        })
-        .collect();
-    upcxx::barrier();
-    all
-}
 
 /// Segment size for the tests that fill the segment.
 const SMALL_SEGMENT: usize = 1 << 20;

@@ -2,36 +2,16 @@
 //! happen, what the calls return for each combination of requests, promises, LPCs on
 //! other threads, RPCs at the target, and buffered/blocking source completion.
 
-use std::panic::AssertUnwindSafe;
+mod common;
+use common::{all_gather, panic_text};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
 
-use serde::de::DeserializeOwned;
-use serde::Serialize;
 use upcxx::{
     current_persona, delete_array, new_array, operation_cx, progress, rank_me, rank_n, remote_cx,
     rget, rget_with, rput, rput_slice_with, rput_with, source_cx, Future, GlobalPtr, Persona,
     PersonaScope, ProgressLevel, Promise,
 };
-
-/// Every rank's `value`, in rank order. Collective; through files in the spmd job's
-/// temporary directory, so that these tests depend on nothing but rput/rget.
-fn all_gather<V: Serialize + DeserializeOwned>(value: &V) -> Vec<V> {
-    let dir = std::env::var(gex::testing::GEX_SPMD_DONE_DIR).expect("inside an spmd job");
-    let me = rank_me();
-    let tmp = format!("{dir}/cx-gather-{me}.tmp");
-    std::fs::write(&tmp, serde_json::to_vec(value).unwrap()).unwrap();
-    std::fs::rename(&tmp, format!("{dir}/cx-gather-{me}.json")).unwrap();
-    upcxx::barrier();
-    let all = (0..rank_n())
-        .map(|r| {
-            let bytes = std::fs::read(format!("{dir}/cx-gather-{r}.json")).unwrap();
-            serde_json::from_slice(&bytes).unwrap()
-        })
-        .collect();
-    upcxx::barrier();
-    all
-}
 
 /// Allocates `n` elements on every rank; returns this rank's array and the next rank's.
 fn ring<T: bytemuck::Pod + Default>(n: usize) -> (GlobalPtr<T>, GlobalPtr<T>) {
@@ -42,14 +22,6 @@ fn ring<T: bytemuck::Pod + Default>(n: usize) -> (GlobalPtr<T>, GlobalPtr<T>) {
 
 fn user_progress() {
     progress(ProgressLevel::User);
-}
-
-fn panic_text(f: impl FnOnce()) -> String {
-    let err = std::panic::catch_unwind(AssertUnwindSafe(f)).expect_err("expected a panic");
-    err.downcast_ref::<String>()
-        .cloned()
-        .or_else(|| err.downcast_ref::<&str>().map(|s| s.to_string()))
-        .expect("a string panic payload")
 }
 
 #[test]

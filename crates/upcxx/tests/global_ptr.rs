@@ -4,13 +4,12 @@
 //! Pure-value tests build non-null pointers by deserializing `(rank, kind, address)`,
 //! which needs no runtime; multi-rank tests run under `gex::testing::spmd`.
 
+mod common;
+use common::{all_gather, panic_text};
 use std::collections::hash_map::DefaultHasher;
 use std::collections::{BTreeSet, HashSet};
 use std::hash::{Hash, Hasher};
-use std::panic::AssertUnwindSafe;
 
-use serde::de::DeserializeOwned;
-use serde::Serialize;
 use upcxx::{
     delete_array, new_array, new_array_with, rank_me, rank_n, to_global_ptr, try_global_ptr,
     AnyKind, GlobalPtr, Host, KindId,
@@ -29,35 +28,6 @@ fn hash_of<V: Hash>(v: &V) -> u64 {
     let mut h = DefaultHasher::new();
     v.hash(&mut h);
     h.finish()
-}
-
-/// The message of the panic that `f` must raise.
-fn panic_text(f: impl FnOnce()) -> String {
-    let err = std::panic::catch_unwind(AssertUnwindSafe(f)).expect_err("expected a panic");
-    err.downcast_ref::<String>()
-        .cloned()
-        .or_else(|| err.downcast_ref::<&str>().map(|s| s.to_string()))
-        .expect("a string panic payload")
-}
-
-/// Every rank's `value`, in rank order. Collective. There is no broadcast in upcxx yet,
-/// so the values travel through files in the spmd job's own temporary directory.
-fn all_gather<V: Serialize + DeserializeOwned>(value: &V) -> Vec<V> {
-    let dir = std::env::var(gex::testing::GEX_SPMD_DONE_DIR).expect("inside an spmd job");
-    let me = rank_me();
-    let tmp = format!("{dir}/gather-{me}.tmp");
-    std::fs::write(&tmp, serde_json::to_vec(value).unwrap()).unwrap();
-    std::fs::rename(&tmp, format!("{dir}/gather-{me}.json")).unwrap();
-    upcxx::barrier();
-    let all = (0..rank_n())
-        .map(|r| {
-            let bytes = std::fs::read(format!("{dir}/gather-{r}.json")).unwrap();
-            serde_json::from_slice(&bytes).unwrap()
-        })
-        .collect();
-    // Nobody overwrites its file for the next gather before everyone has read this one.
-    upcxx::barrier();
-    all
 }
 
 #[test]

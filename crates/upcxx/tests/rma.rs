@@ -1,44 +1,14 @@
 //! One-sided communication (UPC++ spec ch. 8): `rput` and `rget` of values and arrays
 //! between ranks, their default completions, and their errors.
 
-use std::panic::AssertUnwindSafe;
+mod common;
+use common::{all_gather, panic_text};
 
 use bytemuck::{Pod, Zeroable};
-use serde::de::DeserializeOwned;
-use serde::Serialize;
 use upcxx::{
     delete_array, new_array, operation_cx, rank_me, rank_n, rget, rget_into, rget_into_with,
     rget_with, rput, rput_slice, rput_slice_with, rput_with, source_cx, Future, GlobalPtr, Promise,
 };
-
-/// Every rank's `value`, in rank order. Collective. The values travel through files in
-/// the spmd job's temporary directory, so that these tests need nothing but rput/rget
-/// from the library.
-fn all_gather<V: Serialize + DeserializeOwned>(value: &V) -> Vec<V> {
-    let dir = std::env::var(gex::testing::GEX_SPMD_DONE_DIR).expect("inside an spmd job");
-    let me = rank_me();
-    let tmp = format!("{dir}/rma-gather-{me}.tmp");
-    std::fs::write(&tmp, serde_json::to_vec(value).unwrap()).unwrap();
-    std::fs::rename(&tmp, format!("{dir}/rma-gather-{me}.json")).unwrap();
-    upcxx::barrier();
-    let all = (0..rank_n())
-        .map(|r| {
-            let bytes = std::fs::read(format!("{dir}/rma-gather-{r}.json")).unwrap();
-            serde_json::from_slice(&bytes).unwrap()
-        })
-        .collect();
-    upcxx::barrier();
-    all
-}
-
-/// The message of the panic that `f` must raise.
-fn panic_text(f: impl FnOnce()) -> String {
-    let err = std::panic::catch_unwind(AssertUnwindSafe(f)).expect_err("expected a panic");
-    err.downcast_ref::<String>()
-        .cloned()
-        .or_else(|| err.downcast_ref::<&str>().map(|s| s.to_string()))
-        .expect("a string panic payload")
-}
 
 /// A call that is expected to panic.
 type Call = Box<dyn FnOnce()>;

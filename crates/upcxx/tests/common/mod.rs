@@ -1,0 +1,36 @@
+//! Helpers shared by the multi-rank tests of `upcxx`.
+#![allow(dead_code)]
+
+use std::panic::AssertUnwindSafe;
+
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+/// The message of the panic that `f` must raise.
+pub fn panic_text(f: impl FnOnce()) -> String {
+    let err = std::panic::catch_unwind(AssertUnwindSafe(f)).expect_err("expected a panic");
+    err.downcast_ref::<String>()
+        .cloned()
+        .or_else(|| err.downcast_ref::<&str>().map(|s| s.to_string()))
+        .expect("a string panic payload")
+}
+
+/// Every rank's `value`, in rank order. Collective. The values travel through files in
+/// the spmd job's own temporary directory, so tests of the communication calls do not
+/// depend on the calls they test.
+pub fn all_gather<V: Serialize + DeserializeOwned>(value: &V) -> Vec<V> {
+    let dir = std::env::var(gex::testing::GEX_SPMD_DONE_DIR).expect("inside an spmd job");
+    let me = upcxx::rank_me();
+    let tmp = format!("{dir}/gather-{me}.tmp");
+    std::fs::write(&tmp, serde_json::to_vec(value).unwrap()).unwrap();
+    std::fs::rename(&tmp, format!("{dir}/gather-{me}.json")).unwrap();
+    upcxx::barrier();
+    let all = (0..upcxx::rank_n())
+        .map(|r| {
+            let bytes = std::fs::read(format!("{dir}/gather-{r}.json")).unwrap();
+            serde_json::from_slice(&bytes).unwrap()
+        })
+        .collect();
+    upcxx::barrier();
+    all
+}
