@@ -41,11 +41,12 @@
 mod common;
 
 use std::hint::black_box;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use common::am::*;
 use common::{spin_until, Measured, RankJob, Report, Sampler, TargetIs};
-use gex::{AmCategory, AmEntry, AmRole, Client, Flags, Lc, Segment, Team, Token};
+use gex::{Client, Flags, Lc, Segment, Team};
 
 const BENCH: &str = "gex";
 /// The full suite, run with 2 ranks.
@@ -85,85 +86,11 @@ const BW_SIZES: [usize; 11] = [
     4 << 20,
 ];
 
-const MEDIUM_BYTES: usize = 64;
-
 // Handler indices (fixed, so every rank agrees).
-const H_PING: u8 = 200;
-const H_PONG: u8 = 201;
-const H_STOP: u8 = 202;
-const H_MEDIUM: u8 = 203;
-const H_SYNC: u8 = 204;
-const H_SYNC_ACK: u8 = 205;
 
 // ---------------------------------------------------------------------------------------
 // Handlers and their state
 // ---------------------------------------------------------------------------------------
-
-/// Rank 0: the sequence number carried back by the last Pong.
-static LAST_PONG: AtomicU32 = AtomicU32::new(0);
-/// Rank 1: rank 0 finished the current phase.
-static STOP: AtomicBool = AtomicBool::new(false);
-/// Rank 1: Medium requests handled, and how many had a wrong payload.
-static MEDIUM_RECEIVED: AtomicU64 = AtomicU64::new(0);
-static MEDIUM_BAD: AtomicU64 = AtomicU64::new(0);
-/// Rank 0: acknowledgements of Sync received, and what the last one said.
-static SYNC_ACKS: AtomicU64 = AtomicU64::new(0);
-static ACK_RECEIVED: AtomicU32 = AtomicU32::new(0);
-static ACK_BAD: AtomicU32 = AtomicU32::new(0);
-
-fn ping(token: &Token<'_>, args: &[u32]) {
-    token.reply_short(H_PONG, &[args[0]], Flags::NONE).unwrap();
-}
-
-fn pong(_token: &Token<'_>, args: &[u32]) {
-    LAST_PONG.store(args[0], Ordering::Relaxed);
-}
-
-fn stop(_token: &Token<'_>, _args: &[u32]) {
-    STOP.store(true, Ordering::Relaxed);
-}
-
-fn medium(_token: &Token<'_>, payload: &[u8], args: &[u32]) {
-    let ok = payload.len() == MEDIUM_BYTES
-        && payload[..4] == args[0].to_le_bytes()
-        && payload[MEDIUM_BYTES - 1] == (MEDIUM_BYTES - 1) as u8;
-    if !ok {
-        MEDIUM_BAD.fetch_add(1, Ordering::Relaxed);
-    }
-    MEDIUM_RECEIVED.fetch_add(1, Ordering::Relaxed);
-}
-
-fn sync(token: &Token<'_>, _args: &[u32]) {
-    let received = MEDIUM_RECEIVED.load(Ordering::Relaxed) as u32;
-    let bad = MEDIUM_BAD.load(Ordering::Relaxed) as u32;
-    token
-        .reply_short(H_SYNC_ACK, &[received, bad], Flags::NONE)
-        .unwrap();
-}
-
-fn sync_ack(_token: &Token<'_>, args: &[u32]) {
-    ACK_RECEIVED.store(args[0], Ordering::Relaxed);
-    ACK_BAD.store(args[1], Ordering::Relaxed);
-    SYNC_ACKS.fetch_add(1, Ordering::Release);
-}
-
-fn handlers() -> Vec<AmEntry> {
-    vec![
-        AmEntry::short("bench ping", AmRole::Request, 1, ping).at(H_PING),
-        AmEntry::short("bench pong", AmRole::Reply, 1, pong).at(H_PONG),
-        AmEntry::short("bench stop", AmRole::Request, 0, stop).at(H_STOP),
-        AmEntry::payload(
-            "bench medium",
-            AmCategory::Medium,
-            AmRole::Request,
-            1,
-            medium,
-        )
-        .at(H_MEDIUM),
-        AmEntry::short("bench sync", AmRole::Request, 0, sync).at(H_SYNC),
-        AmEntry::short("bench sync ack", AmRole::Reply, 2, sync_ack).at(H_SYNC_ACK),
-    ]
-}
 
 // ---------------------------------------------------------------------------------------
 // Rank side
@@ -326,7 +253,7 @@ fn measure(ctx: &Ctx, mut benches: Vec<Bench<'_>>) -> Vec<Measured> {
 
 fn rank_main(job: RankJob) {
     let (client, ep, team) = Client::init("GEXBENCH", Flags::NONE).expect("gex::Client::init");
-    ep.register_handlers(&mut handlers())
+    ep.register_handlers(&mut common::am::handlers())
         .expect("register handlers");
     if team.size() < 2 {
         panic!("the gex benchmarks need at least 2 ranks");
@@ -376,18 +303,6 @@ fn rank_main(job: RankJob) {
         common::write_rank_results(&job, &results);
     }
     client.finalize();
-}
-
-/// Waits in a plain spin (no library call) until `word` holds `expect` or the stop
-/// value; returns what it saw.
-#[inline]
-fn await_value(word: &AtomicU64, expect: u64) -> u64 {
-    let mut v = 0;
-    spin_until(|| {
-        v = word.load(Ordering::Acquire);
-        v == expect || v == u64::MAX
-    });
-    v
 }
 
 /// One cache line of rank 1's segment bounced between ranks 0 and 1 with plain atomics:
@@ -514,10 +429,6 @@ fn am_short_roundtrip(ctx: &Ctx) -> Bench<'static> {
     )
 }
 
-fn stop_server(team: Team) {
-    team.request_short(1, H_STOP, &[], Flags::NONE).unwrap();
-}
-
 /// Rank 1's side of the AM figures: poll (running the handlers) until rank 0 says stop.
 fn serve_until_stopped() {
     spin_until(|| {
@@ -525,23 +436,6 @@ fn serve_until_stopped() {
         STOP.load(Ordering::Relaxed)
     });
     STOP.store(false, Ordering::Relaxed);
-}
-
-/// Asks rank 1 how many Medium requests it handled (they arrive in order, so when the
-/// answer comes every earlier one has run) and checks the count and the payloads.
-fn sync_medium(team: Team, sent: u64) {
-    let acks = SYNC_ACKS.load(Ordering::Acquire);
-    team.request_short(1, H_SYNC, &[], Flags::NONE).unwrap();
-    spin_until(|| {
-        gex::poll();
-        SYNC_ACKS.load(Ordering::Acquire) > acks
-    });
-    let received = ACK_RECEIVED.load(Ordering::Relaxed);
-    let bad = ACK_BAD.load(Ordering::Relaxed);
-    assert!(
-        received == sent as u32 && bad == 0,
-        "Medium stream: sent {sent}, rank 1 handled {received} ({bad} with a wrong payload)"
-    );
 }
 
 /// Rank 0 streams 64-byte Medium requests to rank 1, which polls; a sample ends when
@@ -657,27 +551,6 @@ fn page_aligned(len: usize, fill: u8) -> &'static mut [u8] {
 
 const GET_SEED: u64 = 0x5eed_0001;
 const PUT_SEED: u64 = 0x5eed_0002;
-
-fn pattern_byte(seed: u64, i: usize) -> u8 {
-    ((i as u64).wrapping_mul(0x9e37_79b9).wrapping_add(seed) >> 5) as u8
-}
-
-fn fill_pattern(buf: &mut [u8], seed: u64) {
-    for (i, b) in buf.iter_mut().enumerate() {
-        *b = pattern_byte(seed, i);
-    }
-}
-
-fn check_pattern(buf: &[u8], seed: u64, what: &str) {
-    if let Some(i) = (0..buf.len()).find(|&i| buf[i] != pattern_byte(seed, i)) {
-        panic!(
-            "{what}: wrong data at byte {i} of {}: {:#04x}, expected {:#04x}",
-            buf.len(),
-            buf[i],
-            pattern_byte(seed, i)
-        );
-    }
-}
 
 /// Where the puts of each size land in rank 1's put area: one range per size, so that
 /// each size's data is checked on its own.

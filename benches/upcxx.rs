@@ -57,10 +57,11 @@
 mod common;
 
 use std::hint::black_box;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+use common::am::*;
 use common::{spin_until, Measured, RankJob, Report, Sampler, TargetIs};
 use gex::{AmCategory, AmEntry, AmRole, Flags, Lc, Team, Token};
 use upcxx::{GlobalPtr, ProgressLevel, Promise};
@@ -77,18 +78,11 @@ const GET_VALUE: u64 = 0x0123_4567_89ab_cdef;
 const FUTURES_N: usize = 1000;
 /// `upcxx.rpc_ff_rate` target, in msg/s.
 const RPC_FF_TARGET: f64 = 7e6;
-const MEDIUM_BYTES: usize = 64;
 /// Set (non-empty) to also measure the diagnostic figures (`diag.*`, see [`diag`]),
 /// interleaved with the latency and rate figures they take apart.
 const DIAG: &str = "PGAS_BENCH_DIAG";
 
 // gex handler indices (fixed, so every rank agrees; UPC++ takes the highest free ones).
-const H_PING: u8 = 200;
-const H_PONG: u8 = 201;
-const H_STOP: u8 = 202;
-const H_MEDIUM: u8 = 203;
-const H_SYNC: u8 = 204;
-const H_SYNC_ACK: u8 = 205;
 // Diagnostics only.
 const H_MPING: u8 = 206;
 const H_MPONG: u8 = 207;
@@ -99,69 +93,9 @@ const H_MSYNC: u8 = 209;
 // gex handlers and their state (as in gex.rs)
 // ---------------------------------------------------------------------------------------
 
-/// Rank 0: the sequence number carried back by the last Pong.
-static LAST_PONG: AtomicU32 = AtomicU32::new(0);
-/// Rank 1: rank 0 finished the current phase.
-static STOP: AtomicBool = AtomicBool::new(false);
-/// Rank 1: Medium requests handled, and how many had a wrong payload.
-static MEDIUM_RECEIVED: AtomicU64 = AtomicU64::new(0);
-static MEDIUM_BAD: AtomicU64 = AtomicU64::new(0);
-/// Rank 0: acknowledgements of Sync received, and what the last one said.
-static SYNC_ACKS: AtomicU64 = AtomicU64::new(0);
-static ACK_RECEIVED: AtomicU32 = AtomicU32::new(0);
-static ACK_BAD: AtomicU32 = AtomicU32::new(0);
-
-fn ping(token: &Token<'_>, args: &[u32]) {
-    token.reply_short(H_PONG, &[args[0]], Flags::NONE).unwrap();
-}
-
-fn pong(_token: &Token<'_>, args: &[u32]) {
-    LAST_PONG.store(args[0], Ordering::Relaxed);
-}
-
-fn stop(_token: &Token<'_>, _args: &[u32]) {
-    STOP.store(true, Ordering::Relaxed);
-}
-
-fn medium(_token: &Token<'_>, payload: &[u8], args: &[u32]) {
-    let ok = payload.len() == MEDIUM_BYTES
-        && payload[..4] == args[0].to_le_bytes()
-        && payload[MEDIUM_BYTES - 1] == (MEDIUM_BYTES - 1) as u8;
-    if !ok {
-        MEDIUM_BAD.fetch_add(1, Ordering::Relaxed);
-    }
-    MEDIUM_RECEIVED.fetch_add(1, Ordering::Relaxed);
-}
-
-fn sync(token: &Token<'_>, _args: &[u32]) {
-    let received = MEDIUM_RECEIVED.load(Ordering::Relaxed) as u32;
-    let bad = MEDIUM_BAD.load(Ordering::Relaxed) as u32;
-    token
-        .reply_short(H_SYNC_ACK, &[received, bad], Flags::NONE)
-        .unwrap();
-}
-
-fn sync_ack(_token: &Token<'_>, args: &[u32]) {
-    ACK_RECEIVED.store(args[0], Ordering::Relaxed);
-    ACK_BAD.store(args[1], Ordering::Relaxed);
-    SYNC_ACKS.fetch_add(1, Ordering::Release);
-}
-
 fn handlers() -> Vec<AmEntry> {
-    vec![
-        AmEntry::short("bench ping", AmRole::Request, 1, ping).at(H_PING),
-        AmEntry::short("bench pong", AmRole::Reply, 1, pong).at(H_PONG),
-        AmEntry::short("bench stop", AmRole::Request, 0, stop).at(H_STOP),
-        AmEntry::payload(
-            "bench medium",
-            AmCategory::Medium,
-            AmRole::Request,
-            1,
-            medium,
-        )
-        .at(H_MEDIUM),
-        AmEntry::short("bench sync", AmRole::Request, 0, sync).at(H_SYNC),
-        AmEntry::short("bench sync ack", AmRole::Reply, 2, sync_ack).at(H_SYNC_ACK),
+    let mut entries = common::am::handlers();
+    entries.extend([
         AmEntry::payload(
             "bench mping",
             AmCategory::Medium,
@@ -180,7 +114,8 @@ fn handlers() -> Vec<AmEntry> {
         )
         .at(H_MCOUNT),
         AmEntry::short("bench msync", AmRole::Request, 0, msync).at(H_MSYNC),
-    ]
+    ]);
+    entries
 }
 
 // ---------------------------------------------------------------------------------------
@@ -477,18 +412,6 @@ fn rank_main(job: RankJob) {
     upcxx::finalize();
 }
 
-/// Waits in a plain spin (no library call) until `word` holds `expect` or the stop
-/// value; returns what it saw.
-#[inline]
-fn await_value(word: &AtomicU64, expect: u64) -> u64 {
-    let mut v = 0;
-    spin_until(|| {
-        v = word.load(Ordering::Acquire);
-        v == expect || v == u64::MAX
-    });
-    v
-}
-
 /// One cache line of rank 1's segment bounced between ranks 0 and 1 with plain atomics:
 /// rank 0 stores the odd `n`, rank 1 answers `n + 1`; `u64::MAX` stops rank 1, which
 /// then clears the line for the next phase.
@@ -518,10 +441,6 @@ fn raw_pingpong(ctx: &Ctx) -> Bench<'static> {
             line.store(0, Ordering::Relaxed);
         },
     )
-}
-
-fn stop_server(team: Team) {
-    team.request_short(1, H_STOP, &[], Flags::NONE).unwrap();
 }
 
 /// Rank 1's side of the gex AM figures: poll (running the handlers) until rank 0 says
@@ -712,23 +631,6 @@ fn upcxx_rget_8b(ctx: &Ctx) -> Bench<'static> {
     })
 }
 
-/// Asks rank 1 how many Medium requests it handled (they arrive in order, so when the
-/// answer comes every earlier one has run) and checks the count and the payloads.
-fn sync_medium(team: Team, sent: u64) {
-    let acks = SYNC_ACKS.load(Ordering::Acquire);
-    team.request_short(1, H_SYNC, &[], Flags::NONE).unwrap();
-    spin_until(|| {
-        gex::poll();
-        SYNC_ACKS.load(Ordering::Acquire) > acks
-    });
-    let received = ACK_RECEIVED.load(Ordering::Relaxed);
-    let bad = ACK_BAD.load(Ordering::Relaxed);
-    assert!(
-        received == sent as u32 && bad == 0,
-        "Medium stream: sent {sent}, rank 1 handled {received} ({bad} with a wrong payload)"
-    );
-}
-
 /// Rank 0 streams 64-byte Medium requests to rank 1, which polls; a sample ends when
 /// rank 1 confirms it handled them all (as in gex.rs).
 fn am_medium_rate(ctx: &Ctx) -> Bench<'static> {
@@ -827,27 +729,6 @@ fn page_aligned(len: usize, fill: u8) -> &'static mut [u8] {
 
 const GEX_SEED: u64 = 0x5eed_0003;
 const UPC_SEED: u64 = 0x5eed_0004;
-
-fn pattern_byte(seed: u64, i: usize) -> u8 {
-    ((i as u64).wrapping_mul(0x9e37_79b9).wrapping_add(seed) >> 5) as u8
-}
-
-fn fill_pattern(buf: &mut [u8], seed: u64) {
-    for (i, b) in buf.iter_mut().enumerate() {
-        *b = pattern_byte(seed, i);
-    }
-}
-
-fn check_pattern(buf: &[u8], seed: u64, what: &str) {
-    if let Some(i) = (0..buf.len()).find(|&i| buf[i] != pattern_byte(seed, i)) {
-        panic!(
-            "{what}: wrong data at byte {i} of {}: {:#04x}, expected {:#04x}",
-            buf.len(),
-            buf[i],
-            pattern_byte(seed, i)
-        );
-    }
-}
 
 /// The 4 MiB of `gp` (rank 1's), through this process's mapping.
 ///

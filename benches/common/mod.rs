@@ -22,6 +22,8 @@
 //! (a broken communication path) panics, which fails its job.
 #![allow(dead_code)]
 
+pub mod am;
+
 use std::ffi::OsString;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
