@@ -396,6 +396,12 @@ impl<T, K: MemoryKind> GlobalPtr<T, K> {
     /// address and affinity, as a pointer to `U`.
     #[inline]
     pub const fn cast<U>(self) -> GlobalPtr<U, K> {
+        self.retyped()
+    }
+
+    /// The same address, affinity and dynamic kind, with other static types.
+    #[inline]
+    const fn retyped<U, To: MemoryKind>(self) -> GlobalPtr<U, To> {
         GlobalPtr {
             addr: self.addr,
             rank: self.rank,
@@ -416,9 +422,7 @@ impl<T, K: MemoryKind> GlobalPtr<T, K> {
     pub fn static_kind_cast<To: MemoryKind>(self) -> GlobalPtr<T, To> {
         const {
             assert!(
-                K::ID as u8 == To::ID as u8
-                    || K::ID as u8 == KindId::Any as u8
-                    || To::ID as u8 == KindId::Any as u8,
+                kinds_convertible(K::ID, To::ID),
                 "static_kind_cast between two different kinds, neither of which is AnyKind"
             )
         };
@@ -429,12 +433,7 @@ impl<T, K: MemoryKind> GlobalPtr<T, K> {
                 To::ID
             );
         }
-        GlobalPtr {
-            addr: self.addr,
-            rank: self.rank,
-            kind: self.kind,
-            _marker: PhantomData,
-        }
+        self.retyped()
     }
 
     /// UPC++ spec §3.2 ¶94 `dynamic_kind_cast<ToKind>`: the same pointer with static kind
@@ -445,9 +444,7 @@ impl<T, K: MemoryKind> GlobalPtr<T, K> {
     pub fn dynamic_kind_cast<To: MemoryKind>(self) -> Option<GlobalPtr<T, To>> {
         const {
             assert!(
-                K::ID as u8 == To::ID as u8
-                    || K::ID as u8 == KindId::Any as u8
-                    || To::ID as u8 == KindId::Any as u8,
+                kinds_convertible(K::ID, To::ID),
                 "dynamic_kind_cast between two different kinds, neither of which is AnyKind"
             )
         };
@@ -763,4 +760,10 @@ impl<T, K: MemoryKind> Sub for GlobalPtr<T, K> {
     fn sub(self, origin: Self) -> isize {
         self.offset_from(origin)
     }
+}
+
+/// UPC++ spec §3.2 ¶96: a kind cast is allowed only between equal kinds, or to or from
+/// [`AnyKind`].
+const fn kinds_convertible(from: KindId, to: KindId) -> bool {
+    from as u8 == to as u8 || from as u8 == KindId::Any as u8 || to as u8 == KindId::Any as u8
 }
