@@ -544,28 +544,28 @@ impl<T: 'static> WhenAll for Vec<Future<T>> {
             let state = Rc::clone(&state);
             f.on_ready(move |v| {
                 slots.borrow_mut()[i] = Some(v);
-                if state.deps.get() == 1 {
-                    let all = slots
-                        .borrow_mut()
-                        .drain(..)
-                        .map(|o| o.expect("set"))
-                        .collect();
-                    state.set_value(all);
-                }
-                state.satisfy(1, "when_all");
+                satisfy_when_all(&state, &slots);
             });
         }
-        if state.deps.get() == 1 {
-            let all = slots
-                .borrow_mut()
-                .drain(..)
-                .map(|o| o.expect("set"))
-                .collect();
-            state.set_value(all);
-        }
-        state.satisfy(1, "when_all");
+        // The extra dependency kept the future from turning ready while callbacks were
+        // still being registered.
+        satisfy_when_all(&state, &slots);
         Future::from_state(state)
     }
+}
+
+/// Satisfies one dependency of a `when_all` over a `Vec`; the last one first moves the
+/// collected values into the result.
+fn satisfy_when_all<T: 'static>(state: &State<Vec<T>>, slots: &RefCell<Vec<Option<T>>>) {
+    if state.deps.get() == 1 {
+        let all = slots
+            .borrow_mut()
+            .drain(..)
+            .map(|o| o.expect("every input delivered its value"))
+            .collect();
+        state.set_value(all);
+    }
+    state.satisfy(1, "when_all");
 }
 
 /// The producer side of a future, with a dependency counter (UPC++ `promise<T...>`,
