@@ -174,12 +174,7 @@ fn a_rule_breaking_handler_fails_the_job() {
                         .unwrap(),
                 }
             }
-            // Poll (in barriers) until the job is torn down.
-            let end = Instant::now() + Duration::from_secs(10);
-            while Instant::now() < end {
-                gex::poll(); // a one-rank barrier does not poll
-                team.barrier();
-            }
+            wait_for_teardown(&team);
             client.finalize();
         });
         let Some(outcome) = outcome else { continue };
@@ -201,11 +196,7 @@ fn exit_with_a_code_ends_the_job() {
             if team.rank() == n_minus_one(team) {
                 gex::exit(3);
             }
-            let end = Instant::now() + Duration::from_secs(10);
-            while Instant::now() < end {
-                gex::poll(); // a one-rank barrier does not poll
-                team.barrier();
-            }
+            wait_for_teardown(&team);
             client.finalize();
         });
         let Some(outcome) = outcome else { continue };
@@ -290,4 +281,14 @@ fn a_job_past_its_time_limit_is_stopped() {
     assert_failed(&outcome, &["timed out", "still running"]);
     assert_eq!(outcome.exit_code, 124);
     pids.assert_all_gone(2);
+}
+
+/// Keeps a surviving rank busy in barriers (which poll, so it runs the messages that
+/// make another rank fail) until the launcher tears the job down; returns after 10 s
+/// if it never does, so the test fails on the job's outcome instead of hanging.
+fn wait_for_teardown(team: &Team) {
+    let end = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < end {
+        team.barrier();
+    }
 }
