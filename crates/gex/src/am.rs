@@ -657,7 +657,10 @@ fn send(
             };
         }
         Payload::Long(p, addr) => {
-            let c = rt.conduit.long_payload(dest, addr, p);
+            let c = rt
+                .conduit
+                .long_payload(dest, addr, p)
+                .expect("the destination was checked before the slot was claimed");
             crate::event::complete_blocking(rt, c);
         }
     }
@@ -1100,7 +1103,11 @@ impl<'a> SrcDesc<'a> {
                 }
             }
             _ => {
-                let c = self.rt.conduit.long_payload(self.dest, dest_addr, src);
+                let c = self
+                    .rt
+                    .conduit
+                    .long_payload(self.dest, dest_addr, src)
+                    .expect("the destination was checked before the slot was claimed");
                 crate::event::complete_blocking(self.rt, c);
             }
         }

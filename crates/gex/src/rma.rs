@@ -8,13 +8,30 @@
 //! must stay valid until completion, which the borrow checker cannot see.
 
 use crate::client::Team;
-use crate::conduit::{AddressError, Conduit, Rank};
+use crate::conduit::{AddressError, Completion, Conduit, Rank};
 use crate::event::{self, Event, EventCategory, Lc};
 use crate::progress::{self, runtime, Runtime};
 use crate::{Flags, NoOp};
 
 /// The value type of value-based RMA (GASNet-EX `gex_RMA_Value_t`).
 pub type RmaValue = u64;
+
+/// The completion of a transfer, or a panic naming `call` if the range is not in the
+/// target's segment (the conduit checks the range as part of the transfer).
+#[inline]
+#[track_caller]
+fn checked(
+    call: &str,
+    rank: Rank,
+    addr: usize,
+    len: usize,
+    transfer: Result<Completion, AddressError>,
+) -> Completion {
+    match transfer {
+        Ok(c) => c,
+        Err(e) => address_error(call, rank, addr, len, e),
+    }
+}
 
 #[cold]
 #[track_caller]
@@ -33,20 +50,10 @@ pub(crate) fn address_error(call: &str, rank: Rank, addr: usize, len: usize, e: 
 impl Team {
     #[inline]
     #[track_caller]
-    fn rma_check(
-        &self,
-        call: &str,
-        rank: Rank,
-        addr: usize,
-        len: usize,
-    ) -> (&'static Runtime, Rank) {
+    fn rma_check(&self, call: &str, rank: Rank) -> (&'static Runtime, Rank) {
         let rt = runtime(call);
         progress::check_may_communicate(call);
-        let job_rank = self.job_rank_of(call, rank);
-        if let Err(e) = rt.conduit.translate(job_rank, addr, len) {
-            address_error(call, rank, addr, len, e);
-        }
-        (rt, job_rank)
+        (rt, self.job_rank_of(call, rank))
     }
 
     /// GASNet-EX `gex_RMA_PutBlocking`: copies `src` to `dest` in `rank`'s segment and
@@ -60,8 +67,14 @@ impl Team {
         src: &[u8],
         _flags: Flags,
     ) -> Result<(), NoOp> {
-        let (rt, r) = self.rma_check("Team::put_blocking", rank, dest, src.len());
-        let c = rt.conduit.put(r, dest, src);
+        let (rt, r) = self.rma_check("Team::put_blocking", rank);
+        let c = checked(
+            "Team::put_blocking",
+            rank,
+            dest,
+            src.len(),
+            rt.conduit.put(r, dest, src),
+        );
         event::complete_blocking(rt, c);
         Ok(())
     }
@@ -81,11 +94,17 @@ impl Team {
         lc: Lc<'_>,
         _flags: Flags,
     ) -> Result<(), NoOp> {
-        let (rt, r) = self.rma_check("Team::put_nbi", rank, dest, src.len());
+        let (rt, r) = self.rma_check("Team::put_nbi", rank);
         if matches!(lc, Lc::Event(_)) {
             panic!("gex::Team::put_nbi: lc must be Now, Defer or Group");
         }
-        let c = rt.conduit.put(r, dest, src);
+        let c = checked(
+            "Team::put_nbi",
+            rank,
+            dest,
+            src.len(),
+            rt.conduit.put(r, dest, src),
+        );
         event::track_nbi(EventCategory::PUT, c);
         lc.complete_now();
         Ok(())
@@ -105,11 +124,17 @@ impl Team {
         lc: Lc<'_>,
         _flags: Flags,
     ) -> Result<Event, NoOp> {
-        let (rt, r) = self.rma_check("Team::put_nb", rank, dest, src.len());
+        let (rt, r) = self.rma_check("Team::put_nb", rank);
         if matches!(lc, Lc::Group) {
             panic!("gex::Team::put_nb: lc must be Now, Defer or an event");
         }
-        let c = rt.conduit.put(r, dest, src);
+        let c = checked(
+            "Team::put_nb",
+            rank,
+            dest,
+            src.len(),
+            rt.conduit.put(r, dest, src),
+        );
         lc.complete_now();
         Ok(Event::from_completion(c))
     }
@@ -125,9 +150,17 @@ impl Team {
         src: usize,
         _flags: Flags,
     ) -> Result<(), NoOp> {
-        let (rt, r) = self.rma_check("Team::get_blocking", rank, src, dest.len());
+        let (rt, r) = self.rma_check("Team::get_blocking", rank);
         // SAFETY: `dest` is a live exclusive borrow for the whole (blocking) call.
-        let c = unsafe { rt.conduit.get(dest.as_mut_ptr(), r, src, dest.len()) };
+        let c = unsafe {
+            checked(
+                "Team::get_blocking",
+                rank,
+                src,
+                dest.len(),
+                rt.conduit.get(dest.as_mut_ptr(), r, src, dest.len()),
+            )
+        };
         event::complete_blocking(rt, c);
         Ok(())
     }
@@ -148,9 +181,17 @@ impl Team {
         len: usize,
         _flags: Flags,
     ) -> Result<(), NoOp> {
-        let (rt, r) = self.rma_check("Team::get_nbi", rank, src, len);
+        let (rt, r) = self.rma_check("Team::get_nbi", rank);
         // SAFETY: forwarded from the caller's contract.
-        let c = unsafe { rt.conduit.get(dest, r, src, len) };
+        let c = unsafe {
+            checked(
+                "Team::get_nbi",
+                rank,
+                src,
+                len,
+                rt.conduit.get(dest, r, src, len),
+            )
+        };
         event::track_nbi(EventCategory::GET, c);
         Ok(())
     }
@@ -169,9 +210,17 @@ impl Team {
         len: usize,
         _flags: Flags,
     ) -> Result<Event, NoOp> {
-        let (rt, r) = self.rma_check("Team::get_nb", rank, src, len);
+        let (rt, r) = self.rma_check("Team::get_nb", rank);
         // SAFETY: forwarded from the caller's contract.
-        let c = unsafe { rt.conduit.get(dest, r, src, len) };
+        let c = unsafe {
+            checked(
+                "Team::get_nb",
+                rank,
+                src,
+                len,
+                rt.conduit.get(dest, r, src, len),
+            )
+        };
         Ok(Event::from_completion(c))
     }
 
@@ -181,10 +230,18 @@ impl Team {
     #[track_caller]
     pub fn get_val(&self, rank: Rank, src: usize, nbytes: usize, _flags: Flags) -> RmaValue {
         check_val_size("Team::get_val", nbytes);
-        let (rt, r) = self.rma_check("Team::get_val", rank, src, nbytes);
+        let (rt, r) = self.rma_check("Team::get_val", rank);
         let mut bytes = [0u8; 8];
         // SAFETY: `bytes` holds 8 >= nbytes bytes and lives through the blocking call.
-        let c = unsafe { rt.conduit.get(bytes.as_mut_ptr(), r, src, nbytes) };
+        let c = unsafe {
+            checked(
+                "Team::get_val",
+                rank,
+                src,
+                nbytes,
+                rt.conduit.get(bytes.as_mut_ptr(), r, src, nbytes),
+            )
+        };
         event::complete_blocking(rt, c);
         value_from_bytes(&bytes[..nbytes])
     }
@@ -202,9 +259,15 @@ impl Team {
     ) -> Result<(), NoOp> {
         check_val_size("Team::put_val_blocking", nbytes);
         let _ = flags;
-        let (rt, r) = self.rma_check("Team::put_val_blocking", rank, dest, nbytes);
+        let (rt, r) = self.rma_check("Team::put_val_blocking", rank);
         let bytes = value_to_bytes(value, nbytes);
-        let c = rt.conduit.put(r, dest, &bytes[..nbytes]);
+        let c = checked(
+            "Team::put_val_blocking",
+            rank,
+            dest,
+            nbytes,
+            rt.conduit.put(r, dest, &bytes[..nbytes]),
+        );
         event::complete_blocking(rt, c);
         Ok(())
     }
@@ -221,9 +284,15 @@ impl Team {
         _flags: Flags,
     ) -> Result<(), NoOp> {
         check_val_size("Team::put_val_nbi", nbytes);
-        let (rt, r) = self.rma_check("Team::put_val_nbi", rank, dest, nbytes);
+        let (rt, r) = self.rma_check("Team::put_val_nbi", rank);
         let bytes = value_to_bytes(value, nbytes);
-        let c = rt.conduit.put(r, dest, &bytes[..nbytes]);
+        let c = checked(
+            "Team::put_val_nbi",
+            rank,
+            dest,
+            nbytes,
+            rt.conduit.put(r, dest, &bytes[..nbytes]),
+        );
         event::track_nbi(EventCategory::PUT, c);
         Ok(())
     }
@@ -240,12 +309,14 @@ impl Team {
         _flags: Flags,
     ) -> Result<Event, NoOp> {
         check_val_size("Team::put_val_nb", nbytes);
-        let (rt, r) = self.rma_check("Team::put_val_nb", rank, dest, nbytes);
+        let (rt, r) = self.rma_check("Team::put_val_nb", rank);
         let bytes = value_to_bytes(value, nbytes);
-        Ok(Event::from_completion(rt.conduit.put(
-            r,
+        Ok(Event::from_completion(checked(
+            "Team::put_val_nb",
+            rank,
             dest,
-            &bytes[..nbytes],
+            nbytes,
+            rt.conduit.put(r, dest, &bytes[..nbytes]),
         )))
     }
 }

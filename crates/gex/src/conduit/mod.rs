@@ -157,17 +157,29 @@ pub trait Conduit: Send + Sync + Sized + 'static {
     /// Sends the message in a claimed buffer.
     fn am_commit(&self, out: Self::Outbound, header: &AmHeader<'_>);
     /// Delivers a Long payload to `dest_addr` in `dest`'s segment before its header.
-    fn long_payload(&self, dest: Rank, dest_addr: usize, src: &[u8]) -> Completion;
+    fn long_payload(
+        &self,
+        dest: Rank,
+        dest_addr: usize,
+        src: &[u8],
+    ) -> Result<Completion, AddressError>;
     /// Runs `dispatch` on arrived messages of the given networks; returns how many.
     fn poll(&self, requests: bool, dispatch: &mut dyn FnMut(&Inbound<'_>)) -> usize;
 
-    /// Copies `src` to `dest_addr` in `dest`'s segment.
-    fn put(&self, dest: Rank, dest_addr: usize, src: &[u8]) -> Completion;
+    /// Copies `src` to `dest_addr` in `dest`'s segment, or reports why the range is not
+    /// there (checking it is part of the transfer, so it is done once).
+    fn put(&self, dest: Rank, dest_addr: usize, src: &[u8]) -> Result<Completion, AddressError>;
     /// Copies `len` bytes at `src_addr` in `src`'s segment to `dest`.
     ///
     /// # Safety
     /// `dest` must be valid for `len` bytes of writes until the completion.
-    unsafe fn get(&self, dest: *mut u8, src: Rank, src_addr: usize, len: usize) -> Completion;
+    unsafe fn get(
+        &self,
+        dest: *mut u8,
+        src: Rank,
+        src_addr: usize,
+        len: usize,
+    ) -> Result<Completion, AddressError>;
 
     /// Records that this rank finished cleanly; it may now exit.
     fn finalize(&self);

@@ -451,7 +451,12 @@ impl Conduit for SmpConduit {
         out.queue.publish(out.reserved);
     }
 
-    fn long_payload(&self, dest: Rank, dest_addr: usize, src: &[u8]) -> Completion {
+    fn long_payload(
+        &self,
+        dest: Rank,
+        dest_addr: usize,
+        src: &[u8],
+    ) -> Result<Completion, AddressError> {
         self.put(dest, dest_addr, src)
     }
 
@@ -464,25 +469,27 @@ impl Conduit for SmpConduit {
     }
 
     #[inline]
-    fn put(&self, dest: Rank, dest_addr: usize, src: &[u8]) -> Completion {
-        let local = self
-            .translate(dest, dest_addr, src.len())
-            .expect("address checked by the caller");
+    fn put(&self, dest: Rank, dest_addr: usize, src: &[u8]) -> Result<Completion, AddressError> {
+        let local = self.translate(dest, dest_addr, src.len())?;
         // SAFETY: `local` is inside the shared mapping of dest's segment (translate
         // checked the bounds); a source slice cannot overlap in a way `copy` mishandles.
         unsafe { std::ptr::copy(src.as_ptr(), local as *mut u8, src.len()) };
-        Completion::Done
+        Ok(Completion::Done)
     }
 
     #[inline]
-    unsafe fn get(&self, dest: *mut u8, src: Rank, src_addr: usize, len: usize) -> Completion {
-        let local = self
-            .translate(src, src_addr, len)
-            .expect("address checked by the caller");
+    unsafe fn get(
+        &self,
+        dest: *mut u8,
+        src: Rank,
+        src_addr: usize,
+        len: usize,
+    ) -> Result<Completion, AddressError> {
+        let local = self.translate(src, src_addr, len)?;
         // SAFETY: the source range is inside the mapping (translate); the caller
         // guarantees `dest` is valid for `len` bytes.
         unsafe { std::ptr::copy(local as *const u8, dest, len) };
-        Completion::Done
+        Ok(Completion::Done)
     }
 
     fn finalize(&self) {
