@@ -1,0 +1,381 @@
+//! Negotiated-payload Active Messages (GASNet-EX spec, "Negotiated-payload AM APIs").
+//!
+//! A Prepare call claims the injection resources up front and returns a [`SrcDesc`]:
+//! either the client's own buffer (copied at Commit) or, for a Medium without one, the
+//! claimed slot of the target's queue itself, so the payload is assembled in place and
+//! never copied. Until the Commit consumes the `SrcDesc` the thread may not
+//! communicate; a `SrcDesc` dropped without Commit frees its slot and panics.
+
+use super::*;
+
+impl Token<'_> {
+    /// GASNet-EX `gex_AM_PrepareReplyMedium`.
+    #[track_caller]
+    pub fn prepare_reply_medium<'b>(
+        &self,
+        client_buf: Option<&'b [u8]>,
+        least_payload: usize,
+        most_payload: usize,
+        lc: Lc<'b>,
+        flags: Flags,
+        nargs: usize,
+    ) -> Result<SrcDesc<'b>, NoOp> {
+        const CALL: &str = "Token::prepare_reply_medium";
+        self.claim_reply(CALL);
+        let r = prepare(
+            self.rt,
+            CALL,
+            self.msg.src,
+            Network::Reply,
+            Category::Medium,
+            client_buf,
+            least_payload,
+            most_payload,
+            lc,
+            flags,
+            nargs,
+        );
+        self.mark_replied(r)
+    }
+
+    /// GASNet-EX `gex_AM_PrepareReplyLong`.
+    #[allow(clippy::too_many_arguments)]
+    #[track_caller]
+    pub fn prepare_reply_long<'b>(
+        &self,
+        client_buf: Option<&'b [u8]>,
+        least_payload: usize,
+        most_payload: usize,
+        lc: Lc<'b>,
+        flags: Flags,
+        nargs: usize,
+    ) -> Result<SrcDesc<'b>, NoOp> {
+        const CALL: &str = "Token::prepare_reply_long";
+        self.claim_reply(CALL);
+        let r = prepare(
+            self.rt,
+            CALL,
+            self.msg.src,
+            Network::Reply,
+            Category::Long,
+            client_buf,
+            least_payload,
+            most_payload,
+            lc,
+            flags,
+            nargs,
+        );
+        self.mark_replied(r)
+    }
+}
+
+impl Team {
+    /// GASNet-EX `gex_AM_PrepareRequestMedium`.
+    #[allow(clippy::too_many_arguments)]
+    #[track_caller]
+    pub fn prepare_request_medium<'b>(
+        &self,
+        rank: Rank,
+        client_buf: Option<&'b [u8]>,
+        least_payload: usize,
+        most_payload: usize,
+        lc: Lc<'b>,
+        flags: Flags,
+        nargs: usize,
+    ) -> Result<SrcDesc<'b>, NoOp> {
+        const CALL: &str = "Team::prepare_request_medium";
+        let rt = self.am_runtime(CALL);
+        let dest = self.job_rank_of(CALL, rank);
+        prepare(
+            rt,
+            CALL,
+            dest,
+            Network::Request,
+            Category::Medium,
+            client_buf,
+            least_payload,
+            most_payload,
+            lc,
+            flags,
+            nargs,
+        )
+    }
+
+    /// GASNet-EX `gex_AM_PrepareRequestLong`.
+    #[allow(clippy::too_many_arguments)]
+    #[track_caller]
+    pub fn prepare_request_long<'b>(
+        &self,
+        rank: Rank,
+        client_buf: Option<&'b [u8]>,
+        least_payload: usize,
+        most_payload: usize,
+        lc: Lc<'b>,
+        flags: Flags,
+        nargs: usize,
+    ) -> Result<SrcDesc<'b>, NoOp> {
+        const CALL: &str = "Team::prepare_request_long";
+        let rt = self.am_runtime(CALL);
+        let dest = self.job_rank_of(CALL, rank);
+        prepare(
+            rt,
+            CALL,
+            dest,
+            Network::Request,
+            Category::Long,
+            client_buf,
+            least_payload,
+            most_payload,
+            lc,
+            flags,
+            nargs,
+        )
+    }
+}
+
+/// Where a negotiated payload is assembled.
+enum Buffer<'a> {
+    /// The client's own buffer; copied into the message at commit.
+    Client(&'a [u8]),
+    /// A slot of the target's queue (Medium): the payload is written in place.
+    Slot,
+    /// A library allocation (Long without a client buffer).
+    Owned(Box<[u8]>),
+}
+
+/// A prepared negotiated-payload AM (GASNet-EX `gex_AM_SrcDesc_t`), consumed by
+/// `commit_medium` / `commit_long`. Until then the thread may not communicate.
+pub struct SrcDesc<'a> {
+    rt: &'static Runtime,
+    dest: Rank,
+    network: Network,
+    category: Category,
+    nargs: usize,
+    size: usize,
+    buffer: Buffer<'a>,
+    out: Option<<Active as Conduit>::Outbound>,
+    lc: Option<Lc<'a>>,
+}
+
+#[allow(clippy::too_many_arguments)]
+#[track_caller]
+fn prepare<'b>(
+    rt: &'static Runtime,
+    call: &str,
+    dest: Rank,
+    network: Network,
+    category: Category,
+    client_buf: Option<&'b [u8]>,
+    least: usize,
+    most: usize,
+    lc: Lc<'b>,
+    flags: Flags,
+    nargs: usize,
+) -> Result<SrcDesc<'b>, NoOp> {
+    if nargs > max_args() {
+        panic!(
+            "gex::{call}: {nargs} arguments, more than max_args() = {}",
+            max_args()
+        );
+    }
+    if most < least {
+        panic!("gex::{call}: most_payload {most} is less than least_payload {least}");
+    }
+    if client_buf.is_none() && !matches!(lc, Lc::Now) {
+        panic!("gex::{call}: without a client buffer the local-completion option must be Lc::Now (the spec's NULL)");
+    }
+    check_lc(call, &lc, network == Network::Request);
+    let max = match category {
+        Category::Medium => rt.conduit.am_max_medium(),
+        _ => rt.conduit.am_max_long(),
+    };
+    if least > max {
+        panic!("gex::{call}: least_payload {least} exceeds the maximum of {max} bytes");
+    }
+    let size = most.min(max);
+    let size = client_buf.map_or(size, |b| size.min(b.len()).max(least.min(b.len())));
+    let out = reserve(rt, dest, network, flags)?;
+    let buffer = match (client_buf, category) {
+        (Some(b), _) => Buffer::Client(b),
+        (None, Category::Medium) => Buffer::Slot,
+        (None, _) => Buffer::Owned(vec![0u8; size].into_boxed_slice()),
+    };
+    progress::enter_prepare(call);
+    Ok(SrcDesc {
+        rt,
+        dest,
+        network,
+        category,
+        nargs,
+        size,
+        buffer,
+        out: Some(out),
+        lc: Some(lc),
+    })
+}
+
+impl<'a> SrcDesc<'a> {
+    /// GASNet-EX `gex_AM_SrcDescAddr`: where the payload is (to be) assembled.
+    pub fn addr(&self) -> *mut u8 {
+        match &self.buffer {
+            Buffer::Client(b) => b.as_ptr() as *mut u8,
+            Buffer::Slot => self
+                .rt
+                .conduit
+                .am_buffer(self.out.as_ref().expect("not committed")),
+            Buffer::Owned(b) => b.as_ptr() as *mut u8,
+        }
+    }
+
+    /// GASNet-EX `gex_AM_SrcDescSize`: how many bytes may be sent.
+    pub fn size(&self) -> usize {
+        self.size
+    }
+
+    /// The library-provided buffer to assemble the payload in, or `None` when the
+    /// client offered its own buffer.
+    pub fn buffer_mut(&mut self) -> Option<&mut [u8]> {
+        let size = self.size;
+        match &mut self.buffer {
+            Buffer::Client(_) => None,
+            Buffer::Owned(b) => Some(&mut b[..size]),
+            Buffer::Slot => {
+                let p = self
+                    .rt
+                    .conduit
+                    .am_buffer(self.out.as_ref().expect("not committed"));
+                // SAFETY: the slot is claimed by this SrcDesc and its payload area holds
+                // am_max_medium() >= size bytes.
+                Some(unsafe { std::slice::from_raw_parts_mut(p, size) })
+            }
+        }
+    }
+
+    /// GASNet-EX `gex_AM_Commit{Request,Reply}Medium`.
+    #[track_caller]
+    pub fn commit_medium(self, handler: AmIndex, nbytes: usize, args: &[u32]) {
+        self.commit(
+            "SrcDesc::commit_medium",
+            Category::Medium,
+            handler,
+            nbytes,
+            0,
+            args,
+        )
+    }
+
+    /// GASNet-EX `gex_AM_Commit{Request,Reply}Long`.
+    #[track_caller]
+    pub fn commit_long(self, handler: AmIndex, nbytes: usize, dest_addr: usize, args: &[u32]) {
+        self.commit(
+            "SrcDesc::commit_long",
+            Category::Long,
+            handler,
+            nbytes,
+            dest_addr,
+            args,
+        )
+    }
+
+    #[track_caller]
+    fn commit(
+        mut self,
+        call: &str,
+        category: Category,
+        handler: AmIndex,
+        nbytes: usize,
+        dest_addr: usize,
+        args: &[u32],
+    ) {
+        progress::leave_prepare();
+        if category != self.category {
+            panic!(
+                "gex::{call}: the SrcDesc was prepared for a {:?}",
+                self.category
+            );
+        }
+        if args.len() != self.nargs {
+            panic!(
+                "gex::{call}: {} arguments, but Prepare was told {}",
+                args.len(),
+                self.nargs
+            );
+        }
+        if nbytes > self.size {
+            panic!(
+                "gex::{call}: nbytes {nbytes} exceeds gex_AM_SrcDescSize {}",
+                self.size
+            );
+        }
+        check_args(self.rt, call, self.dest, handler, args);
+        let src: &[u8] = match &self.buffer {
+            Buffer::Client(b) => &b[..nbytes],
+            Buffer::Owned(b) => &b[..nbytes],
+            Buffer::Slot => &[],
+        };
+        if category == Category::Long {
+            // Before taking the slot: a refused Commit leaves the SrcDesc to free it.
+            check_long(self.rt, call, self.dest, src, dest_addr);
+        }
+        let out = self.out.take().expect("committed once");
+        match category {
+            Category::Medium => {
+                if !src.is_empty() {
+                    // SAFETY: the slot holds am_max_medium() >= size >= nbytes bytes.
+                    unsafe {
+                        std::ptr::copy_nonoverlapping(
+                            src.as_ptr(),
+                            self.rt.conduit.am_buffer(&out),
+                            nbytes,
+                        )
+                    };
+                }
+            }
+            _ => {
+                let c = self
+                    .rt
+                    .conduit
+                    .long_payload(self.dest, dest_addr, src)
+                    .expect("the destination was checked before the slot was claimed");
+                crate::event::complete_blocking(self.rt, c);
+            }
+        }
+        self.rt.conduit.am_commit(
+            out,
+            &AmHeader {
+                handler,
+                category,
+                network: self.network,
+                args,
+                nbytes,
+                dest_addr,
+            },
+        );
+        if let Some(lc) = self.lc.take() {
+            lc.complete_now();
+        }
+    }
+}
+
+impl Drop for SrcDesc<'_> {
+    fn drop(&mut self) {
+        if let Some(out) = self.out.take() {
+            // Free the claimed slot with a message the receiver ignores (index 0).
+            progress::leave_prepare();
+            self.rt.conduit.am_commit(
+                out,
+                &AmHeader {
+                    handler: 0,
+                    category: Category::Short,
+                    network: self.network,
+                    args: &[],
+                    nbytes: 0,
+                    dest_addr: 0,
+                },
+            );
+            if !std::thread::panicking() {
+                panic!("gex: a SrcDesc from an AM Prepare was dropped without Commit (it must be consumed exactly once)");
+            }
+        }
+    }
+}
