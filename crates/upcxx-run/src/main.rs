@@ -1,51 +1,79 @@
-//! `upcxx-run`: runs a PGAS program as an N-rank job on this host.
+//! `upcxx-run`: runs a PGAS program as an N-rank job on this host, and reports on the
+//! files the built-in tools wrote.
 //!
 //! ```text
 //! upcxx-run -n N [--segment-size SIZE] [--timeout SECS] PROGRAM [ARGS...]
+//! upcxx-run report FILE [-o OUT.html] [--top N]
 //! ```
 //!
 //! Everything after `PROGRAM` is passed to every rank verbatim, including arguments that
 //! start with `-`. The exit status is the job's (see `gex::job::JobOutcome::exit_code`);
 //! invalid command lines exit with status 2, a program that cannot be found with 127.
 //!
-//! # Adding subcommands
+//! `report` reads a profile (`upcxx-profile.json`) or a trace (`upcxx-trace.json`),
+//! prints the costliest operation kinds and writes one self-contained HTML page of charts
+//! (`gasp::report`), by default next to FILE with the extension `.html`. It exits with 1
+//! if the file cannot be read or written.
 //!
-//! The command line is parsed into [`Cli`], whose only content today is the flattened
-//! [`RunArgs`]. A later subcommand (e.g. `upcxx-run report FILE`) is added as
+//! # Subcommands
 //!
-//! ```ignore
-//! #[derive(Parser)]
-//! #[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
-//! struct Cli {
-//!     #[command(subcommand)]
-//!     command: Option<Command>,
-//!     #[command(flatten)]
-//!     run: RunArgs,
-//! }
-//! #[derive(Subcommand)]
-//! enum Command { Report { file: PathBuf } }
-//! ```
-//!
-//! and dispatched in `main` (`None` runs the job as today). A program that happens to be
-//! named like a subcommand is then run as `upcxx-run -n 2 ./report`.
+//! The command line is parsed into [`Cli`]: an optional [`Command`] and the flattened,
+//! optional [`RunArgs`]. `args_conflicts_with_subcommands` makes the two exclusive and
+//! `subcommand_negates_reqs` lifts `-n` and `PROGRAM` when a subcommand is given; with
+//! neither, `-n` and `PROGRAM` are required as they always were. A subcommand name is
+//! only recognized as the first argument, so a program that happens to be named like a
+//! subcommand is run as `upcxx-run -n 2 report` or `upcxx-run -n 2 ./report`.
 
 use std::ffi::OsString;
-use std::path::PathBuf;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::Parser;
+use clap::{Parser, Subcommand};
 use gex::job::{self, JobSpec};
 
 /// Runs PROGRAM as an N-rank job on this host.
 #[derive(Debug, Parser)]
-#[command(name = "upcxx-run", version, about, long_about = None)]
+#[command(
+    name = "upcxx-run",
+    version,
+    about,
+    long_about = None,
+    args_conflicts_with_subcommands = true,
+    subcommand_negates_reqs = true
+)]
 struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    /// Present exactly when no subcommand is given.
     #[command(flatten)]
-    run: RunArgs,
+    run: Option<RunArgs>,
 }
 
-/// Arguments of running a job (the default, and today only, action).
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Summarizes a profile or trace: prints the top costs, writes an HTML report.
+    Report(ReportArgs),
+}
+
+/// Arguments of `upcxx-run report`.
+#[derive(Debug, clap::Args)]
+struct ReportArgs {
+    /// The profile (upcxx-profile.json) or trace (upcxx-trace.json) to report on.
+    #[arg(value_name = "FILE")]
+    file: PathBuf,
+
+    /// Where to write the HTML report [default: FILE with the extension .html].
+    #[arg(short = 'o', long = "output", value_name = "OUT.html")]
+    output: Option<PathBuf>,
+
+    /// Number of operation kinds to print.
+    #[arg(long, value_name = "N", default_value_t = 15)]
+    top: usize,
+}
+
+/// Arguments of running a job (the default action).
 #[derive(Debug, clap::Args)]
 struct RunArgs {
     /// Number of ranks (processes) to run, at least 1.
@@ -96,7 +124,52 @@ const NAME: &str = "upcxx-run";
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    exit_code(run(cli.run))
+    let code = match (cli.command, cli.run) {
+        (Some(Command::Report(args)), _) => report(&args),
+        (None, Some(run_args)) => run(run_args),
+        (None, None) => {
+            // Unreachable: without a subcommand clap requires `-n` and PROGRAM.
+            eprintln!("{NAME}: nothing to do");
+            2
+        }
+    };
+    exit_code(code)
+}
+
+/// `upcxx-run report`: the top costs to stdout, the HTML page to a file.
+fn report(args: &ReportArgs) -> i32 {
+    let output = args
+        .output
+        .clone()
+        .unwrap_or_else(|| default_report_path(&args.file));
+    if output == args.file {
+        eprintln!(
+            "{NAME}: {}: the report would overwrite its input; choose another name with -o",
+            args.file.display()
+        );
+        return 1;
+    }
+    let summary = match gasp::report::load(&args.file) {
+        Ok(loaded) => loaded.summary(),
+        Err(e) => {
+            eprintln!("{NAME}: {e}");
+            return 1;
+        }
+    };
+    if let Err(e) = std::fs::write(&output, gasp::report::render_html(&summary)) {
+        eprintln!("{NAME}: {}: cannot write the report: {e}", output.display());
+        return 1;
+    }
+    // A closed stdout (`upcxx-run report f | head`) is no failure: the report is written.
+    let mut stdout = std::io::stdout().lock();
+    let _ = write!(stdout, "{}", gasp::report::top_costs(&summary, args.top));
+    let _ = writeln!(stdout, "\nreport written to {}", output.display());
+    0
+}
+
+/// `dir/upcxx-profile.json` → `dir/upcxx-profile.html`.
+fn default_report_path(file: &Path) -> PathBuf {
+    file.with_extension("html")
 }
 
 fn run(args: RunArgs) -> i32 {
@@ -146,8 +219,25 @@ mod tests {
     use super::*;
     use clap::CommandFactory;
 
+    fn parse_cli(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::iter::once("upcxx-run").chain(args.iter().copied()))
+    }
+
     fn parse(args: &[&str]) -> Result<RunArgs, clap::Error> {
-        Cli::try_parse_from(std::iter::once("upcxx-run").chain(args.iter().copied())).map(|c| c.run)
+        parse_cli(args).map(|c| {
+            assert!(c.command.is_none(), "{args:?} parsed as a subcommand");
+            c.run.expect("run arguments without a subcommand")
+        })
+    }
+
+    fn parse_report(args: &[&str]) -> Result<ReportArgs, clap::Error> {
+        parse_cli(args).map(|c| {
+            assert!(c.run.is_none(), "{args:?} parsed run arguments");
+            match c.command {
+                Some(Command::Report(r)) => r,
+                None => panic!("{args:?} is no report command"),
+            }
+        })
     }
 
     #[test]
@@ -192,6 +282,50 @@ mod tests {
             &["-n", "2", "--timeout", "-3", "prog"],
         ] {
             let e = parse(args)
+                .err()
+                .unwrap_or_else(|| panic!("{args:?} accepted"));
+            assert_eq!(e.exit_code(), 2, "{args:?}");
+        }
+    }
+
+    #[test]
+    fn report_subcommand() {
+        let r = parse_report(&["report", "run/upcxx-profile.json"]).unwrap();
+        assert_eq!(r.file, PathBuf::from("run/upcxx-profile.json"));
+        assert_eq!(r.output, None);
+        assert_eq!(r.top, 15);
+        assert_eq!(
+            default_report_path(&r.file),
+            PathBuf::from("run/upcxx-profile.html")
+        );
+        let r = parse_report(&["report", "t.json", "-o", "out.html", "--top", "3"]).unwrap();
+        assert_eq!(r.output, Some(PathBuf::from("out.html")));
+        assert_eq!(r.top, 3);
+        let r = parse_report(&["report", "--output=x.html", "t.json"]).unwrap();
+        assert_eq!(r.output, Some(PathBuf::from("x.html")));
+        assert_eq!(
+            default_report_path(Path::new("trace")),
+            PathBuf::from("trace.html")
+        );
+    }
+
+    #[test]
+    fn a_program_named_report_still_runs() {
+        let a = parse(&["-n", "2", "report", "x.json"]).unwrap();
+        assert_eq!(a.command, ["report", "x.json"].map(OsString::from));
+    }
+
+    #[test]
+    fn bad_report_command_lines_are_rejected() {
+        for args in [
+            &["report"][..],
+            &["report", "a.json", "b.json"],
+            &["report", "a.json", "-o"],
+            &["report", "a.json", "--top", "x"],
+            &["report", "a.json", "-n", "2"],
+            &["report", "-n", "2", "prog"],
+        ] {
+            let e = parse_cli(args)
                 .err()
                 .unwrap_or_else(|| panic!("{args:?} accepted"));
             assert_eq!(e.exit_code(), 2, "{args:?}");

@@ -1,0 +1,261 @@
+//! Reducing a profile or a trace to a [`Summary`] (the rules are in the parent module's
+//! docs).
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use serde_json::{Map, Value};
+
+use super::{Input, Interval, OpCost, Summary, Timeline};
+use crate::formats::{CommMatrix, Profile, Trace, TraceEvent};
+
+impl Summary {
+    /// The summary of a profile: rows summed over call sites, the profile's matrix.
+    ///
+    /// The rank count is the largest of the declared count and every rank index the file
+    /// mentions, so a file with a stale `ranks` still has a place for each row.
+    pub fn from_profile(p: &Profile) -> Summary {
+        let ranks = [
+            p.ranks as usize,
+            p.rank_time_ns.len(),
+            p.matrix.bytes.len(),
+            p.matrix.messages.len(),
+        ]
+        .into_iter()
+        .chain(p.events.iter().map(|r| r.rank as usize + 1))
+        .chain(p.matrix.bytes.iter().map(Vec::len))
+        .chain(p.matrix.messages.iter().map(Vec::len))
+        .max()
+        .unwrap_or(0);
+        let mut ops: BTreeMap<String, Vec<OpCost>> = BTreeMap::new();
+        for row in &p.events {
+            let cost = &mut ops
+                .entry(row.name.clone())
+                .or_insert_with(|| vec![OpCost::default(); ranks])[row.rank as usize];
+            cost.count += row.count;
+            cost.total_ns += row.total_ns;
+        }
+        let mut rank_time_ns = p.rank_time_ns.clone();
+        rank_time_ns.resize(ranks, 0);
+        Summary {
+            input: Input::Profile,
+            command: p.command.clone(),
+            ranks,
+            rank_time_ns,
+            ops,
+            matrix: CommMatrix {
+                bytes: square(&p.matrix.bytes, ranks),
+                messages: square(&p.matrix.messages, ranks),
+            },
+            timeline: None,
+            dropped: 0,
+        }
+    }
+
+    /// The summary of a trace: costs, matrix and timeline from its events.
+    pub fn from_trace(t: &Trace) -> Summary {
+        let events = &t.trace_events;
+        let ranks = events
+            .iter()
+            .flat_map(|e| {
+                [
+                    Some(e.pid as usize + 1),
+                    arg_u64(&e.args, "peer").map(|p| p as usize + 1),
+                ]
+            })
+            .flatten()
+            .chain([t.other_data.ranks as usize])
+            .max()
+            .unwrap_or(0);
+        // Stable: events with equal timestamps keep their order in the file, so a `b`
+        // written before its zero-length `e` still opens first.
+        let mut order: Vec<&TraceEvent> = events.iter().collect();
+        order.sort_by(|a, b| a.ts.total_cmp(&b.ts));
+
+        // An initiation the tracer reports both as `b` and as `X`, on one thread at one
+        // time: the `X` counts it.
+        let initiations: HashSet<(u32, u32, &str, u64)> = events
+            .iter()
+            .filter(|e| e.ph == "X")
+            .map(|e| (e.pid, e.tid, e.name.as_str(), e.ts.to_bits()))
+            .collect();
+        let mut acc = Accumulator::new(ranks);
+        let mut open = OpenAsync::new();
+        for e in order {
+            let rank = e.pid as usize;
+            let ts = us_to_ns(e.ts);
+            match e.ph.as_str() {
+                "X" => {
+                    let end = ts + e.dur.map_or(0, us_to_ns);
+                    acc.operation(rank, &e.name, end - ts);
+                    acc.interval(rank, &e.name, ts, end);
+                    acc.message(rank, &e.args, false);
+                }
+                "b" => {
+                    let counted =
+                        initiations.contains(&(e.pid, e.tid, e.name.as_str(), e.ts.to_bits()));
+                    if !counted {
+                        acc.operation(rank, &e.name, 0);
+                        acc.message(rank, &e.args, false);
+                    }
+                    acc.end_ns = acc.end_ns.max(ts);
+                    let key = (e.pid, e.cat.as_str(), e.id.as_deref().unwrap_or(""));
+                    open.entry(key).or_default().push(Begun {
+                        name: &e.name,
+                        start: ts,
+                        counted,
+                    });
+                }
+                "e" => {
+                    let key = (e.pid, e.cat.as_str(), e.id.as_deref().unwrap_or(""));
+                    if let Some(b) = open.get_mut(&key).and_then(Vec::pop) {
+                        if !b.counted {
+                            acc.add_time(rank, b.name, ts.saturating_sub(b.start));
+                        }
+                        acc.interval(rank, b.name, b.start, ts);
+                    }
+                }
+                "i" => {
+                    acc.operation(rank, &e.name, 0);
+                    acc.message(rank, &e.args, true);
+                    acc.end_ns = acc.end_ns.max(ts);
+                }
+                // Flows repeat an operation counted at its X or b; metadata is no
+                // operation.
+                _ => {}
+            }
+        }
+        // Enclosing intervals first, so that drawing in order leaves nested ones visible.
+        for lane in &mut acc.timeline.lanes {
+            lane.sort_by_key(|i| (i.start_ns, Reverse(i.end_ns)));
+        }
+        acc.timeline.end_ns = acc.end_ns;
+        Summary {
+            input: Input::Trace,
+            command: t.other_data.command.clone(),
+            ranks,
+            rank_time_ns: vec![acc.end_ns; ranks],
+            ops: acc.ops,
+            matrix: acc.matrix,
+            timeline: Some(acc.timeline),
+            dropped: t.other_data.dropped,
+        }
+    }
+}
+
+/// Async operations begun and not yet ended, by (pid, cat, id), innermost last.
+type OpenAsync<'a> = HashMap<(u32, &'a str, &'a str), Vec<Begun<'a>>>;
+
+/// An async operation's `b`.
+struct Begun<'a> {
+    name: &'a str,
+    start: u64,
+    /// Whether an `X` of its initiation already counted it.
+    counted: bool,
+}
+
+/// The summary of a trace under construction.
+struct Accumulator {
+    ranks: usize,
+    ops: BTreeMap<String, Vec<OpCost>>,
+    matrix: CommMatrix,
+    timeline: Timeline,
+    kind_index: HashMap<String, usize>,
+    end_ns: u64,
+}
+
+impl Accumulator {
+    fn new(ranks: usize) -> Self {
+        Accumulator {
+            ranks,
+            ops: BTreeMap::new(),
+            matrix: CommMatrix {
+                bytes: vec![vec![0; ranks]; ranks],
+                messages: vec![vec![0; ranks]; ranks],
+            },
+            timeline: Timeline {
+                lanes: vec![Vec::new(); ranks],
+                ..Timeline::default()
+            },
+            kind_index: HashMap::new(),
+            end_ns: 0,
+        }
+    }
+
+    fn cost(&mut self, rank: usize, name: &str) -> &mut OpCost {
+        if !self.ops.contains_key(name) {
+            self.ops
+                .insert(name.to_owned(), vec![OpCost::default(); self.ranks]);
+        }
+        &mut self.ops.get_mut(name).expect("inserted above")[rank]
+    }
+
+    fn operation(&mut self, rank: usize, name: &str, ns: u64) {
+        let cost = self.cost(rank, name);
+        cost.count += 1;
+        cost.total_ns += ns;
+    }
+
+    fn add_time(&mut self, rank: usize, name: &str, ns: u64) {
+        self.cost(rank, name).total_ns += ns;
+    }
+
+    fn interval(&mut self, rank: usize, name: &str, start_ns: u64, end_ns: u64) {
+        let kind = match self.kind_index.get(name) {
+            Some(&k) => k,
+            None => {
+                let k = self.timeline.kinds.len();
+                self.timeline.kinds.push(name.to_owned());
+                self.kind_index.insert(name.to_owned(), k);
+                k
+            }
+        };
+        self.timeline.lanes[rank].push(Interval {
+            start_ns,
+            end_ns,
+            kind,
+        });
+        self.end_ns = self.end_ns.max(end_ns);
+    }
+
+    /// Counts the operation in the matrix if its arguments name a peer (and, when
+    /// `needs_bytes`, a byte count).
+    fn message(&mut self, rank: usize, args: &Map<String, Value>, needs_bytes: bool) {
+        let Some(peer) = arg_u64(args, "peer") else {
+            return;
+        };
+        let bytes = arg_u64(args, "bytes");
+        if needs_bytes && bytes.is_none() {
+            return;
+        }
+        let peer = peer as usize;
+        self.matrix.messages[rank][peer] += 1;
+        self.matrix.bytes[rank][peer] += bytes.unwrap_or(0);
+    }
+}
+
+/// A non-negative integer argument, written as a JSON number or a decimal string.
+fn arg_u64(args: &Map<String, Value>, key: &str) -> Option<u64> {
+    match args.get(key)? {
+        Value::Number(n) => n.as_u64(),
+        Value::String(s) => s.trim().parse().ok(),
+        _ => None,
+    }
+}
+
+/// Trace microseconds to nanoseconds; negative and non-finite times become 0.
+fn us_to_ns(us: f64) -> u64 {
+    // `as` saturates, and maps NaN to 0.
+    (us * 1000.0).round() as u64
+}
+
+/// `m` padded (or cut) to `n`×`n`.
+fn square(m: &[Vec<u64>], n: usize) -> Vec<Vec<u64>> {
+    (0..n)
+        .map(|r| {
+            let mut row = m.get(r).cloned().unwrap_or_default();
+            row.resize(n, 0);
+            row
+        })
+        .collect()
+}
