@@ -10,6 +10,7 @@ use std::any::Any;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::conduit::{Active, BoundSegment, Conduit, Rank};
+use crate::instrument::{gasp_atomic, gasp_end, gasp_span};
 use crate::progress::{self, runtime, Runtime};
 use crate::Flags;
 
@@ -151,6 +152,8 @@ impl Client {
         });
         install_panic_hook();
         crate::am::register_internal(rt, &mut [crate::barrier::handler_entry()]);
+        #[cfg(feature = "gasp")]
+        attach_gasp_tool(rt);
         let team = Team {
             rank: rt.conduit.rank(),
             size: rt.conduit.size(),
@@ -185,19 +188,40 @@ impl Client {
     pub fn finalize(&self) {
         let rt = runtime("Client::finalize");
         progress::check_may_communicate("Client::finalize");
+        let span = gasp_span!(GASP_UPC_COLLECTIVE_EXIT, [gasp::Arg::Int(0)]);
         Team {
             rank: rt.conduit.rank(),
             size: rt.conduit.size(),
         }
         .barrier();
+        gasp_end!(span, [gasp::Arg::Int(0)]);
+        #[cfg(feature = "gasp")]
+        gasp::dispatch::finish();
         rt.conduit.finalize();
+    }
+}
+
+/// Attaches the GASP tool chosen for this run, if any (GASP §3.2: after the runtime's
+/// own initialization, before user code runs).
+#[cfg(feature = "gasp")]
+#[track_caller]
+fn attach_gasp_tool(rt: &Runtime) {
+    let (members, _) = rt.conduit.nbrhd();
+    let first = members.first().copied().unwrap_or(rt.conduit.rank());
+    let last = members.last().copied().unwrap_or(rt.conduit.rank());
+    if let Err(e) = gasp::dispatch::init(rt.conduit.rank(), rt.conduit.size(), first..last + 1) {
+        panic!("gex::Client::init: cannot attach the GASP tool: {e}");
     }
 }
 
 /// Ends this process now with `code` (like `gasnet_exit`). With code 0 the rank counts as
 /// finished; any other code makes the launcher stop the whole job with that code.
+#[track_caller]
 pub fn exit(code: i32) -> ! {
     if let Some(rt) = progress::try_runtime() {
+        gasp_atomic!(GASP_UPC_NONCOLLECTIVE_EXIT, [gasp::Arg::Int(code)]);
+        #[cfg(feature = "gasp")]
+        gasp::dispatch::finish();
         if code == 0 {
             rt.conduit.finalize();
         } else {

@@ -13,6 +13,7 @@ use std::cell::RefCell;
 use std::sync::Arc;
 
 use crate::conduit::{Completion, OpHandle};
+use crate::instrument::{gasp_end, gasp_span};
 use crate::progress::{self, runtime, Runtime};
 
 /// Handle of a non-blocking operation (GASNet-EX `gex_Event_t`).
@@ -53,6 +54,14 @@ impl Event {
         }
     }
 
+    /// The GASP handle of the operation (GASP §5.4.6): `GASP_NB_TRIVIAL` for an
+    /// operation already complete, else an id unique among pending events.
+    pub(crate) fn gasp_handle(&self) -> u64 {
+        self.state
+            .as_ref()
+            .map_or(gasp::events::NB_TRIVIAL, |s| Arc::as_ptr(s) as u64)
+    }
+
     /// True for `GEX_EVENT_INVALID`: nothing left to synchronize.
     pub fn is_invalid(&self) -> bool {
         self.state.is_none()
@@ -86,7 +95,10 @@ impl Event {
         }
         let rt = runtime("Event::wait");
         progress::check_may_communicate("Event::wait");
+        let args = [gasp::Arg::Handle(self.gasp_handle())];
+        let span = gasp_span!(GASP_UPC_NB_SYNC, args);
         rt.wait_until(|| self.is_done());
+        gasp_end!(span, args);
     }
 
     /// GASNet-EX `gex_Event_TestSome`: true if at least one event is complete or all are
@@ -222,6 +234,14 @@ thread_local! {
 }
 
 /// Records an NBI operation that did not complete at initiation.
+/// The GASP handle of an NBI operation: trivial if it is complete, else the implicit one.
+pub(crate) fn nbi_handle(c: &Completion) -> u64 {
+    match c {
+        Completion::Done => gasp::events::NB_TRIVIAL,
+        Completion::Pending(_) => gasp::events::NB_IMPLICIT,
+    }
+}
+
 pub(crate) fn track_nbi(category: EventCategory, c: Completion) {
     if let Completion::Pending(op) = c {
         NBI.with(|n| {
@@ -268,7 +288,10 @@ pub fn nbi_test(mask: EventCategory) -> bool {
 pub fn nbi_wait(mask: EventCategory) {
     let rt = runtime("nbi_wait");
     progress::check_may_communicate("nbi_wait");
+    let args = [gasp::Arg::Handle(gasp::events::NB_IMPLICIT)];
+    let span = gasp_span!(GASP_UPC_NB_SYNC, args);
     rt.wait_until(|| nbi_done(mask));
+    gasp_end!(span, args);
 }
 
 /// GASNet-EX `gex_NBI_BeginAccessRegion`: until the matching end, this thread's NBI

@@ -8,6 +8,7 @@
 
 use lock_api::RawMutex as _;
 
+use crate::instrument::{gasp_end, gasp_span};
 use crate::progress;
 
 /// A handler-safe lock (GASNet-EX `gex_HSL_t`).
@@ -30,17 +31,28 @@ impl Hsl {
     }
 
     /// GASNet-EX `gex_HSL_Lock`.
+    #[track_caller]
     pub fn lock(&self) {
+        let span = gasp_span!(GASP_UPC_LOCK, [self.gasp_arg()]);
         self.raw.lock();
         progress::hsl_acquired();
+        gasp_end!(span, [self.gasp_arg()]);
+    }
+
+    #[cfg_attr(not(feature = "gasp"), allow(dead_code))]
+    fn gasp_arg(&self) -> gasp::Arg<'static> {
+        gasp::Arg::Ptr(self as *const Hsl as usize)
     }
 
     /// GASNet-EX `gex_HSL_Trylock`: true if the lock was taken.
+    #[track_caller]
     pub fn try_lock(&self) -> bool {
+        let span = gasp_span!(GASP_UPC_LOCK_ATTEMPT, [self.gasp_arg()]);
         let ok = self.raw.try_lock();
         if ok {
             progress::hsl_acquired();
         }
+        gasp_end!(span, [self.gasp_arg(), gasp::Arg::Int(i32::from(ok))]);
         ok
     }
 
@@ -48,7 +60,9 @@ impl Hsl {
     ///
     /// # Panics
     /// If the lock is not held.
+    #[track_caller]
     pub fn unlock(&self) {
+        let span = gasp_span!(GASP_UPC_UNLOCK, [self.gasp_arg()]);
         if !self.raw.is_locked() {
             panic!("gex::Hsl::unlock: the lock is not held");
         }
@@ -56,9 +70,11 @@ impl Hsl {
         // SAFETY: the lock is held (checked above); HSLs are released by the thread
         // that took them, as the spec requires of the client.
         unsafe { self.raw.unlock() };
+        gasp_end!(span, [self.gasp_arg()]);
     }
 
     /// Locks and returns a guard that unlocks when dropped.
+    #[track_caller]
     pub fn guard(&self) -> HslGuard<'_> {
         self.lock();
         HslGuard { hsl: self }

@@ -41,6 +41,7 @@ pub mod client;
 pub mod conduit;
 pub mod event;
 pub mod hsl;
+mod instrument;
 pub mod job;
 pub mod progress;
 pub mod rma;

@@ -154,7 +154,9 @@ pub(crate) fn hsl_released() {
 pub fn poll() {
     let rt = runtime("poll");
     check_may_communicate("poll");
+    let span = crate::instrument::gasp_span!(GASP_GEX_POLL, crate::instrument::NONE);
     rt.progress();
+    crate::instrument::gasp_end!(span, crate::instrument::NONE);
 }
 
 /// How a waiting loop backs off while nothing happens: it spins for a few polls (a

@@ -10,6 +10,7 @@
 use crate::client::Team;
 use crate::conduit::{AddressError, Completion, Conduit, Rank};
 use crate::event::{self, Event, EventCategory, Lc};
+use crate::instrument::{gasp_end, gasp_span, get_args, put_args, with_handle};
 use crate::progress::{self, runtime, Runtime};
 use crate::{Flags, NoOp};
 
@@ -68,6 +69,10 @@ impl Team {
         _flags: Flags,
     ) -> Result<(), NoOp> {
         let (rt, r) = self.rma_check("Team::put_blocking", rank);
+        let span = gasp_span!(
+            GASP_UPC_PUT,
+            put_args(r, dest, src.as_ptr() as usize, src.len())
+        );
         let c = checked(
             "Team::put_blocking",
             rank,
@@ -76,6 +81,7 @@ impl Team {
             rt.conduit.put(r, dest, src),
         );
         event::complete_blocking(rt, c);
+        gasp_end!(span, put_args(r, dest, src.as_ptr() as usize, src.len()));
         Ok(())
     }
 
@@ -98,6 +104,8 @@ impl Team {
         if matches!(lc, Lc::Event(_)) {
             panic!("gex::Team::put_nbi: lc must be Now, Defer or Group");
         }
+        let args = put_args(r, dest, src.as_ptr() as usize, src.len());
+        let span = gasp_span!(GASP_UPC_NB_PUT_INIT, args);
         let c = checked(
             "Team::put_nbi",
             rank,
@@ -105,8 +113,10 @@ impl Team {
             src.len(),
             rt.conduit.put(r, dest, src),
         );
+        let handle = event::nbi_handle(&c);
         event::track_nbi(EventCategory::PUT, c);
         lc.complete_now();
+        gasp_end!(span, with_handle(args, handle));
         Ok(())
     }
 
@@ -128,6 +138,8 @@ impl Team {
         if matches!(lc, Lc::Group) {
             panic!("gex::Team::put_nb: lc must be Now, Defer or an event");
         }
+        let args = put_args(r, dest, src.as_ptr() as usize, src.len());
+        let span = gasp_span!(GASP_UPC_NB_PUT_INIT, args);
         let c = checked(
             "Team::put_nb",
             rank,
@@ -136,7 +148,9 @@ impl Team {
             rt.conduit.put(r, dest, src),
         );
         lc.complete_now();
-        Ok(Event::from_completion(c))
+        let e = Event::from_completion(c);
+        gasp_end!(span, with_handle(args, e.gasp_handle()));
+        Ok(e)
     }
 
     /// GASNet-EX `gex_RMA_GetBlocking`: copies `dest.len()` bytes at `src` in `rank`'s
@@ -151,6 +165,8 @@ impl Team {
         _flags: Flags,
     ) -> Result<(), NoOp> {
         let (rt, r) = self.rma_check("Team::get_blocking", rank);
+        let args = get_args(dest.as_ptr() as usize, r, src, dest.len());
+        let span = gasp_span!(GASP_UPC_GET, args);
         // SAFETY: `dest` is a live exclusive borrow for the whole (blocking) call.
         let c = unsafe {
             checked(
@@ -162,6 +178,7 @@ impl Team {
             )
         };
         event::complete_blocking(rt, c);
+        gasp_end!(span, args);
         Ok(())
     }
 
@@ -182,6 +199,8 @@ impl Team {
         _flags: Flags,
     ) -> Result<(), NoOp> {
         let (rt, r) = self.rma_check("Team::get_nbi", rank);
+        let args = get_args(dest as usize, r, src, len);
+        let span = gasp_span!(GASP_UPC_NB_GET_INIT, args);
         // SAFETY: forwarded from the caller's contract.
         let c = unsafe {
             checked(
@@ -192,7 +211,9 @@ impl Team {
                 rt.conduit.get(dest, r, src, len),
             )
         };
+        let handle = event::nbi_handle(&c);
         event::track_nbi(EventCategory::GET, c);
+        gasp_end!(span, with_handle(args, handle));
         Ok(())
     }
 
@@ -211,6 +232,8 @@ impl Team {
         _flags: Flags,
     ) -> Result<Event, NoOp> {
         let (rt, r) = self.rma_check("Team::get_nb", rank);
+        let args = get_args(dest as usize, r, src, len);
+        let span = gasp_span!(GASP_UPC_NB_GET_INIT, args);
         // SAFETY: forwarded from the caller's contract.
         let c = unsafe {
             checked(
@@ -221,7 +244,9 @@ impl Team {
                 rt.conduit.get(dest, r, src, len),
             )
         };
-        Ok(Event::from_completion(c))
+        let e = Event::from_completion(c);
+        gasp_end!(span, with_handle(args, e.gasp_handle()));
+        Ok(e)
     }
 
     /// GASNet-EX `gex_RMA_GetBlockingVal`: reads `nbytes` (1..=8) at `src` as an
@@ -232,6 +257,8 @@ impl Team {
         check_val_size("Team::get_val", nbytes);
         let (rt, r) = self.rma_check("Team::get_val", rank);
         let mut bytes = [0u8; 8];
+        let args = get_args(bytes.as_ptr() as usize, r, src, nbytes);
+        let span = gasp_span!(GASP_UPC_GET, args);
         // SAFETY: `bytes` holds 8 >= nbytes bytes and lives through the blocking call.
         let c = unsafe {
             checked(
@@ -243,6 +270,7 @@ impl Team {
             )
         };
         event::complete_blocking(rt, c);
+        gasp_end!(span, args);
         value_from_bytes(&bytes[..nbytes])
     }
 
@@ -261,6 +289,8 @@ impl Team {
         let _ = flags;
         let (rt, r) = self.rma_check("Team::put_val_blocking", rank);
         let bytes = value_to_bytes(value, nbytes);
+        let args = put_args(r, dest, bytes.as_ptr() as usize, nbytes);
+        let span = gasp_span!(GASP_UPC_PUT, args);
         let c = checked(
             "Team::put_val_blocking",
             rank,
@@ -269,6 +299,7 @@ impl Team {
             rt.conduit.put(r, dest, &bytes[..nbytes]),
         );
         event::complete_blocking(rt, c);
+        gasp_end!(span, args);
         Ok(())
     }
 
@@ -286,6 +317,8 @@ impl Team {
         check_val_size("Team::put_val_nbi", nbytes);
         let (rt, r) = self.rma_check("Team::put_val_nbi", rank);
         let bytes = value_to_bytes(value, nbytes);
+        let args = put_args(r, dest, bytes.as_ptr() as usize, nbytes);
+        let span = gasp_span!(GASP_UPC_NB_PUT_INIT, args);
         let c = checked(
             "Team::put_val_nbi",
             rank,
@@ -293,7 +326,9 @@ impl Team {
             nbytes,
             rt.conduit.put(r, dest, &bytes[..nbytes]),
         );
+        let handle = event::nbi_handle(&c);
         event::track_nbi(EventCategory::PUT, c);
+        gasp_end!(span, with_handle(args, handle));
         Ok(())
     }
 
@@ -311,13 +346,17 @@ impl Team {
         check_val_size("Team::put_val_nb", nbytes);
         let (rt, r) = self.rma_check("Team::put_val_nb", rank);
         let bytes = value_to_bytes(value, nbytes);
-        Ok(Event::from_completion(checked(
+        let args = put_args(r, dest, bytes.as_ptr() as usize, nbytes);
+        let span = gasp_span!(GASP_UPC_NB_PUT_INIT, args);
+        let e = Event::from_completion(checked(
             "Team::put_val_nb",
             rank,
             dest,
             nbytes,
             rt.conduit.put(r, dest, &bytes[..nbytes]),
-        )))
+        ));
+        gasp_end!(span, with_handle(args, e.gasp_handle()));
+        Ok(e)
     }
 }
 

@@ -18,6 +18,7 @@
 //!   `am/negotiated.rs`).
 
 use std::cell::Cell;
+use std::panic::Location;
 use std::sync::atomic::{AtomicPtr, Ordering};
 use std::sync::Mutex;
 
@@ -81,6 +82,10 @@ pub struct AmEntry {
     pub cdata: usize,
     /// Used in error messages.
     pub name: &'static str,
+    /// Whether this handler's messages are reported to a GASP tool
+    /// (`GASP_GEX_AM_REQUEST`/`_REPLY`/`_HANDLER`); true unless [`AmEntry::unreported`]
+    /// is used by a runtime layered on gex that reports its own events instead.
+    pub reported: bool,
 }
 
 impl AmEntry {
@@ -99,6 +104,7 @@ impl AmEntry {
             nargs,
             cdata: 0,
             name,
+            reported: true,
         }
     }
 
@@ -118,7 +124,14 @@ impl AmEntry {
             nargs,
             cdata: 0,
             name,
+            reported: true,
         }
+    }
+
+    /// Keeps this handler's messages out of GASP events (see [`AmEntry::reported`]).
+    pub fn unreported(mut self) -> AmEntry {
+        self.reported = false;
+        self
     }
 
     /// Sets the fixed index to register at.
@@ -183,6 +196,8 @@ impl std::error::Error for RegisterError {}
 /// dispatch reads them without a lock.
 pub(crate) struct HandlerTable {
     entries: [AtomicPtr<AmEntry>; 256],
+    /// Where each handler was registered: the call site GASP reports for its runs.
+    sites: [AtomicPtr<Location<'static>>; 256],
     register: Mutex<()>,
 }
 
@@ -190,6 +205,7 @@ impl HandlerTable {
     pub fn new() -> HandlerTable {
         HandlerTable {
             entries: std::array::from_fn(|_| AtomicPtr::new(std::ptr::null_mut())),
+            sites: std::array::from_fn(|_| AtomicPtr::new(std::ptr::null_mut())),
             register: Mutex::new(()),
         }
     }
@@ -201,7 +217,27 @@ impl HandlerTable {
         (!p.is_null()).then(|| unsafe { &*p })
     }
 
+    /// Whether messages to handler `index` are reported to GASP.
+    #[cfg(feature = "gasp")]
+    #[inline]
+    fn reported(&self, index: AmIndex) -> bool {
+        index >= AM_INDEX_BASE && self.get(index).is_some_and(|e| e.reported)
+    }
+
+    /// Where handler `index` was registered.
+    #[cfg(feature = "gasp")]
+    fn site(&self, index: AmIndex) -> &'static Location<'static> {
+        let p = self.sites[index as usize].load(Ordering::Acquire);
+        // SAFETY: non-null sites are `&'static Location`s stored by `register`.
+        if p.is_null() {
+            Location::caller()
+        } else {
+            unsafe { &*p }
+        }
+    }
+
     /// Registers `table`, assigning "don't care" indices from the top of `range`.
+    #[track_caller]
     pub fn register(
         &self,
         table: &mut [AmEntry],
@@ -247,6 +283,8 @@ impl HandlerTable {
         for (e, index) in table.iter_mut().zip(assigned) {
             e.index = index;
             let entry = Box::into_raw(Box::new(*e));
+            let site = Location::caller() as *const Location<'static> as *mut Location<'static>;
+            self.sites[index as usize].store(site, Ordering::Release);
             self.entries[index as usize].store(entry, Ordering::Release);
         }
         Ok(())
@@ -463,10 +501,48 @@ pub(crate) fn dispatch(msg: &Inbound<'_>) {
         replied: Cell::new(false),
     };
     let _scope = HandlerScope::enter(msg.network == Network::Request);
+    #[cfg(feature = "gasp")]
+    let span = (gasp::enabled() && rt.handlers.reported(msg.handler)).then(|| {
+        gasp::Span::begin(
+            gasp::events::GASP_GEX_AM_HANDLER,
+            rt.handlers.site(msg.handler),
+            &am_args(msg.src, msg.handler, msg.category, msg.payload.len()),
+        )
+    });
     match entry.handler {
         HandlerFn::Short(f) => f(&token, msg.args),
         HandlerFn::Payload(f) => f(&token, msg.payload, msg.args),
     }
+    #[cfg(feature = "gasp")]
+    if let Some(span) = span {
+        span.end(&am_args(
+            msg.src,
+            msg.handler,
+            msg.category,
+            msg.payload.len(),
+        ));
+    }
+}
+
+/// The arguments of the AM events (`int rank, int handler, int category, size_t nbytes`).
+#[cfg_attr(not(feature = "gasp"), allow(dead_code))]
+fn am_args(
+    rank: Rank,
+    handler: AmIndex,
+    category: Category,
+    nbytes: usize,
+) -> [gasp::Arg<'static>; 4] {
+    let category = match category {
+        Category::Short => 0,
+        Category::Medium => 1,
+        Category::Long => 2,
+    };
+    [
+        gasp::Arg::Rank(rank),
+        gasp::Arg::Int(i32::from(handler)),
+        gasp::Arg::Int(category),
+        gasp::Arg::Bytes(nbytes),
+    ]
 }
 
 #[cold]
@@ -592,6 +668,16 @@ fn send(
             (Category::Long, p.len(), addr)
         }
     };
+    #[cfg(feature = "gasp")]
+    let site = Location::caller();
+    #[cfg(feature = "gasp")]
+    let span = (gasp::enabled() && rt.handlers.reported(handler)).then(|| {
+        let tag = match network {
+            Network::Request => gasp::events::GASP_GEX_AM_REQUEST,
+            Network::Reply => gasp::events::GASP_GEX_AM_REPLY,
+        };
+        gasp::Span::begin(tag, site, &am_args(dest, handler, category, nbytes))
+    });
     let out = reserve(rt, dest, network, flags)?;
     match payload {
         Payload::None => {}
@@ -621,6 +707,10 @@ fn send(
             dest_addr,
         },
     );
+    #[cfg(feature = "gasp")]
+    if let Some(span) = span {
+        span.end(&am_args(dest, handler, category, nbytes));
+    }
     Ok(())
 }
 

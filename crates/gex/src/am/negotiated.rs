@@ -317,6 +317,17 @@ impl<'a> SrcDesc<'a> {
             // Before taking the slot: a refused Commit leaves the SrcDesc to free it.
             check_long(self.rt, call, self.dest, src, dest_addr);
         }
+        #[cfg(feature = "gasp")]
+        let site = std::panic::Location::caller();
+        #[cfg(feature = "gasp")]
+        let span = (gasp::enabled() && self.rt.handlers.reported(handler)).then(|| {
+            let tag = match self.network {
+                Network::Request => gasp::events::GASP_GEX_AM_REQUEST,
+                Network::Reply => gasp::events::GASP_GEX_AM_REPLY,
+            };
+            let args = super::am_args(self.dest, handler, category, nbytes);
+            gasp::Span::begin(tag, site, &args)
+        });
         let out = self.out.take().expect("committed once");
         match category {
             Category::Medium => {
@@ -353,6 +364,10 @@ impl<'a> SrcDesc<'a> {
         );
         if let Some(lc) = self.lc.take() {
             lc.complete_now();
+        }
+        #[cfg(feature = "gasp")]
+        if let Some(span) = span {
+            span.end(&super::am_args(self.dest, handler, category, nbytes));
         }
     }
 }

@@ -40,6 +40,8 @@
 //!
 //! When [`run`] returns, the region is unmapped, the memfd closed and no rank survives.
 
+mod tool;
+
 use std::ffi::{OsStr, OsString};
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
@@ -274,6 +276,19 @@ fn parse_ranks(v: &OsStr) -> Result<usize, String> {
 /// an invalid spec, no memory for the region, or a rank that could not be started (then
 /// the ranks already started are torn down before returning).
 pub fn run(spec: &JobSpec) -> io::Result<JobOutcome> {
+    match tool::ToolRun::prepare(spec)? {
+        None => run_ranks(spec),
+        Some(tool) => {
+            let mut with_tool = spec.clone();
+            with_tool.env.extend(tool.env());
+            let outcome = run_ranks(&with_tool);
+            tool.finish(&spec.name, spec.ranks);
+            outcome
+        }
+    }
+}
+
+fn run_ranks(spec: &JobSpec) -> io::Result<JobOutcome> {
     let layout = checked_layout(spec.ranks, spec.segment_size)?;
     let region_file = JobRegion::create(layout)?;
     let region = region_file.region();

@@ -1,0 +1,172 @@
+/* gasp_upcxx.h: the GASP events of the Rust PGAS stack (upcxx and gex).
+ * Generated from crates/gasp/src/events.rs; do not edit: a test checks that this
+ * file matches the table. Included by gasp.h. */
+#ifndef GASP_UPCXX_H
+#define GASP_UPCXX_H
+
+#include <stdint.h>
+
+#define GASP_UPCXX_VERSION 1
+
+/* A pointer-to-shared: the owning rank and the address in the owner's address
+ * space. Events pass a pointer to one (GASP section 5.4). */
+typedef struct {
+    uint32_t rank;
+    uint64_t addr;
+} gasp_upcxx_gptr_t;
+
+/* The handle of a non-blocking operation (GASP section 5.4.6). */
+typedef uint64_t gasp_upc_nb_handle_t;
+#define GASP_NB_TRIVIAL 0
+#define GASP_NB_IMPLICIT 1
+
+/* Tags returned by gasp_create_event (GASP section 5.3). */
+#define GASP_UPCXX_USEREVT_START 0x10000
+#define GASP_UPCXX_USEREVT_END 0x1ffff
+
+/* System events. For each: the event types it is reported with and the varargs
+ * of gasp_event_notify for each type. */
+
+/* UPC §5.4.1: the collective end of the program (`upcxx::finalize`, `gex::Client::finalize`), around its final barrier.
+ *   GASP_START: int status
+ *   GASP_END:   int status
+ */
+#define GASP_UPC_COLLECTIVE_EXIT 0x1
+
+/* UPC §5.4.1: a non-collective exit (`gex::exit`).
+ *   GASP_ATOMIC: int status
+ */
+#define GASP_UPC_NONCOLLECTIVE_EXIT 0x2
+
+/* UPC §5.4.2: the notify half of a split-phase barrier (`gex::Team::barrier_notify`, `upcxx::barrier_async`).
+ *   GASP_START: int named, int expr
+ *   GASP_END:   int named, int expr
+ */
+#define GASP_UPC_NOTIFY 0x3
+
+/* UPC §5.4.2: the wait half of a split-phase barrier (`gex::Team::barrier_wait`).
+ *   GASP_START: int named, int expr
+ *   GASP_END:   int named, int expr
+ */
+#define GASP_UPC_WAIT 0x4
+
+/* UPC §5.4.2: a blocking barrier (`upcxx::barrier`, `gex::Team::barrier`).
+ *   GASP_START: int named, int expr
+ *   GASP_END:   int named, int expr
+ */
+#define GASP_UPC_BARRIER 0x5
+
+/* UPC §5.4.4: allocation in the calling rank's shared segment (`upcxx::allocate`, `new_`, `new_array`).
+ *   GASP_START: size_t nbytes
+ *   GASP_END:   size_t nbytes, gasp_upcxx_gptr_t *newshrd_ptr
+ */
+#define GASP_UPC_ALLOC 0x14
+
+/* UPC §5.4.4: freeing shared memory (`upcxx::deallocate`, `delete_`, `delete_array`).
+ *   GASP_START: gasp_upcxx_gptr_t *shrd_ptr
+ *   GASP_END:   gasp_upcxx_gptr_t *shrd_ptr
+ */
+#define GASP_UPC_FREE 0x15
+
+/* UPC §5.4.4: acquiring a lock (`gex::Hsl::lock`; `lck` is the lock's address).
+ *   GASP_START: void *lck
+ *   GASP_END:   void *lck
+ */
+#define GASP_UPC_LOCK 0x16
+
+/* UPC §5.4.4: trying a lock (`gex::Hsl::try_lock`); `result` is nonzero on success.
+ *   GASP_START: void *lck
+ *   GASP_END:   void *lck, int result
+ */
+#define GASP_UPC_LOCK_ATTEMPT 0x17
+
+/* UPC §5.4.4: releasing a lock (`gex::Hsl::unlock`).
+ *   GASP_START: void *lck
+ *   GASP_END:   void *lck
+ */
+#define GASP_UPC_UNLOCK 0x18
+
+/* UPC §5.4.5: a blocking get (`gex::Team::get_blocking`, `get_val`).
+ *   GASP_START: int is_relaxed, void *dst, gasp_upcxx_gptr_t *src, size_t n
+ *   GASP_END:   int is_relaxed, void *dst, gasp_upcxx_gptr_t *src, size_t n
+ */
+#define GASP_UPC_GET 0x1e
+
+/* UPC §5.4.5: a blocking put (`gex::Team::put_blocking`, `put_val`).
+ *   GASP_START: int is_relaxed, gasp_upcxx_gptr_t *dst, void *src, size_t n
+ *   GASP_END:   int is_relaxed, gasp_upcxx_gptr_t *dst, void *src, size_t n
+ */
+#define GASP_UPC_PUT 0x1f
+
+/* UPC §5.4.6: initiating a non-blocking get (`upcxx::rget*`, `gex::Team::get_nb`, `get_nbi`). The END's handle is `GASP_NB_TRIVIAL` when the data had arrived before the call returned.
+ *   GASP_START: int is_relaxed, void *dst, gasp_upcxx_gptr_t *src, size_t n
+ *   GASP_END:   int is_relaxed, void *dst, gasp_upcxx_gptr_t *src, size_t n, gasp_upc_nb_handle_t handle
+ */
+#define GASP_UPC_NB_GET_INIT 0x28
+
+/* UPC §5.4.6: initiating a non-blocking put (`upcxx::rput*`, `gex::Team::put_nb`, `put_nbi`).
+ *   GASP_START: int is_relaxed, gasp_upcxx_gptr_t *dst, void *src, size_t n
+ *   GASP_END:   int is_relaxed, gasp_upcxx_gptr_t *dst, void *src, size_t n, gasp_upc_nb_handle_t handle
+ */
+#define GASP_UPC_NB_PUT_INIT 0x29
+
+/* UPC §5.4.6: waiting for non-blocking operations (`gex::Event::wait`, `gex::nbi_wait`; `GASP_NB_IMPLICIT` names all implicit-handle operations).
+ *   GASP_START: gasp_upc_nb_handle_t handle
+ *   GASP_END:   gasp_upc_nb_handle_t handle
+ */
+#define GASP_UPC_NB_SYNC 0x2a
+
+/* Sending a remote procedure call (`upcxx::rpc`, `rpc_ff`, `as_rpc` completions): `nbytes` is the size of the serialized call, `msgid` pairs it with its `GASP_UPCXX_RPC_EXECUTE` on the target.
+ *   GASP_START: int target, size_t nbytes, uint64_t msgid
+ *   GASP_END:   int target, size_t nbytes, uint64_t msgid
+ */
+#define GASP_UPCXX_RPC_SEND 0x100
+
+/* Running a remote procedure call on its target (user code; events inside it are reported).
+ *   GASP_START: int source, size_t nbytes, uint64_t msgid
+ *   GASP_END:   int source, size_t nbytes, uint64_t msgid
+ */
+#define GASP_UPCXX_RPC_EXECUTE 0x101
+
+/* Waiting for a future (`upcxx::Future::wait`).
+ *   GASP_START: (none)
+ *   GASP_END:   (none)
+ */
+#define GASP_UPCXX_FUTURE_WAIT 0x102
+
+/* Fulfilling a promise (`upcxx::Promise::fulfill_result`, `fulfill_anonymous`): `count` dependencies are satisfied.
+ *   GASP_ATOMIC: size_t count
+ */
+#define GASP_UPCXX_PROMISE_FULFILL 0x103
+
+/* An explicit progress call (`upcxx::progress`): `level` is 0 for internal, 1 for user.
+ *   GASP_START: int level
+ *   GASP_END:   int level
+ */
+#define GASP_UPCXX_PROGRESS 0x104
+
+/* Sending an Active Message Request (`gex::Team::am_request_*`): `category` is 0 Short, 1 Medium, 2 Long; `nbytes` the payload.
+ *   GASP_START: int target, int handler, int category, size_t nbytes
+ *   GASP_END:   int target, int handler, int category, size_t nbytes
+ */
+#define GASP_GEX_AM_REQUEST 0x200
+
+/* Sending an Active Message Reply (`gex::Token::am_reply_*`).
+ *   GASP_START: int target, int handler, int category, size_t nbytes
+ *   GASP_END:   int target, int handler, int category, size_t nbytes
+ */
+#define GASP_GEX_AM_REPLY 0x201
+
+/* Running a client's Active Message handler (user code).
+ *   GASP_START: int source, int handler, int category, size_t nbytes
+ *   GASP_END:   int source, int handler, int category, size_t nbytes
+ */
+#define GASP_GEX_AM_HANDLER 0x202
+
+/* An explicit poll (`gex::poll`).
+ *   GASP_START: (none)
+ *   GASP_END:   (none)
+ */
+#define GASP_GEX_POLL 0x203
+
+#endif /* GASP_UPCXX_H */

@@ -1,0 +1,380 @@
+//! The runtime side: deciding which events reach the tool, and calling it.
+//!
+//! # Cost
+//!
+//! Instrumented operations (in `gex` and `upcxx`, behind their `gasp` feature) first
+//! test [`enabled`], one relaxed load of a flag that is set once, at initialization, if a
+//! tool is attached: with no tool that is the whole cost, one predictable branch. With
+//! the feature off the instrumentation is not compiled at all.
+//!
+//! # What reaches the tool
+//!
+//! An event is reported when all of these hold:
+//!
+//! * it is not nested in another reported operation of the library on the same thread.
+//!   A `upcxx::rput` is one `GASP_UPC_NB_PUT_INIT`, not also the `gex` put that
+//!   implements it: every [`Span`] raises a per-thread depth, and events at depth > 0
+//!   are library internals. Spans that run user code ([`Timing::Execute`]: an RPC body,
+//!   a client's AM handler) are always reported and reset the depth for their body, so
+//!   the user's operations inside them are reported again;
+//! * the tool is not already running on this thread (a tool that calls the runtime does
+//!   not recurse into itself: GASP §3.2's re-entrancy rule);
+//! * the event is in the `--profile-only` list, if one was given (§3.1.2; user events are
+//!   never filtered, §3.1.3);
+//! * with `--exclude-local` (the spec's `--profile`, §3.1.1, as opposed to its
+//!   `--profile-local`, our default), the event is not an access to memory of the local
+//!   team (puts and gets whose pointer-to-shared is owned by a rank of
+//!   [`InitInfo::local_ranks`]).
+//!
+//! Measurement control (`control`, §3.3) is the tool's business: the runtime keeps
+//! calling, the tool stops measuring.
+
+use std::cell::Cell;
+use std::panic::Location;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Mutex, OnceLock};
+
+use crate::events::{self, Timing, USEREVT_END, USEREVT_START};
+use crate::tool::{Arg, Event, EventType, InitInfo, Language, Tool};
+
+/// Set once, when a tool is attached; never cleared.
+static ENABLED: AtomicBool = AtomicBool::new(false);
+
+struct Dispatch {
+    tool: Box<dyn Tool>,
+    info: InitInfo,
+    /// `--profile-only`: allowed system tags (indexed by tag), `None` = all.
+    only: Option<Vec<bool>>,
+    exclude_local: bool,
+}
+
+static DISPATCH: OnceLock<Dispatch> = OnceLock::new();
+
+type Factory = Box<dyn FnOnce(&InitInfo, &mut Vec<String>) -> Box<dyn Tool> + Send>;
+
+static FACTORY: Mutex<Option<Factory>> = Mutex::new(None);
+
+static LANGUAGE: Mutex<Option<Language>> = Mutex::new(None);
+
+thread_local! {
+    /// Nesting depth of library spans on this thread.
+    static DEPTH: Cell<u32> = const { Cell::new(0) };
+    /// The tool is running on this thread.
+    static IN_TOOL: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Environment variable naming the tool: `profile`, `trace`, or the path of a C shared
+/// library exporting the GASP functions.
+pub const GASP_TOOL: &str = "GASP_TOOL";
+/// Environment variable naming a `--profile-only` file (event names, one per line).
+pub const GASP_PROFILE_ONLY: &str = "GASP_PROFILE_ONLY";
+/// Environment variable: `1` leaves out accesses to the local team's memory.
+pub const GASP_EXCLUDE_LOCAL: &str = "GASP_EXCLUDE_LOCAL";
+
+/// Whether a tool is attached: the one test instrumented code makes on its fast path.
+#[inline(always)]
+pub fn enabled() -> bool {
+    ENABLED.load(Ordering::Relaxed)
+}
+
+/// Registers the program's own tool; `init` is its `gasp_init`, called once by the
+/// runtime's initialization. Takes precedence over `GASP_TOOL`. Call it before the
+/// runtime is initialized (`upcxx::init`, `gex::Client::init`).
+pub fn register_tool<F>(init: F)
+where
+    F: FnOnce(&InitInfo, &mut Vec<String>) -> Box<dyn Tool> + Send + 'static,
+{
+    *FACTORY.lock().unwrap_or_else(|e| e.into_inner()) = Some(Box::new(init));
+}
+
+/// Names the language of the program's events; the first call wins (`upcxx::init`
+/// calls it before initializing `gex`, which otherwise reports [`Language::Gex`]).
+pub fn set_language(language: Language) {
+    let mut l = LANGUAGE.lock().unwrap_or_else(|e| e.into_inner());
+    l.get_or_insert(language);
+}
+
+/// Attaches the tool, if any (GASP §3.2: called by the runtime after its own
+/// initialization, before user code communicates). Idempotent. An error names what
+/// could not be set up (a tool library that cannot be loaded, an unreadable
+/// `--profile-only` file).
+pub fn init(rank: u32, ranks: u32, local_ranks: std::ops::Range<u32>) -> Result<(), String> {
+    if DISPATCH.get().is_some() {
+        return Ok(());
+    }
+    let language = LANGUAGE
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .unwrap_or(Language::Gex);
+    let info = InitInfo {
+        language,
+        rank,
+        ranks,
+        local_ranks,
+    };
+    let factory = FACTORY.lock().unwrap_or_else(|e| e.into_inner()).take();
+    let mut args: Vec<String> = std::env::args().collect();
+    let tool: Box<dyn Tool> = match (factory, std::env::var(GASP_TOOL)) {
+        (Some(f), _) => f(&info, &mut args),
+        (None, Ok(name)) if name.is_empty() => return Ok(()),
+        (None, Ok(name)) => crate::tools::builtin(&name, &info, &mut args)?,
+        (None, Err(_)) => return Ok(()),
+    };
+    let only = match std::env::var_os(GASP_PROFILE_ONLY) {
+        Some(path) => Some(read_only_list(std::path::Path::new(&path))?),
+        None => None,
+    };
+    let exclude_local = std::env::var(GASP_EXCLUDE_LOCAL).is_ok_and(|v| v == "1");
+    let dispatch = Dispatch {
+        tool,
+        info,
+        only,
+        exclude_local,
+    };
+    if DISPATCH.set(dispatch).is_ok() {
+        ENABLED.store(true, Ordering::Release);
+    }
+    Ok(())
+}
+
+/// Reads a `--profile-only` file: event names separated by newlines (GASP §3.1.2).
+/// Names this implementation does not report are ignored, as the spec allows.
+fn read_only_list(path: &std::path::Path) -> Result<Vec<bool>, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("{GASP_PROFILE_ONLY}={}: {e}", path.display()))?;
+    let max = events::EVENTS.last().map_or(0, |e| e.tag) as usize;
+    let mut only = vec![false; max + 1];
+    for name in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        if let Some(def) = events::by_name(name) {
+            only[def.tag as usize] = true;
+        }
+    }
+    Ok(only)
+}
+
+/// The info the tool was initialized with, if one is attached.
+pub fn info() -> Option<&'static InitInfo> {
+    DISPATCH.get().map(|d| &d.info)
+}
+
+/// Tells the tool the run is over (called by the runtime's finalization, after its
+/// final barrier). Later events are not reported.
+pub fn finish() {
+    if let Some(d) = DISPATCH.get() {
+        if ENABLED.swap(false, Ordering::AcqRel) {
+            with_tool_guard(|| d.tool.finish());
+        }
+    }
+}
+
+fn with_tool_guard<R: Default>(f: impl FnOnce() -> R) -> R {
+    IN_TOOL.with(|t| {
+        if t.replace(true) {
+            return R::default();
+        }
+        struct Reset<'a>(&'a Cell<bool>);
+        impl Drop for Reset<'_> {
+            fn drop(&mut self) {
+                self.0.set(false);
+            }
+        }
+        let _reset = Reset(t);
+        f()
+    })
+}
+
+fn admitted(d: &Dispatch, tag: u32, args: &[Arg<'_>]) -> bool {
+    if (USEREVT_START..=USEREVT_END).contains(&tag) {
+        return true;
+    }
+    if let Some(only) = &d.only {
+        if !only.get(tag as usize).copied().unwrap_or(false) {
+            return false;
+        }
+    }
+    if d.exclude_local && is_access(tag) {
+        let local = args.iter().any(|a| match a {
+            Arg::GPtr(g) => d.info.local_ranks.contains(&g.rank),
+            _ => false,
+        });
+        if local {
+            return false;
+        }
+    }
+    true
+}
+
+fn is_access(tag: u32) -> bool {
+    matches!(
+        tag,
+        events::GASP_UPC_GET
+            | events::GASP_UPC_PUT
+            | events::GASP_UPC_NB_GET_INIT
+            | events::GASP_UPC_NB_PUT_INIT
+    )
+}
+
+fn deliver(d: &Dispatch, event: &Event<'_>) {
+    with_tool_guard(|| d.tool.event_notify(event));
+}
+
+/// An open interval event of the library: reports START when made (if admitted) and
+/// END when [`Span::end`] is called; dropping it without `end` (an unwinding panic)
+/// only restores the nesting depth.
+#[must_use = "a span reports its END event when `end` is called"]
+pub struct Span {
+    tag: u32,
+    location: &'static Location<'static>,
+    reported: bool,
+    saved_depth: u32,
+}
+
+impl Span {
+    /// Opens an interval event: reports START with `args`. Call only when [`enabled`].
+    #[inline]
+    pub fn begin(tag: u32, location: &'static Location<'static>, args: &[Arg<'_>]) -> Span {
+        let saved_depth = DEPTH.with(Cell::get);
+        let execute = events::by_tag(tag).is_some_and(|e| e.timing == Timing::Execute);
+        let reported = match DISPATCH.get() {
+            Some(d) if enabled() && (saved_depth == 0 || execute) && admitted(d, tag, args) => {
+                deliver(
+                    d,
+                    &Event {
+                        tag,
+                        ty: EventType::Start,
+                        location,
+                        args,
+                    },
+                );
+                true
+            }
+            _ => false,
+        };
+        DEPTH.with(|c| c.set(if execute { 0 } else { saved_depth + 1 }));
+        Span {
+            tag,
+            location,
+            reported,
+            saved_depth,
+        }
+    }
+
+    /// Closes the interval: reports END with `args` if START was reported.
+    #[inline]
+    pub fn end(self, args: &[Arg<'_>]) {
+        DEPTH.with(|c| c.set(self.saved_depth));
+        if self.reported {
+            if let Some(d) = DISPATCH.get().filter(|_| enabled()) {
+                deliver(
+                    d,
+                    &Event {
+                        tag: self.tag,
+                        ty: EventType::End,
+                        location: self.location,
+                        args,
+                    },
+                );
+            }
+        }
+        std::mem::forget(self);
+    }
+}
+
+impl Drop for Span {
+    fn drop(&mut self) {
+        DEPTH.with(|c| c.set(self.saved_depth));
+    }
+}
+
+/// Reports an ATOMIC event (if admitted and not nested in a library span). Call only
+/// when [`enabled`].
+#[inline]
+pub fn atomic(tag: u32, location: &'static Location<'static>, args: &[Arg<'_>]) {
+    if DEPTH.with(Cell::get) != 0 {
+        return;
+    }
+    if let Some(d) = DISPATCH.get() {
+        if admitted(d, tag, args) {
+            deliver(
+                d,
+                &Event {
+                    tag,
+                    ty: EventType::Atomic,
+                    location,
+                    args,
+                },
+            );
+        }
+    }
+}
+
+/// `pupc_control` / `gasp_control` (§3.3): turns measurement off (`false`) or on;
+/// returns the previous setting (`true` if never called, or with no tool attached).
+pub fn control(on: bool) -> bool {
+    match DISPATCH.get() {
+        Some(d) => with_tool_guard_or(true, || d.tool.control(on)),
+        None => true,
+    }
+}
+
+fn with_tool_guard_or<R>(busy: R, f: impl FnOnce() -> R) -> R {
+    let mut out = Some(busy);
+    with_tool_guard(|| {
+        out = Some(f());
+    });
+    out.expect("set above")
+}
+
+/// A user event (GASP §5.3 `pupc_create_event`), made by [`create_event`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct UserEvent(pub u32);
+
+/// `pupc_create_event`: a tag for a user event named `name`; `desc` is a description
+/// or a `printf`-style format of its values. With no tool attached the tags are still
+/// distinct (so programs behave the same), they are just never reported.
+pub fn create_event(name: &str, desc: Option<&str>) -> UserEvent {
+    static NEXT: AtomicU32 = AtomicU32::new(USEREVT_START);
+    match DISPATCH.get() {
+        Some(d) => UserEvent(with_tool_guard(|| d.tool.create_event(name, desc))),
+        None => UserEvent(NEXT.fetch_add(1, Ordering::Relaxed).min(USEREVT_END)),
+    }
+}
+
+/// `pupc_event_start`: the start of user event `event` at the caller's location, with
+/// values matching its format.
+#[track_caller]
+pub fn event_start(event: UserEvent, values: &[Arg<'_>]) {
+    if enabled() {
+        user(event, EventType::Start, values, Location::caller());
+    }
+}
+
+/// `pupc_event_end`.
+#[track_caller]
+pub fn event_end(event: UserEvent, values: &[Arg<'_>]) {
+    if enabled() {
+        user(event, EventType::End, values, Location::caller());
+    }
+}
+
+/// `pupc_event_atomic`.
+#[track_caller]
+pub fn event_atomic(event: UserEvent, values: &[Arg<'_>]) {
+    if enabled() {
+        user(event, EventType::Atomic, values, Location::caller());
+    }
+}
+
+fn user(event: UserEvent, ty: EventType, args: &[Arg<'_>], location: &'static Location<'static>) {
+    if let Some(d) = DISPATCH.get() {
+        deliver(
+            d,
+            &Event {
+                tag: event.0,
+                ty,
+                location,
+                args,
+            },
+        );
+    }
+}

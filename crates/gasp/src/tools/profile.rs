@@ -1,0 +1,334 @@
+//! The profiler (`GASP_TOOL=profile`, `upcxx-run --profile[=FILE]`).
+//!
+//! Per thread, a table keyed by (event tag, call site) accumulates count, total/min/max
+//! duration and bytes; START events wait on a small per-thread stack for their END (the
+//! innermost open event with the same tag). Communication events (puts, gets, RPC and AM
+//! sends) also add their bytes and one message to the thread's row of the rank×rank
+//! matrix. At the end the threads' tables are summed into this rank's part of the
+//! [`Profile`], and the launcher sums the ranks' parts.
+
+use std::collections::HashMap;
+use std::panic::Location;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use rustc_hash::FxHashMap;
+
+use super::{Destination, Kind, Slots, ThreadSlot};
+use crate::events::{self, Shape, USEREVT_END, USEREVT_START};
+use crate::formats::{CommMatrix, Profile, ProfileRow, PROFILE_TOOL};
+use crate::timer::{self, Ticks};
+use crate::tool::{Event, EventType, InitInfo, Tool};
+
+#[derive(Clone, Copy)]
+struct Stats {
+    location: &'static Location<'static>,
+    atomic: bool,
+    count: u64,
+    total: Ticks,
+    min: Ticks,
+    max: Ticks,
+    bytes: u64,
+}
+
+struct Open {
+    tag: u32,
+    start: Ticks,
+    location: &'static Location<'static>,
+    bytes: u64,
+}
+
+struct ThreadProfile {
+    open: Vec<Open>,
+    table: FxHashMap<(u32, usize), Stats>,
+    /// Per destination rank: (bytes, messages).
+    sent: Vec<(u64, u64)>,
+}
+
+thread_local! {
+    static SLOT: std::cell::OnceCell<Option<Arc<ThreadSlot<ThreadProfile>>>> =
+        const { std::cell::OnceCell::new() };
+}
+
+static SLOTS: Slots<ThreadProfile> = Slots::new();
+
+/// The profiler of one rank.
+pub struct Profiler {
+    info: InitInfo,
+    command: Vec<String>,
+    measuring: AtomicBool,
+    started: Ticks,
+    user_events: Mutex<Vec<String>>,
+}
+
+impl Profiler {
+    pub fn new(info: &InitInfo, args: &[String]) -> Profiler {
+        timer::calibration();
+        Profiler {
+            info: info.clone(),
+            command: args.to_vec(),
+            measuring: AtomicBool::new(true),
+            started: timer::ticks_now(),
+            user_events: Mutex::new(Vec::new()),
+        }
+    }
+
+    fn with_thread(&self, f: impl FnOnce(&mut ThreadProfile)) {
+        SLOT.with(|slot| {
+            let slot = slot.get_or_init(|| {
+                SLOTS.register(ThreadProfile {
+                    open: Vec::with_capacity(16),
+                    table: FxHashMap::default(),
+                    sent: vec![(0, 0); self.info.ranks as usize],
+                })
+            });
+            if let Some(slot) = slot {
+                slot.with(f);
+            }
+        });
+    }
+
+    fn event_name(&self, tag: u32) -> String {
+        if let Some(def) = events::by_tag(tag) {
+            return def.name.to_owned();
+        }
+        let names = self.user_events.lock().unwrap_or_else(|e| e.into_inner());
+        (tag.checked_sub(USEREVT_START))
+            .and_then(|i| names.get(i as usize))
+            .cloned()
+            .unwrap_or_else(|| format!("event {tag}"))
+    }
+}
+
+impl ThreadProfile {
+    fn record(
+        &mut self,
+        tag: u32,
+        location: &'static Location<'static>,
+        atomic: bool,
+        ticks: Ticks,
+        bytes: u64,
+    ) {
+        let stats = self
+            .table
+            .entry((tag, location as *const _ as usize))
+            .or_insert(Stats {
+                location,
+                atomic,
+                count: 0,
+                total: 0,
+                min: Ticks::MAX,
+                max: 0,
+                bytes: 0,
+            });
+        stats.count += 1;
+        stats.total += ticks;
+        stats.min = stats.min.min(ticks);
+        stats.max = stats.max.max(ticks);
+        stats.bytes += bytes;
+    }
+
+    fn count_message(&mut self, event: &Event<'_>, bytes: u64) {
+        if !events::is_communication(event.tag) {
+            return;
+        }
+        if let Some(cell) = event.peer().and_then(|p| self.sent.get_mut(p as usize)) {
+            cell.0 += bytes;
+            cell.1 += 1;
+        }
+    }
+}
+
+impl Tool for Profiler {
+    fn event_notify(&self, event: &Event<'_>) {
+        let now = timer::ticks_now();
+        let measuring = self.measuring.load(Ordering::Relaxed);
+        self.with_thread(|t| match event.ty {
+            EventType::Start if measuring => {
+                let bytes = event.bytes();
+                t.count_message(event, bytes);
+                t.open.push(Open {
+                    tag: event.tag,
+                    start: now,
+                    location: event.location,
+                    bytes,
+                });
+            }
+            EventType::End => {
+                if let Some(i) = t.open.iter().rposition(|o| o.tag == event.tag) {
+                    let open = t.open.remove(i);
+                    let elapsed = now.saturating_sub(open.start);
+                    t.record(open.tag, open.location, false, elapsed, open.bytes);
+                }
+            }
+            EventType::Atomic if measuring => {
+                let bytes = event.bytes();
+                t.count_message(event, bytes);
+                t.record(event.tag, event.location, true, 0, bytes);
+            }
+            _ => {}
+        });
+    }
+
+    fn control(&self, on: bool) -> bool {
+        self.measuring.swap(on, Ordering::Relaxed)
+    }
+
+    fn create_event(&self, name: &str, _desc: Option<&str>) -> u32 {
+        let mut names = self.user_events.lock().unwrap_or_else(|e| e.into_inner());
+        names.push(name.to_owned());
+        (USEREVT_START + names.len() as u32 - 1).min(USEREVT_END)
+    }
+
+    fn finish(&self) {
+        let ended = timer::ticks_now();
+        let calibration = timer::calibration().refine();
+        let ns = |t: Ticks| (t as f64 * calibration.ns_per_tick) as u64;
+        let ranks = self.info.ranks as usize;
+        let rank = self.info.rank as usize;
+        let mut table: HashMap<(u32, usize), Stats> = HashMap::new();
+        let mut sent = vec![(0u64, 0u64); ranks];
+        SLOTS.drain(|_, t| {
+            for (key, s) in t.table.drain() {
+                table
+                    .entry(key)
+                    .and_modify(|acc| {
+                        acc.count += s.count;
+                        acc.total += s.total;
+                        acc.min = acc.min.min(s.min);
+                        acc.max = acc.max.max(s.max);
+                        acc.bytes += s.bytes;
+                    })
+                    .or_insert(s);
+            }
+            for (acc, s) in sent.iter_mut().zip(&t.sent) {
+                acc.0 += s.0;
+                acc.1 += s.1;
+            }
+        });
+        let mut events: Vec<ProfileRow> = table
+            .into_iter()
+            .map(|((tag, _), s)| ProfileRow {
+                rank: rank as u32,
+                name: self.event_name(tag),
+                tag,
+                kind: if s.atomic { "atomic" } else { "interval" }.to_owned(),
+                file: s.location.file().to_owned(),
+                line: s.location.line(),
+                column: s.location.column(),
+                count: s.count,
+                total_ns: ns(s.total),
+                min_ns: if s.atomic { 0 } else { ns(s.min) },
+                max_ns: ns(s.max),
+                bytes: s.bytes,
+            })
+            .collect();
+        events.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.tag.cmp(&b.tag)));
+        let mut matrix = CommMatrix {
+            bytes: vec![vec![0; ranks]; ranks],
+            messages: vec![vec![0; ranks]; ranks],
+        };
+        for (dst, (bytes, messages)) in sent.into_iter().enumerate() {
+            matrix.bytes[rank][dst] = bytes;
+            matrix.messages[rank][dst] = messages;
+        }
+        let mut rank_time_ns = vec![0; ranks];
+        rank_time_ns[rank] = ns(ended - self.started);
+        let part = Profile {
+            tool: PROFILE_TOOL.to_owned(),
+            version: 1,
+            command: self.command.clone(),
+            ranks: ranks as u32,
+            rank_time_ns,
+            events,
+            matrix,
+        };
+        match super::destination(Kind::Profile, self.info.rank, self.info.ranks) {
+            Destination::Part(path) => super::write_json(&path, &part),
+            Destination::Job(path) => {
+                let merged = merge(self.info.ranks, vec![part]);
+                super::write_json(&path, &merged);
+                eprint!("{}", summary_table(&merged, 10));
+                eprintln!("gasp: profile written to {}", path.display());
+            }
+        }
+    }
+}
+
+/// Sums the ranks' parts into the job's profile.
+pub fn merge(ranks: u32, parts: Vec<Profile>) -> Profile {
+    let n = ranks as usize;
+    let mut job = Profile {
+        tool: PROFILE_TOOL.to_owned(),
+        version: 1,
+        command: Vec::new(),
+        ranks,
+        rank_time_ns: vec![0; n],
+        events: Vec::new(),
+        matrix: CommMatrix {
+            bytes: vec![vec![0; n]; n],
+            messages: vec![vec![0; n]; n],
+        },
+    };
+    for part in parts {
+        if job.command.is_empty() {
+            job.command = part.command;
+        }
+        for (acc, t) in job.rank_time_ns.iter_mut().zip(&part.rank_time_ns) {
+            *acc += t;
+        }
+        job.events.extend(part.events);
+        for (src, row) in part.matrix.bytes.iter().enumerate().take(n) {
+            for (dst, b) in row.iter().enumerate().take(n) {
+                job.matrix.bytes[src][dst] += b;
+                job.matrix.messages[src][dst] += part.matrix.messages[src][dst];
+            }
+        }
+    }
+    job.events
+        .sort_by(|a, b| (a.rank, b.total_ns, a.tag).cmp(&(b.rank, a.total_ns, b.tag)));
+    job
+}
+
+/// A short table of the most expensive events of the job, summed over ranks and call
+/// sites: what the launcher prints at the end of a profiled run.
+pub fn summary_table(profile: &Profile, top: usize) -> String {
+    let mut by_name: HashMap<&str, (u64, u64, u64)> = HashMap::new();
+    for row in &profile.events {
+        let e = by_name.entry(&row.name).or_default();
+        e.0 += row.count;
+        e.1 += row.total_ns;
+        e.2 += row.bytes;
+    }
+    let mut rows: Vec<_> = by_name.into_iter().collect();
+    rows.sort_by(|a, b| b.1 .1.cmp(&a.1 .1).then(a.0.cmp(b.0)));
+    let run: u64 = profile.rank_time_ns.iter().sum::<u64>().max(1);
+    let mut out = format!(
+        "gasp profile: {} ranks, {} event kinds\n{:<32} {:>10} {:>12} {:>10} {:>7} {:>12}\n",
+        profile.ranks,
+        rows.len(),
+        "event",
+        "count",
+        "total ms",
+        "mean ns",
+        "% run",
+        "bytes"
+    );
+    for (name, (count, total, bytes)) in rows.into_iter().take(top) {
+        let is_interval = events::by_name(name).is_none_or(|d| d.shape == Shape::Interval);
+        out += &format!(
+            "{:<32} {:>10} {:>12.3} {:>10} {:>6.1}% {:>12}\n",
+            name,
+            count,
+            total as f64 / 1e6,
+            if is_interval && count > 0 {
+                (total / count).to_string()
+            } else {
+                "-".into()
+            },
+            100.0 * total as f64 / run as f64,
+            bytes
+        );
+    }
+    out
+}

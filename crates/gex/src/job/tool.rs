@@ -1,0 +1,98 @@
+//! Running a job under a built-in GASP tool (`GASP_TOOL=profile` or `trace`, set by
+//! `upcxx-run --profile`/`--trace` or inherited by `UPCXX_RANKS=N prog`).
+//!
+//! The launcher gives the ranks a private directory (`GASP_PARTS`) for their parts,
+//! merges the parts into the job's file (`GASP_OUT`, default `upcxx-profile.json` /
+//! `upcxx-trace.json`) once the ranks have exited, prints the profile's summary, and
+//! removes the directory whatever happened to the job. A C tool (`GASP_TOOL=/path`)
+//! needs none of this: each rank's tool writes what it wants.
+
+use std::ffi::OsString;
+use std::io;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use gasp::tools::{self, Kind, Merged, GASP_OUT, GASP_PARTS};
+
+use super::JobSpec;
+
+/// A job's built-in tool: where its parts go and where the merged file goes.
+pub(super) struct ToolRun {
+    kind: Kind,
+    parts: PathBuf,
+    out: PathBuf,
+}
+
+/// The value of `name` for the ranks: the spec's own setting, else the launcher's.
+fn setting(spec: &JobSpec, name: &str) -> Option<OsString> {
+    spec.env
+        .iter()
+        .rev()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.clone())
+        .or_else(|| std::env::var_os(name))
+}
+
+impl ToolRun {
+    /// The tool run `spec` asks for, with its parts directory created; `None` without a
+    /// built-in tool.
+    pub(super) fn prepare(spec: &JobSpec) -> io::Result<Option<ToolRun>> {
+        let Some(kind) = setting(spec, gasp::dispatch::GASP_TOOL)
+            .and_then(|v| v.to_str().and_then(Kind::from_name))
+        else {
+            return Ok(None);
+        };
+        let out = setting(spec, GASP_OUT)
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(kind.default_file()));
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let parts = std::env::temp_dir().join(format!(
+            "pgas-gasp-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&parts).map_err(|e| {
+            io::Error::new(e.kind(), format!("cannot create {}: {e}", parts.display()))
+        })?;
+        Ok(Some(ToolRun { kind, parts, out }))
+    }
+
+    /// The environment the ranks need.
+    pub(super) fn env(&self) -> Vec<(OsString, OsString)> {
+        vec![
+            (GASP_PARTS.into(), self.parts.clone().into_os_string()),
+            (GASP_OUT.into(), self.out.clone().into_os_string()),
+        ]
+    }
+
+    /// Merges the parts into the job's file and reports where it is (and, for a
+    /// profile, the summary table) on stderr, prefixed with `name`.
+    pub(super) fn finish(self, name: &str, ranks: usize) {
+        match tools::merge_parts(self.kind, &self.parts, ranks as u32, &self.out) {
+            Ok(Merged::Profile(profile)) => {
+                eprint!("{}", tools::profile::summary_table(&profile, 10));
+                eprintln!("{name}: profile written to {}", self.out.display());
+            }
+            Ok(Merged::Trace(trace)) => {
+                let dropped = trace.other_data.dropped;
+                if dropped > 0 {
+                    eprintln!(
+                        "{name}: the trace dropped {dropped} events (raise GASP_TRACE_LIMIT)"
+                    );
+                }
+                eprintln!(
+                    "{name}: trace of {} events written to {} (open it in ui.perfetto.dev)",
+                    trace.trace_events.len(),
+                    self.out.display()
+                );
+            }
+            Err(e) => eprintln!("{name}: {e}"),
+        }
+    }
+}
+
+impl Drop for ToolRun {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.parts);
+    }
+}

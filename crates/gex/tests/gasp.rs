@@ -1,0 +1,454 @@
+//! GASP events of the gex layer (gasp-1.4 §3, §5.4), with 1 to 4 ranks: the events a
+//! tool receives (tags, types, call sites, arguments), that an operation's internals are
+//! not reported, user events and measurement control (§3.3, §5.3), the `--profile-only`
+//! filter (§3.1.2), `--profile` vs `--profile-local` (§3.1.1), re-entrancy (§3.2), and
+//! the built-in profiler's and tracer's files.
+mod common;
+
+use std::cell::Cell;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use gasp::events::*;
+use gasp::formats::{Profile, Trace};
+use gasp::{Arg, Event, EventType, GPtr, InitInfo, Tool};
+use gex::testing::{spmd, spmd_outcome, spmd_with, SpmdOptions};
+use gex::{AmEntry, AmRole, Client, Flags, Segment, Team, Token};
+
+/// One received event, owned.
+#[derive(Clone, Debug, PartialEq)]
+struct Rec {
+    tag: u32,
+    ty: EventType,
+    file: String,
+    line: u32,
+    args: Vec<String>,
+}
+
+fn owned(e: &Event<'_>) -> Rec {
+    Rec {
+        tag: e.tag,
+        ty: e.ty,
+        file: e.location.file().to_owned(),
+        line: e.location.line(),
+        args: e.args.iter().map(|a| format!("{a:?}")).collect(),
+    }
+}
+
+/// A tool that keeps every event; optionally calls back into the runtime from inside.
+#[derive(Default)]
+struct Recorder {
+    events: Mutex<Vec<Rec>>,
+    on: AtomicBool,
+    names: Mutex<Vec<String>>,
+    call_back: bool,
+}
+
+thread_local! {
+    static INSIDE: Cell<bool> = const { Cell::new(false) };
+}
+
+static REENTERED: AtomicBool = AtomicBool::new(false);
+
+struct Shared(Arc<Recorder>);
+
+impl Tool for Shared {
+    fn event_notify(&self, event: &Event<'_>) {
+        if INSIDE.with(|i| i.replace(true)) {
+            REENTERED.store(true, Ordering::Relaxed);
+        }
+        self.0.events.lock().unwrap().push(owned(event));
+        if self.0.call_back && !gex::progress::in_handler() && event.tag != GASP_UPC_COLLECTIVE_EXIT
+        {
+            // A tool calling the runtime: these calls report events of their own,
+            // which must not reach the tool (they would recurse).
+            gex::poll();
+            let _ = gasp::create_event("from inside", None);
+        }
+        INSIDE.with(|i| i.set(false));
+    }
+
+    fn control(&self, on: bool) -> bool {
+        !self.0.on.swap(!on, Ordering::Relaxed)
+    }
+
+    fn create_event(&self, name: &str, _desc: Option<&str>) -> u32 {
+        let mut names = self.0.names.lock().unwrap();
+        names.push(name.to_owned());
+        USEREVT_START + names.len() as u32 - 1
+    }
+}
+
+static RECORDER: OnceLock<Arc<Recorder>> = OnceLock::new();
+
+/// Registers a recording tool (before `Client::init`) and returns it.
+fn install_recorder(call_back: bool) -> Arc<Recorder> {
+    let rec = RECORDER
+        .get_or_init(|| {
+            Arc::new(Recorder {
+                call_back,
+                ..Recorder::default()
+            })
+        })
+        .clone();
+    let shared = rec.clone();
+    gasp::register_tool(move |info: &InitInfo, _args| {
+        assert_eq!(info.language, gasp::Language::Gex);
+        assert_eq!(info.rank, gex::job_rank());
+        assert_eq!(info.ranks, gex::job_size());
+        Box::new(Shared(shared))
+    });
+    rec
+}
+
+impl Recorder {
+    fn len(&self) -> usize {
+        self.events.lock().unwrap().len()
+    }
+
+    fn since(&self, mark: usize) -> Vec<Rec> {
+        self.events.lock().unwrap()[mark..].to_vec()
+    }
+}
+
+fn expect(tag: u32, ty: EventType, line: u32, args: &[Arg<'_>]) -> Rec {
+    Rec {
+        tag,
+        ty,
+        file: file!().to_owned(),
+        line,
+        args: args.iter().map(|a| format!("{a:?}")).collect(),
+    }
+}
+
+static HANDLER_RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+fn ping(_token: &Token<'_>, _args: &[u32]) {
+    HANDLER_RUNS.fetch_add(1, Ordering::Relaxed);
+}
+
+fn wait_for_pings(team: &Team, n: usize) {
+    while HANDLER_RUNS.load(Ordering::Relaxed) < n {
+        gex::poll();
+    }
+    team.barrier();
+}
+
+fn run_scripted_ops() {
+    let rec = install_recorder(false);
+    let (client, ep, team) = Client::init("GASPT", Flags::NONE).unwrap();
+    let mut table = [AmEntry::short("ping", AmRole::Request, 1, ping)];
+    let reg_line = line!() + 1;
+    ep.register_handlers(&mut table).unwrap();
+    let index = table[0].index;
+    let _segment = Segment::attach(&team, 1 << 16).unwrap();
+    let mark = rec.len();
+    let first_line = line!() + 1;
+    team.barrier();
+    let (me, n) = (team.rank(), team.size());
+    let next = (me + 1) % n;
+    let prev = (me + n - 1) % n;
+    let dest = team.segment_bound(next).unwrap().owner_addr;
+    let src = [7u8; 8];
+    let put_line = line!() + 1;
+    team.put_blocking(next, dest, &src, Flags::NONE).unwrap();
+    let req_line = line!() + 1;
+    team.request_short(next, index, &[5], Flags::NONE).unwrap();
+    let barrier_line = line!() + 1;
+    team.barrier();
+    wait_for_pings(&team, 1);
+    let got = rec.since(mark);
+
+    // The AM handler runs wherever this rank polls: check it apart from the rest.
+    let (handler, rest): (Vec<Rec>, Vec<Rec>) =
+        got.into_iter().partition(|r| r.tag == GASP_GEX_AM_HANDLER);
+    let put = [
+        Arg::Int(1),
+        Arg::GPtr(GPtr {
+            rank: next,
+            addr: dest as u64,
+        }),
+        Arg::Ptr(src.as_ptr() as usize),
+        Arg::Bytes(8),
+    ];
+    let am = [
+        Arg::Rank(next),
+        Arg::Int(index as i32),
+        Arg::Int(0),
+        Arg::Bytes(0),
+    ];
+    let b = [Arg::Int(0), Arg::Int(0)];
+    let expected = [
+        expect(GASP_UPC_BARRIER, EventType::Start, first_line, &b),
+        expect(GASP_UPC_BARRIER, EventType::End, first_line, &b),
+        expect(GASP_UPC_PUT, EventType::Start, put_line, &put),
+        expect(GASP_UPC_PUT, EventType::End, put_line, &put),
+        expect(GASP_GEX_AM_REQUEST, EventType::Start, req_line, &am),
+        expect(GASP_GEX_AM_REQUEST, EventType::End, req_line, &am),
+        // The barrier's own AMs, notify and wait are internals: one BARRIER pair.
+        expect(GASP_UPC_BARRIER, EventType::Start, barrier_line, &b),
+        expect(GASP_UPC_BARRIER, EventType::End, barrier_line, &b),
+    ];
+    assert_eq!(rest[..expected.len()], expected[..], "rank {me}");
+    // Then `wait_for_pings`: polls and a barrier.
+    let tail = &rest[expected.len()..];
+    assert!(
+        tail.iter()
+            .all(|r| r.tag == GASP_GEX_POLL || r.tag == GASP_UPC_BARRIER),
+        "rank {me}: {tail:?}"
+    );
+    let from = [
+        Arg::Rank(prev),
+        Arg::Int(index as i32),
+        Arg::Int(0),
+        Arg::Bytes(0),
+    ];
+    assert_eq!(
+        handler,
+        [
+            expect(GASP_GEX_AM_HANDLER, EventType::Start, reg_line, &from),
+            expect(GASP_GEX_AM_HANDLER, EventType::End, reg_line, &from),
+        ],
+        "rank {me}: the handler's events name its source and registration site"
+    );
+    client.finalize();
+    let last = rec.since(rec.len() - 2);
+    assert_eq!(last[0].tag, GASP_UPC_COLLECTIVE_EXIT);
+    assert_eq!(last[1].ty, EventType::End);
+    assert!(!REENTERED.load(Ordering::Relaxed));
+}
+
+#[test]
+fn a_tool_receives_each_operation_once_with_its_call_site() {
+    for ranks in [2, 3] {
+        spmd(ranks, run_scripted_ops);
+    }
+}
+
+#[test]
+fn user_events_and_measurement_control() {
+    spmd(1, || {
+        assert!(gasp::control(false), "no tool: control reports measuring");
+        let rec = install_recorder(false);
+        let (client, _ep, _team) = Client::init("GASPT", Flags::NONE).unwrap();
+        let ev = gasp::create_event("phase", Some("%d %f"));
+        assert_eq!(ev.0, USEREVT_START);
+        let mark = rec.len();
+        let line = line!() + 1;
+        gasp::event_start(ev, &[Arg::Int(3), Arg::F64(0.5)]);
+        gasp::event_atomic(ev, &[Arg::Str(c"mid")]);
+        gasp::event_end(ev, &[]);
+        let got = rec.since(mark);
+        assert_eq!(
+            got,
+            [
+                expect(ev.0, EventType::Start, line, &[Arg::Int(3), Arg::F64(0.5)]),
+                expect(ev.0, EventType::Atomic, line + 1, &[Arg::Str(c"mid")]),
+                expect(ev.0, EventType::End, line + 2, &[]),
+            ]
+        );
+        // §3.3: control returns the previous setting, nonzero before the first call.
+        assert!(gasp::control(false));
+        assert!(!gasp::control(true));
+        assert!(gasp::control(true));
+        client.finalize();
+    });
+}
+
+#[test]
+fn profile_only_filters_system_events_but_not_user_events() {
+    for ranks in [1, 3] {
+        spmd(ranks, || {
+            let list = std::env::temp_dir().join(format!("gasp-only-{}", std::process::id()));
+            std::fs::write(&list, "GASP_UPC_BARRIER\nGASP_NO_SUCH_EVENT\n\n").unwrap();
+            std::env::set_var("GASP_PROFILE_ONLY", &list);
+            let rec = install_recorder(false);
+            let (client, _ep, team) = Client::init("GASPT", Flags::NONE).unwrap();
+            std::fs::remove_file(&list).unwrap();
+            let _segment = Segment::attach(&team, 1 << 16).unwrap();
+            let ev = gasp::create_event("mine", None);
+            let mark = rec.len();
+            let next = (team.rank() + 1) % team.size();
+            let dest = team.segment_bound(next).unwrap().owner_addr;
+            team.put_blocking(next, dest, &[1; 4], Flags::NONE).unwrap();
+            gasp::event_atomic(ev, &[]);
+            team.barrier();
+            gex::poll();
+            let tags: Vec<u32> = rec.since(mark).iter().map(|r| r.tag).collect();
+            assert_eq!(tags, [ev.0, GASP_UPC_BARRIER, GASP_UPC_BARRIER]);
+            client.finalize();
+        });
+    }
+}
+
+#[test]
+fn exclude_local_drops_accesses_to_the_local_team_only() {
+    spmd(2, || {
+        std::env::set_var("GASP_EXCLUDE_LOCAL", "1");
+        let rec = install_recorder(false);
+        let (client, _ep, team) = Client::init("GASPT", Flags::NONE).unwrap();
+        let _segment = Segment::attach(&team, 1 << 16).unwrap();
+        let mark = rec.len();
+        let next = (team.rank() + 1) % team.size();
+        let dest = team.segment_bound(next).unwrap().owner_addr;
+        // On one host every rank is in the local team: the put is a local access.
+        team.put_blocking(next, dest, &[1; 4], Flags::NONE).unwrap();
+        let mut buf = [0u8; 4];
+        team.get_blocking(&mut buf, next, dest, Flags::NONE)
+            .unwrap();
+        team.barrier();
+        let tags: Vec<u32> = rec.since(mark).iter().map(|r| r.tag).collect();
+        assert_eq!(tags, [GASP_UPC_BARRIER, GASP_UPC_BARRIER]);
+        client.finalize();
+    });
+}
+
+#[test]
+fn a_tool_that_calls_the_runtime_does_not_recurse() {
+    spmd(2, || {
+        let rec = install_recorder(true);
+        let (client, _ep, team) = Client::init("GASPT", Flags::NONE).unwrap();
+        let mark = rec.len();
+        team.barrier();
+        gex::poll();
+        let tags: Vec<u32> = rec.since(mark).iter().map(|r| r.tag).collect();
+        assert_eq!(
+            tags,
+            [
+                GASP_UPC_BARRIER,
+                GASP_UPC_BARRIER,
+                GASP_GEX_POLL,
+                GASP_GEX_POLL
+            ],
+            "the tool's own poll calls are not reported"
+        );
+        assert!(!REENTERED.load(Ordering::Relaxed));
+        client.finalize();
+    });
+}
+
+const PUTS: u64 = 5;
+
+fn put_ring() -> u32 {
+    let (client, _ep, team) = Client::init("GASPT", Flags::NONE).unwrap();
+    let _segment = Segment::attach(&team, 1 << 16).unwrap();
+    let next = (team.rank() + 1) % team.size();
+    let dest = team.segment_bound(next).unwrap().owner_addr;
+    let line = line!() + 2;
+    for _ in 0..PUTS {
+        team.put_blocking(next, dest, &[3; 16], Flags::NONE)
+            .unwrap();
+    }
+    for _ in 0..3 {
+        team.barrier();
+    }
+    client.finalize();
+    line
+}
+
+fn tool_options(ranks: usize, tool: &str, out: &std::path::Path) -> SpmdOptions {
+    let mut opts = SpmdOptions::new(ranks);
+    opts.env.push(("GASP_TOOL".into(), tool.into()));
+    opts.env
+        .push(("GASP_OUT".into(), out.display().to_string()));
+    opts
+}
+
+fn out_file(name: &str) -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("{name}-{}.json", std::process::id()))
+}
+
+#[test]
+fn the_profile_counts_every_operation() {
+    for ranks in [2, 3, 4] {
+        let out = out_file("gasp-profile");
+        let Some(outcome) = spmd_outcome(tool_options(ranks, "profile", &out), || {
+            put_ring();
+        }) else {
+            continue;
+        };
+        assert_eq!(outcome.exit_code, 0);
+        let text = std::fs::read_to_string(&out).expect("profile written");
+        std::fs::remove_file(&out).unwrap();
+        let p: Profile = serde_json::from_str(&text).unwrap();
+        let n = ranks as u64;
+        assert_eq!(p.ranks, ranks as u32);
+        let puts: Vec<_> = p.events.iter().filter(|r| r.tag == GASP_UPC_PUT).collect();
+        assert_eq!(puts.len(), ranks, "one row per rank (one call site)");
+        for row in &puts {
+            assert_eq!((row.count, row.bytes), (PUTS, PUTS * 16));
+            assert!(row.file.ends_with("gasp.rs"), "{}", row.file);
+            assert!(row.min_ns <= row.max_ns && row.total_ns >= row.max_ns);
+        }
+        let barriers: u64 = p
+            .events
+            .iter()
+            .filter(|r| r.tag == GASP_UPC_BARRIER)
+            .map(|r| r.count)
+            .sum();
+        // Three barriers and the one inside Segment::attach; finalize's barrier is part of
+        // its GASP_UPC_COLLECTIVE_EXIT.
+        assert_eq!(barriers, 4 * n);
+        for src in 0..ranks {
+            for dst in 0..ranks {
+                let want = if dst == (src + 1) % ranks { PUTS } else { 0 };
+                assert_eq!(p.matrix.messages[src][dst], want, "{src} -> {dst}");
+                assert_eq!(p.matrix.bytes[src][dst], want * 16);
+            }
+        }
+        assert!(p.rank_time_ns.iter().all(|&t| t > 0));
+    }
+}
+
+#[test]
+fn the_trace_is_valid_json_with_aligned_clocks() {
+    let out = out_file("gasp-trace");
+    let Some(outcome) = spmd_outcome(tool_options(3, "trace", &out), || {
+        put_ring();
+    }) else {
+        return;
+    };
+    assert_eq!(outcome.exit_code, 0);
+    let text = std::fs::read_to_string(&out).expect("trace written");
+    std::fs::remove_file(&out).unwrap();
+    let value: serde_json::Value = serde_json::from_str(&text).expect("valid JSON");
+    assert!(value["traceEvents"].is_array());
+    let t: Trace = serde_json::from_value(value).unwrap();
+    assert_eq!(t.other_data.ranks, 3);
+    assert_eq!(t.other_data.dropped, 0);
+    let x = |name: &str, pid: u32| -> Vec<(f64, f64)> {
+        t.trace_events
+            .iter()
+            .filter(|e| e.ph == "X" && e.name == name && e.pid == pid)
+            .map(|e| (e.ts, e.ts + e.dur.unwrap()))
+            .collect()
+    };
+    for pid in 0..3 {
+        assert_eq!(x("GASP_UPC_PUT", pid).len(), PUTS as usize);
+        assert!(t.trace_events.iter().any(|e| e.ph == "M" && e.pid == pid));
+    }
+    assert!(t.trace_events.iter().all(|e| e.ts >= 0.0));
+    // No rank leaves a barrier before every rank has entered it: with aligned clocks,
+    // each barrier's latest start precedes its earliest end.
+    let barriers: Vec<Vec<(f64, f64)>> = (0..3).map(|p| x("GASP_UPC_BARRIER", p)).collect();
+    assert!(barriers.iter().all(|b| b.len() == 4));
+    for i in 0..4 {
+        let last_start = barriers.iter().map(|b| b[i].0).fold(f64::MIN, f64::max);
+        let first_end = barriers.iter().map(|b| b[i].1).fold(f64::MAX, f64::min);
+        assert!(
+            last_start <= first_end + 5.0,
+            "barrier {i}: a rank left at {first_end} µs before the last entered at {last_start} µs"
+        );
+    }
+}
+
+#[test]
+fn a_missing_tool_library_fails_the_job_with_its_name() {
+    let mut opts = SpmdOptions::new(2);
+    opts.env
+        .push(("GASP_TOOL".into(), "/nonexistent/libtool.so".into()));
+    opts.expect_failure = true;
+    spmd_with(opts, || {
+        let _ = Client::init("GASPT", Flags::NONE);
+    });
+}
