@@ -2,13 +2,20 @@
 //! files the built-in tools wrote.
 //!
 //! ```text
-//! upcxx-run -n N [--segment-size SIZE] [--timeout SECS] PROGRAM [ARGS...]
+//! upcxx-run -n N [--segment-size SIZE] [--timeout SECS]
+//!           [--profile[=FILE] | --trace[=FILE] | --tool LIB.so]
+//!           [--profile-only FILE] [--exclude-local] PROGRAM [ARGS...]
 //! upcxx-run report FILE [-o OUT.html] [--top N]
 //! ```
 //!
 //! Everything after `PROGRAM` is passed to every rank verbatim, including arguments that
 //! start with `-`. The exit status is the job's (see `gex::job::JobOutcome::exit_code`);
 //! invalid command lines exit with status 2, a program that cannot be found with 127.
+//!
+//! `--profile` and `--trace` attach the built-in GASP tools to every rank (the program's
+//! `gex`/`upcxx` must have their default `gasp` feature); the launcher merges the ranks'
+//! outputs into one file (default `upcxx-profile.json` / `upcxx-trace.json`) and prints
+//! a summary. `--tool` attaches a C tool instead.
 //!
 //! `report` reads a profile (`upcxx-profile.json`) or a trace (`upcxx-trace.json`),
 //! prints the costliest operation kinds and writes one self-contained HTML page of charts
@@ -88,6 +95,43 @@ struct RunArgs {
     /// Stop the job (exit status 124) if it runs longer than SECS seconds.
     #[arg(long, value_name = "SECS", value_parser = parse_timeout)]
     timeout: Option<Duration>,
+
+    /// Profile the run: per rank, event and call site counts, times and bytes, and the
+    /// communication matrix, written to FILE and summarized at the end.
+    #[arg(
+        long,
+        value_name = "FILE",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = gasp::tools::DEFAULT_PROFILE_FILE,
+        group = "gasp_tool"
+    )]
+    profile: Option<PathBuf>,
+
+    /// Trace the run: every event, as a Chrome/Perfetto trace written to FILE.
+    #[arg(
+        long,
+        value_name = "FILE",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = gasp::tools::DEFAULT_TRACE_FILE,
+        group = "gasp_tool"
+    )]
+    trace: Option<PathBuf>,
+
+    /// Attach the GASP tool in this C shared library (exporting gasp_init,
+    /// gasp_event_notifyVA, gasp_control and gasp_create_event; see gasp.h).
+    #[arg(long, value_name = "LIB.so", group = "gasp_tool")]
+    tool: Option<PathBuf>,
+
+    /// Report only the events named in FILE, one per line (GASP --profile-only).
+    #[arg(long, value_name = "FILE")]
+    profile_only: Option<PathBuf>,
+
+    /// Leave out accesses to the local team's memory (GASP --profile; the default is
+    /// --profile-local, which reports them).
+    #[arg(long)]
+    exclude_local: bool,
 
     /// The program every rank runs, followed by its arguments (passed verbatim).
     #[arg(
@@ -183,6 +227,13 @@ fn run(args: RunArgs) -> i32 {
             }
         },
     };
+    let env = match tool_env(&args) {
+        Ok(env) => env,
+        Err(e) => {
+            eprintln!("{NAME}: {e}");
+            return 2;
+        }
+    };
     let mut command = args.command.into_iter();
     let Some(program) = command.next() else {
         // Unreachable: clap requires at least one value.
@@ -195,7 +246,7 @@ fn run(args: RunArgs) -> i32 {
         ranks: args.ranks,
         segment_size,
         timeout: args.timeout,
-        env: Vec::new(),
+        env,
         name: NAME.to_owned(),
         forward_signals: true,
     };
@@ -206,6 +257,39 @@ fn run(args: RunArgs) -> i32 {
             job::launch_error_exit_code(&e)
         }
     }
+}
+
+/// The ranks' environment for the GASP options (see `gasp::dispatch` and `gex::job`).
+fn tool_env(args: &RunArgs) -> Result<Vec<(OsString, OsString)>, String> {
+    let mut env: Vec<(OsString, OsString)> = Vec::new();
+    let mut set = |k: &str, v: OsString| env.push((k.into(), v));
+    if let Some(out) = &args.profile {
+        set(gasp::dispatch::GASP_TOOL, "profile".into());
+        set(gasp::tools::GASP_OUT, out.clone().into_os_string());
+    }
+    if let Some(out) = &args.trace {
+        set(gasp::dispatch::GASP_TOOL, "trace".into());
+        set(gasp::tools::GASP_OUT, out.clone().into_os_string());
+    }
+    if let Some(lib) = &args.tool {
+        // The ranks may run in another directory: pass an absolute path.
+        let lib = std::path::absolute(lib).map_err(|e| format!("--tool {}: {e}", lib.display()))?;
+        if !lib.is_file() {
+            return Err(format!("--tool {}: no such file", lib.display()));
+        }
+        set(gasp::dispatch::GASP_TOOL, lib.into_os_string());
+    }
+    if let Some(list) = &args.profile_only {
+        let list = std::path::absolute(list)
+            .map_err(|e| format!("--profile-only {}: {e}", list.display()))?;
+        std::fs::read_to_string(&list)
+            .map_err(|e| format!("--profile-only {}: {e}", list.display()))?;
+        set(gasp::dispatch::GASP_PROFILE_ONLY, list.into_os_string());
+    }
+    if args.exclude_local {
+        set(gasp::dispatch::GASP_EXCLUDE_LOCAL, "1".into());
+    }
+    Ok(env)
 }
 
 fn exit_code(code: i32) -> ExitCode {
@@ -266,6 +350,32 @@ mod tests {
         let a = parse(&["--ranks=3", "--", "prog", "--help"]).unwrap();
         assert_eq!(a.ranks, 3);
         assert_eq!(a.command, ["prog", "--help"].map(OsString::from));
+    }
+
+    #[test]
+    fn tool_options() {
+        let a = parse(&["-n", "2", "--profile", "prog", "--trace"]).unwrap();
+        assert_eq!(a.profile, Some(PathBuf::from("upcxx-profile.json")));
+        assert_eq!(a.trace, None, "after PROGRAM, --trace is the program's");
+        let a = parse(&["-n", "2", "--trace=t.json", "--exclude-local", "prog"]).unwrap();
+        assert_eq!(a.trace, Some(PathBuf::from("t.json")));
+        assert!(a.exclude_local);
+        let env = tool_env(&a).unwrap();
+        assert!(env.contains(&("GASP_TOOL".into(), "trace".into())));
+        assert!(env.contains(&("GASP_OUT".into(), "t.json".into())));
+        assert!(env.contains(&("GASP_EXCLUDE_LOCAL".into(), "1".into())));
+        let a = parse(&["-n", "2", "--tool", "/no/such/lib.so", "prog"]).unwrap();
+        assert!(tool_env(&a).unwrap_err().contains("/no/such/lib.so"));
+        let a = parse(&["-n", "2", "--profile-only", "/no/such/list", "prog"]).unwrap();
+        assert!(tool_env(&a)
+            .unwrap_err()
+            .contains("--profile-only /no/such/list"));
+        for both in [
+            &["-n", "2", "--profile", "--trace", "prog"][..],
+            &["-n", "2", "--profile", "--tool", "x.so", "prog"],
+        ] {
+            assert_eq!(parse(both).unwrap_err().exit_code(), 2, "{both:?}");
+        }
     }
 
     #[test]
