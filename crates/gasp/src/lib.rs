@@ -40,6 +40,7 @@ pub mod dispatch;
 pub mod events;
 pub mod formats;
 pub mod header;
+pub mod instrument;
 pub mod report;
 pub mod timer;
 pub mod tool;

@@ -1,78 +1,10 @@
-//! GASP instrumentation of the public operations (DESIGN decision 8).
-//!
-//! `gasp_span!(TAG, args..)` opens an interval event of the operation the user called
-//! (the caller's location comes from `#[track_caller]`), `gasp_end!(span, args)`
-//! closes it, `gasp_atomic!(TAG, args)` reports a point event. With the `gasp`
-//! feature (on by default) and no tool attached each costs one test of a flag set at
-//! initialization; without the feature nothing is compiled (the argument expressions
-//! are only borrowed inside a closure that is never called, so they stay "used").
-//! `args` is an array of `gasp::Arg`.
-//! What reaches the tool, and why an operation's internals do not, is explained in
-//! `gasp::dispatch`.
+//! GASP instrumentation helpers of the gex layer: the argument lists of its events.
+//! The macros are `gasp::span!`, `gasp::end!` and `gasp::atomic!` (see
+//! `gasp::instrument`); what reaches the tool, and why an operation's internals do not,
+//! is explained in `gasp::dispatch`.
 
-/// Stands in for a span when the `gasp` feature is off.
-#[cfg(not(feature = "gasp"))]
-pub(crate) struct NoSpan;
-
-macro_rules! gasp_span {
-    ($tag:ident, $args:expr) => {{
-        #[cfg(feature = "gasp")]
-        let span = if ::gasp::enabled() {
-            Some(::gasp::Span::begin(
-                ::gasp::events::$tag,
-                ::std::panic::Location::caller(),
-                &$args,
-            ))
-        } else {
-            None
-        };
-        #[cfg(not(feature = "gasp"))]
-        let span = {
-            let _ = || {
-                let _ = &$args;
-            };
-            $crate::instrument::NoSpan
-        };
-        span
-    }};
-}
-
-macro_rules! gasp_end {
-    ($span:expr, $args:expr) => {{
-        #[cfg(feature = "gasp")]
-        if let Some(span) = $span {
-            span.end(&$args);
-        }
-        #[cfg(not(feature = "gasp"))]
-        {
-            let _ = $span;
-            let _ = || {
-                let _ = &$args;
-            };
-        }
-    }};
-}
-
-macro_rules! gasp_atomic {
-    ($tag:ident, $args:expr) => {{
-        #[cfg(feature = "gasp")]
-        if ::gasp::enabled() {
-            ::gasp::dispatch::atomic(
-                ::gasp::events::$tag,
-                ::std::panic::Location::caller(),
-                &$args,
-            );
-        }
-        #[cfg(not(feature = "gasp"))]
-        {
-            let _ = || {
-                let _ = &$args;
-            };
-        }
-    }};
-}
-
-pub(crate) use {gasp_atomic, gasp_end, gasp_span};
+pub(crate) use gasp::instrument::NONE;
+pub(crate) use gasp::{atomic as gasp_atomic, end as gasp_end, span as gasp_span};
 
 /// The GASP form of a remote address: job rank and owner-space address.
 #[inline]
@@ -121,6 +53,3 @@ pub(crate) fn with_handle(args: [gasp::Arg<'static>; 4], handle: u64) -> [gasp::
     let [a, b, c, d] = args;
     [a, b, c, d, gasp::Arg::Handle(handle)]
 }
-
-/// No arguments.
-pub(crate) const NONE: [gasp::Arg<'static>; 0] = [];
