@@ -286,6 +286,26 @@ impl Drop for Span {
     }
 }
 
+/// Hides the events of the calling thread's library work until the guard is dropped
+/// (for a runtime's internal use of its own public operations).
+#[must_use = "events are hidden until the guard is dropped"]
+pub struct Quiet {
+    saved_depth: u32,
+}
+
+/// See [`Quiet`].
+pub fn quiet() -> Quiet {
+    let saved_depth = DEPTH.with(Cell::get);
+    DEPTH.with(|c| c.set(saved_depth + 1));
+    Quiet { saved_depth }
+}
+
+impl Drop for Quiet {
+    fn drop(&mut self) {
+        DEPTH.with(|c| c.set(self.saved_depth));
+    }
+}
+
 /// Reports an ATOMIC event (if admitted and not nested in a library span). Call only
 /// when [`enabled`].
 #[inline]
