@@ -187,7 +187,31 @@ impl SegmentHeap {
     /// Allocates a block for `count` elements of `elem_size` bytes aligned to
     /// `elem_align` and writes its header; returns the (local) user pointer, or `None`
     /// if the segment has no room (or the request overflows).
+    #[track_caller]
     fn alloc(
+        &self,
+        form: Form,
+        count: usize,
+        elem_size: usize,
+        elem_align: usize,
+    ) -> Option<NonNull<u8>> {
+        let nbytes = count.saturating_mul(elem_size);
+        let span = gasp::span!(GASP_UPC_ALLOC, [gasp::Arg::Size(nbytes)]);
+        let user = self.alloc_block(form, count, elem_size, elem_align);
+        gasp::end!(
+            span,
+            [
+                gasp::Arg::Size(nbytes),
+                crate::instrument::gptr(
+                    crate::runtime::rank_me(),
+                    user.map_or(0, |u| u.as_ptr() as usize)
+                )
+            ]
+        );
+        user
+    }
+
+    fn alloc_block(
         &self,
         form: Form,
         count: usize,
@@ -222,6 +246,26 @@ impl SegmentHeap {
     /// header's element count. Panics naming `call` otherwise.
     #[track_caller]
     fn retire(&self, call: &str, user: usize, form: Form, elem: Option<(usize, usize)>) -> usize {
+        let span = gasp::span!(
+            GASP_UPC_FREE,
+            [crate::instrument::gptr(crate::runtime::rank_me(), user)]
+        );
+        let count = self.retire_block(call, user, form, elem);
+        gasp::end!(
+            span,
+            [crate::instrument::gptr(crate::runtime::rank_me(), user)]
+        );
+        count
+    }
+
+    #[track_caller]
+    fn retire_block(
+        &self,
+        call: &str,
+        user: usize,
+        form: Form,
+        elem: Option<(usize, usize)>,
+    ) -> usize {
         let in_heap = user >= self.base + HEADER && user <= self.base + self.size;
         if !in_heap || user & (MIN_ALIGN - 1) != 0 {
             not_a_block(

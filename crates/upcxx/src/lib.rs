@@ -15,6 +15,7 @@ pub mod alloc;
 pub mod completion;
 pub mod future;
 pub mod global_ptr;
+mod instrument;
 pub mod persona;
 pub mod rma;
 pub mod rpc;

@@ -341,24 +341,35 @@ fn null_pointer(call: &str) -> ! {
 #[track_caller]
 fn put(call: &str, rank: Rank, addr: usize, bytes: &[u8]) -> gex::Event {
     let team = &rt(call).team;
+    let args = crate::instrument::put_args(rank, addr, bytes);
+    let span = gasp::span!(GASP_UPC_NB_PUT_INIT, args);
     // SAFETY: with `Lc::Now` the put has finished reading `bytes` when it returns, so
     // the borrow covers every access to the source.
     let started = unsafe { team.put_nb(rank, addr, bytes, gex::Lc::Now, gex::Flags::NONE) };
     match started {
-        Ok(event) => event,
+        Ok(event) => {
+            gasp::end!(span, crate::instrument::with_handle(args, &event));
+            event
+        }
         Err(gex::NoOp) => unreachable!("gex returns NoOp only for Flags::IMMEDIATE"),
     }
 }
 
 /// Fills `dest` from `[addr, addr + dest.len())` at `rank`; complete on return.
-#[inline]
+///
+/// Kept out of line (the transfer is large once inlined), so that the generic calls
+/// around it inline into their callers and build the returned futures in registers.
+#[inline(never)]
 #[track_caller]
 fn get(call: &str, dest: &mut [u8], rank: Rank, addr: usize) {
     let team = &rt(call).team;
+    let args = crate::instrument::get_args(dest, rank, addr);
+    let span = gasp::span!(GASP_UPC_NB_GET_INIT, args);
     match team.get_blocking(dest, rank, addr, gex::Flags::NONE) {
         Ok(()) => {}
         Err(gex::NoOp) => unreachable!("gex returns NoOp only for Flags::IMMEDIATE"),
     }
+    gasp::end!(span, crate::instrument::with_handle(args, &gex::Event::invalid()));
 }
 
 /// Notifies `cxs` of a put to `rank` whose source completed during initiation and
