@@ -74,6 +74,7 @@ pub fn init() {
     if RUNTIME.get().is_some() {
         return;
     }
+    gasp::set_language(gasp::Language::Upcxx);
     let (client, endpoint, team) =
         gex::Client::init("UPCXX", gex::Flags::NONE).unwrap_or_else(|e| panic!("upcxx::init: {e}"));
     crate::rpc::register_handlers(&endpoint);
@@ -116,9 +117,14 @@ pub fn finalize() {
     let rt = rt("finalize");
     persona::check_not_restricted("finalize");
     if INITS.load(Ordering::Acquire) == 1 {
+        let span = gasp::span!(GASP_UPC_COLLECTIVE_EXIT, [gasp::Arg::Int(0)]);
         barrier_with_progress(&rt.team);
         INITS.store(0, Ordering::Release);
         FINALIZED.store(true, Ordering::Release);
+        gasp::end!(span, [gasp::Arg::Int(0)]);
+        // gex's own exit event would repeat ours; its finalize also ends the tool.
+        #[cfg(feature = "gasp")]
+        let _quiet = gasp::dispatch::quiet();
         rt.client.finalize();
     } else {
         INITS.fetch_sub(1, Ordering::AcqRel);
@@ -151,7 +157,9 @@ pub fn rank_n() -> Rank {
 pub fn barrier() {
     let rt = rt("barrier");
     persona::check_not_restricted("barrier");
+    let span = gasp::span!(GASP_UPC_BARRIER, [gasp::Arg::Int(0), gasp::Arg::Int(0)]);
     barrier_with_progress(&rt.team);
+    gasp::end!(span, [gasp::Arg::Int(0), gasp::Arg::Int(0)]);
 }
 
 /// Interoperability with the communication layer underneath (as UPC++'s
