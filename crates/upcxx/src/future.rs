@@ -5,7 +5,7 @@
 //! Rust, and how the spec's semantics are kept:
 //!
 //! * `future<A, B, ...>` is `Future<(A, B, ...)>`: one value type, which may be a tuple
-//!   (`Future<()>` is `future<>`). [`Future::result_tuple`]-style access is just the tuple.
+//!   (`Future<()>` is `future<>`). C++'s `result_tuple`-style access is just the tuple.
 //! * Futures are single-threaded (§5.5: "as if the current thread is the only one"), so
 //!   they are `Rc`-based and neither `Send` nor `Sync`.
 //! * Consumers take values by move: [`Future::wait`] and [`Future::then`] consume the
@@ -22,6 +22,9 @@
 //!   allocation. So does the future of an operation that completed at initiation, which
 //!   the spec still requires to stay non-ready until the next user-level progress: it
 //!   records the thread's progress epoch and becomes ready when that advances.
+//! * The future of a round-trip RPC with a small value holds a *reply cell* from a
+//!   per-thread pool, into which the reply is decoded (see `cell.rs`): no allocation
+//!   either, unless a callback is attached before the value arrives.
 //! * Futures also implement [`std::future::Future`]; [`block_on`](crate::block_on)
 //!   drives them with user-level progress, so `async` code can `.await` them.
 
@@ -30,6 +33,10 @@ use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
 
 use crate::persona;
+
+mod cell;
+
+pub(crate) use cell::{fits as fits_cell, ReplyCell};
 
 type Callback<T> = Box<dyn FnOnce(T)>;
 /// Copies a value for one more consumer.
@@ -133,6 +140,15 @@ impl<T: 'static> State<T> {
     fn on_ready(&self, cb: Callback<T>) {
         self.callbacks.borrow_mut().push(cb);
     }
+
+    /// A copy of `v` for one more consumer (`Future::clone` set the copy function).
+    fn copy_value(&self, v: &T) -> T {
+        let clone = self
+            .clone_fn
+            .get()
+            .expect("a state copied for a clone knows how to clone");
+        clone(v)
+    }
 }
 
 /// `()` for `T = ()`: the value of a future that carries none.
@@ -148,6 +164,8 @@ enum Repr<T> {
     /// operation's notification is delivered during progress).
     AfterProgress(T, u64),
     Shared(Rc<State<T>>),
+    /// The value is delivered into a reply cell of this thread (see `cell.rs`).
+    Reply(&'static ReplyCell),
     /// The value was taken (only transiently, inside consuming methods).
     Taken,
 }
@@ -173,6 +191,48 @@ impl<T: 'static> Future<T> {
         }
     }
 
+    /// The future of a value that will be delivered into `cell`.
+    ///
+    /// # Safety
+    /// `cell` must be freshly claimed for this future, and only ever receive a `T`
+    /// (which must fit: `fits_cell::<T>()`).
+    pub(crate) unsafe fn from_cell(cell: &'static ReplyCell) -> Future<T> {
+        debug_assert!(fits_cell::<T>());
+        Future {
+            repr: Repr::Reply(cell),
+        }
+    }
+
+    /// Turns a reply-cell future into an `AfterProgress` one if its value arrived, or
+    /// into a `Shared` one fed by the cell otherwise: for the uses a cell does not
+    /// support (callbacks, wakers).
+    fn unpack(&mut self) {
+        if let Repr::Reply(cell) = self.repr {
+            self.repr = match cell.arrival() {
+                // SAFETY: this future owns the cell, which holds its `T`.
+                Some(epoch) => Repr::AfterProgress(unsafe { cell.take::<T>() }, epoch),
+                None => {
+                    // SAFETY: this future owns the `Waiting` cell of a `T`; after
+                    // `abandon` it no longer refers to it.
+                    let state = unsafe { cell.forward_state::<T>() };
+                    unsafe { cell.abandon::<T>() };
+                    state.handles.set(state.handles.get() + 1);
+                    Repr::Shared(state)
+                }
+            };
+        }
+    }
+
+    /// The progress epoch in which the operation behind a future that is not ready yet
+    /// completed, if it did: the first user-level progress after it readies the future.
+    fn completed_in(&self) -> Option<u64> {
+        match &self.repr {
+            Repr::AfterProgress(_, epoch) => Some(*epoch),
+            Repr::Reply(cell) => cell.arrival(),
+            _ => None,
+        }
+    }
+
     /// Turns an `AfterProgress` future whose epoch passed into `Ready`.
     fn settle(&mut self) {
         if let Repr::AfterProgress(_, epoch) = &self.repr {
@@ -192,6 +252,7 @@ impl<T: 'static> Future<T> {
             Repr::Ready(_) => true,
             Repr::AfterProgress(_, epoch) => persona::progress_epoch() > *epoch,
             Repr::Shared(s) => s.ready.get(),
+            Repr::Reply(cell) => cell.ready(),
             Repr::Taken => false,
         }
     }
@@ -211,6 +272,8 @@ impl<T: 'static> Future<T> {
         match &self.repr {
             Repr::Ready(v) | Repr::AfterProgress(v, _) => v.clone(),
             Repr::Shared(s) => s.value.borrow().as_ref().expect("ready").clone(),
+            // SAFETY: this future owns the cell, whose value arrived (it is ready).
+            Repr::Reply(cell) => unsafe { cell.peek::<T>() }.clone(),
             Repr::Taken => unreachable!(),
         }
     }
@@ -235,6 +298,9 @@ impl<T: 'static> Future<T> {
                 s.handles.set(s.handles.get() - 1);
                 s.take_for_consumer(s.handles.get() > 0)
             }
+            // SAFETY: this future owns the cell, whose value arrived (callers check
+            // readiness first); the cell is no longer referred to.
+            Repr::Reply(cell) => unsafe { cell.take::<T>() },
             Repr::Taken => unreachable!("value taken twice"),
         }
     }
@@ -245,12 +311,34 @@ impl<T: 'static> Future<T> {
     /// In the restricted context (inside a callback run by progress), where waiting
     /// could deadlock (§10.2).
     #[track_caller]
-    pub fn wait(mut self) -> T {
-        if !self.ready() {
-            persona::check_not_restricted("Future::wait");
-            persona::wait_until(|| self.ready());
+    #[inline]
+    pub fn wait(self) -> T {
+        let this = std::mem::ManuallyDrop::new(self);
+        // SAFETY: the representation is moved out once and `this` is neither used nor
+        // dropped afterwards, so it is owned exactly once (by the match below).
+        match unsafe { std::ptr::read(&this.repr) } {
+            Repr::Ready(v) => v,
+            // An operation complete at initiation (all shared-memory RMA): ready at the
+            // next user-level progress.
+            Repr::AfterProgress(v, epoch) => {
+                persona::progress_past(epoch, "Future::wait");
+                v
+            }
+            repr => Future { repr }.wait_slow(),
         }
-        self.settle();
+    }
+
+    #[track_caller]
+    fn wait_slow(mut self) -> T {
+        if !self.ready() {
+            if let Some(epoch) = self.completed_in() {
+                persona::progress_past(epoch, "Future::wait");
+            }
+            if !self.ready() {
+                persona::check_not_restricted("Future::wait");
+                persona::wait_until(|| self.ready());
+            }
+        }
         self.take_value()
     }
 
@@ -262,6 +350,7 @@ impl<T: 'static> Future<T> {
         F: FnOnce(T) -> R + 'static,
         R: FutureValue,
     {
+        self.unpack();
         self.settle();
         match std::mem::replace(&mut self.repr, Repr::Taken) {
             Repr::Ready(v) => f(v).into_future(),
@@ -287,13 +376,14 @@ impl<T: 'static> Future<T> {
                 }));
                 Future::from_state(out)
             }
-            Repr::Taken => unreachable!(),
+            Repr::Reply(_) | Repr::Taken => unreachable!(),
         }
     }
 
     /// Fulfils `target` (a promise state with one dependency) with this future's value
     /// when it is ready.
     pub(crate) fn forward_to(mut self, target: Rc<State<T>>) {
+        self.unpack();
         self.settle();
         match std::mem::replace(&mut self.repr, Repr::Taken) {
             Repr::Ready(v) => {
@@ -317,7 +407,7 @@ impl<T: 'static> Future<T> {
                 target.set_value(v);
                 target.satisfy(1, "Future::then");
             })),
-            Repr::Taken => unreachable!(),
+            Repr::Reply(_) | Repr::Taken => unreachable!(),
         }
     }
 
@@ -342,6 +432,19 @@ impl<T: Clone + 'static> Clone for Future<T> {
                 s.clone_fn.set(Some(T::clone));
                 Future::from_state(Rc::clone(s))
             }
+            &Repr::Reply(cell) => match cell.arrival() {
+                Some(epoch) => Future {
+                    // SAFETY: this future owns the cell, which holds its `T`.
+                    repr: Repr::AfterProgress(unsafe { cell.peek::<T>() }.clone(), epoch),
+                },
+                None => {
+                    // SAFETY: this future owns the `Waiting` cell of a `T`, which keeps
+                    // it: the state gets a copy of the value when it arrives.
+                    let state = unsafe { cell.forward_state::<T>() };
+                    state.clone_fn.set(Some(T::clone));
+                    Future::from_state(state)
+                }
+            },
             Repr::Taken => unreachable!(),
         }
     }
@@ -349,8 +452,11 @@ impl<T: Clone + 'static> Clone for Future<T> {
 
 impl<T: 'static> Drop for Future<T> {
     fn drop(&mut self) {
-        if let Repr::Shared(s) = &self.repr {
-            s.handles.set(s.handles.get() - 1);
+        match &self.repr {
+            Repr::Shared(s) => s.handles.set(s.handles.get() - 1),
+            // SAFETY: this future owns the cell, of its `T`, and is gone after this.
+            Repr::Reply(cell) => unsafe { cell.abandon::<T>() },
+            _ => {}
         }
     }
 }
@@ -369,6 +475,7 @@ impl<T: 'static> std::future::Future for Future<T> {
     type Output = T;
 
     fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<T> {
+        self.unpack();
         self.settle();
         if self.ready() {
             return Poll::Ready(self.take_value());

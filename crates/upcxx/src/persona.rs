@@ -17,6 +17,25 @@
 //! calling thread; its result travels back as an LPC to the calling persona, and is
 //! delivered only on the thread that created the future (checked: if the persona moved
 //! to another thread meanwhile, delivery fails loudly instead of racing).
+//!
+//! # What progress costs
+//!
+//! User-level progress is made often (every `wait` makes at least one), so the case
+//! where nothing is owed to the thread is kept to a few thread-local cells and one
+//! shared word, without locks or allocation:
+//!
+//! * work that the thread's own calls and handlers queue for it (deferred
+//!   notifications, RPCs that its handlers copied for the master persona it holds) sets
+//!   a thread-local flag;
+//! * work that other threads queue where this thread must find it (LPCs, RPCs and
+//!   replies received by other threads' polls) bumps one shared counter, and a thread
+//!   looks at those queues only when the counter moved since it last did.
+//!
+//! The futures of operations complete at initiation (shared-memory RMA) need only the
+//! next user-level progress to turn ready. A wait on one makes it without polling the
+//! network, except every sixteenth time, which keeps a loop of such waits attentive to
+//! incoming messages (§10.3) while the poll, which costs more than the whole operation,
+//! is mostly skipped. `progress()` always polls.
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
@@ -96,6 +115,7 @@ impl Persona {
             .unwrap_or_else(|e| e.into_inner())
             .push_back(Box::new(f));
         self.inner.queued.fetch_add(1, Ordering::Release);
+        shared_work_queued();
     }
 
     /// Runs `f` on this persona and returns the future of its result, fulfilled on the
@@ -185,18 +205,57 @@ impl<T> Drop for ThreadBound<T> {
 static NEXT_THREAD: AtomicU64 = AtomicU64::new(1);
 static MASTER: OnceLock<Persona> = OnceLock::new();
 
-thread_local! {
-    static TOKEN: u64 = NEXT_THREAD.fetch_add(1, Ordering::Relaxed);
-    /// Personas held by this thread; index 0 is the default persona.
-    static STACK: RefCell<Vec<Persona>> = RefCell::new(vec![new_default_persona()]);
+/// Bumped after work is queued where any thread may have to find it: an LPC, an RPC in
+/// the shared inbox, a reply received by another thread's poll. A thread whose
+/// user-level progress sees the value it saw last time skips looking at those queues.
+static SHARED_WORK: AtomicU64 = AtomicU64::new(0);
+
+/// A `seen_shared` value [`SHARED_WORK`] never takes: the next progress looks.
+const LOOK: u64 = u64::MAX;
+
+/// How many of the user-level progress calls made by waits on already completed
+/// operations skip polling the network in a row (see [`progress_past`]).
+const POLL_SKIPS: u32 = 15;
+
+/// The per-thread state every progress call reads: plain cells in a `const`-initialized
+/// thread-local without a destructor, so reaching it is one memory access.
+struct Hot {
+    /// This thread's token (see [`thread_token`]); 0 until first asked for.
+    token: Cell<u64>,
     /// Count of user-level progress calls by this thread.
-    static EPOCH: Cell<u64> = const { Cell::new(0) };
+    epoch: Cell<u64>,
     /// Depth of callbacks being run by user-level progress.
-    static RESTRICTED: Cell<u32> = const { Cell::new(0) };
+    restricted: Cell<u32>,
+    /// Something was queued for this thread's next user-level progress: a deferred
+    /// notification, or an RPC copied into the master persona's queue by a handler.
+    work: Cell<bool>,
+    /// This thread holds the master persona.
+    holds_master: Cell<bool>,
+    /// Waits on completed operations that may still skip the network poll.
+    poll_skips: Cell<u32>,
+    /// The value of [`SHARED_WORK`] when this thread last looked at its shared queues.
+    seen_shared: Cell<u64>,
+}
+
+thread_local! {
+    static HOT: Hot = const {
+        Hot {
+            token: Cell::new(0),
+            epoch: Cell::new(0),
+            restricted: Cell::new(0),
+            work: Cell::new(false),
+            holds_master: Cell::new(false),
+            poll_skips: Cell::new(0),
+            seen_shared: Cell::new(LOOK),
+        }
+    };
+    /// Personas held by this thread; index 0 is the default persona, created on first
+    /// use (an empty stack holds no persona anyone could have queued work on).
+    static STACK: RefCell<Vec<Persona>> = const { RefCell::new(Vec::new()) };
     /// An empty LPC queue (with capacity) swapped in by `Persona::drain`.
-    static SPARE: RefCell<VecDeque<Lpc>> = RefCell::new(VecDeque::new());
+    static SPARE: RefCell<VecDeque<Lpc>> = const { RefCell::new(VecDeque::new()) };
     /// Notifications owed to this thread, run at its next user-level progress.
-    static DEFERRED: RefCell<VecDeque<Box<dyn FnOnce()>>> = RefCell::new(VecDeque::new());
+    static DEFERRED: RefCell<VecDeque<Box<dyn FnOnce()>>> = const { RefCell::new(VecDeque::new()) };
 }
 
 fn new_default_persona() -> Persona {
@@ -205,45 +264,100 @@ fn new_default_persona() -> Persona {
     p
 }
 
+/// Runs `f` on this thread's persona stack, creating the default persona first if needed.
+fn with_stack<R>(f: impl FnOnce(&mut Vec<Persona>) -> R) -> R {
+    STACK.with(|s| {
+        let mut s = s.borrow_mut();
+        if s.is_empty() {
+            s.push(new_default_persona());
+        }
+        f(&mut s)
+    })
+}
+
+/// A number unique to this thread for the life of the process.
 fn thread_token() -> u64 {
-    TOKEN.with(|t| *t)
+    HOT.with(|h| match h.token.get() {
+        0 => {
+            let t = NEXT_THREAD.fetch_add(1, Ordering::Relaxed);
+            h.token.set(t);
+            t
+        }
+        t => t,
+    })
 }
 
 /// The number of user-level progress calls this thread has made.
+#[inline]
 pub(crate) fn progress_epoch() -> u64 {
-    EPOCH.with(|e| e.get())
+    HOT.with(|h| h.epoch.get())
 }
 
 /// Runs `f` at this thread's next user-level progress.
 pub(crate) fn defer(f: Box<dyn FnOnce()>) {
     DEFERRED.with(|d| d.borrow_mut().push_back(f));
+    note_work();
 }
 
-fn restricted<F: FnOnce()>(f: F) {
+/// Tells this thread's next user-level progress that work was queued for it.
+#[inline]
+pub(crate) fn note_work() {
+    HOT.with(|h| h.work.set(true));
+}
+
+/// Makes this thread's next user-level progress look at the queues other threads fill,
+/// where work it knew of is left.
+pub(crate) fn look_again() {
+    HOT.with(|h| h.seen_shared.set(LOOK));
+}
+
+/// Tells every thread's next user-level progress to look at the queues other threads
+/// fill (call after queuing there).
+pub(crate) fn shared_work_queued() {
+    SHARED_WORK.fetch_add(1, Ordering::Release);
+}
+
+/// True if this thread holds the master persona.
+#[inline]
+pub(crate) fn holds_master() -> bool {
+    HOT.with(|h| h.holds_master.get())
+}
+
+/// Runs `f` as a callback of user-level progress: in the restricted context (§10.2).
+#[inline]
+pub(crate) fn restricted<R>(f: impl FnOnce() -> R) -> R {
     struct Leave;
     impl Drop for Leave {
         fn drop(&mut self) {
-            RESTRICTED.with(|r| r.set(r.get() - 1));
+            HOT.with(|h| h.restricted.set(h.restricted.get() - 1));
         }
     }
-    RESTRICTED.with(|r| r.set(r.get() + 1));
+    HOT.with(|h| h.restricted.set(h.restricted.get() + 1));
     let _leave = Leave;
-    f();
+    f()
 }
 
 /// True inside a callback run by user-level progress (§10.2).
+#[inline]
 pub fn in_restricted_context() -> bool {
-    RESTRICTED.with(|r| r.get() > 0)
+    HOT.with(|h| h.restricted.get() > 0)
 }
 
+#[inline]
 #[track_caller]
 pub(crate) fn check_not_restricted(call: &str) {
     if in_restricted_context() {
-        panic!(
-            "upcxx::{call}: not allowed in the restricted context (inside a callback, LPC or \
-             RPC run by progress), where waiting could deadlock (UPC++ spec §10.2)"
-        );
+        restricted_context_violation(call);
     }
+}
+
+#[cold]
+#[track_caller]
+fn restricted_context_violation(call: &str) -> ! {
+    panic!(
+        "upcxx::{call}: not allowed in the restricted context (inside a callback, LPC or \
+         RPC run by progress), where waiting could deadlock (UPC++ spec §10.2)"
+    );
 }
 
 /// Makes progress (UPC++ `progress`). `ProgressLevel::User` also runs the callbacks,
@@ -268,14 +382,95 @@ pub(crate) fn internal_progress() {
     }
 }
 
-/// Internal progress, then everything owed to this thread's personas: first the
-/// notifications queued on this thread (so an LPC they queue runs in the same round),
-/// then the LPCs (and RPCs) queued on each persona the thread holds, top first.
+/// Internal progress, then everything owed to this thread's personas. Returns how many
+/// callbacks, LPCs and RPCs ran.
 pub(crate) fn user_progress() -> usize {
     internal_progress();
-    EPOCH.with(|e| e.set(e.get() + 1));
+    user_actions()
+}
+
+/// Makes sure this thread made a user-level progress since epoch `epoch`, in which an
+/// operation completed whose future it readies (every shared-memory RMA): a wait on
+/// that future (`call`) needs exactly that.
+///
+/// Such a progress does everything [`user_progress`] does, but when nothing is queued
+/// for this thread it polls the network only every `POLL_SKIPS + 1`-th time: nothing
+/// the poll could find concerns the awaited future, and the poll would cost more than
+/// the whole operation, while polling every so often keeps a loop of such waits
+/// attentive to incoming messages (§10.3). The common case is then a few thread-local
+/// cells and one shared word.
+///
+/// # Panics
+/// In the restricted context, if a progress is needed.
+#[inline]
+#[track_caller]
+pub(crate) fn progress_past(epoch: u64, call: &str) {
+    let shared = SHARED_WORK.load(Ordering::Acquire);
+    let done = HOT.with(|h| {
+        let now = h.epoch.get();
+        if now > epoch {
+            return true;
+        }
+        let skips = h.poll_skips.get();
+        if skips == 0 || h.work.get() || h.restricted.get() != 0 || h.seen_shared.get() != shared {
+            return false;
+        }
+        // A user-level progress with nothing to run.
+        h.poll_skips.set(skips - 1);
+        h.epoch.set(now + 1);
+        true
+    });
+    if !done {
+        full_progress_past(call);
+    }
+}
+
+#[cold]
+#[track_caller]
+fn full_progress_past(call: &str) {
+    check_not_restricted(call);
+    HOT.with(|h| h.poll_skips.set(POLL_SKIPS));
+    user_progress();
+}
+
+/// The user-level part of progress: replies that arrived through other threads are
+/// delivered, the epoch advances (readying the futures of operations completed before
+/// this call), then run, in the restricted context, the notifications queued on this
+/// thread, the RPCs of the master persona if this thread holds it, and the LPCs queued on
+/// each persona the thread holds, top first. What the callbacks queue runs in a later
+/// progress call, except LPCs to held personas queued before those are drained.
+///
+/// With nothing queued this reads a few thread-local cells and one shared word: work
+/// queued by this thread's own handlers and calls is flagged in `Hot::work`, and work
+/// queued by other threads bumps [`SHARED_WORK`].
+#[inline]
+fn user_actions() -> usize {
+    let shared = SHARED_WORK.load(Ordering::Acquire);
+    let look = HOT.with(|h| h.seen_shared.replace(shared) != shared);
+    if look {
+        crate::rpc::deliver_forwarded_replies();
+    }
+    let (work, master) = HOT.with(|h| {
+        h.epoch.set(h.epoch.get() + 1);
+        (h.work.replace(false), h.holds_master.get())
+    });
     let mut n = 0;
+    if work {
+        n += run_deferred();
+    }
+    if master && (work || look) {
+        n += crate::rpc::run_master_rpcs(work, look);
+    }
+    if look {
+        n += drain_held_personas();
+    }
+    n
+}
+
+#[cold]
+fn run_deferred() -> usize {
     let pending = DEFERRED.with(|d| d.borrow().len());
+    let mut n = 0;
     for _ in 0..pending {
         let Some(f) = DEFERRED.with(|d| d.borrow_mut().pop_front()) else {
             break;
@@ -283,9 +478,16 @@ pub(crate) fn user_progress() -> usize {
         restricted(f);
         n += 1;
     }
+    n
+}
+
+/// Runs the LPCs queued on the personas this thread holds, top first.
+#[cold]
+fn drain_held_personas() -> usize {
     let held = STACK.with(|s| s.borrow().len());
+    let mut n = 0;
     for i in (0..held).rev() {
-        // Clone only a persona with work queued; the common empty case allocates nothing.
+        // Clone only a persona with work queued.
         let busy = STACK.with(|s| {
             s.borrow()
                 .get(i)
@@ -319,12 +521,12 @@ pub(crate) fn wait_until(mut done: impl FnMut() -> bool) {
 
 /// The persona at the top of this thread's stack (UPC++ `current_persona`).
 pub fn current_persona() -> Persona {
-    STACK.with(|s| s.borrow().last().expect("default persona").clone())
+    with_stack(|s| s.last().expect("default persona").clone())
 }
 
 /// This thread's default persona (UPC++ `default_persona`).
 pub fn default_persona() -> Persona {
-    STACK.with(|s| s.borrow()[0].clone())
+    with_stack(|s| s[0].clone())
 }
 
 /// The master persona: the target of RPCs (UPC++ `master_persona`).
@@ -334,11 +536,17 @@ pub fn master_persona() -> Persona {
     MASTER.get().expect("created by init").clone()
 }
 
-/// Creates the master persona and makes the calling thread hold it (called by `init`).
+fn is_master(p: &Persona) -> bool {
+    MASTER.get() == Some(p)
+}
+
+/// Creates the master persona and makes the calling thread hold it (called at the start
+/// of `init`, so that the RPCs that arrive while `init` waits for the other ranks are
+/// already queued for it).
 pub(crate) fn adopt_master() {
     let master = MASTER.get_or_init(Persona::new).clone();
     acquire(&master, "init");
-    STACK.with(|s| s.borrow_mut().push(master));
+    with_stack(|s| s.push(master));
 }
 
 fn acquire(p: &Persona, call: &str) {
@@ -352,6 +560,23 @@ fn acquire(p: &Persona, call: &str) {
         Err(h) if h == me => {}
         Err(_) => panic!("upcxx::{call}: the persona is held by another thread"),
     }
+    HOT.with(|h| {
+        // Work may have been queued for the persona before this thread held it.
+        h.seen_shared.set(LOOK);
+        if is_master(p) {
+            h.holds_master.set(true);
+        }
+    });
+}
+
+/// Makes `p`, held by this thread, free for any thread to take.
+fn release(p: &Persona) {
+    if is_master(p) {
+        HOT.with(|h| h.holds_master.set(false));
+        // Before the store that lets another thread take the persona and its RPCs.
+        crate::rpc::master_released();
+    }
+    p.inner.holder.store(0, Ordering::Release);
 }
 
 /// Releases the master persona from the calling thread, so another thread can take it
@@ -360,14 +585,13 @@ fn acquire(p: &Persona, call: &str) {
 #[track_caller]
 pub fn liberate_master_persona() {
     let master = master_persona();
-    STACK.with(|s| {
-        let mut s = s.borrow_mut();
+    with_stack(|s| {
         if s.last() != Some(&master) || s.iter().filter(|p| **p == master).count() != 1 {
             panic!("upcxx::liberate_master_persona: the master persona is not at the top of this thread's persona stack");
         }
         s.pop();
     });
-    master.inner.holder.store(0, Ordering::Release);
+    release(&master);
 }
 
 /// Holds a persona on the calling thread for the life of the scope (UPC++
@@ -401,7 +625,7 @@ impl<'a> PersonaScope<'a> {
     fn push(persona: &Persona, lock: Option<MutexGuard<'a, ()>>) -> PersonaScope<'a> {
         let already = persona.active_with_caller();
         acquire(persona, "PersonaScope::new");
-        STACK.with(|s| s.borrow_mut().push(persona.clone()));
+        with_stack(|s| s.push(persona.clone()));
         PersonaScope {
             persona: persona.clone(),
             released: already,
@@ -413,15 +637,14 @@ impl<'a> PersonaScope<'a> {
 
 impl Drop for PersonaScope<'_> {
     fn drop(&mut self) {
-        STACK.with(|s| {
-            let mut s = s.borrow_mut();
+        with_stack(|s| {
             if s.last() != Some(&self.persona) && !std::thread::panicking() {
                 panic!("upcxx::PersonaScope: scopes must end in the reverse order they began");
             }
             s.pop();
         });
         if !self.released {
-            self.persona.inner.holder.store(0, Ordering::Release);
+            release(&self.persona);
         }
     }
 }
@@ -442,7 +665,8 @@ where
 
 /// True if operations started by this thread still need internal progress to complete
 /// (UPC++ `progress_required`). On shared memory every transfer completes when it is
-/// started, so this is true only while this thread has queued notifications or LPCs.
+/// started, so this is true only while this thread has queued notifications, LPCs or
+/// RPCs.
 pub fn progress_required() -> bool {
     let deferred = DEFERRED.with(|d| !d.borrow().is_empty());
     let queued = STACK.with(|s| {
@@ -450,7 +674,7 @@ pub fn progress_required() -> bool {
             .iter()
             .any(|p| p.inner.queued.load(Ordering::Acquire) > 0)
     });
-    deferred || queued
+    deferred || queued || (holds_master() && crate::rpc::master_rpcs_queued())
 }
 
 /// Makes the progress needed so that this thread's outstanding operations no longer

@@ -58,16 +58,16 @@
 //!
 //! # Execution and results
 //!
-//! The target's AM handler only copies the message into a receive buffer (see
-//! `inbox.rs`); the function runs during user-level progress of the target's master
-//! persona (§9.3 ¶6), never synchronously inside `rpc`, even to `rank_me()` (¶7). If it
-//! returns a value, the value is serialized and sent back; if it returns a
-//! [`Future`], the reply is sent when that future is ready (¶3), and the receive buffer,
-//! with any views into it, stays alive until then (§6.5 ¶6). The initiator's future
-//! becomes ready during a later user-level progress of the initiating thread (§9.3 ¶25
-//! says "of the initiating persona"; our futures are bound to the thread that made them,
-//! so the reply is queued to that thread, and runs in its next user-level progress
-//! whichever personas it then holds).
+//! The target's AM handler only copies the message into a receive queue of the master
+//! persona (see `delivery.rs`); the function runs during user-level progress of the
+//! target's master persona (§9.3 ¶6), never synchronously inside `rpc`, even to
+//! `rank_me()` (¶7). If it returns a value, the value is serialized and sent back; if it
+//! returns a [`Future`], the reply is sent when that future is ready (¶3), and the
+//! receive buffer, with any views into it, stays alive until then (§6.5 ¶6). The
+//! initiator's future becomes ready during a later user-level progress of the initiating
+//! thread (§9.3 ¶25 says "of the initiating persona"; our futures are bound to the thread
+//! that made them, so the reply goes to that thread, and readies the future in its next
+//! user-level progress whichever personas it then holds).
 //!
 //! The return type `R` must implement [`FutureValue`] (done for the standard types; use
 //! [`impl_future_value!`](crate::impl_future_value) for your own), and its value type must
@@ -75,9 +75,13 @@
 //!
 //! # Costs
 //!
-//! A small RPC allocates nothing on the send side besides the promise of [`rpc`]'s
-//! future, and nothing on the receive side in the steady state (receive pages are
-//! reused). The target is woken once per burst of messages, not once per message.
+//! A small RPC allocates nothing in the steady state, and takes no lock when the
+//! threads involved are the ones holding the master personas: the arguments are
+//! serialized into the network's send buffer, the target's handler copies the message
+//! into a reused receive page of the master persona's thread, and the result of [`rpc`],
+//! if at most 32 bytes, is decoded by the reply's handler into a reused *reply cell* of
+//! the calling thread, which the future reads (see `future/cell.rs`). Larger results
+//! use a reference-counted promise state, allocated per call.
 //!
 //! # Trust
 //!
@@ -85,21 +89,26 @@
 //! rank runs the same binary and messages come only from ranks of the same job (as in
 //! UPC++ and GASNet); the transport is not a security boundary.
 
+mod delivery;
 mod inbox;
+mod wire;
 
-use std::collections::HashMap;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicU32, AtomicU8, AtomicUsize, Ordering};
-use std::sync::{Arc, LazyLock, Mutex, OnceLock};
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use crate::future::{fulfill_state, Future, FutureValue, State};
-use crate::persona::{self, Persona};
+use crate::future::{fits_cell, fulfill_state, Future, FutureValue, ReplyCell, State};
+use crate::persona;
 use crate::runtime::{self, Rank};
 use crate::serialization::{Error, Reader, Serialization, Writer};
-use inbox::{Head, Inbox, Page};
+use delivery::Incoming;
+use wire::{send, KIND_REPLY, KIND_RPC};
+
+pub(crate) use delivery::{
+    deliver_forwarded_replies, master_released, master_rpcs_queued, run_master_rpcs,
+};
+pub(crate) use wire::register_handlers;
 
 // ---------------------------------------------------------------------------------------
 // Public API
@@ -217,20 +226,27 @@ where
     let rt = runtime::rt("rpc");
     let dest = world_rank("rpc", rt, rank);
     drop(func);
-    let state = State::<RpcValue<F, A>>::new(1);
-    let fut = Future::from_state(Rc::clone(&state));
-    let inbox = reply_inbox() as *const ReplyInbox as usize as u64;
-    let promise = Rc::into_raw(state) as usize as u64;
-    let cookie = [
-        inbox as u32,
-        (inbox >> 32) as u32,
-        promise as u32,
-        (promise >> 32) as u32,
-    ];
+    let (fut, promise) = if fits_cell::<RpcValue<F, A>>() {
+        let cell = ReplyCell::claim();
+        // SAFETY: a fresh cell, which only `complete_in_cell::<RpcValue<F, A>>` (named
+        // in the message below) will fill.
+        let fut = unsafe { Future::from_cell(cell) };
+        (fut, cell as *const ReplyCell as usize)
+    } else {
+        let state = State::<RpcValue<F, A>>::new(1);
+        let fut = Future::from_state(Rc::clone(&state));
+        (fut, Rc::into_raw(state) as usize)
+    };
+    let replies = delivery::reply_inbox() as *const inbox::Inbox as usize;
+    let cookie = cookie_of(replies as u64, promise as u64);
     let entry = function_offset(run_rpc::<F, A>);
     if let Err(e) = send(&rt.team, dest, KIND_RPC, entry, cookie, |w| args.encode(w)) {
-        // SAFETY: nothing was sent, so no reply will take this reference back.
-        drop(unsafe { Rc::from_raw(promise as usize as *const State<RpcValue<F, A>>) });
+        if !fits_cell::<RpcValue<F, A>>() {
+            // SAFETY: nothing was sent, so no reply will take this reference back.
+            drop(unsafe { Rc::from_raw(promise as *const State<RpcValue<F, A>>) });
+        }
+        // A cell stays claimed (its future is dropped before a value comes): a leak of
+        // one cell per failed call.
         panic!("upcxx::rpc: the arguments could not be serialized: {e}");
     }
     fut
@@ -290,19 +306,16 @@ unsafe fn function_at(off: [u32; 2]) -> Entry {
     unsafe { std::mem::transmute::<usize, Entry>(addr) }
 }
 
+fn cookie_of(a: u64, b: u64) -> [u32; 4] {
+    [a as u32, (a >> 32) as u32, b as u32, (b >> 32) as u32]
+}
+
 fn cookie_word(cookie: [u32; 4], i: usize) -> u64 {
     u64::from(cookie[2 * i]) | u64::from(cookie[2 * i + 1]) << 32
 }
 
 // ---------------------------------------------------------------------------------------
 // Running messages
-
-/// A message being run: its header, its payload in a receive page, and the page.
-struct Incoming<'a> {
-    head: Head,
-    payload: &'a [u8],
-    page: &'a Arc<Page>,
-}
 
 /// Decodes the arguments and calls `F`.
 fn invoke<F: RpcFn<A>, A: RpcArgs>(msg: &Incoming<'_>) -> Future<RpcValue<F, A>> {
@@ -326,7 +339,7 @@ fn invoke<F: RpcFn<A>, A: RpcArgs>(msg: &Incoming<'_>) -> Future<RpcValue<F, A>>
 unsafe fn run_rpc_ff<F: RpcFn<A>, A: RpcArgs>(msg: &Incoming<'_>) {
     let fut = invoke::<F, A>(msg);
     if !fut.ready() {
-        let page = Arc::clone(msg.page);
+        let page = msg.hold();
         fut.on_ready(move |_| drop(page));
     }
 }
@@ -346,7 +359,7 @@ where
     if fut.ready() {
         reply(src, cookie, &fut.into_result());
     } else {
-        let page = Arc::clone(msg.page);
+        let page = msg.hold();
         fut.on_ready(move |v| {
             drop(page);
             reply(src, cookie, &v);
@@ -356,7 +369,11 @@ where
 
 fn reply<V: Serialize + DeserializeOwned + 'static>(dest: Rank, cookie: [u32; 4], value: &V) {
     let rt = runtime::rt("rpc");
-    let entry = function_offset(complete::<V>);
+    let entry = if fits_cell::<V>() {
+        function_offset(complete_in_cell::<V>)
+    } else {
+        function_offset(complete_in_state::<V>)
+    };
     if let Err(e) = send(&rt.team, dest, KIND_REPLY, entry, cookie, |w| {
         value.encode(w)
     }) {
@@ -364,283 +381,46 @@ fn reply<V: Serialize + DeserializeOwned + 'static>(dest: Rank, cookie: [u32; 4]
     }
 }
 
-/// Fulfils the initiator's promise with a reply.
-///
-/// # Safety
-/// `msg` must be the reply to an `rpc` with value type `V` made on this thread.
-unsafe fn complete<V: Serialize + DeserializeOwned + 'static>(msg: &Incoming<'_>) {
-    let ptr = cookie_word(msg.head.cookie, 1) as usize as *const State<V>;
-    // SAFETY: `rpc` made this pointer with `Rc::into_raw` on this thread (replies are
-    // delivered to the inbox of the thread that made the call) and exactly one reply
-    // takes it back.
-    let state = unsafe { Rc::from_raw(ptr) };
-    let value = <V as Serialization>::decode(&mut Reader::new(msg.payload)).unwrap_or_else(|e| {
+fn decode_result<V: Serialize + DeserializeOwned>(msg: &Incoming<'_>) -> V {
+    <V as Serialization>::decode(&mut Reader::new(msg.payload)).unwrap_or_else(|e| {
         panic!(
             "upcxx::rpc: the result from rank {} does not deserialize: {e}",
             msg.head.src
         )
-    });
-    fulfill_state(&state, value, "rpc");
+    })
 }
 
-/// Runs every message queued in `inbox`.
-fn run_inbox(inbox: &Inbox) {
-    let batch = inbox.take();
-    for page in &batch {
-        for (head, payload) in page.messages() {
-            // SAFETY: the sender computed `head.func` with `function_offset` in this
-            // binary, for the kind of message it sent.
-            unsafe {
-                let entry = function_at(head.func);
-                entry(&Incoming {
-                    head,
-                    payload,
-                    page,
-                });
-            }
-        }
-    }
-    inbox.recycle(batch);
-}
-
-// ---------------------------------------------------------------------------------------
-// Where messages wait: the RPC inbox (run by the master persona) and one reply inbox per
-// thread that makes round-trip RPCs.
-
-static RPC_INBOX: LazyLock<Inbox> = LazyLock::new(Inbox::new);
-
-/// The master persona, once a drain has run (it does not exist yet while `init` waits in
-/// the segment attach barrier, when the first RPCs may already arrive).
-static MASTER: OnceLock<Persona> = OnceLock::new();
-
-/// Schedules [`drain_rpcs`] on the master persona (called by the AM handler).
-fn schedule_rpcs() {
-    match MASTER.get() {
-        Some(m) if !m.active_with_caller() => m.lpc_ff(drain_rpcs),
-        // On the master's thread (or before it is known: during init, on the thread
-        // that will hold it) the thread's own deferred queue is cheaper than an LPC.
-        _ => persona::defer(Box::new(drain_rpcs_here)),
-    }
-}
-
-fn drain_rpcs_here() {
-    let master = MASTER.get_or_init(persona::master_persona);
-    if master.active_with_caller() {
-        drain_rpcs();
+/// Delivers a reply into the reply cell of the initiator's future.
+///
+/// # Safety
+/// `msg` must be the reply to an `rpc` with value type `V` made on this thread, whose
+/// future has a reply cell.
+unsafe fn complete_in_cell<V: Serialize + DeserializeOwned + 'static>(msg: &Incoming<'_>) {
+    let ptr = cookie_word(msg.head.cookie, 1) as usize as *const ReplyCell;
+    // SAFETY: `rpc` put the address of the cell (never freed) claimed on this thread for
+    // this call's future in the cookie; replies are delivered on the calling thread.
+    let cell: &'static ReplyCell = unsafe { &*ptr };
+    if cell.wanted() {
+        let value = decode_result::<V>(msg);
+        // SAFETY: the cell was claimed for a `V` and this is the call's only reply.
+        unsafe { cell.arrive(value) };
     } else {
-        master.lpc_ff(drain_rpcs);
+        // SAFETY: as above.
+        unsafe { cell.discard() };
     }
 }
 
-fn drain_rpcs() {
-    run_inbox(&RPC_INBOX);
-}
-
-/// A thread's inbox of RPC replies, and its default persona, whose user-level progress
-/// runs them. Leaked: a reply may arrive for a thread that has exited.
-struct ReplyInbox {
-    inbox: Inbox,
-    persona: Persona,
-}
-
-thread_local! {
-    static REPLY_INBOX: &'static ReplyInbox = Box::leak(Box::new(ReplyInbox {
-        inbox: Inbox::new(),
-        persona: persona::default_persona(),
-    }));
-}
-
-fn reply_inbox() -> &'static ReplyInbox {
-    REPLY_INBOX.with(|r| *r)
-}
-
-impl ReplyInbox {
-    fn schedule(&self) {
-        if self.persona.active_with_caller() {
-            persona::defer(Box::new(drain_replies));
-        } else {
-            self.persona.lpc_ff(drain_replies);
-        }
-    }
-}
-
-fn drain_replies() {
-    run_inbox(&reply_inbox().inbox);
-}
-
-// ---------------------------------------------------------------------------------------
-// The wire: one Medium AM handler with NARGS arguments
-//   [kind, entry lo, entry hi, cookie x4, fragment id, total length, fragment offset]
-
-const KIND_RPC: u32 = 1;
-const KIND_REPLY: u32 = 2;
-/// A claimed send buffer that carries nothing (serialization failed).
-const KIND_NOOP: u32 = 3;
-const KIND_MASK: u32 = 0xff;
-/// The message is one fragment of a larger one.
-const FRAGMENT: u32 = 0x100;
-const NARGS: usize = 10;
-
-static HANDLER: AtomicU8 = AtomicU8::new(0);
-static MEDIUM_MAX: AtomicUsize = AtomicUsize::new(0);
-static NEXT_FRAGMENTED: AtomicU32 = AtomicU32::new(0);
-
-/// Registers the AM handlers RPC uses (called by `init`, before the segment attach
-/// barrier, so every rank has them before any rank can send).
-pub(crate) fn register_handlers(endpoint: &gex::Endpoint) {
-    let mut table = [gex::AmEntry::payload(
-        "upcxx::rpc",
-        gex::AmCategory::Medium,
-        gex::AmRole::Request,
-        NARGS,
-        am_handler,
-    )];
-    endpoint
-        .register_handlers(&mut table)
-        .unwrap_or_else(|e| panic!("upcxx::init: registering the RPC handler: {e}"));
-    HANDLER.store(table[0].index, Ordering::Relaxed);
-    MEDIUM_MAX.store(gex::am::lub_request_medium(), Ordering::Relaxed);
-}
-
-thread_local! {
-    /// Where messages too large for one AM are serialized; reused.
-    static SPILL: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
-}
-
-/// Spill buffers larger than this are freed after use rather than kept.
-const SPILL_KEEP: usize = 4 << 20;
-
-/// Sends one message: serializes it with `encode` straight into a claimed AM buffer,
-/// or, if it outgrows that, into the thread's spill buffer, sent as fragments.
-fn send(
-    team: &gex::Team,
-    dest: Rank,
-    kind: u32,
-    entry: [u32; 2],
-    cookie: [u32; 4],
-    encode: impl FnOnce(&mut Writer<'_>) -> Result<(), Error>,
-) -> Result<(), Error> {
-    let handler = HANDLER.load(Ordering::Relaxed);
-    let max = MEDIUM_MAX.load(Ordering::Relaxed);
-    let mut args = [
-        kind, entry[0], entry[1], cookie[0], cookie[1], cookie[2], cookie[3], 0, 0, 0,
-    ];
-    let mut sd = team
-        .prepare_request_medium(dest, None, 0, max, gex::Lc::Now, gex::Flags::NONE, NARGS)
-        .expect("a blocking Prepare always succeeds");
-    let mut spill = SPILL.take();
-    let slot = sd.buffer_mut().expect("no client buffer was given");
-    let mut w = Writer::new(slot, Some(&mut spill));
-    let encoded = encode(&mut w);
-    let (len, spilled) = (w.pos(), w.spilled());
-    if let Err(e) = encoded {
-        args[0] = KIND_NOOP;
-        sd.commit_medium(handler, 0, &args);
-        SPILL.set(spill);
-        return Err(e);
-    }
-    if !spilled {
-        sd.commit_medium(handler, len, &args);
-        SPILL.set(spill);
-        return Ok(());
-    }
-    let total = u32::try_from(len).unwrap_or_else(|_| {
-        panic!("upcxx::rpc: a message of {len} bytes is larger than the 4 GiB limit")
-    });
-    args[0] = kind | FRAGMENT;
-    args[7] = NEXT_FRAGMENTED.fetch_add(1, Ordering::Relaxed);
-    args[8] = total;
-    // The slot holds a stale prefix (patches may have landed in the spill copy only).
-    let first = max.min(len);
-    sd.buffer_mut().expect("library buffer")[..first].copy_from_slice(&spill[..first]);
-    sd.commit_medium(handler, first, &args);
-    let mut off = first;
-    while off < len {
-        let n = max.min(len - off);
-        args[9] = off as u32;
-        team.request_medium(
-            dest,
-            handler,
-            &spill[off..off + n],
-            gex::Lc::Now,
-            gex::Flags::NONE,
-            &args,
-        )
-        .expect("a blocking Request always succeeds");
-        off += n;
-    }
-    spill.clear();
-    if spill.capacity() > SPILL_KEEP {
-        spill = Vec::new();
-    }
-    SPILL.set(spill);
-    Ok(())
-}
-
-/// A fragmented message being reassembled.
-struct Partial {
-    page: Page,
-    left: usize,
-}
-
-static PARTIAL: LazyLock<Mutex<HashMap<(Rank, u32), Partial>>> =
-    LazyLock::new(|| Mutex::new(HashMap::new()));
-
-/// The AM handler (restricted context): copies the message into its inbox and, if the
-/// inbox was idle, schedules the drain. Never runs user code.
-fn am_handler(token: &gex::Token<'_>, payload: &[u8], args: &[u32]) {
-    let kind = args[0];
-    let mut head = Head::new(
-        token.src_rank(),
-        kind & KIND_MASK,
-        [args[1], args[2]],
-        [args[3], args[4], args[5], args[6]],
-        payload.len() as u32,
-    );
-    if head.kind == KIND_NOOP {
-        return;
-    }
-    if kind & FRAGMENT == 0 {
-        deliver(&head, |inbox| inbox.push(&head, payload));
-        return;
-    }
-    let (id, total, offset) = (args[7], args[8], args[9] as usize);
-    head.len = total;
-    let key = (head.src, id);
-    let mut partial = PARTIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let p = partial.entry(key).or_insert_with(|| Partial {
-        page: Page::for_message(&head),
-        left: total as usize,
-    });
-    p.page.write_payload(offset, payload);
-    p.left -= payload.len();
-    if p.left == 0 {
-        let done = partial.remove(&key).expect("present");
-        drop(partial);
-        deliver(&head, |inbox| inbox.push_page(done.page));
-    }
-}
-
-/// Puts a message into the inbox its kind names and schedules that inbox's drain.
-fn deliver(head: &Head, put: impl FnOnce(&Inbox) -> bool) {
-    match head.kind {
-        KIND_RPC => {
-            if put(&RPC_INBOX) {
-                schedule_rpcs();
-            }
-        }
-        KIND_REPLY => {
-            let ptr = cookie_word(head.cookie, 0) as usize as *const ReplyInbox;
-            // SAFETY: `rpc` put the address of its thread's leaked (never freed) reply
-            // inbox in the cookie, and the target sent the cookie back unchanged.
-            let ri = unsafe { &*ptr };
-            if put(&ri.inbox) {
-                ri.schedule();
-            }
-        }
-        k => panic!(
-            "upcxx: an RPC message of unknown kind {k} arrived from rank {}",
-            head.src
-        ),
-    }
+/// Delivers a reply into the promise state of the initiator's future, which turns
+/// ready at this thread's next user-level progress.
+///
+/// # Safety
+/// `msg` must be the reply to an `rpc` with value type `V` made on this thread, whose
+/// future has a promise state.
+unsafe fn complete_in_state<V: Serialize + DeserializeOwned + 'static>(msg: &Incoming<'_>) {
+    let ptr = cookie_word(msg.head.cookie, 1) as usize as *const State<V>;
+    // SAFETY: `rpc` made this pointer with `Rc::into_raw` on this thread (replies are
+    // delivered on the calling thread) and exactly one reply takes it back.
+    let state = unsafe { Rc::from_raw(ptr) };
+    let value = decode_result::<V>(msg);
+    persona::defer(Box::new(move || fulfill_state(&state, value, "rpc")));
 }

@@ -74,6 +74,7 @@ pub fn init() {
     if RUNTIME.get().is_some() {
         return;
     }
+    persona::adopt_master();
     gasp::set_language(gasp::Language::Upcxx);
     let (client, endpoint, team) =
         gex::Client::init("UPCXX", gex::Flags::NONE).unwrap_or_else(|e| panic!("upcxx::init: {e}"));
@@ -102,7 +103,6 @@ pub fn init() {
         rank,
         size,
     });
-    persona::adopt_master();
 }
 
 /// True between the first `init` and the last `finalize` (UPC++ `initialized`).

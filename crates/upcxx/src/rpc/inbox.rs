@@ -1,30 +1,34 @@
-//! Receive buffers for RPC messages: where the AM handler leaves a message for user-level
-//! progress to run later.
+//! Receive buffers for RPC messages: where an AM handler leaves a message for
+//! user-level progress to run later.
 //!
 //! An AM handler runs in the network layer's restricted context and its payload is only
-//! valid during the handler, so it copies the message into an [`Inbox`] and returns.
-//! The inbox appends messages to *pages*: 16-byte-aligned buffers (64 KiB, or one
-//! exactly sized for a message that does not fit), each message at a 16-byte-aligned
-//! offset, so aligned views can be read in place. The consumer takes all filled pages
-//! at once under the lock and runs their messages without it, so handlers that run
-//! meanwhile (a running RPC may communicate, which polls) fill a fresh page.
+//! valid during the handler, so it copies the message into a [`Queue`] and returns.
+//! A queue appends messages to *pages*: 16-byte-aligned buffers (64 KiB, or one exactly
+//! sized for a message that does not fit), each message at a 16-byte-aligned offset, so
+//! aligned views can be read in place. The consumer takes one page at a time and runs its
+//! messages with the queue free again, so handlers that run meanwhile (a running RPC
+//! may communicate, which polls) fill another page.
 //!
-//! Pages are reference counted: an RPC whose function returned a future that is not yet
-//! ready keeps its page alive until that future is ready (the view lifetime rule of
-//! UPC++ §6.5 ¶6). A page comes back to the pool for reuse only when nothing holds it
-//! any longer; so the steady state allocates nothing per message.
+//! A taken page is the consumer's: it gives it back for reuse when its messages ran, and
+//! the steady state allocates nothing. No reference counting is involved: the rare
+//! message that must outlive its run (an RPC whose function returned a future that is
+//! not ready keeps its arguments' buffer until then, §6.5 ¶6) makes the consumer give
+//! its page away instead (see `delivery.rs`).
 //!
-//! Producers (handlers) may run on any thread, hence the mutex; it is held only to copy
-//! one message. `push` reports whether the consumer must be scheduled (the inbox went
-//! from idle to non-empty), so a burst of messages schedules one drain.
+//! A [`Queue`] is not synchronized: the thread that owns it (the holder of the master
+//! persona, or the thread an RPC reply is for) fills and drains it. An [`Inbox`] is a
+//! queue behind a lock for messages received by the polls of other threads, with a
+//! count that lets the owner see it is empty without locking.
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
 
 use bytemuck::{Pod, Zeroable};
 
 /// Size of an ordinary page.
 const PAGE: usize = 64 << 10;
-/// Pages kept for reuse.
+/// Empty pages a queue keeps for reuse.
 const POOL: usize = 4;
 
 /// One 16-byte unit of a page: gives pages their alignment without `unsafe`.
@@ -72,21 +76,22 @@ fn footprint(len: usize) -> usize {
 
 /// An aligned buffer of messages.
 pub(crate) struct Page {
-    buf: Box<[Chunk]>,
+    buf: Vec<Chunk>,
     len: usize,
 }
 
 impl Page {
-    fn new(cap: usize) -> Page {
+    /// A page without a buffer (allocates nothing).
+    const fn empty() -> Page {
         Page {
-            buf: vec![Chunk([0; 16]); cap.div_ceil(16)].into_boxed_slice(),
+            buf: Vec::new(),
             len: 0,
         }
     }
 
-    fn empty() -> Page {
+    fn new(cap: usize) -> Page {
         Page {
-            buf: Box::new([]),
+            buf: vec![Chunk([0; 16]); cap.div_ceil(16)],
             len: 0,
         }
     }
@@ -112,8 +117,8 @@ impl Page {
         self.len = at + footprint(payload.len());
     }
 
-    /// A page holding one message of `len` payload bytes, to be filled in pieces with
-    /// [`Page::write_payload`] (reassembly of a fragmented message).
+    /// A page holding one message of `head.len` payload bytes, to be filled in pieces
+    /// with [`Page::write_payload`] (reassembly of a fragmented message).
     pub fn for_message(head: &Head) -> Page {
         let len = head.len as usize;
         let mut p = Page::new(footprint(len));
@@ -156,103 +161,154 @@ impl<'a> Iterator for Messages<'a> {
     }
 }
 
-struct State {
-    /// The page being filled; never shared (its `Arc` is unique).
-    current: Arc<Page>,
-    /// Filled pages waiting for the consumer, in order.
-    full: Vec<Arc<Page>>,
-    pool: Vec<Arc<Page>>,
-    /// An empty vector with capacity, reused to hand batches to the consumer.
-    spare: Vec<Arc<Page>>,
-    /// A drain is scheduled and has not yet taken the messages.
-    scheduled: bool,
+/// A queue of messages, owned by one thread at a time (see the module documentation).
+pub(crate) struct Queue {
+    /// The page being filled.
+    current: Page,
+    /// Filled pages, oldest first; all older than `current`.
+    full: VecDeque<Page>,
+    pool: Vec<Page>,
 }
 
-/// A multi-producer, single-consumer queue of messages.
+impl Queue {
+    pub const fn new() -> Queue {
+        Queue {
+            current: Page::empty(),
+            full: VecDeque::new(),
+            pool: Vec::new(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.current.len == 0 && self.full.is_empty()
+    }
+
+    /// Pages holding messages (what a drain that started now would take).
+    pub fn pages(&self) -> usize {
+        self.full.len() + usize::from(self.current.len > 0)
+    }
+
+    /// Moves the page being filled to the filled ones, and starts an empty one.
+    fn close_current(&mut self) {
+        if self.current.len > 0 {
+            let fresh = self.pool.pop().unwrap_or(Page::empty());
+            self.full
+                .push_back(std::mem::replace(&mut self.current, fresh));
+        }
+    }
+
+    /// Copies a message in.
+    pub fn push(&mut self, head: &Head, payload: &[u8]) {
+        let need = footprint(payload.len());
+        if need > PAGE {
+            let mut page = Page::new(need);
+            page.append(head, payload);
+            self.push_page(page);
+            return;
+        }
+        if self.current.cap() - self.current.len < need {
+            self.close_current();
+            if self.current.cap() < need {
+                self.current = Page::new(PAGE);
+            }
+        }
+        self.current.append(head, payload);
+    }
+
+    /// Queues a complete page (a reassembled message).
+    pub fn push_page(&mut self, page: Page) {
+        self.close_current();
+        self.full.push_back(page);
+    }
+
+    /// Takes the oldest page of messages; give it back with [`Queue::recycle`].
+    pub fn take(&mut self) -> Option<Page> {
+        if let Some(page) = self.full.pop_front() {
+            return Some(page);
+        }
+        if self.current.len == 0 {
+            return None;
+        }
+        let fresh = self.pool.pop().unwrap_or(Page::empty());
+        Some(std::mem::replace(&mut self.current, fresh))
+    }
+
+    /// Takes back a page from [`Queue::take`] whose messages ran, for reuse.
+    pub fn recycle(&mut self, mut page: Page) {
+        if page.cap() == PAGE {
+            page.len = 0;
+            if self.current.cap() == 0 {
+                self.current = page;
+            } else if self.pool.len() < POOL {
+                self.pool.push(page);
+            }
+        }
+    }
+
+    /// Moves every message of `older` in front of this queue's.
+    pub fn prepend(&mut self, older: &mut Queue) {
+        older.close_current();
+        self.close_current();
+        let mut full = std::mem::take(&mut older.full);
+        full.append(&mut self.full);
+        self.full = full;
+    }
+}
+
+/// A [`Queue`] that other threads fill (see the module documentation).
 pub(crate) struct Inbox {
-    state: Mutex<State>,
+    queue: Mutex<Queue>,
+    /// Messages are queued and not yet taken (written under the lock).
+    nonempty: AtomicBool,
 }
 
 impl Inbox {
-    pub fn new() -> Inbox {
+    pub const fn new() -> Inbox {
         Inbox {
-            state: Mutex::new(State {
-                current: Arc::new(Page::empty()),
-                full: Vec::new(),
-                pool: Vec::new(),
-                spare: Vec::new(),
-                scheduled: false,
-            }),
+            queue: Mutex::new(Queue::new()),
+            nonempty: AtomicBool::new(false),
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    /// Runs `f` on the queue under the lock, and updates the emptiness flag.
+    fn with<R>(&self, f: impl FnOnce(&mut Queue) -> R) -> R {
+        let mut q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+        let r = f(&mut q);
+        self.nonempty.store(!q.is_empty(), Ordering::Release);
+        r
     }
 
-    /// Copies a message in. Returns true if the caller must schedule a drain.
-    pub fn push(&self, head: &Head, payload: &[u8]) -> bool {
-        let need = footprint(payload.len());
-        let mut s = self.lock();
-        if s.current.cap() - s.current.len < need {
-            let fresh = if need <= PAGE {
-                s.pool.pop().unwrap_or_else(|| Arc::new(Page::new(PAGE)))
-            } else {
-                Arc::new(Page::new(need))
-            };
-            let old = std::mem::replace(&mut s.current, fresh);
-            if old.len > 0 {
-                s.full.push(old);
-            } else if old.cap() == PAGE && s.pool.len() < POOL {
-                s.pool.push(old);
-            }
-        }
-        Arc::get_mut(&mut s.current)
-            .expect("the page being filled is never shared")
-            .append(head, payload);
-        !std::mem::replace(&mut s.scheduled, true)
+    /// True if nothing is queued (no lock taken).
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        !self.nonempty.load(Ordering::Acquire)
     }
 
-    /// Queues a complete page (a reassembled message). Returns true if the caller must
-    /// schedule a drain.
-    pub fn push_page(&self, page: Page) -> bool {
-        let mut s = self.lock();
-        if s.current.len > 0 {
-            let fresh = s.pool.pop().unwrap_or_else(|| Arc::new(Page::empty()));
-            let old = std::mem::replace(&mut s.current, fresh);
-            s.full.push(old);
-        }
-        s.full.push(Arc::new(page));
-        !std::mem::replace(&mut s.scheduled, true)
+    pub fn push(&self, head: &Head, payload: &[u8]) {
+        self.with(|q| q.push(head, payload));
     }
 
-    /// Takes every queued page; the next `push` schedules a new drain.
-    pub fn take(&self) -> Vec<Arc<Page>> {
-        let mut s = self.lock();
-        s.scheduled = false;
-        let mut batch = std::mem::take(&mut s.spare);
-        batch.append(&mut s.full);
-        if s.current.len > 0 {
-            let fresh = s.pool.pop().unwrap_or_else(|| Arc::new(Page::empty()));
-            batch.push(std::mem::replace(&mut s.current, fresh));
-        }
-        batch
+    pub fn push_page(&self, page: Page) {
+        self.with(|q| q.push_page(page));
     }
 
-    /// Gives back a batch from [`Inbox::take`] once its messages ran: pages that nothing
-    /// else holds are reused.
-    pub fn recycle(&self, mut batch: Vec<Arc<Page>>) {
-        let mut s = self.lock();
-        for mut page in batch.drain(..) {
-            if let Some(p) = Arc::get_mut(&mut page) {
-                if p.cap() == PAGE && s.pool.len() < POOL {
-                    p.len = 0;
-                    s.pool.push(page);
-                }
-            }
+    /// Moves every message of `older` in front of this inbox's.
+    pub fn prepend(&self, older: &mut Queue) {
+        if !older.is_empty() {
+            self.with(|q| q.prepend(older));
         }
-        if s.spare.capacity() < batch.capacity() {
-            s.spare = batch;
-        }
+    }
+
+    pub fn pages(&self) -> usize {
+        self.with(|q| q.pages())
+    }
+
+    /// Takes the oldest page of messages; give it back with [`Inbox::recycle`].
+    pub fn take(&self) -> Option<Page> {
+        self.with(Queue::take)
+    }
+
+    pub fn recycle(&self, page: Page) {
+        self.with(|q| q.recycle(page));
     }
 }

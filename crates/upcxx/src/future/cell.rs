@@ -1,0 +1,257 @@
+//! Reply cells: where the value of a pending operation lands without a shared state.
+//!
+//! The general way for a value to reach a future later is a promise's reference-counted
+//! [`State`](super::State): one heap allocation per future, and callbacks and wakers
+//! kept in it. The future of a round-trip RPC whose value is small (at most
+//! [`CELL_BYTES`], aligned at most 16) needs none of that in the common case, where it is
+//! only waited on: it holds a *cell* taken from a pool of its thread, the reply's handler
+//! decodes the value straight into the cell, and the future reads it from there. Cells
+//! are reused, so the steady state allocates nothing.
+//!
+//! A cell goes through these stages, all on the thread that made the future (futures
+//! are not `Send`; replies received by another thread's poll are passed to this thread
+//! first, see `rpc::delivery`):
+//!
+//! ```text
+//!   Free ──claim──▶ Waiting ──value──▶ Arrived(epoch) ──the future takes or drops it──▶ Free
+//!                      │
+//!                      └──the future is dropped or unpacked──▶ Abandoned ──value──▶ Free
+//! ```
+//!
+//! A value that arrives during progress epoch `e` makes the future ready once this
+//! thread's epoch passes `e`: at the next user-level progress (§7.1 ¶14), exactly as an
+//! operation completed at initiation.
+//!
+//! Whatever a plain cell cannot do goes through a state: when a callback is attached to
+//! the future, it is awaited as a `std` future, or it is cloned while the value has not
+//! arrived, the cell gets a *forward* state, into which the value is moved (or, while the
+//! future that owns the cell still lives, copied) when it arrives, and whose readiness
+//! is then signalled at the next user-level progress.
+//!
+//! Cells are never freed: a future may point at one until it is dropped, and they are
+//! few (as many as the thread ever had futures pending at once).
+
+use std::cell::{Cell, UnsafeCell};
+use std::mem::MaybeUninit;
+use std::rc::Rc;
+
+use super::State;
+use crate::persona;
+
+/// The largest value, in bytes, a cell holds.
+pub(crate) const CELL_BYTES: usize = 32;
+/// The strictest alignment a cell's value may have.
+const CELL_ALIGN: usize = 16;
+/// Cells allocated at once when a thread's pool is empty.
+const CHUNK: usize = 32;
+
+/// True if a `T` fits in a cell.
+pub(crate) const fn fits<T>() -> bool {
+    std::mem::size_of::<T>() <= CELL_BYTES && std::mem::align_of::<T>() <= CELL_ALIGN
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    Free,
+    /// A future owns the cell; no value yet.
+    Waiting,
+    /// The value is in the cell since this progress epoch.
+    Arrived(u64),
+    /// No future owns the cell; it is freed when the value arrives.
+    Abandoned,
+}
+
+/// A place for one value of a future (see the module documentation).
+#[repr(C, align(16))]
+pub(crate) struct ReplyCell {
+    value: UnsafeCell<MaybeUninit<[u8; CELL_BYTES]>>,
+    stage: Cell<Stage>,
+    /// `Rc::into_raw` of the forward `State<T>`, if any.
+    forward: Cell<*const ()>,
+    next_free: Cell<Option<&'static ReplyCell>>,
+}
+
+const _: () = assert!(std::mem::align_of::<ReplyCell>() >= CELL_ALIGN);
+
+thread_local! {
+    /// This thread's free cells.
+    static FREE: Cell<Option<&'static ReplyCell>> = const { Cell::new(None) };
+}
+
+impl ReplyCell {
+    fn new() -> ReplyCell {
+        ReplyCell {
+            value: UnsafeCell::new(MaybeUninit::uninit()),
+            stage: Cell::new(Stage::Free),
+            forward: Cell::new(std::ptr::null()),
+            next_free: Cell::new(None),
+        }
+    }
+
+    /// A cell of this thread's pool, `Waiting` for the value of a new future.
+    pub(crate) fn claim() -> &'static ReplyCell {
+        let cell = FREE.with(|f| {
+            let cell = f.get().unwrap_or_else(grow_pool);
+            f.set(cell.next_free.take());
+            cell
+        });
+        debug_assert_eq!(cell.stage.get(), Stage::Free);
+        cell.stage.set(Stage::Waiting);
+        cell
+    }
+
+    fn free(&'static self) {
+        self.stage.set(Stage::Free);
+        FREE.with(|f| self.next_free.set(f.replace(Some(self))));
+    }
+
+    fn slot<T>(&self) -> *mut T {
+        self.value.get().cast::<T>()
+    }
+
+    /// True if the value arrived before this thread's latest user-level progress.
+    #[inline]
+    pub(super) fn ready(&self) -> bool {
+        matches!(self.stage.get(), Stage::Arrived(e) if e < persona::progress_epoch())
+    }
+
+    /// True if the value arrived (the future is ready at the next user-level progress).
+    #[inline]
+    pub(super) fn arrived(&self) -> bool {
+        matches!(self.stage.get(), Stage::Arrived(_))
+    }
+
+    /// The progress epoch of the value's arrival, if it arrived.
+    pub(super) fn arrival(&self) -> Option<u64> {
+        match self.stage.get() {
+            Stage::Arrived(e) => Some(e),
+            _ => None,
+        }
+    }
+
+    /// True if someone will use the value: if not, it need not even be decoded.
+    pub(crate) fn wanted(&self) -> bool {
+        self.stage.get() == Stage::Waiting || !self.forward.get().is_null()
+    }
+
+    /// Frees a cell nobody wants the value of any more (see [`ReplyCell::wanted`]),
+    /// when the value arrives.
+    ///
+    /// # Safety
+    /// The cell must not have received its value yet, and be unwanted.
+    pub(crate) unsafe fn discard(&'static self) {
+        debug_assert!(!self.wanted() && self.stage.get() == Stage::Abandoned);
+        self.free();
+    }
+
+    /// The arrived value.
+    ///
+    /// # Safety
+    /// The cell must hold a `T` (`arrived()`), and the caller must be the future that
+    /// owns the cell.
+    pub(super) unsafe fn peek<T>(&self) -> &T {
+        debug_assert!(self.arrived());
+        // SAFETY: the caller guarantees an initialized `T` is in the cell, which is
+        // aligned for it (`fits::<T>()` was checked when the future was made).
+        unsafe { &*self.slot::<T>() }
+    }
+
+    /// Moves the arrived value out and frees the cell.
+    ///
+    /// # Safety
+    /// As for [`ReplyCell::peek`]; the future must not use the cell afterwards.
+    pub(super) unsafe fn take<T>(&'static self) -> T {
+        debug_assert!(self.arrived());
+        // SAFETY: an initialized `T` is in the cell (caller), read exactly once here: the
+        // cell is freed and will be written before it is read again.
+        let v = unsafe { self.slot::<T>().read() };
+        self.free();
+        v
+    }
+
+    /// The future that owns the cell is gone: drops an arrived value and frees the cell,
+    /// or leaves the cell for the value to free.
+    ///
+    /// # Safety
+    /// The caller must be the future that owns the cell, of value type `T`.
+    pub(super) unsafe fn abandon<T>(&'static self) {
+        match self.stage.get() {
+            Stage::Arrived(_) => {
+                // SAFETY: an initialized `T` is in the cell; it is dropped once, then the
+                // cell is freed.
+                unsafe { self.slot::<T>().drop_in_place() };
+                self.free();
+            }
+            Stage::Waiting => self.stage.set(Stage::Abandoned),
+            s => unreachable!("a future owns a cell in stage {s:?}"),
+        }
+    }
+
+    /// The forward state of a `Waiting` cell, created if there is none yet.
+    ///
+    /// # Safety
+    /// The cell must be `Waiting` for a `T`, and the caller its future.
+    pub(super) unsafe fn forward_state<T: 'static>(&self) -> Rc<State<T>> {
+        debug_assert_eq!(self.stage.get(), Stage::Waiting);
+        let raw = self.forward.get().cast::<State<T>>();
+        if raw.is_null() {
+            let state = State::<T>::new(1);
+            self.forward.set(Rc::into_raw(Rc::clone(&state)).cast());
+            state
+        } else {
+            // SAFETY: `raw` came from `Rc::into_raw` of a `State<T>` (above) whose
+            // reference the cell still holds; this makes one more.
+            unsafe {
+                Rc::increment_strong_count(raw);
+                Rc::from_raw(raw)
+            }
+        }
+    }
+
+    /// Delivers the value of the future of this cell (called where the reply is
+    /// received, on this thread, outside any callback): into the cell, and into its
+    /// forward state if it has one, whose readiness is signalled at the next user-level
+    /// progress.
+    ///
+    /// # Safety
+    /// The cell must have been claimed for a future of value type `T`, on this thread,
+    /// and not yet have received its value.
+    pub(crate) unsafe fn arrive<T: 'static>(&'static self, value: T) {
+        let raw = self.forward.replace(std::ptr::null()).cast::<State<T>>();
+        // SAFETY: as in `forward_state`: the cell's own reference, taken back once.
+        let forward = (!raw.is_null()).then(|| unsafe { Rc::from_raw(raw) });
+        match (self.stage.get(), forward) {
+            (Stage::Waiting, None) => {
+                // SAFETY: the cell is aligned and large enough for `T` (`fits`), and holds
+                // no value yet.
+                unsafe { self.slot::<T>().write(value) };
+                self.stage.set(Stage::Arrived(persona::progress_epoch()));
+            }
+            (Stage::Waiting, Some(state)) => {
+                // The future still owns the cell and a clone of it waits on the state.
+                let copy = state.copy_value(&value);
+                state.set_value(copy);
+                // SAFETY: as above.
+                unsafe { self.slot::<T>().write(value) };
+                self.stage.set(Stage::Arrived(persona::progress_epoch()));
+                persona::defer(Box::new(move || state.satisfy(1, "rpc")));
+            }
+            (Stage::Abandoned, Some(state)) => {
+                state.set_value(value);
+                self.free();
+                persona::defer(Box::new(move || state.satisfy(1, "rpc")));
+            }
+            (Stage::Abandoned, None) => self.free(),
+            (s, _) => unreachable!("a value arrived for a cell in stage {s:?}"),
+        }
+    }
+}
+
+#[cold]
+fn grow_pool() -> &'static ReplyCell {
+    let chunk: &'static [ReplyCell] = Vec::from_iter((0..CHUNK).map(|_| ReplyCell::new())).leak();
+    for pair in chunk.windows(2) {
+        pair[0].next_free.set(Some(&pair[1]));
+    }
+    &chunk[0]
+}

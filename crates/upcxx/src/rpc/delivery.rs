@@ -1,0 +1,261 @@
+//! Where RPC messages wait, and where and when they run.
+//!
+//! **RPCs** run during user-level progress of the master persona (§9.3 ¶6). The AM
+//! handler that receives one copies it into a queue for the master persona:
+//!
+//! * if the handler runs on the thread holding the master persona (the common case: one
+//!   thread, or the master's thread polling), into that thread's own queue, without any
+//!   synchronization; its next user-level progress runs it;
+//! * otherwise into the shared inbox behind a lock, which the holder's user-level
+//!   progress checks with one load.
+//!
+//! RPCs from one rank run in the order they were sent (the network layer delivers them
+//! in order, and runs one handler of a queue at a time). To keep that across the two
+//! queues, a handler uses the thread's own queue only while the shared inbox is empty,
+//! so every message of the own queue is older than every message of the shared inbox,
+//! and the own queue is drained first. A thread that releases the master persona moves
+//! its own queue to the front of the shared inbox.
+//!
+//! **Replies** go to the thread that made the call (futures are bound to their thread;
+//! see `rpc.rs`). The handler that receives one on that thread delivers it at once: it
+//! decodes the value into the future's reply cell or state (this runs no user callback;
+//! the future turns ready at the thread's next user-level progress). A reply received by
+//! another thread's poll is copied into the calling thread's reply inbox, which that
+//! thread's user-level progress delivers.
+
+use std::cell::{Cell, RefCell};
+use std::sync::{Arc, OnceLock};
+
+use super::inbox::{Head, Inbox, Page, Queue};
+use super::{cookie_word, function_at};
+use crate::persona;
+
+/// A message being run: its header and its payload, in a receive page.
+pub(super) struct Incoming<'a> {
+    pub head: Head,
+    pub payload: &'a [u8],
+    hold: &'a Hold,
+}
+
+/// The page of the messages being run, if one of them must keep it.
+#[derive(Default)]
+struct Hold {
+    slot: RefCell<Option<Arc<OnceLock<Page>>>>,
+}
+
+/// Keeps the receive buffer of a message alive while it exists.
+pub(super) struct PageHold {
+    _page: Arc<OnceLock<Page>>,
+}
+
+impl Incoming<'_> {
+    /// Keeps this message's receive buffer, and so the views into it, alive until the
+    /// handle is dropped (§6.5 ¶6). The page is handed over when the run of its messages
+    /// ends; it is not reused.
+    pub fn hold(&self) -> PageHold {
+        let mut slot = self.hold.slot.borrow_mut();
+        PageHold {
+            _page: Arc::clone(slot.get_or_insert_with(Default::default)),
+        }
+    }
+}
+
+/// Runs the messages of `page`. Returns how many ran, and the page unless a message
+/// keeps it.
+fn run_page(page: Page) -> (usize, Option<Page>) {
+    let hold = Hold::default();
+    let mut n = 0;
+    for (head, payload) in page.messages() {
+        run(&Incoming {
+            head,
+            payload,
+            hold: &hold,
+        });
+        n += 1;
+    }
+    match hold.slot.into_inner() {
+        None => (n, Some(page)),
+        Some(slot) => {
+            // The page's buffer does not move: the views into it stay valid.
+            let _ = slot.set(page);
+            (n, None)
+        }
+    }
+}
+
+fn run(msg: &Incoming<'_>) {
+    // SAFETY: the sender computed `head.func` with `function_offset` in this binary, for
+    // the kind of message it sent.
+    unsafe { function_at(msg.head.func)(msg) }
+}
+
+// ---------------------------------------------------------------------------------------
+// RPCs for the master persona
+
+thread_local! {
+    /// RPCs received by this thread's handlers while it holds the master persona.
+    static OWN_RPCS: RefCell<Queue> = const { RefCell::new(Queue::new()) };
+}
+
+/// RPCs received by the handlers of threads that do not hold the master persona.
+static SHARED_RPCS: Inbox = Inbox::new();
+
+/// Queues an RPC for the master persona (AM handler).
+pub(super) fn queue_rpc(head: &Head, payload: &[u8]) {
+    if persona::holds_master() && SHARED_RPCS.is_empty() {
+        OWN_RPCS.with(|q| q.borrow_mut().push(head, payload));
+        persona::note_work();
+    } else {
+        SHARED_RPCS.push(head, payload);
+        persona::shared_work_queued();
+    }
+}
+
+/// Queues a reassembled RPC for the master persona (AM handler).
+pub(super) fn queue_rpc_page(page: Page) {
+    if persona::holds_master() && SHARED_RPCS.is_empty() {
+        OWN_RPCS.with(|q| q.borrow_mut().push_page(page));
+        persona::note_work();
+    } else {
+        SHARED_RPCS.push_page(page);
+        persona::shared_work_queued();
+    }
+}
+
+/// Runs the RPCs queued for the master persona, which this thread holds (user-level
+/// progress). `own`: this thread's handlers may have queued some since the last call;
+/// `shared`: other threads may have.
+#[inline]
+pub(crate) fn run_master_rpcs(own: bool, shared: bool) -> usize {
+    if own || (shared && !SHARED_RPCS.is_empty()) {
+        run_master_rpcs_queued()
+    } else {
+        0
+    }
+}
+
+/// Runs the pages of RPCs queued when it starts, oldest first; those that arrive
+/// meanwhile wait for the next progress call.
+fn run_master_rpcs_queued() -> usize {
+    let own_pages = OWN_RPCS.with(|q| q.borrow().pages());
+    let shared_pages = if SHARED_RPCS.is_empty() {
+        0
+    } else {
+        SHARED_RPCS.pages()
+    };
+    let mut n = 0;
+    for _ in 0..own_pages + shared_pages {
+        if let Some(page) = OWN_RPCS.with(|q| q.borrow_mut().take()) {
+            let (k, page) = persona::restricted(|| run_page(page));
+            n += k;
+            if let Some(page) = page {
+                OWN_RPCS.with(|q| q.borrow_mut().recycle(page));
+            }
+        } else if let Some(page) = SHARED_RPCS.take() {
+            let (k, page) = persona::restricted(|| run_page(page));
+            n += k;
+            if let Some(page) = page {
+                SHARED_RPCS.recycle(page);
+            }
+        } else {
+            break;
+        }
+    }
+    if !SHARED_RPCS.is_empty() {
+        // Newer messages of this thread's queue took the turn of older shared ones.
+        persona::look_again();
+    }
+    n
+}
+
+/// True if RPCs wait for the master persona's user-level progress (this thread holds
+/// the persona).
+pub(crate) fn master_rpcs_queued() -> bool {
+    !SHARED_RPCS.is_empty() || OWN_RPCS.with(|q| !q.borrow().is_empty())
+}
+
+/// This thread is releasing the master persona: its queued RPCs go to the shared inbox,
+/// in front of the (newer) ones there, for the next holder.
+pub(crate) fn master_released() {
+    OWN_RPCS.with(|q| SHARED_RPCS.prepend(&mut q.borrow_mut()));
+    persona::shared_work_queued();
+}
+
+// ---------------------------------------------------------------------------------------
+// Replies
+
+thread_local! {
+    /// This thread's reply inbox, once it made a round-trip RPC.
+    static REPLIES: Cell<Option<&'static Inbox>> = const { Cell::new(None) };
+}
+
+/// The inbox where other threads leave the replies to this thread's RPCs; its address
+/// identifies the thread in a call's cookie. Leaked: a reply may arrive after the
+/// thread exited (and is then never run).
+pub(super) fn reply_inbox() -> &'static Inbox {
+    REPLIES.with(|r| match r.get() {
+        Some(inbox) => inbox,
+        None => {
+            let inbox: &'static Inbox = Box::leak(Box::new(Inbox::new()));
+            r.set(Some(inbox));
+            inbox
+        }
+    })
+}
+
+/// The reply inbox of the thread whose RPC `head` answers, unless it is this thread's.
+fn other_thread(head: &Head) -> Option<&'static Inbox> {
+    let target = cookie_word(head.cookie, 0) as usize;
+    let mine = REPLIES
+        .with(|r| r.get())
+        .map_or(0, |i| i as *const Inbox as usize);
+    // SAFETY: `rpc` put the address of its thread's leaked (never freed) reply inbox in
+    // the cookie, and the target sent the cookie back unchanged.
+    (target != mine).then(|| unsafe { &*(target as *const Inbox) })
+}
+
+/// Delivers a reply (AM handler): at once if it is for this thread, otherwise through
+/// the calling thread's reply inbox.
+pub(super) fn deliver_reply(head: &Head, payload: &[u8]) {
+    match other_thread(head) {
+        None => run(&Incoming {
+            head: *head,
+            payload,
+            hold: &Hold::default(),
+        }),
+        Some(inbox) => {
+            inbox.push(head, payload);
+            persona::shared_work_queued();
+        }
+    }
+}
+
+/// Delivers a reassembled reply (AM handler), as [`deliver_reply`].
+pub(super) fn deliver_reply_page(head: &Head, page: Page) {
+    match other_thread(head) {
+        None => drop(run_page(page)),
+        Some(inbox) => {
+            inbox.push_page(page);
+            persona::shared_work_queued();
+        }
+    }
+}
+
+/// Delivers the replies to this thread's RPCs that other threads received (user-level
+/// progress, before its epoch advances: as if this thread had received them).
+pub(crate) fn deliver_forwarded_replies() {
+    if let Some(inbox) = REPLIES.with(|r| r.get()) {
+        if !inbox.is_empty() {
+            deliver_inbox(inbox);
+        }
+    }
+}
+
+#[cold]
+fn deliver_inbox(inbox: &Inbox) {
+    while let Some(page) = inbox.take() {
+        if let (_, Some(page)) = run_page(page) {
+            inbox.recycle(page);
+        }
+    }
+}

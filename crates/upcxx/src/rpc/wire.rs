@@ -1,0 +1,202 @@
+//! The wire: one Medium AM handler with `NARGS` arguments,
+//! `[kind, entry lo, entry hi, cookie x4, fragment id, total length, fragment offset]`,
+//! the payload being the serialized arguments (or result). Messages too large for one
+//! Medium AM travel as fragments that the handler reassembles.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, AtomicU8, AtomicUsize, Ordering};
+use std::sync::{LazyLock, Mutex};
+
+use super::delivery;
+use super::inbox::{Head, Page};
+use crate::runtime::Rank;
+use crate::serialization::{Error, Writer};
+
+/// An RPC: runs on the target's master persona.
+pub(super) const KIND_RPC: u32 = 1;
+/// The reply to a round-trip RPC: completes the caller's future.
+pub(super) const KIND_REPLY: u32 = 2;
+const KIND_MASK: u32 = 0xff;
+/// The message is one fragment of a larger one.
+const FRAGMENT: u32 = 0x100;
+const NARGS: usize = 10;
+
+static HANDLER: AtomicU8 = AtomicU8::new(0);
+static MEDIUM_MAX: AtomicUsize = AtomicUsize::new(0);
+static NEXT_FRAGMENTED: AtomicU32 = AtomicU32::new(0);
+
+/// Registers the AM handlers RPC uses (called by `init`, before the segment attach
+/// barrier, so every rank has them before any rank can send).
+pub(crate) fn register_handlers(endpoint: &gex::Endpoint) {
+    let mut table = [gex::AmEntry::payload(
+        "upcxx::rpc",
+        gex::AmCategory::Medium,
+        gex::AmRole::Request,
+        NARGS,
+        am_handler,
+    )];
+    endpoint
+        .register_handlers(&mut table)
+        .unwrap_or_else(|e| panic!("upcxx::init: registering the RPC handler: {e}"));
+    HANDLER.store(table[0].index, Ordering::Relaxed);
+    MEDIUM_MAX.store(gex::am::lub_request_medium(), Ordering::Relaxed);
+}
+
+/// A thread's send buffers, reused from call to call.
+#[derive(Default)]
+struct SendBuffers {
+    /// Where a message is serialized: as large as a Medium AM's payload.
+    scratch: Vec<u8>,
+    /// Where a message that outgrows `scratch` continues (see `Writer`).
+    spill: Vec<u8>,
+}
+
+thread_local! {
+    /// This thread's send buffers (a send that runs inside another, from a `Serialize`
+    /// implementation, uses fresh ones).
+    static BUFFERS: RefCell<SendBuffers> = RefCell::default();
+}
+
+/// Spill buffers larger than this are freed after use rather than kept.
+const SPILL_KEEP: usize = 4 << 20;
+
+/// Sends one message: serializes it with `encode` into the thread's scratch buffer,
+/// sent as one Medium AM, or, if it outgrows that, into the spill buffer, sent as
+/// fragments. (Serializing into the network's own buffer with a negotiated-payload AM
+/// would save the copy, but costs more than copying a small message does.) Nothing is
+/// sent if `encode` fails.
+pub(super) fn send(
+    team: &gex::Team,
+    dest: Rank,
+    kind: u32,
+    entry: [u32; 2],
+    cookie: [u32; 4],
+    encode: impl FnOnce(&mut Writer<'_>) -> Result<(), Error>,
+) -> Result<(), Error> {
+    let args = [
+        kind, entry[0], entry[1], cookie[0], cookie[1], cookie[2], cookie[3], 0, 0, 0,
+    ];
+    BUFFERS.with(|b| match b.try_borrow_mut() {
+        Ok(mut bufs) => send_with(&mut bufs, team, dest, args, encode),
+        Err(_) => send_with(&mut SendBuffers::default(), team, dest, args, encode),
+    })
+}
+
+fn send_with(
+    bufs: &mut SendBuffers,
+    team: &gex::Team,
+    dest: Rank,
+    mut args: [u32; NARGS],
+    encode: impl FnOnce(&mut Writer<'_>) -> Result<(), Error>,
+) -> Result<(), Error> {
+    let handler = HANDLER.load(Ordering::Relaxed);
+    let max = MEDIUM_MAX.load(Ordering::Relaxed);
+    if bufs.scratch.len() < max {
+        bufs.scratch.resize(max, 0);
+    }
+    let SendBuffers { scratch, spill } = bufs;
+    let mut w = Writer::new(&mut scratch[..max], Some(spill));
+    let encoded = encode(&mut w);
+    let (len, spilled) = (w.pos(), w.spilled());
+    if encoded.is_ok() {
+        if spilled {
+            send_fragments(team, dest, handler, &mut args, &spill[..len], max);
+        } else {
+            team.request_medium(
+                dest,
+                handler,
+                &scratch[..len],
+                gex::Lc::Now,
+                gex::Flags::NONE,
+                &args,
+            )
+            .expect("a blocking Request always succeeds");
+        }
+    }
+    if spilled {
+        spill.clear();
+        if spill.capacity() > SPILL_KEEP {
+            *spill = Vec::new();
+        }
+    }
+    encoded
+}
+
+/// Sends `msg` as fragments of at most `max` bytes, which the target reassembles.
+#[cold]
+fn send_fragments(
+    team: &gex::Team,
+    dest: Rank,
+    handler: u8,
+    args: &mut [u32; NARGS],
+    msg: &[u8],
+    max: usize,
+) {
+    let len = msg.len();
+    let total = u32::try_from(len).unwrap_or_else(|_| {
+        panic!("upcxx::rpc: a message of {len} bytes is larger than the 4 GiB limit")
+    });
+    args[0] |= FRAGMENT;
+    args[7] = NEXT_FRAGMENTED.fetch_add(1, Ordering::Relaxed);
+    args[8] = total;
+    for (i, piece) in msg.chunks(max).enumerate() {
+        args[9] = (i * max) as u32;
+        team.request_medium(dest, handler, piece, gex::Lc::Now, gex::Flags::NONE, args)
+            .expect("a blocking Request always succeeds");
+    }
+}
+
+/// A fragmented message being reassembled.
+struct Partial {
+    page: Page,
+    left: usize,
+}
+
+static PARTIAL: LazyLock<Mutex<HashMap<(Rank, u32), Partial>>> =
+    LazyLock::new(|| Mutex::new(HashMap::new()));
+
+/// The AM handler (restricted context): queues an RPC for the master persona, or
+/// delivers a reply (see `delivery.rs`). Never runs user code.
+fn am_handler(token: &gex::Token<'_>, payload: &[u8], args: &[u32]) {
+    let kind = args[0];
+    let mut head = Head::new(
+        token.src_rank(),
+        kind & KIND_MASK,
+        [args[1], args[2]],
+        [args[3], args[4], args[5], args[6]],
+        payload.len() as u32,
+    );
+    if kind & FRAGMENT == 0 {
+        match head.kind {
+            KIND_RPC => delivery::queue_rpc(&head, payload),
+            KIND_REPLY => delivery::deliver_reply(&head, payload),
+            k => unknown_kind(k, head.src),
+        }
+        return;
+    }
+    let (id, total, offset) = (args[7], args[8], args[9] as usize);
+    head.len = total;
+    let key = (head.src, id);
+    let mut partial = PARTIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let p = partial.entry(key).or_insert_with(|| Partial {
+        page: Page::for_message(&head),
+        left: total as usize,
+    });
+    p.page.write_payload(offset, payload);
+    p.left -= payload.len();
+    if p.left == 0 {
+        let done = partial.remove(&key).expect("present");
+        drop(partial);
+        match head.kind {
+            KIND_RPC => delivery::queue_rpc_page(done.page),
+            KIND_REPLY => delivery::deliver_reply_page(&head, done.page),
+            k => unknown_kind(k, head.src),
+        }
+    }
+}
+
+#[cold]
+fn unknown_kind(kind: u32, src: Rank) -> ! {
+    panic!("upcxx: an RPC message of unknown kind {kind} arrived from rank {src}")
+}
