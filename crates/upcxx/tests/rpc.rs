@@ -4,7 +4,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use gex::testing::spmd;
 use upcxx::serialization::{make_view, View};
-use upcxx::{progress, rank_me, rank_n, rpc, rpc_ff, when_all, Future, ProgressLevel, Promise};
+use upcxx::{
+    progress, rank_me, rank_n, rpc, rpc_ff, when_all, Future, GlobalPtr, ProgressLevel, Promise,
+};
+
+mod common;
 
 fn panic_message(e: Box<dyn std::any::Any + Send>) -> String {
     e.downcast_ref::<String>()
@@ -228,6 +232,71 @@ fn rpc_ff_is_delivered_exactly_once() {
             upcxx::finalize();
         });
     }
+}
+
+/// §5: the future of an `rpc` behaves as any future while its value is on the way:
+/// it may be cloned (each copy gets the value), get callbacks, or be dropped (its reply
+/// is discarded), before or after the reply arrived.
+#[test]
+fn rpc_futures_can_be_cloned_chained_or_dropped_before_the_reply() {
+    for n in [1, 2] {
+        spmd(n, || {
+            upcxx::init();
+            let peer = (rank_me() + 1) % rank_n();
+            let a = rpc(peer, |x: u64| x + 1, (1u64,));
+            let a2 = a.clone();
+            let b = rpc(peer, |x: u64| x * 10, (2u64,)).then(|v| v + 5);
+            drop(rpc(peer, |x: u64| x, (3u64,)));
+            // The only remaining copy is the clone.
+            let c = rpc(peer, |s: String| s + "!", ("c".to_string(),));
+            let c2 = c.clone();
+            drop(c);
+            // Cloned and chained once the reply is there.
+            let d = rpc(peer, || 9u32, ());
+            progress_until(|| d.ready());
+            let d2 = d.clone();
+            let d3 = d.clone().then(|v| v + 1);
+            assert_eq!((a.wait(), a2.wait(), b.wait()), (2, 2, 25));
+            assert_eq!(c2.wait(), "c!");
+            assert_eq!((d.wait(), d2.wait(), d3.wait()), (9, 9, 10));
+            // Later calls reuse what the dropped futures held.
+            for i in 0..200u64 {
+                assert_eq!(rpc(peer, |x: u64| x ^ 0x55, (i,)).wait(), i ^ 0x55);
+            }
+            upcxx::barrier();
+            upcxx::finalize();
+        });
+    }
+}
+
+/// §10.3: a thread that loops on waits for operations complete at initiation (here
+/// `rget` of a word that an RPC will set) still runs the RPCs sent to it.
+#[test]
+fn a_loop_of_waits_on_completed_operations_runs_incoming_rpcs() {
+    spmd(2, || {
+        upcxx::init();
+        let flag: GlobalPtr<u64> = upcxx::new_(0u64);
+        let all = common::all_gather(&flag);
+        if rank_me() == 0 {
+            rpc_ff(
+                1,
+                |flag: GlobalPtr<u64>| {
+                    // SAFETY: rank 1's own word, read by rank 1 only through rget.
+                    unsafe { flag.local().write_volatile(1) }
+                },
+                (all[1],),
+            );
+        } else {
+            let mut reads = 0u64;
+            while upcxx::rget(flag).wait() == 0 {
+                reads += 1;
+                assert!(reads < 100_000_000, "the RPC never ran");
+            }
+        }
+        upcxx::barrier();
+        upcxx::delete_(flag);
+        upcxx::finalize();
+    });
 }
 
 /// Arguments and results larger than one Active Message (fragmented and reassembled).
