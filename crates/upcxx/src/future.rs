@@ -321,10 +321,17 @@ impl<T: 'static> Future<T> {
             // An operation complete at initiation (all shared-memory RMA): ready at the
             // next user-level progress.
             Repr::AfterProgress(v, epoch) => {
+                let span = gasp::span!(GASP_UPCXX_FUTURE_WAIT, gasp::instrument::NONE);
                 persona::progress_past(epoch, "Future::wait");
+                gasp::end!(span, gasp::instrument::NONE);
                 v
             }
-            repr => Future { repr }.wait_slow(),
+            repr => {
+                let span = gasp::span!(GASP_UPCXX_FUTURE_WAIT, gasp::instrument::NONE);
+                let v = Future { repr }.wait_slow();
+                gasp::end!(span, gasp::instrument::NONE);
+                v
+            }
         }
     }
 

@@ -366,6 +366,8 @@ fn restricted_context_violation(call: &str) -> ! {
 #[track_caller]
 pub fn progress(level: ProgressLevel) {
     crate::runtime::check_init("progress");
+    let level_arg = [gasp::Arg::Int(i32::from(level == ProgressLevel::User))];
+    let span = gasp::span!(GASP_UPCXX_PROGRESS, level_arg);
     match level {
         ProgressLevel::Internal => internal_progress(),
         ProgressLevel::User => {
@@ -373,11 +375,15 @@ pub fn progress(level: ProgressLevel) {
             user_progress();
         }
     }
+    gasp::end!(span, level_arg);
 }
 
 #[inline]
 pub(crate) fn internal_progress() {
     if !gex::progress::in_handler() {
+        // The runtime's own polls are not the user's `gex::poll` calls.
+        #[cfg(feature = "gasp")]
+        let _quiet = gasp::enabled().then(gasp::dispatch::quiet);
         gex::poll();
     }
 }

@@ -203,9 +203,22 @@ where
     let dest = world_rank("rpc_ff", rt, rank);
     drop(func);
     let entry = function_offset(run_rpc_ff::<F, A>);
+    let span = gasp::span!(GASP_UPCXX_RPC_SEND, send_args(dest, 0));
     if let Err(e) = send(&rt.team, dest, KIND_RPC, entry, [0; 4], |w| args.encode(w)) {
         panic!("upcxx::rpc_ff: the arguments could not be serialized: {e}");
     }
+    gasp::end!(span, send_args(dest, wire::last_len()));
+}
+
+/// The arguments of GASP_UPCXX_RPC_SEND / _EXECUTE: `int rank, size_t nbytes, uint64_t
+/// msgid` (the message id is not carried on the wire yet: 0).
+#[cfg_attr(not(feature = "gasp"), allow(dead_code))]
+fn send_args(rank: Rank, nbytes: usize) -> [gasp::Arg<'static>; 3] {
+    [
+        gasp::Arg::Rank(rank),
+        gasp::Arg::Bytes(nbytes),
+        gasp::Arg::U64(0),
+    ]
 }
 
 /// Runs `func(args...)` on `rank` during its master persona's user-level progress and
@@ -237,6 +250,7 @@ where
         let fut = Future::from_state(Rc::clone(&state));
         (fut, Rc::into_raw(state) as usize)
     };
+    let span = gasp::span!(GASP_UPCXX_RPC_SEND, send_args(dest, 0));
     let replies = delivery::reply_inbox() as *const inbox::Inbox as usize;
     let cookie = cookie_of(replies as u64, promise as u64);
     let entry = function_offset(run_rpc::<F, A>);
@@ -249,6 +263,7 @@ where
         // one cell per failed call.
         panic!("upcxx::rpc: the arguments could not be serialized: {e}");
     }
+    gasp::end!(span, send_args(dest, wire::last_len()));
     fut
 }
 
@@ -329,7 +344,13 @@ fn invoke<F: RpcFn<A>, A: RpcArgs>(msg: &Incoming<'_>) -> Future<RpcValue<F, A>>
     // instantiated) and inhabited (the sender had a value), so the empty byte sequence is
     // a valid `F`. It is not dropped: the sender's value was dropped there.
     let func = std::mem::ManuallyDrop::new(unsafe { std::mem::zeroed::<F>() });
-    func.invoke(args).into_future()
+    let span = gasp::span!(
+        GASP_UPCXX_RPC_EXECUTE,
+        send_args(msg.head.src, msg.payload.len())
+    );
+    let fut = func.invoke(args).into_future();
+    gasp::end!(span, send_args(msg.head.src, msg.payload.len()));
+    fut
 }
 
 /// Trampoline of `rpc_ff::<F, A>`.

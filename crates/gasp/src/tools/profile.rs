@@ -36,6 +36,8 @@ struct Open {
     start: Ticks,
     location: &'static Location<'static>,
     bytes: u64,
+    /// The matrix cell the START counted in, if any.
+    peer: Option<u32>,
 }
 
 struct ThreadProfile {
@@ -128,14 +130,16 @@ impl ThreadProfile {
         stats.bytes += bytes;
     }
 
-    fn count_message(&mut self, event: &Event<'_>, bytes: u64) {
+    /// Counts a message and its bytes in the matrix; returns the peer it counted for.
+    fn count_message(&mut self, event: &Event<'_>, bytes: u64) -> Option<u32> {
         if !events::is_communication(event.tag) {
-            return;
+            return None;
         }
-        if let Some(cell) = event.peer().and_then(|p| self.sent.get_mut(p as usize)) {
-            cell.0 += bytes;
-            cell.1 += 1;
-        }
+        let peer = event.peer()?;
+        let cell = self.sent.get_mut(peer as usize)?;
+        cell.0 += bytes;
+        cell.1 += 1;
+        Some(peer)
     }
 }
 
@@ -146,19 +150,25 @@ impl Tool for Profiler {
         self.with_thread(|t| match event.ty {
             EventType::Start if measuring => {
                 let bytes = event.bytes();
-                t.count_message(event, bytes);
+                let peer = t.count_message(event, bytes);
                 t.open.push(Open {
                     tag: event.tag,
                     start: now,
                     location: event.location,
                     bytes,
+                    peer,
                 });
             }
             EventType::End => {
                 if let Some(i) = t.open.iter().rposition(|o| o.tag == event.tag) {
                     let open = t.open.remove(i);
                     let elapsed = now.saturating_sub(open.start);
-                    t.record(open.tag, open.location, false, elapsed, open.bytes);
+                    // Some sizes are known only at the END (a serialized RPC's).
+                    let extra = event.bytes().saturating_sub(open.bytes);
+                    if let Some(cell) = open.peer.and_then(|p| t.sent.get_mut(p as usize)) {
+                        cell.0 += extra;
+                    }
+                    t.record(open.tag, open.location, false, elapsed, open.bytes + extra);
                 }
             }
             EventType::Atomic if measuring => {

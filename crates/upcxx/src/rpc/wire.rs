@@ -35,7 +35,9 @@ pub(crate) fn register_handlers(endpoint: &gex::Endpoint) {
         gex::AmRole::Request,
         NARGS,
         am_handler,
-    )];
+    )
+    // RPCs are reported as GASP_UPCXX_RPC_* events, not as the AMs that carry them.
+    .unreported()];
     endpoint
         .register_handlers(&mut table)
         .unwrap_or_else(|e| panic!("upcxx::init: registering the RPC handler: {e}"));
@@ -56,6 +58,21 @@ thread_local! {
     /// This thread's send buffers (a send that runs inside another, from a `Serialize`
     /// implementation, uses fresh ones).
     static BUFFERS: RefCell<SendBuffers> = RefCell::default();
+}
+
+#[cfg(feature = "gasp")]
+thread_local! {
+    /// The size of the last message this thread sent (for GASP_UPCXX_RPC_SEND).
+    static LAST_LEN: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// The size in bytes of the last message this thread sent (0 without the `gasp`
+/// feature, which is the only user).
+pub(super) fn last_len() -> usize {
+    #[cfg(feature = "gasp")]
+    return LAST_LEN.with(std::cell::Cell::get);
+    #[cfg(not(feature = "gasp"))]
+    0
 }
 
 /// Spill buffers larger than this are freed after use rather than kept.
@@ -99,6 +116,8 @@ fn send_with(
     let mut w = Writer::new(&mut scratch[..max], Some(spill));
     let encoded = encode(&mut w);
     let (len, spilled) = (w.pos(), w.spilled());
+    #[cfg(feature = "gasp")]
+    LAST_LEN.with(|l| l.set(len));
     if encoded.is_ok() {
         if spilled {
             send_fragments(team, dest, handler, &mut args, &spill[..len], max);
