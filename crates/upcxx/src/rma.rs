@@ -369,7 +369,10 @@ fn get(call: &str, dest: &mut [u8], rank: Rank, addr: usize) {
         Ok(()) => {}
         Err(gex::NoOp) => unreachable!("gex returns NoOp only for Flags::IMMEDIATE"),
     }
-    gasp::end!(span, crate::instrument::with_handle(args, &gex::Event::invalid()));
+    gasp::end!(
+        span,
+        crate::instrument::with_handle(args, &gex::Event::invalid())
+    );
 }
 
 /// Notifies `cxs` of a put to `rank` whose source completed during initiation and
