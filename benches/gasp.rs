@@ -1,0 +1,572 @@
+//! What the GASP instrumentation costs: `cargo bench --bench gasp`.
+//!
+//! `gex` and `upcxx` report a GASP event around every public operation when their
+//! `gasp` feature is on (the default). This bench measures two operations in four
+//! variants:
+//!
+//! | variant   | build                         | tool                          |
+//! |-----------|-------------------------------|-------------------------------|
+//! | `off`     | `--no-default-features`: no instrumentation compiled | — |
+//! | `notool`  | default features              | none: each operation tests one flag |
+//! | `profile` | default features              | `GASP_TOOL=profile`           |
+//! | `trace`   | default features              | `GASP_TOOL=trace`             |
+//!
+//! | result                      | what (ns per call, rank 0 of a 2-rank job)  | baseline (target)            |
+//! |-----------------------------|---------------------------------------------|------------------------------|
+//! | `gasp.rput_8B_off`          | `upcxx::rput(v, p).wait()` of a `u64` into rank 1's segment | —           |
+//! | `gasp.rput_8B_notool`       | the same                                     | `_off` (≤ 1.05×)             |
+//! | `gasp.rput_8B_profile`      | the same                                     | `_off` (≤ off + 50 ns)       |
+//! | `gasp.rput_8B_trace`        | the same                                     | `_off` (≤ off + 100 ns)      |
+//! | `gasp.rpc_roundtrip_off`    | `upcxx::rpc(1, empty, ()).wait()`            | —                            |
+//! | `gasp.rpc_roundtrip_notool` | the same                                     | `_off` (≤ 1.05×)             |
+//! | `gasp.rpc_roundtrip_profile`| the same                                     | `_off` (≤ 1.3×)              |
+//! | `gasp.rpc_roundtrip_trace`  | the same                                     | `_off` (≤ 1.4×)              |
+//!
+//! The rput targets are absolute differences; the JSON carries them, like every target
+//! here, as `target_ratio` (`target_is: "max"`) against the `off` median of the same
+//! run, `(off + 50) / off` and `(off + 100) / off`.
+//!
+//! # How
+//!
+//! One build cannot hold both `off` and the others, so this bench is a driver around a
+//! kernel program, `examples/gasp_kernel.rs`. It builds the kernel twice with the cargo
+//! that runs it (`$CARGO`), in the same release profile, once with
+//! `--no-default-features` into `<target>/gasp-off` and once with the defaults into
+//! `<target>/gasp-on`, so the two binaries differ only by the feature. It then runs the
+//! kernel as 2-rank jobs (`gex::job::run`): rank 0 times the operations, rank 1 waits
+//! in a barrier whose user-level progress runs the RPCs, and rank 0 writes one line of
+//! samples to a file this driver reads. For `profile` and `trace` the job's environment
+//! names the tool and an output file in a private temporary directory; the launcher
+//! merges the ranks' outputs there, this driver looks at the result and deletes it.
+//!
+//! * **Rounds.** Each round runs one job of every variant, in an order that rotates from
+//!   round to round. `PGAS_BENCH_SAMPLES=N` (default 9) sets the number of rounds, so
+//!   of samples per figure; the figures are the medians of all samples of a variant.
+//! * **A job.** The kernel warms each operation up and picks its iteration count so that
+//!   a sample lasts about `PGAS_BENCH_SAMPLE_MS` (default 20 ms) in that job, then takes
+//!   one warm-up and one measured sample of each operation, alternating the operations.
+//!   A job of any variant lasts about as long, so a trace job records a bounded number
+//!   of events.
+//!
+//! On this 2-core VM the cost of the same code moves between regimes for seconds at a
+//! time, and from job to job with where the scheduler puts the two ranks: on a busy
+//! machine they sometimes share a core, and then an RPC round trip takes microseconds
+//! instead of hundreds of nanoseconds. Many short jobs, the variants interleaved job by
+//! job, make such stretches and placements hit all variants alike; the table's spread
+//! column shows when they did not settle (compare runs on a quiet machine only).
+//!
+//! The kernel checks the paths it measures (rank 1 reads the last value put in its own
+//! memory; an RPC returns a value only rank 1 computes) and reports whether it was
+//! built with the feature and whether a tool is attached; the driver checks both
+//! against the variant. Under the table the driver lists what the profiler counted on
+//! rank 0 in one job, so a reader sees which events the operations produce, and it
+//! makes sure the tracer dropped no event (`GASP_TRACE_LIMIT` is raised to fit the
+//! job): a trace that drops events measures dropping, not tracing.
+
+mod common;
+
+use std::ffi::OsString;
+use std::io::{BufRead as _, BufReader, Read as _, Seek as _, SeekFrom};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use common::{fmt_value, median, Measured, Report, Sampler, TargetIs, BENCH_OUT};
+use serde_json::Value;
+
+const BENCH: &str = "gasp";
+/// The kernel's example name.
+const KERNEL: &str = "gasp_kernel";
+/// The prefix of the kernel's result line.
+const LINE_TAG: &str = "GASP_KERNEL ";
+/// Each rank's shared segment (the kernel allocates one cache line of it).
+const SEGMENT: usize = 16 << 20;
+/// Measured samples per operation in one job of a measured round.
+const SAMPLES_PER_JOB: usize = 1;
+/// Discarded samples per operation at the start of each job.
+const WARMUP_PER_JOB: usize = 1;
+/// Sample length unless `PGAS_BENCH_SAMPLE_MS` says otherwise.
+const DEFAULT_SAMPLE_MS: u64 = 20;
+/// Time limit of one job.
+const JOB_TIMEOUT: Duration = Duration::from_secs(300);
+/// `GASP_TRACE_LIMIT` of the trace jobs, in records per thread: a job of the kernel
+/// records far fewer (about a million at most: ~100 ms of operations at tens of ns per
+/// record), so none is dropped; buffers grow only as records arrive.
+const TRACE_LIMIT: u64 = 1 << 24;
+
+/// Environment the driver sets for every job itself; inherited values would change what
+/// a variant measures.
+const OWN_ENV: &[&str] = &[
+    "GASP_TOOL",
+    "GASP_OUT",
+    "GASP_PROFILE_ONLY",
+    "GASP_EXCLUDE_LOCAL",
+    "GASP_TRACE_LIMIT",
+    "GASP_KERNEL_SAMPLES",
+    "GASP_KERNEL_WARMUP",
+    "GASP_KERNEL_SAMPLE_MS",
+];
+
+/// A build and tool combination.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Variant {
+    Off,
+    NoTool,
+    Profile,
+    Trace,
+}
+
+impl Variant {
+    const ALL: [Variant; 4] = [
+        Variant::Off,
+        Variant::NoTool,
+        Variant::Profile,
+        Variant::Trace,
+    ];
+
+    fn name(self) -> &'static str {
+        match self {
+            Variant::Off => "off",
+            Variant::NoTool => "notool",
+            Variant::Profile => "profile",
+            Variant::Trace => "trace",
+        }
+    }
+
+    fn instrumented(self) -> bool {
+        self != Variant::Off
+    }
+
+    fn has_tool(self) -> bool {
+        matches!(self, Variant::Profile | Variant::Trace)
+    }
+
+    /// The `GASP_TOOL` value.
+    fn tool(self) -> &'static str {
+        match self {
+            Variant::Off | Variant::NoTool => "",
+            Variant::Profile => "profile",
+            Variant::Trace => "trace",
+        }
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// The two measured operations: the kernel's keys and the result names' stems.
+const OPS: [&str; 2] = ["rput_8B", "rpc_roundtrip"];
+
+/// What one kernel job reported.
+#[derive(Debug)]
+struct KernelRun {
+    /// Calls made per operation (in [`OPS`] order).
+    calls: [u64; 2],
+    /// ns per call, per operation.
+    samples: [Vec<f64>; 2],
+}
+
+/// How to run one job.
+struct JobPlan<'a> {
+    variant: Variant,
+    exe: &'a Path,
+    sample_ms: u64,
+    /// Distinguishes this job's files in `tmp`.
+    tag: String,
+}
+
+/// Event names with their counts.
+type EventCounts = Vec<(String, u64)>;
+
+/// Figures taken from the tools' outputs, printed under the table.
+#[derive(Default)]
+struct ToolNotes {
+    /// Rank 0's event counts in the first profile job, most frequent first, and that
+    /// job's calls per operation.
+    profile: Option<(EventCounts, [u64; 2])>,
+    /// Events dropped by the tracer, over all trace jobs.
+    trace_dropped: u64,
+}
+
+/// A private temporary directory, removed with everything in it when dropped.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new() -> std::io::Result<TempDir> {
+        let dir = std::env::temp_dir().join(format!("pgas-bench-gasp-{}", std::process::id()));
+        std::fs::create_dir_all(&dir)?;
+        Ok(TempDir(dir))
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Builds the kernel into `target_dir` with or without the default features (the
+/// `gasp` feature) and returns the executable.
+fn build_kernel(target_dir: &Path, instrumented: bool) -> Result<PathBuf, String> {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| OsString::from("cargo"));
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml");
+    let mut cmd = Command::new(&cargo);
+    cmd.args(["build", "--release", "--example", KERNEL])
+        .arg("--manifest-path")
+        .arg(&manifest)
+        .arg("--target-dir")
+        .arg(target_dir)
+        // Artifacts as JSON on stdout (where the executable is), diagnostics as usual.
+        .arg("--message-format=json-render-diagnostics")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
+    if !instrumented {
+        cmd.arg("--no-default-features");
+    }
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| format!("cannot run {}: {e}", cargo.to_string_lossy()))?;
+    let mut exe = None;
+    let stdout = child.stdout.take().expect("piped");
+    for line in BufReader::new(stdout).lines() {
+        let line = line.map_err(|e| format!("reading cargo's output: {e}"))?;
+        let Ok(msg) = serde_json::from_str::<Value>(&line) else {
+            continue;
+        };
+        if msg["reason"] == "compiler-artifact" && msg["target"]["name"] == KERNEL {
+            if let Some(path) = msg["executable"].as_str() {
+                exe = Some(PathBuf::from(path));
+            }
+        }
+    }
+    let status = child
+        .wait()
+        .map_err(|e| format!("waiting for cargo: {e}"))?;
+    if !status.success() {
+        return Err(format!(
+            "building {KERNEL} into {} failed ({status})",
+            target_dir.display()
+        ));
+    }
+    exe.ok_or_else(|| format!("cargo built no {KERNEL} executable"))
+}
+
+/// Runs one 2-rank job of the kernel and returns what rank 0 reported, after checking
+/// that the kernel is the variant it should be and looking at the tool's output.
+fn run_kernel(plan: &JobPlan<'_>, tmp: &Path, notes: &mut ToolNotes) -> Result<KernelRun, String> {
+    let v = plan.variant;
+    let out = tmp.join(format!("kernel-{}.txt", plan.tag));
+    let tool_out = tmp.join(format!("{}-{}.json", v.tool(), plan.tag));
+    let _ = std::fs::remove_file(&out);
+    let mut env: Vec<(OsString, OsString)> = vec![
+        (BENCH_OUT.into(), out.clone().into()),
+        ("GASP_TOOL".into(), v.tool().into()),
+        (
+            "GASP_KERNEL_WARMUP".into(),
+            WARMUP_PER_JOB.to_string().into(),
+        ),
+        (
+            "GASP_KERNEL_SAMPLES".into(),
+            SAMPLES_PER_JOB.to_string().into(),
+        ),
+        (
+            "GASP_KERNEL_SAMPLE_MS".into(),
+            plan.sample_ms.to_string().into(),
+        ),
+    ];
+    if v.has_tool() {
+        env.push(("GASP_OUT".into(), tool_out.clone().into()));
+    }
+    if v == Variant::Trace {
+        env.push(("GASP_TRACE_LIMIT".into(), TRACE_LIMIT.to_string().into()));
+    }
+    let spec = gex::job::JobSpec {
+        program: plan.exe.to_path_buf(),
+        args: Vec::new(),
+        ranks: 2,
+        segment_size: SEGMENT,
+        timeout: Some(JOB_TIMEOUT),
+        env,
+        name: format!("bench gasp/{}", v.name()),
+        forward_signals: true,
+    };
+    let outcome = gex::job::run(&spec);
+    let text = std::fs::read_to_string(&out);
+    let _ = std::fs::remove_file(&out);
+    let inspected = match v {
+        Variant::Profile => profile_counts(&tool_out).map(Some),
+        Variant::Trace => trace_dropped(&tool_out).map(|d| {
+            notes.trace_dropped += d;
+            None
+        }),
+        _ => Ok(None),
+    };
+    let _ = std::fs::remove_file(&tool_out);
+    let job = format!("{} job {}", v.name(), plan.tag);
+    let outcome = outcome.map_err(|e| format!("{job}: cannot start: {e}"))?;
+    if let Some(failure) = outcome.failure {
+        return Err(format!("{job} failed: {failure}"));
+    }
+    let text = text.map_err(|e| format!("{job}: rank 0 wrote no results ({e})"))?;
+    let run = parse_kernel_line(&text, v).map_err(|e| format!("{job}: {e}"))?;
+    match inspected.map_err(|e| format!("{job}: {e}"))? {
+        Some(counts) if notes.profile.is_none() => {
+            notes.profile = Some((counts, run.calls));
+        }
+        _ => {}
+    }
+    Ok(run)
+}
+
+/// Parses the kernel's result line and checks its build and tool against `v`.
+fn parse_kernel_line(text: &str, v: Variant) -> Result<KernelRun, String> {
+    let json = text
+        .lines()
+        .find_map(|l| l.strip_prefix(LINE_TAG))
+        .ok_or_else(|| format!("no {LINE_TAG}line in the results"))?;
+    let r: Value = serde_json::from_str(json).map_err(|e| format!("bad results line: {e}"))?;
+    let flag = |k: &str| r[k].as_bool().ok_or_else(|| format!("results lack `{k}`"));
+    let (instrumented, tool) = (flag("instrumented")?, flag("tool")?);
+    if instrumented != v.instrumented() || tool != v.has_tool() {
+        return Err(format!(
+            "the kernel reports instrumented={instrumented}, tool attached={tool}, \
+             which is not the {} variant",
+            v.name()
+        ));
+    }
+    let count = |section: &str, op: &str| {
+        r[section][op]
+            .as_u64()
+            .ok_or_else(|| format!("results lack `{section}.{op}`"))
+    };
+    let samples = |op: &str| -> Result<Vec<f64>, String> {
+        r[op]
+            .as_array()
+            .ok_or_else(|| format!("results lack `{op}`"))?
+            .iter()
+            .map(|x| x.as_f64().ok_or_else(|| format!("bad sample in `{op}`")))
+            .collect()
+    };
+    Ok(KernelRun {
+        calls: [count("calls", OPS[0])?, count("calls", OPS[1])?],
+        samples: [samples(OPS[0])?, samples(OPS[1])?],
+    })
+}
+
+/// Rank 0's event counts in a merged profile, by event name, most frequent first.
+fn profile_counts(path: &Path) -> Result<EventCounts, String> {
+    let file = std::fs::File::open(path)
+        .map_err(|e| format!("the profiler wrote no {}: {e}", path.display()))?;
+    let profile: gasp::formats::Profile = serde_json::from_reader(BufReader::new(file))
+        .map_err(|e| format!("bad profile {}: {e}", path.display()))?;
+    let mut counts = EventCounts::new();
+    for row in profile.events.iter().filter(|r| r.rank == 0) {
+        match counts.iter_mut().find(|(name, _)| *name == row.name) {
+            Some((_, c)) => *c += row.count,
+            None => counts.push((row.name.clone(), row.count)),
+        }
+    }
+    counts.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    Ok(counts)
+}
+
+/// The `otherData.dropped` count of a merged trace. The file can be hundreds of MB and
+/// `otherData` is its last member (`gasp::formats::Trace`), so only the end is read.
+fn trace_dropped(path: &Path) -> Result<u64, String> {
+    let err = |e: std::io::Error| format!("the tracer's output {}: {e}", path.display());
+    let mut file = std::fs::File::open(path).map_err(err)?;
+    let len = file.metadata().map_err(err)?.len();
+    file.seek(SeekFrom::Start(len.saturating_sub(4096)))
+        .map_err(err)?;
+    let mut tail = String::new();
+    file.read_to_string(&mut tail).map_err(err)?;
+    let key = "\"dropped\":";
+    let at = tail
+        .rfind(key)
+        .ok_or_else(|| format!("no dropped count at the end of {}", path.display()))?;
+    let digits: String = tail[at + key.len()..]
+        .trim_start()
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    digits
+        .parse()
+        .map_err(|_| format!("bad dropped count in {}", path.display()))
+}
+
+/// The driver's settings, from the harness's environment variables.
+fn settings() -> (usize, u64) {
+    let sampler = Sampler::from_env();
+    let rounds = sampler.samples.div_ceil(SAMPLES_PER_JOB).max(1);
+    let sample_ms = std::env::var(common::BENCH_SAMPLE_MS)
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .filter(|&ms| ms > 0)
+        .unwrap_or(DEFAULT_SAMPLE_MS);
+    (rounds, sample_ms)
+}
+
+fn driver() -> i32 {
+    // `cargo bench` passes `--bench` (and the user may pass more): nothing to parse.
+    for name in OWN_ENV {
+        std::env::remove_var(name);
+    }
+    let machine = common::machine_note();
+    let (rounds, sample_ms) = settings();
+    eprintln!(
+        "gasp bench: 2-rank jobs of {KERNEL}, 4 variants x {rounds} rounds, \
+         {SAMPLES_PER_JOB} sample of ~{sample_ms} ms per figure and job; {machine}"
+    );
+    let mut report = Report::new(BENCH, 2);
+    let target = common::target_dir();
+
+    let mut exes = Vec::new();
+    for (dir, instrumented) in [("gasp-off", false), ("gasp-on", true)] {
+        eprintln!(
+            "gasp bench: building {KERNEL} into {}",
+            target.join(dir).display()
+        );
+        match build_kernel(&target.join(dir), instrumented) {
+            Ok(exe) => exes.push(exe),
+            Err(e) => {
+                report.errors.push(e);
+                return finish(&report, &machine, &[]);
+            }
+        }
+    }
+    let exe = |v: Variant| exes[usize::from(v.instrumented())].as_path();
+
+    let tmp = match TempDir::new() {
+        Ok(t) => t,
+        Err(e) => {
+            report
+                .errors
+                .push(format!("cannot create a temporary directory: {e}"));
+            return finish(&report, &machine, &[]);
+        }
+    };
+    let mut notes = ToolNotes::default();
+
+    // Rounds, the variants' order rotating.
+    let mut samples: [[Vec<f64>; 2]; 4] = Default::default();
+    for round in 0..rounds {
+        eprintln!("gasp bench: round {}/{rounds}", round + 1);
+        for k in 0..Variant::ALL.len() {
+            let v = Variant::ALL[(round + k) % Variant::ALL.len()];
+            let plan = JobPlan {
+                variant: v,
+                exe: exe(v),
+                sample_ms,
+                tag: format!("round{round}"),
+            };
+            match run_kernel(&plan, &tmp.0, &mut notes) {
+                Ok(run) => {
+                    for (all, got) in samples[v.index()].iter_mut().zip(run.samples) {
+                        all.extend(got);
+                    }
+                }
+                Err(e) => report.errors.push(e),
+            }
+        }
+    }
+    drop(tmp);
+
+    for (op_i, op) in OPS.iter().enumerate() {
+        for v in Variant::ALL {
+            let s = &samples[v.index()][op_i];
+            if !s.is_empty() {
+                report.add([Measured::latency_ns(format!("gasp.{op}_{}", v.name()), s)]);
+            }
+        }
+    }
+    let off = |op: usize| median(&samples[Variant::Off.index()][op]);
+    let (rput_off, rpc_off) = (off(0), off(1));
+    let name = |op: &str, v: Variant| format!("gasp.{op}_{}", v.name());
+    for (op_i, op) in OPS.iter().enumerate() {
+        let base = name(op, Variant::Off);
+        let off_value = off(op_i);
+        if !off_value.is_finite() || off_value <= 0.0 {
+            continue;
+        }
+        let (profile, trace) = if op_i == 0 {
+            (
+                (off_value + 50.0) / off_value,
+                (off_value + 100.0) / off_value,
+            )
+        } else {
+            (1.3, 1.4)
+        };
+        let max = |t: f64| Some((t, TargetIs::Max));
+        report.relate(&name(op, Variant::NoTool), &base, max(1.05));
+        report.relate(&name(op, Variant::Profile), &base, max(profile));
+        report.relate(&name(op, Variant::Trace), &base, max(trace));
+    }
+
+    let mut lines = vec![format!(
+        "rput targets are absolute: profile <= off + 50 ns = {} ns, trace <= off + 100 ns \
+         = {} ns",
+        fmt_value(rput_off + 50.0),
+        fmt_value(rput_off + 100.0)
+    )];
+    for (op_i, op) in OPS.iter().enumerate() {
+        let base = [rput_off, rpc_off][op_i];
+        let extra: Vec<String> = Variant::ALL[1..]
+            .iter()
+            .map(|&v| {
+                let d = median(&samples[v.index()][op_i]) - base;
+                let sign = if d >= 0.0 { "+" } else { "" };
+                format!("{} {sign}{} ns", v.name(), fmt_value(d))
+            })
+            .collect();
+        lines.push(format!("{op} over off: {}", extra.join(", ")));
+    }
+    if let Some((counts, calls)) = &notes.profile {
+        let top: Vec<String> = counts
+            .iter()
+            .take(8)
+            .map(|(n, c)| format!("{n} {}", fmt_value(*c as f64)))
+            .collect();
+        lines.push(format!(
+            "events the profiler counted on rank 0 in one job of {} rput and {} rpc calls: {}",
+            fmt_value(calls[0] as f64),
+            fmt_value(calls[1] as f64),
+            top.join(", ")
+        ));
+    }
+    if notes.trace_dropped > 0 {
+        report.errors.push(format!(
+            "the tracer dropped {} events: the trace figures measure dropping, not tracing",
+            notes.trace_dropped
+        ));
+    }
+    finish(&report, &machine, &lines)
+}
+
+/// Prints the table (with the errors) and `lines` under it, writes the JSON, returns
+/// the exit code.
+fn finish(report: &Report, machine: &str, lines: &[String]) -> i32 {
+    report.print_table(&format!(
+        "GASP instrumentation overhead: rank 0 of 2-rank jobs of {KERNEL}, the variants \
+         interleaved job by job; {machine}"
+    ));
+    for l in lines {
+        println!("{l}");
+    }
+    match report.write_json() {
+        Ok(path) => println!("results: {}", path.display()),
+        Err(e) => {
+            eprintln!("cannot write the results file: {e}");
+            return 1;
+        }
+    }
+    if report.errors.is_empty() {
+        0
+    } else {
+        1
+    }
+}
+
+fn main() {
+    std::process::exit(driver());
+}

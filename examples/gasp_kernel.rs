@@ -1,0 +1,189 @@
+//! The measuring kernel of `cargo bench --bench gasp` (`benches/gasp.rs`), not a
+//! tutorial: the bench builds it with and without the `gasp` feature and runs it as
+//! 2-rank jobs, with and without a GASP tool attached, to measure what the
+//! instrumentation costs.
+//!
+//! Rank 0 times `upcxx::rput(v, p).wait()` of a `u64` into rank 1's segment and
+//! `upcxx::rpc(1, empty, ()).wait()`, one sample of each in turn: `GASP_KERNEL_WARMUP`
+//! discarded samples (default 2), then `GASP_KERNEL_SAMPLES` measured ones (default 7).
+//! A sample is `N` calls, `N` picked after a warm-up so that a sample lasts about
+//! `GASP_KERNEL_SAMPLE_MS` (default 30). Rank 1 meanwhile waits in `upcxx::barrier`,
+//! whose user-level progress runs the RPCs. Every rput, rpc and wait goes through the
+//! public API from its own call site, as in a program, so a tool sees what it would see
+//! there.
+//!
+//! Afterwards rank 0 checks the paths it measured: rank 1 reads the last value put in its
+//! own memory, and an RPC returns a value only rank 1 computes. Rank 0 then prints one
+//! line (to the file named by `PGAS_BENCH_OUT` when the bench set it):
+//!
+//! ```text
+//! GASP_KERNEL {"instrumented":true,"tool":false,"iters":{"rput_8B":N,"rpc_roundtrip":M},
+//!   "calls":{...},"rput_8B":[ns per call, ...],"rpc_roundtrip":[...]}
+//! ```
+//!
+//! (one line), where `instrumented` says whether the `gasp` feature was on, `tool`
+//! whether a tool is attached, and `calls` how many of each operation rank 0 made in
+//! all (warm-up, calibration and samples; not the checks).
+//! By hand: `UPCXX_RANKS=2 cargo run --release --example gasp_kernel`, with
+//! `GASP_TOOL=profile` or `trace` to attach a tool.
+
+use std::hint::black_box;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use upcxx::GlobalPtr;
+
+/// The prefix of the result line.
+const TAG: &str = "GASP_KERNEL";
+/// The file the result line goes to instead of stdout (the bench harness's variable).
+const OUT: &str = "PGAS_BENCH_OUT";
+/// Untimed RPCs before each timed RPC sample.
+const WAKE_RPCS: u64 = 64;
+
+/// Rank 1's word that rank 0 puts into (a cache line of its own).
+static TARGET: OnceLock<GlobalPtr<u64>> = OnceLock::new();
+
+fn target() -> GlobalPtr<u64> {
+    *TARGET
+        .get()
+        .expect("rank 1 allocates its word before the first barrier")
+}
+
+/// [`target`] as an RPC result (a tuple: a bare `GlobalPtr` is no future value).
+fn target_wire() -> (GlobalPtr<u64>,) {
+    (target(),)
+}
+
+/// The body of the measured RPC.
+fn empty() {}
+
+/// Rank 1: the value its word holds, read in its own memory.
+fn read_target() -> u64 {
+    // SAFETY: rank 1's own segment word, allocated for this kernel; rank 0's last put
+    // completed before the RPC that runs this was sent.
+    unsafe { target().local().read_volatile() }
+}
+
+fn env_u64(name: &str, default: u64) -> u64 {
+    match std::env::var(name) {
+        Ok(v) => v
+            .trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("{name}={v}: not a number")),
+        Err(_) => default,
+    }
+}
+
+/// Runs `run` in short batches for `time` (warm caches, an awake peer).
+fn warm_up(time: Duration, run: &mut impl FnMut(u64) -> Duration) {
+    let t0 = Instant::now();
+    while t0.elapsed() < time {
+        run(64);
+    }
+}
+
+/// An iteration count for which `run(n)` lasts about `target`.
+fn calibrate(target: Duration, run: &mut impl FnMut(u64) -> Duration) -> u64 {
+    let target = target.as_secs_f64();
+    let mut n = 1u64;
+    loop {
+        let t = run(n).as_secs_f64();
+        if t >= target / 8.0 || n >= 1 << 40 {
+            return ((n as f64 * target / t.max(1e-9)).ceil() as u64).max(1);
+        }
+        n *= if t < target / 100.0 { 10 } else { 2 };
+    }
+}
+
+fn main() {
+    upcxx::init();
+    assert_eq!(upcxx::rank_n(), 2, "gasp_kernel runs on exactly 2 ranks");
+    if upcxx::rank_me() == 1 {
+        let word = upcxx::allocate(64, 64)
+            .expect("segment space for one cache line")
+            .cast::<u64>();
+        // SAFETY: a fresh block of our own segment that no other rank knows yet.
+        unsafe { word.local().write(0) };
+        TARGET.set(word).expect("allocated once");
+    }
+    upcxx::barrier();
+    if upcxx::rank_me() == 0 {
+        measure();
+    }
+    // Rank 1 serves the RPCs here, in the barrier's user-level progress.
+    upcxx::barrier();
+    upcxx::finalize();
+}
+
+/// Rank 0's part: warm-up and calibration, interleaved samples, checks, the line.
+fn measure() {
+    let (dest,) = upcxx::rpc(1, target_wire, ()).wait();
+    assert_eq!(dest.where_(), 1, "the rput target lives on rank 1");
+    let warmup = env_u64("GASP_KERNEL_WARMUP", 2);
+    let samples = env_u64("GASP_KERNEL_SAMPLES", 7);
+    let sample_time = Duration::from_millis(env_u64("GASP_KERNEL_SAMPLE_MS", 30).max(1));
+
+    let mut next = 0u64;
+    let mut rput = |n: u64| {
+        let t0 = Instant::now();
+        for _ in 0..n {
+            next += 1;
+            upcxx::rput(next, dest).wait();
+        }
+        t0.elapsed()
+    };
+    let mut rpcs = 0u64;
+    let mut rpc = |n: u64| {
+        rpcs += n;
+        let t0 = Instant::now();
+        for _ in 0..n {
+            upcxx::rpc(1, empty, ()).wait();
+        }
+        t0.elapsed()
+    };
+
+    warm_up(sample_time / 4, &mut rput);
+    let n_rput = calibrate(sample_time, &mut rput);
+    warm_up(sample_time / 4, &mut rpc);
+    let n_rpc = calibrate(sample_time, &mut rpc);
+    let (mut rput_ns, mut rpc_ns) = (Vec::new(), Vec::new());
+    for s in 0..warmup + samples {
+        let a = rput(n_rput).as_nanos() as f64 / n_rput as f64;
+        // Rank 1 naps in its barrier's backoff while nothing reaches it (during the
+        // rput sample): a few untimed RPCs wake it up.
+        rpc(WAKE_RPCS);
+        let b = rpc(n_rpc).as_nanos() as f64 / n_rpc as f64;
+        if s >= warmup {
+            rput_ns.push(a);
+            rpc_ns.push(b);
+        }
+    }
+
+    assert_eq!(
+        upcxx::rpc(1, read_target, ()).wait(),
+        next,
+        "rank 1 does not hold the last value rank 0 put"
+    );
+    let x = black_box(0x5eed_1234_u64);
+    let got = upcxx::rpc(1, |x: u64| (upcxx::rank_me(), !x), (x,)).wait();
+    assert_eq!(got, (1, !x), "the RPC round trip returned a wrong result");
+
+    let result = serde_json::json!({
+        "instrumented": cfg!(feature = "gasp"),
+        "tool": gasp::enabled(),
+        "iters": {"rput_8B": n_rput, "rpc_roundtrip": n_rpc},
+        "calls": {"rput_8B": next, "rpc_roundtrip": rpcs},
+        "rput_8B": rput_ns,
+        "rpc_roundtrip": rpc_ns,
+    });
+    let line = format!("{TAG} {result}");
+    match std::env::var_os(OUT) {
+        Some(path) => std::fs::write(&path, line + "\n").unwrap_or_else(|e| {
+            panic!(
+                "cannot write the results to {}: {e}",
+                path.to_string_lossy()
+            )
+        }),
+        None => println!("{line}"),
+    }
+}
