@@ -337,6 +337,22 @@ impl<T: 'static> Future<T> {
 
     #[track_caller]
     fn wait_slow(mut self) -> T {
+        if let Repr::Reply(cell) = self.repr {
+            // The future of an RPC: its reply fills the cell.
+            if !cell.ready() {
+                match cell.arrival() {
+                    Some(epoch) => persona::progress_past(epoch, "Future::wait"),
+                    None => {
+                        persona::check_not_restricted("Future::wait");
+                        persona::wait_until(|| cell.ready());
+                    }
+                }
+            }
+            std::mem::forget(self);
+            // SAFETY: this future owned the cell (it is forgotten, so it will not
+            // abandon it), whose value arrived.
+            return unsafe { cell.take::<T>() };
+        }
         if !self.ready() {
             if let Some(epoch) = self.completed_in() {
                 persona::progress_past(epoch, "Future::wait");
@@ -719,6 +735,7 @@ impl<T: 'static> Promise<T> {
     /// becomes ready and its callbacks run before this returns.
     #[track_caller]
     pub fn fulfill_anonymous(&self, count: usize) {
+        gasp::atomic!(GASP_UPCXX_PROMISE_FULFILL, [gasp::Arg::Size(count)]);
         self.state.satisfy(count, "Promise::fulfill_anonymous");
     }
 
@@ -728,6 +745,7 @@ impl<T: 'static> Promise<T> {
         if self.state.ready.get() {
             panic!("upcxx::Promise::fulfill_result: the promise is already ready");
         }
+        gasp::atomic!(GASP_UPCXX_PROMISE_FULFILL, [gasp::Arg::Size(1)]);
         self.state.set_value(value);
         self.state.satisfy(1, "Promise::fulfill_result");
     }

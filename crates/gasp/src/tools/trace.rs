@@ -399,8 +399,9 @@ fn handle(r: &Record) -> Option<u64> {
 fn msgid(r: &Record) -> Option<u64> {
     let def = events::by_tag(r.tag)?;
     let i = events::arg_position(def.start_args, "msgid")?;
+    // 0: the message's id is not known (no flow can be drawn).
     match r.args.get(i)? {
-        Stored::U(m) if i < r.nargs as usize => Some(*m),
+        Stored::U(m) if i < r.nargs as usize && *m != 0 => Some(*m),
         _ => None,
     }
 }
