@@ -33,7 +33,7 @@
 //!
 //! The futures of operations complete at initiation (shared-memory RMA) need only the
 //! next user-level progress to turn ready. A wait on one makes it without polling the
-//! network, except every sixteenth time, which keeps a loop of such waits attentive to
+//! network, except every 32nd time, which keeps a loop of such waits attentive to
 //! incoming messages (§10.3) while the poll, which costs more than the whole operation,
 //! is mostly skipped. `progress()` always polls.
 
@@ -215,7 +215,7 @@ const LOOK: u64 = u64::MAX;
 
 /// How many of the user-level progress calls made by waits on already completed
 /// operations skip polling the network in a row (see [`progress_past`]).
-const POLL_SKIPS: u32 = 15;
+const POLL_SKIPS: u32 = 31;
 
 /// The per-thread state every progress call reads: plain cells in a `const`-initialized
 /// thread-local without a destructor, so reaching it is one memory access.
@@ -226,9 +226,9 @@ struct Hot {
     epoch: Cell<u64>,
     /// Depth of callbacks being run by user-level progress.
     restricted: Cell<u32>,
-    /// Something was queued for this thread's next user-level progress: a deferred
-    /// notification, or an RPC copied into the master persona's queue by a handler.
-    work: Cell<bool>,
+    /// What was queued for this thread's next user-level progress by the thread itself:
+    /// a mask of [`DEFERRED_WORK`] and [`RPC_WORK`].
+    work: Cell<u8>,
     /// This thread holds the master persona.
     holds_master: Cell<bool>,
     /// Waits on completed operations that may still skip the network poll.
@@ -243,7 +243,7 @@ thread_local! {
             token: Cell::new(0),
             epoch: Cell::new(0),
             restricted: Cell::new(0),
-            work: Cell::new(false),
+            work: Cell::new(0),
             holds_master: Cell::new(false),
             poll_skips: Cell::new(0),
             seen_shared: Cell::new(LOOK),
@@ -293,16 +293,22 @@ pub(crate) fn progress_epoch() -> u64 {
     HOT.with(|h| h.epoch.get())
 }
 
+/// [`Hot::work`]: notifications were deferred.
+const DEFERRED_WORK: u8 = 1;
+/// [`Hot::work`]: this thread's handlers queued RPCs for the master persona it holds.
+const RPC_WORK: u8 = 2;
+
 /// Runs `f` at this thread's next user-level progress.
 pub(crate) fn defer(f: Box<dyn FnOnce()>) {
     DEFERRED.with(|d| d.borrow_mut().push_back(f));
-    note_work();
+    HOT.with(|h| h.work.set(h.work.get() | DEFERRED_WORK));
 }
 
-/// Tells this thread's next user-level progress that work was queued for it.
+/// Tells this thread's next user-level progress that its handlers queued RPCs for the
+/// master persona it holds.
 #[inline]
-pub(crate) fn note_work() {
-    HOT.with(|h| h.work.set(true));
+pub(crate) fn note_rpcs_queued() {
+    HOT.with(|h| h.work.set(h.work.get() | RPC_WORK));
 }
 
 /// Makes this thread's next user-level progress look at the queues other threads fill,
@@ -418,7 +424,11 @@ pub(crate) fn progress_past(epoch: u64, call: &str) {
             return true;
         }
         let skips = h.poll_skips.get();
-        if skips == 0 || h.work.get() || h.restricted.get() != 0 || h.seen_shared.get() != shared {
+        if skips == 0
+            || h.work.get() != 0
+            || h.restricted.get() != 0
+            || h.seen_shared.get() != shared
+        {
             return false;
         }
         // A user-level progress with nothing to run.
@@ -458,14 +468,15 @@ fn user_actions() -> usize {
     }
     let (work, master) = HOT.with(|h| {
         h.epoch.set(h.epoch.get() + 1);
-        (h.work.replace(false), h.holds_master.get())
+        (h.work.replace(0), h.holds_master.get())
     });
     let mut n = 0;
-    if work {
+    if work & DEFERRED_WORK != 0 {
         n += run_deferred();
     }
-    if master && (work || look) {
-        n += crate::rpc::run_master_rpcs(work, look);
+    let own_rpcs = work & RPC_WORK != 0;
+    if master && (own_rpcs || look) {
+        n += crate::rpc::run_master_rpcs(own_rpcs, look);
     }
     if look {
         n += drain_held_personas();

@@ -119,6 +119,10 @@ pub trait RpcArgs {
     /// What the target's function receives, element by element.
     type Deserialized<'de>;
 
+    /// The tuple is `()`: it serializes to nothing.
+    #[doc(hidden)]
+    const EMPTY: bool;
+
     #[doc(hidden)]
     fn encode(&self, w: &mut Writer<'_>) -> Result<(), Error>;
 
@@ -145,6 +149,11 @@ macro_rules! rpc_arity {
     ($($T:ident $v:ident $i:tt),*) => {
         impl<$($T: Serialization),*> RpcArgs for ($($T,)*) {
             type Deserialized<'de> = ($($T::Deserialized<'de>,)*);
+
+            const EMPTY: bool = {
+                let elements: &[&str] = &[$(stringify!($T)),*];
+                elements.is_empty()
+            };
 
             #[inline]
             #[allow(unused_variables)]
@@ -204,7 +213,10 @@ where
     drop(func);
     let entry = function_offset(run_rpc_ff::<F, A>);
     let span = gasp::span!(GASP_UPCXX_RPC_SEND, send_args(dest, 0));
-    if let Err(e) = send(&rt.team, dest, KIND_RPC, entry, [0; 4], |w| args.encode(w)) {
+    let sent = send(&rt.team, dest, KIND_RPC, entry, [0; 4], A::EMPTY, |w| {
+        args.encode(w)
+    });
+    if let Err(e) = sent {
         panic!("upcxx::rpc_ff: the arguments could not be serialized: {e}");
     }
     gasp::end!(span, send_args(dest, wire::last_len()));
@@ -254,7 +266,10 @@ where
     let replies = delivery::reply_inbox() as *const inbox::Inbox as usize;
     let cookie = cookie_of(replies as u64, promise as u64);
     let entry = function_offset(run_rpc::<F, A>);
-    if let Err(e) = send(&rt.team, dest, KIND_RPC, entry, cookie, |w| args.encode(w)) {
+    let sent = send(&rt.team, dest, KIND_RPC, entry, cookie, A::EMPTY, |w| {
+        args.encode(w)
+    });
+    if let Err(e) = sent {
         if !fits_cell::<RpcValue<F, A>>() {
             // SAFETY: nothing was sent, so no reply will take this reference back.
             drop(unsafe { Rc::from_raw(promise as *const State<RpcValue<F, A>>) });
@@ -395,7 +410,8 @@ fn reply<V: Serialize + DeserializeOwned + 'static>(dest: Rank, cookie: [u32; 4]
     } else {
         function_offset(complete_in_state::<V>)
     };
-    if let Err(e) = send(&rt.team, dest, KIND_REPLY, entry, cookie, |w| {
+    let unit = std::any::TypeId::of::<V>() == std::any::TypeId::of::<()>();
+    if let Err(e) = send(&rt.team, dest, KIND_REPLY, entry, cookie, unit, |w| {
         value.encode(w)
     }) {
         panic!("upcxx::rpc: the result of the remote function could not be serialized: {e}");

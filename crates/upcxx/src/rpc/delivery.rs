@@ -60,9 +60,9 @@ impl Incoming<'_> {
     }
 }
 
-/// Runs the messages of `page`. Returns how many ran, and the page unless a message
-/// keeps it.
-fn run_page(page: Page) -> (usize, Option<Page>) {
+/// Runs the messages of `page` and clears it, or, if a message keeps the page, gives
+/// it to that message's hold (leaving an empty page). Returns how many ran.
+fn run_page(page: &mut Page) -> usize {
     let hold = Hold::default();
     let mut n = 0;
     for (head, payload) in page.messages() {
@@ -74,13 +74,13 @@ fn run_page(page: Page) -> (usize, Option<Page>) {
         n += 1;
     }
     match hold.slot.into_inner() {
-        None => (n, Some(page)),
+        None => page.clear(),
         Some(slot) => {
             // The page's buffer does not move: the views into it stay valid.
-            let _ = slot.set(page);
-            (n, None)
+            let _ = slot.set(std::mem::replace(page, Page::empty()));
         }
     }
+    n
 }
 
 fn run(msg: &Incoming<'_>) {
@@ -95,6 +95,9 @@ fn run(msg: &Incoming<'_>) {
 thread_local! {
     /// RPCs received by this thread's handlers while it holds the master persona.
     static OWN_RPCS: RefCell<Queue> = const { RefCell::new(Queue::new()) };
+    /// The page of `OWN_RPCS` whose messages are running (handlers meanwhile fill
+    /// another), empty otherwise.
+    static DRAINING: RefCell<Page> = const { RefCell::new(Page::empty()) };
 }
 
 /// RPCs received by the handlers of threads that do not hold the master persona.
@@ -104,7 +107,7 @@ static SHARED_RPCS: Inbox = Inbox::new();
 pub(super) fn queue_rpc(head: &Head, payload: &[u8]) {
     if persona::holds_master() && SHARED_RPCS.is_empty() {
         OWN_RPCS.with(|q| q.borrow_mut().push(head, payload));
-        persona::note_work();
+        persona::note_rpcs_queued();
     } else {
         SHARED_RPCS.push(head, payload);
         persona::shared_work_queued();
@@ -115,7 +118,7 @@ pub(super) fn queue_rpc(head: &Head, payload: &[u8]) {
 pub(super) fn queue_rpc_page(page: Page) {
     if persona::holds_master() && SHARED_RPCS.is_empty() {
         OWN_RPCS.with(|q| q.borrow_mut().push_page(page));
-        persona::note_work();
+        persona::note_rpcs_queued();
     } else {
         SHARED_RPCS.push_page(page);
         persona::shared_work_queued();
@@ -144,23 +147,20 @@ fn run_master_rpcs_queued() -> usize {
         SHARED_RPCS.pages()
     };
     let mut n = 0;
-    for _ in 0..own_pages + shared_pages {
-        if let Some(page) = OWN_RPCS.with(|q| q.borrow_mut().take()) {
-            let (k, page) = persona::restricted(|| run_page(page));
-            n += k;
-            if let Some(page) = page {
-                OWN_RPCS.with(|q| q.borrow_mut().recycle(page));
-            }
-        } else if let Some(page) = SHARED_RPCS.take() {
-            let (k, page) = persona::restricted(|| run_page(page));
-            n += k;
-            if let Some(page) = page {
+    // User-level progress does not nest (§10.2), so nothing else drains meanwhile.
+    DRAINING.with(|draining| {
+        let mut draining = draining.borrow_mut();
+        for _ in 0..own_pages + shared_pages {
+            if OWN_RPCS.with(|q| q.borrow_mut().take_into(&mut draining)) {
+                n += persona::restricted(|| run_page(&mut draining));
+            } else if let Some(mut page) = SHARED_RPCS.take() {
+                n += persona::restricted(|| run_page(&mut page));
                 SHARED_RPCS.recycle(page);
+            } else {
+                break;
             }
-        } else {
-            break;
         }
-    }
+    });
     if !SHARED_RPCS.is_empty() {
         // Newer messages of this thread's queue took the turn of older shared ones.
         persona::look_again();
@@ -233,7 +233,10 @@ pub(super) fn deliver_reply(head: &Head, payload: &[u8]) {
 /// Delivers a reassembled reply (AM handler), as [`deliver_reply`].
 pub(super) fn deliver_reply_page(head: &Head, page: Page) {
     match other_thread(head) {
-        None => drop(run_page(page)),
+        None => {
+            let mut page = page;
+            run_page(&mut page);
+        }
         Some(inbox) => {
             inbox.push_page(page);
             persona::shared_work_queued();
@@ -253,9 +256,8 @@ pub(crate) fn deliver_forwarded_replies() {
 
 #[cold]
 fn deliver_inbox(inbox: &Inbox) {
-    while let Some(page) = inbox.take() {
-        if let (_, Some(page)) = run_page(page) {
-            inbox.recycle(page);
-        }
+    while let Some(mut page) = inbox.take() {
+        run_page(&mut page);
+        inbox.recycle(page);
     }
 }

@@ -82,7 +82,7 @@ pub(crate) struct Page {
 
 impl Page {
     /// A page without a buffer (allocates nothing).
-    const fn empty() -> Page {
+    pub const fn empty() -> Page {
         Page {
             buf: Vec::new(),
             len: 0,
@@ -131,6 +131,16 @@ impl Page {
     pub fn write_payload(&mut self, offset: usize, data: &[u8]) {
         let at = HEAD + offset;
         self.bytes_mut()[at..at + data.len()].copy_from_slice(data);
+    }
+
+    /// Forgets the messages of a page whose messages ran; a page of the ordinary size
+    /// keeps its buffer for reuse, a larger one frees it.
+    pub fn clear(&mut self) {
+        if self.cap() == PAGE {
+            self.len = 0;
+        } else {
+            *self = Page::empty();
+        }
     }
 
     /// The messages in this page, in arrival order.
@@ -222,18 +232,46 @@ impl Queue {
     }
 
     /// Takes the oldest page of messages; give it back with [`Queue::recycle`].
+    #[inline]
     pub fn take(&mut self) -> Option<Page> {
-        if let Some(page) = self.full.pop_front() {
-            return Some(page);
+        if !self.full.is_empty() {
+            return self.full.pop_front();
         }
         if self.current.len == 0 {
             return None;
         }
+        // The next message allocates a page if the pool has none, unless this one is
+        // back by then (the common case: one page goes back and forth).
         let fresh = self.pool.pop().unwrap_or(Page::empty());
         Some(std::mem::replace(&mut self.current, fresh))
     }
 
+    /// Swaps the oldest page of messages into `page`, which holds none; the buffer it
+    /// had stays with the queue for reuse. Returns false if no message is queued. (The
+    /// consumer of a queue it owns keeps one page for this, so that taking a page moves
+    /// nothing.)
+    #[inline]
+    pub fn take_into(&mut self, page: &mut Page) -> bool {
+        debug_assert_eq!(page.len, 0);
+        if !self.full.is_empty() {
+            let oldest = self.full.pop_front().expect("not empty");
+            self.recycle(std::mem::replace(page, oldest));
+            return true;
+        }
+        if self.current.len == 0 {
+            return false;
+        }
+        std::mem::swap(&mut self.current, page);
+        if self.current.cap() == 0 {
+            if let Some(spare) = self.pool.pop() {
+                self.current = spare;
+            }
+        }
+        true
+    }
+
     /// Takes back a page from [`Queue::take`] whose messages ran, for reuse.
+    #[inline]
     pub fn recycle(&mut self, mut page: Page) {
         if page.cap() == PAGE {
             page.len = 0;

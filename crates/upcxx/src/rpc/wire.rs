@@ -1,6 +1,7 @@
-//! The wire: one Medium AM handler with `NARGS` arguments,
+//! The wire: AM handlers with `NARGS` arguments,
 //! `[kind, entry lo, entry hi, cookie x4, fragment id, total length, fragment offset]`,
-//! the payload being the serialized arguments (or result). Messages too large for one
+//! the payload being the serialized arguments (or result): a Medium AM, or a Short AM
+//! when there is no payload (no arguments, a `()` result). Messages too large for one
 //! Medium AM travel as fragments that the handler reassembles.
 
 use std::cell::RefCell;
@@ -23,25 +24,37 @@ const FRAGMENT: u32 = 0x100;
 const NARGS: usize = 10;
 
 static HANDLER: AtomicU8 = AtomicU8::new(0);
+/// The handler of messages without payload, sent as Short AMs (cheaper than Mediums).
+static SHORT_HANDLER: AtomicU8 = AtomicU8::new(0);
 static MEDIUM_MAX: AtomicUsize = AtomicUsize::new(0);
 static NEXT_FRAGMENTED: AtomicU32 = AtomicU32::new(0);
 
 /// Registers the AM handlers RPC uses (called by `init`, before the segment attach
 /// barrier, so every rank has them before any rank can send).
 pub(crate) fn register_handlers(endpoint: &gex::Endpoint) {
-    let mut table = [gex::AmEntry::payload(
-        "upcxx::rpc",
-        gex::AmCategory::Medium,
-        gex::AmRole::Request,
-        NARGS,
-        am_handler,
-    )
-    // RPCs are reported as GASP_UPCXX_RPC_* events, not as the AMs that carry them.
-    .unreported()];
+    let mut table = [
+        gex::AmEntry::payload(
+            "upcxx::rpc",
+            gex::AmCategory::Medium,
+            gex::AmRole::Request,
+            NARGS,
+            am_handler,
+        )
+        // RPCs are reported as GASP_UPCXX_RPC_* events, not as the AMs that carry them.
+        .unreported(),
+        gex::AmEntry::short(
+            "upcxx::rpc (no payload)",
+            gex::AmRole::Request,
+            NARGS,
+            am_handler_short,
+        )
+        .unreported(),
+    ];
     endpoint
         .register_handlers(&mut table)
         .unwrap_or_else(|e| panic!("upcxx::init: registering the RPC handler: {e}"));
     HANDLER.store(table[0].index, Ordering::Relaxed);
+    SHORT_HANDLER.store(table[1].index, Ordering::Relaxed);
     MEDIUM_MAX.store(gex::am::lub_request_medium(), Ordering::Relaxed);
 }
 
@@ -82,18 +95,26 @@ const SPILL_KEEP: usize = 4 << 20;
 /// sent as one Medium AM, or, if it outgrows that, into the spill buffer, sent as
 /// fragments. (Serializing into the network's own buffer with a negotiated-payload AM
 /// would save the copy, but costs more than copying a small message does.) Nothing is
-/// sent if `encode` fails.
+/// sent if `encode` fails. `empty`: the caller knows `encode` writes nothing (a Short AM
+/// is sent without touching the buffers).
 pub(super) fn send(
     team: &gex::Team,
     dest: Rank,
     kind: u32,
     entry: [u32; 2],
     cookie: [u32; 4],
+    empty: bool,
     encode: impl FnOnce(&mut Writer<'_>) -> Result<(), Error>,
 ) -> Result<(), Error> {
     let args = [
         kind, entry[0], entry[1], cookie[0], cookie[1], cookie[2], cookie[3], 0, 0, 0,
     ];
+    if empty {
+        #[cfg(feature = "gasp")]
+        LAST_LEN.with(|l| l.set(0));
+        send_short(team, dest, &args);
+        return Ok(());
+    }
     BUFFERS.with(|b| match b.try_borrow_mut() {
         Ok(mut bufs) => send_with(&mut bufs, team, dest, args, encode),
         Err(_) => send_with(&mut SendBuffers::default(), team, dest, args, encode),
@@ -121,6 +142,8 @@ fn send_with(
     if encoded.is_ok() {
         if spilled {
             send_fragments(team, dest, handler, &mut args, &spill[..len], max);
+        } else if len == 0 {
+            send_short(team, dest, &args);
         } else {
             team.request_medium(
                 dest,
@@ -140,6 +163,13 @@ fn send_with(
         }
     }
     encoded
+}
+
+/// Sends a message without payload.
+fn send_short(team: &gex::Team, dest: Rank, args: &[u32; NARGS]) {
+    let short = SHORT_HANDLER.load(Ordering::Relaxed);
+    team.request_short(dest, short, args, gex::Flags::NONE)
+        .expect("a blocking Request always succeeds");
 }
 
 /// Sends `msg` as fragments of at most `max` bytes, which the target reassembles.
@@ -178,22 +208,32 @@ static PARTIAL: LazyLock<Mutex<HashMap<(Rank, u32), Partial>>> =
 /// The AM handler (restricted context): queues an RPC for the master persona, or
 /// delivers a reply (see `delivery.rs`). Never runs user code.
 fn am_handler(token: &gex::Token<'_>, payload: &[u8], args: &[u32]) {
-    let kind = args[0];
-    let mut head = Head::new(
+    let args: &[u32; NARGS] = args
+        .try_into()
+        .expect("the RPC handler is registered with NARGS arguments");
+    let head = Head::new(
         token.src_rank(),
-        kind & KIND_MASK,
+        args[0] & KIND_MASK,
         [args[1], args[2]],
         [args[3], args[4], args[5], args[6]],
         payload.len() as u32,
     );
-    if kind & FRAGMENT == 0 {
-        match head.kind {
-            KIND_RPC => delivery::queue_rpc(&head, payload),
-            KIND_REPLY => delivery::deliver_reply(&head, payload),
-            k => unknown_kind(k, head.src),
-        }
-        return;
+    match args[0] {
+        KIND_RPC => delivery::queue_rpc(&head, payload),
+        KIND_REPLY => delivery::deliver_reply(&head, payload),
+        kind if kind & FRAGMENT != 0 => reassemble(head, args, payload),
+        kind => unknown_kind(kind, head.src),
     }
+}
+
+/// The AM handler of messages without payload.
+fn am_handler_short(token: &gex::Token<'_>, args: &[u32]) {
+    am_handler(token, &[], args);
+}
+
+/// Adds a fragment to its message, and delivers the message once complete.
+#[cold]
+fn reassemble(mut head: Head, args: &[u32; NARGS], payload: &[u8]) {
     let (id, total, offset) = (args[7], args[8], args[9] as usize);
     head.len = total;
     let key = (head.src, id);
