@@ -291,6 +291,21 @@ impl<T: 'static> Future<T> {
         self.take_value()
     }
 
+    /// The value if the future is ready, else the future.
+    #[inline]
+    pub(crate) fn into_ready(mut self) -> Result<T, Future<T>> {
+        match self.repr {
+            Repr::Ready(_) => {
+                let Repr::Ready(v) = std::mem::replace(&mut self.repr, Repr::Taken) else {
+                    unreachable!()
+                };
+                Ok(v)
+            }
+            _ if self.ready() => Ok(self.into_result()),
+            _ => Err(self),
+        }
+    }
+
     fn take_value(&mut self) -> T {
         match std::mem::replace(&mut self.repr, Repr::Taken) {
             Repr::Ready(v) | Repr::AfterProgress(v, _) => v,

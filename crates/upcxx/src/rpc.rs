@@ -390,16 +390,16 @@ where
     A: RpcArgs,
     RpcValue<F, A>: Serialize + DeserializeOwned,
 {
-    let fut = invoke::<F, A>(msg);
     let (src, cookie) = (msg.head.src, msg.head.cookie);
-    if fut.ready() {
-        reply(src, cookie, &fut.into_result());
-    } else {
-        let page = msg.hold();
-        fut.on_ready(move |v| {
-            drop(page);
-            reply(src, cookie, &v);
-        });
+    match invoke::<F, A>(msg).into_ready() {
+        Ok(v) => reply(src, cookie, &v),
+        Err(fut) => {
+            let page = msg.hold();
+            fut.on_ready(move |v| {
+                drop(page);
+                reply(src, cookie, &v);
+            });
+        }
     }
 }
 

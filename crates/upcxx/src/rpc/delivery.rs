@@ -9,6 +9,10 @@
 //! * otherwise into the shared inbox behind a lock, which the holder's user-level
 //!   progress checks with one load.
 //!
+//! The holder runs its own queue by swapping the page being filled with an empty page
+//! it keeps for this, running the messages of the swapped-out page while handlers fill
+//! the other: a drain moves no page and allocates nothing.
+//!
 //! RPCs from one rank run in the order they were sent (the network layer delivers them
 //! in order, and runs one handler of a queue at a time). To keep that across the two
 //! queues, a handler uses the thread's own queue only while the shared inbox is empty,
@@ -60,20 +64,19 @@ impl Incoming<'_> {
     }
 }
 
-/// Runs the messages of `page` and clears it, or, if a message keeps the page, gives
-/// it to that message's hold (leaving an empty page). Returns how many ran.
-fn run_page(page: &mut Page) -> usize {
-    let hold = Hold::default();
+/// Runs the messages of `page` and clears it, or, if a message kept the page through
+/// `hold`, gives the page to it (leaving an empty one). Returns how many ran.
+fn run_page(page: &mut Page, hold: &Hold) -> usize {
     let mut n = 0;
     for (head, payload) in page.messages() {
         run(&Incoming {
             head,
             payload,
-            hold: &hold,
+            hold,
         });
         n += 1;
     }
-    match hold.slot.into_inner() {
+    match hold.slot.borrow_mut().take() {
         None => page.clear(),
         Some(slot) => {
             // The page's buffer does not move: the views into it stay valid.
@@ -92,12 +95,21 @@ fn run(msg: &Incoming<'_>) {
 // ---------------------------------------------------------------------------------------
 // RPCs for the master persona
 
-thread_local! {
-    /// RPCs received by this thread's handlers while it holds the master persona.
-    static OWN_RPCS: RefCell<Queue> = const { RefCell::new(Queue::new()) };
-    /// The page of `OWN_RPCS` whose messages are running (handlers meanwhile fill
+/// The RPCs that this thread's handlers received while it held the master persona.
+struct OwnRpcs {
+    queue: RefCell<Queue>,
+    /// The page of `queue` whose messages are running (handlers meanwhile fill
     /// another), empty otherwise.
-    static DRAINING: RefCell<Page> = const { RefCell::new(Page::empty()) };
+    draining: RefCell<Page>,
+}
+
+thread_local! {
+    static OWN_RPCS: OwnRpcs = const {
+        OwnRpcs {
+            queue: RefCell::new(Queue::new()),
+            draining: RefCell::new(Page::empty()),
+        }
+    };
 }
 
 /// RPCs received by the handlers of threads that do not hold the master persona.
@@ -106,7 +118,7 @@ static SHARED_RPCS: Inbox = Inbox::new();
 /// Queues an RPC for the master persona (AM handler).
 pub(super) fn queue_rpc(head: &Head, payload: &[u8]) {
     if persona::holds_master() && SHARED_RPCS.is_empty() {
-        OWN_RPCS.with(|q| q.borrow_mut().push(head, payload));
+        OWN_RPCS.with(|own| own.queue.borrow_mut().push(head, payload));
         persona::note_rpcs_queued();
     } else {
         SHARED_RPCS.push(head, payload);
@@ -117,7 +129,7 @@ pub(super) fn queue_rpc(head: &Head, payload: &[u8]) {
 /// Queues a reassembled RPC for the master persona (AM handler).
 pub(super) fn queue_rpc_page(page: Page) {
     if persona::holds_master() && SHARED_RPCS.is_empty() {
-        OWN_RPCS.with(|q| q.borrow_mut().push_page(page));
+        OWN_RPCS.with(|own| own.queue.borrow_mut().push_page(page));
         persona::note_rpcs_queued();
     } else {
         SHARED_RPCS.push_page(page);
@@ -140,26 +152,30 @@ pub(crate) fn run_master_rpcs(own: bool, shared: bool) -> usize {
 /// Runs the pages of RPCs queued when it starts, oldest first; those that arrive
 /// meanwhile wait for the next progress call.
 fn run_master_rpcs_queued() -> usize {
-    let own_pages = OWN_RPCS.with(|q| q.borrow().pages());
-    let shared_pages = if SHARED_RPCS.is_empty() {
-        0
-    } else {
-        SHARED_RPCS.pages()
-    };
-    let mut n = 0;
-    // User-level progress does not nest (§10.2), so nothing else drains meanwhile.
-    DRAINING.with(|draining| {
-        let mut draining = draining.borrow_mut();
-        for _ in 0..own_pages + shared_pages {
-            if OWN_RPCS.with(|q| q.borrow_mut().take_into(&mut draining)) {
-                n += persona::restricted(|| run_page(&mut draining));
-            } else if let Some(mut page) = SHARED_RPCS.take() {
-                n += persona::restricted(|| run_page(&mut page));
-                SHARED_RPCS.recycle(page);
-            } else {
-                break;
+    let n = OWN_RPCS.with(|own| {
+        let shared_pages = if SHARED_RPCS.is_empty() {
+            0
+        } else {
+            SHARED_RPCS.pages()
+        };
+        let pages = own.queue.borrow().pages() + shared_pages;
+        // User-level progress does not nest (§10.2), so nothing else drains meanwhile.
+        let mut draining = own.draining.borrow_mut();
+        let hold = Hold::default();
+        persona::restricted(|| {
+            let mut n = 0;
+            for _ in 0..pages {
+                if own.queue.borrow_mut().take_into(&mut draining) {
+                    n += run_page(&mut draining, &hold);
+                } else if let Some(mut page) = SHARED_RPCS.take() {
+                    n += run_page(&mut page, &hold);
+                    SHARED_RPCS.recycle(page);
+                } else {
+                    break;
+                }
             }
-        }
+            n
+        })
     });
     if !SHARED_RPCS.is_empty() {
         // Newer messages of this thread's queue took the turn of older shared ones.
@@ -171,13 +187,13 @@ fn run_master_rpcs_queued() -> usize {
 /// True if RPCs wait for the master persona's user-level progress (this thread holds
 /// the persona).
 pub(crate) fn master_rpcs_queued() -> bool {
-    !SHARED_RPCS.is_empty() || OWN_RPCS.with(|q| !q.borrow().is_empty())
+    !SHARED_RPCS.is_empty() || OWN_RPCS.with(|own| !own.queue.borrow().is_empty())
 }
 
 /// This thread is releasing the master persona: its queued RPCs go to the shared inbox,
 /// in front of the (newer) ones there, for the next holder.
 pub(crate) fn master_released() {
-    OWN_RPCS.with(|q| SHARED_RPCS.prepend(&mut q.borrow_mut()));
+    OWN_RPCS.with(|own| SHARED_RPCS.prepend(&mut own.queue.borrow_mut()));
     persona::shared_work_queued();
 }
 
@@ -192,15 +208,16 @@ thread_local! {
 /// The inbox where other threads leave the replies to this thread's RPCs; its address
 /// identifies the thread in a call's cookie. Leaked: a reply may arrive after the
 /// thread exited (and is then never run).
+#[inline]
 pub(super) fn reply_inbox() -> &'static Inbox {
-    REPLIES.with(|r| match r.get() {
-        Some(inbox) => inbox,
-        None => {
-            let inbox: &'static Inbox = Box::leak(Box::new(Inbox::new()));
-            r.set(Some(inbox));
-            inbox
-        }
-    })
+    REPLIES.with(Cell::get).unwrap_or_else(new_reply_inbox)
+}
+
+#[cold]
+fn new_reply_inbox() -> &'static Inbox {
+    let inbox: &'static Inbox = Box::leak(Box::new(Inbox::new()));
+    REPLIES.with(|r| r.set(Some(inbox)));
+    inbox
 }
 
 /// The reply inbox of the thread whose RPC `head` answers, unless it is this thread's.
@@ -235,7 +252,7 @@ pub(super) fn deliver_reply_page(head: &Head, page: Page) {
     match other_thread(head) {
         None => {
             let mut page = page;
-            run_page(&mut page);
+            run_page(&mut page, &Hold::default());
         }
         Some(inbox) => {
             inbox.push_page(page);
@@ -257,7 +274,7 @@ pub(crate) fn deliver_forwarded_replies() {
 #[cold]
 fn deliver_inbox(inbox: &Inbox) {
     while let Some(mut page) = inbox.take() {
-        run_page(&mut page);
+        run_page(&mut page, &Hold::default());
         inbox.recycle(page);
     }
 }

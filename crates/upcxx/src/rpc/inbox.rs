@@ -113,7 +113,9 @@ impl Page {
         let at = self.len;
         let b = self.bytes_mut();
         b[at..at + HEAD].copy_from_slice(bytemuck::bytes_of(head));
-        b[at + HEAD..at + HEAD + payload.len()].copy_from_slice(payload);
+        if !payload.is_empty() {
+            b[at + HEAD..at + HEAD + payload.len()].copy_from_slice(payload);
+        }
         self.len = at + footprint(payload.len());
     }
 
@@ -163,10 +165,11 @@ impl<'a> Iterator for Messages<'a> {
         if self.bytes.is_empty() {
             return None;
         }
-        let head: Head = *bytemuck::from_bytes(&self.bytes[..HEAD]);
+        let (head, rest) = self.bytes.split_at(HEAD);
+        let head: Head = bytemuck::pod_read_unaligned(head);
         let len = head.len as usize;
-        let payload = &self.bytes[HEAD..HEAD + len];
-        self.bytes = &self.bytes[footprint(len).min(self.bytes.len())..];
+        let payload = &rest[..len];
+        self.bytes = &self.bytes[footprint(len)..];
         Some((head, payload))
     }
 }
