@@ -923,7 +923,8 @@ fn rpc_like_args(seq: u32) -> [u32; 10] {
 /// * `diag.spin_loop_hint`: one `std::hint::spin_loop` (x86 `pause`), which a
 ///   `Future::wait` that finds nothing to run executes before looking again.
 /// * `diag.mutex_lock_unlock`: an uncontended `std::sync::Mutex` lock and unlock (the
-///   RPC inbox takes three per message).
+///   cost a lock would add to a message; the RPC path takes none when the threads
+///   involved hold the master personas).
 /// * `diag.rget_no_wait`: the initiation of `upcxx::rget` (the future is dropped);
 ///   `diag.rget_progress_result`: `rget`, one explicit `progress(User)`, `into_result`:
 ///   what `rget(..).wait()` costs without its wait loop.
