@@ -341,14 +341,23 @@ fn null_pointer(call: &str) -> ! {
 #[track_caller]
 fn put(call: &str, rank: Rank, addr: usize, bytes: &[u8]) -> gex::Event {
     let team = &rt(call).team;
-    let args = crate::instrument::put_args(rank, addr, bytes);
-    let span = gasp::span!(GASP_UPC_NB_PUT_INIT, args);
+    // The argument lists are built only when a tool is attached (inside the macros).
+    let span = gasp::span!(
+        GASP_UPC_NB_PUT_INIT,
+        crate::instrument::put_args(rank, addr, bytes)
+    );
     // SAFETY: with `Lc::Now` the put has finished reading `bytes` when it returns, so
     // the borrow covers every access to the source.
     let started = unsafe { team.put_nb(rank, addr, bytes, gex::Lc::Now, gex::Flags::NONE) };
     match started {
         Ok(event) => {
-            gasp::end!(span, crate::instrument::with_handle(args, &event));
+            gasp::end!(
+                span,
+                crate::instrument::with_handle(
+                    crate::instrument::put_args(rank, addr, bytes),
+                    &event
+                )
+            );
             event
         }
         Err(gex::NoOp) => unreachable!("gex returns NoOp only for Flags::IMMEDIATE"),
@@ -363,15 +372,20 @@ fn put(call: &str, rank: Rank, addr: usize, bytes: &[u8]) -> gex::Event {
 #[track_caller]
 fn get(call: &str, dest: &mut [u8], rank: Rank, addr: usize) {
     let team = &rt(call).team;
-    let args = crate::instrument::get_args(dest, rank, addr);
-    let span = gasp::span!(GASP_UPC_NB_GET_INIT, args);
+    let span = gasp::span!(
+        GASP_UPC_NB_GET_INIT,
+        crate::instrument::get_args(dest, rank, addr)
+    );
     match team.get_blocking(dest, rank, addr, gex::Flags::NONE) {
         Ok(()) => {}
         Err(gex::NoOp) => unreachable!("gex returns NoOp only for Flags::IMMEDIATE"),
     }
     gasp::end!(
         span,
-        crate::instrument::with_handle(args, &gex::Event::invalid())
+        crate::instrument::with_handle(
+            crate::instrument::get_args(dest, rank, addr),
+            &gex::Event::invalid()
+        )
     );
 }
 
