@@ -1,8 +1,9 @@
-//! The wire: AM handlers with `NARGS` arguments,
-//! `[kind, entry lo, entry hi, cookie x4, fragment id, total length, fragment offset]`,
+//! The wire: AM handlers with `NARGS` arguments, `[kind, entry lo, entry hi, cookie x4]`,
 //! the payload being the serialized arguments (or result): a Medium AM, or a Short AM
-//! when there is no payload (no arguments, a `()` result). Messages too large for one
-//! Medium AM travel as fragments that the handler reassembles.
+//! when there is no payload (no arguments, a `()` result). Seven arguments keep a
+//! message's header in the first cache line of the network's message slot. Messages
+//! too large for one Medium AM travel as fragments, Mediums with three more arguments
+//! `[fragment id, total length, fragment offset]`, which the handler reassembles.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -18,14 +19,14 @@ use crate::serialization::{Error, Writer};
 pub(super) const KIND_RPC: u32 = 1;
 /// The reply to a round-trip RPC: completes the caller's future.
 pub(super) const KIND_REPLY: u32 = 2;
-const KIND_MASK: u32 = 0xff;
-/// The message is one fragment of a larger one.
-const FRAGMENT: u32 = 0x100;
-const NARGS: usize = 10;
+const NARGS: usize = 7;
+/// The arguments of a fragment: `NARGS` and the fragment's three.
+const FRAGMENT_NARGS: usize = NARGS + 3;
 
 static HANDLER: AtomicU8 = AtomicU8::new(0);
 /// The handler of messages without payload, sent as Short AMs (cheaper than Mediums).
 static SHORT_HANDLER: AtomicU8 = AtomicU8::new(0);
+static FRAGMENT_HANDLER: AtomicU8 = AtomicU8::new(0);
 static MEDIUM_MAX: AtomicUsize = AtomicUsize::new(0);
 static NEXT_FRAGMENTED: AtomicU32 = AtomicU32::new(0);
 
@@ -49,12 +50,21 @@ pub(crate) fn register_handlers(endpoint: &gex::Endpoint) {
             am_handler_short,
         )
         .unreported(),
+        gex::AmEntry::payload(
+            "upcxx::rpc (fragment)",
+            gex::AmCategory::Medium,
+            gex::AmRole::Request,
+            FRAGMENT_NARGS,
+            fragment_handler,
+        )
+        .unreported(),
     ];
     endpoint
         .register_handlers(&mut table)
         .unwrap_or_else(|e| panic!("upcxx::init: registering the RPC handler: {e}"));
     HANDLER.store(table[0].index, Ordering::Relaxed);
     SHORT_HANDLER.store(table[1].index, Ordering::Relaxed);
+    FRAGMENT_HANDLER.store(table[2].index, Ordering::Relaxed);
     MEDIUM_MAX.store(gex::am::lub_request_medium(), Ordering::Relaxed);
 }
 
@@ -107,7 +117,7 @@ pub(super) fn send(
     encode: impl FnOnce(&mut Writer<'_>) -> Result<(), Error>,
 ) -> Result<(), Error> {
     let args = [
-        kind, entry[0], entry[1], cookie[0], cookie[1], cookie[2], cookie[3], 0, 0, 0,
+        kind, entry[0], entry[1], cookie[0], cookie[1], cookie[2], cookie[3],
     ];
     if empty {
         #[cfg(feature = "gasp")]
@@ -125,7 +135,7 @@ fn send_with(
     bufs: &mut SendBuffers,
     team: &gex::Team,
     dest: Rank,
-    mut args: [u32; NARGS],
+    args: [u32; NARGS],
     encode: impl FnOnce(&mut Writer<'_>) -> Result<(), Error>,
 ) -> Result<(), Error> {
     let handler = HANDLER.load(Ordering::Relaxed);
@@ -141,7 +151,7 @@ fn send_with(
     LAST_LEN.with(|l| l.set(len));
     if encoded.is_ok() {
         if spilled {
-            send_fragments(team, dest, handler, &mut args, &spill[..len], max);
+            send_fragments(team, dest, &args, &spill[..len], max);
         } else if len == 0 {
             send_short(team, dest, &args);
         } else {
@@ -174,25 +184,27 @@ fn send_short(team: &gex::Team, dest: Rank, args: &[u32; NARGS]) {
 
 /// Sends `msg` as fragments of at most `max` bytes, which the target reassembles.
 #[cold]
-fn send_fragments(
-    team: &gex::Team,
-    dest: Rank,
-    handler: u8,
-    args: &mut [u32; NARGS],
-    msg: &[u8],
-    max: usize,
-) {
+fn send_fragments(team: &gex::Team, dest: Rank, args: &[u32; NARGS], msg: &[u8], max: usize) {
     let len = msg.len();
     let total = u32::try_from(len).unwrap_or_else(|_| {
         panic!("upcxx::rpc: a message of {len} bytes is larger than the 4 GiB limit")
     });
-    args[0] |= FRAGMENT;
-    args[7] = NEXT_FRAGMENTED.fetch_add(1, Ordering::Relaxed);
-    args[8] = total;
+    let handler = FRAGMENT_HANDLER.load(Ordering::Relaxed);
+    let mut fragment = [0; FRAGMENT_NARGS];
+    fragment[..NARGS].copy_from_slice(args);
+    fragment[NARGS] = NEXT_FRAGMENTED.fetch_add(1, Ordering::Relaxed);
+    fragment[NARGS + 1] = total;
     for (i, piece) in msg.chunks(max).enumerate() {
-        args[9] = (i * max) as u32;
-        team.request_medium(dest, handler, piece, gex::Lc::Now, gex::Flags::NONE, args)
-            .expect("a blocking Request always succeeds");
+        fragment[NARGS + 2] = (i * max) as u32;
+        team.request_medium(
+            dest,
+            handler,
+            piece,
+            gex::Lc::Now,
+            gex::Flags::NONE,
+            &fragment,
+        )
+        .expect("a blocking Request always succeeds");
     }
 }
 
@@ -205,23 +217,27 @@ struct Partial {
 static PARTIAL: LazyLock<Mutex<HashMap<(Rank, u32), Partial>>> =
     LazyLock::new(|| Mutex::new(HashMap::new()));
 
+/// The header of a message with arguments `args` and `len` payload bytes.
+fn head(token: &gex::Token<'_>, args: &[u32], len: usize) -> Head {
+    Head::new(
+        token.src_rank(),
+        args[0],
+        [args[1], args[2]],
+        [args[3], args[4], args[5], args[6]],
+        len as u32,
+    )
+}
+
 /// The AM handler (restricted context): queues an RPC for the master persona, or
 /// delivers a reply (see `delivery.rs`). Never runs user code.
 fn am_handler(token: &gex::Token<'_>, payload: &[u8], args: &[u32]) {
     let args: &[u32; NARGS] = args
         .try_into()
         .expect("the RPC handler is registered with NARGS arguments");
-    let head = Head::new(
-        token.src_rank(),
-        args[0] & KIND_MASK,
-        [args[1], args[2]],
-        [args[3], args[4], args[5], args[6]],
-        payload.len() as u32,
-    );
-    match args[0] {
+    let head = head(token, args, payload.len());
+    match head.kind {
         KIND_RPC => delivery::queue_rpc(&head, payload),
         KIND_REPLY => delivery::deliver_reply(&head, payload),
-        kind if kind & FRAGMENT != 0 => reassemble(head, args, payload),
         kind => unknown_kind(kind, head.src),
     }
 }
@@ -231,10 +247,14 @@ fn am_handler_short(token: &gex::Token<'_>, args: &[u32]) {
     am_handler(token, &[], args);
 }
 
-/// Adds a fragment to its message, and delivers the message once complete.
-#[cold]
-fn reassemble(mut head: Head, args: &[u32; NARGS], payload: &[u8]) {
-    let (id, total, offset) = (args[7], args[8], args[9] as usize);
+/// The AM handler of fragments: adds one to its message, and delivers the message
+/// once complete.
+fn fragment_handler(token: &gex::Token<'_>, payload: &[u8], args: &[u32]) {
+    let args: &[u32; FRAGMENT_NARGS] = args
+        .try_into()
+        .expect("the fragment handler is registered with FRAGMENT_NARGS arguments");
+    let (id, total, offset) = (args[NARGS], args[NARGS + 1], args[NARGS + 2] as usize);
+    let mut head = head(token, args, payload.len());
     head.len = total;
     let key = (head.src, id);
     let mut partial = PARTIAL.lock().unwrap_or_else(|e| e.into_inner());
