@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 use rustc_hash::FxHashMap;
 
 use super::{Destination, Kind, Slots, ThreadSlot};
-use crate::events::{self, Shape, USEREVT_END, USEREVT_START};
+use crate::events::{self, USEREVT_END, USEREVT_START};
 use crate::formats::{CommMatrix, Profile, ProfileRow, PROFILE_TOOL};
 use crate::timer::{self, Ticks};
 use crate::tool::{Event, EventType, InitInfo, Tool};
@@ -258,7 +258,7 @@ impl Tool for Profiler {
             Destination::Job(path) => {
                 let merged = merge(self.info.ranks, vec![part]);
                 super::write_json(&path, &merged);
-                eprint!("{}", summary_table(&merged, 10));
+                eprint!("{}", summary(&merged));
                 eprintln!("gasp: profile written to {}", path.display());
             }
         }
@@ -300,45 +300,9 @@ pub fn merge(ranks: u32, parts: Vec<Profile>) -> Profile {
     job
 }
 
-/// A short table of the most expensive events of the job, summed over ranks and call
-/// sites: what the launcher prints at the end of a profiled run.
-pub fn summary_table(profile: &Profile, top: usize) -> String {
-    let mut by_name: HashMap<&str, (u64, u64, u64)> = HashMap::new();
-    for row in &profile.events {
-        let e = by_name.entry(&row.name).or_default();
-        e.0 += row.count;
-        e.1 += row.total_ns;
-        e.2 += row.bytes;
-    }
-    let mut rows: Vec<_> = by_name.into_iter().collect();
-    rows.sort_by(|a, b| b.1 .1.cmp(&a.1 .1).then(a.0.cmp(b.0)));
-    let run: u64 = profile.rank_time_ns.iter().sum::<u64>().max(1);
-    let mut out = format!(
-        "gasp profile: {} ranks, {} event kinds\n{:<32} {:>10} {:>12} {:>10} {:>7} {:>12}\n",
-        profile.ranks,
-        rows.len(),
-        "event",
-        "count",
-        "total ms",
-        "mean ns",
-        "% run",
-        "bytes"
-    );
-    for (name, (count, total, bytes)) in rows.into_iter().take(top) {
-        let is_interval = events::by_name(name).is_none_or(|d| d.shape == Shape::Interval);
-        out += &format!(
-            "{:<32} {:>10} {:>12.3} {:>10} {:>6.1}% {:>12}\n",
-            name,
-            count,
-            total as f64 / 1e6,
-            if is_interval && count > 0 {
-                (total / count).to_string()
-            } else {
-                "-".into()
-            },
-            100.0 * total as f64 / run as f64,
-            bytes
-        );
-    }
-    out
+/// The short table of the costliest events printed at the end of a profiled run (the
+/// same table as `upcxx-run report`).
+pub fn summary(profile: &Profile) -> String {
+    let summary = crate::report::Summary::from_profile(profile);
+    crate::report::top_costs(&summary, 10)
 }

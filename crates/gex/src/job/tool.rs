@@ -70,7 +70,7 @@ impl ToolRun {
     pub(super) fn finish(self, name: &str, ranks: usize) {
         match tools::merge_parts(self.kind, &self.parts, ranks as u32, &self.out) {
             Ok(Merged::Profile(profile)) => {
-                eprint!("{}", tools::profile::summary_table(&profile, 10));
+                eprint!("{}", tools::profile::summary(&profile));
                 eprintln!("{name}: profile written to {}", self.out.display());
             }
             Ok(Merged::Trace(trace)) => {
