@@ -104,8 +104,8 @@ impl Team {
         if matches!(lc, Lc::Event(_)) {
             panic!("gex::Team::put_nbi: lc must be Now, Defer or Group");
         }
-        let args = put_args(r, dest, src.as_ptr() as usize, src.len());
-        let span = gasp_span!(GASP_UPC_NB_PUT_INIT, args);
+        let args = move || put_args(r, dest, src.as_ptr() as usize, src.len());
+        let span = gasp_span!(GASP_UPC_NB_PUT_INIT, args());
         let c = checked(
             "Team::put_nbi",
             rank,
@@ -116,7 +116,7 @@ impl Team {
         let handle = event::nbi_handle(&c);
         event::track_nbi(EventCategory::PUT, c);
         lc.complete_now();
-        gasp_end!(span, with_handle(args, handle));
+        gasp_end!(span, with_handle(args(), handle));
         Ok(())
     }
 
@@ -138,8 +138,8 @@ impl Team {
         if matches!(lc, Lc::Group) {
             panic!("gex::Team::put_nb: lc must be Now, Defer or an event");
         }
-        let args = put_args(r, dest, src.as_ptr() as usize, src.len());
-        let span = gasp_span!(GASP_UPC_NB_PUT_INIT, args);
+        let args = move || put_args(r, dest, src.as_ptr() as usize, src.len());
+        let span = gasp_span!(GASP_UPC_NB_PUT_INIT, args());
         let c = checked(
             "Team::put_nb",
             rank,
@@ -149,7 +149,7 @@ impl Team {
         );
         lc.complete_now();
         let e = Event::from_completion(c);
-        gasp_end!(span, with_handle(args, e.gasp_handle()));
+        gasp_end!(span, with_handle(args(), e.gasp_handle()));
         Ok(e)
     }
 
@@ -165,8 +165,9 @@ impl Team {
         _flags: Flags,
     ) -> Result<(), NoOp> {
         let (rt, r) = self.rma_check("Team::get_blocking", rank);
-        let args = get_args(dest.as_ptr() as usize, r, src, dest.len());
-        let span = gasp_span!(GASP_UPC_GET, args);
+        let (dst, n) = (dest.as_ptr() as usize, dest.len());
+        let args = move || get_args(dst, r, src, n);
+        let span = gasp_span!(GASP_UPC_GET, args());
         // SAFETY: `dest` is a live exclusive borrow for the whole (blocking) call.
         let c = unsafe {
             checked(
@@ -178,7 +179,7 @@ impl Team {
             )
         };
         event::complete_blocking(rt, c);
-        gasp_end!(span, args);
+        gasp_end!(span, args());
         Ok(())
     }
 
@@ -199,8 +200,8 @@ impl Team {
         _flags: Flags,
     ) -> Result<(), NoOp> {
         let (rt, r) = self.rma_check("Team::get_nbi", rank);
-        let args = get_args(dest as usize, r, src, len);
-        let span = gasp_span!(GASP_UPC_NB_GET_INIT, args);
+        let args = move || get_args(dest as usize, r, src, len);
+        let span = gasp_span!(GASP_UPC_NB_GET_INIT, args());
         // SAFETY: forwarded from the caller's contract.
         let c = unsafe {
             checked(
@@ -213,7 +214,7 @@ impl Team {
         };
         let handle = event::nbi_handle(&c);
         event::track_nbi(EventCategory::GET, c);
-        gasp_end!(span, with_handle(args, handle));
+        gasp_end!(span, with_handle(args(), handle));
         Ok(())
     }
 
@@ -232,8 +233,8 @@ impl Team {
         _flags: Flags,
     ) -> Result<Event, NoOp> {
         let (rt, r) = self.rma_check("Team::get_nb", rank);
-        let args = get_args(dest as usize, r, src, len);
-        let span = gasp_span!(GASP_UPC_NB_GET_INIT, args);
+        let args = move || get_args(dest as usize, r, src, len);
+        let span = gasp_span!(GASP_UPC_NB_GET_INIT, args());
         // SAFETY: forwarded from the caller's contract.
         let c = unsafe {
             checked(
@@ -245,7 +246,7 @@ impl Team {
             )
         };
         let e = Event::from_completion(c);
-        gasp_end!(span, with_handle(args, e.gasp_handle()));
+        gasp_end!(span, with_handle(args(), e.gasp_handle()));
         Ok(e)
     }
 
@@ -257,8 +258,9 @@ impl Team {
         check_val_size("Team::get_val", nbytes);
         let (rt, r) = self.rma_check("Team::get_val", rank);
         let mut bytes = [0u8; 8];
-        let args = get_args(bytes.as_ptr() as usize, r, src, nbytes);
-        let span = gasp_span!(GASP_UPC_GET, args);
+        let dst = bytes.as_ptr() as usize;
+        let args = move || get_args(dst, r, src, nbytes);
+        let span = gasp_span!(GASP_UPC_GET, args());
         // SAFETY: `bytes` holds 8 >= nbytes bytes and lives through the blocking call.
         let c = unsafe {
             checked(
@@ -270,7 +272,7 @@ impl Team {
             )
         };
         event::complete_blocking(rt, c);
-        gasp_end!(span, args);
+        gasp_end!(span, args());
         value_from_bytes(&bytes[..nbytes])
     }
 
@@ -289,8 +291,9 @@ impl Team {
         let _ = flags;
         let (rt, r) = self.rma_check("Team::put_val_blocking", rank);
         let bytes = value_to_bytes(value, nbytes);
-        let args = put_args(r, dest, bytes.as_ptr() as usize, nbytes);
-        let span = gasp_span!(GASP_UPC_PUT, args);
+        let src = bytes.as_ptr() as usize;
+        let args = move || put_args(r, dest, src, nbytes);
+        let span = gasp_span!(GASP_UPC_PUT, args());
         let c = checked(
             "Team::put_val_blocking",
             rank,
@@ -299,7 +302,7 @@ impl Team {
             rt.conduit.put(r, dest, &bytes[..nbytes]),
         );
         event::complete_blocking(rt, c);
-        gasp_end!(span, args);
+        gasp_end!(span, args());
         Ok(())
     }
 
@@ -317,8 +320,9 @@ impl Team {
         check_val_size("Team::put_val_nbi", nbytes);
         let (rt, r) = self.rma_check("Team::put_val_nbi", rank);
         let bytes = value_to_bytes(value, nbytes);
-        let args = put_args(r, dest, bytes.as_ptr() as usize, nbytes);
-        let span = gasp_span!(GASP_UPC_NB_PUT_INIT, args);
+        let src = bytes.as_ptr() as usize;
+        let args = move || put_args(r, dest, src, nbytes);
+        let span = gasp_span!(GASP_UPC_NB_PUT_INIT, args());
         let c = checked(
             "Team::put_val_nbi",
             rank,
@@ -328,7 +332,7 @@ impl Team {
         );
         let handle = event::nbi_handle(&c);
         event::track_nbi(EventCategory::PUT, c);
-        gasp_end!(span, with_handle(args, handle));
+        gasp_end!(span, with_handle(args(), handle));
         Ok(())
     }
 
@@ -346,8 +350,9 @@ impl Team {
         check_val_size("Team::put_val_nb", nbytes);
         let (rt, r) = self.rma_check("Team::put_val_nb", rank);
         let bytes = value_to_bytes(value, nbytes);
-        let args = put_args(r, dest, bytes.as_ptr() as usize, nbytes);
-        let span = gasp_span!(GASP_UPC_NB_PUT_INIT, args);
+        let src = bytes.as_ptr() as usize;
+        let args = move || put_args(r, dest, src, nbytes);
+        let span = gasp_span!(GASP_UPC_NB_PUT_INIT, args());
         let e = Event::from_completion(checked(
             "Team::put_val_nb",
             rank,
@@ -355,7 +360,7 @@ impl Team {
             nbytes,
             rt.conduit.put(r, dest, &bytes[..nbytes]),
         ));
-        gasp_end!(span, with_handle(args, e.gasp_handle()));
+        gasp_end!(span, with_handle(args(), e.gasp_handle()));
         Ok(e)
     }
 }
