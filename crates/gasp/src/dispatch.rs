@@ -34,7 +34,7 @@ use std::panic::Location;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Mutex, OnceLock};
 
-use crate::events::{self, Timing, USEREVT_END, USEREVT_START};
+use crate::events::{self, USEREVT_END, USEREVT_START};
 use crate::tool::{Arg, Event, EventType, InitInfo, Language, Tool};
 
 /// Set once, when a tool is attached; never cleared.
@@ -234,7 +234,7 @@ impl Span {
     #[inline]
     pub fn begin(tag: u32, location: &'static Location<'static>, args: &[Arg<'_>]) -> Span {
         let saved_depth = DEPTH.with(Cell::get);
-        let execute = events::by_tag(tag).is_some_and(|e| e.timing == Timing::Execute);
+        let execute = events::runs_user_code(tag);
         let reported = match DISPATCH.get() {
             Some(d) if enabled() && (saved_depth == 0 || execute) && admitted(d, tag, args) => {
                 deliver(

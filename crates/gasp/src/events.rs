@@ -240,6 +240,13 @@ pub fn by_tag(tag: u32) -> Option<&'static EventDef> {
         .map(|i| &EVENTS[i])
 }
 
+/// Whether `tag`'s interval runs user code ([`Timing::Execute`]); a match rather than a
+/// table search because every reported span asks (the test below keeps it in step).
+#[inline]
+pub fn runs_user_code(tag: u32) -> bool {
+    matches!(tag, GASP_UPCXX_RPC_EXECUTE | GASP_GEX_AM_HANDLER)
+}
+
 /// Whether `tag` is an operation one rank directs at another (a put, get, RPC or AM
 /// send): these fill the communication matrix, counted at the initiator.
 pub fn is_communication(tag: u32) -> bool {
@@ -298,6 +305,18 @@ mod tests {
                 .count(),
             0
         );
+    }
+
+    #[test]
+    fn runs_user_code_matches_the_table() {
+        for e in EVENTS {
+            assert_eq!(
+                runs_user_code(e.tag),
+                e.timing == Timing::Execute,
+                "{}",
+                e.name
+            );
+        }
     }
 
     #[test]
