@@ -1,35 +1,9 @@
 //! A ready future of plain values is created without heap allocation (UPC++ core issue:
 //! "A ready future of plain values costs no heap allocation").
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
+#[path = "common/counting_alloc.rs"]
+mod counting_alloc;
 
-struct Counting;
-
-thread_local! {
-    static ALLOCS: Cell<usize> = const { Cell::new(0) };
-}
-
-// SAFETY: forwards to the system allocator; only counts calls on this thread.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let _ = ALLOCS.try_with(|a| a.set(a.get() + 1));
-        // SAFETY: same contract as the caller's.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: same contract as the caller's.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
-
-#[global_allocator]
-static GLOBAL: Counting = Counting;
-
-fn allocations_in(f: impl FnOnce()) -> usize {
-    let before = ALLOCS.with(|a| a.get());
-    f();
-    ALLOCS.with(|a| a.get()) - before
-}
+use counting_alloc::allocations_in;
 
 #[test]
 fn ready_futures_do_not_allocate() {

@@ -1,44 +1,22 @@
 //! The common communication paths cost no heap allocation once warmed up: a
 //! round-trip `rpc` with a small result, an `rpc_ff`, and `rput`/`rget` waited on
 //! (UPC++ core issue, performance part).
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
+#[path = "common/counting_alloc.rs"]
+mod counting_alloc;
 
 use gex::testing::spmd;
 use upcxx::{progress, rank_me, ProgressLevel};
-
-struct Counting;
-
-thread_local! {
-    static ALLOCS: Cell<usize> = const { Cell::new(0) };
-}
-
-// SAFETY: forwards to the system allocator; only counts calls on this thread.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let _ = ALLOCS.try_with(|a| a.set(a.get() + 1));
-        // SAFETY: same contract as the caller's.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: same contract as the caller's.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
-
-#[global_allocator]
-static GLOBAL: Counting = Counting;
 
 /// Allocations made by `f`, run 1000 times after 100 runs of warm-up.
 fn steady_allocations(mut f: impl FnMut(u64)) -> usize {
     for i in 0..100 {
         f(i);
     }
-    let before = ALLOCS.with(|a| a.get());
-    for i in 0..1000 {
-        f(i);
-    }
-    ALLOCS.with(|a| a.get()) - before
+    counting_alloc::allocations_in(|| {
+        for i in 0..1000 {
+            f(i);
+        }
+    })
 }
 
 #[test]
