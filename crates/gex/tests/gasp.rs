@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use gasp::events::*;
 use gasp::formats::{Profile, Trace};
 use gasp::{Arg, Event, EventType, GPtr, InitInfo, Tool};
-use gex::testing::{spmd, spmd_outcome, spmd_with, SpmdOptions};
+use gex::testing::{spmd, spmd_outcome, SpmdOptions};
 use gex::{AmEntry, AmRole, Client, Flags, Segment, Team, Token};
 
 /// One received event, owned.
@@ -447,8 +447,14 @@ fn a_missing_tool_library_fails_the_job_with_its_name() {
     let mut opts = SpmdOptions::new(2);
     opts.env
         .push(("GASP_TOOL".into(), "/nonexistent/libtool.so".into()));
-    opts.expect_failure = true;
-    spmd_with(opts, || {
+    let Some(outcome) = spmd_outcome(opts, || {
         let _ = Client::init("GASPT", Flags::NONE);
-    });
+    }) else {
+        return;
+    };
+    let report = outcome.failure.expect("the job fails");
+    assert_ne!(outcome.exit_code, 0);
+    for needle in ["Client::init", "GASP_TOOL=/nonexistent/libtool.so"] {
+        assert!(report.contains(needle), "{report:?} does not name {needle}");
+    }
 }
