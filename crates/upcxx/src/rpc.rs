@@ -216,10 +216,9 @@ where
     let sent = send(&rt.team, dest, KIND_RPC, entry, [0; 4], A::EMPTY, |w| {
         args.encode(w)
     });
-    if let Err(e) = sent {
-        panic!("upcxx::rpc_ff: the arguments could not be serialized: {e}");
-    }
-    gasp::end!(span, send_args(dest, wire::last_len()));
+    let len = sent
+        .unwrap_or_else(|e| panic!("upcxx::rpc_ff: the arguments could not be serialized: {e}"));
+    gasp::end!(span, send_args(dest, len));
 }
 
 /// The arguments of GASP_UPCXX_RPC_SEND / _EXECUTE: `int rank, size_t nbytes, uint64_t
@@ -269,16 +268,16 @@ where
     let sent = send(&rt.team, dest, KIND_RPC, entry, cookie, A::EMPTY, |w| {
         args.encode(w)
     });
-    if let Err(e) = sent {
+    let len = sent.unwrap_or_else(|e| {
         if !fits_cell::<RpcValue<F, A>>() {
             // SAFETY: nothing was sent, so no reply will take this reference back.
             drop(unsafe { Rc::from_raw(promise as *const State<RpcValue<F, A>>) });
         }
         // A cell stays claimed (its future is dropped before a value comes): a leak of
         // one cell per failed call.
-        panic!("upcxx::rpc: the arguments could not be serialized: {e}");
-    }
-    gasp::end!(span, send_args(dest, wire::last_len()));
+        panic!("upcxx::rpc: the arguments could not be serialized: {e}")
+    });
+    gasp::end!(span, send_args(dest, len));
     fut
 }
 

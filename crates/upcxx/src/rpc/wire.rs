@@ -83,21 +83,6 @@ thread_local! {
     static BUFFERS: RefCell<SendBuffers> = RefCell::default();
 }
 
-#[cfg(feature = "gasp")]
-thread_local! {
-    /// The size of the last message this thread sent (for GASP_UPCXX_RPC_SEND).
-    static LAST_LEN: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
-}
-
-/// The size in bytes of the last message this thread sent (0 without the `gasp`
-/// feature, which is the only user).
-pub(super) fn last_len() -> usize {
-    #[cfg(feature = "gasp")]
-    return LAST_LEN.with(std::cell::Cell::get);
-    #[cfg(not(feature = "gasp"))]
-    0
-}
-
 /// Spill buffers larger than this are freed after use rather than kept.
 const SPILL_KEEP: usize = 4 << 20;
 
@@ -106,7 +91,7 @@ const SPILL_KEEP: usize = 4 << 20;
 /// fragments. (Serializing into the network's own buffer with a negotiated-payload AM
 /// would save the copy, but costs more than copying a small message does.) Nothing is
 /// sent if `encode` fails. `empty`: the caller knows `encode` writes nothing (a Short AM
-/// is sent without touching the buffers).
+/// is sent without touching the buffers). Returns the size of the serialized message.
 pub(super) fn send(
     team: &gex::Team,
     dest: Rank,
@@ -115,15 +100,13 @@ pub(super) fn send(
     cookie: [u32; 4],
     empty: bool,
     encode: impl FnOnce(&mut Writer<'_>) -> Result<(), Error>,
-) -> Result<(), Error> {
+) -> Result<usize, Error> {
     let args = [
         kind, entry[0], entry[1], cookie[0], cookie[1], cookie[2], cookie[3],
     ];
     if empty {
-        #[cfg(feature = "gasp")]
-        LAST_LEN.with(|l| l.set(0));
         send_short(team, dest, &args);
-        return Ok(());
+        return Ok(0);
     }
     BUFFERS.with(|b| match b.try_borrow_mut() {
         Ok(mut bufs) => send_with(&mut bufs, team, dest, args, encode),
@@ -137,7 +120,7 @@ fn send_with(
     dest: Rank,
     args: [u32; NARGS],
     encode: impl FnOnce(&mut Writer<'_>) -> Result<(), Error>,
-) -> Result<(), Error> {
+) -> Result<usize, Error> {
     let handler = HANDLER.load(Ordering::Relaxed);
     let max = MEDIUM_MAX.load(Ordering::Relaxed);
     if bufs.scratch.len() < max {
@@ -147,8 +130,6 @@ fn send_with(
     let mut w = Writer::new(&mut scratch[..max], Some(spill));
     let encoded = encode(&mut w);
     let (len, spilled) = (w.pos(), w.spilled());
-    #[cfg(feature = "gasp")]
-    LAST_LEN.with(|l| l.set(len));
     if encoded.is_ok() {
         if spilled {
             send_fragments(team, dest, &args, &spill[..len], max);
@@ -172,7 +153,7 @@ fn send_with(
             *spill = Vec::new();
         }
     }
-    encoded
+    encoded.map(|()| len)
 }
 
 /// Sends a message without payload.
