@@ -162,15 +162,17 @@ pub fn info() -> Option<&'static InitInfo> {
 pub fn finish() {
     if let Some(d) = DISPATCH.get() {
         if ENABLED.swap(false, Ordering::AcqRel) {
-            with_tool_guard(|| d.tool.finish());
+            in_tool(|| d.tool.finish());
         }
     }
 }
 
-fn with_tool_guard<R: Default>(f: impl FnOnce() -> R) -> R {
+/// Runs `f` (a call into the tool) unless the tool is already running on this thread,
+/// in which case the call is dropped (`None`): the re-entrancy rule of §3.2.
+fn in_tool<R>(f: impl FnOnce() -> R) -> Option<R> {
     IN_TOOL.with(|t| {
         if t.replace(true) {
-            return R::default();
+            return None;
         }
         struct Reset<'a>(&'a Cell<bool>);
         impl Drop for Reset<'_> {
@@ -179,7 +181,7 @@ fn with_tool_guard<R: Default>(f: impl FnOnce() -> R) -> R {
             }
         }
         let _reset = Reset(t);
-        f()
+        Some(f())
     })
 }
 
@@ -215,7 +217,7 @@ fn is_access(tag: u32) -> bool {
 }
 
 fn deliver(d: &Dispatch, event: &Event<'_>) {
-    with_tool_guard(|| d.tool.event_notify(event));
+    in_tool(|| d.tool.event_notify(event));
 }
 
 /// An open interval event of the library: reports START when made (if admitted) and
@@ -332,17 +334,9 @@ pub fn atomic(tag: u32, location: &'static Location<'static>, args: &[Arg<'_>]) 
 /// returns the previous setting (`true` if never called, or with no tool attached).
 pub fn control(on: bool) -> bool {
     match DISPATCH.get() {
-        Some(d) => with_tool_guard_or(true, || d.tool.control(on)),
+        Some(d) => in_tool(|| d.tool.control(on)).unwrap_or(true),
         None => true,
     }
-}
-
-fn with_tool_guard_or<R>(busy: R, f: impl FnOnce() -> R) -> R {
-    let mut out = Some(busy);
-    with_tool_guard(|| {
-        out = Some(f());
-    });
-    out.expect("set above")
 }
 
 /// A user event (GASP §5.3 `pupc_create_event`), made by [`create_event`].
@@ -354,10 +348,10 @@ pub struct UserEvent(pub u32);
 /// distinct (so programs behave the same), they are just never reported.
 pub fn create_event(name: &str, desc: Option<&str>) -> UserEvent {
     static NEXT: AtomicU32 = AtomicU32::new(USEREVT_START);
-    match DISPATCH.get() {
-        Some(d) => UserEvent(with_tool_guard(|| d.tool.create_event(name, desc))),
-        None => UserEvent(NEXT.fetch_add(1, Ordering::Relaxed).min(USEREVT_END)),
-    }
+    let from_tool = DISPATCH
+        .get()
+        .and_then(|d| in_tool(|| d.tool.create_event(name, desc)));
+    UserEvent(from_tool.unwrap_or_else(|| NEXT.fetch_add(1, Ordering::Relaxed).min(USEREVT_END)))
 }
 
 /// `pupc_event_start`: the start of user event `event` at the caller's location, with

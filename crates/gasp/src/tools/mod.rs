@@ -26,6 +26,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
+use crate::events::{USEREVT_END, USEREVT_START};
 use crate::formats::{Profile, Trace};
 use crate::tool::{InitInfo, Tool};
 
@@ -81,6 +82,33 @@ pub(crate) fn builtin(
         Some(Kind::Trace) => Box::new(trace::Tracer::new(info, args)),
         None => Box::new(crate::ctool::CTool::load(name, info, args)?),
     })
+}
+
+/// The user events a built-in tool created (GASP §3.4), and event names by tag.
+#[derive(Default)]
+pub(crate) struct EventNames {
+    user: Mutex<Vec<String>>,
+}
+
+impl EventNames {
+    /// `gasp_create_event`: the next user tag, named `name`.
+    pub(crate) fn create(&self, name: &str) -> u32 {
+        let mut user = self.user.lock().unwrap_or_else(|e| e.into_inner());
+        user.push(name.to_owned());
+        (USEREVT_START + user.len() as u32 - 1).min(USEREVT_END)
+    }
+
+    /// The name of a system or user event.
+    pub(crate) fn name(&self, tag: u32) -> String {
+        if let Some(def) = crate::events::by_tag(tag) {
+            return def.name.to_owned();
+        }
+        let user = self.user.lock().unwrap_or_else(|e| e.into_inner());
+        tag.checked_sub(USEREVT_START)
+            .and_then(|i| user.get(i as usize))
+            .cloned()
+            .unwrap_or_else(|| format!("event {tag}"))
+    }
 }
 
 /// One thread's buffer of a built-in tool.
@@ -170,8 +198,8 @@ pub(crate) fn destination(kind: Kind, rank: u32, ranks: u32) -> Destination {
     if ranks == 1 {
         Destination::Job(out)
     } else {
-        // Not started by our launcher (e.g. an MPI launcher): one file per rank, merged
-        // with `upcxx-run merge`-style tools later.
+        // Not started by our launcher (e.g. by an MPI launcher): one file per rank, a
+        // part in the job file's format (`merge_parts` combines such parts).
         let mut name = out.into_os_string();
         name.push(format!(".rank{rank}"));
         Destination::Part(PathBuf::from(name))
@@ -249,5 +277,23 @@ fn read_part<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Option<T>, S
             .map_err(|e| format!("{}: {e}", path.display())),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(format!("{}: {e}", path.display())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn event_names_cover_system_and_user_events() {
+        let names = EventNames::default();
+        assert_eq!(names.create("solve"), USEREVT_START);
+        assert_eq!(names.create("halo"), USEREVT_START + 1);
+        assert_eq!(names.name(USEREVT_START + 1), "halo");
+        assert_eq!(names.name(crate::events::GASP_UPC_PUT), "GASP_UPC_PUT");
+        assert_eq!(
+            names.name(USEREVT_START + 7),
+            format!("event {}", USEREVT_START + 7)
+        );
     }
 }

@@ -10,12 +10,12 @@
 use std::collections::HashMap;
 use std::panic::Location;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 
 use super::{Destination, Kind, Slots, ThreadSlot};
-use crate::events::{self, USEREVT_END, USEREVT_START};
+use crate::events;
 use crate::formats::{CommMatrix, Profile, ProfileRow, PROFILE_TOOL};
 use crate::timer::{self, Ticks};
 use crate::tool::{Event, EventType, InitInfo, Tool};
@@ -60,7 +60,7 @@ pub struct Profiler {
     command: Vec<String>,
     measuring: AtomicBool,
     started: Ticks,
-    user_events: Mutex<Vec<String>>,
+    names: super::EventNames,
 }
 
 impl Profiler {
@@ -71,7 +71,7 @@ impl Profiler {
             command: args.to_vec(),
             measuring: AtomicBool::new(true),
             started: timer::ticks_now(),
-            user_events: Mutex::new(Vec::new()),
+            names: super::EventNames::default(),
         }
     }
 
@@ -91,14 +91,7 @@ impl Profiler {
     }
 
     fn event_name(&self, tag: u32) -> String {
-        if let Some(def) = events::by_tag(tag) {
-            return def.name.to_owned();
-        }
-        let names = self.user_events.lock().unwrap_or_else(|e| e.into_inner());
-        (tag.checked_sub(USEREVT_START))
-            .and_then(|i| names.get(i as usize))
-            .cloned()
-            .unwrap_or_else(|| format!("event {tag}"))
+        self.names.name(tag)
     }
 }
 
@@ -185,9 +178,7 @@ impl Tool for Profiler {
     }
 
     fn create_event(&self, name: &str, _desc: Option<&str>) -> u32 {
-        let mut names = self.user_events.lock().unwrap_or_else(|e| e.into_inner());
-        names.push(name.to_owned());
-        (USEREVT_START + names.len() as u32 - 1).min(USEREVT_END)
+        self.names.create(name)
     }
 
     fn finish(&self) {

@@ -13,12 +13,12 @@
 use std::ffi::CStr;
 use std::panic::Location;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use serde_json::{json, Map, Value};
 
 use super::{Destination, Kind, Slots, ThreadSlot};
-use crate::events::{self, Timing, NB_TRIVIAL, USEREVT_START};
+use crate::events::{self, Timing, NB_TRIVIAL};
 use crate::formats::{Trace, TraceEvent, TraceInfo, TRACE_TOOL};
 use crate::timer::{self, Calibration, Ticks};
 use crate::tool::{Arg, Event, EventType, GPtr, InitInfo, Tool};
@@ -87,7 +87,7 @@ pub struct Tracer {
     command: Vec<String>,
     measuring: AtomicBool,
     limit: usize,
-    user_events: Mutex<Vec<String>>,
+    names: super::EventNames,
     next_async: AtomicU64,
 }
 
@@ -103,20 +103,13 @@ impl Tracer {
             command: args.to_vec(),
             measuring: AtomicBool::new(true),
             limit,
-            user_events: Mutex::new(Vec::new()),
+            names: super::EventNames::default(),
             next_async: AtomicU64::new(0),
         }
     }
 
     fn name(&self, tag: u32) -> String {
-        if let Some(def) = events::by_tag(tag) {
-            return def.name.to_owned();
-        }
-        let names = self.user_events.lock().unwrap_or_else(|e| e.into_inner());
-        tag.checked_sub(USEREVT_START)
-            .and_then(|i| names.get(i as usize))
-            .cloned()
-            .unwrap_or_else(|| format!("event {tag}"))
+        self.names.name(tag)
     }
 }
 
@@ -170,9 +163,7 @@ impl Tool for Tracer {
     }
 
     fn create_event(&self, name: &str, _desc: Option<&str>) -> u32 {
-        let mut names = self.user_events.lock().unwrap_or_else(|e| e.into_inner());
-        names.push(name.to_owned());
-        (USEREVT_START + names.len() as u32 - 1).min(events::USEREVT_END)
+        self.names.create(name)
     }
 
     fn finish(&self) {
