@@ -233,7 +233,10 @@ pub struct Span {
 
 impl Span {
     /// Opens an interval event: reports START with `args`. Call only when [`enabled`].
-    #[inline]
+    /// Out of line and cold: instrumented call sites keep only the flag test inline, so
+    /// the path with no tool attached is not made larger or slower.
+    #[cold]
+    #[inline(never)]
     pub fn begin(tag: u32, location: &'static Location<'static>, args: &[Arg<'_>]) -> Span {
         let saved_depth = DEPTH.with(Cell::get);
         let execute = events::runs_user_code(tag);
@@ -262,7 +265,8 @@ impl Span {
     }
 
     /// Closes the interval: reports END with `args` if START was reported.
-    #[inline]
+    #[cold]
+    #[inline(never)]
     pub fn end(self, args: &[Arg<'_>]) {
         DEPTH.with(|c| c.set(self.saved_depth));
         if self.reported {
@@ -310,7 +314,8 @@ impl Drop for Quiet {
 
 /// Reports an ATOMIC event (if admitted and not nested in a library span). Call only
 /// when [`enabled`].
-#[inline]
+#[cold]
+#[inline(never)]
 pub fn atomic(tag: u32, location: &'static Location<'static>, args: &[Arg<'_>]) {
     if DEPTH.with(Cell::get) != 0 {
         return;
