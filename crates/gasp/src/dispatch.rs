@@ -223,12 +223,15 @@ fn deliver(d: &Dispatch, event: &Event<'_>) {
 /// An open interval event of the library: reports START when made (if admitted) and
 /// END when [`Span::end`] is called; dropping it without `end` (an unwinding panic)
 /// only restores the nesting depth.
+///
+/// Two words, so that the `Option<Span>` an instrumented call site holds lives in
+/// registers (`None` is the null location), not in a stack slot copied around the call.
 #[must_use = "a span reports its END event when `end` is called"]
 pub struct Span {
-    tag: u32,
     location: &'static Location<'static>,
-    reported: bool,
-    saved_depth: u32,
+    tag: u32,
+    /// The nesting depth to restore, shifted left once; bit 0: START was reported.
+    state: u32,
 }
 
 impl Span {
@@ -257,19 +260,22 @@ impl Span {
         };
         DEPTH.with(|c| c.set(if execute { 0 } else { saved_depth + 1 }));
         Span {
-            tag,
             location,
-            reported,
-            saved_depth,
+            tag,
+            state: saved_depth << 1 | u32::from(reported),
         }
+    }
+
+    fn saved_depth(&self) -> u32 {
+        self.state >> 1
     }
 
     /// Closes the interval: reports END with `args` if START was reported.
     #[cold]
     #[inline(never)]
     pub fn end(self, args: &[Arg<'_>]) {
-        DEPTH.with(|c| c.set(self.saved_depth));
-        if self.reported {
+        DEPTH.with(|c| c.set(self.saved_depth()));
+        if self.state & 1 != 0 {
             if let Some(d) = DISPATCH.get().filter(|_| enabled()) {
                 deliver(
                     d,
@@ -288,7 +294,7 @@ impl Span {
 
 impl Drop for Span {
     fn drop(&mut self) {
-        DEPTH.with(|c| c.set(self.saved_depth));
+        DEPTH.with(|c| c.set(self.saved_depth()));
     }
 }
 

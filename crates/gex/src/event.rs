@@ -254,11 +254,18 @@ pub(crate) fn track_nbi(category: EventCategory, c: Completion) {
     }
 }
 
-/// Waits for an operation that must complete before the call returns.
+/// Waits for an operation that must complete before the call returns. Inline, so a
+/// completion known at compile time (every shared-memory transfer) costs nothing.
+#[inline]
 pub(crate) fn complete_blocking(rt: &Runtime, c: Completion) {
     if let Completion::Pending(op) = c {
-        rt.wait_until(|| op.is_done());
+        wait_pending(rt, op);
     }
+}
+
+#[inline(never)]
+fn wait_pending(rt: &Runtime, op: Arc<OpHandle>) {
+    rt.wait_until(|| op.is_done());
 }
 
 fn nbi_done(mask: EventCategory) -> bool {

@@ -65,6 +65,7 @@ thread_local! {
     static CONTEXT: Cell<u32> = const { Cell::new(0) };
 }
 
+#[inline]
 fn context() -> u32 {
     CONTEXT.with(|c| c.get())
 }
@@ -97,6 +98,7 @@ fn restricted(call: &str, ctx: u32) -> ! {
 }
 
 /// True while this thread runs an AM handler.
+#[inline]
 pub fn in_handler() -> bool {
     context() & IN_HANDLER != 0
 }
@@ -157,6 +159,17 @@ pub fn poll() {
     let span = crate::instrument::gasp_span!(GASP_GEX_POLL, crate::instrument::NONE);
     rt.progress();
     crate::instrument::gasp_end!(span, crate::instrument::NONE);
+}
+
+/// [`poll`] without its own GASP event, for a runtime built on gex whose progress call
+/// is the operation a tool should see (UPC++'s internal progress); the handlers it runs
+/// report as under [`poll`]. Prohibited where [`poll`] is.
+#[inline]
+#[track_caller]
+pub fn poll_unreported() {
+    let rt = runtime("poll");
+    check_may_communicate("poll");
+    rt.progress();
 }
 
 /// How a waiting loop backs off while nothing happens: it spins for a few polls (a

@@ -32,6 +32,7 @@ use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
 
+use crate::instrument::reporting;
 use crate::persona;
 
 mod cell;
@@ -168,6 +169,16 @@ enum Repr<T> {
     Reply(&'static ReplyCell),
     /// The value was taken (only transiently, inside consuming methods).
     Taken,
+}
+
+/// [`persona::progress_past`] for [`Future::wait`], reported as the wait's GASP event.
+#[cold]
+#[inline(never)]
+#[track_caller]
+fn progress_past_reported(epoch: u64) {
+    let span = gasp::span!(GASP_UPCXX_FUTURE_WAIT, gasp::instrument::NONE);
+    persona::progress_past(epoch, "Future::wait");
+    gasp::end!(span, gasp::instrument::NONE);
 }
 
 /// The eventual value of an operation (UPC++ `future<T...>`, spec ch. 5).
@@ -335,19 +346,28 @@ impl<T: 'static> Future<T> {
             Repr::Ready(v) => v,
             // An operation complete at initiation (all shared-memory RMA): ready at the
             // next user-level progress.
+            // The GASP event (when a tool is attached) is reported out of line, so the
+            // common path makes one test of the tool flag.
             Repr::AfterProgress(v, epoch) => {
-                let span = gasp::span!(GASP_UPCXX_FUTURE_WAIT, gasp::instrument::NONE);
-                persona::progress_past(epoch, "Future::wait");
-                gasp::end!(span, gasp::instrument::NONE);
+                if reporting() {
+                    progress_past_reported(epoch);
+                } else {
+                    persona::progress_past(epoch, "Future::wait");
+                }
                 v
             }
-            repr => {
-                let span = gasp::span!(GASP_UPCXX_FUTURE_WAIT, gasp::instrument::NONE);
-                let v = Future { repr }.wait_slow();
-                gasp::end!(span, gasp::instrument::NONE);
-                v
-            }
+            repr if reporting() => Future { repr }.wait_slow_reported(),
+            repr => Future { repr }.wait_slow(),
         }
+    }
+
+    #[inline(never)]
+    #[track_caller]
+    fn wait_slow_reported(self) -> T {
+        let span = gasp::span!(GASP_UPCXX_FUTURE_WAIT, gasp::instrument::NONE);
+        let v = self.wait_slow();
+        gasp::end!(span, gasp::instrument::NONE);
+        v
     }
 
     #[track_caller]

@@ -51,3 +51,17 @@ pub(crate) fn with_handle(args: [Arg<'static>; 4], event: &gex::Event) -> [Arg<'
     let [a, b, c, d] = args;
     [a, b, c, d, Arg::Handle(handle)]
 }
+
+/// Whether a tool may receive events (always false without the `gasp` feature): lets a
+/// hot path make its one test and leave all reporting to its out-of-line variant.
+#[inline(always)]
+pub(crate) fn reporting() -> bool {
+    #[cfg(feature = "gasp")]
+    {
+        gasp::enabled()
+    }
+    #[cfg(not(feature = "gasp"))]
+    {
+        false
+    }
+}

@@ -372,8 +372,16 @@ fn restricted_context_violation(call: &str) -> ! {
 #[track_caller]
 pub fn progress(level: ProgressLevel) {
     crate::runtime::check_init("progress");
-    let level_arg = [gasp::Arg::Int(i32::from(level == ProgressLevel::User))];
-    let span = gasp::span!(GASP_UPCXX_PROGRESS, level_arg);
+    if crate::instrument::reporting() {
+        progress_reported(level);
+    } else {
+        progress_at(level);
+    }
+}
+
+#[inline]
+#[track_caller]
+fn progress_at(level: ProgressLevel) {
     match level {
         ProgressLevel::Internal => internal_progress(),
         ProgressLevel::User => {
@@ -381,17 +389,39 @@ pub fn progress(level: ProgressLevel) {
             user_progress();
         }
     }
+}
+
+/// [`progress`] reported as its GASP event (out of line: one flag test on the
+/// common path).
+#[cold]
+#[inline(never)]
+#[track_caller]
+fn progress_reported(level: ProgressLevel) {
+    let level_arg = [gasp::Arg::Int(i32::from(level == ProgressLevel::User))];
+    let span = gasp::span!(GASP_UPCXX_PROGRESS, level_arg);
+    progress_at(level);
     gasp::end!(span, level_arg);
 }
 
 #[inline]
 pub(crate) fn internal_progress() {
     if !gex::progress::in_handler() {
-        // The runtime's own polls are not the user's `gex::poll` calls.
         #[cfg(feature = "gasp")]
-        let _quiet = gasp::enabled().then(gasp::dispatch::quiet);
-        gex::poll();
+        if crate::instrument::reporting() {
+            return quiet_poll();
+        }
+        gex::progress::poll_unreported();
     }
+}
+
+/// The runtime's own poll while a tool is attached: what it runs is the runtime's work,
+/// not the user's (its handlers' events are hidden too).
+#[cfg(feature = "gasp")]
+#[cold]
+#[inline(never)]
+fn quiet_poll() {
+    let _quiet = gasp::dispatch::quiet();
+    gex::progress::poll_unreported();
 }
 
 /// Internal progress, then everything owed to this thread's personas. Returns how many

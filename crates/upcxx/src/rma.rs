@@ -32,8 +32,13 @@
 //!
 //! # How transfers and notifications happen
 //!
-//! Every transfer goes through the `gex` put and get calls (a bounds check and a copy on
-//! shared memory), so the code is right for any conduit. Notifications are nevertheless
+//! A transfer to or from a segment this process maps (every rank of the local team, on
+//! shared memory; DESIGN decision 2) is a copy made right here after a bounds check
+//! against the owner's segment, as UPC++ does for its local team. Anything else goes
+//! through the `gex` put and get calls, so the code is right for any conduit: ranks on
+//! other hosts, a range outside the segment (which `gex` reports), and every transfer
+//! while a GASP tool is attached (the reporting lives on that path, so the local one
+//! makes a single test of the tool flag). Notifications are nevertheless
 //! delivered only during user-level progress of the calling thread (§7.1 ¶14): the future
 //! of `upcxx::rput(v, p)` is not ready when the call returns, even though the value is
 //! already at the target; it is at the next `progress()` or inside `wait()`. That future
@@ -69,7 +74,8 @@ use crate::completion::{
 };
 use crate::future::Future;
 use crate::global_ptr::GlobalPtr;
-use crate::runtime::{rt, Rank};
+use crate::instrument::reporting;
+use crate::runtime::{rt, Rank, Runtime};
 
 /// The completion events of [`rput_with`] (§8.2.1 ¶4–¶5): remote and operation, no
 /// values. There is no source completion: the value is copied before the call returns.
@@ -335,12 +341,42 @@ fn null_pointer(call: &str) -> ! {
     panic!("upcxx::{call}: the global pointer is null")
 }
 
+/// Where this process reaches `len` bytes at `addr` in `rank`'s segment, if it maps
+/// that segment (`rank` is in the local team) and the whole range is inside it.
+#[inline]
+fn local_range(rt: &Runtime, rank: Rank, addr: usize, len: usize) -> Option<usize> {
+    let peer = rt.peers.get(rank as usize)?;
+    let off = addr.wrapping_sub(peer.owner_base);
+    (off <= peer.size && len <= peer.size - off).then_some(peer.local_base + off)
+}
+
 /// Starts a put that is locally complete on return; its event says whether the
 /// operation is complete too.
+///
+/// Into a segment this process maps, with no tool attached, the put is a copy made
+/// here, as the communication layer would make it; everything else (other hosts, a
+/// range outside the segment, which `gex` reports, and GASP events) takes
+/// [`put_through_gex`].
 #[inline]
 #[track_caller]
 fn put(call: &str, rank: Rank, addr: usize, bytes: &[u8]) -> gex::Event {
-    let team = &rt(call).team;
+    let rt = rt(call);
+    match local_range(rt, rank, addr, bytes.len()) {
+        Some(dest) if !reporting() => {
+            // SAFETY: `[dest, dest + len)` is inside the mapping of `rank`'s segment
+            // (local_range), which stays mapped for the life of the job; `bytes` is a
+            // live borrow. Concurrent access by other ranks is the program's to order,
+            // as for any put.
+            unsafe { std::ptr::copy(bytes.as_ptr(), dest as *mut u8, bytes.len()) };
+            gex::Event::invalid()
+        }
+        _ => put_through_gex(rt, rank, addr, bytes),
+    }
+}
+
+#[inline(never)]
+#[track_caller]
+fn put_through_gex(rt: &Runtime, rank: Rank, addr: usize, bytes: &[u8]) -> gex::Event {
     // The argument lists are built only when a tool is attached (inside the macros).
     let span = gasp::span!(
         GASP_UPC_NB_PUT_INIT,
@@ -348,7 +384,10 @@ fn put(call: &str, rank: Rank, addr: usize, bytes: &[u8]) -> gex::Event {
     );
     // SAFETY: with `Lc::Now` the put has finished reading `bytes` when it returns, so
     // the borrow covers every access to the source.
-    let started = unsafe { team.put_nb(rank, addr, bytes, gex::Lc::Now, gex::Flags::NONE) };
+    let started = unsafe {
+        rt.team
+            .put_nb(rank, addr, bytes, gex::Lc::Now, gex::Flags::NONE)
+    };
     match started {
         Ok(event) => {
             gasp::end!(
@@ -364,19 +403,32 @@ fn put(call: &str, rank: Rank, addr: usize, bytes: &[u8]) -> gex::Event {
     }
 }
 
-/// Fills `dest` from `[addr, addr + dest.len())` at `rank`; complete on return.
-///
+/// Fills `dest` from `[addr, addr + dest.len())` at `rank`; complete on return. As for
+/// [`put`], a copy made here from a segment this process maps when no tool is attached.
+#[inline]
+#[track_caller]
+fn get(call: &str, dest: &mut [u8], rank: Rank, addr: usize) {
+    let rt = rt(call);
+    match local_range(rt, rank, addr, dest.len()) {
+        // SAFETY: the source range is inside the mapping of `rank`'s segment
+        // (local_range); `dest` is a live exclusive borrow.
+        Some(src) if !reporting() => unsafe {
+            std::ptr::copy(src as *const u8, dest.as_mut_ptr(), dest.len())
+        },
+        _ => get_through_gex(rt, dest, rank, addr),
+    }
+}
+
 /// Kept out of line (the transfer is large once inlined), so that the generic calls
 /// around it inline into their callers and build the returned futures in registers.
 #[inline(never)]
 #[track_caller]
-fn get(call: &str, dest: &mut [u8], rank: Rank, addr: usize) {
-    let team = &rt(call).team;
+fn get_through_gex(rt: &Runtime, dest: &mut [u8], rank: Rank, addr: usize) {
     let span = gasp::span!(
         GASP_UPC_NB_GET_INIT,
         crate::instrument::get_args(dest, rank, addr)
     );
-    match team.get_blocking(dest, rank, addr, gex::Flags::NONE) {
+    match rt.team.get_blocking(dest, rank, addr, gex::Flags::NONE) {
         Ok(()) => {}
         Err(gex::NoOp) => unreachable!("gex returns NoOp only for Flags::IMMEDIATE"),
     }

@@ -9,7 +9,7 @@
 //! rank. The communication layer cannot be initialized twice in one process, so `init`
 //! after the last `finalize` is an error.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
 use crate::persona;
@@ -34,6 +34,9 @@ pub(crate) struct Runtime {
 }
 
 static RUNTIME: OnceLock<Runtime> = OnceLock::new();
+/// `RUNTIME`'s value from the end of the first `init` to the last `finalize`, null
+/// otherwise: every call finds the runtime, and whether it may be used, in one load.
+static LIVE: AtomicPtr<Runtime> = AtomicPtr::new(std::ptr::null_mut());
 static INITS: AtomicUsize = AtomicUsize::new(0);
 static FINALIZED: AtomicBool = AtomicBool::new(false);
 
@@ -41,10 +44,13 @@ static FINALIZED: AtomicBool = AtomicBool::new(false);
 #[inline]
 #[track_caller]
 pub(crate) fn rt(call: &str) -> &'static Runtime {
-    match RUNTIME.get() {
-        Some(rt) if INITS.load(Ordering::Relaxed) > 0 => rt,
-        _ => not_initialized(call),
+    let live = LIVE.load(Ordering::Acquire);
+    if live.is_null() {
+        not_initialized(call);
     }
+    // SAFETY: a non-null `LIVE` points at `RUNTIME`'s value, which is never dropped or
+    // moved; the Acquire load pairs with the Release store made after it was set.
+    unsafe { &*live }
 }
 
 #[inline]
@@ -103,6 +109,8 @@ pub fn init() {
         rank,
         size,
     });
+    let runtime: &'static Runtime = RUNTIME.get().expect("just set");
+    LIVE.store(std::ptr::from_ref(runtime).cast_mut(), Ordering::Release);
 }
 
 /// True between the first `init` and the last `finalize` (UPC++ `initialized`).
@@ -121,6 +129,7 @@ pub fn finalize() {
         barrier_with_progress(&rt.team);
         INITS.store(0, Ordering::Release);
         FINALIZED.store(true, Ordering::Release);
+        LIVE.store(std::ptr::null_mut(), Ordering::Release);
         gasp::end!(span, [gasp::Arg::Int(0)]);
         // gex's own exit event would repeat ours; its finalize also ends the tool.
         #[cfg(feature = "gasp")]
