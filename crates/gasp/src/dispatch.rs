@@ -36,12 +36,13 @@ use std::sync::{Mutex, OnceLock};
 
 use crate::events::{self, USEREVT_END, USEREVT_START};
 use crate::tool::{Arg, Event, EventType, InitInfo, Language, Tool};
+use crate::tools::Selected;
 
 /// Set once, when a tool is attached; never cleared.
 static ENABLED: AtomicBool = AtomicBool::new(false);
 
 struct Dispatch {
-    tool: Box<dyn Tool>,
+    tool: Selected,
     info: InitInfo,
     /// `--profile-only`: allowed system tags (indexed by tag), `None` = all.
     only: Option<Vec<bool>>,
@@ -114,8 +115,8 @@ pub fn init(rank: u32, ranks: u32, local_ranks: std::ops::Range<u32>) -> Result<
     };
     let factory = FACTORY.lock().unwrap_or_else(|e| e.into_inner()).take();
     let mut args: Vec<String> = std::env::args().collect();
-    let tool: Box<dyn Tool> = match (factory, std::env::var(GASP_TOOL)) {
-        (Some(f), _) => f(&info, &mut args),
+    let tool = match (factory, std::env::var(GASP_TOOL)) {
+        (Some(f), _) => Selected::Other(f(&info, &mut args)),
         (None, Ok(name)) if name.is_empty() => return Ok(()),
         (None, Ok(name)) => crate::tools::builtin(&name, &info, &mut args)?,
         (None, Err(_)) => return Ok(()),
@@ -162,7 +163,7 @@ pub fn info() -> Option<&'static InitInfo> {
 pub fn finish() {
     if let Some(d) = DISPATCH.get() {
         if ENABLED.swap(false, Ordering::AcqRel) {
-            in_tool(|| d.tool.finish());
+            in_tool(|| d.tool.as_tool().finish());
         }
     }
 }
@@ -216,8 +217,29 @@ fn is_access(tag: u32) -> bool {
     )
 }
 
+#[inline(always)]
 fn deliver(d: &Dispatch, event: &Event<'_>) {
     in_tool(|| d.tool.event_notify(event));
+}
+
+/// Reports one library event if a tool is attached and admits it; whether it did.
+#[inline(never)]
+fn report(tag: u32, ty: EventType, location: &'static Location<'static>, args: &[Arg<'_>]) -> bool {
+    match DISPATCH.get() {
+        Some(d) if enabled() && (ty == EventType::End || admitted(d, tag, args)) => {
+            deliver(
+                d,
+                &Event {
+                    tag,
+                    ty,
+                    location,
+                    args,
+                },
+            );
+            true
+        }
+        _ => false,
+    }
 }
 
 /// An open interval event of the library: reports START when made (if admitted) and
@@ -237,27 +259,16 @@ pub struct Span {
 impl Span {
     /// Opens an interval event: reports START with `args`. Call only when [`enabled`].
     /// Out of line and cold: instrumented call sites keep only the flag test inline, so
-    /// the path with no tool attached is not made larger or slower.
+    /// the path with no tool attached is not made larger or slower. A span nested in
+    /// another (a library's internal operation) only counts its depth: the runtime makes
+    /// many more of those than the user makes operations (every poll of a wait).
     #[cold]
     #[inline(never)]
     pub fn begin(tag: u32, location: &'static Location<'static>, args: &[Arg<'_>]) -> Span {
         let saved_depth = DEPTH.with(Cell::get);
         let execute = events::runs_user_code(tag);
-        let reported = match DISPATCH.get() {
-            Some(d) if enabled() && (saved_depth == 0 || execute) && admitted(d, tag, args) => {
-                deliver(
-                    d,
-                    &Event {
-                        tag,
-                        ty: EventType::Start,
-                        location,
-                        args,
-                    },
-                );
-                true
-            }
-            _ => false,
-        };
+        let reported =
+            (saved_depth == 0 || execute) && report(tag, EventType::Start, location, args);
         DEPTH.with(|c| c.set(if execute { 0 } else { saved_depth + 1 }));
         Span {
             location,
@@ -276,17 +287,7 @@ impl Span {
     pub fn end(self, args: &[Arg<'_>]) {
         DEPTH.with(|c| c.set(self.saved_depth()));
         if self.state & 1 != 0 {
-            if let Some(d) = DISPATCH.get().filter(|_| enabled()) {
-                deliver(
-                    d,
-                    &Event {
-                        tag: self.tag,
-                        ty: EventType::End,
-                        location: self.location,
-                        args,
-                    },
-                );
-            }
+            report(self.tag, EventType::End, self.location, args);
         }
         std::mem::forget(self);
     }
@@ -345,7 +346,7 @@ pub fn atomic(tag: u32, location: &'static Location<'static>, args: &[Arg<'_>]) 
 /// returns the previous setting (`true` if never called, or with no tool attached).
 pub fn control(on: bool) -> bool {
     match DISPATCH.get() {
-        Some(d) => in_tool(|| d.tool.control(on)).unwrap_or(true),
+        Some(d) => in_tool(|| d.tool.as_tool().control(on)).unwrap_or(true),
         None => true,
     }
 }
@@ -361,7 +362,7 @@ pub fn create_event(name: &str, desc: Option<&str>) -> UserEvent {
     static NEXT: AtomicU32 = AtomicU32::new(USEREVT_START);
     let from_tool = DISPATCH
         .get()
-        .and_then(|d| in_tool(|| d.tool.create_event(name, desc)));
+        .and_then(|d| in_tool(|| d.tool.as_tool().create_event(name, desc)));
     UserEvent(from_tool.unwrap_or_else(|| NEXT.fetch_add(1, Ordering::Relaxed).min(USEREVT_END)))
 }
 

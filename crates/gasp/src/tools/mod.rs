@@ -3,13 +3,12 @@
 //!
 //! # Per-thread buffers
 //!
-//! Each thread records into a buffer of its own ([`ThreadSlot`]); the hot path takes no
-//! lock and does no I/O. A slot is registered in the tool's list when the thread reports
-//! its first event (the only lock, once per thread). The slot's `busy` flag is the
-//! handshake with [`finish`](crate::Tool::finish), which may run while other threads
-//! still report: the writer claims the flag with one atomic swap, the finishing thread
-//! closes the list and claims every slot before reading it, so a late writer finds its
-//! slot claimed and drops the event instead of racing with the reader.
+//! Each thread records into a buffer of its own (`slots.rs`); the hot path takes no
+//! lock, does no I/O and no atomic read-modify-write. A slot is registered in the tool's
+//! list when the thread reports its first event (the only lock, once per thread).
+//! [`finish`](crate::Tool::finish) may run while other threads still report: it closes
+//! every slot and waits for writers inside one, so a late writer drops its event instead
+//! of racing with the reader.
 //!
 //! # Output
 //!
@@ -19,12 +18,11 @@
 //! (a one-rank run) writes the job's file itself, to `GASP_OUT` or the default name.
 
 pub mod profile;
+mod slots;
 pub mod trace;
 
-use std::cell::UnsafeCell;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 use crate::events::{USEREVT_END, USEREVT_START};
 use crate::formats::{Profile, Trace};
@@ -71,16 +69,45 @@ impl Kind {
     }
 }
 
+/// A tool `GASP_TOOL` selects: the dispatcher calls the built-in ones directly (their
+/// event path inlines into it), any other through `dyn Tool`.
+pub(crate) enum Selected {
+    Profile(profile::Profiler),
+    Trace(trace::Tracer),
+    Other(Box<dyn Tool>),
+}
+
+impl Selected {
+    /// The tool as the trait object the rarely used calls go through.
+    pub(crate) fn as_tool(&self) -> &dyn Tool {
+        match self {
+            Selected::Profile(p) => p,
+            Selected::Trace(t) => t,
+            Selected::Other(t) => &**t,
+        }
+    }
+
+    /// `gasp_event_notify`.
+    #[inline(always)]
+    pub(crate) fn event_notify(&self, event: &crate::tool::Event<'_>) {
+        match self {
+            Selected::Profile(p) => p.event_notify(event),
+            Selected::Trace(t) => t.event_notify(event),
+            Selected::Other(t) => t.event_notify(event),
+        }
+    }
+}
+
 /// The tool `GASP_TOOL=name` selects: a built-in one, or a C library at that path.
 pub(crate) fn builtin(
     name: &str,
     info: &InitInfo,
     args: &mut Vec<String>,
-) -> Result<Box<dyn Tool>, String> {
+) -> Result<Selected, String> {
     Ok(match Kind::from_name(name) {
-        Some(Kind::Profile) => Box::new(profile::Profiler::new(info, args)),
-        Some(Kind::Trace) => Box::new(trace::Tracer::new(info, args)),
-        None => Box::new(crate::ctool::CTool::load(name, info, args)?),
+        Some(Kind::Profile) => Selected::Profile(profile::Profiler::new(info, args)),
+        Some(Kind::Trace) => Selected::Trace(trace::Tracer::new(info, args)),
+        None => Selected::Other(Box::new(crate::ctool::CTool::load(name, info, args)?)),
     })
 }
 
@@ -108,77 +135,6 @@ impl EventNames {
             .and_then(|i| user.get(i as usize))
             .cloned()
             .unwrap_or_else(|| format!("event {tag}"))
-    }
-}
-
-/// One thread's buffer of a built-in tool.
-pub(crate) struct ThreadSlot<T> {
-    busy: AtomicBool,
-    data: UnsafeCell<T>,
-}
-
-// SAFETY: `data` is only accessed by whoever holds `busy` (see `with` and `drain`).
-unsafe impl<T: Send> Sync for ThreadSlot<T> {}
-
-impl<T> ThreadSlot<T> {
-    pub(crate) fn new(data: T) -> ThreadSlot<T> {
-        ThreadSlot {
-            busy: AtomicBool::new(false),
-            data: UnsafeCell::new(data),
-        }
-    }
-
-    /// Runs `f` on the buffer unless the finishing thread has claimed it.
-    #[inline]
-    pub(crate) fn with(&self, f: impl FnOnce(&mut T)) {
-        if self.busy.swap(true, Ordering::Acquire) {
-            return;
-        }
-        // SAFETY: holding `busy` gives exclusive access.
-        f(unsafe { &mut *self.data.get() });
-        self.busy.store(false, Ordering::Release);
-    }
-}
-
-/// The registry of a tool's thread slots.
-pub(crate) struct Slots<T> {
-    list: Mutex<(bool, Vec<Arc<ThreadSlot<T>>>)>,
-}
-
-impl<T> Slots<T> {
-    pub(crate) const fn new() -> Slots<T> {
-        Slots {
-            list: Mutex::new((false, Vec::new())),
-        }
-    }
-
-    /// Adds a new thread's slot; `None` once the tool has finished.
-    pub(crate) fn register(&self, data: T) -> Option<Arc<ThreadSlot<T>>> {
-        let mut list = self.list.lock().unwrap_or_else(|e| e.into_inner());
-        if list.0 {
-            return None;
-        }
-        let slot = Arc::new(ThreadSlot::new(data));
-        list.1.push(slot.clone());
-        Some(slot)
-    }
-
-    /// Closes the registry and hands every slot's contents to `f`, in registration
-    /// order (the first thread, normally the one that initialized the runtime, first).
-    pub(crate) fn drain(&self, mut f: impl FnMut(usize, &mut T)) {
-        let slots = {
-            let mut list = self.list.lock().unwrap_or_else(|e| e.into_inner());
-            list.0 = true;
-            std::mem::take(&mut list.1)
-        };
-        for (i, slot) in slots.iter().enumerate() {
-            // A writer holds the flag for a few instructions at most.
-            while slot.busy.swap(true, Ordering::Acquire) {
-                std::hint::spin_loop();
-            }
-            // SAFETY: we hold `busy` and never release it: the slot is ours from now on.
-            f(i, unsafe { &mut *slot.data.get() });
-        }
     }
 }
 

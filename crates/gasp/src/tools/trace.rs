@@ -1,23 +1,46 @@
 //! The tracer (`GASP_TOOL=trace`, `upcxx-run --trace[=FILE]`).
 //!
-//! Every event is appended to the thread's buffer as a fixed-size [`Record`] (timestamp
-//! in ticks, tag, type, call site, up to [`MAX_ARGS`] arguments). Buffers are allocated
-//! in chunks of [`CHUNK`] records, the first when the thread reports its first event; a
-//! thread that fills `GASP_TRACE_LIMIT` records (default 4 Mi) drops further events and
-//! counts them. At the end, each thread's records are turned into Chrome trace events
-//! (see [`crate::formats`]): START/END pairs become complete events (`X`), initiations of
-//! non-blocking operations become async begin/end pairs that end at the sync that
-//! retired them (or at once, for operations complete at initiation), atomic events
-//! become instants, and an RPC's send and execution are joined by a flow.
+//! Every event is appended to the thread's buffer as a compact record, and decoded at
+//! the end into Chrome trace events (see [`crate::formats`]): START/END pairs become
+//! complete events (`X`), initiations of non-blocking operations become async begin/end
+//! pairs that end at the sync that retired them (or at once, for operations complete at
+//! initiation), atomic events become instants, and an RPC's send and execution are
+//! joined by a flow (`s` at the send, `f` bound to the enclosing execution, matched by
+//! the message id both events carry).
+//!
+//! # Records
+//!
+//! What a record costs is mostly the memory it is written to: on a virtual machine the
+//! first touch of a page costs microseconds (about half a nanosecond per byte here),
+//! more than all the instructions of an event. So records are small and the memory is
+//! touched before it is needed:
+//!
+//! * a record is one header word and the arguments that changed. The header holds the
+//!   *site* (an index into the thread's table of distinct (tag, type, call site,
+//!   argument kinds), found through a small direct-mapped cache), a mask of the
+//!   arguments equal to the same argument of the thread's previous record (left out:
+//!   the END of a put repeats its START, a loop repeats its pointers), and the ticks
+//!   since the previous record (a clock record carries the absolute time when the gap
+//!   does not fit). An argument takes one word, a global pointer two. A
+//!   `upcxx::rput(v, p).wait()` in a loop takes four words for its four events;
+//! * each thread's first buffer, [`GASP_TRACE_BUFFER`] MiB (default
+//!   [`DEFAULT_BUFFER_MIB`]), is allocated and touched when the thread registers (the
+//!   initializing thread: when the tool is created), outside the measured program;
+//!   further chunks of [`CHUNK_WORDS`] words are allocated as needed and touched as
+//!   written.
+//!
+//! A thread that records `GASP_TRACE_LIMIT` records (default 4 Mi) drops further events
+//! and counts them.
 
 use std::ffi::CStr;
 use std::panic::Location;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
 
+use rustc_hash::FxHashMap;
 use serde_json::{json, Map, Value};
 
-use super::{Destination, Kind, Slots, ThreadSlot};
+use super::slots::{fence, SlotCell, Slots};
+use super::{Destination, Kind};
 use crate::events::{self, Timing, NB_TRIVIAL};
 use crate::formats::{Trace, TraceEvent, TraceInfo, TRACE_TOOL};
 use crate::timer::{self, Calibration, Ticks};
@@ -25,11 +48,17 @@ use crate::tool::{Arg, Event, EventType, GPtr, InitInfo, Tool};
 
 /// Arguments kept per record.
 pub const MAX_ARGS: usize = 5;
-/// Records per buffer chunk.
-pub const CHUNK: usize = 16 * 1024;
 /// Environment variable: the most records one thread keeps.
 pub const GASP_TRACE_LIMIT: &str = "GASP_TRACE_LIMIT";
+/// Environment variable: the size in MiB of each thread's first buffer, allocated and
+/// touched when the thread registers.
+pub const GASP_TRACE_BUFFER: &str = "GASP_TRACE_BUFFER";
+/// The default of [`GASP_TRACE_BUFFER`].
+pub const DEFAULT_BUFFER_MIB: usize = 32;
+/// Words of each further chunk of a thread's buffer.
+pub const CHUNK_WORDS: usize = 1 << 20;
 
+/// An argument as decoded.
 #[derive(Clone, Copy, Debug)]
 enum Stored {
     I(i64),
@@ -40,6 +69,7 @@ enum Stored {
     S(u32),
 }
 
+/// A decoded record.
 #[derive(Clone, Copy)]
 struct Record {
     ticks: Ticks,
@@ -50,33 +80,265 @@ struct Record {
     args: [Stored; MAX_ARGS],
 }
 
+// The header word of a record: site | same-mask | delta ticks.
+const SITE_BITS: u32 = 20;
+const SITE_MASK: u64 = (1 << SITE_BITS) - 1;
+const SAME_SHIFT: u32 = SITE_BITS;
+const DELTA_SHIFT: u32 = SITE_BITS + MAX_ARGS as u32;
+const DELTA_MAX: u64 = u64::MAX >> DELTA_SHIFT;
+/// The site of a clock record, whose next word is the absolute tick count.
+const CLOCK: u64 = SITE_MASK;
+/// Words a record may take: a clock record, the header, two per argument.
+const RECORD_MAX_WORDS: usize = 3 + 2 * MAX_ARGS;
+
+// Argument kinds, three bits per argument in a site.
+const K_INT: u64 = 0;
+const K_UNSIGNED: u64 = 1;
+const K_FLOAT: u64 = 2;
+const K_GPTR: u64 = 3;
+const K_STR: u64 = 4;
+
+/// Entries of the direct-mapped site cache (a power of two).
+const SITE_CACHE: usize = 256;
+
+/// What records of one site share: the event, its call site, its argument kinds.
+#[derive(Clone, Copy)]
+struct Site {
+    location: &'static Location<'static>,
+    /// tag | type << 32 | nargs << 34 | kinds << 37.
+    meta: u64,
+}
+
+impl Site {
+    fn tag(&self) -> u32 {
+        self.meta as u32
+    }
+
+    fn ty(&self) -> EventType {
+        match self.meta >> 32 & 3 {
+            0 => EventType::Start,
+            1 => EventType::End,
+            _ => EventType::Atomic,
+        }
+    }
+
+    fn nargs(&self) -> usize {
+        (self.meta >> 34 & 7) as usize
+    }
+
+    fn kind(&self, i: usize) -> u64 {
+        self.meta >> (37 + 3 * i) & 7
+    }
+}
+
 struct ThreadTrace {
-    chunks: Vec<Vec<Record>>,
-    len: usize,
+    /// The chunk being filled.
+    current: Vec<u64>,
+    /// Full chunks, oldest first.
+    full: Vec<Vec<u64>>,
+    records: usize,
     limit: usize,
     dropped: u64,
+    /// Ticks of the previous record (of the thread's registration at first).
+    last_ticks: Ticks,
+    start_ticks: Ticks,
+    /// Each argument position's last value.
+    prev: [[u64; 2]; MAX_ARGS],
+    sites: Vec<Site>,
+    site_index: FxHashMap<(usize, u64), u32>,
+    /// (call-site address, meta, site + 1; 0: empty).
+    cache: [(usize, u64, u32); SITE_CACHE],
     strings: Vec<String>,
 }
 
 impl ThreadTrace {
-    #[inline]
-    fn push(&mut self, record: Record) {
-        if self.len >= self.limit {
+    fn new(limit: usize, buffer_words: usize) -> ThreadTrace {
+        let now = timer::ticks_now();
+        ThreadTrace {
+            current: touched(buffer_words),
+            full: Vec::new(),
+            records: 0,
+            limit,
+            dropped: 0,
+            last_ticks: now,
+            start_ticks: now,
+            prev: [[0; 2]; MAX_ARGS],
+            sites: Vec::new(),
+            site_index: FxHashMap::default(),
+            cache: [(0, 0, 0); SITE_CACHE],
+            strings: Vec::new(),
+        }
+    }
+
+    #[inline(always)]
+    fn push(&mut self, ticks: Ticks, event: &Event<'_>) {
+        if self.records >= self.limit {
             self.dropped += 1;
             return;
         }
-        let need_chunk = self.chunks.last().is_none_or(|c| c.len() == c.capacity());
-        if need_chunk {
-            self.chunks.push(Vec::with_capacity(CHUNK));
+        let mut words = [0u64; 2 * MAX_ARGS];
+        let (mut n, mut same, mut kinds, mut nargs) = (0, 0u64, 0u64, 0u64);
+        for (i, arg) in event.args.iter().take(MAX_ARGS).enumerate() {
+            let (kind, w) = match *arg {
+                Arg::Int(v) => (K_INT, [i64::from(v) as u64, 0]),
+                Arg::I64(v) => (K_INT, [v as u64, 0]),
+                Arg::Size(v) | Arg::Bytes(v) | Arg::Ptr(v) => (K_UNSIGNED, [v as u64, 0]),
+                Arg::Rank(v) => (K_UNSIGNED, [u64::from(v), 0]),
+                Arg::Handle(v) | Arg::U64(v) => (K_UNSIGNED, [v, 0]),
+                Arg::F64(v) => (K_FLOAT, [v.to_bits(), 0]),
+                Arg::GPtr(g) => (K_GPTR, [u64::from(g.rank), g.addr]),
+                Arg::Str(s) => (K_STR, [intern(&mut self.strings, s), 0]),
+            };
+            kinds |= kind << (3 * i);
+            nargs += 1;
+            if w == self.prev[i] {
+                same |= 1 << i;
+            } else {
+                self.prev[i] = w;
+                words[n] = w[0];
+                n += 1;
+                if kind == K_GPTR {
+                    words[n] = w[1];
+                    n += 1;
+                }
+            }
         }
-        self.chunks.last_mut().expect("pushed above").push(record);
-        self.len += 1;
+        let meta = u64::from(event.tag) | (event.ty as u64) << 32 | nargs << 34 | kinds << 37;
+        let site = self.site(event.location, meta);
+        if self.current.capacity() - self.current.len() < RECORD_MAX_WORDS {
+            self.next_chunk();
+        }
+        let mut delta = ticks.wrapping_sub(self.last_ticks);
+        if delta > DELTA_MAX {
+            self.current.push(CLOCK);
+            self.current.push(ticks);
+            delta = 0;
+        }
+        self.current
+            .push(site | same << SAME_SHIFT | delta << DELTA_SHIFT);
+        self.current.extend_from_slice(&words[..n]);
+        self.last_ticks = ticks;
+        self.records += 1;
+    }
+
+    /// The index of the site (location, meta).
+    #[inline(always)]
+    fn site(&mut self, location: &'static Location<'static>, meta: u64) -> u64 {
+        let key = location as *const Location<'static> as usize;
+        let slot = ((key >> 3) as u64 ^ meta).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 56;
+        let (k, m, site) = self.cache[slot as usize & (SITE_CACHE - 1)];
+        if k == key && m == meta && site != 0 {
+            return u64::from(site - 1);
+        }
+        self.site_slow(slot as usize & (SITE_CACHE - 1), location, meta)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn site_slow(&mut self, slot: usize, location: &'static Location<'static>, meta: u64) -> u64 {
+        let key = location as *const Location<'static> as usize;
+        let sites = &mut self.sites;
+        let site = *self.site_index.entry((key, meta)).or_insert_with(|| {
+            sites.push(Site { location, meta });
+            sites.len() as u32 - 1
+        });
+        // Sites beyond the header's field all share its last value; a program does not
+        // have a million call sites.
+        let site = site.min(CLOCK as u32 - 1);
+        self.cache[slot] = (key, meta, site + 1);
+        u64::from(site)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn next_chunk(&mut self) {
+        let chunk = std::mem::replace(&mut self.current, Vec::with_capacity(CHUNK_WORDS));
+        if !chunk.is_empty() {
+            self.full.push(chunk);
+        }
+    }
+
+    /// The records, oldest first.
+    fn decode(&self) -> impl Iterator<Item = Record> + '_ {
+        let mut words = self
+            .full
+            .iter()
+            .chain(std::iter::once(&self.current))
+            .flat_map(|c| c.iter().copied());
+        let mut ticks = self.start_ticks;
+        let mut prev = [[0u64; 2]; MAX_ARGS];
+        std::iter::from_fn(move || {
+            let mut header = words.next()?;
+            if header & SITE_MASK == CLOCK {
+                ticks = words.next()?;
+                header = words.next()?;
+            }
+            ticks = ticks.wrapping_add(header >> DELTA_SHIFT);
+            let site = self.sites[(header & SITE_MASK) as usize];
+            let same = header >> SAME_SHIFT;
+            let mut args = [Stored::U(0); MAX_ARGS];
+            for (i, (arg, prev)) in args.iter_mut().zip(&mut prev).enumerate() {
+                if i >= site.nargs() {
+                    break;
+                }
+                let kind = site.kind(i);
+                if same >> i & 1 == 0 {
+                    prev[0] = words.next()?;
+                    prev[1] = if kind == K_GPTR { words.next()? } else { 0 };
+                }
+                *arg = match kind {
+                    K_INT => Stored::I(prev[0] as i64),
+                    K_UNSIGNED => Stored::U(prev[0]),
+                    K_FLOAT => Stored::F(f64::from_bits(prev[0])),
+                    K_GPTR => Stored::G(GPtr {
+                        rank: prev[0] as u32,
+                        addr: prev[1],
+                    }),
+                    _ => Stored::S(prev[0] as u32),
+                };
+            }
+            Some(Record {
+                ticks,
+                location: site.location,
+                tag: site.tag(),
+                ty: site.ty(),
+                nargs: site.nargs() as u8,
+                args,
+            })
+        })
     }
 }
 
+/// An empty buffer of `words` words whose pages are already touched.
+fn touched(words: usize) -> Vec<u64> {
+    let mut v: Vec<u64> = Vec::with_capacity(words);
+    let bytes = words * std::mem::size_of::<u64>();
+    #[cfg(target_os = "linux")]
+    {
+        const MADV_POPULATE_WRITE: libc::c_int = 23;
+        let page = 4096;
+        let start = (v.as_mut_ptr() as usize).next_multiple_of(page);
+        let end = (v.as_mut_ptr() as usize + bytes) & !(page - 1);
+        if end > start {
+            // SAFETY: [start, end) lies inside the allocation `v` owns; populating pages
+            // for writing changes no byte of it.
+            let r = unsafe {
+                libc::madvise(start as *mut libc::c_void, end - start, MADV_POPULATE_WRITE)
+            };
+            if r == 0 {
+                return v;
+            }
+        }
+    }
+    // Older kernels: write a word of every page.
+    for w in v.spare_capacity_mut().iter_mut().step_by(512) {
+        w.write(0);
+    }
+    v
+}
+
 thread_local! {
-    static SLOT: std::cell::OnceCell<Option<Arc<ThreadSlot<ThreadTrace>>>> =
-        const { std::cell::OnceCell::new() };
+    static SLOT: SlotCell<ThreadTrace> = const { SlotCell::new() };
 }
 
 static SLOTS: Slots<ThreadTrace> = Slots::new();
@@ -87,6 +349,7 @@ pub struct Tracer {
     command: Vec<String>,
     measuring: AtomicBool,
     limit: usize,
+    buffer_words: usize,
     names: super::EventNames,
     next_async: AtomicU64,
 }
@@ -94,68 +357,49 @@ pub struct Tracer {
 impl Tracer {
     pub fn new(info: &InitInfo, args: &[String]) -> Tracer {
         timer::calibration();
+        fence::init();
         let limit = std::env::var(GASP_TRACE_LIMIT)
             .ok()
             .and_then(|v| v.parse().ok())
             .unwrap_or(4 << 20);
-        Tracer {
+        let buffer_mib = std::env::var(GASP_TRACE_BUFFER)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(DEFAULT_BUFFER_MIB);
+        let tracer = Tracer {
             info: info.clone(),
             command: args.to_vec(),
             measuring: AtomicBool::new(true),
             limit,
+            buffer_words: (buffer_mib << 20) / std::mem::size_of::<u64>(),
             names: super::EventNames::default(),
             next_async: AtomicU64::new(0),
-        }
+        };
+        // The initializing thread's buffer, before the program runs.
+        tracer.slot();
+        tracer
     }
 
     fn name(&self, tag: u32) -> String {
         self.names.name(tag)
     }
+
+    #[inline(always)]
+    fn slot(&self) -> Option<&'static super::slots::ThreadSlot<ThreadTrace>> {
+        SLOT.with(|slot| slot.get(&SLOTS, || ThreadTrace::new(self.limit, self.buffer_words)))
+    }
 }
 
 impl Tool for Tracer {
+    #[inline(always)]
     fn event_notify(&self, event: &Event<'_>) {
         let ticks = timer::ticks_now();
         if event.ty != EventType::End && !self.measuring.load(Ordering::Relaxed) {
             return;
         }
-        SLOT.with(|slot| {
-            let slot = slot.get_or_init(|| {
-                SLOTS.register(ThreadTrace {
-                    chunks: Vec::new(),
-                    len: 0,
-                    limit: self.limit,
-                    dropped: 0,
-                    strings: Vec::new(),
-                })
-            });
-            let Some(slot) = slot else { return };
-            slot.with(|t| {
-                let mut args = [Stored::U(0); MAX_ARGS];
-                let mut nargs = 0;
-                for (dst, arg) in args.iter_mut().zip(event.args) {
-                    *dst = match *arg {
-                        Arg::Int(v) => Stored::I(i64::from(v)),
-                        Arg::I64(v) => Stored::I(v),
-                        Arg::Size(v) | Arg::Bytes(v) | Arg::Ptr(v) => Stored::U(v as u64),
-                        Arg::Rank(v) => Stored::U(u64::from(v)),
-                        Arg::Handle(v) | Arg::U64(v) => Stored::U(v),
-                        Arg::F64(v) => Stored::F(v),
-                        Arg::GPtr(g) => Stored::G(g),
-                        Arg::Str(s) => Stored::S(intern(&mut t.strings, s)),
-                    };
-                    nargs += 1;
-                }
-                t.push(Record {
-                    ticks,
-                    location: event.location,
-                    tag: event.tag,
-                    ty: event.ty,
-                    nargs,
-                    args,
-                });
-            });
-        });
+        if let Some(slot) = self.slot() {
+            slot.with(|t| t.push(ticks, event));
+        }
     }
 
     fn control(&self, on: bool) -> bool {
@@ -180,8 +424,7 @@ impl Tool for Tracer {
                 "thread_name",
                 &format!("thread {tid}"),
             ));
-            let records = t.chunks.iter().flatten();
-            self.convert(&calibration, tid as u32, records, &t.strings, &mut out);
+            self.convert(&calibration, tid as u32, t.decode(), &t.strings, &mut out);
         });
         let part = Trace {
             trace_events: out,
@@ -205,9 +448,9 @@ impl Tool for Tracer {
     }
 }
 
-fn intern(strings: &mut Vec<String>, s: &CStr) -> u32 {
+fn intern(strings: &mut Vec<String>, s: &CStr) -> u64 {
     strings.push(s.to_string_lossy().into_owned());
-    strings.len() as u32 - 1
+    strings.len() as u64 - 1
 }
 
 fn meta(pid: u32, tid: u32, name: &str, value: &str) -> TraceEvent {
@@ -242,11 +485,11 @@ struct OpenRecord {
 }
 
 impl Tracer {
-    fn convert<'a>(
+    fn convert(
         &self,
         cal: &Calibration,
         tid: u32,
-        records: impl Iterator<Item = &'a Record>,
+        records: impl Iterator<Item = Record>,
         strings: &[String],
         out: &mut Vec<TraceEvent>,
     ) {
@@ -257,7 +500,8 @@ impl Tracer {
         let mut stack: Vec<OpenRecord> = Vec::new();
         // Async operations waiting for a sync, by handle.
         let mut pending: Vec<(u64, String, String, String)> = Vec::new();
-        for r in records {
+        for record in records {
+            let r = &record;
             let def = events::by_tag(r.tag);
             let cat = def.map_or("user", |d| d.layer.name()).to_owned();
             match r.ty {
@@ -479,5 +723,117 @@ pub fn merge(ranks: u32, parts: Vec<Trace>) -> Trace {
             dropped,
             epoch_ns: (epoch_us * 1000.0) as u64,
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event<'a>(tag: u32, ty: EventType, args: &'a [Arg<'a>]) -> Event<'a> {
+        Event {
+            tag,
+            ty,
+            location: Location::caller(),
+            args,
+        }
+    }
+
+    fn stored_eq(a: &Stored, b: &Stored) -> bool {
+        match (a, b) {
+            (Stored::I(x), Stored::I(y)) => x == y,
+            (Stored::U(x), Stored::U(y)) => x == y,
+            (Stored::F(x), Stored::F(y)) => x.to_bits() == y.to_bits(),
+            (Stored::G(x), Stored::G(y)) => x == y,
+            (Stored::S(x), Stored::S(y)) => x == y,
+            _ => false,
+        }
+    }
+
+    #[test]
+    fn records_decode_to_what_was_recorded() {
+        // A small first buffer, so that records continue in further chunks.
+        let mut t = ThreadTrace::new(usize::MAX, 64);
+        let g = GPtr {
+            rank: 3,
+            addr: 0xdead_beef_0000,
+        };
+        let name = c"phase";
+        let put = [Arg::Int(1), Arg::GPtr(g), Arg::Ptr(0x1000), Arg::Bytes(8)];
+        let put_end = [
+            Arg::Int(1),
+            Arg::GPtr(g),
+            Arg::Ptr(0x1000),
+            Arg::Bytes(8),
+            Arg::Handle(7),
+        ];
+        let user = [
+            Arg::I64(-5),
+            Arg::F64(2.5),
+            Arg::Str(name),
+            Arg::U64(u64::MAX),
+        ];
+        let mut expected = Vec::new();
+        let mut ticks = t.start_ticks;
+        for i in 0..10_000u64 {
+            let (tag, ty, args): (u32, EventType, &[Arg<'_>]) = match i % 4 {
+                0 => (events::GASP_UPC_NB_PUT_INIT, EventType::Start, &put),
+                1 => (events::GASP_UPC_NB_PUT_INIT, EventType::End, &put_end),
+                2 => (events::USEREVT_START, EventType::Atomic, &user),
+                _ => (events::GASP_UPCXX_FUTURE_WAIT, EventType::End, &[]),
+            };
+            // Mostly small steps; now and then a gap too long for the header.
+            ticks += if i % 1000 == 999 { 1 << 45 } else { i % 17 };
+            t.push(ticks, &event(tag, ty, args));
+            expected.push((ticks, tag, ty, args.len()));
+        }
+        assert!(!t.full.is_empty(), "the records span several chunks");
+        let decoded: Vec<Record> = t.decode().collect();
+        assert_eq!(decoded.len(), expected.len());
+        for (i, (r, (ticks, tag, ty, nargs))) in decoded.iter().zip(&expected).enumerate() {
+            assert_eq!(
+                (r.ticks, r.tag, r.ty, r.nargs as usize),
+                (*ticks, *tag, *ty, *nargs)
+            );
+            let want: Vec<Stored> = match i % 4 {
+                0 => vec![Stored::I(1), Stored::G(g), Stored::U(0x1000), Stored::U(8)],
+                1 => vec![
+                    Stored::I(1),
+                    Stored::G(g),
+                    Stored::U(0x1000),
+                    Stored::U(8),
+                    Stored::U(7),
+                ],
+                2 => {
+                    let Stored::S(s) = r.args[2] else {
+                        panic!("a string argument decodes as a string")
+                    };
+                    assert_eq!(t.strings[s as usize], "phase");
+                    vec![
+                        Stored::I(-5),
+                        Stored::F(2.5),
+                        r.args[2],
+                        Stored::U(u64::MAX),
+                    ]
+                }
+                _ => vec![],
+            };
+            for (a, b) in r.args[..r.nargs as usize].iter().zip(&want) {
+                assert!(stored_eq(a, b), "record {i}: {a:?} != {b:?}");
+            }
+            assert_eq!(r.location.file(), file!());
+        }
+    }
+
+    #[test]
+    fn a_full_thread_drops_and_counts() {
+        let mut t = ThreadTrace::new(3, 64);
+        for i in 0..5 {
+            t.push(
+                t.start_ticks + i,
+                &event(events::GASP_UPC_BARRIER, EventType::Start, &[]),
+            );
+        }
+        assert_eq!((t.decode().count(), t.dropped), (3, 2));
     }
 }
