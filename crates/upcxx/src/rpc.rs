@@ -103,7 +103,7 @@ use crate::persona;
 use crate::runtime::{self, Rank};
 use crate::serialization::{Error, Reader, Serialization, Writer};
 use delivery::Incoming;
-use wire::{send, KIND_REPLY, KIND_RPC};
+use wire::{first_arg, send, KIND_REPLY, KIND_RPC};
 
 pub(crate) use delivery::{
     deliver_forwarded_replies, master_released, master_rpcs_queued, run_master_rpcs,
@@ -212,24 +212,76 @@ where
     let dest = world_rank("rpc_ff", rt, rank);
     drop(func);
     let entry = function_offset(run_rpc_ff::<F, A>);
-    let span = gasp::span!(GASP_UPCXX_RPC_SEND, send_args(dest, 0));
-    let sent = send(&rt.team, dest, KIND_RPC, entry, [0; 4], A::EMPTY, |w| {
+    let seq = msg_seq();
+    let span = gasp::span!(GASP_UPCXX_RPC_SEND, send_args(dest, 0, msgid(rt.rank, seq)));
+    let kind = first_arg(KIND_RPC, seq);
+    let sent = send(&rt.team, dest, kind, entry, [0; 4], A::EMPTY, |w| {
         args.encode(w)
     });
     let len = sent
         .unwrap_or_else(|e| panic!("upcxx::rpc_ff: the arguments could not be serialized: {e}"));
-    gasp::end!(span, send_args(dest, len));
+    gasp::end!(span, send_args(dest, len, msgid(rt.rank, seq)));
 }
 
 /// The arguments of GASP_UPCXX_RPC_SEND / _EXECUTE: `int rank, size_t nbytes, uint64_t
-/// msgid` (the message id is not carried on the wire yet: 0).
+/// msgid`.
 #[cfg_attr(not(feature = "gasp"), allow(dead_code))]
-fn send_args(rank: Rank, nbytes: usize) -> [gasp::Arg<'static>; 3] {
+fn send_args(rank: Rank, nbytes: usize, msgid: u64) -> [gasp::Arg<'static>; 3] {
     [
         gasp::Arg::Rank(rank),
         gasp::Arg::Bytes(nbytes),
-        gasp::Arg::U64(0),
+        gasp::Arg::U64(msgid),
     ]
+}
+
+/// The GASP message id of the RPC that rank `sender` numbered `seq`: unique in the job
+/// (`sender << 40 | seq`), or 0, "unknown", for `seq` 0 (sent without a tool attached).
+#[cfg_attr(not(feature = "gasp"), allow(dead_code))]
+fn msgid(sender: Rank, seq: u32) -> u64 {
+    if seq == 0 {
+        0
+    } else {
+        u64::from(sender) << 40 | u64::from(seq)
+    }
+}
+
+/// The sequence number of an RPC this thread is about to send, which travels in its
+/// header's spare bits (`wire::first_arg`) and makes its GASP message id; 0 unless a
+/// tool is attached (then a load of the flag is all it costs). Unique on this rank
+/// until [`wire::SEQ_MAX`] RPCs were numbered, then it wraps.
+#[inline(always)]
+fn msg_seq() -> u32 {
+    #[cfg(feature = "gasp")]
+    if gasp::enabled() {
+        return numbered_seq();
+    }
+    0
+}
+
+/// [`msg_seq`] with a tool attached: numbers come from a per-thread block, so threads
+/// do not share a counter's cache line per call.
+#[cfg(feature = "gasp")]
+fn numbered_seq() -> u32 {
+    use std::cell::Cell;
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    const BLOCK: u32 = 1 << 10;
+    static NEXT_BLOCK: AtomicU32 = AtomicU32::new(0);
+    thread_local! {
+        /// The next number of this thread's block and the end of the block.
+        static BLOCK_LEFT: Cell<(u32, u32)> = const { Cell::new((0, 0)) };
+    }
+    BLOCK_LEFT.with(|b| {
+        let (mut next, mut end) = b.get();
+        if next == end {
+            // Blocks of BLOCK numbers, wrapping within 1..=SEQ_MAX (0 is "none").
+            let blocks = wire::SEQ_MAX / BLOCK;
+            next = NEXT_BLOCK.fetch_add(1, Ordering::Relaxed) % blocks * BLOCK + 1;
+            end = next + BLOCK;
+        }
+        b.set((next + 1, end));
+        next
+    })
 }
 
 /// Runs `func(args...)` on `rank` during its master persona's user-level progress and
@@ -261,11 +313,13 @@ where
         let fut = Future::from_state(Rc::clone(&state));
         (fut, Rc::into_raw(state) as usize)
     };
-    let span = gasp::span!(GASP_UPCXX_RPC_SEND, send_args(dest, 0));
+    let seq = msg_seq();
+    let span = gasp::span!(GASP_UPCXX_RPC_SEND, send_args(dest, 0, msgid(rt.rank, seq)));
     let replies = delivery::reply_inbox() as *const inbox::Inbox as usize;
     let cookie = cookie_of(replies as u64, promise as u64);
     let entry = function_offset(run_rpc::<F, A>);
-    let sent = send(&rt.team, dest, KIND_RPC, entry, cookie, A::EMPTY, |w| {
+    let kind = first_arg(KIND_RPC, seq);
+    let sent = send(&rt.team, dest, kind, entry, cookie, A::EMPTY, |w| {
         args.encode(w)
     });
     let len = sent.unwrap_or_else(|e| {
@@ -277,7 +331,7 @@ where
         // one cell per failed call.
         panic!("upcxx::rpc: the arguments could not be serialized: {e}")
     });
-    gasp::end!(span, send_args(dest, len));
+    gasp::end!(span, send_args(dest, len, msgid(rt.rank, seq)));
     fut
 }
 
@@ -358,12 +412,13 @@ fn invoke<F: RpcFn<A>, A: RpcArgs>(msg: &Incoming<'_>) -> Future<RpcValue<F, A>>
     // instantiated) and inhabited (the sender had a value), so the empty byte sequence is
     // a valid `F`. It is not dropped: the sender's value was dropped there.
     let func = std::mem::ManuallyDrop::new(unsafe { std::mem::zeroed::<F>() });
+    let id = msgid(msg.head.src, msg.head.seq);
     let span = gasp::span!(
         GASP_UPCXX_RPC_EXECUTE,
-        send_args(msg.head.src, msg.payload.len())
+        send_args(msg.head.src, msg.payload.len(), id)
     );
     let fut = func.invoke(args).into_future();
-    gasp::end!(span, send_args(msg.head.src, msg.payload.len()));
+    gasp::end!(span, send_args(msg.head.src, msg.payload.len(), id));
     fut
 }
 
@@ -410,9 +465,15 @@ fn reply<V: Serialize + DeserializeOwned + 'static>(dest: Rank, cookie: [u32; 4]
         function_offset(complete_in_state::<V>)
     };
     let unit = std::any::TypeId::of::<V>() == std::any::TypeId::of::<()>();
-    if let Err(e) = send(&rt.team, dest, KIND_REPLY, entry, cookie, unit, |w| {
-        value.encode(w)
-    }) {
+    if let Err(e) = send(
+        &rt.team,
+        dest,
+        first_arg(KIND_REPLY, 0),
+        entry,
+        cookie,
+        unit,
+        |w| value.encode(w),
+    ) {
         panic!("upcxx::rpc: the result of the remote function could not be serialized: {e}");
     }
 }

@@ -1,14 +1,15 @@
 //! GASP events of the UPC++ layer (gasp-1.4 §5.4 mapped to UPC++ operations), with 2 to
 //! 4 ranks: each operation is reported once, at the user's call site, with the spec's
 //! arguments, and not also as the gex operations that implement it; the language is
-//! UPC++; a profile's totals match the program's operation counts.
+//! UPC++; a profile's totals match the program's operation counts; a trace joins each
+//! RPC's send and execution by a flow across ranks.
 
 mod common;
 
 use std::sync::{Arc, Mutex, OnceLock};
 
 use gasp::events::*;
-use gasp::formats::Profile;
+use gasp::formats::{Profile, Trace, TraceEvent};
 use gasp::{Arg, Event, EventType, GPtr, Tool};
 use gex::testing::{spmd, spmd_outcome, SpmdOptions};
 use upcxx::{rank_me, rank_n, GlobalPtr};
@@ -234,6 +235,84 @@ fn a_profile_of_a_upcxx_program_counts_its_operations() {
             let dst = (src + 1) % ranks;
             assert_eq!(p.matrix.messages[src][dst], 3 * ITERS, "{src} -> {dst}");
             assert!(p.matrix.bytes[src][dst] > 2 * ITERS * 8);
+        }
+    }
+}
+
+#[test]
+fn a_trace_draws_one_flow_from_each_rpc_send_to_its_execution() {
+    for ranks in [2, 3, 4] {
+        let out = std::env::temp_dir().join(format!("upcxx-trace-{}.json", std::process::id()));
+        let mut opts = SpmdOptions::new(ranks);
+        opts.env.push(("GASP_TOOL".into(), "trace".into()));
+        opts.env
+            .push(("GASP_OUT".into(), out.display().to_string()));
+        opts.env.push(("GASP_TRACE_BUFFER".into(), "1".into()));
+        let Some(outcome) = spmd_outcome(opts, || {
+            upcxx::init();
+            let n = rank_n();
+            for i in 0..ITERS {
+                upcxx::rpc((rank_me() + 1) % n, |x: u64| x + 1, (i,)).wait();
+                // No payload: a Short AM carries it.
+                upcxx::rpc_ff((rank_me() + n - 1) % n, || {}, ());
+                // To itself.
+                upcxx::rpc(rank_me(), || rank_me(), ()).wait();
+            }
+            upcxx::barrier();
+            upcxx::finalize();
+        }) else {
+            continue;
+        };
+        assert_eq!(outcome.exit_code, 0);
+        let t: Trace =
+            serde_json::from_str(&std::fs::read_to_string(&out).expect("trace")).unwrap();
+        std::fs::remove_file(&out).unwrap();
+        let msgid = |e: &TraceEvent| e.args["msgid"].as_u64().expect("a msgid argument");
+        let sends: Vec<&TraceEvent> = t
+            .trace_events
+            .iter()
+            .filter(|e| e.ph == "X" && e.name == "GASP_UPCXX_RPC_SEND")
+            .collect();
+        let executions: Vec<&TraceEvent> = t
+            .trace_events
+            .iter()
+            .filter(|e| e.ph == "X" && e.name == "GASP_UPCXX_RPC_EXECUTE")
+            .collect();
+        assert_eq!(sends.len() as u64, 3 * ITERS * ranks as u64);
+        assert_eq!(executions.len(), sends.len());
+        let flows = |ph: &str| -> std::collections::HashMap<String, &TraceEvent> {
+            let all: Vec<&TraceEvent> = t
+                .trace_events
+                .iter()
+                .filter(|e| e.cat == "flow" && e.ph == ph)
+                .collect();
+            let by_id: std::collections::HashMap<String, &TraceEvent> = all
+                .iter()
+                .map(|e| (e.id.clone().expect("a flow has an id"), *e))
+                .collect();
+            assert_eq!(by_id.len(), all.len(), "flow ids ({ph}) are unique");
+            by_id
+        };
+        let (starts, finishes) = (flows("s"), flows("f"));
+        assert_eq!(starts.len(), sends.len(), "one flow start per RPC");
+        assert_eq!(finishes.len(), sends.len(), "one flow finish per RPC");
+        for send in &sends {
+            let id = msgid(send);
+            assert_eq!(id >> 40, u64::from(send.pid), "the id names the sender");
+            let target = send.args["target"].as_u64().unwrap();
+            let key = format!("m{id}");
+            let s = starts.get(&key).expect("a flow starts at each send");
+            assert_eq!((s.pid, s.tid, s.ts), (send.pid, send.tid, send.ts));
+            let f = finishes.get(&key).expect("the flow finishes");
+            assert_eq!(f.pid as u64, target, "at the RPC's target");
+            assert_eq!(f.bp.as_deref(), Some("e"), "bound to the enclosing slice");
+            let exec = executions
+                .iter()
+                .find(|e| msgid(e) == id)
+                .expect("the execution carries the send's id");
+            assert_eq!(exec.pid as u64, target);
+            assert_eq!(exec.args["source"].as_u64(), Some(u64::from(send.pid)));
+            assert_eq!((f.pid, f.tid, f.ts), (exec.pid, exec.tid, exec.ts));
         }
     }
 }

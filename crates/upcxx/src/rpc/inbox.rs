@@ -49,7 +49,10 @@ pub(crate) struct Head {
     pub cookie: [u32; 4],
     /// Payload length in bytes.
     pub len: u32,
-    _pad: [u32; 3],
+    /// The sender's sequence number of an RPC, which makes its GASP message id; 0 when
+    /// the sender had no tool attached (see `wire::first_arg`).
+    pub seq: u32,
+    _pad: [u32; 2],
 }
 
 /// Bytes a header occupies; payloads start 16-byte aligned after it.
@@ -57,14 +60,15 @@ pub(crate) const HEAD: usize = std::mem::size_of::<Head>();
 const _: () = assert!(HEAD == HEAD.next_multiple_of(16));
 
 impl Head {
-    pub fn new(src: u32, kind: u32, func: [u32; 2], cookie: [u32; 4], len: u32) -> Head {
+    pub fn new(src: u32, kind: u32, seq: u32, func: [u32; 2], cookie: [u32; 4], len: u32) -> Head {
         Head {
             src,
             kind,
             func,
             cookie,
             len,
-            _pad: [0; 3],
+            seq,
+            _pad: [0; 2],
         }
     }
 }

@@ -1,9 +1,14 @@
-//! The wire: AM handlers with `NARGS` arguments, `[kind, entry lo, entry hi, cookie x4]`,
-//! the payload being the serialized arguments (or result): a Medium AM, or a Short AM
-//! when there is no payload (no arguments, a `()` result). Seven arguments keep a
+//! The wire: AM handlers with `NARGS` arguments, `[kind | seq, entry lo, entry hi, cookie
+//! x4]`, the payload being the serialized arguments (or result): a Medium AM, or a Short
+//! AM when there is no payload (no arguments, a `()` result). Seven arguments keep a
 //! message's header in the first cache line of the network's message slot. Messages
 //! too large for one Medium AM travel as fragments, Mediums with three more arguments
 //! `[fragment id, total length, fragment offset]`, which the handler reassembles.
+//!
+//! The first argument's low [`KIND_BITS`] bits are the kind; the others carry the RPC's
+//! sequence number on its sender when a GASP tool is attached there (0 otherwise): with
+//! the sender's rank it makes the message id that pairs `GASP_UPCXX_RPC_SEND` with its
+//! `GASP_UPCXX_RPC_EXECUTE` (see `rpc::msgid`). The id costs no word of the header.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -19,6 +24,17 @@ use crate::serialization::{Error, Writer};
 pub(super) const KIND_RPC: u32 = 1;
 /// The reply to a round-trip RPC: completes the caller's future.
 pub(super) const KIND_REPLY: u32 = 2;
+/// Bits of the first argument that hold the kind.
+pub(super) const KIND_BITS: u32 = 4;
+/// The largest sequence number the first argument carries.
+#[cfg_attr(not(feature = "gasp"), allow(dead_code))]
+pub(super) const SEQ_MAX: u32 = u32::MAX >> KIND_BITS;
+
+/// The first argument of a message of `kind` with sequence number `seq` (≤ [`SEQ_MAX`]).
+#[inline(always)]
+pub(super) fn first_arg(kind: u32, seq: u32) -> u32 {
+    kind | seq << KIND_BITS
+}
 const NARGS: usize = 7;
 /// The arguments of a fragment: `NARGS` and the fragment's three.
 const FRAGMENT_NARGS: usize = NARGS + 3;
@@ -86,9 +102,9 @@ thread_local! {
 /// Spill buffers larger than this are freed after use rather than kept.
 const SPILL_KEEP: usize = 4 << 20;
 
-/// Sends one message: serializes it with `encode` into the thread's scratch buffer,
-/// sent as one Medium AM, or, if it outgrows that, into the spill buffer, sent as
-/// fragments. (Serializing into the network's own buffer with a negotiated-payload AM
+/// Sends one message (`kind`: its [`first_arg`]): serializes it with `encode` into the
+/// thread's scratch buffer, sent as one Medium AM, or, if it outgrows that, into the
+/// spill buffer, sent as fragments. (Serializing into the network's own buffer with a negotiated-payload AM
 /// would save the copy, but costs more than copying a small message does.) Nothing is
 /// sent if `encode` fails. `empty`: the caller knows `encode` writes nothing (a Short AM
 /// is sent without touching the buffers). Returns the size of the serialized message.
@@ -202,7 +218,8 @@ static PARTIAL: LazyLock<Mutex<HashMap<(Rank, u32), Partial>>> =
 fn head(token: &gex::Token<'_>, args: &[u32], len: usize) -> Head {
     Head::new(
         token.src_rank(),
-        args[0],
+        args[0] & ((1 << KIND_BITS) - 1),
+        args[0] >> KIND_BITS,
         [args[1], args[2]],
         [args[3], args[4], args[5], args[6]],
         len as u32,
