@@ -412,6 +412,9 @@ fn invoke<F: RpcFn<A>, A: RpcArgs>(msg: &Incoming<'_>) -> Future<RpcValue<F, A>>
     // instantiated) and inhabited (the sender had a value), so the empty byte sequence is
     // a valid `F`. It is not dropped: the sender's value was dropped there.
     let func = std::mem::ManuallyDrop::new(unsafe { std::mem::zeroed::<F>() });
+    // The sender's call site is not known here (the header has no word for it): the
+    // event's location is this line of upcxx, the same for every RPC, and its msgid
+    // names the GASP_UPCXX_RPC_SEND, at the caller's line, that it executes.
     let id = msgid(msg.head.src, msg.head.seq);
     let span = gasp::span!(
         GASP_UPCXX_RPC_EXECUTE,
