@@ -29,14 +29,14 @@
 //! bandwidth (with memcpy), each interleaved: a calibration phase for each figure, then
 //! rounds of one ~30 ms sample of each (medians of 9 samples after 2 warm-up rounds), so
 //! that a slow stretch of a busy machine hits a baseline and the figures compared with it
-//! alike. Calibration starts after one untimed operation: the first put into a part of a
-//! segment nobody touched yet pays a page fault per 4 KiB page (the kernel allocates
-//! shared memory on first touch), ~30 times the copy, and a calibration that timed it
-//! would pick a few iterations where ~300 are right; such ~1 ms samples all start with
-//! caches the other figures of the round have emptied, and read ~0.6 of the steady state.
-//! (On a VM the cost of a cache-line transfer between the two vCPUs can also switch
-//! between two levels while the job runs; `PGAS_BENCH_VERBOSE=1` lists every sample,
-//! round by round, to see it.)
+//! alike. Calibration starts with one untimed operation (`Sampler::calibrate`): the first
+//! put into a part of a segment nobody touched yet pays a page fault per 4 KiB page (the
+//! kernel allocates shared memory on first touch), ~30 times the copy, and a calibration
+//! that timed it would pick a few iterations where ~300 are right; such ~1 ms samples all
+//! start with caches the other figures of the round have emptied, and read ~0.6 of the
+//! steady state. (On a VM the cost of a cache-line transfer between the two vCPUs can
+//! also switch between two levels while the job runs; `PGAS_BENCH_VERBOSE=1` lists every
+//! sample, round by round, to see it.)
 //!
 //! Data is checked once per figure (the pong carries the ping's sequence number, the
 //! receiver of the Medium stream checks payloads and counts, gets are compared with
@@ -207,13 +207,13 @@ impl<'a> Bench<'a> {
     }
 }
 
-/// Measures `benches` interleaved: a calibration phase for each (after one untimed
-/// operation, so that one-time costs such as first-touch page faults do not shorten the
-/// samples), then `sampler.rounds()` rounds of one sample of each (the first `warmup`
-/// rounds discarded), so that a slow stretch of a busy machine hits every figure alike
-/// and their ratios stay meaningful. Each phase is rank 0's part, rank 1's part, then a
-/// barrier of all ranks; ranks other than 0 and 1 spend every phase waiting in that
-/// barrier, polling as a real program's idle ranks would. Returns rank 0's results.
+/// Measures `benches` interleaved: a calibration phase for each (which starts with one
+/// untimed operation, see `Sampler::calibrate`), then `sampler.rounds()` rounds of one
+/// sample of each (the first `warmup` rounds discarded), so that a slow stretch of a busy
+/// machine hits every figure alike and their ratios stay meaningful. Each phase is rank
+/// 0's part, rank 1's part, then a barrier of all ranks; ranks other than 0 and 1 spend
+/// every phase waiting in that barrier, polling as a real program's idle ranks would.
+/// Returns rank 0's results.
 fn measure(ctx: &Ctx, mut benches: Vec<Bench<'_>>) -> Vec<Measured> {
     let sampler = ctx.sampler;
     let rank = ctx.rank();
@@ -223,7 +223,6 @@ fn measure(ctx: &Ctx, mut benches: Vec<Bench<'_>>) -> Vec<Measured> {
         for (i, b) in benches.iter_mut().enumerate() {
             match rank {
                 0 if round == 0 => {
-                    (b.run)(1);
                     iters[i] = sampler.calibrate(&mut |n| (b.run)(n));
                     (b.stop)();
                 }
