@@ -337,7 +337,7 @@ impl<T: 'static> Future<T> {
     /// In the restricted context (inside a callback run by progress), where waiting
     /// could deadlock (§10.2).
     #[track_caller]
-    #[inline]
+    #[inline(always)]
     pub fn wait(self) -> T {
         let this = std::mem::ManuallyDrop::new(self);
         // SAFETY: the representation is moved out once and `this` is neither used nor
