@@ -7,6 +7,13 @@
 //! tool is attached: with no tool that is the whole cost, one predictable branch. With
 //! the feature off the instrumentation is not compiled at all.
 //!
+//! With a tool attached, a reported START or END is one call from the instrumented
+//! site, [`Span::begin`] or [`Span::end`], into which the built-in tools' event paths
+//! are inlined: no dynamic call, no re-entrancy guard (they never call the runtime), no
+//! lookup the span already answers (it carries the tag, the call site and the nesting
+//! depth to restore from START to END). Other tools go through `dyn Tool` and the
+//! guard.
+//!
 //! # What reaches the tool
 //!
 //! An event is reported when all of these hold:
@@ -14,9 +21,10 @@
 //! * it is not nested in another reported operation of the library on the same thread.
 //!   A `upcxx::rput` is one `GASP_UPC_NB_PUT_INIT`, not also the `gex` put that
 //!   implements it: every [`Span`] raises a per-thread depth, and events at depth > 0
-//!   are library internals. Spans that run user code ([`Timing::Execute`]: an RPC body,
-//!   a client's AM handler) are always reported and reset the depth for their body, so
-//!   the user's operations inside them are reported again;
+//!   are library internals. Spans that run user code
+//!   ([`Timing::Execute`](events::Timing::Execute): an RPC body, a client's AM handler)
+//!   are always reported and reset the depth for their body, so the user's operations
+//!   inside them are reported again;
 //! * the tool is not already running on this thread (a tool that calls the runtime does
 //!   not recurse into itself: GASP §3.2's re-entrancy rule);
 //! * the event is in the `--profile-only` list, if one was given (§3.1.2; user events are
@@ -47,6 +55,8 @@ struct Dispatch {
     /// `--profile-only`: allowed system tags (indexed by tag), `None` = all.
     only: Option<Vec<bool>>,
     exclude_local: bool,
+    /// `only` or `exclude_local` is set: START and ATOMIC events must pass [`admitted`].
+    filtering: bool,
 }
 
 static DISPATCH: OnceLock<Dispatch> = OnceLock::new();
@@ -129,6 +139,7 @@ pub fn init(rank: u32, ranks: u32, local_ranks: std::ops::Range<u32>) -> Result<
     let dispatch = Dispatch {
         tool,
         info,
+        filtering: only.is_some() || exclude_local,
         only,
         exclude_local,
     };
@@ -217,43 +228,74 @@ fn is_access(tag: u32) -> bool {
     )
 }
 
+/// Calls the tool with one event. The built-in tools are called directly, without the
+/// re-entrancy guard: they never call the runtime, so they cannot cause events.
 #[inline(always)]
-fn deliver(d: &Dispatch, event: &Event<'_>) {
-    in_tool(|| d.tool.event_notify(event));
+fn deliver(
+    d: &Dispatch,
+    tag: u32,
+    ty: EventType,
+    location: &'static Location<'static>,
+    args: &[Arg<'_>],
+) {
+    match &d.tool {
+        Selected::Profile(p) => p.notify(tag, ty, location, args),
+        Selected::Trace(t) => t.notify(tag, ty, location, args),
+        Selected::Other(t) => deliver_other(&**t, tag, ty, location, args),
+    }
+}
+
+/// [`deliver`] to a tool of the program's or a C library, which may call the runtime.
+#[inline(never)]
+fn deliver_other(
+    tool: &dyn Tool,
+    tag: u32,
+    ty: EventType,
+    location: &'static Location<'static>,
+    args: &[Arg<'_>],
+) {
+    // Events after `finish` are not reported; a built-in tool drops them itself (its
+    // buffers are closed).
+    if enabled() {
+        let event = Event {
+            tag,
+            ty,
+            location,
+            args,
+        };
+        in_tool(|| tool.event_notify(&event));
+    }
 }
 
 /// Reports one library event if a tool is attached and admits it; whether it did.
-#[inline(never)]
+/// Inlined into [`Span::begin`] and [`Span::end`] (where `ty` is a constant): with a
+/// built-in tool an event is one call from the instrumented site.
+#[inline(always)]
 fn report(tag: u32, ty: EventType, location: &'static Location<'static>, args: &[Arg<'_>]) -> bool {
-    match DISPATCH.get() {
-        Some(d) if enabled() && (ty == EventType::End || admitted(d, tag, args)) => {
-            deliver(
-                d,
-                &Event {
-                    tag,
-                    ty,
-                    location,
-                    args,
-                },
-            );
-            true
-        }
-        _ => false,
+    let Some(d) = DISPATCH.get() else {
+        return false;
+    };
+    // An END follows a START that was admitted.
+    if ty != EventType::End && d.filtering && !admitted(d, tag, args) {
+        return false;
     }
+    deliver(d, tag, ty, location, args);
+    true
 }
 
 /// An open interval event of the library: reports START when made (if admitted) and
 /// END when [`Span::end`] is called; dropping it without `end` (an unwinding panic)
 /// only restores the nesting depth.
 ///
-/// Two words, so that the `Option<Span>` an instrumented call site holds lives in
-/// registers (`None` is the null location), not in a stack slot copied around the call.
+/// Two scalars, so that the `Option<Span>` an instrumented call site holds is passed
+/// and returned in registers (`None` is the null location), not in a stack slot copied
+/// around the call.
 #[must_use = "a span reports its END event when `end` is called"]
 pub struct Span {
     location: &'static Location<'static>,
-    tag: u32,
-    /// The nesting depth to restore, shifted left once; bit 0: START was reported.
-    state: u32,
+    /// The tag in the high half; the nesting depth to restore, shifted left once, in the
+    /// low half, whose bit 0 says that START was reported.
+    state: u64,
 }
 
 impl Span {
@@ -267,18 +309,21 @@ impl Span {
     pub fn begin(tag: u32, location: &'static Location<'static>, args: &[Arg<'_>]) -> Span {
         let saved_depth = DEPTH.with(Cell::get);
         let execute = events::runs_user_code(tag);
+        DEPTH.with(|c| c.set(if execute { 0 } else { saved_depth + 1 }));
         let reported =
             (saved_depth == 0 || execute) && report(tag, EventType::Start, location, args);
-        DEPTH.with(|c| c.set(if execute { 0 } else { saved_depth + 1 }));
         Span {
             location,
-            tag,
-            state: saved_depth << 1 | u32::from(reported),
+            state: u64::from(tag) << 32 | u64::from(saved_depth << 1 | u32::from(reported)),
         }
     }
 
+    fn tag(&self) -> u32 {
+        (self.state >> 32) as u32
+    }
+
     fn saved_depth(&self) -> u32 {
-        self.state >> 1
+        self.state as u32 >> 1
     }
 
     /// Closes the interval: reports END with `args` if START was reported.
@@ -287,7 +332,7 @@ impl Span {
     pub fn end(self, args: &[Arg<'_>]) {
         DEPTH.with(|c| c.set(self.saved_depth()));
         if self.state & 1 != 0 {
-            report(self.tag, EventType::End, self.location, args);
+            report(self.tag(), EventType::End, self.location, args);
         }
         std::mem::forget(self);
     }
@@ -306,7 +351,9 @@ pub struct Quiet {
     saved_depth: u32,
 }
 
-/// See [`Quiet`].
+/// See [`Quiet`]. Inline: the runtime takes one around every poll while a tool is
+/// attached.
+#[inline]
 pub fn quiet() -> Quiet {
     let saved_depth = DEPTH.with(Cell::get);
     DEPTH.with(|c| c.set(saved_depth + 1));
@@ -314,6 +361,7 @@ pub fn quiet() -> Quiet {
 }
 
 impl Drop for Quiet {
+    #[inline]
     fn drop(&mut self) {
         DEPTH.with(|c| c.set(self.saved_depth));
     }
@@ -327,19 +375,7 @@ pub fn atomic(tag: u32, location: &'static Location<'static>, args: &[Arg<'_>]) 
     if DEPTH.with(Cell::get) != 0 {
         return;
     }
-    if let Some(d) = DISPATCH.get() {
-        if admitted(d, tag, args) {
-            deliver(
-                d,
-                &Event {
-                    tag,
-                    ty: EventType::Atomic,
-                    location,
-                    args,
-                },
-            );
-        }
-    }
+    report(tag, EventType::Atomic, location, args);
 }
 
 /// `pupc_control` / `gasp_control` (§3.3): turns measurement off (`false`) or on;
@@ -393,14 +429,6 @@ pub fn event_atomic(event: UserEvent, values: &[Arg<'_>]) {
 
 fn user(event: UserEvent, ty: EventType, args: &[Arg<'_>], location: &'static Location<'static>) {
     if let Some(d) = DISPATCH.get() {
-        deliver(
-            d,
-            &Event {
-                tag: event.0,
-                ty,
-                location,
-                args,
-            },
-        );
+        deliver(d, event.0, ty, location, args);
     }
 }

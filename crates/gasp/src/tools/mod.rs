@@ -70,7 +70,11 @@ impl Kind {
 }
 
 /// A tool `GASP_TOOL` selects: the dispatcher calls the built-in ones directly (their
-/// event path inlines into it), any other through `dyn Tool`.
+/// `notify` inlines into it), any other through `dyn Tool`.
+///
+/// `repr(u8)`: the variant is one byte the dispatcher compares, not a niche in the
+/// boxed pointer that takes several instructions to decode.
+#[repr(u8)]
 pub(crate) enum Selected {
     Profile(profile::Profiler),
     Trace(trace::Tracer),
@@ -84,16 +88,6 @@ impl Selected {
             Selected::Profile(p) => p,
             Selected::Trace(t) => t,
             Selected::Other(t) => &**t,
-        }
-    }
-
-    /// `gasp_event_notify`.
-    #[inline(always)]
-    pub(crate) fn event_notify(&self, event: &crate::tool::Event<'_>) {
-        match self {
-            Selected::Profile(p) => p.event_notify(event),
-            Selected::Trace(t) => t.event_notify(event),
-            Selected::Other(t) => t.event_notify(event),
         }
     }
 }

@@ -9,19 +9,26 @@
 //!
 //! # Cost
 //!
-//! An event is one clock read and a few dozen instructions: the thread's buffer is one
-//! thread-local pointer away (`slots.rs`), a START is a push, an END a pop and one row
-//! update. Rows are found through a small direct-mapped cache keyed by (tag, call-site
-//! address) in front of the hash map, so the steady state does not hash; the map is only
-//! consulted when a call site is new or two sites collide in the cache.
-
+//! A notification is one clock read and a few dozen instructions, inlined into the
+//! dispatcher's `Span::begin`/`Span::end` (one call from the instrumented site): the
+//! thread's buffer is one thread-local pointer away (`slots.rs`).
+//!
+//! * A START only pushes (time, tag, call site) on the stack. Its arguments are not
+//!   looked at: a system event's END repeats them (our table keeps GASP §5.4's lists so)
+//!   and adds what is known only at the end (the size of a serialized RPC), so the END
+//!   reads bytes and peer once. A user event's START counts its bytes, since its END may
+//!   name none.
+//! * An END pops, finds the row through a small direct-mapped cache keyed by (tag,
+//!   call-site address) in front of the hash map (so the steady state does not hash),
+//!   and updates it. The row remembers where its event's arguments hold the bytes and
+//!   the peer, so an END reads two arguments instead of scanning the list.
 use std::collections::HashMap;
 use std::panic::Location;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use rustc_hash::FxHashMap;
 
-use super::slots::{fence, SlotCell, Slots};
+use super::slots::{fence, Entered, SlotCell, Slots};
 use super::{Destination, Kind};
 use crate::events;
 use crate::formats::{CommMatrix, Profile, ProfileRow, PROFILE_TOOL};
@@ -32,6 +39,11 @@ use crate::tool::{Arg, Event, EventType, InitInfo, Tool};
 struct Stats {
     location: &'static Location<'static>,
     atomic: bool,
+    /// Where the event's arguments hold its bytes ([`arg_bytes`]).
+    bytes_at: u8,
+    /// Where they hold its peer, for a communication event ([`arg_peer`]); else
+    /// [`NO_ARG`].
+    peer_at: u8,
     count: u64,
     total: Ticks,
     min: Ticks,
@@ -39,13 +51,18 @@ struct Stats {
     bytes: u64,
 }
 
+/// An argument position: none.
+const NO_ARG: u8 = u8::MAX;
+/// An argument position: not fixed, look at every argument (user events).
+const SCAN: u8 = u8::MAX - 1;
+
 struct Open {
-    tag: u32,
     start: Ticks,
     location: &'static Location<'static>,
+    tag: u32,
+    /// The bytes the START named: only a user event's (a system event's END repeats
+    /// its START's arguments and adds those known only at the end).
     bytes: u64,
-    /// The matrix cell the START counted in, if any.
-    peer: Option<u32>,
 }
 
 /// Entries of the direct-mapped row cache (a power of two).
@@ -98,32 +115,113 @@ impl Profiler {
         }
     }
 
+    /// This thread's tables, unless the profiler has finished.
     #[inline(always)]
-    fn with_thread(&self, f: impl FnOnce(&mut ThreadProfile)) {
-        let slot = SLOT.with(|slot| {
-            slot.get(&SLOTS, || ThreadProfile {
-                open: Vec::with_capacity(16),
-                rows: Vec::new(),
-                index: FxHashMap::default(),
-                cache: [Cached {
-                    location: 0,
-                    tag: 0,
-                    row: 0,
-                }; CACHE],
-                sent: vec![(0, 0); self.info.ranks as usize],
-            })
-        });
-        if let Some(slot) = slot {
-            slot.with(f);
-        }
+    fn thread(&self) -> Option<Entered<'static, ThreadProfile>> {
+        let slot = SLOT.with(|slot| slot.get(&SLOTS, || ThreadProfile::new(self.info.ranks)));
+        slot?.enter()
     }
 
     fn event_name(&self, tag: u32) -> String {
         self.names.name(tag)
     }
+
+    /// `gasp_event_notify` in parts, as the dispatcher calls it (inlined there, where
+    /// `ty` is a constant): a START only takes the time, everything else waits for the
+    /// END, whose arguments repeat the START's (GASP §5.4's lists; our table keeps
+    /// them so).
+    #[inline(always)]
+    pub(crate) fn notify(
+        &self,
+        tag: u32,
+        ty: EventType,
+        location: &'static Location<'static>,
+        args: &[Arg<'_>],
+    ) {
+        // The only clock read of the event: a START's is its interval's start, an
+        // END's its end.
+        let now = timer::ticks_now();
+        match ty {
+            EventType::Start => {
+                if self.measuring.load(Ordering::Relaxed) {
+                    if let Some(mut t) = self.thread() {
+                        t.start(now, tag, location, args);
+                    }
+                }
+            }
+            // Ended even when measuring stopped since its START: the interval counts.
+            EventType::End => {
+                if let Some(mut t) = self.thread() {
+                    t.end(now, tag, args);
+                }
+            }
+            EventType::Atomic => {
+                if self.measuring.load(Ordering::Relaxed) {
+                    if let Some(mut t) = self.thread() {
+                        t.record(tag, location, true, 0, args, 0);
+                    }
+                }
+            }
+        }
+    }
 }
 
 impl ThreadProfile {
+    fn new(ranks: u32) -> ThreadProfile {
+        ThreadProfile {
+            open: Vec::with_capacity(16),
+            rows: Vec::new(),
+            index: FxHashMap::default(),
+            cache: [Cached {
+                location: 0,
+                tag: 0,
+                row: 0,
+            }; CACHE],
+            sent: vec![(0, 0); ranks as usize],
+        }
+    }
+
+    #[inline(always)]
+    fn start(
+        &mut self,
+        now: Ticks,
+        tag: u32,
+        location: &'static Location<'static>,
+        args: &[Arg<'_>],
+    ) {
+        let bytes = if crate::tool::is_user_event(tag) {
+            bytes_of(args)
+        } else {
+            0
+        };
+        self.open.push(Open {
+            start: now,
+            location,
+            tag,
+            bytes,
+        });
+    }
+
+    #[inline(always)]
+    fn end(&mut self, now: Ticks, tag: u32, args: &[Arg<'_>]) {
+        // The innermost open event, almost always the top of the stack.
+        let open = match self.open.pop() {
+            Some(o) if o.tag == tag => Some(o),
+            Some(o) => {
+                self.open.push(o);
+                self.take_open(tag)
+            }
+            None => None,
+        };
+        if let Some(o) = open {
+            let elapsed = now.saturating_sub(o.start);
+            self.record(o.tag, o.location, false, elapsed, args, o.bytes);
+        }
+    }
+
+    /// Counts one event in its row, and its message in the matrix if it is a
+    /// communication event. `args` are the END's (or the ATOMIC's); `start_bytes` the
+    /// bytes its START named.
     #[inline(always)]
     fn record(
         &mut self,
@@ -131,7 +229,8 @@ impl ThreadProfile {
         location: &'static Location<'static>,
         atomic: bool,
         ticks: Ticks,
-        bytes: u64,
+        args: &[Arg<'_>],
+        start_bytes: u64,
     ) {
         let key = location as *const Location<'static> as usize;
         let slot = (key >> 3 ^ tag as usize).wrapping_mul(0x9e37_79b9) >> 8 & (CACHE - 1);
@@ -139,17 +238,28 @@ impl ThreadProfile {
         let row = if c.location == key && c.tag == tag {
             c.row
         } else {
-            self.row_slow(slot, tag, location, atomic)
+            self.row_slow(slot, tag, location, atomic, args)
         };
         let stats = &mut self.rows[row as usize];
+        // Some sizes are known only at the END (a serialized RPC's).
+        let bytes = arg_bytes(args, stats.bytes_at).max(start_bytes);
         stats.count += 1;
         stats.total += ticks;
         stats.min = stats.min.min(ticks);
         stats.max = stats.max.max(ticks);
         stats.bytes += bytes;
+        if stats.peer_at != NO_ARG {
+            let cell = arg_peer(args, stats.peer_at).and_then(|p| self.sent.get_mut(p as usize));
+            if let Some(cell) = cell {
+                cell.0 += bytes;
+                cell.1 += 1;
+            }
+        }
     }
 
     /// The row of (tag, location), found in or added to the map, and cached at `slot`.
+    /// A new row learns where `args` hold the bytes and the peer: a system event's
+    /// call site always passes the same kinds of arguments.
     #[cold]
     #[inline(never)]
     fn row_slow(
@@ -158,13 +268,17 @@ impl ThreadProfile {
         tag: u32,
         location: &'static Location<'static>,
         atomic: bool,
+        args: &[Arg<'_>],
     ) -> u32 {
         let key = location as *const Location<'static> as usize;
         let rows = &mut self.rows;
         let row = *self.index.entry((tag, key)).or_insert_with(|| {
+            let (bytes_at, peer_at) = arg_positions(tag, args);
             rows.push(Stats {
                 location,
                 atomic,
+                bytes_at,
+                peer_at,
                 count: 0,
                 total: 0,
                 min: Ticks::MAX,
@@ -181,21 +295,18 @@ impl ThreadProfile {
         row
     }
 
-    /// Counts a message and its bytes in the matrix; returns the peer it counted for.
-    #[inline(always)]
-    fn count_message(&mut self, event: &Event<'_>, bytes: u64) -> Option<u32> {
-        if !events::is_communication(event.tag) {
-            return None;
-        }
-        let peer = event.peer()?;
-        let cell = self.sent.get_mut(peer as usize)?;
-        cell.0 += bytes;
-        cell.1 += 1;
-        Some(peer)
+    /// The open START of `tag` below the top of the stack (an END out of order: user
+    /// events may interleave), removed.
+    #[cold]
+    #[inline(never)]
+    fn take_open(&mut self, tag: u32) -> Option<Open> {
+        let i = self.open.iter().rposition(|o| o.tag == tag)?;
+        Some(self.open.remove(i))
     }
 }
 
-/// The bytes an event moves ([`Event::bytes`]), in one pass over short argument lists.
+/// The bytes an event moves ([`Event::bytes`](crate::Event::bytes)), in one pass over
+/// short argument lists.
 #[inline(always)]
 fn bytes_of(args: &[Arg<'_>]) -> u64 {
     let mut bytes = 0;
@@ -207,50 +318,70 @@ fn bytes_of(args: &[Arg<'_>]) -> u64 {
     bytes
 }
 
+/// Where the arguments of a (tag, call site) hold the bytes and the peer:
+/// ([`bytes_at`](Stats::bytes_at), [`peer_at`](Stats::peer_at)).
+fn arg_positions(tag: u32, args: &[Arg<'_>]) -> (u8, u8) {
+    let position = |f: fn(&Arg<'_>) -> bool| {
+        args.iter()
+            .position(f)
+            .and_then(|i| u8::try_from(i).ok())
+            .filter(|&i| i < SCAN)
+    };
+    let sized = args.iter().filter(|a| matches!(a, Arg::Bytes(_))).count();
+    let bytes_at = match sized {
+        _ if crate::tool::is_user_event(tag) => SCAN,
+        0 => NO_ARG,
+        1 => position(|a| matches!(a, Arg::Bytes(_))).unwrap_or(SCAN),
+        _ => SCAN,
+    };
+    let peer_at = if events::is_communication(tag) {
+        position(|a| matches!(a, Arg::Rank(_)))
+            .or_else(|| position(|a| matches!(a, Arg::GPtr(_))))
+            .unwrap_or(NO_ARG)
+    } else {
+        NO_ARG
+    };
+    (bytes_at, peer_at)
+}
+
+/// The bytes of `args`, read at `at` ([`arg_positions`]); a list that does not have
+/// them there is summed.
+#[inline(always)]
+fn arg_bytes(args: &[Arg<'_>], at: u8) -> u64 {
+    match at {
+        NO_ARG => 0,
+        at => match args.get(usize::from(at)) {
+            Some(&Arg::Bytes(n)) => n as u64,
+            _ => bytes_of(args),
+        },
+    }
+}
+
+/// The peer of `args`, read at `at` ([`arg_positions`]), else found as
+/// [`Event::peer`](crate::Event::peer) finds it.
+#[inline(always)]
+fn arg_peer(args: &[Arg<'_>], at: u8) -> Option<u32> {
+    match args.get(usize::from(at)) {
+        Some(&Arg::Rank(r)) => Some(r),
+        Some(&Arg::GPtr(g)) => Some(g.rank),
+        _ => peer_of(args),
+    }
+}
+
+#[cold]
+fn peer_of(args: &[Arg<'_>]) -> Option<u32> {
+    let event = Event {
+        tag: 0,
+        ty: EventType::Atomic,
+        location: Location::caller(),
+        args,
+    };
+    event.peer()
+}
+
 impl Tool for Profiler {
-    #[inline(always)]
     fn event_notify(&self, event: &Event<'_>) {
-        let now = timer::ticks_now();
-        let measuring = self.measuring.load(Ordering::Relaxed);
-        self.with_thread(|t| match event.ty {
-            EventType::Start if measuring => {
-                let bytes = bytes_of(event.args);
-                let peer = t.count_message(event, bytes);
-                t.open.push(Open {
-                    tag: event.tag,
-                    start: now,
-                    location: event.location,
-                    bytes,
-                    peer,
-                });
-            }
-            EventType::End => {
-                // The innermost open event, almost always the top of the stack.
-                let open = match t.open.last() {
-                    Some(o) if o.tag == event.tag => t.open.pop(),
-                    _ => t
-                        .open
-                        .iter()
-                        .rposition(|o| o.tag == event.tag)
-                        .map(|i| t.open.remove(i)),
-                };
-                if let Some(open) = open {
-                    let elapsed = now.saturating_sub(open.start);
-                    // Some sizes are known only at the END (a serialized RPC's).
-                    let extra = bytes_of(event.args).saturating_sub(open.bytes);
-                    if let Some(cell) = open.peer.and_then(|p| t.sent.get_mut(p as usize)) {
-                        cell.0 += extra;
-                    }
-                    t.record(open.tag, open.location, false, elapsed, open.bytes + extra);
-                }
-            }
-            EventType::Atomic if measuring => {
-                let bytes = bytes_of(event.args);
-                t.count_message(event, bytes);
-                t.record(event.tag, event.location, true, 0, bytes);
-            }
-            _ => {}
-        });
+        self.notify(event.tag, event.ty, event.location, event.args);
     }
 
     fn control(&self, on: bool) -> bool {
@@ -378,4 +509,62 @@ pub fn merge(ranks: u32, parts: Vec<Profile>) -> Profile {
 pub fn summary(profile: &Profile) -> String {
     let summary = crate::report::Summary::from_profile(profile);
     crate::report::top_costs(&summary, 10)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(t: &ThreadProfile, tag: u32) -> Stats {
+        let rows: Vec<&Stats> = t
+            .index
+            .iter()
+            .filter(|((k, _), _)| *k == tag)
+            .map(|(_, &r)| &t.rows[r as usize])
+            .collect();
+        assert_eq!(rows.len(), 1, "one row of {tag:#x}");
+        *rows[0]
+    }
+
+    #[test]
+    fn an_interval_counts_the_bytes_and_the_message_its_end_names() {
+        let mut t = ThreadProfile::new(2);
+        let here = Location::caller();
+        for (i, len) in [(0u64, 24usize), (1, 40)] {
+            let start = [Arg::Rank(1), Arg::Bytes(0), Arg::U64(i)];
+            let end = [Arg::Rank(1), Arg::Bytes(len), Arg::U64(i)];
+            t.start(100 * i, events::GASP_UPCXX_RPC_SEND, here, &start);
+            t.end(100 * i + 30 + i, events::GASP_UPCXX_RPC_SEND, &end);
+        }
+        let s = row(&t, events::GASP_UPCXX_RPC_SEND);
+        assert_eq!((s.count, s.total, s.min, s.max), (2, 61, 30, 31));
+        assert_eq!(s.bytes, 64);
+        assert_eq!(t.sent, vec![(0, 0), (64, 2)]);
+        assert!(t.open.is_empty());
+    }
+
+    #[test]
+    fn user_intervals_keep_their_start_bytes_and_may_end_out_of_order() {
+        let mut t = ThreadProfile::new(1);
+        let (a, b) = (crate::USEREVT_START, crate::USEREVT_START + 1);
+        t.start(10, a, Location::caller(), &[Arg::Bytes(8), Arg::Int(1)]);
+        t.start(20, b, Location::caller(), &[]);
+        t.end(50, a, &[]);
+        t.end(60, b, &[Arg::Int(0), Arg::Bytes(3), Arg::Bytes(4)]);
+        let (ra, rb) = (row(&t, a), row(&t, b));
+        assert_eq!((ra.count, ra.total, ra.bytes), (1, 40, 8));
+        assert_eq!((rb.count, rb.total, rb.bytes), (1, 40, 7));
+        // User events are no communication.
+        assert_eq!(t.sent, vec![(0, 0)]);
+        assert!(t.open.is_empty());
+    }
+
+    #[test]
+    fn an_end_without_its_start_is_ignored() {
+        let mut t = ThreadProfile::new(1);
+        t.start(10, events::GASP_UPC_BARRIER, Location::caller(), &[]);
+        t.end(20, events::GASP_UPCXX_FUTURE_WAIT, &[]);
+        assert!(t.rows.is_empty());
+        assert_eq!(t.open.len(), 1);
+    }
 }

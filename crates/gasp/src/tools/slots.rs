@@ -25,6 +25,7 @@
 //! the process, and a slot's contents are taken, not freed, by the finisher.
 
 use std::cell::{Cell, UnsafeCell};
+use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{compiler_fence, AtomicBool, AtomicU8, Ordering};
 use std::sync::Mutex;
 
@@ -41,24 +42,52 @@ pub(crate) struct ThreadSlot<T> {
 unsafe impl<T: Send> Sync for ThreadSlot<T> {}
 
 impl<T> ThreadSlot<T> {
-    /// Runs `f` on the buffer unless the finishing thread has claimed it. Called only
-    /// by the thread that registered the slot.
+    /// The buffer, unless the finishing thread has claimed it; held until the guard is
+    /// dropped. Called only by the thread that registered the slot. A guard rather than
+    /// a closure: every part of the event path is then an `inline(always)` function,
+    /// inlined even into the cold functions the runtime calls.
     #[inline(always)]
-    pub(crate) fn with(&self, f: impl FnOnce(&mut T)) {
+    pub(crate) fn enter(&self) -> Option<Entered<'_, T>> {
         if fence::asymmetric() {
             self.busy.store(true, Ordering::Relaxed);
             // The light side of the asymmetric fence (see the module docs).
             compiler_fence(Ordering::SeqCst);
             if self.closed.load(Ordering::Relaxed) {
                 self.busy.store(false, Ordering::Relaxed);
-                return;
+                return None;
             }
         } else if self.busy.swap(true, Ordering::Acquire) || self.closed.load(Ordering::Relaxed) {
-            return;
+            return None;
         }
+        Some(Entered(self))
+    }
+}
+
+/// A thread's hold on its slot ([`ThreadSlot::enter`]).
+pub(crate) struct Entered<'a, T>(&'a ThreadSlot<T>);
+
+impl<T> Deref for Entered<'_, T> {
+    type Target = T;
+
+    #[inline(always)]
+    fn deref(&self) -> &T {
         // SAFETY: `busy` is set and `closed` was not: the finisher waits for us.
-        f(unsafe { &mut *self.data.get() });
-        self.busy.store(false, Ordering::Release);
+        unsafe { &*self.0.data.get() }
+    }
+}
+
+impl<T> DerefMut for Entered<'_, T> {
+    #[inline(always)]
+    fn deref_mut(&mut self) -> &mut T {
+        // SAFETY: as in `deref`; the guard is the only way to the data while it lives.
+        unsafe { &mut *self.0.data.get() }
+    }
+}
+
+impl<T> Drop for Entered<'_, T> {
+    #[inline(always)]
+    fn drop(&mut self) {
+        self.0.busy.store(false, Ordering::Release);
     }
 }
 
@@ -165,6 +194,8 @@ pub(crate) mod fence {
     const NONE: u8 = 3;
 
     static MODE: AtomicU8 = AtomicU8::new(UNKNOWN);
+    /// `MODE` is `EXPEDITED` or `GLOBAL`: what writers test.
+    static ASYMMETRIC: AtomicBool = AtomicBool::new(false);
 
     #[cfg(target_os = "linux")]
     fn membarrier(cmd: libc::c_int) -> libc::c_long {
@@ -178,7 +209,9 @@ pub(crate) mod fence {
         if MODE.load(Ordering::Relaxed) != UNKNOWN {
             return;
         }
-        MODE.store(probe(), Ordering::Relaxed);
+        let mode = probe();
+        MODE.store(mode, Ordering::Relaxed);
+        ASYMMETRIC.store(matches!(mode, EXPEDITED | GLOBAL), Ordering::Relaxed);
     }
 
     #[cfg(target_os = "linux")]
@@ -210,7 +243,7 @@ pub(crate) mod fence {
     /// Whether writers may use the light side (a compiler fence).
     #[inline(always)]
     pub(crate) fn asymmetric() -> bool {
-        matches!(MODE.load(Ordering::Relaxed), EXPEDITED | GLOBAL)
+        ASYMMETRIC.load(Ordering::Relaxed)
     }
 
     /// A full memory barrier on every thread of the process.
@@ -255,11 +288,9 @@ mod tests {
                 std::thread::spawn(move || {
                     while !stop.load(Ordering::Relaxed) {
                         SLOT.with(|s| {
-                            if let Some(slot) = s.get(&SLOTS, || 0) {
-                                slot.with(|n| {
-                                    *n += 1;
-                                    recorded.fetch_add(1, Ordering::Relaxed);
-                                });
+                            if let Some(mut n) = s.get(&SLOTS, || 0).and_then(ThreadSlot::enter) {
+                                *n += 1;
+                                recorded.fetch_add(1, Ordering::Relaxed);
                             }
                         });
                     }

@@ -22,7 +22,9 @@
 //!   the END of a put repeats its START, a loop repeats its pointers), and the ticks
 //!   since the previous record (a clock record carries the absolute time when the gap
 //!   does not fit). An argument takes one word, a global pointer two. A
-//!   `upcxx::rput(v, p).wait()` in a loop takes four words for its four events;
+//!   `upcxx::rput(v, p).wait()` in a loop takes four words for its four events. It is
+//!   written in place, into the chunk's spare room (checked once for the largest
+//!   record), by code inlined into the dispatcher's span functions;
 //! * each thread's first buffer, [`GASP_TRACE_BUFFER`] MiB (default
 //!   [`DEFAULT_BUFFER_MIB`]), is allocated and touched when the thread registers (the
 //!   initializing thread: when the tool is created), outside the measured program;
@@ -39,7 +41,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use rustc_hash::FxHashMap;
 use serde_json::{json, Map, Value};
 
-use super::slots::{fence, SlotCell, Slots};
+use super::slots::{fence, SlotCell, Slots, ThreadSlot};
 use super::{Destination, Kind};
 use crate::events::{self, Timing, NB_TRIVIAL};
 use crate::formats::{Trace, TraceEvent, TraceInfo, TRACE_TOOL};
@@ -171,14 +173,36 @@ impl ThreadTrace {
     }
 
     #[inline(always)]
-    fn push(&mut self, ticks: Ticks, event: &Event<'_>) {
+    fn push(
+        &mut self,
+        ticks: Ticks,
+        tag: u32,
+        ty: EventType,
+        location: &'static Location<'static>,
+        args: &[Arg<'_>],
+    ) {
         if self.records >= self.limit {
             self.dropped += 1;
             return;
         }
-        let mut words = [0u64; 2 * MAX_ARGS];
-        let (mut n, mut same, mut kinds, mut nargs) = (0, 0u64, 0u64, 0u64);
-        for (i, arg) in event.args.iter().take(MAX_ARGS).enumerate() {
+        if self.current.capacity() - self.current.len() < RECORD_MAX_WORDS {
+            self.next_chunk();
+        }
+        let mut delta = ticks.wrapping_sub(self.last_ticks);
+        if delta > DELTA_MAX {
+            self.current.push(CLOCK);
+            self.current.push(ticks);
+            delta = 0;
+        }
+        self.last_ticks = ticks;
+        self.records += 1;
+        // The record goes straight into the chunk: its header first (written last, when
+        // the site is known), then the arguments that changed.
+        let len = self.current.len();
+        let record = &mut self.current.spare_capacity_mut()[..1 + 2 * MAX_ARGS];
+        let (mut n, mut same, mut kinds) = (1, 0u64, 0u64);
+        let args = &args[..args.len().min(MAX_ARGS)];
+        for (i, arg) in args.iter().enumerate() {
             let (kind, w) = match *arg {
                 Arg::Int(v) => (K_INT, [i64::from(v) as u64, 0]),
                 Arg::I64(v) => (K_INT, [v as u64, 0]),
@@ -190,35 +214,25 @@ impl ThreadTrace {
                 Arg::Str(s) => (K_STR, [intern(&mut self.strings, s), 0]),
             };
             kinds |= kind << (3 * i);
-            nargs += 1;
             if w == self.prev[i] {
                 same |= 1 << i;
             } else {
                 self.prev[i] = w;
-                words[n] = w[0];
+                record[n].write(w[0]);
                 n += 1;
                 if kind == K_GPTR {
-                    words[n] = w[1];
+                    record[n].write(w[1]);
                     n += 1;
                 }
             }
         }
-        let meta = u64::from(event.tag) | (event.ty as u64) << 32 | nargs << 34 | kinds << 37;
-        let site = self.site(event.location, meta);
-        if self.current.capacity() - self.current.len() < RECORD_MAX_WORDS {
-            self.next_chunk();
-        }
-        let mut delta = ticks.wrapping_sub(self.last_ticks);
-        if delta > DELTA_MAX {
-            self.current.push(CLOCK);
-            self.current.push(ticks);
-            delta = 0;
-        }
-        self.current
-            .push(site | same << SAME_SHIFT | delta << DELTA_SHIFT);
-        self.current.extend_from_slice(&words[..n]);
-        self.last_ticks = ticks;
-        self.records += 1;
+        let meta = u64::from(tag) | (ty as u64) << 32 | (args.len() as u64) << 34 | kinds << 37;
+        let site = self.site(location, meta);
+        self.current.spare_capacity_mut()[0]
+            .write(site | same << SAME_SHIFT | delta << DELTA_SHIFT);
+        // SAFETY: the chunk had room for a record after `len` (checked above), and the
+        // `n` words from `len` were just written: the header, then `n - 1` arguments.
+        unsafe { self.current.set_len(len + n) };
     }
 
     /// The index of the site (location, meta).
@@ -385,21 +399,35 @@ impl Tracer {
     }
 
     #[inline(always)]
-    fn slot(&self) -> Option<&'static super::slots::ThreadSlot<ThreadTrace>> {
+    fn slot(&self) -> Option<&'static ThreadSlot<ThreadTrace>> {
         SLOT.with(|slot| slot.get(&SLOTS, || ThreadTrace::new(self.limit, self.buffer_words)))
     }
 }
 
-impl Tool for Tracer {
+impl Tracer {
+    /// `gasp_event_notify` as the dispatcher calls it (inlined there).
     #[inline(always)]
-    fn event_notify(&self, event: &Event<'_>) {
+    pub(crate) fn notify(
+        &self,
+        tag: u32,
+        ty: EventType,
+        location: &'static Location<'static>,
+        args: &[Arg<'_>],
+    ) {
         let ticks = timer::ticks_now();
-        if event.ty != EventType::End && !self.measuring.load(Ordering::Relaxed) {
+        // Ended even when measuring stopped since its START: the interval is drawn.
+        if ty != EventType::End && !self.measuring.load(Ordering::Relaxed) {
             return;
         }
-        if let Some(slot) = self.slot() {
-            slot.with(|t| t.push(ticks, event));
+        if let Some(mut t) = self.slot().and_then(ThreadSlot::enter) {
+            t.push(ticks, tag, ty, location, args);
         }
+    }
+}
+
+impl Tool for Tracer {
+    fn event_notify(&self, event: &Event<'_>) {
+        self.notify(event.tag, event.ty, event.location, event.args);
     }
 
     fn control(&self, on: bool) -> bool {
@@ -730,15 +758,6 @@ pub fn merge(ranks: u32, parts: Vec<Trace>) -> Trace {
 mod tests {
     use super::*;
 
-    fn event<'a>(tag: u32, ty: EventType, args: &'a [Arg<'a>]) -> Event<'a> {
-        Event {
-            tag,
-            ty,
-            location: Location::caller(),
-            args,
-        }
-    }
-
     fn stored_eq(a: &Stored, b: &Stored) -> bool {
         match (a, b) {
             (Stored::I(x), Stored::I(y)) => x == y,
@@ -784,7 +803,7 @@ mod tests {
             };
             // Mostly small steps; now and then a gap too long for the header.
             ticks += if i % 1000 == 999 { 1 << 45 } else { i % 17 };
-            t.push(ticks, &event(tag, ty, args));
+            t.push(ticks, tag, ty, Location::caller(), args);
             expected.push((ticks, tag, ty, args.len()));
         }
         assert!(!t.full.is_empty(), "the records span several chunks");
@@ -831,7 +850,10 @@ mod tests {
         for i in 0..5 {
             t.push(
                 t.start_ticks + i,
-                &event(events::GASP_UPC_BARRIER, EventType::Start, &[]),
+                events::GASP_UPC_BARRIER,
+                EventType::Start,
+                Location::caller(),
+                &[],
             );
         }
         assert_eq!((t.decode().count(), t.dropped), (3, 2));
