@@ -476,6 +476,10 @@ impl Tool for Tracer {
     }
 }
 
+/// The index of a copy of `s` (a user event's string argument; cold: the runtime's
+/// events have none, and a call on the hot path would make its loop spill).
+#[cold]
+#[inline(never)]
 fn intern(strings: &mut Vec<String>, s: &CStr) -> u64 {
     strings.push(s.to_string_lossy().into_owned());
     strings.len() as u64 - 1
