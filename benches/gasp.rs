@@ -15,16 +15,23 @@
 //! |-----------------------------|---------------------------------------------|------------------------------|
 //! | `gasp.rput_8B_off`          | `upcxx::rput(v, p).wait()` of a `u64` into rank 1's segment | —           |
 //! | `gasp.rput_8B_notool`       | the same                                     | `_off` (≤ 1.05×)             |
-//! | `gasp.rput_8B_profile`      | the same                                     | `_off` (≤ off + 50 ns)       |
-//! | `gasp.rput_8B_trace`        | the same                                     | `_off` (≤ off + 100 ns)      |
+//! | `gasp.rput_8B_profile`      | the same                                     | `_off` (≤ off + n × 50 ns)   |
+//! | `gasp.rput_8B_trace`        | the same                                     | `_off` (≤ off + n × 100 ns)  |
 //! | `gasp.rpc_roundtrip_off`    | `upcxx::rpc(1, empty, ()).wait()`            | —                            |
 //! | `gasp.rpc_roundtrip_notool` | the same                                     | `_off` (≤ 1.05×)             |
 //! | `gasp.rpc_roundtrip_profile`| the same                                     | `_off` (≤ 1.3×)              |
 //! | `gasp.rpc_roundtrip_trace`  | the same                                     | `_off` (≤ 1.4×)              |
 //!
-//! The rput targets are absolute differences; the JSON carries them, like every target
-//! here, as `target_ratio` (`target_is: "max"`) against the `off` median of the same
-//! run, `(off + 50) / off` and `(off + 100) / off`.
+//! The rput targets are costs per event: GASP §3 calls each begin, end or atomic
+//! notification (`gasp_event_notify`) an event, and the issue allows a profiler 50 ns
+//! and a tracer 100 ns per event. One `rput(v, p).wait()` makes `n` of them (a
+//! `GASP_UPC_NB_PUT_INIT` and a `GASP_UPCXX_FUTURE_WAIT`, START and END each: `n` = 4),
+//! which the driver counts rather than assumes (see *How*). The JSON carries the
+//! targets, like every target here, as `target_ratio` (`target_is: "max"`) against the
+//! `off` median of the same run: `(off + n × 50) / off` and `(off + n × 100) / off`.
+//! The `notool` targets stay 1.05× of `off`; the notes under the table give their cost
+//! per event too (the issue's other form of that target: +2 ns). The RPC's targets stay
+//! ratios (a round trip makes 6 events, 4 on rank 0 and 2 on rank 1, in about 300 ns).
 //!
 //! # How
 //!
@@ -39,6 +46,11 @@
 //! names the tool and an output file in a private temporary directory; the launcher
 //! merges the ranks' outputs there, this driver looks at the result and deletes it.
 //!
+//! * **Events per call.** Before the rounds, one job of the instrumented kernel with
+//!   `GASP_KERNEL_COUNT` attaches a tool of the kernel's own that counts notifications
+//!   and reports how many one call of each operation makes on each rank; the rput
+//!   targets use the sum, and the notes under the table print it with the cost per
+//!   event of each variant, `(variant - off) / n`.
 //! * **Rounds.** Each round runs one job of every variant, in an order that rotates from
 //!   round to round. `PGAS_BENCH_SAMPLES=N` (default 9) sets the number of rounds, so
 //!   of samples per figure; the figures are the medians of all samples of a variant.
@@ -61,7 +73,13 @@
 //! against the variant. Under the table the driver lists what the profiler counted on
 //! rank 0 in one job, so a reader sees which events the operations produce, and it
 //! makes sure the tracer dropped no event (`GASP_TRACE_LIMIT` is raised to fit the
-//! job): a trace that drops events measures dropping, not tracing.
+//! job): a trace that drops events measures dropping, not tracing. Likewise a trace
+//! whose records outgrow the first buffer measures page faults (a new chunk is touched
+//! as it is written, microseconds a page on this VM), so a trace job's
+//! `GASP_TRACE_BUFFER` is sized for the records the job can make: the most calls a
+//! trace or profile job of the run made so far (a job calls as often as its sample
+//! time allows, and the profiler is the faster tool), times the events per call, times
+//! [`WORDS_PER_RECORD`], with half again as headroom.
 
 mod common;
 
@@ -90,9 +108,17 @@ const DEFAULT_SAMPLE_MS: u64 = 20;
 /// Time limit of one job.
 const JOB_TIMEOUT: Duration = Duration::from_secs(300);
 /// `GASP_TRACE_LIMIT` of the trace jobs, in records per thread: a job of the kernel
-/// records far fewer (about a million at most: ~100 ms of operations at tens of ns per
-/// record), so none is dropped; buffers grow only as records arrive.
+/// records far fewer (a few million: ~100 ms of operations at tens of ns per record),
+/// so none is dropped; buffers grow only as records arrive.
 const TRACE_LIMIT: u64 = 1 << 24;
+/// Words of trace buffer per record allowed for: a record is a header word plus the
+/// arguments that changed since the thread's previous record; the measured operations
+/// take about 1 (rput) to 2 (rpc) words a record.
+const WORDS_PER_RECORD: f64 = 2.0;
+/// The `GASP_TRACE_BUFFER` (MiB) of a trace job when no job has run yet to size it.
+const TRACE_BUFFER_MIB_UNSIZED: u64 = 256;
+/// Calls of each operation in the counting job.
+const COUNT_CALLS: u64 = 10_000;
 
 /// Environment the driver sets for every job itself; inherited values would change what
 /// a variant measures.
@@ -102,6 +128,8 @@ const OWN_ENV: &[&str] = &[
     "GASP_PROFILE_ONLY",
     "GASP_EXCLUDE_LOCAL",
     "GASP_TRACE_LIMIT",
+    "GASP_TRACE_BUFFER",
+    "GASP_KERNEL_COUNT",
     "GASP_KERNEL_SAMPLES",
     "GASP_KERNEL_WARMUP",
     "GASP_KERNEL_SAMPLE_MS",
@@ -167,6 +195,10 @@ struct KernelRun {
     samples: [Vec<f64>; 2],
 }
 
+/// Notifications (events, GASP §3) one call makes, per operation (in [`OPS`] order)
+/// and rank.
+type EventsPerCall = [[f64; 2]; 2];
+
 /// How to run one job.
 struct JobPlan<'a> {
     variant: Variant,
@@ -174,6 +206,8 @@ struct JobPlan<'a> {
     sample_ms: u64,
     /// Distinguishes this job's files in `tmp`.
     tag: String,
+    /// `GASP_TRACE_BUFFER` of a trace job, in MiB.
+    trace_buffer_mib: u64,
 }
 
 /// Event names with their counts.
@@ -280,6 +314,10 @@ fn run_kernel(plan: &JobPlan<'_>, tmp: &Path, notes: &mut ToolNotes) -> Result<K
     }
     if v == Variant::Trace {
         env.push(("GASP_TRACE_LIMIT".into(), TRACE_LIMIT.to_string().into()));
+        env.push((
+            "GASP_TRACE_BUFFER".into(),
+            plan.trace_buffer_mib.to_string().into(),
+        ));
     }
     let spec = gex::job::JobSpec {
         program: plan.exe.to_path_buf(),
@@ -317,6 +355,75 @@ fn run_kernel(plan: &JobPlan<'_>, tmp: &Path, notes: &mut ToolNotes) -> Result<K
         _ => {}
     }
     Ok(run)
+}
+
+/// Runs the counting job (`GASP_KERNEL_COUNT`) of the instrumented kernel `exe`: the
+/// events one call of each operation makes on each rank.
+fn count_events(exe: &Path, tmp: &Path) -> Result<EventsPerCall, String> {
+    let out = tmp.join("kernel-count.txt");
+    let _ = std::fs::remove_file(&out);
+    let spec = gex::job::JobSpec {
+        program: exe.to_path_buf(),
+        args: Vec::new(),
+        ranks: 2,
+        segment_size: SEGMENT,
+        timeout: Some(JOB_TIMEOUT),
+        env: vec![
+            (BENCH_OUT.into(), out.clone().into()),
+            ("GASP_KERNEL_COUNT".into(), COUNT_CALLS.to_string().into()),
+        ],
+        name: "bench gasp/count".to_owned(),
+        forward_signals: true,
+    };
+    let outcome = gex::job::run(&spec).map_err(|e| format!("count job: cannot start: {e}"))?;
+    let text = std::fs::read_to_string(&out);
+    let _ = std::fs::remove_file(&out);
+    if let Some(failure) = outcome.failure {
+        return Err(format!("count job failed: {failure}"));
+    }
+    let text = text.map_err(|e| format!("count job: rank 0 wrote no results ({e})"))?;
+    let json = text
+        .lines()
+        .find_map(|l| l.strip_prefix(LINE_TAG))
+        .ok_or_else(|| format!("count job: no {LINE_TAG}line in the results"))?;
+    let r: Value =
+        serde_json::from_str(json).map_err(|e| format!("count job: bad results line: {e}"))?;
+    let mut events = EventsPerCall::default();
+    for (per_rank, op) in events.iter_mut().zip(OPS) {
+        let counts = r["notifications"][op]
+            .as_array()
+            .filter(|a| a.len() == 2)
+            .ok_or_else(|| format!("count job: results lack `notifications.{op}`"))?;
+        for (n, c) in per_rank.iter_mut().zip(counts) {
+            *n = c
+                .as_f64()
+                .ok_or_else(|| format!("count job: bad count in `notifications.{op}`"))?;
+        }
+    }
+    Ok(events)
+}
+
+/// The `GASP_TRACE_BUFFER` (MiB) for a job that makes at most `calls` calls of each
+/// operation, `events` events per call: the busier rank's records (module docs).
+fn trace_buffer_mib(calls: [u64; 2], events: &EventsPerCall) -> u64 {
+    let records = (0..2)
+        .map(|rank| {
+            (0..2)
+                .map(|op| calls[op] as f64 * events[op][rank])
+                .sum::<f64>()
+        })
+        .fold(0.0, f64::max);
+    let bytes = records * WORDS_PER_RECORD * 8.0 * 1.5;
+    ((bytes / f64::from(1 << 20)).ceil() as u64).max(gasp::tools::trace::DEFAULT_BUFFER_MIB as u64)
+}
+
+/// Events per call as counted: whole unless something reports now and then.
+fn fmt_events(n: f64) -> String {
+    if n.fract() == 0.0 {
+        format!("{n:.0}")
+    } else {
+        format!("{n:.2}")
+    }
 }
 
 /// Parses the kernel's result line and checks its build and tool against `v`.
@@ -448,20 +555,46 @@ fn driver() -> i32 {
     };
     let mut notes = ToolNotes::default();
 
+    eprintln!("gasp bench: counting the events of one call of each operation");
+    let events = match count_events(exe(Variant::NoTool), &tmp.0) {
+        Ok(events) => Some(events),
+        Err(e) => {
+            report.errors.push(e);
+            None
+        }
+    };
+
     // Rounds, the variants' order rotating.
     let mut samples: [[Vec<f64>; 2]; 4] = Default::default();
+    // The most calls of each operation a profile or trace job made.
+    let mut most_calls = [0u64; 2];
+    let mut trace_buffers = (u64::MAX, 0);
     for round in 0..rounds {
         eprintln!("gasp bench: round {}/{rounds}", round + 1);
         for k in 0..Variant::ALL.len() {
             let v = Variant::ALL[(round + k) % Variant::ALL.len()];
+            let trace_buffer_mib = match &events {
+                Some(events) if most_calls != [0, 0] => trace_buffer_mib(most_calls, events),
+                _ => TRACE_BUFFER_MIB_UNSIZED,
+            };
             let plan = JobPlan {
                 variant: v,
                 exe: exe(v),
                 sample_ms,
                 tag: format!("round{round}"),
+                trace_buffer_mib,
             };
+            if v == Variant::Trace {
+                trace_buffers.0 = trace_buffers.0.min(trace_buffer_mib);
+                trace_buffers.1 = trace_buffers.1.max(trace_buffer_mib);
+            }
             match run_kernel(&plan, &tmp.0, &mut notes) {
                 Ok(run) => {
+                    if v.has_tool() {
+                        for (most, calls) in most_calls.iter_mut().zip(run.calls) {
+                            *most = (*most).max(calls);
+                        }
+                    }
                     for (all, got) in samples[v.index()].iter_mut().zip(run.samples) {
                         all.extend(got);
                     }
@@ -483,40 +616,67 @@ fn driver() -> i32 {
     let off = |op: usize| median(&samples[Variant::Off.index()][op]);
     let (rput_off, rpc_off) = (off(0), off(1));
     let name = |op: &str, v: Variant| format!("gasp.{op}_{}", v.name());
+    // Events one call makes, all ranks together.
+    let per_call = |op: usize| events.map(|e| e[op][0] + e[op][1]);
     for (op_i, op) in OPS.iter().enumerate() {
         let base = name(op, Variant::Off);
         let off_value = off(op_i);
         if !off_value.is_finite() || off_value <= 0.0 {
             continue;
         }
-        let (profile, trace) = if op_i == 0 {
-            (
-                (off_value + 50.0) / off_value,
-                (off_value + 100.0) / off_value,
-            )
-        } else {
-            (1.3, 1.4)
-        };
         let max = |t: f64| Some((t, TargetIs::Max));
         report.relate(&name(op, Variant::NoTool), &base, max(1.05));
-        report.relate(&name(op, Variant::Profile), &base, max(profile));
-        report.relate(&name(op, Variant::Trace), &base, max(trace));
+        let (profile, trace) = if op_i == 0 {
+            // Per event; without a count the figures are shown but not judged.
+            match per_call(op_i) {
+                Some(n) => (
+                    max((off_value + n * 50.0) / off_value),
+                    max((off_value + n * 100.0) / off_value),
+                ),
+                None => (None, None),
+            }
+        } else {
+            (max(1.3), max(1.4))
+        };
+        report.relate(&name(op, Variant::Profile), &base, profile);
+        report.relate(&name(op, Variant::Trace), &base, trace);
     }
 
-    let mut lines = vec![format!(
-        "rput targets are absolute: profile <= off + 50 ns = {} ns, trace <= off + 100 ns \
-         = {} ns",
-        fmt_value(rput_off + 50.0),
-        fmt_value(rput_off + 100.0)
-    )];
+    let mut lines = Vec::new();
+    if let (Some(e), Some(n)) = (events, per_call(0)) {
+        lines.push(format!(
+            "events per call (counted with a counting tool, rank 0 + rank 1): rput_8B {} + {}, \
+             rpc_roundtrip {} + {}",
+            fmt_events(e[0][0]),
+            fmt_events(e[0][1]),
+            fmt_events(e[1][0]),
+            fmt_events(e[1][1])
+        ));
+        lines.push(format!(
+            "rput targets are per event: profile <= off + {n} x 50 ns = {} ns, trace <= off + \
+             {n} x 100 ns = {} ns",
+            fmt_value(rput_off + n * 50.0),
+            fmt_value(rput_off + n * 100.0),
+            n = fmt_events(n),
+        ));
+    }
     for (op_i, op) in OPS.iter().enumerate() {
         let base = [rput_off, rpc_off][op_i];
+        let n = per_call(op_i).filter(|&n| n > 0.0);
         let extra: Vec<String> = Variant::ALL[1..]
             .iter()
             .map(|&v| {
                 let d = median(&samples[v.index()][op_i]) - base;
                 let sign = if d >= 0.0 { "+" } else { "" };
-                format!("{} {sign}{} ns", v.name(), fmt_value(d))
+                match n {
+                    Some(n) => format!(
+                        "{} {sign}{} ns ({sign}{} ns per event)",
+                        v.name(),
+                        fmt_value(d),
+                        fmt_value(d / n)
+                    ),
+                    None => format!("{} {sign}{} ns", v.name(), fmt_value(d)),
+                }
             })
             .collect();
         lines.push(format!("{op} over off: {}", extra.join(", ")));
@@ -532,6 +692,12 @@ fn driver() -> i32 {
             fmt_value(calls[0] as f64),
             fmt_value(calls[1] as f64),
             top.join(", ")
+        ));
+    }
+    if trace_buffers.1 > 0 {
+        lines.push(format!(
+            "trace jobs' GASP_TRACE_BUFFER: {} to {} MiB",
+            trace_buffers.0, trace_buffers.1
         ));
     }
     if notes.trace_dropped > 0 {

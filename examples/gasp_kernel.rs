@@ -24,10 +24,18 @@
 //! (one line), where `instrumented` says whether the `gasp` feature was on, `tool`
 //! whether a tool is attached, and `calls` how many of each operation rank 0 made in
 //! all (warm-up, calibration and samples; not the checks).
+//!
+//! With `GASP_KERNEL_COUNT=N` the kernel times nothing: every rank attaches a tool of
+//! its own that counts notifications (GASP §3: each begin, end and atomic event is one
+//! `gasp_event_notify`), rank 0 makes `N` calls of each operation, and the line adds
+//! `"notifications":{"rput_8B":[rank 0, rank 1],"rpc_roundtrip":[...]}`, what one call
+//! made each rank report (the sample lists are empty). The bench turns its per-event
+//! targets into per-call ones with these.
 //! By hand: `UPCXX_RANKS=2 cargo run --release --example gasp_kernel`, with
 //! `GASP_TOOL=profile` or `trace` to attach a tool.
 
 use std::hint::black_box;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -39,6 +47,31 @@ const TAG: &str = "GASP_KERNEL";
 const OUT: &str = "PGAS_BENCH_OUT";
 /// Untimed RPCs before each timed RPC sample.
 const WAKE_RPCS: u64 = 64;
+
+/// Notifications this rank's counting tool received (`GASP_KERNEL_COUNT`).
+static NOTIFICATIONS: AtomicU64 = AtomicU64::new(0);
+
+/// The counting tool of `GASP_KERNEL_COUNT`.
+struct Counter;
+
+impl gasp::Tool for Counter {
+    fn event_notify(&self, _event: &gasp::Event<'_>) {
+        NOTIFICATIONS.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn control(&self, _on: bool) -> bool {
+        true
+    }
+
+    fn create_event(&self, _name: &str, _desc: Option<&str>) -> u32 {
+        gasp::USEREVT_START
+    }
+}
+
+/// This rank's count so far (called on rank 1 by RPC).
+fn notifications() -> u64 {
+    NOTIFICATIONS.load(Ordering::Relaxed)
+}
 
 /// Rank 1's word that rank 0 puts into (a cache line of its own).
 static TARGET: OnceLock<GlobalPtr<u64>> = OnceLock::new();
@@ -96,6 +129,10 @@ fn calibrate(target: Duration, run: &mut impl FnMut(u64) -> Duration) -> u64 {
 }
 
 fn main() {
+    let count = env_u64("GASP_KERNEL_COUNT", 0);
+    if count > 0 {
+        gasp::register_tool(|_, _| Box::new(Counter));
+    }
     upcxx::init();
     assert_eq!(upcxx::rank_n(), 2, "gasp_kernel runs on exactly 2 ranks");
     if upcxx::rank_me() == 1 {
@@ -108,15 +145,16 @@ fn main() {
     }
     upcxx::barrier();
     if upcxx::rank_me() == 0 {
-        measure();
+        measure(count);
     }
     // Rank 1 serves the RPCs here, in the barrier's user-level progress.
     upcxx::barrier();
     upcxx::finalize();
 }
 
-/// Rank 0's part: warm-up and calibration, interleaved samples, checks, the line.
-fn measure() {
+/// Rank 0's part: warm-up and calibration, interleaved samples (or, with `count` > 0,
+/// counted calls), checks, the line.
+fn measure(count: u64) {
     let (dest,) = upcxx::rpc(1, target_wire, ()).wait();
     assert_eq!(dest.where_(), 1, "the rput target lives on rank 1");
     let warmup = env_u64("GASP_KERNEL_WARMUP", 2);
@@ -142,12 +180,36 @@ fn measure() {
         t0.elapsed()
     };
 
-    warm_up(sample_time / 4, &mut rput);
-    let n_rput = calibrate(sample_time, &mut rput);
-    warm_up(sample_time / 4, &mut rpc);
-    let n_rpc = calibrate(sample_time, &mut rpc);
+    let mut counted = serde_json::Value::Null;
+    if count > 0 {
+        // What one call makes each rank report. Rank 1's count is read by RPCs, whose
+        // own RPC_EXECUTE END (of the first) and START (of the second) fall between
+        // the readings there; here the readings bracket only the calls.
+        let remote = || upcxx::rpc(1, notifications, ()).wait();
+        let per_call = |op: &mut dyn FnMut(u64) -> Duration| {
+            op(64);
+            let there = remote();
+            let here = notifications();
+            op(count);
+            let here = notifications() - here;
+            let there = remote() - there - 2;
+            [here as f64 / count as f64, there as f64 / count as f64]
+        };
+        counted = serde_json::json!({
+            "rput_8B": per_call(&mut rput),
+            "rpc_roundtrip": per_call(&mut rpc),
+        });
+    }
+    let (n_rput, n_rpc) = if count > 0 {
+        (0, 0)
+    } else {
+        warm_up(sample_time / 4, &mut rput);
+        let n_rput = calibrate(sample_time, &mut rput);
+        warm_up(sample_time / 4, &mut rpc);
+        (n_rput, calibrate(sample_time, &mut rpc))
+    };
     let (mut rput_ns, mut rpc_ns) = (Vec::new(), Vec::new());
-    for s in 0..warmup + samples {
+    for s in (0..warmup + samples).filter(|_| count == 0) {
         let a = rput(n_rput).as_nanos() as f64 / n_rput as f64;
         // Rank 1 naps in its barrier's backoff while nothing reaches it (during the
         // rput sample): a few untimed RPCs wake it up.
@@ -168,7 +230,7 @@ fn measure() {
     let got = upcxx::rpc(1, |x: u64| (upcxx::rank_me(), !x), (x,)).wait();
     assert_eq!(got, (1, !x), "the RPC round trip returned a wrong result");
 
-    let result = serde_json::json!({
+    let mut result = serde_json::json!({
         "instrumented": cfg!(feature = "gasp"),
         "tool": gasp::enabled(),
         "iters": {"rput_8B": n_rput, "rpc_roundtrip": n_rpc},
@@ -176,6 +238,9 @@ fn measure() {
         "rput_8B": rput_ns,
         "rpc_roundtrip": rpc_ns,
     });
+    if count > 0 {
+        result["notifications"] = counted;
+    }
     let line = format!("{TAG} {result}");
     match std::env::var_os(OUT) {
         Some(path) => std::fs::write(&path, line + "\n").unwrap_or_else(|e| {
