@@ -279,21 +279,11 @@ impl<T, K: MemoryKind> GlobalPtr<T, K> {
             not_host("GlobalPtr::local", self.kind);
         }
         let rt = rt("GlobalPtr::local");
-        let Some(peer) = rt.peers.get(self.rank as usize) else {
-            bad_rank("GlobalPtr::local", self.rank, rt.size);
-        };
-        let off = self.addr.wrapping_sub(peer.owner_base);
-        // `<=`: a one-past-the-end pointer of an object at the segment's end is valid.
-        if off > peer.size {
-            outside_segment(
-                "GlobalPtr::local",
-                self.rank,
-                self.addr,
-                peer.owner_base,
-                peer.size,
-            );
+        // Length 0: a one-past-the-end pointer of an object at the segment's end is valid.
+        match rt.local_range(self.rank, self.addr, 0) {
+            Some(local) => local as *mut T,
+            None => not_mapped("GlobalPtr::local", rt, self.rank, self.addr),
         }
-        (peer.local_base + off) as *mut T
     }
 
     /// UPC++ spec §3.2 ¶52 `operator+`: the pointer `n` elements further. `self + n`
@@ -559,6 +549,17 @@ fn not_host(call: &str, kind: KindId) -> ! {
 #[track_caller]
 fn bad_rank(call: &str, rank: Rank, size: Rank) -> ! {
     panic!("upcxx::{call}: rank {rank} is not in the job (rank_n() = {size})")
+}
+
+/// The failure of `call` on a pointer this process does not map: a rank outside the
+/// job, or an address outside its owner's segment.
+#[cold]
+#[track_caller]
+fn not_mapped(call: &str, rt: &crate::runtime::Runtime, rank: Rank, addr: usize) -> ! {
+    match rt.peers.get(rank as usize) {
+        None => bad_rank(call, rank, rt.size),
+        Some(peer) => outside_segment(call, rank, addr, peer.owner_base, peer.size),
+    }
 }
 
 #[cold]

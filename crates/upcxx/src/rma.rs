@@ -341,15 +341,6 @@ fn null_pointer(call: &str) -> ! {
     panic!("upcxx::{call}: the global pointer is null")
 }
 
-/// Where this process reaches `len` bytes at `addr` in `rank`'s segment, if it maps
-/// that segment (`rank` is in the local team) and the whole range is inside it.
-#[inline]
-fn local_range(rt: &Runtime, rank: Rank, addr: usize, len: usize) -> Option<usize> {
-    let peer = rt.peers.get(rank as usize)?;
-    let off = addr.wrapping_sub(peer.owner_base);
-    (off <= peer.size && len <= peer.size - off).then_some(peer.local_base + off)
-}
-
 /// Starts a put that is locally complete on return; its event says whether the
 /// operation is complete too.
 ///
@@ -361,10 +352,10 @@ fn local_range(rt: &Runtime, rank: Rank, addr: usize, len: usize) -> Option<usiz
 #[track_caller]
 fn put(call: &str, rank: Rank, addr: usize, bytes: &[u8]) -> gex::Event {
     let rt = rt(call);
-    match local_range(rt, rank, addr, bytes.len()) {
+    match rt.local_range(rank, addr, bytes.len()) {
         Some(dest) if !reporting() => {
             // SAFETY: `[dest, dest + len)` is inside the mapping of `rank`'s segment
-            // (local_range), which stays mapped for the life of the job; `bytes` is a
+            // (`Runtime::local_range`), which stays mapped for the life of the job; `bytes` is a
             // live borrow. Concurrent access by other ranks is the program's to order,
             // as for any put.
             unsafe { std::ptr::copy(bytes.as_ptr(), dest as *mut u8, bytes.len()) };
@@ -409,9 +400,9 @@ fn put_through_gex(rt: &Runtime, rank: Rank, addr: usize, bytes: &[u8]) -> gex::
 #[track_caller]
 fn get(call: &str, dest: &mut [u8], rank: Rank, addr: usize) {
     let rt = rt(call);
-    match local_range(rt, rank, addr, dest.len()) {
+    match rt.local_range(rank, addr, dest.len()) {
         // SAFETY: the source range is inside the mapping of `rank`'s segment
-        // (local_range); `dest` is a live exclusive borrow.
+        // (`Runtime::local_range`); `dest` is a live exclusive borrow.
         Some(src) if !reporting() => unsafe {
             std::ptr::copy(src as *const u8, dest.as_mut_ptr(), dest.len())
         },

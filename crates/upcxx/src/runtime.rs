@@ -33,6 +33,19 @@ pub(crate) struct Runtime {
     pub size: Rank,
 }
 
+impl Runtime {
+    /// Where this process reaches `len` bytes at `addr` in `rank`'s segment, if it maps
+    /// that segment (`rank` is in the local team) and the whole range is inside it
+    /// (`len` 0: `addr` may be one past the segment's end).
+    #[inline]
+    pub(crate) fn local_range(&self, rank: Rank, addr: usize, len: usize) -> Option<usize> {
+        let peer = self.peers.get(rank as usize)?;
+        let off = addr.wrapping_sub(peer.owner_base);
+        // Lazily: outside the segment, `off` may be anything and the sum overflow.
+        (off <= peer.size && len <= peer.size - off).then(|| peer.local_base + off)
+    }
+}
+
 static RUNTIME: OnceLock<Runtime> = OnceLock::new();
 /// `RUNTIME`'s value from the end of the first `init` to the last `finalize`, null
 /// otherwise: every call finds the runtime, and whether it may be used, in one load.

@@ -281,6 +281,12 @@ fn out_of_segment_ranges_fail_in_gex_with_the_callers_location() {
         assert!(location.lock().unwrap().ends_with("tests/rma.rs"));
         let msg = panic_text(|| drop(rget(beyond)));
         assert!(msg.contains("outside the segment of rank"), "{msg}");
+        // Below the segment's start (an offset that wraps around when computed).
+        let below = peer.sub(upcxx::shared_segment_size() / 8);
+        let msg = panic_text(|| drop(rput(5u64, below)));
+        assert!(msg.contains("outside the segment of rank"), "{msg}");
+        let msg = panic_text(|| drop(rget(below)));
+        assert!(msg.contains("outside the segment of rank"), "{msg}");
         // A slice running past the end.
         let msg = panic_text(|| {
             drop(rput_slice(
