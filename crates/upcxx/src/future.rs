@@ -345,9 +345,8 @@ impl<T: 'static> Future<T> {
         match unsafe { std::ptr::read(&this.repr) } {
             Repr::Ready(v) => v,
             // An operation complete at initiation (all shared-memory RMA): ready at the
-            // next user-level progress.
-            // The GASP event (when a tool is attached) is reported out of line, so the
-            // common path makes one test of the tool flag.
+            // next user-level progress. The GASP event (when a tool is attached) is
+            // reported out of line, so the common path makes one test of the tool flag.
             Repr::AfterProgress(v, epoch) => {
                 if reporting() {
                     progress_past_reported(epoch);

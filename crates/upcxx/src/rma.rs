@@ -355,9 +355,9 @@ fn put(call: &str, rank: Rank, addr: usize, bytes: &[u8]) -> gex::Event {
     match rt.local_range(rank, addr, bytes.len()) {
         Some(dest) if !reporting() => {
             // SAFETY: `[dest, dest + len)` is inside the mapping of `rank`'s segment
-            // (`Runtime::local_range`), which stays mapped for the life of the job; `bytes` is a
-            // live borrow. Concurrent access by other ranks is the program's to order,
-            // as for any put.
+            // (`Runtime::local_range`), which stays mapped for the life of the job;
+            // `bytes` is a live borrow. Concurrent access by other ranks is the
+            // program's to order, as for any put.
             unsafe { std::ptr::copy(bytes.as_ptr(), dest as *mut u8, bytes.len()) };
             gex::Event::invalid()
         }

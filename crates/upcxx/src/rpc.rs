@@ -252,7 +252,7 @@ fn msgid(sender: Rank, seq: u32) -> u64 {
 #[inline(always)]
 fn msg_seq() -> u32 {
     #[cfg(feature = "gasp")]
-    if gasp::enabled() {
+    if crate::instrument::reporting() {
         return numbered_seq();
     }
     0

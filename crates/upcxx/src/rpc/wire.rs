@@ -35,6 +35,12 @@ pub(super) const SEQ_MAX: u32 = u32::MAX >> KIND_BITS;
 pub(super) fn first_arg(kind: u32, seq: u32) -> u32 {
     kind | seq << KIND_BITS
 }
+
+/// The kind and the sequence number a [`first_arg`] carries.
+#[inline(always)]
+fn split_first_arg(arg: u32) -> (u32, u32) {
+    (arg & ((1 << KIND_BITS) - 1), arg >> KIND_BITS)
+}
 const NARGS: usize = 7;
 /// The arguments of a fragment: `NARGS` and the fragment's three.
 const FRAGMENT_NARGS: usize = NARGS + 3;
@@ -104,8 +110,9 @@ const SPILL_KEEP: usize = 4 << 20;
 
 /// Sends one message (`kind`: its [`first_arg`]): serializes it with `encode` into the
 /// thread's scratch buffer, sent as one Medium AM, or, if it outgrows that, into the
-/// spill buffer, sent as fragments. (Serializing into the network's own buffer with a negotiated-payload AM
-/// would save the copy, but costs more than copying a small message does.) Nothing is
+/// spill buffer, sent as fragments. (Serializing into the network's own buffer with a
+/// negotiated-payload AM would save the copy, but costs more than copying a small
+/// message does.) Nothing is
 /// sent if `encode` fails. `empty`: the caller knows `encode` writes nothing (a Short AM
 /// is sent without touching the buffers). Returns the size of the serialized message.
 pub(super) fn send(
@@ -216,10 +223,11 @@ static PARTIAL: LazyLock<Mutex<HashMap<(Rank, u32), Partial>>> =
 
 /// The header of a message with arguments `args` and `len` payload bytes.
 fn head(token: &gex::Token<'_>, args: &[u32], len: usize) -> Head {
+    let (kind, seq) = split_first_arg(args[0]);
     Head::new(
         token.src_rank(),
-        args[0] & ((1 << KIND_BITS) - 1),
-        args[0] >> KIND_BITS,
+        kind,
+        seq,
         [args[1], args[2]],
         [args[3], args[4], args[5], args[6]],
         len as u32,
