@@ -7,7 +7,7 @@
 //! | variant   | build                         | tool                          |
 //! |-----------|-------------------------------|-------------------------------|
 //! | `off`     | `--no-default-features`: no instrumentation compiled | — |
-//! | `notool`  | default features              | none: each operation tests one flag |
+//! | `notool`  | default features              | none: an operation tests one flag, or none (`rput` and its wait) |
 //! | `profile` | default features              | `GASP_TOOL=profile`           |
 //! | `trace`   | default features              | `GASP_TOOL=trace`             |
 //!

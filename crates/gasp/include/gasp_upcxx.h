@@ -128,7 +128,7 @@ typedef uint64_t gasp_upc_nb_handle_t;
  */
 #define GASP_UPCXX_RPC_EXECUTE 0x101
 
-/* Waiting for a future (`upcxx::Future::wait`).
+/* Waiting for a future that is not ready (`upcxx::Future::wait`): the progress the wait makes until it is. A wait on a ready future takes no time and reports nothing.
  *   GASP_START: (none)
  *   GASP_END:   (none)
  */

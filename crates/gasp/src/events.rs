@@ -204,7 +204,8 @@ events! {
     GASP_UPCXX_RPC_EXECUTE = 0x101, Upcxx, Interval, Execute,
         start: "int source, size_t nbytes, uint64_t msgid",
         end: "int source, size_t nbytes, uint64_t msgid";
-    /// Waiting for a future (`upcxx::Future::wait`).
+    /// Waiting for a future that is not ready (`upcxx::Future::wait`): the progress the
+    /// wait makes until it is. A wait on a ready future takes no time and reports nothing.
     GASP_UPCXX_FUTURE_WAIT = 0x102, Upcxx, Interval, Blocking,
         start: "(none)", end: "(none)";
     /// Fulfilling a promise (`upcxx::Promise::fulfill_result`, `fulfill_anonymous`):

@@ -171,16 +171,6 @@ enum Repr<T> {
     Taken,
 }
 
-/// [`persona::progress_past`] for [`Future::wait`], reported as the wait's GASP event.
-#[cold]
-#[inline(never)]
-#[track_caller]
-fn progress_past_reported(epoch: u64) {
-    let span = gasp::span!(GASP_UPCXX_FUTURE_WAIT, gasp::instrument::NONE);
-    persona::progress_past(epoch, "Future::wait");
-    gasp::end!(span, gasp::instrument::NONE);
-}
-
 /// The eventual value of an operation (UPC++ `future<T...>`, spec ch. 5).
 #[must_use = "a future does nothing unless waited on or given a callback"]
 pub struct Future<T: 'static> {
@@ -345,32 +335,31 @@ impl<T: 'static> Future<T> {
         match unsafe { std::ptr::read(&this.repr) } {
             Repr::Ready(v) => v,
             // An operation complete at initiation (all shared-memory RMA): ready at the
-            // next user-level progress. The GASP event (when a tool is attached) is
-            // reported out of line, so the common path makes one test of the tool flag.
+            // next user-level progress, which `wait_past` makes if needed (reporting
+            // the GASP event out of line, when a tool is attached: no test here).
             Repr::AfterProgress(v, epoch) => {
-                if reporting() {
-                    progress_past_reported(epoch);
-                } else {
-                    persona::progress_past(epoch, "Future::wait");
-                }
+                persona::wait_past(epoch);
                 v
             }
-            repr if reporting() => Future { repr }.wait_slow_reported(),
             repr => Future { repr }.wait_slow(),
         }
     }
 
-    #[inline(never)]
+    /// [`Future::wait`] on a future with a promise state or a reply cell: reported as a
+    /// GASP event when the future is not ready yet and a tool is attached.
     #[track_caller]
-    fn wait_slow_reported(self) -> T {
-        let span = gasp::span!(GASP_UPCXX_FUTURE_WAIT, gasp::instrument::NONE);
-        let v = self.wait_slow();
-        gasp::end!(span, gasp::instrument::NONE);
-        v
+    fn wait_slow(self) -> T {
+        if reporting() && !self.ready() {
+            let span = gasp::span!(GASP_UPCXX_FUTURE_WAIT, gasp::instrument::NONE);
+            let v = self.wait_unreported();
+            gasp::end!(span, gasp::instrument::NONE);
+            return v;
+        }
+        self.wait_unreported()
     }
 
     #[track_caller]
-    fn wait_slow(mut self) -> T {
+    fn wait_unreported(mut self) -> T {
         if let Repr::Reply(cell) = self.repr {
             // The future of an RPC: its reply fills the cell.
             if !cell.ready() {

@@ -447,36 +447,80 @@ pub(crate) fn user_progress() -> usize {
 #[inline]
 #[track_caller]
 pub(crate) fn progress_past(epoch: u64, call: &str) {
+    past::<false>(epoch, call);
+}
+
+/// [`progress_past`] for `Future::wait` on a future that completed in `epoch`: when a
+/// progress is needed and a GASP tool is attached, it is reported as the wait's
+/// `GASP_UPCXX_FUTURE_WAIT` event. That costs the common path nothing: while a tool is
+/// attached, `Hot::poll_skips` stays 0, so every such progress takes the out-of-line
+/// path, which tests the flag (and skips polls by a counter of its own).
+#[inline(always)]
+#[track_caller]
+pub(crate) fn wait_past(epoch: u64) {
+    past::<true>(epoch, "Future::wait");
+}
+
+#[inline(always)]
+#[track_caller]
+fn past<const WAIT: bool>(epoch: u64, call: &str) {
     let shared = SHARED_WORK.load(Ordering::Acquire);
-    let done = HOT.with(|h| {
-        let now = h.epoch.get();
-        if now > epoch {
-            return true;
-        }
-        let skips = h.poll_skips.get();
-        if skips == 0
-            || h.work.get() != 0
-            || h.restricted.get() != 0
-            || h.seen_shared.get() != shared
-        {
-            return false;
-        }
-        // A user-level progress with nothing to run.
-        h.poll_skips.set(skips - 1);
-        h.epoch.set(now + 1);
-        true
-    });
+    let done = HOT.with(|h| h.epoch.get() > epoch || skip_poll(h, &h.poll_skips, shared));
     if !done {
-        full_progress_past(call);
+        full_progress_past(WAIT, call);
     }
+}
+
+/// Counts a user-level progress with nothing to run, which skips the network poll, if
+/// `skips` allows one more skip and nothing is queued for this thread (`shared`: the
+/// current [`SHARED_WORK`]). False if a full progress is needed.
+#[inline(always)]
+fn skip_poll(h: &Hot, skips: &Cell<u32>, shared: u64) -> bool {
+    let left = skips.get();
+    if left == 0 || h.work.get() != 0 || h.restricted.get() != 0 || h.seen_shared.get() != shared {
+        return false;
+    }
+    skips.set(left - 1);
+    h.epoch.set(h.epoch.get() + 1);
+    true
 }
 
 #[cold]
 #[track_caller]
-fn full_progress_past(call: &str) {
+fn full_progress_past(wait: bool, call: &str) {
+    if crate::instrument::reporting() {
+        return progress_past_reported(wait, call);
+    }
     check_not_restricted(call);
     HOT.with(|h| h.poll_skips.set(POLL_SKIPS));
     user_progress();
+}
+
+/// [`full_progress_past`] while a tool is attached: the wait's event (`wait`) around
+/// the progress, which skips polls as [`progress_past`] does, counting in a cell of
+/// its own.
+#[cold]
+#[inline(never)]
+#[track_caller]
+fn progress_past_reported(wait: bool, call: &str) {
+    thread_local! {
+        static TOOL_SKIPS: Cell<u32> = const { Cell::new(0) };
+    }
+    let progress = || {
+        let shared = SHARED_WORK.load(Ordering::Acquire);
+        if !TOOL_SKIPS.with(|skips| HOT.with(|h| skip_poll(h, skips, shared))) {
+            check_not_restricted(call);
+            TOOL_SKIPS.with(|skips| skips.set(POLL_SKIPS));
+            user_progress();
+        }
+    };
+    if wait {
+        let span = gasp::span!(GASP_UPCXX_FUTURE_WAIT, gasp::instrument::NONE);
+        progress();
+        gasp::end!(span, gasp::instrument::NONE);
+    } else {
+        progress();
+    }
 }
 
 /// The user-level part of progress: replies that arrived through other threads are

@@ -37,8 +37,8 @@
 //! against the owner's segment, as UPC++ does for its local team. Anything else goes
 //! through the `gex` put and get calls, so the code is right for any conduit: ranks on
 //! other hosts, a range outside the segment (which `gex` reports), and every transfer
-//! while a GASP tool is attached (the reporting lives on that path, so the local one
-//! makes a single test of the tool flag). Notifications are nevertheless
+//! while a GASP tool is attached (the reporting lives on that path; the table of the
+//! segments copied to directly is empty then, so the copies test no flag). Notifications are nevertheless
 //! delivered only during user-level progress of the calling thread (§7.1 ¶14): the future
 //! of `upcxx::rput(v, p)` is not ready when the call returns, even though the value is
 //! already at the target; it is at the next `progress()` or inside `wait()`. That future
@@ -74,7 +74,6 @@ use crate::completion::{
 };
 use crate::future::Future;
 use crate::global_ptr::GlobalPtr;
-use crate::instrument::reporting;
 use crate::runtime::{rt, Rank, Runtime};
 
 /// The completion events of [`rput_with`] (§8.2.1 ¶4–¶5): remote and operation, no
@@ -352,10 +351,10 @@ fn null_pointer(call: &str) -> ! {
 #[track_caller]
 fn put(call: &str, rank: Rank, addr: usize, bytes: &[u8]) -> gex::Event {
     let rt = rt(call);
-    match rt.local_range(rank, addr, bytes.len()) {
-        Some(dest) if !reporting() => {
+    match rt.direct_range(rank, addr, bytes.len()) {
+        Some(dest) => {
             // SAFETY: `[dest, dest + len)` is inside the mapping of `rank`'s segment
-            // (`Runtime::local_range`), which stays mapped for the life of the job;
+            // (`Runtime::direct_range`), which stays mapped for the life of the job;
             // `bytes` is a live borrow. Concurrent access by other ranks is the
             // program's to order, as for any put.
             unsafe { std::ptr::copy(bytes.as_ptr(), dest as *mut u8, bytes.len()) };
@@ -400,12 +399,10 @@ fn put_through_gex(rt: &Runtime, rank: Rank, addr: usize, bytes: &[u8]) -> gex::
 #[track_caller]
 fn get(call: &str, dest: &mut [u8], rank: Rank, addr: usize) {
     let rt = rt(call);
-    match rt.local_range(rank, addr, dest.len()) {
+    match rt.direct_range(rank, addr, dest.len()) {
         // SAFETY: the source range is inside the mapping of `rank`'s segment
-        // (`Runtime::local_range`); `dest` is a live exclusive borrow.
-        Some(src) if !reporting() => unsafe {
-            std::ptr::copy(src as *const u8, dest.as_mut_ptr(), dest.len())
-        },
+        // (`Runtime::direct_range`); `dest` is a live exclusive borrow.
+        Some(src) => unsafe { std::ptr::copy(src as *const u8, dest.as_mut_ptr(), dest.len()) },
         _ => get_through_gex(rt, dest, rank, addr),
     }
 }

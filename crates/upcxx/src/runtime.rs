@@ -28,7 +28,12 @@ pub(crate) struct PeerSegment {
 pub(crate) struct Runtime {
     pub client: gex::Client,
     pub team: gex::Team,
+    /// The segments this process maps, indexed by rank: the local team's.
     pub peers: Vec<PeerSegment>,
+    /// The segments `rput`/`rget` copy to and from directly: `peers`, or none while a
+    /// GASP tool is attached (the operations then go through `gex`, where they are
+    /// reported). Keeping the choice in the table spares the copies a flag test.
+    pub direct: Vec<PeerSegment>,
     pub rank: Rank,
     pub size: Rank,
 }
@@ -39,11 +44,23 @@ impl Runtime {
     /// (`len` 0: `addr` may be one past the segment's end).
     #[inline]
     pub(crate) fn local_range(&self, rank: Rank, addr: usize, len: usize) -> Option<usize> {
-        let peer = self.peers.get(rank as usize)?;
-        let off = addr.wrapping_sub(peer.owner_base);
-        // Lazily: outside the segment, `off` may be anything and the sum overflow.
-        (off <= peer.size && len <= peer.size - off).then(|| peer.local_base + off)
+        range_in(&self.peers, rank, addr, len)
     }
+
+    /// As [`Runtime::local_range`], for the segments RMA copies to and from directly
+    /// (none while a GASP tool is attached).
+    #[inline]
+    pub(crate) fn direct_range(&self, rank: Rank, addr: usize, len: usize) -> Option<usize> {
+        range_in(&self.direct, rank, addr, len)
+    }
+}
+
+#[inline(always)]
+fn range_in(peers: &[PeerSegment], rank: Rank, addr: usize, len: usize) -> Option<usize> {
+    let peer = peers.get(rank as usize)?;
+    let off = addr.wrapping_sub(peer.owner_base);
+    // Lazily: outside the segment, `off` may be anything and the sum overflow.
+    (off <= peer.size && len <= peer.size - off).then(|| peer.local_base + off)
 }
 
 static RUNTIME: OnceLock<Runtime> = OnceLock::new();
@@ -111,7 +128,13 @@ pub fn init() {
                 size: b.size,
             }
         })
-        .collect();
+        .collect::<Vec<_>>();
+    // The tool, if any, was attached by `gex::Client::init`.
+    let direct = if crate::instrument::reporting() {
+        Vec::new()
+    } else {
+        peers.clone()
+    };
     crate::alloc::init_heap(segment.addr(), segment.size());
     let rank = team.rank();
     let size = team.size();
@@ -119,6 +142,7 @@ pub fn init() {
         client,
         team,
         peers,
+        direct,
         rank,
         size,
     });

@@ -162,6 +162,63 @@ fn each_operation_is_one_event_at_the_call_site() {
     }
 }
 
+/// `GASP_UPCXX_FUTURE_WAIT` spans a wait that finds its future not ready (the time it
+/// spends making progress), at the wait's call site; a wait on a ready future reports
+/// nothing, as waiting takes no time then. Many waits in a row are each reported (the
+/// progress they make skips polls by a count of its own while a tool is attached).
+#[test]
+fn waits_on_futures_not_ready_are_reported_at_their_call_site() {
+    for ranks in [2, 4] {
+        spmd(ranks, || {
+            let rec = install();
+            upcxx::init();
+            let cell: GlobalPtr<u64> = upcxx::new_(0u64);
+            let all = common::all_gather(&cell);
+            let next_rank = (rank_me() + 1) % rank_n();
+            let next = all[next_rank as usize];
+            let mark = rec.0.lock().unwrap().len();
+            let waits = |from: usize| -> Vec<u32> {
+                rec.0.lock().unwrap()[from..]
+                    .iter()
+                    .filter(|r| r.tag == GASP_UPCXX_FUTURE_WAIT)
+                    .map(|r| r.line)
+                    .collect()
+            };
+            let put_wait = line!() + 1;
+            upcxx::rput(1u64, next).wait();
+            let rpc_wait = line!() + 1;
+            assert_eq!(upcxx::rpc(next_rank, |x: u64| x + 1, (1u64,)).wait(), 2);
+            assert_eq!(waits(mark), [put_wait, put_wait, rpc_wait, rpc_wait]);
+
+            // Ready before the wait: a progress readied it, or it was made ready.
+            let mark = rec.0.lock().unwrap().len();
+            let f = upcxx::rput(2u64, next);
+            upcxx::progress(upcxx::ProgressLevel::User);
+            f.wait();
+            assert_eq!(upcxx::make_future(3u64).wait(), 3);
+            assert_eq!(waits(mark), Vec::<u32>::new());
+            let progress = rec.0.lock().unwrap()[mark..]
+                .iter()
+                .filter(|r| r.tag == GASP_UPCXX_PROGRESS)
+                .count();
+            assert_eq!(progress, 2, "the progress call's START and END");
+
+            let mark = rec.0.lock().unwrap().len();
+            let loop_wait = line!() + 2;
+            for i in 0..100u64 {
+                upcxx::rput(i, next).wait();
+            }
+            let lines = waits(mark);
+            assert_eq!(lines.len(), 200);
+            assert!(lines.iter().all(|&l| l == loop_wait));
+            upcxx::barrier();
+            assert_eq!(upcxx::rget(cell).wait(), 99);
+            upcxx::delete_(cell);
+            upcxx::finalize();
+        });
+    }
+}
+
 const ITERS: u64 = 20;
 
 #[test]
