@@ -104,23 +104,19 @@ impl Page {
         self.buf.len() * 16
     }
 
-    fn bytes(&self) -> &[u8] {
-        bytemuck::cast_slice(&self.buf)
-    }
-
     fn bytes_mut(&mut self) -> &mut [u8] {
         bytemuck::cast_slice_mut(&mut self.buf)
     }
 
     /// Appends a message; the caller checked that it fits.
     fn append(&mut self, head: &Head, payload: &[u8]) {
-        let at = self.len;
-        let b = self.bytes_mut();
-        b[at..at + HEAD].copy_from_slice(bytemuck::bytes_of(head));
+        let at = self.len / 16;
+        write_head(&mut self.buf[at..at + HEAD_CHUNKS], head);
         if !payload.is_empty() {
-            b[at + HEAD..at + HEAD + payload.len()].copy_from_slice(payload);
+            let start = self.len + HEAD;
+            self.bytes_mut()[start..start + payload.len()].copy_from_slice(payload);
         }
-        self.len = at + footprint(payload.len());
+        self.len += footprint(payload.len());
     }
 
     /// A page holding one message of `head.len` payload bytes, to be filled in pieces
@@ -128,7 +124,7 @@ impl Page {
     pub fn for_message(head: &Head) -> Page {
         let len = head.len as usize;
         let mut p = Page::new(footprint(len));
-        p.bytes_mut()[..HEAD].copy_from_slice(bytemuck::bytes_of(head));
+        write_head(&mut p.buf[..HEAD_CHUNKS], head);
         p.len = footprint(len);
         p
     }
@@ -152,28 +148,35 @@ impl Page {
     /// The messages in this page, in arrival order.
     pub fn messages(&self) -> Messages<'_> {
         Messages {
-            bytes: &self.bytes()[..self.len],
+            chunks: &self.buf[..self.len / 16],
         }
     }
 }
 
+/// Chunks a [`Head`] occupies: messages start at chunk boundaries, so a header is read
+/// and written as whole chunks, with aligned moves.
+const HEAD_CHUNKS: usize = HEAD / 16;
+
+fn write_head(chunks: &mut [Chunk], head: &Head) {
+    let chunks: &mut [Chunk; HEAD_CHUNKS] = chunks.try_into().expect("HEAD_CHUNKS chunks");
+    *chunks = bytemuck::cast(*head);
+}
+
 /// Iterator over the messages of a page.
 pub(crate) struct Messages<'a> {
-    bytes: &'a [u8],
+    chunks: &'a [Chunk],
 }
 
 impl<'a> Iterator for Messages<'a> {
     type Item = (Head, &'a [u8]);
 
+    #[inline]
     fn next(&mut self) -> Option<(Head, &'a [u8])> {
-        if self.bytes.is_empty() {
-            return None;
-        }
-        let (head, rest) = self.bytes.split_at(HEAD);
-        let head: Head = bytemuck::pod_read_unaligned(head);
+        let (head, rest) = self.chunks.split_first_chunk::<HEAD_CHUNKS>()?;
+        let head: Head = bytemuck::cast(*head);
         let len = head.len as usize;
-        let payload = &rest[..len];
-        self.bytes = &self.bytes[footprint(len)..];
+        let payload = &bytemuck::cast_slice::<Chunk, u8>(rest)[..len];
+        self.chunks = &rest[len.div_ceil(16)..];
         Some((head, payload))
     }
 }
