@@ -38,11 +38,11 @@
 //! through the `gex` put and get calls, so the code is right for any conduit: ranks on
 //! other hosts, a range outside the segment (which `gex` reports), and every transfer
 //! while a GASP tool is attached (the reporting lives on that path; the table of the
-//! segments copied to directly is empty then, so the copies test no flag). Notifications are nevertheless
-//! delivered only during user-level progress of the calling thread (§7.1 ¶14): the future
-//! of `upcxx::rput(v, p)` is not ready when the call returns, even though the value is
-//! already at the target; it is at the next `progress()` or inside `wait()`. That future
-//! costs no allocation.
+//! segments copied to directly is empty then, so the copies test no flag).
+//! Notifications are nevertheless delivered only during user-level progress of the
+//! calling thread (§7.1 ¶14): the future of `upcxx::rput(v, p)` is not ready when the
+//! call returns, even though the value is already at the target; it is at the next
+//! `progress()` or inside `wait()`. That future costs no allocation.
 //!
 //! * **Puts** start with local completion required before return (`gex::Lc::Now`), so
 //!   source completion always happens inside the call, as if `as_buffered` were
