@@ -122,7 +122,7 @@ typedef uint64_t gasp_upc_nb_handle_t;
  */
 #define GASP_UPCXX_RPC_SEND 0x100
 
-/* Running a remote procedure call on its target (user code; events inside it are reported).
+/* Running a remote procedure call on its target (user code; events inside it are reported), up to sending its reply (or, if its result is a future not yet ready, up to arranging for the reply).
  *   GASP_START: int source, size_t nbytes, uint64_t msgid
  *   GASP_END:   int source, size_t nbytes, uint64_t msgid
  */

@@ -200,7 +200,8 @@ events! {
         start: "int target, size_t nbytes, uint64_t msgid",
         end: "int target, size_t nbytes, uint64_t msgid";
     /// Running a remote procedure call on its target (user code; events inside it are
-    /// reported).
+    /// reported), up to sending its reply (or, if its result is a future not yet ready,
+    /// up to arranging for the reply).
     GASP_UPCXX_RPC_EXECUTE = 0x101, Upcxx, Interval, Execute,
         start: "int source, size_t nbytes, uint64_t msgid",
         end: "int source, size_t nbytes, uint64_t msgid";

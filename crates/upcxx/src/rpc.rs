@@ -400,8 +400,16 @@ fn cookie_word(cookie: [u32; 4], i: usize) -> u64 {
 // ---------------------------------------------------------------------------------------
 // Running messages
 
-/// Decodes the arguments and calls `F`.
-fn invoke<F: RpcFn<A>, A: RpcArgs>(msg: &Incoming<'_>) -> Future<RpcValue<F, A>> {
+/// Runs an RPC: decodes the arguments, calls `F`, and passes the result to `finish`
+/// (for `rpc`, which sends the reply or arranges for it to be sent when the result is
+/// ready), all inside the RPC's `GASP_UPCXX_RPC_EXECUTE` span. The span ends once the
+/// reply is on its way rather than before it is sent, which keeps the tool's work for
+/// the END off the round trip's critical path.
+fn execute<F, A>(msg: &Incoming<'_>, finish: impl FnOnce(Future<RpcValue<F, A>>))
+where
+    F: RpcFn<A>,
+    A: RpcArgs,
+{
     let args = A::decode(&mut Reader::new(msg.payload)).unwrap_or_else(|e| {
         panic!(
             "upcxx::rpc: the arguments from rank {} do not deserialize: {e}",
@@ -420,9 +428,8 @@ fn invoke<F: RpcFn<A>, A: RpcArgs>(msg: &Incoming<'_>) -> Future<RpcValue<F, A>>
         GASP_UPCXX_RPC_EXECUTE,
         send_args(msg.head.src, msg.payload.len(), id)
     );
-    let fut = func.invoke(args).into_future();
+    finish(func.invoke(args).into_future());
     gasp::end!(span, send_args(msg.head.src, msg.payload.len(), id));
-    fut
 }
 
 /// Trampoline of `rpc_ff::<F, A>`.
@@ -430,11 +437,12 @@ fn invoke<F: RpcFn<A>, A: RpcArgs>(msg: &Incoming<'_>) -> Future<RpcValue<F, A>>
 /// # Safety
 /// `msg` must be an RPC message sent by `rpc_ff::<F, A>`.
 unsafe fn run_rpc_ff<F: RpcFn<A>, A: RpcArgs>(msg: &Incoming<'_>) {
-    let fut = invoke::<F, A>(msg);
-    if !fut.ready() {
-        let page = msg.hold();
-        fut.on_ready(move |_| drop(page));
-    }
+    execute::<F, A>(msg, |fut| {
+        if !fut.ready() {
+            let page = msg.hold();
+            fut.on_ready(move |_| drop(page));
+        }
+    });
 }
 
 /// Trampoline of `rpc::<F, A>`.
@@ -448,7 +456,7 @@ where
     RpcValue<F, A>: Serialize + DeserializeOwned,
 {
     let (src, cookie) = (msg.head.src, msg.head.cookie);
-    match invoke::<F, A>(msg).into_ready() {
+    execute::<F, A>(msg, |fut| match fut.into_ready() {
         Ok(v) => reply(src, cookie, &v),
         Err(fut) => {
             let page = msg.hold();
@@ -457,7 +465,7 @@ where
                 reply(src, cookie, &v);
             });
         }
-    }
+    });
 }
 
 fn reply<V: Serialize + DeserializeOwned + 'static>(dest: Rank, cookie: [u32; 4], value: &V) {
