@@ -103,7 +103,7 @@ use crate::persona;
 use crate::runtime::{self, Rank};
 use crate::serialization::{Error, Reader, Serialization, Writer};
 use delivery::Incoming;
-use wire::{first_arg, send, KIND_REPLY, KIND_RPC};
+use wire::{first_arg, send, KIND_REPLY, KIND_REPLY_UNIT, KIND_RPC};
 
 pub(crate) use delivery::{
     deliver_forwarded_replies, master_released, master_rpcs_queued, run_master_rpcs,
@@ -476,10 +476,11 @@ fn reply<V: Serialize + DeserializeOwned + 'static>(dest: Rank, cookie: [u32; 4]
         function_offset(complete_in_state::<V>)
     };
     let unit = std::any::TypeId::of::<V>() == std::any::TypeId::of::<()>();
+    let kind = if unit { KIND_REPLY_UNIT } else { KIND_REPLY };
     if let Err(e) = send(
         &rt.team,
         dest,
-        first_arg(KIND_REPLY, 0),
+        first_arg(kind, 0),
         entry,
         cookie,
         unit,
@@ -504,14 +505,37 @@ fn decode_result<V: Serialize + DeserializeOwned>(msg: &Incoming<'_>) -> V {
 /// `msg` must be the reply to an `rpc` with value type `V` made on this thread, whose
 /// future has a reply cell.
 unsafe fn complete_in_cell<V: Serialize + DeserializeOwned + 'static>(msg: &Incoming<'_>) {
-    let ptr = cookie_word(msg.head.cookie, 1) as usize as *const ReplyCell;
+    // SAFETY: as this function's.
+    unsafe { fill_cell(msg.head.cookie, || decode_result::<V>(msg)) }
+}
+
+/// Delivers a reply of kind `KIND_REPLY_UNIT` (the result `()`) on the calling thread,
+/// as its entry, `complete_in_cell::<()>`, would, without the message or the indirect
+/// call: `()`, the result of an RPC run for its effect, is the most common reply, and
+/// its delivery is on the round trip's critical path.
+///
+/// # Safety
+/// `cookie` must be that of a `KIND_REPLY_UNIT` reply to an `rpc` made on this thread.
+unsafe fn complete_unit(cookie: [u32; 4]) {
+    // SAFETY: such a reply answers an `rpc` with value type `()`, whose future has a
+    // reply cell (`()` fits one).
+    unsafe { fill_cell(cookie, || ()) }
+}
+
+/// Puts the value `value` computes into the reply cell named by `cookie`, or frees the
+/// cell if its future no longer wants it.
+///
+/// # Safety
+/// `cookie` must be that of the reply to an `rpc` with value type `V` made on this
+/// thread, whose future has a reply cell.
+unsafe fn fill_cell<V: 'static>(cookie: [u32; 4], value: impl FnOnce() -> V) {
+    let ptr = cookie_word(cookie, 1) as usize as *const ReplyCell;
     // SAFETY: `rpc` put the address of the cell (never freed) claimed on this thread for
     // this call's future in the cookie; replies are delivered on the calling thread.
     let cell: &'static ReplyCell = unsafe { &*ptr };
     if cell.wanted() {
-        let value = decode_result::<V>(msg);
         // SAFETY: the cell was claimed for a `V` and this is the call's only reply.
-        unsafe { cell.arrive(value) };
+        unsafe { cell.arrive(value()) };
     } else {
         // SAFETY: as above.
         unsafe { cell.discard() };

@@ -247,6 +247,9 @@ fn rpc_futures_can_be_cloned_chained_or_dropped_before_the_reply() {
             let a2 = a.clone();
             let b = rpc(peer, |x: u64| x * 10, (2u64,)).then(|v| v + 5);
             drop(rpc(peer, |x: u64| x, (3u64,)));
+            // A `()` result has a reply kind of its own; dropped or chained, it completes.
+            drop(rpc(peer, |_: u64| (), (4u64,)));
+            let e = rpc(peer, || (), ()).then(|()| 7u8);
             // The only remaining copy is the clone.
             let c = rpc(peer, |s: String| s + "!", ("c".to_string(),));
             let c2 = c.clone();
@@ -259,6 +262,7 @@ fn rpc_futures_can_be_cloned_chained_or_dropped_before_the_reply() {
             assert_eq!((a.wait(), a2.wait(), b.wait()), (2, 2, 25));
             assert_eq!(c2.wait(), "c!");
             assert_eq!((d.wait(), d2.wait(), d3.wait()), (9, 9, 10));
+            assert_eq!(e.wait(), 7);
             // Later calls reuse what the dropped futures held.
             for i in 0..200u64 {
                 assert_eq!(rpc(peer, |x: u64| x ^ 0x55, (i,)).wait(), i ^ 0x55);
@@ -424,6 +428,8 @@ fn rpc_from_another_thread_completes_there() {
                 let mut sum = 0;
                 for i in 0..200u64 {
                     sum += rpc(peer, |x: u64| x + 1, (i,)).wait();
+                    // A `()` reply too, whichever thread receives it.
+                    rpc(peer, |_: u64| (), (i,)).wait();
                 }
                 sum
             });

@@ -31,7 +31,8 @@ use std::cell::{Cell, RefCell};
 use std::sync::{Arc, OnceLock};
 
 use super::inbox::{Head, Inbox, Page, Queue};
-use super::{cookie_word, function_at};
+use super::wire::KIND_REPLY_UNIT;
+use super::{complete_unit, cookie_word, function_at};
 use crate::persona;
 
 /// A message being run: its header and its payload, in a receive page.
@@ -235,6 +236,8 @@ fn other_thread(head: &Head) -> Option<&'static Inbox> {
 /// the calling thread's reply inbox.
 pub(super) fn deliver_reply(head: &Head, payload: &[u8]) {
     match other_thread(head) {
+        // SAFETY: a reply of this kind to an `rpc` made on this thread.
+        None if head.kind == KIND_REPLY_UNIT => unsafe { complete_unit(head.cookie) },
         None => run(&Incoming {
             head: *head,
             payload,

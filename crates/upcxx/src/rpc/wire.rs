@@ -24,6 +24,9 @@ use crate::serialization::{Error, Writer};
 pub(super) const KIND_RPC: u32 = 1;
 /// The reply to a round-trip RPC: completes the caller's future.
 pub(super) const KIND_REPLY: u32 = 2;
+/// A reply whose value is `()`: on the calling thread it is completed without running
+/// its entry (`rpc::complete_unit`); forwarded to another thread, it runs as a reply.
+pub(super) const KIND_REPLY_UNIT: u32 = 3;
 /// Bits of the first argument that hold the kind.
 pub(super) const KIND_BITS: u32 = 4;
 /// The largest sequence number the first argument carries.
@@ -243,7 +246,7 @@ fn am_handler(token: &gex::Token<'_>, payload: &[u8], args: &[u32]) {
     let head = head(token, args, payload.len());
     match head.kind {
         KIND_RPC => delivery::queue_rpc(&head, payload),
-        KIND_REPLY => delivery::deliver_reply(&head, payload),
+        KIND_REPLY | KIND_REPLY_UNIT => delivery::deliver_reply(&head, payload),
         kind => unknown_kind(kind, head.src),
     }
 }
@@ -275,7 +278,7 @@ fn fragment_handler(token: &gex::Token<'_>, payload: &[u8], args: &[u32]) {
         drop(partial);
         match head.kind {
             KIND_RPC => delivery::queue_rpc_page(done.page),
-            KIND_REPLY => delivery::deliver_reply_page(&head, done.page),
+            KIND_REPLY | KIND_REPLY_UNIT => delivery::deliver_reply_page(&head, done.page),
             k => unknown_kind(k, head.src),
         }
     }
