@@ -6,7 +6,9 @@
 //! pairs that end at the sync that retired them (or at once, for operations complete at
 //! initiation), atomic events become instants, and an RPC's send and execution are
 //! joined by a flow (`s` at the send, `f` bound to the enclosing execution, matched by
-//! the message id both events carry).
+//! the message id both events carry). Puts and RPC replies have no event on the rank
+//! they affect (a put is a copy made by its initiator; a reply completes inside the
+//! initiator's progress without an event of its own), so they have no flow.
 //!
 //! # Records
 //!
