@@ -52,20 +52,32 @@
 //!   targets use the sum, and the notes under the table print it with the cost per
 //!   event of each variant, `(variant - off) / n`.
 //! * **Rounds.** Each round runs one job of every variant, in an order that rotates from
-//!   round to round. `PGAS_BENCH_SAMPLES=N` (default 9) sets the number of rounds, so
-//!   of samples per figure; the figures are the medians of all samples of a variant.
+//!   round to round. `PGAS_BENCH_SAMPLES=N` (default 9) sets the number of rounds.
 //! * **A job.** The kernel warms each operation up and picks its iteration count so that
-//!   a sample lasts about `PGAS_BENCH_SAMPLE_MS` (default 20 ms) in that job, then takes
-//!   one warm-up and one measured sample of each operation, alternating the operations.
+//!   a sample lasts about `PGAS_BENCH_SAMPLE_MS` (default 10 ms) in that job, then takes
+//!   one warm-up and [`SAMPLES_PER_JOB`] measured samples of each operation, alternating
+//!   the operations.
 //!   A job of any variant lasts about as long, so a trace job records a bounded number
 //!   of events.
+//! * **The machine's state.** Around each operation's sample (before the rput, between
+//!   the two, after the RPC) the kernel probes the machine: a few milliseconds of raw
+//!   cache-line ping-pong with rank 1, no library call in the loop. The sample's probe
+//!   is the slowest of the three. The figures are the medians of the samples taken in
+//!   the *fast state*: probe at most [`FAST_PROBE`] times the fastest probe of the run.
+//!   The notes under the table say how many samples of each variant that kept and give
+//!   the medians of all samples too; `PGAS_BENCH_VERBOSE=1` lists every job's samples
+//!   with their probes as the jobs end.
 //!
-//! On this 2-core VM the cost of the same code moves between regimes for seconds at a
-//! time, and from job to job with where the scheduler puts the two ranks: on a busy
-//! machine they sometimes share a core, and then an RPC round trip takes microseconds
-//! instead of hundreds of nanoseconds. Many short jobs, the variants interleaved job by
-//! job, make such stretches and placements hit all variants alike; the table's spread
-//! column shows when they did not settle (compare runs on a quiet machine only).
+//! On this 2-core VM the cost of the same code moves between states from job to job,
+//! with where the two ranks run: a cache-line round trip between them takes ≈60 ns in
+//! the fast state, ≈400 ns in a slow one, and microseconds when the scheduler puts both
+//! on one core. A slow state adds the same nanoseconds to every variant, so it hides
+//! the instrumentation's cost in a smaller ratio; a job of `off` in a slow state and
+//! one of `profile` in the fast state would make the instrumentation look free, or the
+//! other way round, far too dear. Comparing fast-state samples only is the stricter
+//! judgement and compares like with like. Within the fast state the figures still move
+//! by about ±10% from job to job (the spread column), so compare runs on a quiet
+//! machine only.
 //!
 //! The kernel checks the paths it measures (rank 1 reads the last value put in its own
 //! memory; an RPC returns a value only rank 1 computes) and reports whether it was
@@ -100,11 +112,11 @@ const LINE_TAG: &str = "GASP_KERNEL ";
 /// Each rank's shared segment (the kernel allocates one cache line of it).
 const SEGMENT: usize = 16 << 20;
 /// Measured samples per operation in one job of a measured round.
-const SAMPLES_PER_JOB: usize = 1;
+const SAMPLES_PER_JOB: usize = 3;
 /// Discarded samples per operation at the start of each job.
 const WARMUP_PER_JOB: usize = 1;
 /// Sample length unless `PGAS_BENCH_SAMPLE_MS` says otherwise.
-const DEFAULT_SAMPLE_MS: u64 = 20;
+const DEFAULT_SAMPLE_MS: u64 = 10;
 /// Time limit of one job.
 const JOB_TIMEOUT: Duration = Duration::from_secs(300);
 /// `GASP_TRACE_LIMIT` of the trace jobs, in records per thread: a job of the kernel
@@ -117,6 +129,12 @@ const TRACE_LIMIT: u64 = 1 << 24;
 const WORDS_PER_RECORD: f64 = 2.0;
 /// The `GASP_TRACE_BUFFER` (MiB) of a trace job when no job has run yet to size it.
 const TRACE_BUFFER_MIB_UNSIZED: u64 = 256;
+/// A sample counts as taken in the machine's fast state when the kernel's probes around
+/// it (raw cache-line ping-pong round trips between the ranks) took at most this many
+/// times the fastest probe of the run. On this VM a probe takes ≈60 ns in the fast
+/// state and ≈400 ns in the slow one, where each cache-line transfer between the ranks
+/// costs that much more.
+const FAST_PROBE: f64 = 2.0;
 /// Calls of each operation in the counting job.
 const COUNT_CALLS: u64 = 10_000;
 
@@ -186,13 +204,22 @@ impl Variant {
 /// The two measured operations: the kernel's keys and the result names' stems.
 const OPS: [&str; 2] = ["rput_8B", "rpc_roundtrip"];
 
+/// One measured sample of a job.
+#[derive(Debug, Clone, Copy)]
+struct Sample {
+    /// The kernel's probe: ns per round trip of a raw cache-line ping-pong with rank 1,
+    /// the slowest of the three probes around the sample.
+    probe: f64,
+    /// ns per call, per operation (in [`OPS`] order).
+    ns: [f64; 2],
+}
+
 /// What one kernel job reported.
 #[derive(Debug)]
 struct KernelRun {
     /// Calls made per operation (in [`OPS`] order).
     calls: [u64; 2],
-    /// ns per call, per operation.
-    samples: [Vec<f64>; 2],
+    samples: Vec<Sample>,
 }
 
 /// Notifications (events, GASP §3) one call makes, per operation (in [`OPS`] order)
@@ -455,9 +482,18 @@ fn parse_kernel_line(text: &str, v: Variant) -> Result<KernelRun, String> {
             .map(|x| x.as_f64().ok_or_else(|| format!("bad sample in `{op}`")))
             .collect()
     };
+    let (probe, rput, rpc) = (samples("probe")?, samples(OPS[0])?, samples(OPS[1])?);
+    if probe.len() != rput.len() || rpc.len() != rput.len() {
+        return Err("results have lists of samples of different lengths".to_owned());
+    }
     Ok(KernelRun {
         calls: [count("calls", OPS[0])?, count("calls", OPS[1])?],
-        samples: [samples(OPS[0])?, samples(OPS[1])?],
+        samples: (probe.into_iter().zip(rput).zip(rpc))
+            .map(|((probe, rput), rpc)| Sample {
+                probe,
+                ns: [rput, rpc],
+            })
+            .collect(),
     })
 }
 
@@ -505,7 +541,7 @@ fn trace_dropped(path: &Path) -> Result<u64, String> {
 /// The driver's settings, from the harness's environment variables.
 fn settings() -> (usize, u64) {
     let sampler = Sampler::from_env();
-    let rounds = sampler.samples.div_ceil(SAMPLES_PER_JOB).max(1);
+    let rounds = sampler.samples.max(1);
     let sample_ms = std::env::var(common::BENCH_SAMPLE_MS)
         .ok()
         .and_then(|v| v.trim().parse::<u64>().ok())
@@ -523,7 +559,7 @@ fn driver() -> i32 {
     let (rounds, sample_ms) = settings();
     eprintln!(
         "gasp bench: 2-rank jobs of {KERNEL}, 4 variants x {rounds} rounds, \
-         {SAMPLES_PER_JOB} sample of ~{sample_ms} ms per figure and job; {machine}"
+         {SAMPLES_PER_JOB} samples of ~{sample_ms} ms per figure and job; {machine}"
     );
     let mut report = Report::new(BENCH, 2);
     let target = common::target_dir();
@@ -565,7 +601,8 @@ fn driver() -> i32 {
     };
 
     // Rounds, the variants' order rotating.
-    let mut samples: [[Vec<f64>; 2]; 4] = Default::default();
+    let mut taken: [Vec<Sample>; 4] = Default::default();
+    let verbose = std::env::var_os(common::BENCH_VERBOSE).is_some_and(|v| !v.is_empty());
     // The most calls of each operation a profile or trace job made.
     let mut most_calls = [0u64; 2];
     let mut trace_buffers = (u64::MAX, 0);
@@ -595,15 +632,48 @@ fn driver() -> i32 {
                             *most = (*most).max(calls);
                         }
                     }
-                    for (all, got) in samples[v.index()].iter_mut().zip(run.samples) {
-                        all.extend(got);
+                    if verbose {
+                        for s in &run.samples {
+                            eprintln!(
+                                "gasp bench: {} job: probe {} ns, {} {} ns, {} {} ns",
+                                v.name(),
+                                fmt_value(s.probe),
+                                OPS[0],
+                                fmt_value(s.ns[0]),
+                                OPS[1],
+                                fmt_value(s.ns[1])
+                            );
+                        }
                     }
+                    taken[v.index()].extend(run.samples);
                 }
                 Err(e) => report.errors.push(e),
             }
         }
     }
     drop(tmp);
+
+    // The samples taken in the machine's fast state, the figures' samples.
+    let fastest = taken
+        .iter()
+        .flatten()
+        .map(|s| s.probe)
+        .fold(f64::INFINITY, f64::min);
+    let fast = |s: &&Sample| s.probe <= fastest * FAST_PROBE;
+    let mut samples: [[Vec<f64>; 2]; 4] = Default::default();
+    for v in Variant::ALL {
+        for s in taken[v.index()].iter().filter(fast) {
+            for (op_samples, ns) in samples[v.index()].iter_mut().zip(s.ns) {
+                op_samples.push(ns);
+            }
+        }
+        if !taken[v.index()].is_empty() && samples[v.index()][0].is_empty() {
+            report.errors.push(format!(
+                "no sample of {} was taken in the fast state: no figure",
+                v.name()
+            ));
+        }
+    }
 
     for (op_i, op) in OPS.iter().enumerate() {
         for v in Variant::ALL {
@@ -643,6 +713,34 @@ fn driver() -> i32 {
     }
 
     let mut lines = Vec::new();
+    let probes: Vec<f64> = taken.iter().flatten().map(|s| s.probe).collect();
+    if !probes.is_empty() {
+        let kept: Vec<String> = Variant::ALL
+            .iter()
+            .map(|&v| {
+                let (kept, all) = (samples[v.index()][0].len(), taken[v.index()].len());
+                format!("{} {kept}/{all}", v.name())
+            })
+            .collect();
+        lines.push(format!(
+            "raw ping-pong probe around each sample: fastest {} ns, median {} ns; samples in \
+             the fast state (probe <= {FAST_PROBE} x fastest), which the figures are the \
+             medians of: {}",
+            fmt_value(fastest),
+            fmt_value(median(&probes)),
+            kept.join(", ")
+        ));
+        for (op_i, op) in OPS.iter().enumerate() {
+            let all: Vec<String> = Variant::ALL
+                .iter()
+                .map(|&v| {
+                    let ns: Vec<f64> = taken[v.index()].iter().map(|s| s.ns[op_i]).collect();
+                    format!("{} {} ns", v.name(), fmt_value(median(&ns)))
+                })
+                .collect();
+            lines.push(format!("{op}, medians of all samples: {}", all.join(", ")));
+        }
+    }
     if let (Some(e), Some(n)) = (events, per_call(0)) {
         lines.push(format!(
             "events per call (counted with a counting tool, rank 0 + rank 1): rput_8B {} + {}, \

@@ -12,13 +12,20 @@
 //! public API from its own call site, as in a program, so a tool sees what it would see
 //! there.
 //!
+//! Around the samples rank 0 probes the machine's state: before the rput sample,
+//! between the two and after the RPC sample, a quarter of a sample's time of raw
+//! ping-pong of one cache line of rank 1's segment (rank 0 stores, rank 1 answers from
+//! inside an RPC, no library call in the loop). A sample's `probe` is the slowest of its
+//! three, in ns per round trip: ≈60 on this VM when the ranks run on nearby cores, far
+//! more when they do not, or share one.
+//!
 //! Afterwards rank 0 checks the paths it measured: rank 1 reads the last value put in its
 //! own memory, and an RPC returns a value only rank 1 computes. Rank 0 then prints one
 //! line (to the file named by `PGAS_BENCH_OUT` when the bench set it):
 //!
 //! ```text
 //! GASP_KERNEL {"instrumented":true,"tool":false,"iters":{"rput_8B":N,"rpc_roundtrip":M},
-//!   "calls":{...},"rput_8B":[ns per call, ...],"rpc_roundtrip":[...]}
+//!   "calls":{...},"rput_8B":[ns per call, ...],"rpc_roundtrip":[...],"probe":[...]}
 //! ```
 //!
 //! (one line), where `instrumented` says whether the `gasp` feature was on, `tool`
@@ -87,8 +94,43 @@ fn target_wire() -> (GlobalPtr<u64>,) {
     (target(),)
 }
 
+/// Rank 1's ping-pong word, one cache line after [`target`]: the probe of the machine's
+/// state (see [`probe`]).
+fn ping() -> GlobalPtr<u64> {
+    target().add(PING_OFFSET)
+}
+
+/// [`ping`] in `u64`s from [`target`].
+const PING_OFFSET: usize = 8;
+
 /// The body of the measured RPC.
 fn empty() {}
+
+/// Rank 1's half of [`probe`]: answers `n` pings, the first `first + 1`, each with the
+/// next value.
+fn pong(first: u64, n: u64) {
+    // SAFETY: rank 1's own segment word, used only by the probe; atomics of the same
+    // size and alignment as the u64 (an aligned cache line of the segment).
+    let word = unsafe { &*ping().local().cast::<AtomicU64>() };
+    for i in 0..n {
+        spin_until(|| word.load(Ordering::Acquire) == first + 2 * i + 1);
+        word.store(first + 2 * i + 2, Ordering::Release);
+    }
+}
+
+/// Tests `done` until it holds: spinning, and yielding the core now and then so that
+/// two ranks sharing one core still make progress.
+fn spin_until(mut done: impl FnMut() -> bool) {
+    let mut spins = 0u32;
+    while !done() {
+        spins = spins.wrapping_add(1);
+        if spins.is_multiple_of(4096) {
+            std::thread::yield_now();
+        } else {
+            std::hint::spin_loop();
+        }
+    }
+}
 
 /// Rank 1: the value its word holds, read in its own memory.
 fn read_target() -> u64 {
@@ -136,11 +178,14 @@ fn main() {
     upcxx::init();
     assert_eq!(upcxx::rank_n(), 2, "gasp_kernel runs on exactly 2 ranks");
     if upcxx::rank_me() == 1 {
-        let word = upcxx::allocate(64, 64)
-            .expect("segment space for one cache line")
+        let word = upcxx::allocate(128, 64)
+            .expect("segment space for two cache lines")
             .cast::<u64>();
         // SAFETY: a fresh block of our own segment that no other rank knows yet.
-        unsafe { word.local().write(0) };
+        unsafe {
+            word.local().write(0);
+            word.add(PING_OFFSET).local().write(0);
+        }
         TARGET.set(word).expect("allocated once");
     }
     upcxx::barrier();
@@ -180,6 +225,31 @@ fn measure(count: u64) {
         t0.elapsed()
     };
 
+    // The probe: a raw ping-pong of one cache line with rank 1 (a store, and a load
+    // that waits for the answer), no library call in the loop. Rank 1 answers in an
+    // RPC; the first exchange waits for it to start and is not timed.
+    // SAFETY: rank 1's segment word, reached through the local team's shared memory,
+    // used only by the probe; aligned and `u64`-sized, as the atomic.
+    let ping_word = unsafe { &*dest.add(PING_OFFSET).local().cast::<AtomicU64>() };
+    let mut pinged = 0u64;
+    let mut probe = |n: u64| {
+        let first = pinged;
+        pinged += 2 * (n + 1);
+        let answered = upcxx::rpc(1, pong, (first, n + 1));
+        let exchange = |i: u64| {
+            ping_word.store(first + 2 * i + 1, Ordering::Release);
+            spin_until(|| ping_word.load(Ordering::Acquire) == first + 2 * i + 2);
+        };
+        exchange(0);
+        let t0 = Instant::now();
+        for i in 1..=n {
+            exchange(i);
+        }
+        let t = t0.elapsed();
+        answered.wait();
+        t
+    };
+
     let mut counted = serde_json::Value::Null;
     if count > 0 {
         // What one call makes each rank report. Rank 1's count is read by RPCs, whose
@@ -200,24 +270,30 @@ fn measure(count: u64) {
             "rpc_roundtrip": per_call(&mut rpc),
         });
     }
-    let (n_rput, n_rpc) = if count > 0 {
-        (0, 0)
+    let (n_rput, n_rpc, n_probe) = if count > 0 {
+        (0, 0, 0)
     } else {
         warm_up(sample_time / 4, &mut rput);
         let n_rput = calibrate(sample_time, &mut rput);
         warm_up(sample_time / 4, &mut rpc);
-        (n_rput, calibrate(sample_time, &mut rpc))
+        let n_rpc = calibrate(sample_time, &mut rpc);
+        (n_rput, n_rpc, calibrate(sample_time / 4, &mut probe))
     };
-    let (mut rput_ns, mut rpc_ns) = (Vec::new(), Vec::new());
+    let (mut rput_ns, mut rpc_ns, mut probe_ns) = (Vec::new(), Vec::new(), Vec::new());
     for s in (0..warmup + samples).filter(|_| count == 0) {
+        let mut probe_once = || probe(n_probe).as_nanos() as f64 / n_probe as f64;
+        let p0 = probe_once();
         let a = rput(n_rput).as_nanos() as f64 / n_rput as f64;
+        let p1 = probe_once();
         // Rank 1 naps in its barrier's backoff while nothing reaches it (during the
         // rput sample): a few untimed RPCs wake it up.
         rpc(WAKE_RPCS);
         let b = rpc(n_rpc).as_nanos() as f64 / n_rpc as f64;
+        let p = p0.max(p1).max(probe_once());
         if s >= warmup {
             rput_ns.push(a);
             rpc_ns.push(b);
+            probe_ns.push(p);
         }
     }
 
@@ -237,6 +313,7 @@ fn measure(count: u64) {
         "calls": {"rput_8B": next, "rpc_roundtrip": rpcs},
         "rput_8B": rput_ns,
         "rpc_roundtrip": rpc_ns,
+        "probe": probe_ns,
     });
     if count > 0 {
         result["notifications"] = counted;
