@@ -602,7 +602,7 @@ fn driver() -> i32 {
 
     // Rounds, the variants' order rotating.
     let mut taken: [Vec<Sample>; 4] = Default::default();
-    let verbose = std::env::var_os(common::BENCH_VERBOSE).is_some_and(|v| !v.is_empty());
+    let verbose = common::verbose();
     // The most calls of each operation a profile or trace job made.
     let mut most_calls = [0u64; 2];
     let mut trace_buffers = (u64::MAX, 0);

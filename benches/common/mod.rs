@@ -42,6 +42,11 @@ pub const BENCH_SAMPLE_MS: &str = "PGAS_BENCH_SAMPLE_MS";
 /// Set (non-empty) to list every sample under the table.
 pub const BENCH_VERBOSE: &str = "PGAS_BENCH_VERBOSE";
 
+/// Whether [`BENCH_VERBOSE`] asks for every sample to be listed.
+pub fn verbose() -> bool {
+    std::env::var_os(BENCH_VERBOSE).is_some_and(|v| !v.is_empty())
+}
+
 // ---------------------------------------------------------------------------------------
 // Measuring
 // ---------------------------------------------------------------------------------------
@@ -561,7 +566,7 @@ impl Report {
             "\nvalues are medians; spread = (max - min) / median over the samples; \
              targets met: {met}/{with_target} (benchmarks report, they do not fail on a miss)\n"
         ));
-        if std::env::var_os(BENCH_VERBOSE).is_some_and(|v| !v.is_empty()) {
+        if verbose() {
             out.push_str("\nsamples:\n");
             for e in &self.entries {
                 let s: Vec<String> = e.measured.samples.iter().map(|&x| fmt_value(x)).collect();
