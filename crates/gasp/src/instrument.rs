@@ -3,7 +3,8 @@
 //! `gasp::span!(TAG, args)` opens an interval event of the operation the user called
 //! (the caller's location comes from `#[track_caller]`, so the macro must be used in a
 //! `#[track_caller]` function, outside closures), `gasp::end!(span, args)` closes it,
-//! `gasp::atomic!(TAG, args)` reports a point event; `args` is an array of
+//! `gasp::atomic!(TAG, args)` reports a point event, `gasp::span_if!(on, TAG, args)` opens a
+//! span when `on` (for a site that tested the flag itself); `args` is an array of
 //! [`Arg`](crate::Arg) and `TAG` a name from [`events`](crate::events).
 //!
 //! The calling crate's own `gasp` feature decides whether anything is compiled: the
@@ -32,6 +33,35 @@ macro_rules! span {
         };
         #[cfg(not(feature = "gasp"))]
         let span = {
+            let _ = || {
+                let _ = &$args;
+            };
+            $crate::instrument::NoSpan
+        };
+        span
+    }};
+}
+
+/// Opens an interval event when `$on` is true: [`span!`] for a function that has
+/// tested [`enabled`](crate::enabled) once and is instantiated for both answers (a
+/// `const REPORT: bool` parameter), so that the instance for `false` holds no
+/// instrumentation at all and compiles as the uninstrumented build does.
+#[macro_export]
+macro_rules! span_if {
+    ($on:expr, $tag:ident, $args:expr) => {{
+        #[cfg(feature = "gasp")]
+        let span = if $on {
+            Some($crate::Span::begin(
+                $crate::events::$tag,
+                ::std::panic::Location::caller(),
+                &$args,
+            ))
+        } else {
+            None
+        };
+        #[cfg(not(feature = "gasp"))]
+        let span = {
+            let _ = $on;
             let _ = || {
                 let _ = &$args;
             };

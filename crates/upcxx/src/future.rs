@@ -350,14 +350,24 @@ impl<T: 'static> Future<T> {
     #[track_caller]
     fn wait_slow(self) -> T {
         if reporting() && !self.ready() {
-            let span = gasp::span!(GASP_UPCXX_FUTURE_WAIT, gasp::instrument::NONE);
-            let v = self.wait_unreported();
-            gasp::end!(span, gasp::instrument::NONE);
-            return v;
+            return self.wait_reported();
         }
         self.wait_unreported()
     }
 
+    /// [`Future::wait_slow`] on a future not ready while a tool is attached, out of
+    /// line: the wait's GASP event around the wait.
+    #[cold]
+    #[inline(never)]
+    #[track_caller]
+    fn wait_reported(self) -> T {
+        let span = gasp::span!(GASP_UPCXX_FUTURE_WAIT, gasp::instrument::NONE);
+        let v = self.wait_unreported();
+        gasp::end!(span, gasp::instrument::NONE);
+        v
+    }
+
+    #[inline(always)]
     #[track_caller]
     fn wait_unreported(mut self) -> T {
         if let Repr::Reply(cell) = self.repr {

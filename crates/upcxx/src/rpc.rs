@@ -207,13 +207,36 @@ where
     F: RpcFn<A>,
     A: RpcArgs,
 {
+    if crate::instrument::reporting() {
+        return rpc_ff_reported(rank, func, args);
+    }
+    rpc_ff_as::<F, A, false>(rank, func, args);
+}
+
+/// [`rpc_ff`] while a tool is attached, out of line: the common path makes one flag
+/// test and holds no instrumentation.
+#[cold]
+#[inline(never)]
+#[track_caller]
+fn rpc_ff_reported<F: RpcFn<A>, A: RpcArgs>(rank: Rank, func: F, args: A) {
+    rpc_ff_as::<F, A, true>(rank, func, args);
+}
+
+/// [`rpc_ff`], reporting its GASP event if `REPORT`.
+#[inline(always)]
+#[track_caller]
+fn rpc_ff_as<F: RpcFn<A>, A: RpcArgs, const REPORT: bool>(rank: Rank, func: F, args: A) {
     assert_no_captures::<F>();
     let rt = runtime::rt("rpc_ff");
     let dest = world_rank("rpc_ff", rt, rank);
     drop(func);
     let entry = function_offset(run_rpc_ff::<F, A>);
-    let seq = msg_seq();
-    let span = gasp::span!(GASP_UPCXX_RPC_SEND, send_args(dest, 0, msgid(rt.rank, seq)));
+    let seq = msg_seq::<REPORT>();
+    let span = gasp::span_if!(
+        REPORT,
+        GASP_UPCXX_RPC_SEND,
+        send_args(dest, 0, msgid(rt.rank, seq))
+    );
     let kind = first_arg(KIND_RPC, seq);
     let sent = send(&rt.team, dest, kind, entry, [0; 4], A::EMPTY, |w| {
         args.encode(w)
@@ -246,21 +269,20 @@ fn msgid(sender: Rank, seq: u32) -> u64 {
 }
 
 /// The sequence number of an RPC this thread is about to send, which travels in its
-/// header's spare bits (`wire::first_arg`) and makes its GASP message id; 0 unless a
-/// tool is attached (then a load of the flag is all it costs). Unique on this rank
-/// until [`wire::SEQ_MAX`] RPCs were numbered, then it wraps.
+/// header's spare bits (`wire::first_arg`) and makes its GASP message id: 0 (none)
+/// unless the RPC is reported. Unique on this rank until [`wire::SEQ_MAX`] RPCs were
+/// numbered, then it wraps.
 #[inline(always)]
-fn msg_seq() -> u32 {
-    #[cfg(feature = "gasp")]
-    if crate::instrument::reporting() {
-        return numbered_seq();
+fn msg_seq<const REPORT: bool>() -> u32 {
+    if REPORT {
+        numbered_seq()
+    } else {
+        0
     }
-    0
 }
 
-/// [`msg_seq`] with a tool attached: numbers come from a per-thread block, so threads
-/// do not share a counter's cache line per call.
-#[cfg(feature = "gasp")]
+/// [`msg_seq`] of a reported RPC: numbers come from a per-thread block, so threads do
+/// not share a counter's cache line per call.
 fn numbered_seq() -> u32 {
     use std::cell::Cell;
     use std::sync::atomic::{AtomicU32, Ordering};
@@ -298,6 +320,35 @@ where
     A: RpcArgs,
     RpcValue<F, A>: Serialize + DeserializeOwned,
 {
+    if crate::instrument::reporting() {
+        return rpc_reported(rank, func, args);
+    }
+    rpc_as::<F, A, false>(rank, func, args)
+}
+
+/// [`rpc`] while a tool is attached, out of line: the common path makes one flag test
+/// and holds no instrumentation.
+#[cold]
+#[inline(never)]
+#[track_caller]
+fn rpc_reported<F, A>(rank: Rank, func: F, args: A) -> Future<RpcValue<F, A>>
+where
+    F: RpcFn<A>,
+    A: RpcArgs,
+    RpcValue<F, A>: Serialize + DeserializeOwned,
+{
+    rpc_as::<F, A, true>(rank, func, args)
+}
+
+/// [`rpc`], reporting its GASP event if `REPORT`.
+#[inline(always)]
+#[track_caller]
+fn rpc_as<F, A, const REPORT: bool>(rank: Rank, func: F, args: A) -> Future<RpcValue<F, A>>
+where
+    F: RpcFn<A>,
+    A: RpcArgs,
+    RpcValue<F, A>: Serialize + DeserializeOwned,
+{
     assert_no_captures::<F>();
     let rt = runtime::rt("rpc");
     let dest = world_rank("rpc", rt, rank);
@@ -313,8 +364,12 @@ where
         let fut = Future::from_state(Rc::clone(&state));
         (fut, Rc::into_raw(state) as usize)
     };
-    let seq = msg_seq();
-    let span = gasp::span!(GASP_UPCXX_RPC_SEND, send_args(dest, 0, msgid(rt.rank, seq)));
+    let seq = msg_seq::<REPORT>();
+    let span = gasp::span_if!(
+        REPORT,
+        GASP_UPCXX_RPC_SEND,
+        send_args(dest, 0, msgid(rt.rank, seq))
+    );
     let replies = delivery::reply_inbox() as *const inbox::Inbox as usize;
     let cookie = cookie_of(replies as u64, promise as u64);
     let entry = function_offset(run_rpc::<F, A>);
@@ -405,8 +460,35 @@ fn cookie_word(cookie: [u32; 4], i: usize) -> u64 {
 /// ready), all inside the RPC's `GASP_UPCXX_RPC_EXECUTE` span. The span ends once the
 /// reply is on its way rather than before it is sent, which keeps the tool's work for
 /// the END off the round trip's critical path.
+#[inline(always)]
 fn execute<F, A>(msg: &Incoming<'_>, finish: impl FnOnce(Future<RpcValue<F, A>>))
 where
+    F: RpcFn<A>,
+    A: RpcArgs,
+{
+    if crate::instrument::reporting() {
+        return execute_reported::<F, A>(msg, finish);
+    }
+    execute_as::<F, A, false>(msg, finish);
+}
+
+/// [`execute`] while a tool is attached, out of line.
+#[cold]
+#[inline(never)]
+fn execute_reported<F, A>(msg: &Incoming<'_>, finish: impl FnOnce(Future<RpcValue<F, A>>))
+where
+    F: RpcFn<A>,
+    A: RpcArgs,
+{
+    execute_as::<F, A, true>(msg, finish);
+}
+
+/// [`execute`], reporting its GASP event if `REPORT`.
+#[inline(always)]
+fn execute_as<F, A, const REPORT: bool>(
+    msg: &Incoming<'_>,
+    finish: impl FnOnce(Future<RpcValue<F, A>>),
+) where
     F: RpcFn<A>,
     A: RpcArgs,
 {
@@ -424,7 +506,8 @@ where
     // event's location is this line of upcxx, the same for every RPC, and its msgid
     // names the GASP_UPCXX_RPC_SEND, at the caller's line, that it executes.
     let id = msgid(msg.head.src, msg.head.seq);
-    let span = gasp::span!(
+    let span = gasp::span_if!(
+        REPORT,
         GASP_UPCXX_RPC_EXECUTE,
         send_args(msg.head.src, msg.payload.len(), id)
     );

@@ -494,6 +494,25 @@ pub(crate) fn dispatch(msg: &Inbound<'_>) {
             "the number of arguments differs from the registration",
         );
     }
+    #[cfg(feature = "gasp")]
+    if gasp::enabled() && rt.handlers.reported(msg.handler) {
+        return run_reported(rt, msg, entry);
+    }
+    run::<false>(rt, msg, entry);
+}
+
+/// [`run`] of a reported handler while a tool is attached, out of line: the common
+/// path makes one flag test and holds no instrumentation.
+#[cfg(feature = "gasp")]
+#[cold]
+#[inline(never)]
+fn run_reported(rt: &'static Runtime, msg: &Inbound<'_>, entry: &'static AmEntry) {
+    run::<true>(rt, msg, entry);
+}
+
+/// Calls the handler of `msg` in handler context, reporting its GASP event if `REPORT`.
+#[inline(always)]
+fn run<const REPORT: bool>(rt: &'static Runtime, msg: &Inbound<'_>, entry: &'static AmEntry) {
     let token = Token {
         rt,
         msg,
@@ -502,7 +521,7 @@ pub(crate) fn dispatch(msg: &Inbound<'_>) {
     };
     let _scope = HandlerScope::enter(msg.network == Network::Request);
     #[cfg(feature = "gasp")]
-    let span = (gasp::enabled() && rt.handlers.reported(msg.handler)).then(|| {
+    let span = REPORT.then(|| {
         gasp::Span::begin(
             gasp::events::GASP_GEX_AM_HANDLER,
             rt.handlers.site(msg.handler),
@@ -638,9 +657,50 @@ fn reserve(
 }
 
 #[allow(clippy::too_many_arguments)]
-#[inline]
+#[inline(always)]
 #[track_caller]
 fn send(
+    rt: &Runtime,
+    call: &str,
+    dest: Rank,
+    network: Network,
+    handler: AmIndex,
+    args: &[u32],
+    payload: Payload<'_>,
+    flags: Flags,
+) -> Result<(), NoOp> {
+    #[cfg(feature = "gasp")]
+    if gasp::enabled() && rt.handlers.reported(handler) {
+        return send_reported(rt, call, dest, network, handler, args, payload, flags);
+    }
+    send_as::<false>(rt, call, dest, network, handler, args, payload, flags)
+}
+
+/// [`send`] of a reported message while a tool is attached, out of line: the common
+/// path makes one flag test and holds no instrumentation.
+#[cfg(feature = "gasp")]
+#[allow(clippy::too_many_arguments)]
+#[cold]
+#[inline(never)]
+#[track_caller]
+fn send_reported(
+    rt: &Runtime,
+    call: &str,
+    dest: Rank,
+    network: Network,
+    handler: AmIndex,
+    args: &[u32],
+    payload: Payload<'_>,
+    flags: Flags,
+) -> Result<(), NoOp> {
+    send_as::<true>(rt, call, dest, network, handler, args, payload, flags)
+}
+
+/// [`send`], reporting its GASP event if `REPORT`.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+#[track_caller]
+fn send_as<const REPORT: bool>(
     rt: &Runtime,
     call: &str,
     dest: Rank,
@@ -671,7 +731,7 @@ fn send(
     #[cfg(feature = "gasp")]
     let site = Location::caller();
     #[cfg(feature = "gasp")]
-    let span = (gasp::enabled() && rt.handlers.reported(handler)).then(|| {
+    let span = REPORT.then(|| {
         let tag = match network {
             Network::Request => gasp::events::GASP_GEX_AM_REQUEST,
             Network::Reply => gasp::events::GASP_GEX_AM_REPLY,
