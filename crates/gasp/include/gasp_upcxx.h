@@ -38,13 +38,13 @@ typedef uint64_t gasp_upc_nb_handle_t;
  */
 #define GASP_UPC_NONCOLLECTIVE_EXIT 0x2
 
-/* UPC §5.4.2: the notify half of a split-phase barrier (`gex::Team::barrier_notify`, `upcxx::barrier_async`).
+/* UPC §5.4.2: the notify half of a split-phase barrier (`gex::Team::barrier_nb`).
  *   GASP_START: int named, int expr
  *   GASP_END:   int named, int expr
  */
 #define GASP_UPC_NOTIFY 0x3
 
-/* UPC §5.4.2: the wait half of a split-phase barrier (`gex::Team::barrier_wait`).
+/* UPC §5.4.2: the wait half of a split-phase barrier (`gex::Event::wait` on the event of `gex::Team::barrier_nb`).
  *   GASP_START: int named, int expr
  *   GASP_END:   int named, int expr
  */

@@ -144,11 +144,11 @@ events! {
     /// UPC §5.4.1: a non-collective exit (`gex::exit`).
     GASP_UPC_NONCOLLECTIVE_EXIT = 2, Upcxx, Atomic, Blocking,
         start: "int status", end: "";
-    /// UPC §5.4.2: the notify half of a split-phase barrier (`gex::Team::barrier_notify`,
-    /// `upcxx::barrier_async`).
+    /// UPC §5.4.2: the notify half of a split-phase barrier (`gex::Team::barrier_nb`).
     GASP_UPC_NOTIFY = 3, Upcxx, Interval, Blocking,
         start: "int named, int expr", end: "int named, int expr";
-    /// UPC §5.4.2: the wait half of a split-phase barrier (`gex::Team::barrier_wait`).
+    /// UPC §5.4.2: the wait half of a split-phase barrier (`gex::Event::wait` on the
+    /// event of `gex::Team::barrier_nb`).
     GASP_UPC_WAIT = 4, Upcxx, Interval, Blocking,
         start: "int named, int expr", end: "int named, int expr";
     /// UPC §5.4.2: a blocking barrier (`upcxx::barrier`, `gex::Team::barrier`).

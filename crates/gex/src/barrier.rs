@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::am::{AmEntry, AmIndex, AmRole, Token};
 use crate::client::Team;
-use crate::conduit::{Completion, Conduit, Network, OpHandle};
+use crate::conduit::{Conduit, Network, OpHandle};
 use crate::event::Event;
 use crate::instrument::{gasp_end, gasp_span};
 use crate::progress::{self, runtime, Runtime};
@@ -138,7 +138,7 @@ impl Team {
         rt.progress();
         advance(rt);
         gasp_end!(span, [gasp::Arg::Int(0), gasp::Arg::Int(0)]);
-        Event::from_completion(Completion::Pending(op))
+        Event::barrier(op)
     }
 
     /// Blocks until every rank of the team has entered the barrier.

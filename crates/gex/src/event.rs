@@ -29,6 +29,9 @@ struct EventState {
     ops: Vec<Arc<OpHandle>>,
     /// The local-completion leaf (source buffer reusable), when tracked separately.
     lc: Option<Arc<OpHandle>>,
+    /// The event of a split-phase barrier: waiting for it is the barrier's wait half
+    /// (GASP §5.4.2 `GASP_UPC_WAIT`), not the sync of a non-blocking operation.
+    barrier: bool,
 }
 
 impl Event {
@@ -44,12 +47,31 @@ impl Event {
         }
     }
 
+    /// The event of a split-phase barrier, complete when `op` is (invalid if it already
+    /// is: there is nothing to wait for, as with any operation complete at return).
+    pub(crate) fn barrier(op: Arc<OpHandle>) -> Event {
+        if op.is_done() {
+            return Event::invalid();
+        }
+        Event {
+            state: Some(Arc::new(EventState {
+                ops: vec![op],
+                lc: None,
+                barrier: true,
+            })),
+        }
+    }
+
     fn from_ops(ops: Vec<Arc<OpHandle>>, lc: Option<Arc<OpHandle>>) -> Event {
         if ops.iter().all(|o| o.is_done()) && lc.as_ref().is_none_or(|o| o.is_done()) {
             Event::invalid()
         } else {
             Event {
-                state: Some(Arc::new(EventState { ops, lc })),
+                state: Some(Arc::new(EventState {
+                    ops,
+                    lc,
+                    barrier: false,
+                })),
             }
         }
     }
@@ -86,19 +108,30 @@ impl Event {
         }
     }
 
-    /// GASNet-EX `gex_Event_Wait`: polls until the operation is complete.
+    /// GASNet-EX `gex_Event_Wait`: polls until the operation is complete. Reported as
+    /// `GASP_UPC_NB_SYNC`, or as `GASP_UPC_WAIT` for the event of
+    /// [`Team::barrier_nb`](crate::Team::barrier_nb) (GASP §5.4.2: the wait half of a
+    /// split-phase barrier, whose notify half `barrier_nb` reports). The wait of an
+    /// invalid event (an operation complete at return) reports nothing.
     #[track_caller]
     pub fn wait(self) {
-        if self.state.is_none() {
+        let Some(state) = &self.state else {
             progress::check_may_communicate("Event::wait");
             return;
-        }
+        };
         let rt = runtime("Event::wait");
         progress::check_may_communicate("Event::wait");
-        let args = [gasp::Arg::Handle(self.gasp_handle())];
-        let span = gasp_span!(GASP_UPC_NB_SYNC, args);
-        rt.wait_until(|| self.is_done());
-        gasp_end!(span, args);
+        if state.barrier {
+            let args = [gasp::Arg::Int(0), gasp::Arg::Int(0)];
+            let span = gasp_span!(GASP_UPC_WAIT, args);
+            rt.wait_until(|| self.is_done());
+            gasp_end!(span, args);
+        } else {
+            let args = [gasp::Arg::Handle(self.gasp_handle())];
+            let span = gasp_span!(GASP_UPC_NB_SYNC, args);
+            rt.wait_until(|| self.is_done());
+            gasp_end!(span, args);
+        }
     }
 
     /// GASNet-EX `gex_Event_TestSome`: true if at least one event is complete or all are
@@ -165,6 +198,7 @@ impl Event {
                 state: Some(Arc::new(EventState {
                     ops: vec![lc],
                     lc: None,
+                    barrier: false,
                 })),
             },
             _ => Event::invalid(),

@@ -225,6 +225,69 @@ fn a_tool_receives_each_operation_once_with_its_call_site() {
     }
 }
 
+/// GASP §5.4.2: a split-phase barrier is a NOTIFY interval (`barrier_nb`) and a WAIT
+/// interval (the wait of its event), each at its own call site. Rank 0 notifies first
+/// and only then lets the others enter, so its barrier cannot be complete when
+/// `barrier_nb` returns: it reports both. A rank whose notify completed the barrier
+/// gets an invalid event, whose wait reports nothing (an operation complete at
+/// initiation); the others report both too.
+#[test]
+fn a_split_phase_barrier_reports_notify_then_wait() {
+    for ranks in [2, 3] {
+        spmd(ranks, || {
+            let rec = install_recorder(false);
+            let (client, _ep, team) = Client::init("GASPB", Flags::NONE).unwrap();
+            let segment = Segment::attach(&team, 1 << 16).unwrap();
+            let bases = common::segment_bases(&team);
+            team.barrier();
+            let mark = rec.len();
+            let (notify_line, wait_line);
+            if team.rank() == 0 {
+                notify_line = line!() + 1;
+                let barrier = team.barrier_nb();
+                assert!(!barrier.is_invalid(), "the others have not entered yet");
+                for r in 1..team.size() {
+                    team.put_val_blocking(r, bases[r as usize], 1, 8, Flags::NONE)
+                        .unwrap();
+                }
+                wait_line = line!() + 1;
+                barrier.wait();
+            } else {
+                // SAFETY: the segment's first word is this rank's, written by rank 0.
+                while unsafe { common::read_u64(segment.addr() as usize) } == 0 {
+                    gex::poll();
+                }
+                notify_line = line!() + 1;
+                let barrier = team.barrier_nb();
+                wait_line = line!() + 1;
+                barrier.wait();
+            }
+            let got: Vec<Rec> = rec
+                .since(mark)
+                .into_iter()
+                .filter(|r| r.tag == GASP_UPC_NOTIFY || r.tag == GASP_UPC_WAIT)
+                .collect();
+            let b = [Arg::Int(0), Arg::Int(0)];
+            let notify = [
+                expect(GASP_UPC_NOTIFY, EventType::Start, notify_line, &b),
+                expect(GASP_UPC_NOTIFY, EventType::End, notify_line, &b),
+            ];
+            let wait = [
+                expect(GASP_UPC_WAIT, EventType::Start, wait_line, &b),
+                expect(GASP_UPC_WAIT, EventType::End, wait_line, &b),
+            ];
+            let both: Vec<Rec> = notify.iter().chain(&wait).cloned().collect();
+            let me = team.rank();
+            if me == 0 {
+                assert_eq!(got, both, "rank 0");
+            } else {
+                assert!(got == both || got == notify, "rank {me}: {got:?}");
+            }
+            client.finalize();
+        });
+    }
+}
+
 #[test]
 fn user_events_and_measurement_control() {
     spmd(1, || {
