@@ -20,26 +20,9 @@ pub struct NoSpan;
 /// Opens an interval event if a tool is attached; see the [module docs](self).
 #[macro_export]
 macro_rules! span {
-    ($tag:ident, $args:expr) => {{
-        #[cfg(feature = "gasp")]
-        let span = if $crate::enabled() {
-            Some($crate::Span::begin(
-                $crate::events::$tag,
-                ::std::panic::Location::caller(),
-                &$args,
-            ))
-        } else {
-            None
-        };
-        #[cfg(not(feature = "gasp"))]
-        let span = {
-            let _ = || {
-                let _ = &$args;
-            };
-            $crate::instrument::NoSpan
-        };
-        span
-    }};
+    ($tag:ident, $args:expr) => {
+        $crate::span_if!($crate::enabled(), $tag, $args)
+    };
 }
 
 /// Opens an interval event when `$on` is true: [`span!`] for a function that has
@@ -61,8 +44,8 @@ macro_rules! span_if {
         };
         #[cfg(not(feature = "gasp"))]
         let span = {
-            let _ = $on;
             let _ = || {
+                let _ = $on;
                 let _ = &$args;
             };
             $crate::instrument::NoSpan

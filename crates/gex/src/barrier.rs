@@ -17,7 +17,7 @@ use crate::am::{AmEntry, AmIndex, AmRole, Token};
 use crate::client::Team;
 use crate::conduit::{Conduit, Network, OpHandle};
 use crate::event::Event;
-use crate::instrument::{gasp_end, gasp_span};
+use crate::instrument::{gasp_end, gasp_span, BARRIER_ARGS};
 use crate::progress::{self, runtime, Runtime};
 
 /// Internal handler index of barrier signals.
@@ -122,7 +122,7 @@ impl Team {
         const CALL: &str = "Team::barrier_nb";
         let rt = runtime(CALL);
         progress::check_may_communicate(CALL);
-        let span = gasp_span!(GASP_UPC_NOTIFY, [gasp::Arg::Int(0), gasp::Arg::Int(0)]);
+        let span = gasp_span!(GASP_UPC_NOTIFY, BARRIER_ARGS);
         let op = OpHandle::new();
         {
             let mut st = rt.barrier.inner.lock().unwrap_or_else(|e| e.into_inner());
@@ -137,16 +137,16 @@ impl Team {
         // that only synchronizes still runs the handlers of messages sent to it.
         rt.progress();
         advance(rt);
-        gasp_end!(span, [gasp::Arg::Int(0), gasp::Arg::Int(0)]);
+        gasp_end!(span, BARRIER_ARGS);
         Event::barrier(op)
     }
 
     /// Blocks until every rank of the team has entered the barrier.
     #[track_caller]
     pub fn barrier(&self) {
-        let span = gasp_span!(GASP_UPC_BARRIER, [gasp::Arg::Int(0), gasp::Arg::Int(0)]);
+        let span = gasp_span!(GASP_UPC_BARRIER, BARRIER_ARGS);
         self.barrier_nb().wait();
-        gasp_end!(span, [gasp::Arg::Int(0), gasp::Arg::Int(0)]);
+        gasp_end!(span, BARRIER_ARGS);
     }
 }
 

@@ -13,7 +13,7 @@ use std::cell::RefCell;
 use std::sync::Arc;
 
 use crate::conduit::{Completion, OpHandle};
-use crate::instrument::{gasp_end, gasp_span};
+use crate::instrument::{gasp_end, gasp_span, BARRIER_ARGS};
 use crate::progress::{self, runtime, Runtime};
 
 /// Handle of a non-blocking operation (GASNet-EX `gex_Event_t`).
@@ -43,35 +43,22 @@ impl Event {
     pub(crate) fn from_completion(c: Completion) -> Event {
         match c {
             Completion::Done => Event::invalid(),
-            Completion::Pending(op) => Event::from_ops(vec![op], None),
+            Completion::Pending(op) => Event::from_ops(vec![op], None, false),
         }
     }
 
     /// The event of a split-phase barrier, complete when `op` is (invalid if it already
     /// is: there is nothing to wait for, as with any operation complete at return).
     pub(crate) fn barrier(op: Arc<OpHandle>) -> Event {
-        if op.is_done() {
-            return Event::invalid();
-        }
-        Event {
-            state: Some(Arc::new(EventState {
-                ops: vec![op],
-                lc: None,
-                barrier: true,
-            })),
-        }
+        Event::from_ops(vec![op], None, true)
     }
 
-    fn from_ops(ops: Vec<Arc<OpHandle>>, lc: Option<Arc<OpHandle>>) -> Event {
+    fn from_ops(ops: Vec<Arc<OpHandle>>, lc: Option<Arc<OpHandle>>, barrier: bool) -> Event {
         if ops.iter().all(|o| o.is_done()) && lc.as_ref().is_none_or(|o| o.is_done()) {
             Event::invalid()
         } else {
             Event {
-                state: Some(Arc::new(EventState {
-                    ops,
-                    lc,
-                    barrier: false,
-                })),
+                state: Some(Arc::new(EventState { ops, lc, barrier })),
             }
         }
     }
@@ -122,10 +109,9 @@ impl Event {
         let rt = runtime("Event::wait");
         progress::check_may_communicate("Event::wait");
         if state.barrier {
-            let args = [gasp::Arg::Int(0), gasp::Arg::Int(0)];
-            let span = gasp_span!(GASP_UPC_WAIT, args);
+            let span = gasp_span!(GASP_UPC_WAIT, BARRIER_ARGS);
             rt.wait_until(|| self.is_done());
-            gasp_end!(span, args);
+            gasp_end!(span, BARRIER_ARGS);
         } else {
             let args = [gasp::Arg::Handle(self.gasp_handle())];
             let span = gasp_span!(GASP_UPC_NB_SYNC, args);
@@ -354,7 +340,7 @@ pub fn nbi_begin_access_region() {
 pub fn nbi_end_access_region() -> Event {
     let ops = NBI.with(|n| n.borrow_mut().region.take());
     match ops {
-        Some(ops) => Event::from_ops(ops, None),
+        Some(ops) => Event::from_ops(ops, None, false),
         None => panic!("gex::nbi_end_access_region: no access region is open on this thread"),
     }
 }

@@ -6,6 +6,10 @@
 pub(crate) use gasp::instrument::NONE;
 pub(crate) use gasp::{atomic as gasp_atomic, end as gasp_end, span as gasp_span};
 
+/// The arguments of the barrier events (`int named, int expr`, GASP §5.4.2): gex
+/// barriers are anonymous.
+pub(crate) const BARRIER_ARGS: [gasp::Arg<'static>; 2] = [gasp::Arg::Int(0), gasp::Arg::Int(0)];
+
 /// The GASP form of a remote address: job rank and owner-space address.
 #[inline]
 pub(crate) fn gptr(rank: crate::Rank, addr: usize) -> gasp::Arg<'static> {

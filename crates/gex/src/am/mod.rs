@@ -677,7 +677,9 @@ fn send(
 }
 
 /// [`send`] of a reported message while a tool is attached, out of line: the common
-/// path makes one flag test and holds no instrumentation.
+/// path makes one flag test and holds no instrumentation. The arguments stay separate
+/// (a struct of them was built on the common path too: ≈45 more instructions a
+/// message, measured with callgrind).
 #[cfg(feature = "gasp")]
 #[allow(clippy::too_many_arguments)]
 #[cold]
