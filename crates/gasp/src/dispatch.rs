@@ -14,6 +14,15 @@
 //! depth to restore from START to END). Other tools go through `dyn Tool` and the
 //! guard.
 //!
+//! A built-in tool records an interval once, at its END: the START only reads the clock
+//! into the span, which carries the time to the END, and the END hands the tool both
+//! times with the END's arguments (which repeat the START's, GASP §5.4's lists as our
+//! table keeps them, and add what is known only at the end). An operation's START is
+//! usually on the latency path (before a message leaves, before an RPC's body runs),
+//! its END often is not (the reply is already on its way), so the tool's work moves off
+//! the path; and one record per interval costs less than two. A tool of the program's
+//! or a C library is notified at both ends, as GASP §3 describes.
+//!
 //! # What reaches the tool
 //!
 //! An event is reported when all of these hold:
@@ -43,6 +52,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 use crate::events::{self, USEREVT_END, USEREVT_START};
+use crate::timer::{self, Ticks};
 use crate::tool::{Arg, Event, EventType, InitInfo, Language, Tool};
 use crate::tools::Selected;
 
@@ -267,35 +277,52 @@ fn deliver_other(
     }
 }
 
-/// Reports one library event if a tool is attached and admits it; whether it did.
-/// Inlined into [`Span::begin`] and [`Span::end`] (where `ty` is a constant): with a
-/// built-in tool an event is one call from the instrumented site.
+/// Reports one library event if a tool is attached and admits it.
 #[inline(always)]
-fn report(tag: u32, ty: EventType, location: &'static Location<'static>, args: &[Arg<'_>]) -> bool {
+fn report(tag: u32, ty: EventType, location: &'static Location<'static>, args: &[Arg<'_>]) {
     let Some(d) = DISPATCH.get() else {
-        return false;
+        return;
     };
-    // An END follows a START that was admitted.
-    if ty != EventType::End && d.filtering && !admitted(d, tag, args) {
-        return false;
+    if d.filtering && !admitted(d, tag, args) {
+        return;
     }
     deliver(d, tag, ty, location, args);
-    true
+}
+
+/// Opens an interval with the tool, if one is attached and admits it: a built-in tool
+/// that is measuring only needs the START's time (returned; it records the interval at
+/// the END), another tool is notified now (0). `None`: not reported.
+#[inline(always)]
+fn start(tag: u32, location: &'static Location<'static>, args: &[Arg<'_>]) -> Option<Ticks> {
+    let d = DISPATCH.get()?;
+    if d.filtering && !admitted(d, tag, args) {
+        return None;
+    }
+    let measuring = match &d.tool {
+        Selected::Profile(p) => p.measuring(),
+        Selected::Trace(t) => t.measuring(),
+        Selected::Other(t) => {
+            deliver_other(&**t, tag, EventType::Start, location, args);
+            return Some(0);
+        }
+    };
+    measuring.then(timer::ticks_now)
 }
 
 /// An open interval event of the library: reports START when made (if admitted) and
 /// END when [`Span::end`] is called; dropping it without `end` (an unwinding panic)
-/// only restores the nesting depth.
+/// only restores the nesting depth (a built-in tool then records nothing of it).
 ///
-/// Two scalars, so that the `Option<Span>` an instrumented call site holds is passed
-/// and returned in registers (`None` is the null location), not in a stack slot copied
-/// around the call.
+/// Three scalars: the `Option<Span>` an instrumented call site holds is returned
+/// through a small stack slot (`None` is the null location).
 #[must_use = "a span reports its END event when `end` is called"]
 pub struct Span {
     location: &'static Location<'static>,
     /// The tag in the high half; the nesting depth to restore, shifted left once, in the
     /// low half, whose bit 0 says that START was reported.
     state: u64,
+    /// The START's time, for a built-in tool (see the module docs).
+    start: Ticks,
 }
 
 impl Span {
@@ -310,11 +337,15 @@ impl Span {
         let saved_depth = DEPTH.with(Cell::get);
         let execute = events::runs_user_code(tag);
         DEPTH.with(|c| c.set(if execute { 0 } else { saved_depth + 1 }));
-        let reported =
-            (saved_depth == 0 || execute) && report(tag, EventType::Start, location, args);
+        let start = if saved_depth == 0 || execute {
+            start(tag, location, args)
+        } else {
+            None
+        };
         Span {
             location,
-            state: u64::from(tag) << 32 | u64::from(saved_depth << 1 | u32::from(reported)),
+            state: u64::from(tag) << 32 | u64::from(saved_depth << 1 | u32::from(start.is_some())),
+            start: start.unwrap_or(0),
         }
     }
 
@@ -332,7 +363,16 @@ impl Span {
     pub fn end(self, args: &[Arg<'_>]) {
         DEPTH.with(|c| c.set(self.saved_depth()));
         if self.state & 1 != 0 {
-            report(self.tag(), EventType::End, self.location, args);
+            if let Some(d) = DISPATCH.get() {
+                let (tag, location) = (self.tag(), self.location);
+                match &d.tool {
+                    Selected::Profile(p) => p.interval(self.start, tag, location, args),
+                    Selected::Trace(t) => t.interval(self.start, tag, location, args),
+                    Selected::Other(t) => {
+                        deliver_other(&**t, tag, EventType::End, location, args);
+                    }
+                }
+            }
         }
         std::mem::forget(self);
     }

@@ -373,3 +373,94 @@ fn a_trace_draws_one_flow_from_each_rpc_send_to_its_execution() {
         }
     }
 }
+
+/// The built-in tools take a library interval's START time when it begins and record
+/// the interval at its END (`gasp::dispatch`): an RPC body's operations lie inside the
+/// execution that runs them, and an interval is kept if, and only if, it began while
+/// measuring (GASP §3.3), whatever `control` says by its END.
+#[test]
+fn intervals_are_drawn_from_their_start_and_kept_if_begun_while_measuring() {
+    for ranks in [2, 3, 4] {
+        let out = std::env::temp_dir().join(format!("upcxx-nest-{}.json", std::process::id()));
+        let mut opts = SpmdOptions::new(ranks);
+        opts.env.push(("GASP_TOOL".into(), "trace".into()));
+        opts.env
+            .push(("GASP_OUT".into(), out.display().to_string()));
+        opts.env.push(("GASP_TRACE_BUFFER".into(), "1".into()));
+        let Some(outcome) = spmd_outcome(opts, || {
+            upcxx::init();
+            let cells: GlobalPtr<u64> = upcxx::new_array(2);
+            let all = common::all_gather(&cells);
+            let next_rank = (rank_me() + 1) % rank_n();
+            let next = all[next_rank as usize];
+            // Each body runs on `next_rank` and puts into that rank's own cells (the
+            // reply waits for the put's future). The previous rank's three calls run
+            // there one after the other (it waits for each), and nothing else turns
+            // measurement on or off there.
+            upcxx::rpc(next_rank, |p: GlobalPtr<u64>| upcxx::rput(7, p), (next,)).wait();
+            let stop = |p: GlobalPtr<u64>| {
+                gasp::control(false);
+                upcxx::rput(8, p)
+            };
+            upcxx::rpc(next_rank, stop, (next,)).wait();
+            let resume = |p: GlobalPtr<u64>| {
+                gasp::control(true);
+                upcxx::rput(9, p.add(1))
+            };
+            upcxx::rpc(next_rank, resume, (next,)).wait();
+            upcxx::barrier();
+            upcxx::delete_array(cells);
+            upcxx::finalize();
+        }) else {
+            continue;
+        };
+        assert_eq!(outcome.exit_code, 0);
+        let t: Trace =
+            serde_json::from_str(&std::fs::read_to_string(&out).expect("trace")).unwrap();
+        std::fs::remove_file(&out).unwrap();
+        for rank in 0..ranks {
+            let on_rank = |name: &str| -> Vec<&TraceEvent> {
+                let mut v: Vec<&TraceEvent> = t
+                    .trace_events
+                    .iter()
+                    .filter(|e| e.ph == "X" && e.pid as usize == rank && e.name == name)
+                    .collect();
+                v.sort_by(|a, b| a.ts.total_cmp(&b.ts));
+                v
+            };
+            let executions = on_rank("GASP_UPCXX_RPC_EXECUTE");
+            let puts = on_rank("GASP_UPC_NB_PUT_INIT");
+            // The third execution began with measurement off (the second body turned it
+            // off); the second ended with it off, and is kept.
+            assert_eq!(executions.len(), 2, "rank {rank}: {executions:?}");
+            // The second body's put came after it turned measurement off.
+            assert_eq!(puts.len(), 2, "rank {rank}: {puts:?}");
+            let addr = |e: &TraceEvent| {
+                let a = e.args["dst"]["addr"].as_str().expect("a dst address");
+                u64::from_str_radix(a.trim_start_matches("0x"), 16).unwrap()
+            };
+            assert_eq!(
+                addr(puts[1]),
+                addr(puts[0]) + 8,
+                "rank {rank}: first p, then p + 1"
+            );
+            let end = |e: &TraceEvent| e.ts + e.dur.expect("a complete event has a duration");
+            // Timestamps are microseconds in f64: a nanosecond of rounding.
+            let within = |inner: &TraceEvent, outer: &TraceEvent| {
+                inner.tid == outer.tid
+                    && inner.ts >= outer.ts - 1e-3
+                    && end(inner) <= end(outer) + 1e-3
+            };
+            assert!(
+                within(puts[0], executions[0]),
+                "rank {rank}: the body's put inside its execution: {:?} in {:?}",
+                puts[0],
+                executions[0]
+            );
+            assert!(
+                puts[1].ts > end(executions[1]),
+                "rank {rank}: the third body's put after the kept executions"
+            );
+        }
+    }
+}

@@ -13,12 +13,14 @@
 //! dispatcher's `Span::begin`/`Span::end` (one call from the instrumented site): the
 //! thread's buffer is one thread-local pointer away (`slots.rs`).
 //!
-//! * A START only pushes (time, tag, call site) on the stack. Its arguments are not
-//!   looked at: a system event's END repeats them (our table keeps GASP §5.4's lists so)
-//!   and adds what is known only at the end (the size of a serialized RPC), so the END
-//!   reads bytes and peer once. A user event's START counts its bytes, since its END may
-//!   name none.
-//! * An END pops, finds the row through a small direct-mapped cache keyed by (tag,
+//! * A library interval is counted once, at its END ([`Profiler::interval`]): the
+//!   dispatcher's span carries the START's time, and the END's arguments repeat the
+//!   START's (our table keeps GASP §5.4's lists so) and add what is known only at the
+//!   end (the size of a serialized RPC), so the END reads bytes and peer once. A user
+//!   event's START (GASP §5.3, not a span) pushes (time, tag, call site, bytes) on the
+//!   stack, and its END pops it; its START counts its bytes, since its END may name
+//!   none.
+//! * The END finds the row through a small direct-mapped cache keyed by (tag,
 //!   call-site address) in front of the hash map (so the steady state does not hash),
 //!   and updates it. The row remembers where its event's arguments hold the bytes and
 //!   the peer, so an END reads two arguments instead of scanning the list.
@@ -124,6 +126,29 @@ impl Profiler {
 
     fn event_name(&self, tag: u32) -> String {
         self.names.name(tag)
+    }
+
+    /// Whether measurement is on (GASP §3.3 `gasp_control`).
+    #[inline(always)]
+    pub(crate) fn measuring(&self) -> bool {
+        self.measuring.load(Ordering::Relaxed)
+    }
+
+    /// A library interval, at its END (the dispatcher's `Span::end`, inlined there):
+    /// `start` is its START's time, taken while measuring. Counted even when measuring
+    /// stopped since: the interval was begun.
+    #[inline(always)]
+    pub(crate) fn interval(
+        &self,
+        start: Ticks,
+        tag: u32,
+        location: &'static Location<'static>,
+        args: &[Arg<'_>],
+    ) {
+        let now = timer::ticks_now();
+        if let Some(mut t) = self.thread() {
+            t.record(tag, location, false, now.saturating_sub(start), args, 0);
+        }
     }
 
     /// `gasp_event_notify` in parts, as the dispatcher calls it (inlined there, where

@@ -23,8 +23,10 @@
 //!   arguments equal to the same argument of the thread's previous record (left out:
 //!   the END of a put repeats its START, a loop repeats its pointers), and the ticks
 //!   since the previous record (a clock record carries the absolute time when the gap
-//!   does not fit). An argument takes one word, a global pointer two. A
-//!   `upcxx::rput(v, p).wait()` in a loop takes four words for its four events. It is
+//!   does not fit). An argument takes one word, a global pointer two. A library
+//!   interval (a span of the dispatcher) is one record, written at its END with the
+//!   END's arguments and the interval's duration, that decodes into its START and END:
+//!   a `upcxx::rput(v, p).wait()` in a loop takes four words for its four events. It is
 //!   written in place, into the chunk's spare room (checked once for the largest
 //!   record), by code inlined into the dispatcher's span functions;
 //! * each thread's first buffer, [`GASP_TRACE_BUFFER`] MiB (default
@@ -92,8 +94,12 @@ const DELTA_SHIFT: u32 = SITE_BITS + MAX_ARGS as u32;
 const DELTA_MAX: u64 = u64::MAX >> DELTA_SHIFT;
 /// The site of a clock record, whose next word is the absolute tick count.
 const CLOCK: u64 = SITE_MASK;
-/// Words a record may take: a clock record, the header, two per argument.
-const RECORD_MAX_WORDS: usize = 3 + 2 * MAX_ARGS;
+/// Words a record may take: a clock record, the header, an interval's duration, two
+/// per argument.
+const RECORD_MAX_WORDS: usize = 4 + 2 * MAX_ARGS;
+/// The type field of a site whose records are whole intervals (START and END, see
+/// [`ThreadTrace::push`]).
+const INTERVAL: u64 = 3;
 
 // Argument kinds, three bits per argument in a site.
 const K_INT: u64 = 0;
@@ -118,12 +124,17 @@ impl Site {
         self.meta as u32
     }
 
+    /// The type of its records; an interval's are ENDs, each preceded by its START.
     fn ty(&self) -> EventType {
         match self.meta >> 32 & 3 {
             0 => EventType::Start,
-            1 => EventType::End,
-            _ => EventType::Atomic,
+            2 => EventType::Atomic,
+            _ => EventType::End,
         }
+    }
+
+    fn interval(&self) -> bool {
+        self.meta >> 32 & 3 == INTERVAL
     }
 
     fn nargs(&self) -> usize {
@@ -174,17 +185,23 @@ impl ThreadTrace {
         }
     }
 
+    /// Appends a record of one event at `ticks`, or with `start`, of a whole interval:
+    /// START at `start` and END at `ticks`, with the END's arguments (which repeat the
+    /// START's; see the dispatcher's docs), recorded at the END. Such a record has an
+    /// [`INTERVAL`] site and the interval's duration after its header, and decodes into
+    /// the two events.
     #[inline(always)]
     fn push(
         &mut self,
         ticks: Ticks,
+        start: Option<Ticks>,
         tag: u32,
         ty: EventType,
         location: &'static Location<'static>,
         args: &[Arg<'_>],
     ) {
         if self.records >= self.limit {
-            self.dropped += 1;
+            self.dropped += 1 + u64::from(start.is_some());
             return;
         }
         if self.current.capacity() - self.current.len() < RECORD_MAX_WORDS {
@@ -197,12 +214,18 @@ impl ThreadTrace {
             delta = 0;
         }
         self.last_ticks = ticks;
-        self.records += 1;
+        self.records += 1 + usize::from(start.is_some());
         // The record goes straight into the chunk: its header first (written last, when
-        // the site is known), then the arguments that changed.
+        // the site is known), an interval's duration, then the arguments that changed.
         let len = self.current.len();
-        let record = &mut self.current.spare_capacity_mut()[..1 + 2 * MAX_ARGS];
+        let record = &mut self.current.spare_capacity_mut()[..2 + 2 * MAX_ARGS];
         let (mut n, mut same, mut kinds) = (1, 0u64, 0u64);
+        let mut ty = ty as u64;
+        if let Some(start) = start {
+            record[1].write(ticks.saturating_sub(start));
+            n = 2;
+            ty = INTERVAL;
+        }
         let args = &args[..args.len().min(MAX_ARGS)];
         for (i, arg) in args.iter().enumerate() {
             let (kind, w) = match *arg {
@@ -228,12 +251,13 @@ impl ThreadTrace {
                 }
             }
         }
-        let meta = u64::from(tag) | (ty as u64) << 32 | (args.len() as u64) << 34 | kinds << 37;
+        let meta = u64::from(tag) | ty << 32 | (args.len() as u64) << 34 | kinds << 37;
         let site = self.site(location, meta);
         self.current.spare_capacity_mut()[0]
             .write(site | same << SAME_SHIFT | delta << DELTA_SHIFT);
         // SAFETY: the chunk had room for a record after `len` (checked above), and the
-        // `n` words from `len` were just written: the header, then `n - 1` arguments.
+        // `n` words from `len` were just written: the header, then the duration and the
+        // arguments.
         unsafe { self.current.set_len(len + n) };
     }
 
@@ -283,14 +307,30 @@ impl ThreadTrace {
             .flat_map(|c| c.iter().copied());
         let mut ticks = self.start_ticks;
         let mut prev = [[0u64; 2]; MAX_ARGS];
+        // An interval's START takes the arguments its event's START names.
+        let start_nargs: Vec<u8> = self
+            .sites
+            .iter()
+            .map(|s| match events::by_tag(s.tag()) {
+                Some(def) => def.start_arg_names().count().min(s.nargs()) as u8,
+                None => s.nargs() as u8,
+            })
+            .collect();
+        // The END of the interval whose START was returned last.
+        let mut end: Option<Record> = None;
         std::iter::from_fn(move || {
+            if let Some(end) = end.take() {
+                return Some(end);
+            }
             let mut header = words.next()?;
             if header & SITE_MASK == CLOCK {
                 ticks = words.next()?;
                 header = words.next()?;
             }
             ticks = ticks.wrapping_add(header >> DELTA_SHIFT);
-            let site = self.sites[(header & SITE_MASK) as usize];
+            let site_index = (header & SITE_MASK) as usize;
+            let site = self.sites[site_index];
+            let duration = if site.interval() { words.next()? } else { 0 };
             let same = header >> SAME_SHIFT;
             let mut args = [Stored::U(0); MAX_ARGS];
             for (i, (arg, prev)) in args.iter_mut().zip(&mut prev).enumerate() {
@@ -313,13 +353,23 @@ impl ThreadTrace {
                     _ => Stored::S(prev[0] as u32),
                 };
             }
-            Some(Record {
+            let record = Record {
                 ticks,
                 location: site.location,
                 tag: site.tag(),
                 ty: site.ty(),
                 nargs: site.nargs() as u8,
                 args,
+            };
+            if !site.interval() {
+                return Some(record);
+            }
+            end = Some(record);
+            Some(Record {
+                ticks: ticks.wrapping_sub(duration),
+                ty: EventType::Start,
+                nargs: start_nargs[site_index],
+                ..record
             })
         })
     }
@@ -400,6 +450,12 @@ impl Tracer {
         self.names.name(tag)
     }
 
+    /// Whether measurement is on (GASP §3.3 `gasp_control`).
+    #[inline(always)]
+    pub(crate) fn measuring(&self) -> bool {
+        self.measuring.load(Ordering::Relaxed)
+    }
+
     #[inline(always)]
     fn slot(&self) -> Option<&'static ThreadSlot<ThreadTrace>> {
         SLOT.with(|slot| slot.get(&SLOTS, || ThreadTrace::new(self.limit, self.buffer_words)))
@@ -422,7 +478,24 @@ impl Tracer {
             return;
         }
         if let Some(mut t) = self.slot().and_then(ThreadSlot::enter) {
-            t.push(ticks, tag, ty, location, args);
+            t.push(ticks, None, tag, ty, location, args);
+        }
+    }
+
+    /// A library interval, at its END (the dispatcher's `Span::end`, inlined there):
+    /// `start` is its START's time, taken while measuring. Recorded even when measuring
+    /// stopped since: the interval is drawn.
+    #[inline(always)]
+    pub(crate) fn interval(
+        &self,
+        start: Ticks,
+        tag: u32,
+        location: &'static Location<'static>,
+        args: &[Arg<'_>],
+    ) {
+        let ticks = timer::ticks_now();
+        if let Some(mut t) = self.slot().and_then(ThreadSlot::enter) {
+            t.push(ticks, Some(start), tag, EventType::End, location, args);
         }
     }
 }
@@ -798,29 +871,47 @@ mod tests {
             Arg::Str(name),
             Arg::U64(u64::MAX),
         ];
+        // (ticks, tag, type, arguments, which of `want`'s lists they decode to).
         let mut expected = Vec::new();
         let mut ticks = t.start_ticks;
         for i in 0..10_000u64 {
-            let (tag, ty, args): (u32, EventType, &[Arg<'_>]) = match i % 4 {
-                0 => (events::GASP_UPC_NB_PUT_INIT, EventType::Start, &put),
-                1 => (events::GASP_UPC_NB_PUT_INIT, EventType::End, &put_end),
-                2 => (events::USEREVT_START, EventType::Atomic, &user),
-                _ => (events::GASP_UPCXX_FUTURE_WAIT, EventType::End, &[]),
+            let (tag, ty, args, want): (u32, EventType, &[Arg<'_>], usize) = match i % 5 {
+                0 | 4 => (events::GASP_UPC_NB_PUT_INIT, EventType::Start, &put, 0),
+                1 => (events::GASP_UPC_NB_PUT_INIT, EventType::End, &put_end, 1),
+                2 => (events::USEREVT_START, EventType::Atomic, &user, 2),
+                _ => (events::GASP_UPCXX_FUTURE_WAIT, EventType::End, &[], 3),
             };
             // Mostly small steps; now and then a gap too long for the header.
             ticks += if i % 1000 == 999 { 1 << 45 } else { i % 17 };
-            t.push(ticks, tag, ty, Location::caller(), args);
-            expected.push((ticks, tag, ty, args.len()));
+            if i % 5 == 4 {
+                // A whole interval, recorded at its END with the END's arguments: it
+                // decodes into its START, with the arguments the START names, and END.
+                let start = ticks - i % 13;
+                t.push(
+                    ticks,
+                    Some(start),
+                    tag,
+                    EventType::End,
+                    Location::caller(),
+                    &put_end,
+                );
+                expected.push((start, tag, EventType::Start, put.len(), 0));
+                expected.push((ticks, tag, EventType::End, put_end.len(), 1));
+            } else {
+                t.push(ticks, None, tag, ty, Location::caller(), args);
+                expected.push((ticks, tag, ty, args.len(), want));
+            }
         }
         assert!(!t.full.is_empty(), "the records span several chunks");
         let decoded: Vec<Record> = t.decode().collect();
         assert_eq!(decoded.len(), expected.len());
-        for (i, (r, (ticks, tag, ty, nargs))) in decoded.iter().zip(&expected).enumerate() {
+        for (i, (r, &(ticks, tag, ty, nargs, want))) in decoded.iter().zip(&expected).enumerate() {
             assert_eq!(
                 (r.ticks, r.tag, r.ty, r.nargs as usize),
-                (*ticks, *tag, *ty, *nargs)
+                (ticks, tag, ty, nargs),
+                "record {i}"
             );
-            let want: Vec<Stored> = match i % 4 {
+            let want: Vec<Stored> = match want {
                 0 => vec![Stored::I(1), Stored::G(g), Stored::U(0x1000), Stored::U(8)],
                 1 => vec![
                     Stored::I(1),
@@ -856,6 +947,7 @@ mod tests {
         for i in 0..5 {
             t.push(
                 t.start_ticks + i,
+                None,
                 events::GASP_UPC_BARRIER,
                 EventType::Start,
                 Location::caller(),
@@ -863,5 +955,16 @@ mod tests {
             );
         }
         assert_eq!((t.decode().count(), t.dropped), (3, 2));
+        // A dropped interval is two events.
+        let end = t.start_ticks + 9;
+        t.push(
+            end,
+            Some(end - 1),
+            events::GASP_UPC_BARRIER,
+            EventType::End,
+            Location::caller(),
+            &[],
+        );
+        assert_eq!((t.decode().count(), t.dropped), (3, 4));
     }
 }
