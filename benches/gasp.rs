@@ -123,9 +123,10 @@ const JOB_TIMEOUT: Duration = Duration::from_secs(300);
 /// records far fewer (a few million: ~100 ms of operations at tens of ns per record),
 /// so none is dropped; buffers grow only as records arrive.
 const TRACE_LIMIT: u64 = 1 << 24;
-/// Words of trace buffer per record allowed for: a record is a header word plus the
-/// arguments that changed since the thread's previous record; the measured operations
-/// take about 1 (rput) to 2 (rpc) words a record.
+/// Words of trace buffer per event allowed for: a record is a header word plus the
+/// arguments that changed since the thread's previous record, and a library interval
+/// (START and END) is one record with its duration; the measured operations take about
+/// 1 (rput) to 1.5 (rpc) words an event.
 const WORDS_PER_RECORD: f64 = 2.0;
 /// The `GASP_TRACE_BUFFER` (MiB) of a trace job when no job has run yet to size it.
 const TRACE_BUFFER_MIB_UNSIZED: u64 = 256;
