@@ -326,7 +326,9 @@ pub struct Span {
 }
 
 impl Span {
-    /// Opens an interval event: reports START with `args`. Call only when [`enabled`].
+    /// Opens an interval event: reports START with `args` (to a built-in tool, only its
+    /// time, which the span carries to the END; see the module docs). Call only when
+    /// [`enabled`].
     /// Out of line and cold: instrumented call sites keep only the flag test inline, so
     /// the path with no tool attached is not made larger or slower. A span nested in
     /// another (a library's internal operation) only counts its depth: the runtime makes
@@ -357,7 +359,8 @@ impl Span {
         self.state as u32 >> 1
     }
 
-    /// Closes the interval: reports END with `args` if START was reported.
+    /// Closes the interval: reports END with `args` if START was reported (a built-in
+    /// tool records the whole interval here).
     #[cold]
     #[inline(never)]
     pub fn end(self, args: &[Arg<'_>]) {
