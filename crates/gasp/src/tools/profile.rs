@@ -13,7 +13,7 @@
 //! dispatcher's `Span::begin`/`Span::end` (one call from the instrumented site): the
 //! thread's buffer is one thread-local pointer away (`slots.rs`).
 //!
-//! * A library interval is counted once, at its END ([`Profiler::interval`]): the
+//! * A library interval is counted once, at its END (`Profiler::interval`): the
 //!   dispatcher's span carries the START's time, and the END's arguments repeat the
 //!   START's (our table keeps GASP §5.4's lists so) and add what is known only at the
 //!   end (the size of a serialized RPC), so the END reads bytes and peer once. A user
@@ -151,10 +151,10 @@ impl Profiler {
         }
     }
 
-    /// `gasp_event_notify` in parts, as the dispatcher calls it (inlined there, where
-    /// `ty` is a constant): a START only takes the time, everything else waits for the
-    /// END, whose arguments repeat the START's (GASP §5.4's lists; our table keeps
-    /// them so).
+    /// `gasp_event_notify` for what is not a library interval (those come to
+    /// [`Profiler::interval`]): user events (GASP §5.3), whose START is pushed on the
+    /// thread's stack with its time and bytes and popped by their END, and ATOMIC
+    /// events. Inlined into the dispatcher, where `ty` is a constant.
     #[inline(always)]
     pub(crate) fn notify(
         &self,

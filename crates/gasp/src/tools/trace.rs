@@ -35,8 +35,8 @@
 //!   further chunks of [`CHUNK_WORDS`] words are allocated as needed and touched as
 //!   written.
 //!
-//! A thread that records `GASP_TRACE_LIMIT` records (default 4 Mi) drops further events
-//! and counts them.
+//! A thread that recorded `GASP_TRACE_LIMIT` events (default 4 Mi; an interval's record
+//! counts two) drops further events and counts them.
 
 use std::ffi::CStr;
 use std::panic::Location;
@@ -54,7 +54,7 @@ use crate::tool::{Arg, Event, EventType, GPtr, InitInfo, Tool};
 
 /// Arguments kept per record.
 pub const MAX_ARGS: usize = 5;
-/// Environment variable: the most records one thread keeps.
+/// Environment variable: the most events one thread keeps.
 pub const GASP_TRACE_LIMIT: &str = "GASP_TRACE_LIMIT";
 /// Environment variable: the size in MiB of each thread's first buffer, allocated and
 /// touched when the thread registers.
