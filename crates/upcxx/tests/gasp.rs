@@ -221,15 +221,35 @@ fn waits_on_futures_not_ready_are_reported_at_their_call_site() {
 
 const ITERS: u64 = 20;
 
+/// Runs `body` as a job of `ranks` ranks with the built-in `tool` (`"profile"` or
+/// `"trace"`), checks that it succeeded, and returns the job's output file, parsed;
+/// `None` in the ranks' own processes. `name` keeps the files of tests running at
+/// once apart.
+fn with_tool<T: serde::de::DeserializeOwned>(
+    tool: &str,
+    name: &str,
+    ranks: usize,
+    body: impl FnOnce(),
+) -> Option<T> {
+    let out = std::env::temp_dir().join(format!("upcxx-{name}-{}.json", std::process::id()));
+    let mut opts = SpmdOptions::new(ranks);
+    opts.env.push(("GASP_TOOL".into(), tool.into()));
+    opts.env
+        .push(("GASP_OUT".into(), out.display().to_string()));
+    if tool == "trace" {
+        opts.env.push(("GASP_TRACE_BUFFER".into(), "1".into()));
+    }
+    let outcome = spmd_outcome(opts, body)?;
+    assert_eq!(outcome.exit_code, 0);
+    let parsed = serde_json::from_str(&std::fs::read_to_string(&out).expect(tool)).unwrap();
+    std::fs::remove_file(&out).unwrap();
+    Some(parsed)
+}
+
 #[test]
 fn a_profile_of_a_upcxx_program_counts_its_operations() {
     for ranks in [2, 3, 4] {
-        let out = std::env::temp_dir().join(format!("upcxx-profile-{}.json", std::process::id()));
-        let mut opts = SpmdOptions::new(ranks);
-        opts.env.push(("GASP_TOOL".into(), "profile".into()));
-        opts.env
-            .push(("GASP_OUT".into(), out.display().to_string()));
-        let Some(outcome) = spmd_outcome(opts, || {
+        let Some(p) = with_tool::<Profile>("profile", "profile", ranks, || {
             upcxx::init();
             let cells: GlobalPtr<u64> = upcxx::new_array(4);
             let all = common::all_gather(&cells);
@@ -245,10 +265,6 @@ fn a_profile_of_a_upcxx_program_counts_its_operations() {
         }) else {
             continue;
         };
-        assert_eq!(outcome.exit_code, 0);
-        let p: Profile =
-            serde_json::from_str(&std::fs::read_to_string(&out).expect("profile")).unwrap();
-        std::fs::remove_file(&out).unwrap();
         let count = |tag: u32| -> u64 {
             p.events
                 .iter()
@@ -299,13 +315,7 @@ fn a_profile_of_a_upcxx_program_counts_its_operations() {
 #[test]
 fn a_trace_draws_one_flow_from_each_rpc_send_to_its_execution() {
     for ranks in [2, 3, 4] {
-        let out = std::env::temp_dir().join(format!("upcxx-trace-{}.json", std::process::id()));
-        let mut opts = SpmdOptions::new(ranks);
-        opts.env.push(("GASP_TOOL".into(), "trace".into()));
-        opts.env
-            .push(("GASP_OUT".into(), out.display().to_string()));
-        opts.env.push(("GASP_TRACE_BUFFER".into(), "1".into()));
-        let Some(outcome) = spmd_outcome(opts, || {
+        let Some(t) = with_tool::<Trace>("trace", "trace", ranks, || {
             upcxx::init();
             let n = rank_n();
             for i in 0..ITERS {
@@ -320,10 +330,6 @@ fn a_trace_draws_one_flow_from_each_rpc_send_to_its_execution() {
         }) else {
             continue;
         };
-        assert_eq!(outcome.exit_code, 0);
-        let t: Trace =
-            serde_json::from_str(&std::fs::read_to_string(&out).expect("trace")).unwrap();
-        std::fs::remove_file(&out).unwrap();
         let msgid = |e: &TraceEvent| e.args["msgid"].as_u64().expect("a msgid argument");
         let sends: Vec<&TraceEvent> = t
             .trace_events
@@ -381,13 +387,7 @@ fn a_trace_draws_one_flow_from_each_rpc_send_to_its_execution() {
 #[test]
 fn intervals_are_drawn_from_their_start_and_kept_if_begun_while_measuring() {
     for ranks in [2, 3, 4] {
-        let out = std::env::temp_dir().join(format!("upcxx-nest-{}.json", std::process::id()));
-        let mut opts = SpmdOptions::new(ranks);
-        opts.env.push(("GASP_TOOL".into(), "trace".into()));
-        opts.env
-            .push(("GASP_OUT".into(), out.display().to_string()));
-        opts.env.push(("GASP_TRACE_BUFFER".into(), "1".into()));
-        let Some(outcome) = spmd_outcome(opts, || {
+        let Some(t) = with_tool::<Trace>("trace", "nest", ranks, || {
             upcxx::init();
             let cells: GlobalPtr<u64> = upcxx::new_array(2);
             let all = common::all_gather(&cells);
@@ -414,10 +414,6 @@ fn intervals_are_drawn_from_their_start_and_kept_if_begun_while_measuring() {
         }) else {
             continue;
         };
-        assert_eq!(outcome.exit_code, 0);
-        let t: Trace =
-            serde_json::from_str(&std::fs::read_to_string(&out).expect("trace")).unwrap();
-        std::fs::remove_file(&out).unwrap();
         for rank in 0..ranks {
             let on_rank = |name: &str| -> Vec<&TraceEvent> {
                 let mut v: Vec<&TraceEvent> = t
