@@ -93,7 +93,7 @@
 //! `GASP_TRACE_BUFFER` is sized for the records the job can make: the most calls a
 //! trace or profile job of the run made so far (a job calls as often as its sample
 //! time allows, and the profiler is the faster tool), times the events per call, times
-//! [`WORDS_PER_RECORD`], with half again as headroom.
+//! [`WORDS_PER_EVENT`], with half again as headroom.
 
 mod common;
 
@@ -129,7 +129,7 @@ const TRACE_LIMIT: u64 = 1 << 24;
 /// arguments that changed since the thread's previous record, and a library interval
 /// (START and END) is one record with its duration; the measured operations take about
 /// 1 (rput) to 1.5 (rpc) words an event.
-const WORDS_PER_RECORD: f64 = 2.0;
+const WORDS_PER_EVENT: f64 = 2.0;
 /// The `GASP_TRACE_BUFFER` (MiB) of a trace job when no job has run yet to size it.
 const TRACE_BUFFER_MIB_UNSIZED: u64 = 256;
 /// A sample counts as taken in the machine's fast state when the kernel's probes around
@@ -438,14 +438,14 @@ fn count_events(exe: &Path, tmp: &Path) -> Result<EventsPerCall, String> {
 /// The `GASP_TRACE_BUFFER` (MiB) for a job that makes at most `calls` calls of each
 /// operation, `events` events per call: the busier rank's records (module docs).
 fn trace_buffer_mib(calls: [u64; 2], events: &EventsPerCall) -> u64 {
-    let records = (0..2)
+    let busiest = (0..2)
         .map(|rank| {
             (0..2)
                 .map(|op| calls[op] as f64 * events[op][rank])
                 .sum::<f64>()
         })
         .fold(0.0, f64::max);
-    let bytes = records * WORDS_PER_RECORD * 8.0 * 1.5;
+    let bytes = busiest * WORDS_PER_EVENT * 8.0 * 1.5;
     ((bytes / f64::from(1 << 20)).ceil() as u64).max(gasp::tools::trace::DEFAULT_BUFFER_MIB as u64)
 }
 
