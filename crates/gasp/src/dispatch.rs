@@ -12,7 +12,10 @@
 //! are inlined: no dynamic call, no re-entrancy guard (they never call the runtime), no
 //! lookup the span already answers (it carries the tag, the call site and the nesting
 //! depth to restore from START to END). Other tools go through `dyn Tool` and the
-//! guard.
+//! guard. A site that is itself reached only with a tool attached (the cold instance
+//! of an operation that tested [`enabled`] once) inlines the START instead,
+//! [`Span::open`]: for a built-in tool it is a few loads, a store and a clock read,
+//! which a call and its register saves would double.
 //!
 //! A built-in tool records an interval once, at its END: the START only reads the clock
 //! into the span, which carries the time to the END, and the END hands the tool both
@@ -289,24 +292,40 @@ fn report(tag: u32, ty: EventType, location: &'static Location<'static>, args: &
     deliver(d, tag, ty, location, args);
 }
 
-/// Opens an interval with the tool, if one is attached and admits it: a built-in tool
-/// that is measuring only needs the START's time (returned; it records the interval at
-/// the END), another tool is notified now (0). `None`: not reported.
-#[inline(always)]
-fn start(tag: u32, location: &'static Location<'static>, args: &[Arg<'_>]) -> Option<Ticks> {
-    let d = DISPATCH.get()?;
+/// [`Span::begin`] past its fast path: an event to filter, or a tool of the program's or
+/// a C library, notified now. `state` is the span's, without the reported bit.
+#[cold]
+#[inline(never)]
+fn start_slow(
+    d: &Dispatch,
+    tag: u32,
+    location: &'static Location<'static>,
+    args: &[Arg<'_>],
+    state: u64,
+) -> Span {
     if d.filtering && !admitted(d, tag, args) {
-        return None;
+        return Span::unreported(location, state);
     }
     let measuring = match &d.tool {
         Selected::Profile(p) => p.measuring(),
         Selected::Trace(t) => t.measuring(),
         Selected::Other(t) => {
             deliver_other(&**t, tag, EventType::Start, location, args);
-            return Some(0);
+            true
         }
     };
-    measuring.then(timer::ticks_now)
+    if !measuring {
+        return Span::unreported(location, state);
+    }
+    let start = match d.tool {
+        Selected::Other(_) => 0,
+        _ => timer::ticks_now(),
+    };
+    Span {
+        location,
+        state: state | 1,
+        start,
+    }
 }
 
 /// An open interval event of the library: reports START when made (if admitted) and
@@ -336,18 +355,49 @@ impl Span {
     #[cold]
     #[inline(never)]
     pub fn begin(tag: u32, location: &'static Location<'static>, args: &[Arg<'_>]) -> Span {
+        Span::open(tag, location, args)
+    }
+
+    /// [`Span::begin`], inlined: for a call site that is itself only reached while a
+    /// tool is attached (a cold instance of an operation for `REPORT = true`, see
+    /// [`span_if!`](crate::span_if)), where a call and the register saves of a
+    /// function of its own would be most of the cost. Its common path (a built-in
+    /// tool, no filter) is a few loads, a store and a clock read; every other case is
+    /// a call to a cold function.
+    #[inline(always)]
+    pub fn open(tag: u32, location: &'static Location<'static>, args: &[Arg<'_>]) -> Span {
         let saved_depth = DEPTH.with(Cell::get);
         let execute = events::runs_user_code(tag);
         DEPTH.with(|c| c.set(if execute { 0 } else { saved_depth + 1 }));
-        let start = if saved_depth == 0 || execute {
-            start(tag, location, args)
-        } else {
-            None
+        let state = u64::from(tag) << 32 | u64::from(saved_depth << 1);
+        if saved_depth != 0 && !execute {
+            return Span::unreported(location, state);
+        }
+        let Some(d) = DISPATCH.get() else {
+            return Span::unreported(location, state);
         };
+        let measuring = match &d.tool {
+            Selected::Profile(p) if !d.filtering => p.measuring(),
+            Selected::Trace(t) if !d.filtering => t.measuring(),
+            _ => return start_slow(d, tag, location, args, state),
+        };
+        if !measuring {
+            return Span::unreported(location, state);
+        }
         Span {
             location,
-            state: u64::from(tag) << 32 | u64::from(saved_depth << 1 | u32::from(start.is_some())),
-            start: start.unwrap_or(0),
+            state: state | 1,
+            start: timer::ticks_now(),
+        }
+    }
+
+    /// A span whose START was not reported: its END only restores the depth.
+    #[inline(always)]
+    fn unreported(location: &'static Location<'static>, state: u64) -> Span {
+        Span {
+            location,
+            state,
+            start: 0,
         }
     }
 

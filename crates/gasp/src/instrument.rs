@@ -20,21 +20,41 @@ pub struct NoSpan;
 /// Opens an interval event if a tool is attached; see the [module docs](self).
 #[macro_export]
 macro_rules! span {
-    ($tag:ident, $args:expr) => {
-        $crate::span_if!($crate::enabled(), $tag, $args)
-    };
+    ($tag:ident, $args:expr) => {{
+        #[cfg(feature = "gasp")]
+        let span = if $crate::enabled() {
+            Some($crate::Span::begin(
+                $crate::events::$tag,
+                ::std::panic::Location::caller(),
+                &$args,
+            ))
+        } else {
+            None
+        };
+        #[cfg(not(feature = "gasp"))]
+        let span = {
+            let _ = || {
+                let _ = &$args;
+            };
+            $crate::instrument::NoSpan
+        };
+        span
+    }};
 }
 
-/// Opens an interval event when `$on` is true: [`span!`] for a function that has
-/// tested [`enabled`](crate::enabled) once and is instantiated for both answers (a
+/// Opens an interval event when `$on` is true: [`span!`] for a function reached only
+/// with a tool attached (`$on` is then `true`), or one that has tested
+/// [`enabled`](crate::enabled) once and is instantiated for both answers (a
 /// `const REPORT: bool` parameter), so that the instance for `false` holds no
-/// instrumentation at all and compiles as the uninstrumented build does.
+/// instrumentation at all and compiles as the uninstrumented build does. Where `$on`
+/// holds, the span's opening is inlined ([`Span::open`](crate::Span::open)): such a
+/// function is out of line and cold already.
 #[macro_export]
 macro_rules! span_if {
     ($on:expr, $tag:ident, $args:expr) => {{
         #[cfg(feature = "gasp")]
         let span = if $on {
-            Some($crate::Span::begin(
+            Some($crate::Span::open(
                 $crate::events::$tag,
                 ::std::panic::Location::caller(),
                 &$args,

@@ -361,7 +361,7 @@ impl<T: 'static> Future<T> {
     #[inline(never)]
     #[track_caller]
     fn wait_reported(self) -> T {
-        let span = gasp::span!(GASP_UPCXX_FUTURE_WAIT, gasp::instrument::NONE);
+        let span = gasp::span_if!(true, GASP_UPCXX_FUTURE_WAIT, gasp::instrument::NONE);
         let v = self.wait_unreported();
         gasp::end!(span, gasp::instrument::NONE);
         v

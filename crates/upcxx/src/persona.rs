@@ -515,7 +515,7 @@ fn progress_past_reported(wait: bool, call: &str) {
         }
     };
     if wait {
-        let span = gasp::span!(GASP_UPCXX_FUTURE_WAIT, gasp::instrument::NONE);
+        let span = gasp::span_if!(true, GASP_UPCXX_FUTURE_WAIT, gasp::instrument::NONE);
         progress();
         gasp::end!(span, gasp::instrument::NONE);
     } else {

@@ -522,7 +522,7 @@ fn run<const REPORT: bool>(rt: &'static Runtime, msg: &Inbound<'_>, entry: &'sta
     let _scope = HandlerScope::enter(msg.network == Network::Request);
     #[cfg(feature = "gasp")]
     let span = REPORT.then(|| {
-        gasp::Span::begin(
+        gasp::Span::open(
             gasp::events::GASP_GEX_AM_HANDLER,
             rt.handlers.site(msg.handler),
             &am_args(msg.src, msg.handler, msg.category, msg.payload.len()),
@@ -784,7 +784,7 @@ fn send_as<const REPORT: bool>(
             Network::Request => gasp::events::GASP_GEX_AM_REQUEST,
             Network::Reply => gasp::events::GASP_GEX_AM_REPLY,
         };
-        gasp::Span::begin(tag, site, &am_args(dest, handler, category, nbytes))
+        gasp::Span::open(tag, site, &am_args(dest, handler, category, nbytes))
     });
     let out = reserve(rt, dest, network, flags)?;
     match payload {
