@@ -437,6 +437,21 @@ impl Drop for Span {
     }
 }
 
+/// The calling thread is idle for a moment: a runtime's waiting loop found nothing to do
+/// and is about to back off. The profiler counts an interval it deferred (see its
+/// docs); other tools are not told (GASP has no such notification). Call only when
+/// [`enabled`].
+#[inline(never)]
+pub fn idle() {
+    if let Some(Dispatch {
+        tool: Selected::Profile(p),
+        ..
+    }) = DISPATCH.get()
+    {
+        p.idle();
+    }
+}
+
 /// Hides the events of the calling thread's library work until the guard is dropped
 /// (for a runtime's internal use of its own public operations).
 #[must_use = "events are hidden until the guard is dropped"]

@@ -197,9 +197,14 @@ impl Backoff {
         self.idle = 0;
     }
 
-    /// Nothing happened in the last poll: wait a little before the next one.
+    /// Nothing happened in the last poll: wait a little before the next one. A GASP
+    /// tool may use the moment (`gasp::dispatch::idle`).
     #[inline]
     pub fn snooze(&mut self) {
+        #[cfg(feature = "gasp")]
+        if gasp::enabled() {
+            gasp::dispatch::idle();
+        }
         self.idle = self.idle.saturating_add(1);
         if self.idle < Self::SPINS {
             std::hint::spin_loop();

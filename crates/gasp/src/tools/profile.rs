@@ -20,17 +20,23 @@
 //!   event's START (GASP §5.3, not a span) pushes (time, tag, call site, bytes) on the
 //!   stack, and its END pops it; its START counts its bytes, since its END may name
 //!   none.
+//! * An END with no arguments (a future wait's: where the program resumes after
+//!   waiting, usually on a round trip's critical path) is only queued, as (tag, call
+//!   site, duration), and counted when the thread next idles in a waiting loop
+//!   (`Profiler::idle`, one interval per idle moment), when the queue is full, or at
+//!   finish.
 //! * The END finds the row through a small direct-mapped cache keyed by (tag,
 //!   call-site address) in front of the hash map (so the steady state does not hash),
 //!   and updates it. The row remembers where its event's arguments hold the bytes and
 //!   the peer, so an END reads two arguments instead of scanning the list.
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::panic::Location;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use rustc_hash::FxHashMap;
 
-use super::slots::{fence, Entered, SlotCell, Slots};
+use super::slots::{fence, Entered, SlotCell, Slots, ThreadSlot};
 use super::{Destination, Kind};
 use crate::events;
 use crate::formats::{CommMatrix, Profile, ProfileRow, PROFILE_TOOL};
@@ -70,6 +76,17 @@ struct Open {
 /// Entries of the direct-mapped row cache (a power of two).
 const CACHE: usize = 64;
 
+/// A library interval whose END named no arguments, not yet counted in its row.
+#[derive(Clone, Copy)]
+struct Deferred {
+    location: &'static Location<'static>,
+    tag: u32,
+    ticks: Ticks,
+}
+
+/// Deferred intervals a thread holds at most; one more counts them all first.
+const DEFERRED: usize = 32;
+
 /// A row of the cache: the key (tag, call-site address) and the row's index.
 #[derive(Clone, Copy)]
 struct Cached {
@@ -87,10 +104,17 @@ struct ThreadProfile {
     cache: [Cached; CACHE],
     /// Per destination rank: (bytes, messages).
     sent: Vec<(u64, u64)>,
+    /// Intervals to count when the thread is idle ([`ThreadProfile::defer`]); the first
+    /// `deferred_len` are set.
+    deferred: [Deferred; DEFERRED],
+    deferred_len: usize,
 }
 
 thread_local! {
     static SLOT: SlotCell<ThreadProfile> = const { SlotCell::new() };
+    /// This thread's slot holds deferred intervals: what [`Profiler::idle`] tests, so
+    /// that the idle moments of a thread with none do not enter the slot.
+    static DEFERRING: Cell<bool> = const { Cell::new(false) };
 }
 
 static SLOTS: Slots<ThreadProfile> = Slots::new();
@@ -147,7 +171,28 @@ impl Profiler {
     ) {
         let now = timer::ticks_now();
         if let Some(mut t) = self.thread() {
-            t.record(tag, location, false, now.saturating_sub(start), args, 0);
+            let ticks = now.saturating_sub(start);
+            if args.is_empty() {
+                t.defer(tag, location, ticks);
+            } else {
+                t.record(tag, location, false, ticks, args, 0);
+            }
+        }
+    }
+
+    /// The runtime's waiting loop on this thread found nothing to do: counts one
+    /// deferred interval, if any (see [`ThreadProfile::defer`]).
+    #[inline(always)]
+    pub(crate) fn idle(&self) {
+        if !DEFERRING.with(Cell::get) {
+            return;
+        }
+        let slot = SLOT.with(SlotCell::registered);
+        if let Some(mut t) = slot.and_then(ThreadSlot::enter) {
+            t.catch_up(1);
+            if t.deferred_len == 0 {
+                DEFERRING.with(|d| d.set(false));
+            }
         }
     }
 
@@ -203,6 +248,12 @@ impl ThreadProfile {
                 row: 0,
             }; CACHE],
             sent: vec![(0, 0); ranks as usize],
+            deferred: [Deferred {
+                location: Location::caller(),
+                tag: 0,
+                ticks: 0,
+            }; DEFERRED],
+            deferred_len: 0,
         }
     }
 
@@ -241,6 +292,39 @@ impl ThreadProfile {
         if let Some(o) = open {
             let elapsed = now.saturating_sub(o.start);
             self.record(o.tag, o.location, false, elapsed, args, o.bytes);
+        }
+    }
+
+    /// Queues a library interval whose END named no arguments (a wait's, typically):
+    /// its row is found and updated later, when the thread idles or the queue is full,
+    /// and at the end of the run. Such an END is where the program resumes after
+    /// waiting, the part of a round trip where every instruction counts; in the wait
+    /// that usually follows the thread has nothing better to do.
+    #[inline(always)]
+    fn defer(&mut self, tag: u32, location: &'static Location<'static>, ticks: Ticks) {
+        if self.deferred_len == DEFERRED {
+            self.catch_up(DEFERRED);
+        }
+        if let Some(d) = self.deferred.get_mut(self.deferred_len) {
+            *d = Deferred {
+                location,
+                tag,
+                ticks,
+            };
+            self.deferred_len += 1;
+            DEFERRING.with(|d| d.set(true));
+        }
+    }
+
+    /// Counts up to `n` deferred intervals in their rows (latest first: a row's figures
+    /// do not depend on the order).
+    #[cold]
+    #[inline(never)]
+    fn catch_up(&mut self, n: usize) {
+        for _ in 0..n.min(self.deferred_len) {
+            self.deferred_len -= 1;
+            let d = self.deferred[self.deferred_len];
+            self.record(d.tag, d.location, false, d.ticks, &[], 0);
         }
     }
 
@@ -426,6 +510,7 @@ impl Tool for Profiler {
         let mut table: HashMap<(u32, usize), Stats> = HashMap::new();
         let mut sent = vec![(0u64, 0u64); ranks];
         SLOTS.drain(|_, t| {
+            t.catch_up(DEFERRED);
             let rows = std::mem::take(&mut t.rows);
             for (key, row) in std::mem::take(&mut t.index) {
                 let s = rows[row as usize];
@@ -582,6 +667,29 @@ mod tests {
         // User events are no communication.
         assert_eq!(t.sent, vec![(0, 0)]);
         assert!(t.open.is_empty());
+    }
+
+    #[test]
+    fn deferred_intervals_are_counted_when_caught_up_or_when_the_queue_is_full() {
+        let mut t = ThreadProfile::new(1);
+        let wait = events::GASP_UPCXX_FUTURE_WAIT;
+        let n = DEFERRED as u64 + 5;
+        for i in 0..n {
+            t.defer(wait, Location::caller(), 10 + i);
+        }
+        // The queue filled once, and was counted to make room.
+        assert_eq!(row(&t, wait).count, DEFERRED as u64);
+        assert_eq!(t.deferred_len, 5);
+        t.catch_up(1);
+        assert_eq!(
+            (row(&t, wait).count, t.deferred_len),
+            (DEFERRED as u64 + 1, 4)
+        );
+        t.catch_up(DEFERRED);
+        let s = row(&t, wait);
+        assert_eq!((s.count, s.min, s.max), (n, 10, 10 + n - 1));
+        assert_eq!(s.total, (10..10 + n).sum::<u64>());
+        assert_eq!((s.bytes, t.deferred_len), (0, 0));
     }
 
     #[test]

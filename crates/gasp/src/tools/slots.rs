@@ -116,6 +116,13 @@ impl<T> SlotCell<T> {
         Some(unsafe { &*p })
     }
 
+    /// The thread's slot if it has one (it reported an event).
+    #[inline(always)]
+    pub(crate) fn registered(&self) -> Option<&'static ThreadSlot<T>> {
+        // SAFETY: a non-null pointer came from `Slots::register`, which leaks the slot.
+        unsafe { self.0.get().as_ref() }
+    }
+
     #[cold]
     #[inline(never)]
     fn register(
