@@ -380,6 +380,43 @@ fn a_trace_draws_one_flow_from_each_rpc_send_to_its_execution() {
     }
 }
 
+/// A wait's interval (an END with no arguments) is written by the tracer before the
+/// thread's next record: one that nothing follows, measurement being off after it, is
+/// written at finish.
+#[test]
+fn a_trace_keeps_a_threads_last_wait() {
+    for ranks in [2, 3, 4] {
+        let Some(t) = with_tool::<Trace>("trace", "last", ranks, || {
+            upcxx::init();
+            upcxx::rpc((rank_me() + 1) % rank_n(), || {}, ()).wait();
+            gasp::control(false);
+            upcxx::barrier();
+            upcxx::finalize();
+        }) else {
+            continue;
+        };
+        for rank in 0..ranks {
+            let on_rank = |name: &str| -> Vec<&TraceEvent> {
+                t.trace_events
+                    .iter()
+                    .filter(|e| e.ph == "X" && e.pid as usize == rank && e.name == name)
+                    .collect()
+            };
+            assert_eq!(on_rank("GASP_UPCXX_RPC_SEND").len(), 1, "rank {rank}");
+            let waits = on_rank("GASP_UPCXX_FUTURE_WAIT");
+            assert_eq!(waits.len(), 1, "rank {rank}");
+            // Nothing of the rank's was drawn after it.
+            let wait_end = waits[0].ts + waits[0].dur.expect("a duration");
+            let later: Vec<&TraceEvent> = t
+                .trace_events
+                .iter()
+                .filter(|e| e.ph == "X" && e.pid as usize == rank && e.ts > wait_end)
+                .collect();
+            assert!(later.is_empty(), "rank {rank}: {later:?}");
+        }
+    }
+}
+
 /// The built-in tools take a library interval's START time when it begins and record
 /// the interval at its END (`gasp::dispatch`): an RPC body's operations lie inside the
 /// execution that runs them, and an interval is kept if, and only if, it began while

@@ -29,6 +29,10 @@
 //!   a `upcxx::rput(v, p).wait()` in a loop takes four words for its four events. It is
 //!   written in place, into the chunk's spare room (checked once for the largest
 //!   record), by code inlined into the dispatcher's span functions;
+//! * an interval whose END names no arguments (a future wait's: where the program
+//!   resumes after waiting, usually on a round trip's critical path) is only kept, and
+//!   written before the thread's next record (which usually comes once the program has
+//!   sent its next message) or at finish;
 //! * each thread's first buffer, [`GASP_TRACE_BUFFER`] MiB (default
 //!   [`DEFAULT_BUFFER_MIB`]), is allocated and touched when the thread registers (the
 //!   initializing thread: when the tool is created), outside the measured program;
@@ -164,6 +168,17 @@ struct ThreadTrace {
     /// (call-site address, meta, site + 1; 0: empty).
     cache: [(usize, u64, u32); SITE_CACHE],
     strings: Vec<String>,
+    /// An interval not written yet ([`ThreadTrace::defer`]).
+    deferred: Option<Deferred>,
+}
+
+/// A library interval whose END named no arguments, written later.
+#[derive(Clone, Copy)]
+struct Deferred {
+    location: &'static Location<'static>,
+    tag: u32,
+    start: Ticks,
+    end: Ticks,
 }
 
 impl ThreadTrace {
@@ -182,7 +197,52 @@ impl ThreadTrace {
             site_index: FxHashMap::default(),
             cache: [(0, 0, 0); SITE_CACHE],
             strings: Vec::new(),
+            deferred: None,
         }
+    }
+
+    /// Records an interval whose END named no arguments (a future wait's) later:
+    /// before the thread's next record (so records stay in order), or at finish. Such
+    /// an END is where the program resumes after waiting, usually on a round trip's
+    /// critical path, and the next record usually comes when the program has sent its
+    /// next message.
+    #[inline(always)]
+    fn defer(&mut self, start: Ticks, end: Ticks, tag: u32, location: &'static Location<'static>) {
+        if self.deferred.is_some() {
+            self.write_deferred();
+        }
+        self.deferred = Some(Deferred {
+            location,
+            tag,
+            start,
+            end,
+        });
+    }
+
+    /// Writes the deferred interval, if any.
+    #[cold]
+    #[inline(never)]
+    fn write_deferred(&mut self) {
+        if let Some(d) = self.deferred.take() {
+            self.write(d.end, Some(d.start), d.tag, EventType::End, d.location, &[]);
+        }
+    }
+
+    /// Appends a record ([`ThreadTrace::write`]), after the deferred interval if any.
+    #[inline(always)]
+    fn push(
+        &mut self,
+        ticks: Ticks,
+        start: Option<Ticks>,
+        tag: u32,
+        ty: EventType,
+        location: &'static Location<'static>,
+        args: &[Arg<'_>],
+    ) {
+        if self.deferred.is_some() {
+            self.write_deferred();
+        }
+        self.write(ticks, start, tag, ty, location, args);
     }
 
     /// Appends a record of one event at `ticks`, or with `start`, of a whole interval:
@@ -191,7 +251,7 @@ impl ThreadTrace {
     /// [`INTERVAL`] site and the interval's duration after its header, and decodes into
     /// the two events.
     #[inline(always)]
-    fn push(
+    fn write(
         &mut self,
         ticks: Ticks,
         start: Option<Ticks>,
@@ -495,7 +555,11 @@ impl Tracer {
     ) {
         let ticks = timer::ticks_now();
         if let Some(mut t) = self.slot().and_then(ThreadSlot::enter) {
-            t.push(ticks, Some(start), tag, EventType::End, location, args);
+            if args.is_empty() {
+                t.defer(start, ticks, tag, location);
+            } else {
+                t.push(ticks, Some(start), tag, EventType::End, location, args);
+            }
         }
     }
 }
@@ -520,6 +584,7 @@ impl Tool for Tracer {
         out.push(json_meta_sort(rank));
         let mut dropped = 0;
         SLOTS.drain(|tid, t| {
+            t.write_deferred();
             dropped += t.dropped;
             out.push(meta(
                 rank,
@@ -939,6 +1004,36 @@ mod tests {
             }
             assert_eq!(r.location.file(), file!());
         }
+    }
+
+    #[test]
+    fn a_deferred_interval_is_written_before_the_next_record_or_at_finish() {
+        let mut t = ThreadTrace::new(usize::MAX, 64);
+        let t0 = t.start_ticks;
+        let (wait, barrier) = (events::GASP_UPCXX_FUTURE_WAIT, events::GASP_UPC_BARRIER);
+        let here = Location::caller();
+        t.defer(t0 + 1, t0 + 5, wait, here);
+        // A second deferred interval writes the first, a record the second.
+        t.defer(t0 + 6, t0 + 9, wait, here);
+        t.push(t0 + 12, None, barrier, EventType::Start, here, &[]);
+        t.defer(t0 + 13, t0 + 20, wait, here);
+        assert_eq!(t.decode().count(), 5);
+        // At finish.
+        t.write_deferred();
+        let got: Vec<_> = t.decode().map(|r| (r.ticks - t0, r.tag, r.ty)).collect();
+        use EventType::{End, Start};
+        assert_eq!(
+            got,
+            [
+                (1, wait, Start),
+                (5, wait, End),
+                (6, wait, Start),
+                (9, wait, End),
+                (12, barrier, Start),
+                (13, wait, Start),
+                (20, wait, End),
+            ]
+        );
     }
 
     #[test]
