@@ -198,11 +198,11 @@ impl Backoff {
     }
 
     /// Nothing happened in the last poll: wait a little before the next one. A GASP
-    /// tool may use the moment (`gasp::dispatch::idle`).
+    /// tool that left work for the moment gets it (`gasp::dispatch::idle`).
     #[inline]
     pub fn snooze(&mut self) {
         #[cfg(feature = "gasp")]
-        if gasp::enabled() {
+        if gasp::dispatch::idle_work() {
             gasp::dispatch::idle();
         }
         self.idle = self.idle.saturating_add(1);

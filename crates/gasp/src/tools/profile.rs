@@ -29,7 +29,6 @@
 //!   call-site address) in front of the hash map (so the steady state does not hash),
 //!   and updates it. The row remembers where its event's arguments hold the bytes and
 //!   the peer, so an END reads two arguments instead of scanning the list.
-use std::cell::Cell;
 use std::collections::HashMap;
 use std::panic::Location;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -38,10 +37,10 @@ use rustc_hash::FxHashMap;
 
 use super::slots::{fence, Entered, SlotCell, Slots, ThreadSlot};
 use super::{Destination, Kind};
-use crate::events;
 use crate::formats::{CommMatrix, Profile, ProfileRow, PROFILE_TOOL};
 use crate::timer::{self, Ticks};
 use crate::tool::{Arg, Event, EventType, InitInfo, Tool};
+use crate::{dispatch, events};
 
 #[derive(Clone, Copy)]
 struct Stats {
@@ -112,9 +111,6 @@ struct ThreadProfile {
 
 thread_local! {
     static SLOT: SlotCell<ThreadProfile> = const { SlotCell::new() };
-    /// This thread's slot holds deferred intervals: what [`Profiler::idle`] tests, so
-    /// that the idle moments of a thread with none do not enter the slot.
-    static DEFERRING: Cell<bool> = const { Cell::new(false) };
 }
 
 static SLOTS: Slots<ThreadProfile> = Slots::new();
@@ -180,18 +176,16 @@ impl Profiler {
         }
     }
 
-    /// The runtime's waiting loop on this thread found nothing to do: counts one
-    /// deferred interval, if any (see [`ThreadProfile::defer`]).
+    /// The runtime's waiting loop on this thread found nothing to do, and this thread
+    /// deferred intervals ([`dispatch::idle_work`]): counts one (see
+    /// [`ThreadProfile::defer`]).
     #[inline(always)]
     pub(crate) fn idle(&self) {
-        if !DEFERRING.with(Cell::get) {
-            return;
-        }
         let slot = SLOT.with(SlotCell::registered);
         if let Some(mut t) = slot.and_then(ThreadSlot::enter) {
             t.catch_up(1);
             if t.deferred_len == 0 {
-                DEFERRING.with(|d| d.set(false));
+                dispatch::set_idle_work(false);
             }
         }
     }
@@ -312,7 +306,7 @@ impl ThreadProfile {
                 ticks,
             };
             self.deferred_len += 1;
-            DEFERRING.with(|d| d.set(true));
+            dispatch::set_idle_work(true);
         }
     }
 
@@ -690,6 +684,39 @@ mod tests {
         assert_eq!((s.count, s.min, s.max), (n, 10, 10 + n - 1));
         assert_eq!(s.total, (10..10 + n).sum::<u64>());
         assert_eq!((s.bytes, t.deferred_len), (0, 0));
+    }
+
+    #[test]
+    fn an_interval_without_arguments_is_counted_at_the_threads_idle_moments() {
+        // On a thread of its own: slots and the idle flag are per thread.
+        std::thread::spawn(|| {
+            let info = InitInfo {
+                language: crate::Language::Upcxx,
+                rank: 0,
+                ranks: 1,
+                local_ranks: 0..1,
+            };
+            let p = Profiler::new(&info, &[]);
+            let wait = events::GASP_UPCXX_FUTURE_WAIT;
+            assert!(!dispatch::idle_work());
+            for _ in 0..2 {
+                p.interval(timer::ticks_now(), wait, Location::caller(), &[]);
+            }
+            let counted = || {
+                p.thread()
+                    .map(|t| t.rows.iter().map(|r| r.count).sum::<u64>())
+            };
+            assert_eq!(counted(), Some(0), "deferred");
+            assert!(dispatch::idle_work());
+            p.idle();
+            assert_eq!(counted(), Some(1), "one per idle moment");
+            assert!(dispatch::idle_work());
+            p.idle();
+            assert_eq!(counted(), Some(2));
+            assert!(!dispatch::idle_work(), "nothing left");
+        })
+        .join()
+        .unwrap();
     }
 
     #[test]
