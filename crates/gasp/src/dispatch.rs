@@ -313,21 +313,14 @@ fn start_slow(
         Selected::Trace(t) => t.measuring(),
         Selected::Other(t) => {
             deliver_other(&**t, tag, EventType::Start, location, args);
-            true
+            return Span {
+                location,
+                state: state | 1,
+                start: 0,
+            };
         }
     };
-    if !measuring {
-        return Span::unreported(location, state);
-    }
-    let start = match d.tool {
-        Selected::Other(_) => 0,
-        _ => timer::ticks_now(),
-    };
-    Span {
-        location,
-        state: state | 1,
-        start,
-    }
+    Span::started(location, state, measuring)
 }
 
 /// An open interval event of the library: reports START when made (if admitted) and
@@ -383,6 +376,13 @@ impl Span {
             Selected::Trace(t) if !d.filtering => t.measuring(),
             _ => return start_slow(d, tag, location, args, state),
         };
+        Span::started(location, state, measuring)
+    }
+
+    /// The span of a START reported to a built-in tool: if it is `measuring`, the
+    /// START's time, else unreported.
+    #[inline(always)]
+    fn started(location: &'static Location<'static>, state: u64, measuring: bool) -> Span {
         if !measuring {
             return Span::unreported(location, state);
         }

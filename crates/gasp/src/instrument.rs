@@ -20,26 +20,9 @@ pub struct NoSpan;
 /// Opens an interval event if a tool is attached; see the [module docs](self).
 #[macro_export]
 macro_rules! span {
-    ($tag:ident, $args:expr) => {{
-        #[cfg(feature = "gasp")]
-        let span = if $crate::enabled() {
-            Some($crate::Span::begin(
-                $crate::events::$tag,
-                ::std::panic::Location::caller(),
-                &$args,
-            ))
-        } else {
-            None
-        };
-        #[cfg(not(feature = "gasp"))]
-        let span = {
-            let _ = || {
-                let _ = &$args;
-            };
-            $crate::instrument::NoSpan
-        };
-        span
-    }};
+    ($tag:ident, $args:expr) => {
+        $crate::__span!($crate::enabled(), begin, $tag, $args)
+    };
 }
 
 /// Opens an interval event when `$on` is true: [`span!`] for a function reached only
@@ -51,10 +34,19 @@ macro_rules! span {
 /// function is out of line and cold already.
 #[macro_export]
 macro_rules! span_if {
-    ($on:expr, $tag:ident, $args:expr) => {{
+    ($on:expr, $tag:ident, $args:expr) => {
+        $crate::__span!($on, open, $tag, $args)
+    };
+}
+
+/// [`span!`] and [`span_if!`]: a span opened with `Span::$open` when `$on`.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __span {
+    ($on:expr, $open:ident, $tag:ident, $args:expr) => {{
         #[cfg(feature = "gasp")]
         let span = if $on {
-            Some($crate::Span::open(
+            Some($crate::Span::$open(
                 $crate::events::$tag,
                 ::std::panic::Location::caller(),
                 &$args,

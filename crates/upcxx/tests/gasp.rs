@@ -380,6 +380,17 @@ fn a_trace_draws_one_flow_from_each_rpc_send_to_its_execution() {
     }
 }
 
+/// The complete events (slices) of `rank` named `name`, in time order.
+fn slices<'a>(t: &'a Trace, rank: usize, name: &str) -> Vec<&'a TraceEvent> {
+    let mut v: Vec<&TraceEvent> = t
+        .trace_events
+        .iter()
+        .filter(|e| e.ph == "X" && e.pid as usize == rank && e.name == name)
+        .collect();
+    v.sort_by(|a, b| a.ts.total_cmp(&b.ts));
+    v
+}
+
 /// A wait's interval (an END with no arguments) is written by the tracer before the
 /// thread's next record: one that nothing follows, measurement being off after it, is
 /// written at finish.
@@ -396,14 +407,12 @@ fn a_trace_keeps_a_threads_last_wait() {
             continue;
         };
         for rank in 0..ranks {
-            let on_rank = |name: &str| -> Vec<&TraceEvent> {
-                t.trace_events
-                    .iter()
-                    .filter(|e| e.ph == "X" && e.pid as usize == rank && e.name == name)
-                    .collect()
-            };
-            assert_eq!(on_rank("GASP_UPCXX_RPC_SEND").len(), 1, "rank {rank}");
-            let waits = on_rank("GASP_UPCXX_FUTURE_WAIT");
+            assert_eq!(
+                slices(&t, rank, "GASP_UPCXX_RPC_SEND").len(),
+                1,
+                "rank {rank}"
+            );
+            let waits = slices(&t, rank, "GASP_UPCXX_FUTURE_WAIT");
             assert_eq!(waits.len(), 1, "rank {rank}");
             // Nothing of the rank's was drawn after it.
             let wait_end = waits[0].ts + waits[0].dur.expect("a duration");
@@ -452,17 +461,8 @@ fn intervals_are_drawn_from_their_start_and_kept_if_begun_while_measuring() {
             continue;
         };
         for rank in 0..ranks {
-            let on_rank = |name: &str| -> Vec<&TraceEvent> {
-                let mut v: Vec<&TraceEvent> = t
-                    .trace_events
-                    .iter()
-                    .filter(|e| e.ph == "X" && e.pid as usize == rank && e.name == name)
-                    .collect();
-                v.sort_by(|a, b| a.ts.total_cmp(&b.ts));
-                v
-            };
-            let executions = on_rank("GASP_UPCXX_RPC_EXECUTE");
-            let puts = on_rank("GASP_UPC_NB_PUT_INIT");
+            let executions = slices(&t, rank, "GASP_UPCXX_RPC_EXECUTE");
+            let puts = slices(&t, rank, "GASP_UPC_NB_PUT_INIT");
             // The third execution began with measurement off (the second body turned it
             // off); the second ended with it off, and is kept.
             assert_eq!(executions.len(), 2, "rank {rank}: {executions:?}");

@@ -178,16 +178,18 @@ impl Profiler {
 
     /// The runtime's waiting loop on this thread found nothing to do, and this thread
     /// deferred intervals ([`dispatch::idle_work`]): counts one (see
-    /// [`ThreadProfile::defer`]).
+    /// [`ThreadProfile::defer`]). Once none is left, or the profiler has finished (the
+    /// finisher counted them), the thread's idle moments are no longer offered.
     #[inline(always)]
     pub(crate) fn idle(&self) {
         let slot = SLOT.with(SlotCell::registered);
         if let Some(mut t) = slot.and_then(ThreadSlot::enter) {
             t.catch_up(1);
-            if t.deferred_len == 0 {
-                dispatch::set_idle_work(false);
+            if t.deferred_len > 0 {
+                return;
             }
         }
+        dispatch::set_idle_work(false);
     }
 
     /// `gasp_event_notify` for what is not a library interval (those come to
@@ -698,6 +700,9 @@ mod tests {
             };
             let p = Profiler::new(&info, &[]);
             let wait = events::GASP_UPCXX_FUTURE_WAIT;
+            // A thread with no buffer (or a closed one) has nothing to count.
+            dispatch::set_idle_work(true);
+            p.idle();
             assert!(!dispatch::idle_work());
             for _ in 0..2 {
                 p.interval(timer::ticks_now(), wait, Location::caller(), &[]);

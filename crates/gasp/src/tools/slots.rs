@@ -108,12 +108,10 @@ impl<T> SlotCell<T> {
         slots: &'static Slots<T>,
         make: impl FnOnce() -> T,
     ) -> Option<&'static ThreadSlot<T>> {
-        let p = self.0.get();
-        if p.is_null() {
-            return self.register(slots, make);
+        match self.registered() {
+            Some(slot) => Some(slot),
+            None => self.register(slots, make),
         }
-        // SAFETY: a non-null pointer came from `Slots::register`, which leaks the slot.
-        Some(unsafe { &*p })
     }
 
     /// The thread's slot if it has one (it reported an event).

@@ -208,15 +208,21 @@ impl ThreadTrace {
     /// next message.
     #[inline(always)]
     fn defer(&mut self, start: Ticks, end: Ticks, tag: u32, location: &'static Location<'static>) {
-        if self.deferred.is_some() {
-            self.write_deferred();
-        }
+        self.flush();
         self.deferred = Some(Deferred {
             location,
             tag,
             start,
             end,
         });
+    }
+
+    /// Writes the deferred interval, if any, out of line.
+    #[inline(always)]
+    fn flush(&mut self) {
+        if self.deferred.is_some() {
+            self.write_deferred();
+        }
     }
 
     /// Writes the deferred interval, if any.
@@ -239,9 +245,7 @@ impl ThreadTrace {
         location: &'static Location<'static>,
         args: &[Arg<'_>],
     ) {
-        if self.deferred.is_some() {
-            self.write_deferred();
-        }
+        self.flush();
         self.write(ticks, start, tag, ty, location, args);
     }
 

@@ -720,7 +720,7 @@ fn send(
 /// [`send`] of a reported message while a tool is attached, out of line: the common
 /// path makes one flag test and holds no instrumentation. The arguments stay separate
 /// scalars: a struct of them was built on the common path too (≈45 more instructions
-/// a message, measured with callgrind), and the payload passed as its enum kept the
+/// a message), and the payload passed as its enum kept the
 /// common path's payload in memory, its kind a load and a match rather than a constant
 /// (≈10 more; see [`Payload::parts`]).
 #[cfg(feature = "gasp")]
