@@ -85,8 +85,6 @@ thread_local! {
     static DEPTH: Cell<u32> = const { Cell::new(0) };
     /// The tool is running on this thread.
     static IN_TOOL: Cell<bool> = const { Cell::new(false) };
-    /// The tool left work for this thread's next idle moment ([`idle_work`]).
-    static IDLE_WORK: Cell<bool> = const { Cell::new(false) };
 }
 
 /// Environment variable naming the tool: `profile`, `trace`, or the path of a C shared
@@ -436,35 +434,6 @@ impl Span {
 impl Drop for Span {
     fn drop(&mut self) {
         DEPTH.with(|c| c.set(self.saved_depth()));
-    }
-}
-
-/// Whether the tool left work for the calling thread's next idle moment (the profiler's
-/// deferred intervals): what a runtime's waiting loop tests, one thread-local load,
-/// before it calls [`idle`]. False with no tool attached.
-#[inline(always)]
-pub fn idle_work() -> bool {
-    IDLE_WORK.with(Cell::get)
-}
-
-/// Sets [`idle_work`] for the calling thread.
-#[inline(always)]
-pub(crate) fn set_idle_work(on: bool) {
-    IDLE_WORK.with(|w| w.set(on));
-}
-
-/// The calling thread is idle for a moment: a runtime's waiting loop found nothing to do
-/// and is about to back off. Call when [`idle_work`] says the tool left work for it
-/// (the profiler counts an interval it deferred; see its docs). GASP has no such
-/// notification: only the built-in profiler leaves such work.
-#[inline(never)]
-pub fn idle() {
-    if let Some(Dispatch {
-        tool: Selected::Profile(p),
-        ..
-    }) = DISPATCH.get()
-    {
-        p.idle();
     }
 }
 

@@ -197,14 +197,9 @@ impl Backoff {
         self.idle = 0;
     }
 
-    /// Nothing happened in the last poll: wait a little before the next one. A GASP
-    /// tool that left work for the moment gets it (`gasp::dispatch::idle`).
+    /// Nothing happened in the last poll: wait a little before the next one.
     #[inline]
     pub fn snooze(&mut self) {
-        #[cfg(feature = "gasp")]
-        if gasp::dispatch::idle_work() {
-            gasp::dispatch::idle();
-        }
         self.idle = self.idle.saturating_add(1);
         if self.idle < Self::SPINS {
             std::hint::spin_loop();

@@ -22,9 +22,9 @@
 //!   none.
 //! * An END with no arguments (a future wait's: where the program resumes after
 //!   waiting, usually on a round trip's critical path) is only queued, as (tag, call
-//!   site, duration), and counted when the thread next idles in a waiting loop
-//!   (`Profiler::idle`, one interval per idle moment), when the queue is full, or at
-//!   finish.
+//!   site, duration), and counted after the thread's next END with arguments (in a
+//!   loop of `rpc(..).wait()`, the next RPC's, after its message left), when the queue
+//!   is full, or at finish.
 //! * The END finds the row through a small direct-mapped cache keyed by (tag,
 //!   call-site address) in front of the hash map (so the steady state does not hash),
 //!   and updates it. The row remembers where its event's arguments hold the bytes and
@@ -35,12 +35,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use rustc_hash::FxHashMap;
 
-use super::slots::{fence, Entered, SlotCell, Slots, ThreadSlot};
+use super::slots::{fence, Entered, SlotCell, Slots};
 use super::{Destination, Kind};
 use crate::formats::{CommMatrix, Profile, ProfileRow, PROFILE_TOOL};
 use crate::timer::{self, Ticks};
 use crate::tool::{Arg, Event, EventType, InitInfo, Tool};
-use crate::{dispatch, events};
+use crate::events;
 
 #[derive(Clone, Copy)]
 struct Stats {
@@ -103,7 +103,7 @@ struct ThreadProfile {
     cache: [Cached; CACHE],
     /// Per destination rank: (bytes, messages).
     sent: Vec<(u64, u64)>,
-    /// Intervals to count when the thread is idle ([`ThreadProfile::defer`]); the first
+    /// Intervals to count later ([`ThreadProfile::defer`]); the first
     /// `deferred_len` are set.
     deferred: [Deferred; DEFERRED],
     deferred_len: usize,
@@ -172,24 +172,9 @@ impl Profiler {
                 t.defer(tag, location, ticks);
             } else {
                 t.record(tag, location, false, ticks, args, 0);
+                t.catch_up_all();
             }
         }
-    }
-
-    /// The runtime's waiting loop on this thread found nothing to do, and this thread
-    /// deferred intervals ([`dispatch::idle_work`]): counts one (see
-    /// [`ThreadProfile::defer`]). Once none is left, or the profiler has finished (the
-    /// finisher counted them), the thread's idle moments are no longer offered.
-    #[inline(always)]
-    pub(crate) fn idle(&self) {
-        let slot = SLOT.with(SlotCell::registered);
-        if let Some(mut t) = slot.and_then(ThreadSlot::enter) {
-            t.catch_up(1);
-            if t.deferred_len > 0 {
-                return;
-            }
-        }
-        dispatch::set_idle_work(false);
     }
 
     /// `gasp_event_notify` for what is not a library interval (those come to
@@ -292,10 +277,10 @@ impl ThreadProfile {
     }
 
     /// Queues a library interval whose END named no arguments (a wait's, typically):
-    /// its row is found and updated later, when the thread idles or the queue is full,
-    /// and at the end of the run. Such an END is where the program resumes after
-    /// waiting, the part of a round trip where every instruction counts; in the wait
-    /// that usually follows the thread has nothing better to do.
+    /// its row is found and updated later, at the thread's next END with arguments
+    /// (see [`ThreadProfile::catch_up_all`]), when the queue is full, or at the end of
+    /// the run. Such an END is where the program resumes after waiting, the part of a
+    /// round trip where every instruction counts.
     #[inline(always)]
     fn defer(&mut self, tag: u32, location: &'static Location<'static>, ticks: Ticks) {
         if self.deferred_len == DEFERRED {
@@ -308,7 +293,18 @@ impl ThreadProfile {
                 ticks,
             };
             self.deferred_len += 1;
-            dispatch::set_idle_work(true);
+        }
+    }
+
+    /// Counts the deferred intervals, if any: called after an END with arguments is
+    /// counted. That END is usually past the latency path (an RPC's or a put's, after
+    /// its message left), and the thread's buffer is open already. In a loop of
+    /// `rpc(..).wait()` the wait deferred in one turn is counted after the next RPC
+    /// left, with the RPC's own END.
+    #[inline(always)]
+    fn catch_up_all(&mut self) {
+        if self.deferred_len > 0 {
+            self.catch_up(DEFERRED);
         }
     }
 
@@ -689,36 +685,34 @@ mod tests {
     }
 
     #[test]
-    fn an_interval_without_arguments_is_counted_at_the_threads_idle_moments() {
-        // On a thread of its own: slots and the idle flag are per thread.
+    fn an_interval_without_arguments_is_counted_at_the_threads_next_end_with_arguments() {
+        // On a thread of its own: slots are per thread.
         std::thread::spawn(|| {
             let info = InitInfo {
                 language: crate::Language::Upcxx,
                 rank: 0,
-                ranks: 1,
-                local_ranks: 0..1,
+                ranks: 2,
+                local_ranks: 0..2,
             };
             let p = Profiler::new(&info, &[]);
-            let wait = events::GASP_UPCXX_FUTURE_WAIT;
-            // A thread with no buffer (or a closed one) has nothing to count.
-            dispatch::set_idle_work(true);
-            p.idle();
-            assert!(!dispatch::idle_work());
+            let (wait, send) = (events::GASP_UPCXX_FUTURE_WAIT, events::GASP_UPCXX_RPC_SEND);
+            let send_args = [Arg::Rank(1), Arg::Bytes(16), Arg::Int(0)];
+            let count = |tag: u32| {
+                p.thread().map(|t| {
+                    t.index
+                        .iter()
+                        .filter(|((k, _), _)| *k == tag)
+                        .map(|(_, &r)| t.rows[r as usize].count)
+                        .sum::<u64>()
+                })
+            };
             for _ in 0..2 {
                 p.interval(timer::ticks_now(), wait, Location::caller(), &[]);
             }
-            let counted = || {
-                p.thread()
-                    .map(|t| t.rows.iter().map(|r| r.count).sum::<u64>())
-            };
-            assert_eq!(counted(), Some(0), "deferred");
-            assert!(dispatch::idle_work());
-            p.idle();
-            assert_eq!(counted(), Some(1), "one per idle moment");
-            assert!(dispatch::idle_work());
-            p.idle();
-            assert_eq!(counted(), Some(2));
-            assert!(!dispatch::idle_work(), "nothing left");
+            assert_eq!(count(wait), Some(0), "deferred");
+            p.interval(timer::ticks_now(), send, Location::caller(), &send_args);
+            assert_eq!((count(wait), count(send)), (Some(2), Some(1)));
+            assert_eq!(p.thread().map(|t| t.deferred_len), Some(0));
         })
         .join()
         .unwrap();
