@@ -37,10 +37,10 @@ use rustc_hash::FxHashMap;
 
 use super::slots::{fence, Entered, SlotCell, Slots};
 use super::{Destination, Kind};
+use crate::events;
 use crate::formats::{CommMatrix, Profile, ProfileRow, PROFILE_TOOL};
 use crate::timer::{self, Ticks};
 use crate::tool::{Arg, Event, EventType, InitInfo, Tool};
-use crate::events;
 
 #[derive(Clone, Copy)]
 struct Stats {
