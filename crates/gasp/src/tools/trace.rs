@@ -230,11 +230,15 @@ impl ThreadTrace {
     #[inline(never)]
     fn write_deferred(&mut self) {
         if let Some(d) = self.deferred.take() {
-            self.write(d.end, Some(d.start), d.tag, EventType::End, d.location, &[]);
+            self.push(d.end, Some(d.start), d.tag, EventType::End, d.location, &[]);
         }
     }
 
-    /// Appends a record ([`ThreadTrace::write`]), after the deferred interval if any.
+    /// Appends a record of one event at `ticks`, or with `start`, of a whole interval:
+    /// START at `start` and END at `ticks`, with the END's arguments (which repeat the
+    /// START's; see the dispatcher's docs), recorded at the END. Such a record has an
+    /// [`INTERVAL`] site and the interval's duration after its header, and decodes into
+    /// the two events. The deferred interval, if any, is written first.
     #[inline(always)]
     fn push(
         &mut self,
@@ -246,24 +250,6 @@ impl ThreadTrace {
         args: &[Arg<'_>],
     ) {
         self.flush();
-        self.write(ticks, start, tag, ty, location, args);
-    }
-
-    /// Appends a record of one event at `ticks`, or with `start`, of a whole interval:
-    /// START at `start` and END at `ticks`, with the END's arguments (which repeat the
-    /// START's; see the dispatcher's docs), recorded at the END. Such a record has an
-    /// [`INTERVAL`] site and the interval's duration after its header, and decodes into
-    /// the two events.
-    #[inline(always)]
-    fn write(
-        &mut self,
-        ticks: Ticks,
-        start: Option<Ticks>,
-        tag: u32,
-        ty: EventType,
-        location: &'static Location<'static>,
-        args: &[Arg<'_>],
-    ) {
         if self.records >= self.limit {
             self.dropped += 1 + u64::from(start.is_some());
             return;
