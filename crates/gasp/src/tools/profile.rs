@@ -172,7 +172,7 @@ impl Profiler {
                 t.defer(tag, location, ticks);
             } else {
                 t.record(tag, location, false, ticks, args, 0);
-                t.catch_up_all();
+                t.catch_up();
             }
         }
     }
@@ -278,13 +278,13 @@ impl ThreadProfile {
 
     /// Queues a library interval whose END named no arguments (a wait's, typically):
     /// its row is found and updated later, at the thread's next END with arguments
-    /// (see [`ThreadProfile::catch_up_all`]), when the queue is full, or at the end of
+    /// (see [`ThreadProfile::catch_up`]), when the queue is full, or at the end of
     /// the run. Such an END is where the program resumes after waiting, the part of a
     /// round trip where every instruction counts.
     #[inline(always)]
     fn defer(&mut self, tag: u32, location: &'static Location<'static>, ticks: Ticks) {
         if self.deferred_len == DEFERRED {
-            self.catch_up(DEFERRED);
+            self.count_deferred();
         }
         if let Some(d) = self.deferred.get_mut(self.deferred_len) {
             *d = Deferred {
@@ -297,23 +297,23 @@ impl ThreadProfile {
     }
 
     /// Counts the deferred intervals, if any: called after an END with arguments is
-    /// counted. That END is usually past the latency path (an RPC's or a put's, after
-    /// its message left), and the thread's buffer is open already. In a loop of
-    /// `rpc(..).wait()` the wait deferred in one turn is counted after the next RPC
-    /// left, with the RPC's own END.
+    /// counted, and at finish. That END is usually past the latency path (an RPC's or a
+    /// put's, after its message left), and the thread's buffer is open already. In a
+    /// loop of `rpc(..).wait()` the wait deferred in one turn is counted after the next
+    /// RPC left, with the RPC's own END.
     #[inline(always)]
-    fn catch_up_all(&mut self) {
+    fn catch_up(&mut self) {
         if self.deferred_len > 0 {
-            self.catch_up(DEFERRED);
+            self.count_deferred();
         }
     }
 
-    /// Counts up to `n` deferred intervals in their rows (latest first: a row's figures
-    /// do not depend on the order).
+    /// Counts every deferred interval in its row (latest first: a row's figures do not
+    /// depend on the order).
     #[cold]
     #[inline(never)]
-    fn catch_up(&mut self, n: usize) {
-        for _ in 0..n.min(self.deferred_len) {
+    fn count_deferred(&mut self) {
+        while self.deferred_len > 0 {
             self.deferred_len -= 1;
             let d = self.deferred[self.deferred_len];
             self.record(d.tag, d.location, false, d.ticks, &[], 0);
@@ -502,7 +502,7 @@ impl Tool for Profiler {
         let mut table: HashMap<(u32, usize), Stats> = HashMap::new();
         let mut sent = vec![(0u64, 0u64); ranks];
         SLOTS.drain(|_, t| {
-            t.catch_up(DEFERRED);
+            t.catch_up();
             let rows = std::mem::take(&mut t.rows);
             for (key, row) in std::mem::take(&mut t.index) {
                 let s = rows[row as usize];
@@ -672,12 +672,7 @@ mod tests {
         // The queue filled once, and was counted to make room.
         assert_eq!(row(&t, wait).count, DEFERRED as u64);
         assert_eq!(t.deferred_len, 5);
-        t.catch_up(1);
-        assert_eq!(
-            (row(&t, wait).count, t.deferred_len),
-            (DEFERRED as u64 + 1, 4)
-        );
-        t.catch_up(DEFERRED);
+        t.catch_up();
         let s = row(&t, wait);
         assert_eq!((s.count, s.min, s.max), (n, 10, 10 + n - 1));
         assert_eq!(s.total, (10..10 + n).sum::<u64>());
