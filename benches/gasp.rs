@@ -75,21 +75,20 @@
 //! On this 2-core VM the cost of the same code moves between states from job to job,
 //! with where the two ranks run. A probe (a cache-line round trip between them) takes
 //! ≈30 ns when they share one core's caches (two hardware threads of one core, by that
-//! latency), ≈70 ns on two cores,
-//! ≈400 ns when the cores are far apart, and microseconds when the scheduler puts both
-//! on one hardware thread. The states are not just slower or faster versions of each
-//! other: on one core the two ranks share its pipeline, so every instruction either
-//! rank executes (off the latency path too) delays the other, and the instrumentation
-//! costs more than on two cores (measured with the profiler attached and its
-//! measurement switched on and off between samples of one job: ≈70 ns a round trip
-//! against ≈55).
+//! latency), ≈70 ns on two cores, ≈400 ns when the cores are far apart, and
+//! microseconds when the scheduler puts both on one hardware thread. The states are not
+//! just slower or faster versions of each other: on one core the two ranks share its
+//! pipeline, so every instruction either rank executes (off the latency path too)
+//! delays the other, and the instrumentation costs more than on two cores (measured
+//! with the profiler attached and its measurement switched on and off between samples
+//! of one job: ≈70 ns a round trip against ≈55).
+//!
 //! A slow state adds the same nanoseconds to every variant, so it hides the
 //! instrumentation's cost in a smaller ratio; a job of `off` in one state and one of
 //! `profile` in another would make the instrumentation look free, or far too dear.
-//! Hence states as clusters: the two fastest are only ≈2.3× apart, so a window of
-//! "at most twice the fastest probes" mixed them. Comparing one state's samples is the
-//! stricter
-//! judgement when that state is the fastest, and compares like with like.
+//! Hence states as clusters: the two fastest are only ≈2.3× apart, so a window of "at
+//! most twice the fastest probes" mixed them. Comparing one state's samples compares
+//! like with like, and is the stricter judgement when that state is the fastest.
 //! Within a state the figures still move by about ±10% from job to job (the spread
 //! column), so compare runs on a quiet machine only.
 //!
