@@ -426,6 +426,35 @@ fn a_trace_keeps_a_threads_last_wait() {
     }
 }
 
+/// The profiler's twin of [`a_trace_keeps_a_threads_last_wait`]: a wait's END (no
+/// arguments) is queued until the thread's next END with arguments; here none comes
+/// (measurement is off by the barrier), so only finish counts it.
+#[test]
+fn a_profile_counts_a_threads_last_wait() {
+    for ranks in [2, 3, 4] {
+        let Some(p) = with_tool::<Profile>("profile", "plast", ranks, || {
+            upcxx::init();
+            upcxx::rpc((rank_me() + 1) % rank_n(), || {}, ()).wait();
+            gasp::control(false);
+            upcxx::barrier();
+            upcxx::finalize();
+        }) else {
+            continue;
+        };
+        for rank in 0..ranks as u32 {
+            let count = |tag: u32| -> u64 {
+                p.events
+                    .iter()
+                    .filter(|r| r.rank == rank && r.tag == tag)
+                    .map(|r| r.count)
+                    .sum()
+            };
+            assert_eq!(count(GASP_UPCXX_RPC_SEND), 1, "rank {rank}");
+            assert_eq!(count(GASP_UPCXX_FUTURE_WAIT), 1, "rank {rank}");
+        }
+    }
+}
+
 /// The built-in tools take a library interval's START time when it begins and record
 /// the interval at its END (`gasp::dispatch`): an RPC body's operations lie inside the
 /// execution that runs them, and an interval is kept if, and only if, it began while
