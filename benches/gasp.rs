@@ -52,7 +52,10 @@
 //!   targets use the sum, and the notes under the table print it with the cost per
 //!   event of each variant, `(variant - off) / n`.
 //! * **Rounds.** Each round runs one job of every variant, in an order that rotates from
-//!   round to round. `PGAS_BENCH_SAMPLES=N` (default 9) sets the number of rounds.
+//!   round to round. `PGAS_BENCH_SAMPLES=N` (default 9) sets the number of rounds. Up
+//!   to as many extra rounds follow while a state faster than the reference state (see
+//!   below) recurs, holding [`MIN_STATE_SAMPLES`] samples in all, but lacks samples of
+//!   some variant: the fastest state seen is the one to judge, and it can be rare.
 //! * **A job.** The kernel warms each operation up and picks its iteration count so that
 //!   a sample lasts about `PGAS_BENCH_SAMPLE_MS` (default 10 ms) in that job, then takes
 //!   one warm-up and [`SAMPLES_PER_JOB`] measured samples of each operation, alternating
@@ -62,15 +65,18 @@
 //! * **The machine's state.** Around each operation's sample (before the rput, between
 //!   the two, after the RPC) the kernel probes the machine: a few milliseconds of raw
 //!   cache-line ping-pong with rank 1, no library call in the loop. The sample's probe
-//!   is the slowest of the three. The figures are the medians of the samples taken in
-//!   the *reference state*. The states are the clusters of the run's probes: sorted,
-//!   a probe more than [`STATE_GAP`] times the one before it starts a new cluster. The
-//!   reference state is the fastest cluster in which every variant has
-//!   [`MIN_STATE_SAMPLES`] samples, or, if none has, the fastest clusters together,
-//!   as many as it takes.
-//!   The notes under the table give the state's probes, how many samples of each
-//!   variant it kept, and the medians of all samples too; `PGAS_BENCH_VERBOSE=1`
-//!   lists every job's samples with their probes as the jobs end.
+//!   is the slowest of the three. The states are the clusters of the run's probes
+//!   (`common/states.rs`): sorted, a probe more than [`STATE_GAP`] times the one before
+//!   it starts a new cluster. Every cluster in which each variant has
+//!   [`MIN_STATE_SAMPLES`] samples is *judged*: its medians are compared with its own
+//!   `off` median and the targets. The fastest judged state is the *reference state*,
+//!   whose figures are the table's and the JSON's; each other judged state gets a note
+//!   under the table with its ratios and PASS or MISS, and a faster state too short of
+//!   samples to be judged is named with its counts. If no cluster has enough samples,
+//!   the reference state is the fastest clusters together, as many as it takes.
+//!   The notes also give the reference state's probes, how many samples of each
+//!   variant it kept, and the medians of all samples; `PGAS_BENCH_VERBOSE=1` lists
+//!   every job's samples with their probes as the jobs end.
 //!
 //! On this 2-core VM the cost of the same code moves between states from job to job,
 //! with where the two ranks run. A probe (a cache-line round trip between them) takes
@@ -114,6 +120,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use common::states::{self, State};
 use common::{fmt_value, median, Measured, Report, Sampler, TargetIs, BENCH_OUT};
 use serde_json::Value;
 
@@ -565,41 +572,135 @@ fn settings() -> (usize, u64) {
     (rounds, sample_ms)
 }
 
-/// The reference state's probe range (see the module docs): the fastest cluster of the
-/// sorted `probes` in which every variant that ran has [`MIN_STATE_SAMPLES`] samples,
-/// else the fastest clusters together, as many as it takes (all of them at worst).
-fn reference_state(probes: &[f64], taken: &[Vec<Sample>; 4]) -> (f64, f64) {
-    let Some(&first) = probes.first() else {
-        return (0.0, f64::INFINITY);
-    };
-    // The clusters' first and last probes.
-    let mut clusters = vec![(first, first)];
-    for pair in probes.windows(2) {
-        if pair[1] > pair[0] * STATE_GAP {
-            clusters.push((pair[1], pair[1]));
-        } else if let Some(last) = clusters.last_mut() {
-            last.1 = pair[1];
+/// The samples of each variant, by variant index.
+type Taken = [Vec<Sample>; 4];
+
+/// The probes of each variant's samples (the groups [`states::judged`] compares).
+fn probe_groups(taken: &Taken) -> Vec<Vec<f64>> {
+    taken
+        .iter()
+        .map(|samples| samples.iter().map(|s| s.probe).collect())
+        .collect()
+}
+
+/// The states whose figures the driver reports and judges, fastest first (see the
+/// module docs); the first is the reference state of the table.
+fn judged_states(taken: &Taken) -> Vec<State> {
+    states::judged(&probe_groups(taken), STATE_GAP, MIN_STATE_SAMPLES)
+}
+
+/// The clusters faster than the reference state that hold too few samples of some
+/// variant to be judged.
+fn unjudged_states(taken: &Taken, judged: &[State]) -> Vec<State> {
+    let all: Vec<f64> = probe_groups(taken).concat();
+    judged
+        .first()
+        .map(|reference| states::unjudged_faster(&all, STATE_GAP, reference))
+        .unwrap_or_default()
+}
+
+/// Whether a state faster than the reference one recurs (it holds
+/// [`MIN_STATE_SAMPLES`] samples in all) but is short of samples of some variant: more
+/// rounds may fill it.
+fn faster_state_short(taken: &Taken) -> bool {
+    let all: Vec<f64> = probe_groups(taken).concat();
+    unjudged_states(taken, &judged_states(taken))
+        .iter()
+        .any(|s| s.count(&all) >= MIN_STATE_SAMPLES)
+}
+
+/// The samples of each variant (by index) and operation (in [`OPS`] order) taken in
+/// `state`.
+fn samples_in(taken: &Taken, state: &State) -> [[Vec<f64>; 2]; 4] {
+    let mut out: [[Vec<f64>; 2]; 4] = Default::default();
+    for (v_samples, out) in taken.iter().zip(out.iter_mut()) {
+        for s in v_samples.iter().filter(|s| state.contains(s.probe)) {
+            for (op_samples, ns) in out.iter_mut().zip(s.ns) {
+                op_samples.push(ns);
+            }
         }
     }
-    let enough = |lo: f64, hi: f64| {
-        taken.iter().all(|samples| {
-            samples.is_empty()
-                || samples
-                    .iter()
-                    .filter(|s| s.probe >= lo && s.probe <= hi)
-                    .count()
-                    >= MIN_STATE_SAMPLES
-        })
-    };
-    if let Some(&state) = clusters.iter().find(|&&(lo, hi)| enough(lo, hi)) {
-        return state;
+    out
+}
+
+/// The targets of operation `op_i` for `notool`, `profile` and `trace` (in that order)
+/// against its `off` median (module docs). The rput targets are per event: without the
+/// events per call they are not judged.
+fn targets(op_i: usize, off: f64, per_call: Option<f64>) -> [Option<(f64, TargetIs)>; 3] {
+    let max = |t: f64| Some((t, TargetIs::Max));
+    if op_i == 1 {
+        return [max(1.05), max(1.3), max(1.4)];
     }
-    let last = clusters
+    match per_call {
+        Some(n) => [
+            max(1.05),
+            max((off + n * 50.0) / off),
+            max((off + n * 100.0) / off),
+        ],
+        None => [max(1.05), None, None],
+    }
+}
+
+/// How many samples of each variant lie in `state`, as `off 3, notool 2, ...`.
+fn counts_in(taken: &Taken, state: &State) -> String {
+    let counts: Vec<String> = Variant::ALL
         .iter()
-        .map(|c| c.1)
-        .find(|&hi| enough(first, hi))
-        .unwrap_or(f64::INFINITY);
-    (first, last)
+        .map(|&v| {
+            let n = taken[v.index()]
+                .iter()
+                .filter(|s| state.contains(s.probe))
+                .count();
+            format!("{} {n}", v.name())
+        })
+        .collect();
+    counts.join(", ")
+}
+
+/// The note on a judged state other than the reference: its ratios and whether each
+/// meets its target; `met` counts `(met, judged)` over all such notes.
+fn state_note(
+    taken: &Taken,
+    state: &State,
+    per_call: impl Fn(usize) -> Option<f64>,
+    met: &mut (usize, usize),
+) -> String {
+    let samples = samples_in(taken, state);
+    let mut ops = Vec::new();
+    for (op_i, op) in OPS.iter().enumerate() {
+        let off = median(&samples[Variant::Off.index()][op_i]);
+        if !off.is_finite() || off <= 0.0 {
+            continue;
+        }
+        let figures: Vec<String> = Variant::ALL[1..]
+            .iter()
+            .zip(targets(op_i, off, per_call(op_i)))
+            .map(|(&v, target)| {
+                let ratio = median(&samples[v.index()][op_i]) / off;
+                match target {
+                    Some((t, is)) => {
+                        let ok = is.holds(ratio, t);
+                        met.0 += usize::from(ok);
+                        met.1 += 1;
+                        let status = if ok { "PASS" } else { "MISS" };
+                        format!("{} {ratio:.3}x (<={t:.2}x {status})", v.name())
+                    }
+                    None => format!("{} {ratio:.3}x", v.name()),
+                }
+            })
+            .collect();
+        ops.push(format!(
+            "{op} off {} ns, {}",
+            fmt_value(off),
+            figures.join(", ")
+        ));
+    }
+    format!(
+        "also judged, the state of probes {} to {} ns (samples {}): {}",
+        fmt_value(state.lo),
+        fmt_value(state.hi),
+        counts_in(taken, state),
+        ops.join("; ")
+    )
 }
 
 fn driver() -> i32 {
@@ -610,8 +711,10 @@ fn driver() -> i32 {
     let machine = common::machine_note();
     let (rounds, sample_ms) = settings();
     eprintln!(
-        "gasp bench: 2-rank jobs of {KERNEL}, 4 variants x {rounds} rounds, \
-         {SAMPLES_PER_JOB} samples of ~{sample_ms} ms per figure and job; {machine}"
+        "gasp bench: 2-rank jobs of {KERNEL}, 4 variants x {rounds} rounds (up to {} more \
+         while a faster state lacks samples), {SAMPLES_PER_JOB} samples of ~{sample_ms} ms \
+         per figure and job; {machine}",
+        rounds
     );
     let mut report = Report::new(BENCH, 2);
     let target = common::target_dir();
@@ -652,14 +755,24 @@ fn driver() -> i32 {
         }
     };
 
-    // Rounds, the variants' order rotating.
-    let mut taken: [Vec<Sample>; 4] = Default::default();
+    // Rounds, the variants' order rotating; extra rounds while a faster state than the
+    // reference one recurs without enough samples of every variant.
+    let mut taken: Taken = Default::default();
     let verbose = common::verbose();
     // The most calls of each operation a profile or trace job made.
     let mut most_calls = [0u64; 2];
     let mut trace_buffers = (u64::MAX, 0);
-    for round in 0..rounds {
-        eprintln!("gasp bench: round {}/{rounds}", round + 1);
+    let mut round = 0;
+    while round < rounds || (round < 2 * rounds && faster_state_short(&taken)) {
+        if round < rounds {
+            eprintln!("gasp bench: round {}/{rounds}", round + 1);
+        } else {
+            eprintln!(
+                "gasp bench: extra round {}/{rounds}: a state faster than the reference \
+                 one lacks samples of some variant",
+                round + 1 - rounds
+            );
+        }
         for k in 0..Variant::ALL.len() {
             let v = Variant::ALL[(round + k) % Variant::ALL.len()];
             let trace_buffer_mib = match &events {
@@ -702,21 +815,18 @@ fn driver() -> i32 {
                 Err(e) => report.errors.push(e),
             }
         }
+        round += 1;
     }
     drop(tmp);
 
-    // The samples taken in the reference state, the figures' samples.
-    let mut probes: Vec<f64> = taken.iter().flatten().map(|s| s.probe).collect();
-    probes.sort_by(f64::total_cmp);
-    let state = reference_state(&probes, &taken);
-    let in_state = |s: &&Sample| s.probe >= state.0 && s.probe <= state.1;
-    let mut samples: [[Vec<f64>; 2]; 4] = Default::default();
+    // The states judged; the first, the reference state, gives the table's figures.
+    let judged = judged_states(&taken);
+    let reference = judged.first().copied().unwrap_or(State {
+        lo: 0.0,
+        hi: f64::INFINITY,
+    });
+    let samples = samples_in(&taken, &reference);
     for v in Variant::ALL {
-        for s in taken[v.index()].iter().filter(in_state) {
-            for (op_samples, ns) in samples[v.index()].iter_mut().zip(s.ns) {
-                op_samples.push(ns);
-            }
-        }
         if !taken[v.index()].is_empty() && samples[v.index()][0].is_empty() {
             report.errors.push(format!(
                 "no sample of {} was taken in the reference state: no figure",
@@ -744,26 +854,21 @@ fn driver() -> i32 {
         if !off_value.is_finite() || off_value <= 0.0 {
             continue;
         }
-        let max = |t: f64| Some((t, TargetIs::Max));
-        report.relate(&name(op, Variant::NoTool), &base, max(1.05));
-        let (profile, trace) = if op_i == 0 {
-            // Per event; without a count the figures are shown but not judged.
-            match per_call(op_i) {
-                Some(n) => (
-                    max((off_value + n * 50.0) / off_value),
-                    max((off_value + n * 100.0) / off_value),
-                ),
-                None => (None, None),
-            }
-        } else {
-            (max(1.3), max(1.4))
-        };
-        report.relate(&name(op, Variant::Profile), &base, profile);
-        report.relate(&name(op, Variant::Trace), &base, trace);
+        for (&v, target) in Variant::ALL[1..]
+            .iter()
+            .zip(targets(op_i, off_value, per_call(op_i)))
+        {
+            report.relate(&name(op, v), &base, target);
+        }
     }
 
     let mut lines = Vec::new();
-    if !probes.is_empty() {
+    if !judged.is_empty() {
+        let probes: Vec<f64> = {
+            let mut p = probe_groups(&taken).concat();
+            p.sort_by(f64::total_cmp);
+            p
+        };
         let kept: Vec<String> = Variant::ALL
             .iter()
             .map(|&v| {
@@ -777,10 +882,29 @@ fn driver() -> i32 {
              the medians of: {}",
             fmt_value(probes[0]),
             fmt_value(median(&probes)),
-            fmt_value(state.0),
-            fmt_value(state.1),
+            fmt_value(reference.lo),
+            fmt_value(reference.hi),
             kept.join(", ")
         ));
+        for state in unjudged_states(&taken, &judged) {
+            lines.push(format!(
+                "not judged, too few samples ({MIN_STATE_SAMPLES} of each variant needed): \
+                 the faster state of probes {} to {} ns (samples {})",
+                fmt_value(state.lo),
+                fmt_value(state.hi),
+                counts_in(&taken, &state)
+            ));
+        }
+        let mut met = (0, 0);
+        for state in &judged[1..] {
+            lines.push(state_note(&taken, state, per_call, &mut met));
+        }
+        if met.1 > 0 {
+            lines.push(format!(
+                "targets met in the other judged states: {}/{}",
+                met.0, met.1
+            ));
+        }
         for (op_i, op) in OPS.iter().enumerate() {
             let all: Vec<String> = Variant::ALL
                 .iter()

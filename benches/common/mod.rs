@@ -23,6 +23,7 @@
 #![allow(dead_code)]
 
 pub mod am;
+pub mod states;
 
 use std::ffi::OsString;
 use std::io::Write as _;
@@ -367,7 +368,7 @@ impl TargetIs {
     }
 
     /// Whether `x` is within the bound `t`.
-    fn holds(self, x: f64, t: f64) -> bool {
+    pub fn holds(self, x: f64, t: f64) -> bool {
         match self {
             TargetIs::Max => x <= t,
             TargetIs::Min => x >= t,
