@@ -982,28 +982,15 @@ fn driver() -> i32 {
     finish(&report, &machine, &lines)
 }
 
-/// Prints the table (with the errors) and `lines` under it, writes the JSON, returns
-/// the exit code.
+/// Prints the table, the notes `lines` under it and writes the JSON; the exit code.
 fn finish(report: &Report, machine: &str, lines: &[String]) -> i32 {
-    report.print_table(&format!(
-        "GASP instrumentation overhead: rank 0 of 2-rank jobs of {KERNEL}, the variants \
-         interleaved job by job; {machine}"
-    ));
-    for l in lines {
-        println!("{l}");
-    }
-    match report.write_json() {
-        Ok(path) => println!("results: {}", path.display()),
-        Err(e) => {
-            eprintln!("cannot write the results file: {e}");
-            return 1;
-        }
-    }
-    if report.errors.is_empty() {
-        0
-    } else {
-        1
-    }
+    report.finish(
+        &format!(
+            "GASP instrumentation overhead: rank 0 of 2-rank jobs of {KERNEL}, the \
+             variants interleaved job by job; {machine}"
+        ),
+        lines,
+    )
 }
 
 fn main() {

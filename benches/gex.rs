@@ -50,8 +50,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use common::am::*;
+use common::figures::{self, page_aligned, Bench, Unit};
 use common::{spin_until, Measured, RankJob, Report, Sampler, TargetIs};
-use gex::{Client, Flags, Lc, Segment, Team};
+use gex::{Client, Flags, Segment, Team};
 
 const BENCH: &str = "gex";
 /// The full suite, run with 2 ranks.
@@ -150,113 +151,6 @@ impl Ctx {
     }
 }
 
-/// How a figure is computed from the time per operation.
-#[derive(Clone, Copy)]
-enum Unit {
-    Latency,
-    Rate(&'static str),
-    Bandwidth(usize),
-}
-
-/// One figure: rank 0 measures, rank 1 may have to take part.
-struct Bench<'a> {
-    name: String,
-    unit: Unit,
-    /// Rank 0: performs `iters` operations and returns their time. Each call continues
-    /// where the previous one stopped, so rank 1's `serve` needs no iteration count.
-    run: Box<dyn FnMut(u64) -> Duration + 'a>,
-    /// Rank 0, after the runs of a phase: tells rank 1's `serve` to return.
-    stop: Box<dyn FnMut() + 'a>,
-    /// Rank 1: takes part until rank 0's `stop`.
-    serve: Box<dyn FnMut() + 'a>,
-    /// Rank 1, after the last phase: checks the data it received (panics if wrong).
-    check1: Box<dyn FnMut() + 'a>,
-}
-
-impl<'a> Bench<'a> {
-    /// Rank 0 alone (rank 1 waits in the barrier).
-    fn solo(name: String, unit: Unit, run: impl FnMut(u64) -> Duration + 'a) -> Bench<'a> {
-        Bench {
-            name,
-            unit,
-            run: Box::new(run),
-            stop: Box::new(|| {}),
-            serve: Box::new(|| {}),
-            check1: Box::new(|| {}),
-        }
-    }
-
-    /// With rank 1 serving until stopped.
-    fn duo(
-        name: String,
-        unit: Unit,
-        run: impl FnMut(u64) -> Duration + 'a,
-        stop: impl FnMut() + 'a,
-        serve: impl FnMut() + 'a,
-    ) -> Bench<'a> {
-        Bench {
-            stop: Box::new(stop),
-            serve: Box::new(serve),
-            ..Bench::solo(name, unit, run)
-        }
-    }
-
-    fn checked_by_rank1(mut self, check: impl FnMut() + 'a) -> Bench<'a> {
-        self.check1 = Box::new(check);
-        self
-    }
-}
-
-/// Measures `benches` interleaved: a calibration phase for each (which starts with one
-/// untimed operation, see `Sampler::calibrate`), then `sampler.rounds()` rounds of one
-/// sample of each (the first `warmup` rounds discarded), so that a slow stretch of a busy
-/// machine hits every figure alike and their ratios stay meaningful. Each phase is rank
-/// 0's part, rank 1's part, then a barrier of all ranks; ranks other than 0 and 1 spend
-/// every phase waiting in that barrier, polling as a real program's idle ranks would.
-/// Returns rank 0's results.
-fn measure(ctx: &Ctx, mut benches: Vec<Bench<'_>>) -> Vec<Measured> {
-    let sampler = ctx.sampler;
-    let rank = ctx.rank();
-    let mut iters = vec![1u64; benches.len()];
-    let mut samples = vec![Vec::new(); benches.len()];
-    for round in 0..=sampler.rounds() {
-        for (i, b) in benches.iter_mut().enumerate() {
-            match rank {
-                0 if round == 0 => {
-                    iters[i] = sampler.calibrate(&mut |n| (b.run)(n));
-                    (b.stop)();
-                }
-                0 => {
-                    let t = (b.run)(iters[i]);
-                    (b.stop)();
-                    if round > sampler.warmup {
-                        samples[i].push(t.as_nanos() as f64 / iters[i] as f64);
-                    }
-                }
-                1 => (b.serve)(),
-                _ => {}
-            }
-            ctx.team.barrier();
-        }
-    }
-    if rank == 1 {
-        benches.iter_mut().for_each(|b| (b.check1)());
-    }
-    ctx.team.barrier();
-    if rank != 0 {
-        return Vec::new();
-    }
-    benches
-        .iter()
-        .zip(samples)
-        .map(|(b, ns)| match b.unit {
-            Unit::Latency => Measured::latency_ns(b.name.clone(), &ns),
-            Unit::Rate(unit) => Measured::rate(b.name.clone(), unit, &ns),
-            Unit::Bandwidth(bytes) => Measured::bandwidth_gbs(b.name.clone(), bytes, &ns),
-        })
-        .collect()
-}
-
 fn rank_main(job: RankJob) {
     let (client, ep, team) = Client::init("GEXBENCH", Flags::NONE).expect("gex::Client::init");
     ep.register_handlers(&mut common::am::handlers())
@@ -287,16 +181,37 @@ fn rank_main(job: RankJob) {
 
     // Two groups, each interleaved with its baseline and measured one after the other,
     // so that each group's rounds (and the baseline's samples) span a short stretch.
-    let mut latency = vec![raw_pingpong(&ctx)];
+    let team = ctx.team;
+    let other = if ctx.rank() == 0 { 1 } else { 0 };
+    let mut latency = vec![figures::raw_pingpong(
+        ctx.name("raw.pingpong_roundtrip"),
+        ctx.peer_word(1, RAW_OFF),
+    )];
     if job.job == JOB_FULL {
         latency.push(raw_pingpong_2lines(&ctx));
     }
-    latency.push(am_short_roundtrip(&ctx));
+    latency.push(figures::am_short_roundtrip(
+        ctx.name("gex.am_short_roundtrip"),
+        team,
+    ));
     let mut results = Vec::new();
     if job.job == JOB_FULL {
-        latency.push(am_medium_rate(&ctx));
-        latency.push(put_pingpong(&ctx));
-        latency.push(get_8b(&ctx));
+        latency.push(figures::am_medium_rate(
+            ctx.name("gex.am_medium_64B_rate"),
+            team,
+        ));
+        latency.push(figures::put_pingpong(
+            ctx.name("gex.put_pingpong_8B"),
+            team,
+            ctx.remote(other, FLAG_OFF),
+            ctx.own_word(FLAG_OFF),
+        ));
+        latency.push(figures::get_8b(
+            ctx.name("gex.get_8B"),
+            team,
+            ctx.remote(1, GET_OFF),
+            GET_VALUE,
+        ));
         results.extend(measure(&ctx, latency));
         let mut bandwidth = vec![raw_memcpy(&ctx)];
         bandwidth.extend(put_bw(&ctx));
@@ -311,36 +226,9 @@ fn rank_main(job: RankJob) {
     client.finalize();
 }
 
-/// One cache line of rank 1's segment bounced between ranks 0 and 1 with plain atomics:
-/// rank 0 stores the odd `n`, rank 1 answers `n + 1`; `u64::MAX` stops rank 1, which
-/// then clears the line for the next phase.
-fn raw_pingpong(ctx: &Ctx) -> Bench<'static> {
-    let mut n = 1u64;
-    let mut expect = 1u64;
-    let line0 = ctx.peer_word(1, RAW_OFF);
-    let line1 = ctx.own_word(RAW_OFF);
-    Bench::duo(
-        ctx.name("raw.pingpong_roundtrip"),
-        Unit::Latency,
-        move |iters| {
-            let t0 = Instant::now();
-            for _ in 0..iters {
-                line0.store(n, Ordering::Release);
-                let want = n + 1;
-                spin_until(|| line0.load(Ordering::Acquire) == want);
-                n += 2;
-            }
-            t0.elapsed()
-        },
-        move || line0.store(u64::MAX, Ordering::Release),
-        move || {
-            while await_value(line1, expect) != u64::MAX {
-                line1.store(expect + 1, Ordering::Release);
-                expect += 2;
-            }
-            line1.store(0, Ordering::Relaxed);
-        },
-    )
+/// [`figures::measure`] on this job's team, its barrier ending each phase.
+fn measure(ctx: &Ctx, benches: Vec<Bench<'_>>) -> Vec<Measured> {
+    figures::measure(ctx.rank(), ctx.sampler, || ctx.team.barrier(), benches)
 }
 
 /// The raw ping-pong with the protocol of `gex.put_pingpong_8B`: rank 0 writes a word
@@ -407,152 +295,6 @@ fn raw_memcpy(ctx: &Ctx) -> Bench<'static> {
             t
         },
     )
-}
-
-/// request_short to rank 1, whose handler replies with reply_short; rank 0 polls until
-/// the Pong carrying the same sequence number has run.
-fn am_short_roundtrip(ctx: &Ctx) -> Bench<'static> {
-    let team = ctx.team;
-    let mut seq = 0u32;
-    Bench::duo(
-        ctx.name("gex.am_short_roundtrip"),
-        Unit::Latency,
-        move |iters| {
-            let t0 = Instant::now();
-            for _ in 0..iters {
-                seq = seq.wrapping_add(1);
-                let want = seq;
-                team.request_short(1, H_PING, &[want], Flags::NONE).unwrap();
-                spin_until(|| {
-                    gex::poll();
-                    LAST_PONG.load(Ordering::Relaxed) == want
-                });
-            }
-            t0.elapsed()
-        },
-        move || stop_server(team),
-        serve_until_stopped,
-    )
-}
-
-/// Rank 1's side of the AM figures: poll (running the handlers) until rank 0 says stop.
-fn serve_until_stopped() {
-    spin_until(|| {
-        gex::poll();
-        STOP.load(Ordering::Relaxed)
-    });
-    STOP.store(false, Ordering::Relaxed);
-}
-
-/// Rank 0 streams 64-byte Medium requests to rank 1, which polls; a sample ends when
-/// rank 1 confirms it handled them all (and that their payloads were right).
-fn am_medium_rate(ctx: &Ctx) -> Bench<'static> {
-    let team = ctx.team;
-    let mut payload = [0u8; MEDIUM_BYTES];
-    for (i, b) in payload.iter_mut().enumerate() {
-        *b = i as u8;
-    }
-    let mut sent = 0u64;
-    Bench::duo(
-        ctx.name("gex.am_medium_64B_rate"),
-        Unit::Rate("msg/s"),
-        move |iters| {
-            let t0 = Instant::now();
-            for _ in 0..iters {
-                sent += 1;
-                let seq = sent as u32;
-                payload[..4].copy_from_slice(&seq.to_le_bytes());
-                team.request_medium(1, H_MEDIUM, &payload, Lc::Now, Flags::NONE, &[seq])
-                    .unwrap();
-            }
-            sync_medium(team, sent);
-            t0.elapsed()
-        },
-        move || stop_server(team),
-        serve_until_stopped,
-    )
-}
-
-/// Rank 0 puts the odd `n` into rank 1's segment; rank 1 spins on its own segment
-/// memory until it sees it and puts `n + 1` into rank 0's segment, where rank 0 spins.
-/// `u64::MAX` stops rank 1, which then clears its flag for the next phase.
-fn put_pingpong(ctx: &Ctx) -> Bench<'static> {
-    let team = ctx.team;
-    let to1 = ctx.remote(1, FLAG_OFF);
-    let to0 = ctx.remote(0, FLAG_OFF);
-    let mine = ctx.own_word(FLAG_OFF);
-    let mut n = 1u64;
-    let mut expect = 1u64;
-    Bench::duo(
-        ctx.name("gex.put_pingpong_8B"),
-        Unit::Latency,
-        move |iters| {
-            let t0 = Instant::now();
-            for _ in 0..iters {
-                team.put_blocking(1, to1, &n.to_ne_bytes(), Flags::NONE)
-                    .unwrap();
-                let want = n + 1;
-                spin_until(|| mine.load(Ordering::Acquire) == want);
-                n += 2;
-            }
-            t0.elapsed()
-        },
-        move || {
-            team.put_blocking(1, to1, &u64::MAX.to_ne_bytes(), Flags::NONE)
-                .unwrap()
-        },
-        move || {
-            while await_value(mine, expect) != u64::MAX {
-                team.put_blocking(0, to0, &(expect + 1).to_ne_bytes(), Flags::NONE)
-                    .unwrap();
-                expect += 2;
-            }
-            mine.store(0, Ordering::Relaxed);
-        },
-    )
-}
-
-/// get_blocking of 8 bytes that rank 1 wrote into its segment.
-fn get_8b(ctx: &Ctx) -> Bench<'static> {
-    let team = ctx.team;
-    let src = ctx.remote(1, GET_OFF);
-    let mut word = [0u8; 8];
-    let mut checked = false;
-    Bench::solo(ctx.name("gex.get_8B"), Unit::Latency, move |iters| {
-        let t0 = Instant::now();
-        for _ in 0..iters {
-            team.get_blocking(black_box(&mut word), 1, src, Flags::NONE)
-                .unwrap();
-        }
-        let t = t0.elapsed();
-        if !checked {
-            assert_eq!(
-                u64::from_ne_bytes(word),
-                GET_VALUE,
-                "get_8B read wrong data"
-            );
-            checked = true;
-        }
-        t
-    })
-}
-
-/// A private, page-aligned buffer of `len` bytes filled with `fill` (so every page is
-/// faulted in), for the life of the process. Page alignment matches the segment's, so
-/// that copies to and from the segment and the memcpy baseline see the same relative
-/// alignment of source and destination (which `rep movsb` is sensitive to).
-fn page_aligned(len: usize, fill: u8) -> &'static mut [u8] {
-    let layout = std::alloc::Layout::from_size_align(len.max(1), 4096).expect("layout");
-    // SAFETY: a non-zero-sized layout; the allocation is checked, fully initialized
-    // below before being read, and never freed (leaked for the life of the process).
-    unsafe {
-        let p = std::alloc::alloc(layout);
-        if p.is_null() {
-            std::alloc::handle_alloc_error(layout);
-        }
-        std::ptr::write_bytes(p, fill, len);
-        std::slice::from_raw_parts_mut(p, len)
-    }
 }
 
 const GET_SEED: u64 = 0x5eed_0001;
@@ -690,22 +432,13 @@ fn driver() -> i32 {
         Some((2.0, TargetIs::Max)),
     );
 
-    report.print_table(&format!(
-        "gex benchmarks: ranks 0 and 1 of a 2-rank job (*_4ranks: of a 4-rank job, ranks 2 \
-         and 3 idle in a barrier); {machine}"
-    ));
-    match report.write_json() {
-        Ok(path) => println!("results: {}", path.display()),
-        Err(e) => {
-            eprintln!("cannot write the results file: {e}");
-            return 1;
-        }
-    }
-    if report.errors.is_empty() {
-        0
-    } else {
-        1
-    }
+    report.finish(
+        &format!(
+            "gex benchmarks: ranks 0 and 1 of a 2-rank job (*_4ranks: of a 4-rank job, ranks 2 \
+             and 3 idle in a barrier); {machine}"
+        ),
+        &[],
+    )
 }
 
 fn main() {

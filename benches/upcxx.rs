@@ -62,6 +62,7 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use common::am::*;
+use common::figures::{self, page_aligned, Bench, Unit};
 use common::{spin_until, Measured, RankJob, Report, Sampler, TargetIs};
 use gex::{AmCategory, AmEntry, AmRole, Flags, Lc, Team, Token};
 use upcxx::{GlobalPtr, ProgressLevel, Promise};
@@ -251,115 +252,6 @@ impl Ctx {
     }
 }
 
-/// How a figure is computed from the time per operation.
-#[derive(Clone, Copy)]
-enum Unit {
-    Latency,
-    /// Latency of one of the `n` items an operation handles.
-    PerItem(usize),
-    Rate(&'static str),
-    Bandwidth(usize),
-}
-
-/// One figure: rank 0 measures, rank 1 may have to take part (as in gex.rs).
-struct Bench<'a> {
-    name: String,
-    unit: Unit,
-    /// Rank 0: performs `iters` operations and returns their time. Each call continues
-    /// where the previous one stopped, so rank 1's `serve` needs no iteration count.
-    run: Box<dyn FnMut(u64) -> Duration + 'a>,
-    /// Rank 0, after the runs of a phase: tells rank 1's `serve` to return.
-    stop: Box<dyn FnMut() + 'a>,
-    /// Rank 1: takes part until rank 0's `stop`.
-    serve: Box<dyn FnMut() + 'a>,
-    /// Rank 1, after the last phase: checks the data it received (panics if wrong).
-    check1: Box<dyn FnMut() + 'a>,
-}
-
-impl<'a> Bench<'a> {
-    /// Rank 0 alone (rank 1 waits in the barrier).
-    fn solo(name: &str, unit: Unit, run: impl FnMut(u64) -> Duration + 'a) -> Bench<'a> {
-        Bench {
-            name: name.to_owned(),
-            unit,
-            run: Box::new(run),
-            stop: Box::new(|| {}),
-            serve: Box::new(|| {}),
-            check1: Box::new(|| {}),
-        }
-    }
-
-    /// With rank 1 serving until stopped.
-    fn duo(
-        name: &str,
-        unit: Unit,
-        run: impl FnMut(u64) -> Duration + 'a,
-        stop: impl FnMut() + 'a,
-        serve: impl FnMut() + 'a,
-    ) -> Bench<'a> {
-        Bench {
-            stop: Box::new(stop),
-            serve: Box::new(serve),
-            ..Bench::solo(name, unit, run)
-        }
-    }
-
-    fn checked_by_rank1(mut self, check: impl FnMut() + 'a) -> Bench<'a> {
-        self.check1 = Box::new(check);
-        self
-    }
-}
-
-/// Measures `benches` interleaved, as `gex.rs` does: a calibration phase for each, then
-/// `sampler.rounds()` rounds of one sample of each (the first `warmup` rounds
-/// discarded). Each phase is rank 0's part, rank 1's part, then a UPC++ barrier (which
-/// makes user-level progress). Returns rank 0's results.
-fn measure(ctx: &Ctx, mut benches: Vec<Bench<'_>>) -> Vec<Measured> {
-    let sampler = ctx.sampler;
-    let mut iters = vec![1u64; benches.len()];
-    let mut samples = vec![Vec::new(); benches.len()];
-    for round in 0..=sampler.rounds() {
-        for (i, b) in benches.iter_mut().enumerate() {
-            match ctx.rank {
-                0 if round == 0 => {
-                    iters[i] = sampler.calibrate(&mut |n| (b.run)(n));
-                    (b.stop)();
-                }
-                0 => {
-                    let t = (b.run)(iters[i]);
-                    (b.stop)();
-                    if round > sampler.warmup {
-                        samples[i].push(t.as_nanos() as f64 / iters[i] as f64);
-                    }
-                }
-                1 => (b.serve)(),
-                _ => {}
-            }
-            upcxx::barrier();
-        }
-    }
-    if ctx.rank == 1 {
-        benches.iter_mut().for_each(|b| (b.check1)());
-    }
-    upcxx::barrier();
-    if ctx.rank != 0 {
-        return Vec::new();
-    }
-    benches
-        .iter()
-        .zip(samples)
-        .map(|(b, ns)| match b.unit {
-            Unit::Latency => Measured::latency_ns(b.name.clone(), &ns),
-            Unit::PerItem(n) => {
-                let per: Vec<f64> = ns.iter().map(|&t| t / n as f64).collect();
-                Measured::latency_ns(b.name.clone(), &per)
-            }
-            Unit::Rate(unit) => Measured::rate(b.name.clone(), unit, &ns),
-            Unit::Bandwidth(bytes) => Measured::bandwidth_gbs(b.name.clone(), bytes, &ns),
-        })
-        .collect()
-}
-
 fn rank_main(job: RankJob) {
     upcxx::init();
     let team = upcxx::backend::gex_team();
@@ -389,14 +281,24 @@ fn rank_main(job: RankJob) {
     };
 
     let mut latency = vec![
-        raw_pingpong(&ctx),
-        am_short_roundtrip(&ctx),
+        figures::raw_pingpong("raw.pingpong_roundtrip", word(ctx.rank1().raw_line)),
+        figures::am_short_roundtrip("gex.am_short_roundtrip", team),
         rpc_roundtrip(&ctx),
-        gex_put_pingpong(&ctx),
+        figures::put_pingpong(
+            "gex.put_pingpong_8B",
+            team,
+            owner_addr(team, ctx.peer.gex_flag),
+            word(ctx.me.gex_flag),
+        ),
         upcxx_rput_pingpong(&ctx),
-        gex_get_8b(&ctx),
+        figures::get_8b(
+            "gex.get_8B",
+            team,
+            owner_addr(team, ctx.rank1().get_word),
+            GET_VALUE,
+        ),
         upcxx_rget_8b(&ctx),
-        am_medium_rate(&ctx),
+        figures::am_medium_rate("gex.am_medium_64B_rate", team),
         rpc_ff_rate(&ctx),
     ];
     if std::env::var_os(DIAG).is_some_and(|v| !v.is_empty()) {
@@ -412,45 +314,10 @@ fn rank_main(job: RankJob) {
     upcxx::finalize();
 }
 
-/// One cache line of rank 1's segment bounced between ranks 0 and 1 with plain atomics:
-/// rank 0 stores the odd `n`, rank 1 answers `n + 1`; `u64::MAX` stops rank 1, which
-/// then clears the line for the next phase.
-fn raw_pingpong(ctx: &Ctx) -> Bench<'static> {
-    let mut n = 1u64;
-    let mut expect = 1u64;
-    let line = word(ctx.rank1().raw_line);
-    Bench::duo(
-        "raw.pingpong_roundtrip",
-        Unit::Latency,
-        move |iters| {
-            let t0 = Instant::now();
-            for _ in 0..iters {
-                line.store(n, Ordering::Release);
-                let want = n + 1;
-                spin_until(|| line.load(Ordering::Acquire) == want);
-                n += 2;
-            }
-            t0.elapsed()
-        },
-        move || line.store(u64::MAX, Ordering::Release),
-        move || {
-            while await_value(line, expect) != u64::MAX {
-                line.store(expect + 1, Ordering::Release);
-                expect += 2;
-            }
-            line.store(0, Ordering::Relaxed);
-        },
-    )
-}
-
-/// Rank 1's side of the gex AM figures: poll (running the handlers) until rank 0 says
-/// stop.
-fn serve_gex_until_stopped() {
-    spin_until(|| {
-        gex::poll();
-        STOP.load(Ordering::Relaxed)
-    });
-    STOP.store(false, Ordering::Relaxed);
+/// [`figures::measure`] with a UPC++ barrier (which makes user-level progress) ending
+/// each phase.
+fn measure(ctx: &Ctx, benches: Vec<Bench<'_>>) -> Vec<Measured> {
+    figures::measure(ctx.rank, ctx.sampler, upcxx::barrier, benches)
 }
 
 /// Rank 1's side of the RPC figures: make user-level progress (running the RPCs) until
@@ -461,32 +328,6 @@ fn serve_upcxx_until_stopped() {
         STOP.load(Ordering::Relaxed)
     });
     STOP.store(false, Ordering::Relaxed);
-}
-
-/// request_short to rank 1, whose handler replies with reply_short; rank 0 polls until
-/// the Pong carrying the same sequence number has run.
-fn am_short_roundtrip(ctx: &Ctx) -> Bench<'static> {
-    let team = ctx.team;
-    let mut seq = 0u32;
-    Bench::duo(
-        "gex.am_short_roundtrip",
-        Unit::Latency,
-        move |iters| {
-            let t0 = Instant::now();
-            for _ in 0..iters {
-                seq = seq.wrapping_add(1);
-                let want = seq;
-                team.request_short(1, H_PING, &[want], Flags::NONE).unwrap();
-                spin_until(|| {
-                    gex::poll();
-                    LAST_PONG.load(Ordering::Relaxed) == want
-                });
-            }
-            t0.elapsed()
-        },
-        move || stop_server(team),
-        serve_gex_until_stopped,
-    )
 }
 
 /// `upcxx::rpc(1, || (), ()).wait()`: an empty function on rank 1 and the empty reply.
@@ -513,45 +354,6 @@ fn rpc_roundtrip(ctx: &Ctx) -> Bench<'static> {
         },
         move || stop_server(team),
         serve_upcxx_until_stopped,
-    )
-}
-
-/// Rank 0 puts the odd `n` into rank 1's segment with gex put_blocking; rank 1 spins on
-/// its own segment memory until it sees it and puts `n + 1` into rank 0's segment,
-/// where rank 0 spins. `u64::MAX` stops rank 1, which then clears its flag for the next
-/// phase. (The protocol of `gex.rs`.)
-fn gex_put_pingpong(ctx: &Ctx) -> Bench<'static> {
-    let team = ctx.team;
-    let mine = word(ctx.me.gex_flag);
-    let theirs = owner_addr(team, ctx.peer.gex_flag);
-    let mut n = 1u64;
-    let mut expect = 1u64;
-    Bench::duo(
-        "gex.put_pingpong_8B",
-        Unit::Latency,
-        move |iters| {
-            let t0 = Instant::now();
-            for _ in 0..iters {
-                team.put_blocking(1, theirs, &n.to_ne_bytes(), Flags::NONE)
-                    .unwrap();
-                let want = n + 1;
-                spin_until(|| mine.load(Ordering::Acquire) == want);
-                n += 2;
-            }
-            t0.elapsed()
-        },
-        move || {
-            team.put_blocking(1, theirs, &u64::MAX.to_ne_bytes(), Flags::NONE)
-                .unwrap()
-        },
-        move || {
-            while await_value(mine, expect) != u64::MAX {
-                team.put_blocking(0, theirs, &(expect + 1).to_ne_bytes(), Flags::NONE)
-                    .unwrap();
-                expect += 2;
-            }
-            mine.store(0, Ordering::Relaxed);
-        },
     )
 }
 
@@ -586,31 +388,6 @@ fn upcxx_rput_pingpong(ctx: &Ctx) -> Bench<'static> {
     )
 }
 
-/// get_blocking of the u64 rank 1 wrote into its segment.
-fn gex_get_8b(ctx: &Ctx) -> Bench<'static> {
-    let team = ctx.team;
-    let src = owner_addr(team, ctx.rank1().get_word);
-    let mut buf = [0u8; 8];
-    let mut checked = false;
-    Bench::solo("gex.get_8B", Unit::Latency, move |iters| {
-        let t0 = Instant::now();
-        for _ in 0..iters {
-            team.get_blocking(black_box(&mut buf), 1, src, Flags::NONE)
-                .unwrap();
-        }
-        let t = t0.elapsed();
-        if !checked {
-            assert_eq!(
-                u64::from_ne_bytes(buf),
-                GET_VALUE,
-                "gex get_8B read wrong data"
-            );
-            checked = true;
-        }
-        t
-    })
-}
-
 /// `upcxx::rget(gp).wait()` of the same u64.
 fn upcxx_rget_8b(ctx: &Ctx) -> Bench<'static> {
     let src = ctx.rank1().get_word;
@@ -629,35 +406,6 @@ fn upcxx_rget_8b(ctx: &Ctx) -> Bench<'static> {
         }
         t
     })
-}
-
-/// Rank 0 streams 64-byte Medium requests to rank 1, which polls; a sample ends when
-/// rank 1 confirms it handled them all (as in gex.rs).
-fn am_medium_rate(ctx: &Ctx) -> Bench<'static> {
-    let team = ctx.team;
-    let mut payload = [0u8; MEDIUM_BYTES];
-    for (i, b) in payload.iter_mut().enumerate() {
-        *b = i as u8;
-    }
-    let mut sent = 0u64;
-    Bench::duo(
-        "gex.am_medium_64B_rate",
-        Unit::Rate("msg/s"),
-        move |iters| {
-            let t0 = Instant::now();
-            for _ in 0..iters {
-                sent += 1;
-                let seq = sent as u32;
-                payload[..4].copy_from_slice(&seq.to_le_bytes());
-                team.request_medium(1, H_MEDIUM, &payload, Lc::Now, Flags::NONE, &[seq])
-                    .unwrap();
-            }
-            sync_medium(team, sent);
-            t0.elapsed()
-        },
-        move || stop_server(team),
-        serve_gex_until_stopped,
-    )
 }
 
 /// Rank 1: `rpc_ff` messages run, and how many carried an unexpected sequence number
@@ -709,22 +457,6 @@ fn rpc_ff_rate(ctx: &Ctx) -> Bench<'static> {
         move || stop_server(team),
         serve_upcxx_until_stopped,
     )
-}
-
-/// A private, page-aligned buffer of `len` bytes filled with `fill`, for the life of
-/// the process (as in gex.rs: the same relative alignment as the segment's pages).
-fn page_aligned(len: usize, fill: u8) -> &'static mut [u8] {
-    let layout = std::alloc::Layout::from_size_align(len.max(1), 4096).expect("layout");
-    // SAFETY: a non-zero-sized layout; the allocation is checked, fully initialized
-    // below before being read, and never freed (leaked for the life of the process).
-    unsafe {
-        let p = std::alloc::alloc(layout);
-        if p.is_null() {
-            std::alloc::handle_alloc_error(layout);
-        }
-        std::ptr::write_bytes(p, fill, len);
-        std::slice::from_raw_parts_mut(p, len)
-    }
 }
 
 const GEX_SEED: u64 = 0x5eed_0003;
@@ -1048,7 +780,7 @@ fn diag(ctx: &Ctx) -> Vec<Bench<'static>> {
                 t0.elapsed()
             },
             move || stop_server(team),
-            serve_gex_until_stopped,
+            serve_until_stopped,
         ),
         Bench::duo(
             "diag.gex_am_medium10_8B_rate",
@@ -1085,7 +817,7 @@ fn diag(ctx: &Ctx) -> Vec<Bench<'static>> {
                 t0.elapsed()
             },
             move || stop_server(team),
-            serve_gex_until_stopped,
+            serve_until_stopped,
         ),
     ]
 }
@@ -1167,22 +899,13 @@ fn driver() -> i32 {
         None,
     );
 
-    report.print_table(&format!(
-        "upcxx benchmarks: ranks 0 and 1 of a 2-rank job, gex baselines on the same team \
-         in the same job; {machine}"
-    ));
-    match report.write_json() {
-        Ok(path) => println!("results: {}", path.display()),
-        Err(e) => {
-            eprintln!("cannot write the results file: {e}");
-            return 1;
-        }
-    }
-    if report.errors.is_empty() {
-        0
-    } else {
-        1
-    }
+    report.finish(
+        &format!(
+            "upcxx benchmarks: ranks 0 and 1 of a 2-rank job, gex baselines on the same team \
+             in the same job; {machine}"
+        ),
+        &[],
+    )
 }
 
 fn main() {

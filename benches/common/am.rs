@@ -78,6 +78,16 @@ pub fn await_value(word: &AtomicU64, expect: u64) -> u64 {
     v
 }
 
+/// Rank 1's side of the gex AM figures: poll (running the handlers) until rank 0 says
+/// stop.
+pub fn serve_until_stopped() {
+    spin_until(|| {
+        gex::poll();
+        STOP.load(Ordering::Relaxed)
+    });
+    STOP.store(false, Ordering::Relaxed);
+}
+
 pub fn stop_server(team: Team) {
     team.request_short(1, H_STOP, &[], Flags::NONE).unwrap();
 }

@@ -23,6 +23,7 @@
 #![allow(dead_code)]
 
 pub mod am;
+pub mod figures;
 pub mod states;
 
 use std::ffi::OsString;
@@ -580,6 +581,24 @@ impl Report {
         let mut stdout = std::io::stdout().lock();
         let _ = stdout.write_all(out.as_bytes());
         let _ = stdout.flush();
+    }
+
+    /// Ends a bench: prints the table under `title` (with the errors) and `notes` under
+    /// it, writes the JSON and returns the bench's exit code: 1 if a job failed or the
+    /// JSON could not be written, 0 otherwise (a missed target is no failure).
+    pub fn finish(&self, title: &str, notes: &[String]) -> i32 {
+        self.print_table(title);
+        for line in notes {
+            println!("{line}");
+        }
+        match self.write_json() {
+            Ok(path) => println!("results: {}", path.display()),
+            Err(e) => {
+                eprintln!("cannot write the results file: {e}");
+                return 1;
+            }
+        }
+        i32::from(!self.errors.is_empty())
     }
 
     /// Writes `<target dir>/bench-results/<bench>.json` and returns its path.

@@ -1,0 +1,301 @@
+//! Figures of two ranks and the loop that measures them interleaved, shared by `gex.rs`
+//! and `upcxx.rs` (which re-measures the raw and gex figures in its own job, as
+//! baselines of the UPC++ ones).
+
+use std::hint::black_box;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use gex::{Flags, Lc, Team};
+
+use super::am::{
+    await_value, serve_until_stopped, stop_server, sync_medium, H_MEDIUM, H_PING, LAST_PONG,
+    MEDIUM_BYTES,
+};
+use super::{spin_until, Measured, Sampler};
+
+/// How a figure is computed from the time per operation.
+#[derive(Clone, Copy)]
+pub enum Unit {
+    Latency,
+    /// Latency of one of the `n` items an operation handles.
+    PerItem(usize),
+    Rate(&'static str),
+    Bandwidth(usize),
+}
+
+/// One figure: rank 0 measures, rank 1 may have to take part.
+pub struct Bench<'a> {
+    name: String,
+    unit: Unit,
+    /// Rank 0: performs `iters` operations and returns their time. Each call continues
+    /// where the previous one stopped, so rank 1's `serve` needs no iteration count.
+    run: Box<dyn FnMut(u64) -> Duration + 'a>,
+    /// Rank 0, after the runs of a phase: tells rank 1's `serve` to return.
+    stop: Box<dyn FnMut() + 'a>,
+    /// Rank 1: takes part until rank 0's `stop`.
+    serve: Box<dyn FnMut() + 'a>,
+    /// Rank 1, after the last phase: checks the data it received (panics if wrong).
+    check1: Box<dyn FnMut() + 'a>,
+}
+
+impl<'a> Bench<'a> {
+    /// Rank 0 alone (rank 1 waits in the barrier).
+    pub fn solo(
+        name: impl Into<String>,
+        unit: Unit,
+        run: impl FnMut(u64) -> Duration + 'a,
+    ) -> Bench<'a> {
+        Bench {
+            name: name.into(),
+            unit,
+            run: Box::new(run),
+            stop: Box::new(|| {}),
+            serve: Box::new(|| {}),
+            check1: Box::new(|| {}),
+        }
+    }
+
+    /// With rank 1 serving until stopped.
+    pub fn duo(
+        name: impl Into<String>,
+        unit: Unit,
+        run: impl FnMut(u64) -> Duration + 'a,
+        stop: impl FnMut() + 'a,
+        serve: impl FnMut() + 'a,
+    ) -> Bench<'a> {
+        Bench {
+            stop: Box::new(stop),
+            serve: Box::new(serve),
+            ..Bench::solo(name, unit, run)
+        }
+    }
+
+    pub fn checked_by_rank1(mut self, check: impl FnMut() + 'a) -> Bench<'a> {
+        self.check1 = Box::new(check);
+        self
+    }
+}
+
+/// Measures `benches` interleaved: a calibration phase for each (which starts with one
+/// untimed operation, see `Sampler::calibrate`), then `sampler.rounds()` rounds of one
+/// sample of each (the first `warmup` rounds discarded), so that a slow stretch of a busy
+/// machine hits every figure alike and their ratios stay meaningful. Each phase is rank
+/// 0's part, rank 1's part, then `barrier()` on all ranks; ranks other than 0 and 1 spend
+/// every phase waiting in that barrier, polling as a real program's idle ranks would.
+/// Returns rank 0's results (nothing on the other ranks).
+pub fn measure(
+    rank: u32,
+    sampler: Sampler,
+    barrier: impl Fn(),
+    mut benches: Vec<Bench<'_>>,
+) -> Vec<Measured> {
+    let mut iters = vec![1u64; benches.len()];
+    let mut samples = vec![Vec::new(); benches.len()];
+    for round in 0..=sampler.rounds() {
+        for (i, b) in benches.iter_mut().enumerate() {
+            match rank {
+                0 if round == 0 => {
+                    iters[i] = sampler.calibrate(&mut |n| (b.run)(n));
+                    (b.stop)();
+                }
+                0 => {
+                    let t = (b.run)(iters[i]);
+                    (b.stop)();
+                    if round > sampler.warmup {
+                        samples[i].push(t.as_nanos() as f64 / iters[i] as f64);
+                    }
+                }
+                1 => (b.serve)(),
+                _ => {}
+            }
+            barrier();
+        }
+    }
+    if rank == 1 {
+        benches.iter_mut().for_each(|b| (b.check1)());
+    }
+    barrier();
+    if rank != 0 {
+        return Vec::new();
+    }
+    benches
+        .iter()
+        .zip(samples)
+        .map(|(b, ns)| match b.unit {
+            Unit::Latency => Measured::latency_ns(b.name.clone(), &ns),
+            Unit::PerItem(n) => {
+                let per: Vec<f64> = ns.iter().map(|&t| t / n as f64).collect();
+                Measured::latency_ns(b.name.clone(), &per)
+            }
+            Unit::Rate(unit) => Measured::rate(b.name.clone(), unit, &ns),
+            Unit::Bandwidth(bytes) => Measured::bandwidth_gbs(b.name.clone(), bytes, &ns),
+        })
+        .collect()
+}
+
+/// A private, page-aligned buffer of `len` bytes filled with `fill` (so every page is
+/// faulted in), for the life of the process. Page alignment matches the segment's, so
+/// that copies to and from the segment and the memcpy baseline see the same relative
+/// alignment of source and destination (which `rep movsb` is sensitive to).
+pub fn page_aligned(len: usize, fill: u8) -> &'static mut [u8] {
+    let layout = std::alloc::Layout::from_size_align(len.max(1), 4096).expect("layout");
+    // SAFETY: a non-zero-sized layout; the allocation is checked, fully initialized
+    // below before being read, and never freed (leaked for the life of the process).
+    unsafe {
+        let p = std::alloc::alloc(layout);
+        if p.is_null() {
+            std::alloc::handle_alloc_error(layout);
+        }
+        std::ptr::write_bytes(p, fill, len);
+        std::slice::from_raw_parts_mut(p, len)
+    }
+}
+
+/// `raw.pingpong_roundtrip`: one cache line of rank 1's segment (`line`, as this
+/// process maps it) bounced between ranks 0 and 1 with plain atomics: rank 0 stores the
+/// odd `n`, rank 1 answers `n + 1`; `u64::MAX` stops rank 1, which then clears the line
+/// for the next phase.
+pub fn raw_pingpong(name: impl Into<String>, line: &'static AtomicU64) -> Bench<'static> {
+    let mut n = 1u64;
+    let mut expect = 1u64;
+    Bench::duo(
+        name,
+        Unit::Latency,
+        move |iters| {
+            let t0 = Instant::now();
+            for _ in 0..iters {
+                line.store(n, Ordering::Release);
+                let want = n + 1;
+                spin_until(|| line.load(Ordering::Acquire) == want);
+                n += 2;
+            }
+            t0.elapsed()
+        },
+        move || line.store(u64::MAX, Ordering::Release),
+        move || {
+            while await_value(line, expect) != u64::MAX {
+                line.store(expect + 1, Ordering::Release);
+                expect += 2;
+            }
+            line.store(0, Ordering::Relaxed);
+        },
+    )
+}
+
+/// `gex.am_short_roundtrip`: request_short to rank 1, whose handler replies with
+/// reply_short; rank 0 polls until the Pong carrying the same sequence number has run.
+pub fn am_short_roundtrip(name: impl Into<String>, team: Team) -> Bench<'static> {
+    let mut seq = 0u32;
+    Bench::duo(
+        name,
+        Unit::Latency,
+        move |iters| {
+            let t0 = Instant::now();
+            for _ in 0..iters {
+                seq = seq.wrapping_add(1);
+                let want = seq;
+                team.request_short(1, H_PING, &[want], Flags::NONE).unwrap();
+                spin_until(|| {
+                    gex::poll();
+                    LAST_PONG.load(Ordering::Relaxed) == want
+                });
+            }
+            t0.elapsed()
+        },
+        move || stop_server(team),
+        serve_until_stopped,
+    )
+}
+
+/// `gex.am_medium_64B_rate`: rank 0 streams 64-byte Medium requests to rank 1, which
+/// polls; a sample ends when rank 1 confirms it handled them all (and that their
+/// payloads were right).
+pub fn am_medium_rate(name: impl Into<String>, team: Team) -> Bench<'static> {
+    let mut payload = [0u8; MEDIUM_BYTES];
+    for (i, b) in payload.iter_mut().enumerate() {
+        *b = i as u8;
+    }
+    let mut sent = 0u64;
+    Bench::duo(
+        name,
+        Unit::Rate("msg/s"),
+        move |iters| {
+            let t0 = Instant::now();
+            for _ in 0..iters {
+                sent += 1;
+                let seq = sent as u32;
+                payload[..4].copy_from_slice(&seq.to_le_bytes());
+                team.request_medium(1, H_MEDIUM, &payload, Lc::Now, Flags::NONE, &[seq])
+                    .unwrap();
+            }
+            sync_medium(team, sent);
+            t0.elapsed()
+        },
+        move || stop_server(team),
+        serve_until_stopped,
+    )
+}
+
+/// `gex.put_pingpong_8B`: rank 0 puts the odd `n` into rank 1's segment with
+/// put_blocking; rank 1 spins on its own segment memory until it sees it and puts
+/// `n + 1` into rank 0's segment, where rank 0 spins. `theirs` is the other rank's flag
+/// (in its owner's address space, for the put), `mine` this rank's own. `u64::MAX`
+/// stops rank 1, which then clears its flag for the next phase.
+pub fn put_pingpong(
+    name: impl Into<String>,
+    team: Team,
+    theirs: usize,
+    mine: &'static AtomicU64,
+) -> Bench<'static> {
+    let mut n = 1u64;
+    let mut expect = 1u64;
+    Bench::duo(
+        name,
+        Unit::Latency,
+        move |iters| {
+            let t0 = Instant::now();
+            for _ in 0..iters {
+                team.put_blocking(1, theirs, &n.to_ne_bytes(), Flags::NONE)
+                    .unwrap();
+                let want = n + 1;
+                spin_until(|| mine.load(Ordering::Acquire) == want);
+                n += 2;
+            }
+            t0.elapsed()
+        },
+        move || {
+            team.put_blocking(1, theirs, &u64::MAX.to_ne_bytes(), Flags::NONE)
+                .unwrap()
+        },
+        move || {
+            while await_value(mine, expect) != u64::MAX {
+                team.put_blocking(0, theirs, &(expect + 1).to_ne_bytes(), Flags::NONE)
+                    .unwrap();
+                expect += 2;
+            }
+            mine.store(0, Ordering::Relaxed);
+        },
+    )
+}
+
+/// `gex.get_8B`: get_blocking of the 8 bytes at `src` of rank 1's segment (in rank 1's
+/// address space), which hold `expect`; checked once.
+pub fn get_8b(name: impl Into<String>, team: Team, src: usize, expect: u64) -> Bench<'static> {
+    let name = name.into();
+    let mut word = [0u8; 8];
+    let mut checked = false;
+    Bench::solo(name.clone(), Unit::Latency, move |iters| {
+        let t0 = Instant::now();
+        for _ in 0..iters {
+            team.get_blocking(black_box(&mut word), 1, src, Flags::NONE)
+                .unwrap();
+        }
+        let t = t0.elapsed();
+        if !checked {
+            assert_eq!(u64::from_ne_bytes(word), expect, "{name} read wrong data");
+            checked = true;
+        }
+        t
+    })
+}
