@@ -662,8 +662,10 @@ impl Tracer {
         let mut stack: Vec<OpenRecord> = Vec::new();
         // Async operations waiting for a sync, by handle.
         let mut pending: Vec<(u64, String, String, String)> = Vec::new();
+        let mut last_ts = None;
         for record in records {
             let r = &record;
+            last_ts = Some(us(r.ticks));
             let def = events::by_tag(r.tag);
             let cat = def.map_or("user", |d| d.layer.name()).to_owned();
             match r.ty {
@@ -761,6 +763,16 @@ impl Tracer {
                     args: args_json(r, def.map(|d| d.start_args), strings),
                     ..TraceEvent::default()
                 }),
+            }
+        }
+        // Operations no sync retired (the program ended without one, or the sync was
+        // not measured) end at the thread's last event, marked so: an async begin
+        // without its end would be drawn open to the end of the whole trace.
+        if let Some(ts) = last_ts {
+            for (_, id, name, cat) in pending {
+                let mut end = async_end(&name, &cat, pid, tid, ts, id);
+                end.args.insert("synced".into(), Value::Bool(false));
+                out.push(end);
             }
         }
     }
@@ -1024,6 +1036,112 @@ mod tests {
                 (20, wait, End),
             ]
         );
+    }
+
+    /// GASP §5.4.6: an initiation whose END names a handle other than
+    /// `GASP_NB_TRIVIAL` stays open, as an async slice, until the sync of that handle;
+    /// a trivial one ends at its initiation's END; one never synced ends at the
+    /// thread's last event, marked unsynced. Overlapping operations keep their own ids.
+    #[test]
+    fn a_non_blocking_operation_is_an_async_slice_up_to_the_sync_of_its_handle() {
+        let info = InitInfo {
+            language: crate::Language::Gex,
+            rank: 2,
+            ranks: 4,
+            local_ranks: 0..4,
+        };
+        let tracer = Tracer::new(&info, &[]);
+        let mut t = ThreadTrace::new(usize::MAX, 1 << 12);
+        let g = GPtr { rank: 1, addr: 64 };
+        let init = |h: u64| {
+            [
+                Arg::Int(1),
+                Arg::GPtr(g),
+                Arg::Ptr(8),
+                Arg::Bytes(8),
+                Arg::Handle(h),
+            ]
+        };
+        let at = Location::caller();
+        let t0 = t.start_ticks + 1000;
+        let put = events::GASP_UPC_NB_PUT_INIT;
+        // Two overlapping puts (handles 42 and 43), a trivial one, the sync of 43, then
+        // of 42, and a put (handle 44) nothing syncs.
+        t.push(t0 + 10, Some(t0), put, EventType::End, at, &init(42));
+        t.push(t0 + 30, Some(t0 + 20), put, EventType::End, at, &init(43));
+        t.push(
+            t0 + 50,
+            Some(t0 + 40),
+            put,
+            EventType::End,
+            at,
+            &init(NB_TRIVIAL),
+        );
+        let sync = events::GASP_UPC_NB_SYNC;
+        t.push(
+            t0 + 70,
+            Some(t0 + 60),
+            sync,
+            EventType::End,
+            at,
+            &[Arg::Handle(43)],
+        );
+        t.push(
+            t0 + 90,
+            Some(t0 + 80),
+            sync,
+            EventType::End,
+            at,
+            &[Arg::Handle(42)],
+        );
+        t.push(t0 + 110, Some(t0 + 100), put, EventType::End, at, &init(44));
+        let cal = timer::calibration();
+        let mut out = Vec::new();
+        tracer.convert(&cal, 0, t.decode(), &t.strings, &mut out);
+        let us = |ticks: Ticks| cal.to_monotonic_ns(ticks) as f64 / 1000.0;
+        let asyncs: Vec<(&str, f64, &str)> = out
+            .iter()
+            .filter(|e| e.ph == "b" || e.ph == "e")
+            .map(|e| (e.ph.as_str(), e.ts, e.id.as_deref().unwrap()))
+            .collect();
+        let ids: Vec<&str> = asyncs.iter().filter(|a| a.0 == "b").map(|a| a.2).collect();
+        assert_eq!(ids.len(), 4, "one async slice per initiation: {asyncs:?}");
+        let (p42, p43, trivial, p44) = (ids[0], ids[1], ids[2], ids[3]);
+        assert!(
+            ids.iter().enumerate().all(|(i, a)| !ids[..i].contains(a)),
+            "own ids"
+        );
+        let end = |id: &str| {
+            let ends: Vec<f64> = asyncs
+                .iter()
+                .filter(|a| a.0 == "e" && a.2 == id)
+                .map(|a| a.1)
+                .collect();
+            assert_eq!(ends.len(), 1, "one end for {id}: {asyncs:?}");
+            ends[0]
+        };
+        assert_eq!(
+            end(trivial),
+            us(t0 + 50),
+            "a trivial handle ends at its initiation"
+        );
+        assert_eq!(end(p43), us(t0 + 70), "handle 43 ends at its sync's END");
+        assert_eq!(end(p42), us(t0 + 90), "handle 42 ends at its sync's END");
+        assert_eq!(
+            end(p44),
+            us(t0 + 110),
+            "an unsynced handle ends at the last event"
+        );
+        let unsynced: Vec<&TraceEvent> = out
+            .iter()
+            .filter(|e| e.args.get("synced") == Some(&Value::Bool(false)))
+            .collect();
+        assert_eq!(unsynced.len(), 1);
+        assert_eq!(unsynced[0].id.as_deref(), Some(p44));
+        assert!(out
+            .iter()
+            .filter(|e| e.ph == "b")
+            .all(|e| e.pid == 2 && e.name == "GASP_UPC_NB_PUT_INIT"));
     }
 
     #[test]
