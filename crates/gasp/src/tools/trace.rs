@@ -3,10 +3,11 @@
 //! Every event is appended to the thread's buffer as a compact record, and decoded at
 //! the end into Chrome trace events (see [`crate::formats`]): START/END pairs become
 //! complete events (`X`), initiations of non-blocking operations become async begin/end
-//! pairs that end at the sync that retired them (or at once, for operations complete at
-//! initiation), atomic events become instants, and an RPC's send and execution are
-//! joined by a flow (`s` at the send, `f` bound to the enclosing execution, matched by
-//! the message id both events carry). Puts and RPC replies have no event on the rank
+//! pairs that end at the sync that retired them (at once, for operations complete at
+//! initiation; at the thread's last event, marked unsynced, if no sync did), atomic
+//! events become instants, and an RPC's send and execution are joined by a flow (`s`
+//! at the send, `f` bound to the enclosing execution, matched by the message id both
+//! events carry). Puts and RPC replies have no event on the rank
 //! they affect (a put is a copy made by its initiator; a reply completes inside the
 //! initiator's progress without an event of its own), so they have no flow.
 //!
