@@ -1,8 +1,8 @@
 //! GASP events of the gex layer (gasp-1.4 §3, §5.4), with 1 to 4 ranks: the events a
 //! tool receives (tags, types, call sites, arguments), that an operation's internals are
 //! not reported, user events and measurement control (§3.3, §5.3), the `--profile-only`
-//! filter (§3.1.2), `--profile` vs `--profile-local` (§3.1.1), re-entrancy (§3.2), and
-//! the built-in profiler's and tracer's files.
+//! filter (§3.1.2), `--profile` vs `--profile-local` (§3.1.1), re-entrancy (§3.2), a
+//! non-collective exit (§5.4.1), and the built-in profiler's and tracer's files.
 mod common;
 
 use std::cell::Cell;
@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use gasp::events::*;
-use gasp::formats::{Profile, Trace};
+use gasp::formats::{Profile, Trace, TraceEvent};
 use gasp::{Arg, Event, EventType, GPtr, InitInfo, Tool};
 use gex::testing::{spmd, spmd_outcome, SpmdOptions};
 use gex::{AmEntry, AmRole, Client, Flags, Segment, Team, Token};
@@ -502,6 +502,60 @@ fn the_trace_is_valid_json_with_aligned_clocks() {
             last_start <= first_end + 5.0,
             "barrier {i}: a rank left at {first_end} µs before the last entered at {last_start} µs"
         );
+    }
+}
+
+/// The line of [`leave`]'s `gex::exit` call, the call site its event names.
+const LEAVE_LINE: u32 = line!() + 3;
+/// Leaves the job non-collectively with `status`.
+fn leave(status: i32) -> ! {
+    gex::exit(status)
+}
+
+/// GASP §5.4.1: a rank that leaves through `gex::exit` (a non-collective exit) reports
+/// one `GASP_UPC_NONCOLLECTIVE_EXIT`, of type `GASP_ATOMIC` (§3.2), carrying its exit
+/// status, at the call site, as its last event. The tool hears of it before it is told
+/// the run is over: the tracer's part of the rank that left is in the job's trace even
+/// though the job fails (the others, stopped in a barrier, leave none).
+#[test]
+fn a_non_collective_exit_is_reported_with_its_status() {
+    const STATUS: i32 = 7;
+    for ranks in [2, 3, 4] {
+        let out = out_file("gasp-exit");
+        let Some(outcome) = spmd_outcome(tool_options(ranks, "trace", &out), || {
+            let (_client, _ep, team) = Client::init("GASPX", Flags::NONE).unwrap();
+            team.barrier();
+            if team.rank() == team.size() - 1 {
+                leave(STATUS);
+            }
+            // Waits for the rank that left until the launcher stops the job.
+            team.barrier();
+        }) else {
+            continue;
+        };
+        assert_eq!(outcome.exit_code, STATUS, "{:?}", outcome.failure);
+        let text = std::fs::read_to_string(&out).expect("trace written");
+        std::fs::remove_file(&out).unwrap();
+        let t: Trace = serde_json::from_str(&text).unwrap();
+        let leaver = ranks as u32 - 1;
+        let exits: Vec<&TraceEvent> = t
+            .trace_events
+            .iter()
+            .filter(|e| e.name == "GASP_UPC_NONCOLLECTIVE_EXIT")
+            .collect();
+        assert_eq!(exits.len(), 1, "{ranks} ranks: {exits:?}");
+        let exit = exits[0];
+        assert_eq!((exit.ph.as_str(), exit.pid), ("i", leaver), "{exit:?}");
+        assert_eq!(exit.args["status"], STATUS, "{exit:?}");
+        assert_eq!(exit.args["line"], LEAVE_LINE, "{exit:?}");
+        let file = exit.args["file"].as_str().unwrap_or_default();
+        assert!(file.ends_with("gasp.rs"), "{file}");
+        let later: Vec<&TraceEvent> = t
+            .trace_events
+            .iter()
+            .filter(|e| e.pid == leaver && e.ph != "M" && e.ts > exit.ts)
+            .collect();
+        assert!(later.is_empty(), "after the exit: {later:?}");
     }
 }
 

@@ -1,8 +1,9 @@
 //! GASP events of the UPC++ layer (gasp-1.4 §5.4 mapped to UPC++ operations), with 2 to
 //! 4 ranks: each operation is reported once, at the user's call site, with the spec's
 //! arguments, and not also as the gex operations that implement it; the language is
-//! UPC++; a profile's totals match the program's operation counts; a trace joins each
-//! RPC's send and execution by a flow across ranks.
+//! UPC++; promise fulfilments are ATOMIC events; a profile's totals match the program's
+//! operation counts made while measuring (§3.3); a trace joins each RPC's send and
+//! execution by a flow across ranks.
 
 mod common;
 
@@ -214,6 +215,78 @@ fn waits_on_futures_not_ready_are_reported_at_their_call_site() {
             upcxx::barrier();
             assert_eq!(upcxx::rget(cell).wait(), 99);
             upcxx::delete_(cell);
+            upcxx::finalize();
+        });
+    }
+}
+
+/// `GASP_UPCXX_PROMISE_FULFILL`, an implementation-specific event (GASP §5.5) of type
+/// `GASP_ATOMIC` (§3.2): each `Promise::fulfill_anonymous` and `fulfill_result` is one
+/// event at its call site (§3.2's `linenum`), whose `count` (the event table's one
+/// argument) is the number of dependencies it satisfies. One made in an RPC body is
+/// reported too, by the rank that runs the body.
+#[test]
+fn each_promise_fulfilment_is_one_atomic_event_with_its_count() {
+    for ranks in [2, 3, 4] {
+        spmd(ranks, || {
+            let rec = install();
+            upcxx::init();
+            let next = (rank_me() + 1) % rank_n();
+            // Taken before the barrier: the previous rank's RPC may run here as soon as
+            // that rank leaves it.
+            let mark = rec.0.lock().unwrap().len();
+            upcxx::barrier();
+            let anonymous = upcxx::Promise::<()>::new();
+            anonymous.require_anonymous(3);
+            let one_line = line!() + 2;
+            for _ in 0..2 {
+                anonymous.fulfill_anonymous(1);
+            }
+            let two_line = line!() + 1;
+            anonymous.fulfill_anonymous(2);
+            assert!(
+                anonymous.get_future().ready(),
+                "1 + 3 dependencies satisfied"
+            );
+            let valued = upcxx::Promise::new();
+            let result_line = line!() + 1;
+            valued.fulfill_result(rank_me());
+            assert_eq!(valued.get_future().wait(), rank_me());
+            let body_line = line!() + 2;
+            let body = || {
+                upcxx::Promise::new().fulfill_result(rank_me());
+            };
+            upcxx::rpc(next, body, ()).wait();
+            upcxx::barrier();
+            let (in_body, here): (Vec<Rec>, Vec<Rec>) = rec.0.lock().unwrap()[mark..]
+                .iter()
+                .filter(|r| r.tag == GASP_UPCXX_PROMISE_FULFILL)
+                .cloned()
+                .partition(|r| r.line == body_line);
+            let fulfil = |line: u32, count: usize| {
+                expect(
+                    GASP_UPCXX_PROMISE_FULFILL,
+                    EventType::Atomic,
+                    line,
+                    &[Arg::Size(count)],
+                )
+            };
+            let me = rank_me();
+            assert_eq!(
+                here,
+                [
+                    fulfil(one_line, 1),
+                    fulfil(one_line, 1),
+                    fulfil(two_line, 2),
+                    fulfil(result_line, 1),
+                ],
+                "rank {me}"
+            );
+            assert_eq!(
+                in_body,
+                [fulfil(body_line, 1)],
+                "rank {me}: the previous rank's RPC"
+            );
             upcxx::finalize();
         });
     }
@@ -451,6 +524,68 @@ fn a_profile_counts_a_threads_last_wait() {
             };
             assert_eq!(count(GASP_UPCXX_RPC_SEND), 1, "rank {rank}");
             assert_eq!(count(GASP_UPCXX_FUTURE_WAIT), 1, "rank {rank}");
+        }
+    }
+}
+
+/// GASP §3.3 (`pupc_control`, §5.2): with measurement off the profiler measures nothing,
+/// system or user events, until it is turned on again; `control` returns the previous
+/// setting. Each rank makes `MEASURED` operations of each kind (a put, an ATOMIC promise
+/// fulfilment, a user event's START and END), `UNMEASURED` more with measurement off,
+/// then `RESUMED` more with it on: its profile counts `MEASURED + RESUMED` of each, and
+/// its row of the matrix as many messages.
+#[test]
+fn a_profile_counts_only_what_happens_while_measuring() {
+    const MEASURED: u64 = 5;
+    const UNMEASURED: u64 = 7;
+    const RESUMED: u64 = 3;
+    for ranks in [2, 3, 4] {
+        let Some(p) = with_tool::<Profile>("profile", "control", ranks, || {
+            upcxx::init();
+            let cells: GlobalPtr<u64> = upcxx::new_array(1);
+            let all = common::all_gather(&cells);
+            let next = all[((rank_me() + 1) % rank_n()) as usize];
+            let phase = gasp::create_event("phase", None);
+            let operations = |n: u64| {
+                for i in 0..n {
+                    upcxx::rput(i, next).wait();
+                    upcxx::Promise::<()>::new().fulfill_anonymous(1);
+                    gasp::event_start(phase, &[]);
+                    gasp::event_end(phase, &[]);
+                }
+            };
+            operations(MEASURED);
+            assert!(gasp::control(false), "measuring until now");
+            operations(UNMEASURED);
+            assert!(!gasp::control(true), "not measuring until now");
+            operations(RESUMED);
+            upcxx::barrier();
+            upcxx::delete_array(cells);
+            upcxx::finalize();
+        }) else {
+            continue;
+        };
+        for rank in 0..ranks {
+            let count = |name: &str| -> u64 {
+                p.events
+                    .iter()
+                    .filter(|r| r.rank as usize == rank && r.name == name)
+                    .map(|r| r.count)
+                    .sum()
+            };
+            for name in [
+                "GASP_UPC_NB_PUT_INIT",
+                "GASP_UPCXX_PROMISE_FULFILL",
+                "phase",
+            ] {
+                assert_eq!(count(name), MEASURED + RESUMED, "rank {rank}: {name}");
+            }
+            let next = (rank + 1) % ranks;
+            assert_eq!(
+                p.matrix.messages[rank][next],
+                MEASURED + RESUMED,
+                "{rank} -> {next}"
+            );
         }
     }
 }
