@@ -44,7 +44,7 @@ typedef uint64_t gasp_upc_nb_handle_t;
  */
 #define GASP_UPC_NOTIFY 0x3
 
-/* UPC §5.4.2: the wait half of a split-phase barrier (`gex::Event::wait` on the event of `gex::Team::barrier_nb`).
+/* UPC §5.4.2: the wait half of a split-phase barrier: the sync of the event of `gex::Team::barrier_nb` (`gex::Event::wait`, or a test or wait of several that retires it).
  *   GASP_START: int named, int expr
  *   GASP_END:   int named, int expr
  */
@@ -110,7 +110,7 @@ typedef uint64_t gasp_upc_nb_handle_t;
  */
 #define GASP_UPC_NB_PUT_INIT 0x29
 
-/* UPC §5.4.6: waiting for non-blocking operations (`gex::Event::wait`, `gex::nbi_wait`; `GASP_NB_IMPLICIT` names all implicit-handle operations).
+/* UPC §5.4.6: the sync that retires non-blocking operations: waiting for them (`gex::Event::wait`, `wait_all`, `gex::nbi_wait`; `GASP_NB_IMPLICIT` names all implicit-handle operations), or a test (`Event::test`, `test_some`, `test_all`, `gex::nbi_test`) or `Event::wait_some` that found them complete.
  *   GASP_START: gasp_upc_nb_handle_t handle
  *   GASP_END:   gasp_upc_nb_handle_t handle
  */
@@ -168,5 +168,11 @@ typedef uint64_t gasp_upc_nb_handle_t;
  *   GASP_END:   (none)
  */
 #define GASP_GEX_POLL 0x203
+
+/* Waiting until at least one of `count` pending events is complete (`gex::Event::wait_some`). UPC syncs one handle at a time, so the wait is an event of its own; each event it finds complete is then reported retired by a `GASP_UPC_NB_SYNC` (or, for a barrier's, `GASP_UPC_WAIT`) of no duration.
+ *   GASP_START: int count
+ *   GASP_END:   int count
+ */
+#define GASP_GEX_WAIT_SOME 0x204
 
 #endif /* GASP_UPCXX_H */

@@ -147,8 +147,9 @@ events! {
     /// UPC §5.4.2: the notify half of a split-phase barrier (`gex::Team::barrier_nb`).
     GASP_UPC_NOTIFY = 3, Upcxx, Interval, Blocking,
         start: "int named, int expr", end: "int named, int expr";
-    /// UPC §5.4.2: the wait half of a split-phase barrier (`gex::Event::wait` on the
-    /// event of `gex::Team::barrier_nb`).
+    /// UPC §5.4.2: the wait half of a split-phase barrier: the sync of the event of
+    /// `gex::Team::barrier_nb` (`gex::Event::wait`, or a test or wait of several that
+    /// retires it).
     GASP_UPC_WAIT = 4, Upcxx, Interval, Blocking,
         start: "int named, int expr", end: "int named, int expr";
     /// UPC §5.4.2: a blocking barrier (`upcxx::barrier`, `gex::Team::barrier`).
@@ -189,8 +190,10 @@ events! {
     GASP_UPC_NB_PUT_INIT = 41, Upcxx, Interval, Initiate,
         start: "int is_relaxed, gasp_upcxx_gptr_t *dst, void *src, size_t n",
         end: "int is_relaxed, gasp_upcxx_gptr_t *dst, void *src, size_t n, gasp_upc_nb_handle_t handle";
-    /// UPC §5.4.6: waiting for non-blocking operations (`gex::Event::wait`, `gex::nbi_wait`;
-    /// `GASP_NB_IMPLICIT` names all implicit-handle operations).
+    /// UPC §5.4.6: the sync that retires non-blocking operations: waiting for them
+    /// (`gex::Event::wait`, `wait_all`, `gex::nbi_wait`; `GASP_NB_IMPLICIT` names all
+    /// implicit-handle operations), or a test (`Event::test`, `test_some`, `test_all`,
+    /// `gex::nbi_test`) or `Event::wait_some` that found them complete.
     GASP_UPC_NB_SYNC = 42, Gex, Interval, Sync,
         start: "gasp_upc_nb_handle_t handle", end: "gasp_upc_nb_handle_t handle";
     /// Sending a remote procedure call (`upcxx::rpc`, `rpc_ff`, `as_rpc` completions):
@@ -232,6 +235,12 @@ events! {
     /// An explicit poll (`gex::poll`).
     GASP_GEX_POLL = 0x203, Gex, Interval, Blocking,
         start: "(none)", end: "(none)";
+    /// Waiting until at least one of `count` pending events is complete
+    /// (`gex::Event::wait_some`). UPC syncs one handle at a time, so the wait is an event
+    /// of its own; each event it finds complete is then reported retired by a
+    /// `GASP_UPC_NB_SYNC` (or, for a barrier's, `GASP_UPC_WAIT`) of no duration.
+    GASP_GEX_WAIT_SOME = 0x204, Gex, Interval, Blocking,
+        start: "int count", end: "int count";
 }
 
 /// The table entry of `tag`, if it is a system event.

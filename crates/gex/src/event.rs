@@ -83,12 +83,13 @@ impl Event {
     }
 
     /// GASNet-EX `gex_Event_Test`: true if complete (the event is then consumed and set
-    /// to invalid). Does not poll.
+    /// to invalid). Does not poll. A test that finds a pending operation complete is its
+    /// sync (GASP §5.4.6) and reports it as [`wait`](Event::wait) would, with no wait.
     #[track_caller]
     pub fn test(&mut self) -> bool {
         progress::check_may_communicate("Event::test");
         if self.is_done() {
-            *self = Event::invalid();
+            self.retire();
             true
         } else {
             false
@@ -102,60 +103,86 @@ impl Event {
     /// invalid event (an operation complete at return) reports nothing.
     #[track_caller]
     pub fn wait(self) {
-        let Some(state) = &self.state else {
+        if self.is_invalid() {
             progress::check_may_communicate("Event::wait");
             return;
-        };
+        }
         let rt = runtime("Event::wait");
         progress::check_may_communicate("Event::wait");
-        if state.barrier {
+        self.sync_reported(|| rt.wait_until(|| self.is_done()));
+    }
+
+    /// Runs `wait` inside the GASP interval of this pending event's sync (GASP §5.4.6):
+    /// `GASP_UPC_NB_SYNC` with its handle, or `GASP_UPC_WAIT` for a barrier's event.
+    #[track_caller]
+    fn sync_reported(&self, wait: impl FnOnce()) {
+        if self.state.as_ref().is_some_and(|s| s.barrier) {
             let span = gasp_span!(GASP_UPC_WAIT, BARRIER_ARGS);
-            rt.wait_until(|| self.is_done());
+            wait();
             gasp_end!(span, BARRIER_ARGS);
         } else {
             let args = [gasp::Arg::Handle(self.gasp_handle())];
             let span = gasp_span!(GASP_UPC_NB_SYNC, args);
-            rt.wait_until(|| self.is_done());
+            wait();
             gasp_end!(span, args);
         }
     }
 
+    /// Consumes an event found complete: a pending one's sync is reported (no wait),
+    /// and the event becomes invalid.
+    #[track_caller]
+    fn retire(&mut self) {
+        if !self.is_invalid() {
+            self.sync_reported(|| {});
+            *self = Event::invalid();
+        }
+    }
+
     /// GASNet-EX `gex_Event_TestSome`: true if at least one event is complete or all are
-    /// invalid; completed events are set to invalid. Does not poll.
+    /// invalid; completed events are set to invalid (each pending one reported as by
+    /// [`test`](Event::test)). Does not poll.
     #[track_caller]
     pub fn test_some(events: &mut [Event]) -> bool {
         progress::check_may_communicate("Event::test_some");
         let mut any = events.iter().all(Event::is_invalid);
         for e in events.iter_mut().filter(|e| !e.is_invalid()) {
             if e.is_done() {
-                *e = Event::invalid();
+                e.retire();
                 any = true;
             }
         }
         any
     }
 
-    /// GASNet-EX `gex_Event_WaitSome`: polls until `test_some` succeeds.
+    /// GASNet-EX `gex_Event_WaitSome`: polls until `test_some` succeeds. The wait is
+    /// reported as `GASP_GEX_WAIT_SOME` (which of the events will retire it is not known
+    /// when it starts), followed by the syncs of the events it found complete.
     #[track_caller]
     pub fn wait_some(events: &mut [Event]) {
         let rt = runtime("Event::wait_some");
         progress::check_may_communicate("Event::wait_some");
-        let mut ok = false;
-        rt.wait_until(|| {
-            ok = Event::test_some(events);
-            ok
-        });
+        if Event::test_some(events) {
+            return;
+        }
+        let count = events.iter().filter(|e| !e.is_invalid()).count();
+        let args = [gasp::Arg::Int(i32::try_from(count).unwrap_or(i32::MAX))];
+        let span = gasp_span!(GASP_GEX_WAIT_SOME, args);
+        rt.wait_until(|| events.iter().any(|e| !e.is_invalid() && e.is_done()));
+        gasp_end!(span, args);
+        let retired = Event::test_some(events);
+        debug_assert!(retired, "wait_some ended with an event complete");
     }
 
     /// GASNet-EX `gex_Event_TestAll`: true if every event is complete (all are then set
-    /// to invalid). Completed events are set to invalid either way. Does not poll.
+    /// to invalid). Completed events are set to invalid either way (each pending one
+    /// reported as by [`test`](Event::test)). Does not poll.
     #[track_caller]
     pub fn test_all(events: &mut [Event]) -> bool {
         progress::check_may_communicate("Event::test_all");
         let mut all = true;
         for e in events.iter_mut() {
             if e.is_done() {
-                *e = Event::invalid();
+                e.retire();
             } else {
                 all = false;
             }
@@ -163,12 +190,17 @@ impl Event {
         all
     }
 
-    /// GASNet-EX `gex_Event_WaitAll`: polls until every event is complete.
+    /// GASNet-EX `gex_Event_WaitAll`: polls until every event is complete. Reported as
+    /// the [`wait`](Event::wait) of each pending event in turn (waiting for all is
+    /// waiting for each).
     #[track_caller]
     pub fn wait_all(events: &mut [Event]) {
         let rt = runtime("Event::wait_all");
         progress::check_may_communicate("Event::wait_all");
-        rt.wait_until(|| Event::test_all(events));
+        for e in events.iter_mut().filter(|e| !e.is_invalid()) {
+            e.sync_reported(|| rt.wait_until(|| e.is_done()));
+            *e = Event::invalid();
+        }
     }
 
     /// GASNet-EX `gex_Event_QueryLeaf`: the leaf event of one category of a root event.
@@ -303,11 +335,19 @@ fn nbi_done(mask: EventCategory) -> bool {
 }
 
 /// GASNet-EX `gex_NBI_Test`: true if every NBI operation of the categories in `mask`
-/// issued by this thread (outside access regions) is complete. Does not poll.
+/// issued by this thread (outside access regions) is complete. Does not poll. A test
+/// that succeeds is the sync of those operations (GASP §5.4.6), reported as
+/// [`nbi_wait`]'s, with no wait.
 #[track_caller]
 pub fn nbi_test(mask: EventCategory) -> bool {
     progress::check_may_communicate("nbi_test");
-    nbi_done(mask)
+    let done = nbi_done(mask);
+    if done {
+        let args = [gasp::Arg::Handle(gasp::events::NB_IMPLICIT)];
+        let span = gasp_span!(GASP_UPC_NB_SYNC, args);
+        gasp_end!(span, args);
+    }
+    done
 }
 
 /// GASNet-EX `gex_NBI_Wait`: polls until `nbi_test(mask)` succeeds.

@@ -13,7 +13,7 @@ use gasp::events::*;
 use gasp::formats::{Profile, Trace, TraceEvent};
 use gasp::{Arg, Event, EventType, GPtr, InitInfo, Tool};
 use gex::testing::{spmd, spmd_outcome, SpmdOptions};
-use gex::{AmEntry, AmRole, Client, Flags, Segment, Team, Token};
+use gex::{AmEntry, AmRole, Client, Event as GexEvent, EventCategory, Flags, Segment, Team, Token};
 
 /// One received event, owned.
 #[derive(Clone, Debug, PartialEq)]
@@ -573,5 +573,104 @@ fn a_missing_tool_library_fails_the_job_with_its_name() {
     assert_ne!(outcome.exit_code, 0);
     for needle in ["Client::init", "GASP_TOOL=/nonexistent/libtool.so"] {
         assert!(report.contains(needle), "{report:?} does not name {needle}");
+    }
+}
+
+/// GASP §5.4.6: the sync that retires a pending operation is reported whatever call
+/// finds it complete: a successful `Event::test` (an unsuccessful one reports nothing),
+/// `Event::wait_all` (each pending event's wait), `Event::wait_some` (its own
+/// `GASP_GEX_WAIT_SOME` interval, then the sync of each event it found complete) and a
+/// successful `gex::nbi_test` (`GASP_NB_IMPLICIT`). The pending operation is rank 0's
+/// split-phase barrier (GASP §5.4.2: its sync is a `GASP_UPC_WAIT`): rank 0 notifies
+/// first and only then lets the others enter, and only its own polls complete it.
+#[test]
+fn every_call_that_retires_a_pending_operation_reports_its_sync() {
+    for ranks in [2, 3] {
+        spmd(ranks, || {
+            let rec = install_recorder(false);
+            let (client, _ep, team) = Client::init("GASPS", Flags::NONE).unwrap();
+            let segment = Segment::attach(&team, 1 << 16).unwrap();
+            let bases = common::segment_bases(&team);
+            team.barrier();
+            let syncs = |mark: usize| -> Vec<Rec> {
+                rec.since(mark)
+                    .into_iter()
+                    .filter(|r| {
+                        [GASP_UPC_WAIT, GASP_UPC_NB_SYNC, GASP_GEX_WAIT_SOME].contains(&r.tag)
+                    })
+                    .collect()
+            };
+            let b = [Arg::Int(0), Arg::Int(0)];
+            let wait_at = |line: u32| {
+                vec![
+                    expect(GASP_UPC_WAIT, EventType::Start, line, &b),
+                    expect(GASP_UPC_WAIT, EventType::End, line, &b),
+                ]
+            };
+            if team.rank() != 0 {
+                for phase in 1..=3u64 {
+                    // SAFETY: the segment's first word is this rank's, written by rank 0.
+                    while unsafe { common::read_u64(segment.addr() as usize) } != phase {
+                        gex::poll();
+                    }
+                    team.barrier_nb().wait();
+                }
+                client.finalize();
+                return;
+            }
+            // Rank 0: a barrier the others enter once they see `phase` in their segment.
+            let notify = |phase: u64| {
+                let barrier = team.barrier_nb();
+                assert!(!barrier.is_invalid(), "the others have not entered yet");
+                for r in 1..team.size() {
+                    team.put_val_blocking(r, bases[r as usize], phase, 8, Flags::NONE)
+                        .unwrap();
+                }
+                barrier
+            };
+
+            let mut barrier = notify(1);
+            let mark = rec.len();
+            let line = line!() + 1;
+            while !barrier.test() {
+                gex::poll();
+            }
+            assert!(barrier.is_invalid(), "a successful test consumes the event");
+            assert!(barrier.test(), "an invalid event tests complete");
+            assert_eq!(syncs(mark), wait_at(line), "test");
+
+            let mut events = [GexEvent::invalid(), notify(2)];
+            let mark = rec.len();
+            let line = line!() + 1;
+            GexEvent::wait_all(&mut events);
+            assert!(events.iter().all(GexEvent::is_invalid));
+            assert_eq!(syncs(mark), wait_at(line), "wait_all");
+
+            let mut events = [notify(3)];
+            let mark = rec.len();
+            let line = line!() + 1;
+            GexEvent::wait_some(&mut events);
+            assert!(events[0].is_invalid());
+            let mut want = vec![
+                expect(GASP_GEX_WAIT_SOME, EventType::Start, line, &[Arg::Int(1)]),
+                expect(GASP_GEX_WAIT_SOME, EventType::End, line, &[Arg::Int(1)]),
+            ];
+            want.extend(wait_at(line));
+            assert_eq!(syncs(mark), want, "wait_some");
+
+            let mark = rec.len();
+            let line = line!() + 1;
+            assert!(gex::nbi_test(EventCategory::ALL));
+            let implicit = [Arg::Handle(NB_IMPLICIT)];
+            assert_eq!(
+                syncs(mark),
+                vec![
+                    expect(GASP_UPC_NB_SYNC, EventType::Start, line, &implicit),
+                    expect(GASP_UPC_NB_SYNC, EventType::End, line, &implicit),
+                ],
+                "nbi_test"
+            );
+            client.finalize();
+        });
     }
 }

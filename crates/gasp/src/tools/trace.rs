@@ -1098,7 +1098,7 @@ mod tests {
         t.push(t0 + 110, Some(t0 + 100), put, EventType::End, at, &init(44));
         let cal = timer::calibration();
         let mut out = Vec::new();
-        tracer.convert(&cal, 0, t.decode(), &t.strings, &mut out);
+        tracer.convert(cal, 0, t.decode(), &t.strings, &mut out);
         let us = |ticks: Ticks| cal.to_monotonic_ns(ticks) as f64 / 1000.0;
         let asyncs: Vec<(&str, f64, &str)> = out
             .iter()
