@@ -163,6 +163,17 @@ impl std::fmt::Display for Run {
 /// `upcxx-run -n RANKS TOOL_ARGS... <this binary> rank_program ...` in `dir`.
 fn launch(dir: &TempDir, ranks: u32, tool_args: &[&str], env: &[(&str, &str)]) -> Run {
     let exe = std::env::current_exe().expect("the test executable");
+    launch_program(dir, ranks, tool_args, env, &exe)
+}
+
+/// `upcxx-run -n RANKS TOOL_ARGS... PROGRAM rank_program ...` in `dir`.
+fn launch_program(
+    dir: &TempDir,
+    ranks: u32,
+    tool_args: &[&str],
+    env: &[(&str, &str)],
+    exe: &Path,
+) -> Run {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_upcxx-run"));
     cmd.current_dir(dir.cwd())
         .env("TMPDIR", dir.tmp())
@@ -388,6 +399,24 @@ fn a_missing_profile_only_list_is_named_and_runs_nothing() {
     );
     assert!(run.parts_dirs().is_empty(), "a rank ran: {run}");
     assert_left_only(&dir, &run, &[]);
+}
+
+/// A job that cannot start reports why, and nothing about the tool's output (there is
+/// none to merge), and leaves nothing behind.
+#[test]
+fn a_job_that_cannot_start_reports_only_that() {
+    let dir = TempDir::new("cannot-start");
+    let missing = dir.0.join("no-such-program");
+    for tool in ["--profile", "--trace"] {
+        let run = launch_program(&dir, 2, &[tool], &[], &missing);
+        assert_ne!(run.code, Some(0), "{run}");
+        assert!(run.stderr.contains("cannot start rank 0 of 2"), "{run}");
+        assert!(
+            !run.stderr.contains("no profile data") && !run.stderr.contains("no trace data"),
+            "a tool's complaint about a job that never ran: {run}"
+        );
+        assert_left_only(&dir, &run, &[]);
+    }
 }
 
 #[test]

@@ -282,7 +282,11 @@ pub fn run(spec: &JobSpec) -> io::Result<JobOutcome> {
             let mut with_tool = spec.clone();
             with_tool.env.extend(tool.env());
             let outcome = run_ranks(&with_tool);
-            tool.finish(&spec.name, spec.ranks);
+            // A job that could not start wrote nothing to merge: its error alone is the
+            // news (dropping `tool` still removes the parts directory).
+            if outcome.is_ok() {
+                tool.finish(&spec.name, spec.ranks);
+            }
             outcome
         }
     }
