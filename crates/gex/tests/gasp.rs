@@ -3,6 +3,9 @@
 //! not reported, user events and measurement control (§3.3, §5.3), the `--profile-only`
 //! filter (§3.1.2), `--profile` vs `--profile-local` (§3.1.1), re-entrancy (§3.2), a
 //! non-collective exit (§5.4.1), and the built-in profiler's and tracer's files.
+// The events these tests look for are compiled only with the `gasp` feature (see
+// `gasp_off.rs` for the build without it).
+#![cfg(feature = "gasp")]
 mod common;
 
 use std::cell::Cell;

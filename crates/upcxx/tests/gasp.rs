@@ -4,6 +4,9 @@
 //! UPC++; promise fulfilments are ATOMIC events; a profile's totals match the program's
 //! operation counts made while measuring (§3.3); a trace joins each RPC's send and
 //! execution by a flow across ranks.
+// The events these tests look for are compiled only with the `gasp` feature (see
+// `gasp_off.rs` for the build without it).
+#![cfg(feature = "gasp")]
 
 mod common;
 
