@@ -116,7 +116,7 @@ typedef uint64_t gasp_upc_nb_handle_t;
  */
 #define GASP_UPC_NB_SYNC 0x2a
 
-/* Sending a remote procedure call (`upcxx::rpc`, `rpc_ff`, `as_rpc` completions): `nbytes` is the size of the serialized call, `msgid` pairs it with its `GASP_UPCXX_RPC_EXECUTE` on the target.
+/* Sending a remote procedure call (`upcxx::rpc`, `rpc_ff`, `as_rpc` completions): `nbytes` is the size of the serialized call (0 at the START: the call is serialized inside the interval, straight into the message), `msgid` pairs it with its `GASP_UPCXX_RPC_EXECUTE` on the target.
  *   GASP_START: int target, size_t nbytes, uint64_t msgid
  *   GASP_END:   int target, size_t nbytes, uint64_t msgid
  */

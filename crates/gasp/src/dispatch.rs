@@ -137,6 +137,9 @@ pub fn init(rank: u32, ranks: u32, local_ranks: std::ops::Range<u32>) -> Result<
         local_ranks,
     };
     let factory = FACTORY.lock().unwrap_or_else(|e| e.into_inner()).take();
+    // The tool sees the program's arguments and may change its copy (GASP §3.2); the
+    // program's own are not rewritten: a Rust program reads them from the process
+    // (`std::env::args`), which the runtime cannot replace.
     let mut args: Vec<String> = std::env::args().collect();
     let tool = match (factory, std::env::var(GASP_TOOL)) {
         (Some(f), _) => Selected::Other(f(&info, &mut args)),

@@ -197,8 +197,9 @@ events! {
     GASP_UPC_NB_SYNC = 42, Gex, Interval, Sync,
         start: "gasp_upc_nb_handle_t handle", end: "gasp_upc_nb_handle_t handle";
     /// Sending a remote procedure call (`upcxx::rpc`, `rpc_ff`, `as_rpc` completions):
-    /// `nbytes` is the size of the serialized call, `msgid` pairs it with its
-    /// `GASP_UPCXX_RPC_EXECUTE` on the target.
+    /// `nbytes` is the size of the serialized call (0 at the START: the call is
+    /// serialized inside the interval, straight into the message), `msgid` pairs it with
+    /// its `GASP_UPCXX_RPC_EXECUTE` on the target.
     GASP_UPCXX_RPC_SEND = 0x100, Upcxx, Interval, Blocking,
         start: "int target, size_t nbytes, uint64_t msgid",
         end: "int target, size_t nbytes, uint64_t msgid";
