@@ -645,13 +645,8 @@ fn targets(op_i: usize, off: f64, per_call: Option<f64>) -> [Option<(f64, Target
 fn counts_in(taken: &Taken, state: &State) -> String {
     let counts: Vec<String> = Variant::ALL
         .iter()
-        .map(|&v| {
-            let n = taken[v.index()]
-                .iter()
-                .filter(|s| state.contains(s.probe))
-                .count();
-            format!("{} {n}", v.name())
-        })
+        .zip(probe_groups(taken))
+        .map(|(v, probes)| format!("{} {}", v.name(), state.count(&probes)))
         .collect();
     counts.join(", ")
 }
@@ -711,10 +706,9 @@ fn driver() -> i32 {
     let machine = common::machine_note();
     let (rounds, sample_ms) = settings();
     eprintln!(
-        "gasp bench: 2-rank jobs of {KERNEL}, 4 variants x {rounds} rounds (up to {} more \
-         while a faster state lacks samples), {SAMPLES_PER_JOB} samples of ~{sample_ms} ms \
-         per figure and job; {machine}",
-        rounds
+        "gasp bench: 2-rank jobs of {KERNEL}, 4 variants x {rounds} rounds (up to {rounds} \
+         more while a faster state lacks samples), {SAMPLES_PER_JOB} samples of \
+         ~{sample_ms} ms per figure and job; {machine}"
     );
     let mut report = Report::new(BENCH, 2);
     let target = common::target_dir();

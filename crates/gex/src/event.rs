@@ -343,11 +343,19 @@ pub fn nbi_test(mask: EventCategory) -> bool {
     progress::check_may_communicate("nbi_test");
     let done = nbi_done(mask);
     if done {
-        let args = [gasp::Arg::Handle(gasp::events::NB_IMPLICIT)];
-        let span = gasp_span!(GASP_UPC_NB_SYNC, args);
-        gasp_end!(span, args);
+        implicit_sync_reported(|| {});
     }
     done
+}
+
+/// Runs `wait` inside the GASP interval of the sync of this thread's implicit-handle
+/// operations (`GASP_UPC_NB_SYNC` of `GASP_NB_IMPLICIT`, GASP §5.4.6).
+#[track_caller]
+fn implicit_sync_reported(wait: impl FnOnce()) {
+    let args = [gasp::Arg::Handle(gasp::events::NB_IMPLICIT)];
+    let span = gasp_span!(GASP_UPC_NB_SYNC, args);
+    wait();
+    gasp_end!(span, args);
 }
 
 /// GASNet-EX `gex_NBI_Wait`: polls until `nbi_test(mask)` succeeds.
@@ -355,10 +363,7 @@ pub fn nbi_test(mask: EventCategory) -> bool {
 pub fn nbi_wait(mask: EventCategory) {
     let rt = runtime("nbi_wait");
     progress::check_may_communicate("nbi_wait");
-    let args = [gasp::Arg::Handle(gasp::events::NB_IMPLICIT)];
-    let span = gasp_span!(GASP_UPC_NB_SYNC, args);
-    rt.wait_until(|| nbi_done(mask));
-    gasp_end!(span, args);
+    implicit_sync_reported(|| rt.wait_until(|| nbi_done(mask)));
 }
 
 /// GASNet-EX `gex_NBI_BeginAccessRegion`: until the matching end, this thread's NBI
