@@ -10,27 +10,37 @@
 //! barrier never blocks the poll that drives it). Sending through AMs keeps it
 //! conduit-independent.
 
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::am::{AmEntry, AmIndex, AmRole, Token};
 use crate::client::Team;
 use crate::conduit::{Conduit, Network, OpHandle};
+use crate::context::check_may_communicate;
 use crate::event::Event;
 use crate::instrument::{gasp_end, gasp_span, BARRIER_ARGS};
-use crate::progress::{self, runtime, Runtime};
+use crate::runtime::{runtime, Runtime};
 
 /// Internal handler index of barrier signals.
 pub(crate) const BARRIER_HANDLER: AmIndex = 1;
 const MAX_ROUNDS: usize = 32;
 
-pub(crate) struct BarrierState {
-    active: AtomicBool,
+/// The barrier's state in this process (one primordial team).
+static STATE: BarrierState = BarrierState {
+    arrivals: [const { [const { AtomicU32::new(0) }; MAX_ROUNDS] }; 2],
+    inner: Mutex::new(Inner {
+        epoch: 0,
+        round: 0,
+        sent: false,
+        op: None,
+    }),
+};
+
+struct BarrierState {
     arrivals: [[AtomicU32; MAX_ROUNDS]; 2],
     inner: Mutex<Inner>,
 }
 
-#[derive(Default)]
 struct Inner {
     epoch: u64,
     round: usize,
@@ -38,24 +48,8 @@ struct Inner {
     op: Option<Arc<OpHandle>>,
 }
 
-impl BarrierState {
-    pub fn new() -> BarrierState {
-        BarrierState {
-            active: AtomicBool::new(false),
-            arrivals: std::array::from_fn(|_| std::array::from_fn(|_| AtomicU32::new(0))),
-            inner: Mutex::new(Inner::default()),
-        }
-    }
-
-    #[inline]
-    pub fn active(&self) -> bool {
-        self.active.load(Ordering::Relaxed)
-    }
-}
-
 fn signal(_token: &Token<'_>, args: &[u32]) {
-    let rt = progress::try_runtime().expect("handlers run after init");
-    rt.barrier.arrivals[args[0] as usize & 1][args[1] as usize].fetch_add(1, Ordering::AcqRel);
+    STATE.arrivals[args[0] as usize & 1][args[1] as usize].fetch_add(1, Ordering::AcqRel);
 }
 
 pub(crate) fn handler_entry() -> AmEntry {
@@ -66,9 +60,11 @@ fn rounds(n: u32) -> usize {
     (32 - (n.max(1) - 1).leading_zeros()) as usize
 }
 
-/// Moves the barrier in progress as far as arrived signals allow.
+/// Moves the barrier in progress as far as arrived signals allow: registered with the
+/// runtime by client initialization, and called by progress while a barrier is under
+/// way (between `barrier_nb` and the completion of its rounds).
 pub(crate) fn advance(rt: &Runtime) {
-    let Ok(mut st) = rt.barrier.inner.try_lock() else {
+    let Ok(mut st) = STATE.inner.try_lock() else {
         return; // another thread is advancing it
     };
     let Some(op) = st.op.clone() else {
@@ -82,7 +78,7 @@ pub(crate) fn advance(rt: &Runtime) {
             st.epoch += 1;
             st.round = 0;
             st.sent = false;
-            rt.barrier.active.store(false, Ordering::Relaxed);
+            rt.stop_advancing();
             op.complete();
             return;
         }
@@ -104,7 +100,7 @@ pub(crate) fn advance(rt: &Runtime) {
             );
             st.sent = true;
         }
-        let arrived = &rt.barrier.arrivals[parity][st.round];
+        let arrived = &STATE.arrivals[parity][st.round];
         if arrived.load(Ordering::Acquire) == 0 {
             return;
         }
@@ -121,17 +117,17 @@ impl Team {
     pub fn barrier_nb(&self) -> Event {
         const CALL: &str = "Team::barrier_nb";
         let rt = runtime(CALL);
-        progress::check_may_communicate(CALL);
+        check_may_communicate(CALL);
         let span = gasp_span!(GASP_UPC_NOTIFY, BARRIER_ARGS);
         let op = OpHandle::new();
         {
-            let mut st = rt.barrier.inner.lock().unwrap_or_else(|e| e.into_inner());
+            let mut st = STATE.inner.lock().unwrap_or_else(|e| e.into_inner());
             if st.op.is_some() {
                 drop(st); // unlock first: a poisoned lock would stop `advance` for good
                 panic!("gex::{CALL}: a barrier is already in progress on this team");
             }
             st.op = Some(Arc::clone(&op));
-            rt.barrier.active.store(true, Ordering::Relaxed);
+            rt.start_advancing();
         }
         // Poll once even when the barrier needs no signal (one rank), so a program
         // that only synchronizes still runs the handlers of messages sent to it.

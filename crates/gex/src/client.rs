@@ -9,16 +9,16 @@
 use std::any::Any;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use crate::conduit::{Active, BoundSegment, Conduit, Rank};
-use crate::instrument::{gasp_atomic, gasp_end, gasp_span};
-use crate::progress::{self, runtime, Runtime};
+use crate::conduit::{BoundSegment, Conduit, Rank};
+use crate::context::check_may_communicate;
+use crate::runtime::runtime;
 use crate::Flags;
 
 /// A client's data pointer on one object (GASNet-EX `gex_*_SetCData`).
 pub type CData = Arc<dyn Any + Send + Sync>;
 
 #[derive(Default)]
-struct CDataSlot(Mutex<Option<CData>>);
+pub(crate) struct CDataSlot(Mutex<Option<CData>>);
 
 impl CDataSlot {
     fn set(&self, v: Option<CData>) {
@@ -29,8 +29,8 @@ impl CDataSlot {
     }
 }
 
-/// The state behind the object handles.
-pub(crate) struct Objects {
+/// The state behind the object handles, set once by `Client::init`.
+pub(crate) struct ObjectState {
     name: String,
     flags: Flags,
     client: CDataSlot,
@@ -40,27 +40,68 @@ pub(crate) struct Objects {
     attached: OnceLock<(usize, usize)>,
 }
 
+static OBJECTS: OnceLock<ObjectState> = OnceLock::new();
+
+/// The objects' state, or a panic naming `call` if `Client::init` has not run.
+#[track_caller]
+fn objects(call: &str) -> &'static ObjectState {
+    runtime(call);
+    OBJECTS
+        .get()
+        .expect("set by Client::init before it returns")
+}
+
+impl ObjectState {
+    /// The state of a new client named `name`, with no data and no segment.
+    pub(crate) fn new(name: &str, flags: Flags) -> ObjectState {
+        ObjectState {
+            name: name.to_string(),
+            flags,
+            client: CDataSlot::default(),
+            endpoint: CDataSlot::default(),
+            team: CDataSlot::default(),
+            segment: CDataSlot::default(),
+            attached: OnceLock::new(),
+        }
+    }
+
+    /// Makes `self` the process's object state (once, from `Client::init`).
+    pub(crate) fn install(self) {
+        let _ = OBJECTS.set(self);
+    }
+
+    /// Records the attached segment; false if one was attached already.
+    pub(crate) fn attach(call: &str, addr: usize, size: usize) -> bool {
+        objects(call).attached.set((addr, size)).is_ok()
+    }
+
+    /// Whether a segment is attached.
+    pub(crate) fn attached(call: &str) -> bool {
+        objects(call).attached.get().is_some()
+    }
+}
+
 /// The client (GASNet-EX `gex_Client_t`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Client(());
+pub struct Client(pub(crate) ());
 
 /// The primordial endpoint (GASNet-EX `gex_EP_t`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Endpoint(());
+pub struct Endpoint(pub(crate) ());
 
 /// A team: an ordered set of endpoints (GASNet-EX `gex_TM_t`). The primordial team
 /// holds one endpoint per rank of the job, in job-rank order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Team {
-    rank: Rank,
-    size: Rank,
+    pub(crate) rank: Rank,
+    pub(crate) size: Rank,
 }
 
 /// A rank's segment: the memory other ranks may access (GASNet-EX `gex_Segment_t`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Segment {
-    addr: usize,
-    size: usize,
+    pub(crate) addr: usize,
+    pub(crate) size: usize,
 }
 
 /// Why `Client::init` or `Segment::attach` failed.
@@ -92,144 +133,26 @@ impl std::fmt::Display for InitError {
 
 impl std::error::Error for InitError {}
 
-fn valid_client_name(name: &str) -> bool {
-    let mut chars = name.chars();
-    matches!(chars.next(), Some('A'..='Z'))
-        && name.len() >= 2
-        && chars.all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
-}
-
-fn install_panic_hook() {
-    let previous = std::panic::take_hook();
-    std::panic::set_hook(Box::new(move |info| {
-        if let Some(rt) = progress::try_runtime() {
-            let msg = info
-                .payload()
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| info.payload().downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "Box<dyn Any>".into());
-            let place = info
-                .location()
-                .map(|l| format!(" at {}:{}:{}", l.file(), l.line(), l.column()))
-                .unwrap_or_default();
-            rt.conduit
-                .record_failure(&format!("panicked{place}: {msg}"));
-        }
-        previous(info);
-    }));
-}
-
 impl Client {
-    /// Creates the client, its primordial endpoint and team (GASNet-EX
-    /// `gex_Client_Init`). Collective over the job, with an implicit barrier.
-    ///
-    /// When the program was started as `UPCXX_RANKS=N program` without a launcher, this
-    /// call starts the N-rank job (re-running the program) and exits with its status.
-    #[track_caller]
-    pub fn init(name: &str, flags: Flags) -> Result<(Client, Endpoint, Team), InitError> {
-        if !valid_client_name(name) {
-            return Err(InitError::BadClientName(name.to_string()));
-        }
-        if progress::try_runtime().is_some() {
-            return Err(InitError::AlreadyInitialized);
-        }
-        crate::job::relaunch_if_requested();
-        let conduit = <Active as Conduit>::bootstrap();
-        let rt = progress::install(Runtime {
-            conduit,
-            handlers: crate::am::HandlerTable::new(),
-            barrier: crate::barrier::BarrierState::new(),
-            objects: Objects {
-                name: name.to_string(),
-                flags,
-                client: CDataSlot::default(),
-                endpoint: CDataSlot::default(),
-                team: CDataSlot::default(),
-                segment: CDataSlot::default(),
-                attached: OnceLock::new(),
-            },
-        });
-        install_panic_hook();
-        crate::am::register_internal(rt, &mut [crate::barrier::handler_entry()]);
-        #[cfg(feature = "gasp")]
-        attach_gasp_tool(rt);
-        let team = Team {
-            rank: rt.conduit.rank(),
-            size: rt.conduit.size(),
-        };
-        Ok((Client(()), Endpoint(()), team))
-    }
-
     /// GASNet-EX `gex_Client_QueryName`.
     pub fn name(&self) -> &'static str {
-        &runtime("Client::name").objects.name
+        &objects("Client::name").name
     }
 
     /// GASNet-EX `gex_Client_QueryFlags`.
     pub fn flags(&self) -> Flags {
-        runtime("Client::flags").objects.flags
+        objects("Client::flags").flags
     }
 
     /// GASNet-EX `gex_Client_SetCData`.
     pub fn set_cdata(&self, data: Option<CData>) {
-        runtime("Client::set_cdata").objects.client.set(data)
+        objects("Client::set_cdata").client.set(data)
     }
 
     /// GASNet-EX `gex_Client_QueryCData`.
     pub fn cdata(&self) -> Option<CData> {
-        runtime("Client::cdata").objects.client.get()
+        objects("Client::cdata").client.get()
     }
-
-    /// Ends this rank's part in the job: a barrier over the primordial team, after
-    /// which the rank may exit. A rank that exits after init without finalizing (or
-    /// [`exit`]ing) is reported by the launcher as failed, and the job is stopped.
-    #[track_caller]
-    pub fn finalize(&self) {
-        let rt = runtime("Client::finalize");
-        progress::check_may_communicate("Client::finalize");
-        let span = gasp_span!(GASP_UPC_COLLECTIVE_EXIT, [gasp::Arg::Int(0)]);
-        Team {
-            rank: rt.conduit.rank(),
-            size: rt.conduit.size(),
-        }
-        .barrier();
-        gasp_end!(span, [gasp::Arg::Int(0)]);
-        #[cfg(feature = "gasp")]
-        gasp::dispatch::finish();
-        rt.conduit.finalize();
-    }
-}
-
-/// Attaches the GASP tool chosen for this run, if any (GASP §3.2: after the runtime's
-/// own initialization, before user code runs).
-#[cfg(feature = "gasp")]
-#[track_caller]
-fn attach_gasp_tool(rt: &Runtime) {
-    let (members, _) = rt.conduit.nbrhd();
-    let first = members.first().copied().unwrap_or(rt.conduit.rank());
-    let last = members.last().copied().unwrap_or(rt.conduit.rank());
-    if let Err(e) = gasp::dispatch::init(rt.conduit.rank(), rt.conduit.size(), first..last + 1) {
-        panic!("gex::Client::init: cannot attach the GASP tool: {e}");
-    }
-}
-
-/// Ends this process now with `code` (like `gasnet_exit`). With code 0 the rank counts as
-/// finished; any other code makes the launcher stop the whole job with that code.
-#[track_caller]
-pub fn exit(code: i32) -> ! {
-    if let Some(rt) = progress::try_runtime() {
-        gasp_atomic!(GASP_UPC_NONCOLLECTIVE_EXIT, [gasp::Arg::Int(code)]);
-        #[cfg(feature = "gasp")]
-        gasp::dispatch::finish();
-        if code == 0 {
-            rt.conduit.finalize();
-        } else {
-            rt.conduit
-                .record_failure(&format!("called gex::exit({code})"));
-        }
-    }
-    std::process::exit(code)
 }
 
 impl Endpoint {
@@ -240,18 +163,18 @@ impl Endpoint {
 
     /// GASNet-EX `gex_EP_QuerySegment`: the bound segment, once attached.
     pub fn segment(&self) -> Option<Segment> {
-        let (addr, size) = *runtime("Endpoint::segment").objects.attached.get()?;
+        let (addr, size) = *objects("Endpoint::segment").attached.get()?;
         Some(Segment { addr, size })
     }
 
     /// GASNet-EX `gex_EP_SetCData`.
     pub fn set_cdata(&self, data: Option<CData>) {
-        runtime("Endpoint::set_cdata").objects.endpoint.set(data)
+        objects("Endpoint::set_cdata").endpoint.set(data)
     }
 
     /// GASNet-EX `gex_EP_QueryCData`.
     pub fn cdata(&self) -> Option<CData> {
-        runtime("Endpoint::cdata").objects.endpoint.get()
+        objects("Endpoint::cdata").endpoint.get()
     }
 }
 
@@ -278,12 +201,12 @@ impl Team {
 
     /// GASNet-EX `gex_TM_SetCData`.
     pub fn set_cdata(&self, data: Option<CData>) {
-        runtime("Team::set_cdata").objects.team.set(data)
+        objects("Team::set_cdata").team.set(data)
     }
 
     /// GASNet-EX `gex_TM_QueryCData`.
     pub fn cdata(&self) -> Option<CData> {
-        runtime("Team::cdata").objects.team.get()
+        objects("Team::cdata").team.get()
     }
 
     /// The job rank of team member `rank`, or a panic naming `call`.
@@ -313,7 +236,7 @@ impl Team {
     pub fn segment_bound(&self, rank: Rank) -> Option<BoundSegment> {
         const CALL: &str = "Team::segment_bound";
         let rt = runtime(CALL);
-        progress::check_may_communicate(CALL);
+        check_may_communicate(CALL);
         rt.conduit.bound_segment(self.job_rank_of(CALL, rank))
     }
 }
@@ -325,29 +248,6 @@ fn invalid_rank(call: &str, rank: Rank, size: Rank) -> ! {
 }
 
 impl Segment {
-    /// Allocates and binds this rank's segment (GASNet-EX `gex_Segment_Attach`).
-    /// Collective over the primordial team, with an implicit barrier. `size` must be a
-    /// non-zero multiple of [`PAGE_SIZE`](crate::PAGE_SIZE), at most
-    /// [`max_segment_size`].
-    #[track_caller]
-    pub fn attach(team: &Team, size: usize) -> Result<Segment, InitError> {
-        const CALL: &str = "Segment::attach";
-        let rt = runtime(CALL);
-        progress::check_may_communicate(CALL);
-        let max = rt.conduit.max_segment_size();
-        if size == 0 || !size.is_multiple_of(crate::PAGE_SIZE) || size > max {
-            return Err(InitError::BadSegmentSize { size, max });
-        }
-        if rt.objects.attached.get().is_some() {
-            return Err(InitError::AlreadyAttached);
-        }
-        let addr = rt.conduit.attach_segment(size);
-        team.barrier();
-        rt.conduit.segments_attached();
-        let _ = rt.objects.attached.set((addr, size));
-        Ok(Segment { addr, size })
-    }
-
     /// GASNet-EX `gex_Segment_QueryAddr`.
     pub fn addr(&self) -> *mut u8 {
         self.addr as *mut u8
@@ -365,12 +265,12 @@ impl Segment {
 
     /// GASNet-EX `gex_Segment_SetCData`.
     pub fn set_cdata(&self, data: Option<CData>) {
-        runtime("Segment::set_cdata").objects.segment.set(data)
+        objects("Segment::set_cdata").segment.set(data)
     }
 
     /// GASNet-EX `gex_Segment_QueryCData`.
     pub fn cdata(&self) -> Option<CData> {
-        runtime("Segment::cdata").objects.segment.get()
+        objects("Segment::cdata").segment.get()
     }
 }
 
@@ -435,18 +335,5 @@ pub fn my_position() -> MyPosition {
         nbrhd_set_rank,
         host_set_size,
         host_set_rank,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn client_names_follow_the_spec_pattern() {
-        assert!(super::valid_client_name("UPCXX"));
-        assert!(super::valid_client_name("A1_B"));
-        assert!(!super::valid_client_name("upcxx"));
-        assert!(!super::valid_client_name("A"));
-        assert!(!super::valid_client_name("1ABC"));
-        assert!(!super::valid_client_name("AB-C"));
     }
 }

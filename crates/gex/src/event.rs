@@ -13,8 +13,9 @@ use std::cell::RefCell;
 use std::sync::Arc;
 
 use crate::conduit::{Completion, OpHandle};
+use crate::context;
 use crate::instrument::{gasp_end, gasp_span, BARRIER_ARGS};
-use crate::progress::{self, runtime, Runtime};
+use crate::runtime::{runtime, Runtime};
 
 /// Handle of a non-blocking operation (GASNet-EX `gex_Event_t`).
 #[must_use = "an event must be synchronized with test or wait"]
@@ -87,7 +88,7 @@ impl Event {
     /// sync (GASP §5.4.6) and reports it as [`wait`](Event::wait) would, with no wait.
     #[track_caller]
     pub fn test(&mut self) -> bool {
-        progress::check_may_communicate("Event::test");
+        context::check_may_communicate("Event::test");
         if self.is_done() {
             self.retire();
             true
@@ -104,11 +105,11 @@ impl Event {
     #[track_caller]
     pub fn wait(self) {
         if self.is_invalid() {
-            progress::check_may_communicate("Event::wait");
+            context::check_may_communicate("Event::wait");
             return;
         }
         let rt = runtime("Event::wait");
-        progress::check_may_communicate("Event::wait");
+        context::check_may_communicate("Event::wait");
         self.sync_reported(|| rt.wait_until(|| self.is_done()));
     }
 
@@ -143,7 +144,7 @@ impl Event {
     /// [`test`](Event::test)). Does not poll.
     #[track_caller]
     pub fn test_some(events: &mut [Event]) -> bool {
-        progress::check_may_communicate("Event::test_some");
+        context::check_may_communicate("Event::test_some");
         let mut any = events.iter().all(Event::is_invalid);
         for e in events.iter_mut().filter(|e| !e.is_invalid()) {
             if e.is_done() {
@@ -160,7 +161,7 @@ impl Event {
     #[track_caller]
     pub fn wait_some(events: &mut [Event]) {
         let rt = runtime("Event::wait_some");
-        progress::check_may_communicate("Event::wait_some");
+        context::check_may_communicate("Event::wait_some");
         if Event::test_some(events) {
             return;
         }
@@ -178,7 +179,7 @@ impl Event {
     /// reported as by [`test`](Event::test)). Does not poll.
     #[track_caller]
     pub fn test_all(events: &mut [Event]) -> bool {
-        progress::check_may_communicate("Event::test_all");
+        context::check_may_communicate("Event::test_all");
         let mut all = true;
         for e in events.iter_mut() {
             if e.is_done() {
@@ -196,7 +197,7 @@ impl Event {
     #[track_caller]
     pub fn wait_all(events: &mut [Event]) {
         let rt = runtime("Event::wait_all");
-        progress::check_may_communicate("Event::wait_all");
+        context::check_may_communicate("Event::wait_all");
         for e in events.iter_mut().filter(|e| !e.is_invalid()) {
             e.sync_reported(|| rt.wait_until(|| e.is_done()));
             *e = Event::invalid();
@@ -340,7 +341,7 @@ fn nbi_done(mask: EventCategory) -> bool {
 /// [`nbi_wait`]'s, with no wait.
 #[track_caller]
 pub fn nbi_test(mask: EventCategory) -> bool {
-    progress::check_may_communicate("nbi_test");
+    context::check_may_communicate("nbi_test");
     let done = nbi_done(mask);
     if done {
         implicit_sync_reported(|| {});
@@ -362,7 +363,7 @@ fn implicit_sync_reported(wait: impl FnOnce()) {
 #[track_caller]
 pub fn nbi_wait(mask: EventCategory) {
     let rt = runtime("nbi_wait");
-    progress::check_may_communicate("nbi_wait");
+    context::check_may_communicate("nbi_wait");
     implicit_sync_reported(|| rt.wait_until(|| nbi_done(mask)));
 }
 

@@ -8,8 +8,8 @@
 
 use lock_api::RawMutex as _;
 
+use crate::context;
 use crate::instrument::{gasp_end, gasp_span};
-use crate::progress;
 
 /// A handler-safe lock (GASNet-EX `gex_HSL_t`).
 pub struct Hsl {
@@ -35,7 +35,7 @@ impl Hsl {
     pub fn lock(&self) {
         let span = gasp_span!(GASP_UPC_LOCK, [self.gasp_arg()]);
         self.raw.lock();
-        progress::hsl_acquired();
+        context::hsl_acquired();
         gasp_end!(span, [self.gasp_arg()]);
     }
 
@@ -50,7 +50,7 @@ impl Hsl {
         let span = gasp_span!(GASP_UPC_LOCK_ATTEMPT, [self.gasp_arg()]);
         let ok = self.raw.try_lock();
         if ok {
-            progress::hsl_acquired();
+            context::hsl_acquired();
         }
         gasp_end!(span, [self.gasp_arg(), gasp::Arg::Int(i32::from(ok))]);
         ok
@@ -66,7 +66,7 @@ impl Hsl {
         if !self.raw.is_locked() {
             panic!("gex::Hsl::unlock: the lock is not held");
         }
-        progress::hsl_released();
+        context::hsl_released();
         // SAFETY: the lock is held (checked above); HSLs are released by the thread
         // that took them, as the spec requires of the client.
         unsafe { self.raw.unlock() };

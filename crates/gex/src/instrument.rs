@@ -57,3 +57,24 @@ pub(crate) fn with_handle(args: [gasp::Arg<'static>; 4], handle: u64) -> [gasp::
     let [a, b, c, d] = args;
     [a, b, c, d, gasp::Arg::Handle(handle)]
 }
+
+/// The arguments of the AM events (`int rank, int handler, int category, size_t nbytes`).
+#[cfg_attr(not(feature = "gasp"), allow(dead_code))]
+pub(crate) fn am_args(
+    rank: crate::Rank,
+    handler: crate::AmIndex,
+    category: crate::conduit::Category,
+    nbytes: usize,
+) -> [gasp::Arg<'static>; 4] {
+    let category = match category {
+        crate::conduit::Category::Short => 0,
+        crate::conduit::Category::Medium => 1,
+        crate::conduit::Category::Long => 2,
+    };
+    [
+        gasp::Arg::Rank(rank),
+        gasp::Arg::Int(i32::from(handler)),
+        gasp::Arg::Int(category),
+        gasp::Arg::Bytes(nbytes),
+    ]
+}

@@ -24,39 +24,56 @@
 //! Start it with `upcxx-run -n 4 program`, or `UPCXX_RANKS=4 program`; started plainly it
 //! runs as one rank.
 //!
-//! The map of the crate:
-//! * [`client`]: client, endpoint, team and segment objects, job queries.
-//! * [`am`]: Active Messages: registration, Short/Medium/Long Requests and Replies,
-//!   negotiated payloads.
-//! * [`rma`]: put and get (Blocking, NB, NBI, value-based).
-//! * [`event`]: events, local completion, NBI categories and access regions.
+//! The map of the crate, top down:
+//! * [`Client::init`] (`init.rs`): the composition root, the one module that knows
+//!   every part; it creates the runtime and hands it what progress runs.
+//! * [`job`]: starting N-rank jobs (the launcher behind `upcxx-run`);
+//!   `testing` (feature `testing`): multi-rank tests in `cargo test`.
 //! * [`barrier`]: the split-phase barrier of the primordial team.
-//! * [`hsl`]: handler-safe locks. [`progress`]: polling and restricted contexts.
-//! * [`conduit`]: the transport (`smp`: shared memory on one host).
-//! * [`job`]: starting N-rank jobs; [`testing`]: multi-rank tests in `cargo test`.
+//! * [`am`]: Active Messages: registration, Short/Medium/Long Requests and Replies,
+//!   negotiated payloads. [`rma`]: put and get (Blocking, NB, NBI, value-based).
+//!   [`event`]: events, local completion, NBI categories and access regions.
+//!   [`hsl`]: handler-safe locks.
+//! * [`client`]: client, endpoint, team and segment objects, job queries.
+//! * `progress` ([`poll`]), `runtime` (the process-wide state), `context` (restricted
+//!   contexts), `backoff`, `env`: the core below the operations.
+//! * `conduit`: the transport, private; `conduit/smp/` is shared memory on one host.
+//! * [`layered`]: what a runtime built on gex (such as UPC++) needs beyond the
+//!   GASNet-EX API.
+//!
+//! **Architecture invariant:** imports point down this list; the conduit knows nothing
+//! above it.
 
 pub mod am;
+mod backoff;
 pub mod barrier;
 pub mod client;
-pub mod conduit;
+mod conduit;
+mod context;
+mod env;
 pub mod event;
 pub mod hsl;
+mod init;
 mod instrument;
 pub mod job;
-pub mod progress;
+pub mod layered;
+mod progress;
 pub mod rma;
+mod runtime;
+#[cfg(feature = "testing")]
 pub mod testing;
 
 pub use am::{AmCategory, AmEntry, AmIndex, AmRole, HandlerFn, LcKind, SrcDesc, Token, TokenInfo};
 pub use client::{
-    exit, host_info, job_rank, job_size, max_segment_size, my_position, nbrhd_info, Client,
-    Endpoint, InitError, Segment, Team,
+    host_info, job_rank, job_size, max_segment_size, my_position, nbrhd_info, Client, Endpoint,
+    InitError, Segment, Team,
 };
 pub use conduit::{BoundSegment, Rank};
 pub use event::{
     nbi_begin_access_region, nbi_end_access_region, nbi_test, nbi_wait, Event, EventCategory, Lc,
 };
 pub use hsl::Hsl;
+pub use init::exit;
 pub use progress::poll;
 
 /// Segment sizes are multiples of this (GASNet `GASNET_PAGESIZE`).

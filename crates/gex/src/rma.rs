@@ -9,9 +9,10 @@
 
 use crate::client::Team;
 use crate::conduit::{AddressError, Completion, Conduit, Rank};
+use crate::context;
 use crate::event::{self, Event, EventCategory, Lc};
 use crate::instrument::{gasp_end, gasp_span, get_args, put_args, with_handle};
-use crate::progress::{self, runtime, Runtime};
+use crate::runtime::{runtime, Runtime};
 use crate::{Flags, NoOp};
 
 /// The value type of value-based RMA (GASNet-EX `gex_RMA_Value_t`).
@@ -53,7 +54,7 @@ impl Team {
     #[track_caller]
     fn rma_check(&self, call: &str, rank: Rank) -> (&'static Runtime, Rank) {
         let rt = runtime(call);
-        progress::check_may_communicate(call);
+        context::check_may_communicate(call);
         (rt, self.job_rank_of(call, rank))
     }
 

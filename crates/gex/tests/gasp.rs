@@ -61,7 +61,7 @@ impl Tool for Shared {
             REENTERED.store(true, Ordering::Relaxed);
         }
         self.0.events.lock().unwrap().push(owned(event));
-        if self.0.call_back && !gex::progress::in_handler() && event.tag != GASP_UPC_COLLECTIVE_EXIT
+        if self.0.call_back && !gex::layered::in_handler() && event.tag != GASP_UPC_COLLECTIVE_EXIT
         {
             // A tool calling the runtime: these calls report events of their own,
             // which must not reach the tool (they would recurse).

@@ -13,7 +13,7 @@ use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use gex::conduit::smp::layout::RankState;
+use gex::job::RankState;
 use gex::job::{self, InheritedRegion, JobOutcome, JobSpec};
 use gex::testing::{self, SpmdOptions};
 

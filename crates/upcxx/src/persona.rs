@@ -410,8 +410,8 @@ fn progress_reported(level: ProgressLevel) {
 /// ≈8 ns a round trip with a tool attached and measurement off.)
 #[inline]
 pub(crate) fn internal_progress() {
-    if !gex::progress::in_handler() {
-        gex::progress::poll_unreported();
+    if !gex::layered::in_handler() {
+        gex::layered::poll_unreported();
     }
 }
 
@@ -586,7 +586,7 @@ fn drain_held_personas() -> usize {
 /// Makes user-level progress until `done` is true: spins briefly, then yields the
 /// processor (and, when idle for long, naps) so jobs with more ranks than cores keep moving.
 pub(crate) fn wait_until(mut done: impl FnMut() -> bool) {
-    let mut backoff = gex::progress::Backoff::new();
+    let mut backoff = gex::layered::Backoff::new();
     while !done() {
         // Check again before backing off: the progress call may itself have made the
         // awaited future ready (operations complete at initiation notify at the next

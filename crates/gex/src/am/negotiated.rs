@@ -6,7 +6,18 @@
 //! never copied. Until the Commit consumes the `SrcDesc` the thread may not
 //! communicate; a `SrcDesc` dropped without Commit frees its slot and panics.
 
-use super::*;
+use super::handler::{max_args, AmIndex, Token};
+use super::send::{check_args, check_lc, check_long, reserve};
+#[cfg(feature = "gasp")]
+use super::table::HANDLERS;
+use crate::client::Team;
+use crate::conduit::{AmHeader, Category, Conduit, Network, Rank, Selected};
+use crate::context;
+use crate::event::Lc;
+#[cfg(feature = "gasp")]
+use crate::instrument::am_args;
+use crate::runtime::Runtime;
+use crate::{Flags, NoOp};
 
 impl Token<'_> {
     /// GASNet-EX `gex_AM_PrepareReplyMedium`.
@@ -153,7 +164,7 @@ pub struct SrcDesc<'a> {
     nargs: usize,
     size: usize,
     buffer: Buffer<'a>,
-    out: Option<<Active as Conduit>::Outbound>,
+    out: Option<<Selected as Conduit>::Outbound>,
     lc: Option<Lc<'a>>,
 }
 
@@ -200,7 +211,7 @@ fn prepare<'b>(
         (None, Category::Medium) => Buffer::Slot,
         (None, _) => Buffer::Owned(vec![0u8; size].into_boxed_slice()),
     };
-    progress::enter_prepare(call);
+    context::enter_prepare(call);
     Ok(SrcDesc {
         rt,
         dest,
@@ -287,7 +298,7 @@ impl<'a> SrcDesc<'a> {
         dest_addr: usize,
         args: &[u32],
     ) {
-        progress::leave_prepare();
+        context::leave_prepare();
         if category != self.category {
             panic!(
                 "gex::{call}: the SrcDesc was prepared for a {:?}",
@@ -320,12 +331,12 @@ impl<'a> SrcDesc<'a> {
         #[cfg(feature = "gasp")]
         let site = std::panic::Location::caller();
         #[cfg(feature = "gasp")]
-        let span = (gasp::enabled() && self.rt.handlers.reported(handler)).then(|| {
+        let span = (gasp::enabled() && HANDLERS.reported(handler)).then(|| {
             let tag = match self.network {
                 Network::Request => gasp::events::GASP_GEX_AM_REQUEST,
                 Network::Reply => gasp::events::GASP_GEX_AM_REPLY,
             };
-            let args = super::am_args(self.dest, handler, category, nbytes);
+            let args = am_args(self.dest, handler, category, nbytes);
             gasp::Span::begin(tag, site, &args)
         });
         let out = self.out.take().expect("committed once");
@@ -367,7 +378,7 @@ impl<'a> SrcDesc<'a> {
         }
         #[cfg(feature = "gasp")]
         if let Some(span) = span {
-            span.end(&super::am_args(self.dest, handler, category, nbytes));
+            span.end(&am_args(self.dest, handler, category, nbytes));
         }
     }
 }
@@ -376,7 +387,7 @@ impl Drop for SrcDesc<'_> {
     fn drop(&mut self) {
         if let Some(out) = self.out.take() {
             // Free the claimed slot with a message the receiver ignores (index 0).
-            progress::leave_prepare();
+            context::leave_prepare();
             self.rt.conduit.am_commit(
                 out,
                 &AmHeader {

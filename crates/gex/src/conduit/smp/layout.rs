@@ -42,11 +42,7 @@ pub const FAILURE_MESSAGE_MAX: usize = 3072;
 /// Alignment of each rank's area and segment.
 pub const PAGE: usize = 4096;
 
-/// Default segment size per rank when neither `--segment-size` nor
-/// `UPCXX_SEGMENT_SIZE` is given (the same default as UPC++'s shared heap).
-pub const DEFAULT_SEGMENT_SIZE: usize = 128 << 20;
-
-/// Lifecycle of one rank, as recorded in its [`RankControl::state`].
+/// Lifecycle of one rank, as recorded in its control block.
 #[repr(u32)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RankState {

@@ -1,29 +1,20 @@
 //! Running an N-rank job on this host: the launcher behind `upcxx-run`,
-//! `UPCXX_RANKS=N prog` and [`crate::testing::spmd`].
+//! `UPCXX_RANKS=N prog` and `gex::testing::spmd`.
 //!
 //! # Design
 //!
-//! A job is `ranks` child processes of one program plus one shared-memory region that
-//! holds the whole job (see [`crate::conduit::smp::layout`]). [`run`] is the launcher:
+//! This is the portable front of the launcher: the job spec, monitoring, teardown and
+//! failure reports. What a job is made of on this host, the conduit provides below it:
+//! the shared-memory region that holds the whole job and how a rank process is started
+//! so that it inherits exactly that region and dies with its launcher
+//! (`conduit/smp/region.rs`, `conduit/smp/spawn.rs`). [`run`] is the launcher:
 //!
-//! 1. **Region.** It creates the region as an anonymous memory file
-//!    (`memfd_create("gex-job", MFD_CLOEXEC)`), sizes it with `ftruncate`, maps it
-//!    `MAP_SHARED` and writes the job header. A memfd has no name in any file system, so
-//!    nothing can ever be left behind in `/dev/shm` — not when a rank crashes, not when the
-//!    launcher is killed with `SIGKILL`: the kernel frees the memory when the last process
-//!    that maps it or holds its descriptor goes away. The descriptor is opened close-on-exec
-//!    so that no unrelated program started by this process (for instance another job
-//!    launched concurrently from another thread) inherits it.
-//! 2. **Ranks.** It spawns the ranks with `std::process::Command` (stdin, stdout and
-//!    stderr inherited) and the environment `UPCXX_RANK=r`, `UPCXX_RANKS=N`,
-//!    `GEX_SHM_FD=fd`. Between `fork` and `exec` each child clears close-on-exec on its
-//!    own copy of the descriptor, so that exactly the ranks of this job inherit it, and
-//!    asks for `PR_SET_PDEATHSIG = SIGKILL`: if the launcher dies, however it dies, the
-//!    kernel kills its ranks, so no rank can outlive its launcher and spin forever waiting
-//!    for peers. (The death signal is tied to the *thread* that forked the child; [`run`]
-//!    forks from the calling thread and keeps it inside `run` until every rank is reaped.)
-//!    A child re-checks its parent after the `prctl`, closing the window in which the
-//!    launcher could die before the death signal was armed.
+//! 1. **Region.** It creates the job's region (an anonymous memory file, so nothing can
+//!    be left behind in `/dev/shm` however the job ends).
+//! 2. **Ranks.** It spawns the ranks (stdin, stdout and stderr inherited) with the
+//!    environment `UPCXX_RANK=r` and `UPCXX_RANKS=N`, plus what the conduit adds to hand
+//!    them the region. Each rank dies with the thread that forked it; [`run`] forks from
+//!    the calling thread and keeps it inside `run` until every rank is reaped.
 //! 3. **Monitoring.** It polls the children every [`POLL_INTERVAL`] with `try_wait`,
 //!    sleeping in between. A rank succeeds when it exits with status 0 and its
 //!    [`RankState`] is `Finalized` (it finalized the communication layer) or `NotStarted`
@@ -42,37 +33,29 @@
 
 mod tool;
 
-use std::ffi::{OsStr, OsString};
+use std::ffi::OsString;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use rustix::fs::MemfdFlags;
-use rustix::io::FdFlags;
-use rustix::mm::{MapFlags, ProtFlags};
 use rustix::process::{Pid, Signal};
 
-use crate::conduit::smp::layout::{
-    JobHeader, JobLayout, RankState, Region, DEFAULT_SEGMENT_SIZE, HEADER_SIZE, MAGIC, PAGE,
-};
+/// The job region as a rank and the launcher see it: each rank's state and failure
+/// message, and the abort flag (for tools and tests that stand in for a rank).
+pub use crate::conduit::smp::layout::{RankState, Region};
+pub use crate::conduit::smp::region::InheritedRegion;
+use crate::conduit::smp::region::JobRegion;
+use crate::conduit::smp::spawn;
 
-/// Environment variable holding the job rank (0-based) of a rank process.
-pub const UPCXX_RANK: &str = "UPCXX_RANK";
-/// Environment variable holding the number of ranks of the job. Set by the launcher in
-/// every rank; set by the user (without [`UPCXX_RANK`]) to make a program launch itself
-/// as a job (see [`relaunch_if_requested`]).
-pub const UPCXX_RANKS: &str = "UPCXX_RANKS";
-/// Environment variable holding the descriptor number of the job region's memfd, which
-/// every rank inherits from the launcher.
-pub const GEX_SHM_FD: &str = "GEX_SHM_FD";
-/// Environment variable giving the segment size per rank (e.g. `64M`, `2G`), used when
-/// no size is given explicitly. See [`parse_size()`].
-pub const UPCXX_SEGMENT_SIZE: &str = "UPCXX_SEGMENT_SIZE";
+pub use crate::conduit::smp::region::GEX_SHM_FD;
+pub use crate::env::{
+    parse_size, segment_size_from_env, DEFAULT_SEGMENT_SIZE, UPCXX_RANK, UPCXX_RANKS,
+    UPCXX_SEGMENT_SIZE,
+};
 
 /// How often the launcher polls its ranks for exit.
 pub const POLL_INTERVAL: Duration = Duration::from_millis(2);
@@ -151,40 +134,6 @@ impl JobOutcome {
     }
 }
 
-/// Parses a size such as `4096`, `64K`, `64M`, `2G`, `1GiB` or `1.5 MB` into bytes.
-///
-/// Units are binary: `K`, `KB` and `KiB` all mean 1024 bytes, `M` 1024², and so on. The
-/// size must be greater than zero and fit in `usize`.
-pub fn parse_size(s: &str) -> Result<usize, String> {
-    let t = s.trim();
-    if t.is_empty() {
-        return Err("empty size".to_owned());
-    }
-    let bytes = parse_size::Config::new()
-        .with_binary()
-        .parse_size(t)
-        .map_err(|e| format!("invalid size '{s}': {e} (expected e.g. 4096, 64M, 2G, 1GiB)"))?;
-    if bytes == 0 {
-        return Err(format!("invalid size '{s}': must be greater than zero"));
-    }
-    usize::try_from(bytes).map_err(|_| format!("invalid size '{s}': too large"))
-}
-
-/// The segment size per rank from `UPCXX_SEGMENT_SIZE`, or
-/// [`DEFAULT_SEGMENT_SIZE`] if it is unset or empty.
-pub fn segment_size_from_env() -> Result<usize, String> {
-    match std::env::var_os(UPCXX_SEGMENT_SIZE) {
-        None => Ok(DEFAULT_SEGMENT_SIZE),
-        Some(v) if v.is_empty() => Ok(DEFAULT_SEGMENT_SIZE),
-        Some(v) => {
-            let v = v
-                .to_str()
-                .ok_or_else(|| format!("{UPCXX_SEGMENT_SIZE} is not valid UTF-8"))?;
-            parse_size(v).map_err(|e| format!("{UPCXX_SEGMENT_SIZE}: {e}"))
-        }
-    }
-}
-
 /// Makes a program launch itself: called by the communication layer's initialization.
 ///
 /// If the process was started as `UPCXX_RANKS=N prog args...` (with `UPCXX_RANKS` set
@@ -209,7 +158,7 @@ pub fn relaunch_if_requested() {
         .and_then(|p| p.file_name())
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "gex".to_owned());
-    let ranks = match parse_ranks(&ranks) {
+    let ranks = match crate::env::parse_ranks(&ranks) {
         Ok(n) => n,
         Err(e) => {
             eprintln!("{name}: invalid {UPCXX_RANKS}: {e}");
@@ -259,15 +208,6 @@ pub fn launch_error_exit_code(e: &io::Error) -> i32 {
     }
 }
 
-fn parse_ranks(v: &OsStr) -> Result<usize, String> {
-    let s = v.to_str().ok_or("not valid UTF-8")?.trim();
-    match s.parse::<usize>() {
-        Ok(0) => Err("the number of ranks must be at least 1".to_owned()),
-        Ok(n) => Ok(n),
-        Err(_) => Err(format!("'{s}' is not a number of ranks")),
-    }
-}
-
 /// Runs `spec.ranks` processes of `spec.program` as one job and waits for it to end.
 ///
 /// See the [module documentation](self) for the protocol. Rank failures, timeouts and
@@ -293,8 +233,7 @@ pub fn run(spec: &JobSpec) -> io::Result<JobOutcome> {
 }
 
 fn run_ranks(spec: &JobSpec) -> io::Result<JobOutcome> {
-    let layout = checked_layout(spec.ranks, spec.segment_size)?;
-    let region_file = JobRegion::create(layout)?;
+    let region_file = JobRegion::create(spec.ranks, spec.segment_size)?;
     let region = region_file.region();
 
     // Installed before the first rank starts so that an early Ctrl-C is not lost.
@@ -310,7 +249,7 @@ fn run_ranks(spec: &JobSpec) -> io::Result<JobOutcome> {
         done: Vec::with_capacity(spec.ranks),
     };
     for r in 0..spec.ranks {
-        match spawn_rank(spec, r, region_file.fd.as_raw_fd()) {
+        match spawn_rank(spec, r, &region_file) {
             Ok(child) => {
                 ranks.children.push(child);
                 ranks.done.push(false);
@@ -379,123 +318,16 @@ fn run_ranks(spec: &JobSpec) -> io::Result<JobOutcome> {
     // `ranks` is empty of live children here; `region_file` unmaps and closes on drop.
 }
 
-/// The layout of a job, refusing sizes that overflow or cannot be mapped.
-fn checked_layout(ranks: usize, segment_size: usize) -> io::Result<JobLayout> {
-    let invalid = |msg: String| io::Error::new(io::ErrorKind::InvalidInput, msg);
-    if ranks == 0 {
-        return Err(invalid("the number of ranks must be at least 1".to_owned()));
-    }
-    if u32::try_from(ranks).is_err() {
-        return Err(invalid(format!("too many ranks: {ranks}")));
-    }
-    // JobLayout::new rounds up without overflow checks: check the same sums here.
-    let stride = segment_size
-        .checked_add(PAGE)
-        .and_then(|s| s.checked_add(JobLayout::SEGMENT_OFFSET));
-    let total = stride
-        .and_then(|s| s.checked_mul(ranks))
-        .and_then(|s| s.checked_add(HEADER_SIZE))
-        .filter(|&t| t <= isize::MAX as usize);
-    if total.is_none() {
-        return Err(invalid(format!(
-            "a job of {ranks} ranks with a segment of {segment_size} bytes each is too large"
-        )));
-    }
-    Ok(JobLayout::new(ranks, segment_size))
-}
-
-/// The launcher's memfd and its mapping; unmapped and closed on drop.
-struct JobRegion {
-    fd: OwnedFd,
-    base: *mut u8,
-    len: usize,
-    layout: JobLayout,
-}
-
-impl JobRegion {
-    fn create(layout: JobLayout) -> io::Result<JobRegion> {
-        let ctx = |what: &str, e: rustix::io::Errno| {
-            let e = io::Error::from(e);
-            io::Error::new(e.kind(), format!("cannot {what} the job region: {e}"))
-        };
-        let len = layout.total_size();
-        let fd = rustix::fs::memfd_create("gex-job", MemfdFlags::CLOEXEC)
-            .map_err(|e| ctx("create", e))?;
-        rustix::fs::ftruncate(&fd, len as u64).map_err(|e| ctx("size", e))?;
-        // SAFETY: a fresh shared mapping of a file we own, at an address the kernel
-        // chooses; nothing else in this process refers to that memory.
-        let base = unsafe {
-            rustix::mm::mmap(
-                std::ptr::null_mut(),
-                len,
-                ProtFlags::READ | ProtFlags::WRITE,
-                MapFlags::SHARED,
-                &fd,
-                0,
-            )
-        }
-        .map_err(|e| ctx("map", e))?;
-        let job = JobRegion {
-            fd,
-            base: base.cast(),
-            len,
-            layout,
-        };
-        job.region().init_header();
-        Ok(job)
-    }
-
-    fn region(&self) -> Region {
-        // SAFETY: `base` is a live, writable, shared mapping of `layout.total_size()`
-        // bytes that lives as long as `self`, and `run` uses the Region only while it
-        // holds `self`.
-        unsafe { Region::new(self.base, self.layout) }
-    }
-}
-
-impl Drop for JobRegion {
-    fn drop(&mut self) {
-        // SAFETY: `base`/`len` are exactly the mapping created in `create`, and no
-        // reference into it outlives `self` (see `region`).
-        let _ = unsafe { rustix::mm::munmap(self.base.cast(), self.len) };
-        // `fd` is closed when the field drops.
-    }
-}
-
-fn spawn_rank(spec: &JobSpec, rank: usize, fd: RawFd) -> io::Result<Child> {
+fn spawn_rank(spec: &JobSpec, rank: usize, region: &JobRegion) -> io::Result<Child> {
     let mut cmd = Command::new(&spec.program);
     cmd.args(&spec.args)
         .envs(spec.env.iter().map(|(k, v)| (k, v)))
         .env(UPCXX_RANK, rank.to_string())
         .env(UPCXX_RANKS, spec.ranks.to_string())
-        .env(GEX_SHM_FD, fd.to_string())
         .stdin(Stdio::inherit())
         .stdout(Stdio::inherit())
         .stderr(Stdio::inherit());
-    let parent = rustix::process::getpid();
-    // SAFETY: the closure runs in the child between fork and exec, where only
-    // async-signal-safe operations are allowed. It only makes raw system calls through
-    // rustix (fcntl, prctl, getppid), allocates nothing and takes no locks; the errors
-    // it returns are plain errno values (`io::Error::from(Errno)` does not allocate).
-    // `fd` is open in the child, since the child is a copy of this process taken while
-    // `run` holds the descriptor.
-    unsafe {
-        cmd.pre_exec(move || {
-            // Only this child's copy of the memfd loses close-on-exec, so only the ranks of
-            // this job inherit it, even if other threads launch jobs concurrently.
-            let fd = BorrowedFd::borrow_raw(fd);
-            rustix::io::fcntl_setfd(fd, FdFlags::empty())?;
-            // Die with the launcher (precisely: with the thread that forked us).
-            rustix::process::set_parent_process_death_signal(Some(Signal::KILL))?;
-            // If the launcher died before the prctl above, the death signal will never
-            // come: we have been reparented already, so give up now.
-            if rustix::process::getppid() != Some(parent) {
-                return Err(io::Error::from(rustix::io::Errno::SRCH));
-            }
-            Ok(())
-        });
-    }
-    cmd.spawn()
+    spawn::spawn_rank(cmd, region)
 }
 
 /// The ranks of a running job.
@@ -735,154 +567,9 @@ impl Drop for SignalGuard {
     }
 }
 
-/// The job region as mapped by a rank, from the descriptor it inherited from the
-/// launcher; unmapped on drop.
-///
-/// This is what a rank process (the smp conduit, or [`crate::testing`] inside a rank)
-/// uses to reach the region. It leaves the descriptor open.
-#[derive(Debug)]
-pub struct InheritedRegion {
-    region: Region,
-    rank: usize,
-    len: usize,
-}
-
-impl InheritedRegion {
-    /// Maps the region named by `GEX_SHM_FD`, for the rank given by `UPCXX_RANK`.
-    ///
-    /// Returns `Ok(None)` if this process was not started by a launcher (either
-    /// variable unset), and an error if the variables are invalid or the descriptor is
-    /// not a job region of this layout version.
-    pub fn from_env() -> io::Result<Option<InheritedRegion>> {
-        let invalid = |msg: String| io::Error::new(io::ErrorKind::InvalidData, msg);
-        let (Some(fd), Some(rank)) = (std::env::var_os(GEX_SHM_FD), std::env::var_os(UPCXX_RANK))
-        else {
-            return Ok(None);
-        };
-        let fd: RawFd = fd
-            .to_str()
-            .and_then(|s| s.trim().parse().ok())
-            .filter(|&fd: &RawFd| fd >= 0)
-            .ok_or_else(|| invalid(format!("invalid {GEX_SHM_FD}: {fd:?}")))?;
-        let rank: usize = rank
-            .to_str()
-            .and_then(|s| s.trim().parse().ok())
-            .ok_or_else(|| invalid(format!("invalid {UPCXX_RANK}: {rank:?}")))?;
-        // SAFETY: the launcher passed this descriptor number, open, to this process. If
-        // the variable is stale the descriptor may be closed (fstat fails) or another
-        // file (rejected by the size and magic checks below); it is only borrowed for
-        // the duration of this function and never closed here.
-        let fd = unsafe { BorrowedFd::borrow_raw(fd) };
-        let size = rustix::fs::fstat(fd)
-            .map_err(|e| invalid(format!("{GEX_SHM_FD}: cannot stat the job region: {e}")))?
-            .st_size;
-        let len = usize::try_from(size)
-            .ok()
-            .filter(|&l| l >= HEADER_SIZE)
-            .ok_or_else(|| invalid(format!("{GEX_SHM_FD} is not a job region")))?;
-        let base = map_shared(fd, len)?;
-        // SAFETY: the header lies at offset 0 of a mapping of at least HEADER_SIZE bytes,
-        // page aligned, and is only accessed through atomics.
-        let header = unsafe { &*(base as *const JobHeader) };
-        let unmap = |msg: String| {
-            // SAFETY: `base`/`len` is the mapping just created, not used afterwards.
-            let _ = unsafe { rustix::mm::munmap(base.cast(), len) };
-            Err(invalid(msg))
-        };
-        if header.magic.load(Ordering::Acquire) != MAGIC {
-            return unmap(format!("{GEX_SHM_FD} is not a job region of this version"));
-        }
-        let ranks = header.ranks.load(Ordering::Relaxed) as usize;
-        let segment_size = header.segment_size.load(Ordering::Relaxed) as usize;
-        let layout = JobLayout::new(ranks, segment_size);
-        if layout.total_size() > len || rank >= ranks {
-            return unmap(format!(
-                "job region does not match: {len} bytes, {ranks} ranks, rank {rank}"
-            ));
-        }
-        Ok(Some(InheritedRegion {
-            // SAFETY: `base` maps `len >= layout.total_size()` bytes, shared and writable,
-            // and lives until `self` drops; the Region is only handed out by reference.
-            region: unsafe { Region::new(base, layout) },
-            rank,
-            len,
-        }))
-    }
-
-    /// The region, valid while `self` lives.
-    pub fn region(&self) -> &Region {
-        &self.region
-    }
-
-    /// This process's rank.
-    pub fn rank(&self) -> usize {
-        self.rank
-    }
-}
-
-impl Drop for InheritedRegion {
-    fn drop(&mut self) {
-        // SAFETY: the mapping created in `from_env`; references handed out by `region`
-        // borrow `self`, so none outlives it.
-        let _ = unsafe { rustix::mm::munmap(self.region.base().cast(), self.len) };
-    }
-}
-
-fn map_shared(fd: impl AsFd, len: usize) -> io::Result<*mut u8> {
-    // SAFETY: a fresh shared mapping at an address the kernel chooses.
-    let base = unsafe {
-        rustix::mm::mmap(
-            std::ptr::null_mut(),
-            len,
-            ProtFlags::READ | ProtFlags::WRITE,
-            MapFlags::SHARED,
-            fd,
-            0,
-        )
-    }
-    .map_err(|e| {
-        let e = io::Error::from(e);
-        io::Error::new(e.kind(), format!("cannot map the job region: {e}"))
-    })?;
-    Ok(base.cast())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn sizes() {
-        assert_eq!(parse_size("4096"), Ok(4096));
-        assert_eq!(parse_size("64M"), Ok(64 << 20));
-        assert_eq!(parse_size("64MB"), Ok(64 << 20));
-        assert_eq!(parse_size("2G"), Ok(2 << 30));
-        assert_eq!(parse_size("1GiB"), Ok(1 << 30));
-        assert_eq!(parse_size(" 16k "), Ok(16 << 10));
-        assert!(parse_size("").is_err());
-        assert!(parse_size("0").is_err());
-        assert!(parse_size("-1M").is_err());
-        assert!(parse_size("lots").is_err());
-        assert!(parse_size("64Q").is_err());
-    }
-
-    #[test]
-    fn ranks() {
-        assert_eq!(parse_ranks(OsStr::new("4")), Ok(4));
-        assert!(parse_ranks(OsStr::new("0")).is_err());
-        assert!(parse_ranks(OsStr::new("four")).is_err());
-    }
-
-    #[test]
-    fn layout_limits() {
-        assert!(checked_layout(0, 4096).is_err());
-        assert!(checked_layout(2, usize::MAX).is_err());
-        assert!(checked_layout(usize::MAX / 2, 1 << 20).is_err());
-        assert_eq!(
-            checked_layout(3, 1 << 20).unwrap(),
-            JobLayout::new(3, 1 << 20)
-        );
-    }
 
     #[test]
     fn signal_names() {

@@ -5,7 +5,11 @@
 //! bytes. We keep the same split: everything in `gex` outside this module talks to the
 //! transport only through [`Conduit`], so a new transport (the `mpi` conduit for jobs
 //! spanning hosts, which keeps shared memory inside each host) is one new implementation
-//! of this trait and a `cfg` switch of [`Active`], with no change above it.
+//! of this trait (a folder beside `smp/`) and a `cfg` switch of [`Selected`], the one
+//! selection point, with no change above it.
+//!
+//! **Architecture invariant:** nothing in this module or below it imports from the rest
+//! of `gex` except the leaves `backoff` and `env`; the conduit knows nothing above it.
 //!
 //! The trait is deliberately small and speaks in job ranks, addresses in the target's
 //! address space, and raw message slots:
@@ -25,10 +29,10 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-pub mod smp;
+pub(crate) mod smp;
 
-/// The conduit this build uses.
-pub type Active = smp::SmpConduit;
+/// The conduit this build uses: the one place a build selects its transport.
+pub(crate) type Selected = smp::SmpConduit;
 
 /// A rank: a position in the job or in a team (GASNet-EX `gex_Rank_t`).
 pub type Rank = u32;
@@ -54,6 +58,9 @@ pub enum Category {
 pub struct AmHeader<'a> {
     pub handler: u8,
     pub category: Category,
+    // The smp conduit knows the network from the queue it reserved; a conduit whose
+    // messages share one channel reads it here.
+    #[allow(dead_code)]
     pub network: Network,
     pub args: &'a [u32],
     /// Payload bytes in the send buffer (Medium) or already delivered (Long).
@@ -68,6 +75,9 @@ pub struct Inbound<'a> {
     pub src: Rank,
     pub handler: u8,
     pub category: Category,
+    // The smp conduit knows the network from the queue it reserved; a conduit whose
+    // messages share one channel reads it here.
+    #[allow(dead_code)]
     pub network: Network,
     pub args: &'a [u32],
     /// Medium: the payload in the receive buffer. Long: the delivered payload in the
@@ -101,6 +111,9 @@ pub enum Completion {
     /// Complete already: the common case on shared memory.
     Done,
     /// Completes when the handle says so; the upper half polls until then.
+    // The smp conduit completes every operation at return; this is for conduits that
+    // do not.
+    #[allow(dead_code)]
     Pending(Arc<OpHandle>),
 }
 
@@ -164,7 +177,7 @@ pub trait Conduit: Send + Sync + Sized + 'static {
         src: &[u8],
     ) -> Result<Completion, AddressError>;
     /// Runs `dispatch` on arrived messages of the given networks; returns how many.
-    fn poll(&self, requests: bool, dispatch: &mut dyn FnMut(&Inbound<'_>)) -> usize;
+    fn poll(&self, requests: bool, dispatch: fn(&Inbound<'_>)) -> usize;
 
     /// Copies `src` to `dest_addr` in `dest`'s segment, or reports why the range is not
     /// there (checking it is part of the transfer, so it is done once).

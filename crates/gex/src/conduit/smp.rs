@@ -8,8 +8,11 @@
 //!
 //! Without a launcher (no `UPCXX_RANK` in the environment) the conduit creates a
 //! private one-rank region, so every program also runs as a single rank.
+//!
+//! The files: `layout` (where everything lies in the region), `region` (creating,
+//! inheriting, mapping and validating it), `spawn` (starting a rank that inherits it),
+//! `queue` (the AM queues).
 
-use std::os::fd::{AsFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
@@ -17,16 +20,15 @@ use crate::conduit::{
     AddressError, AmHeader, BoundSegment, Category, Completion, Conduit, Inbound, Network, Rank,
 };
 
-pub mod layout;
-pub mod queue;
+pub(crate) mod layout;
+pub(crate) mod queue;
+pub(crate) mod region;
+pub(crate) mod spawn;
 
+use crate::backoff::Backoff;
 use layout::{JobLayout, RankState, Region, REPLY_SLOTS, REQUEST_SLOTS, SLOT_HEADER, SLOT_SIZE};
 use queue::{Queue, Reserved, SlotHeader};
-
-/// Name of the variable holding the number of the inherited memory-file descriptor.
-pub const SHM_FD_VAR: &str = "GEX_SHM_FD";
-/// Name of the variable holding this process's job rank.
-pub const RANK_VAR: &str = "UPCXX_RANK";
+use region::Joined;
 
 /// Largest number of messages handled per queue in one poll, so one busy sender cannot
 /// keep a poll from returning.
@@ -62,8 +64,8 @@ impl Inbox {
 /// The shared-memory conduit. See the module documentation.
 pub struct SmpConduit {
     region: Region,
-    /// Keeps the mapping alive for the life of the process.
-    _mapping: Mapping,
+    /// Keeps the region mapped for the life of the process.
+    _joined: Joined,
     rank: Rank,
     size: Rank,
     ranks: Vec<Rank>,
@@ -77,111 +79,12 @@ pub struct SmpConduit {
     attached: AtomicUsize,
 }
 
-/// A shared mapping of a job region, unmapped on drop.
-pub struct Mapping {
-    base: *mut u8,
-    len: usize,
-}
-
-// SAFETY: the mapping is process-wide shared memory; it is only unmapped on drop.
-unsafe impl Send for Mapping {}
-// SAFETY: as above.
-unsafe impl Sync for Mapping {}
-
-impl Drop for Mapping {
-    fn drop(&mut self) {
-        // SAFETY: base/len describe a mapping created by `map_region` and no longer used.
-        let _ = unsafe { rustix::mm::munmap(self.base.cast(), self.len) };
-    }
-}
-
-/// Maps the whole memory file `fd` shared and read-write.
-fn map_region(fd: impl AsFd, len: usize) -> std::io::Result<Mapping> {
-    use rustix::mm::{mmap, MapFlags, ProtFlags};
-    // SAFETY: mapping a fresh range chosen by the kernel cannot alias existing memory.
-    let base = unsafe {
-        mmap(
-            std::ptr::null_mut(),
-            len,
-            ProtFlags::READ | ProtFlags::WRITE,
-            MapFlags::SHARED,
-            fd,
-            0,
-        )?
-    };
-    Ok(Mapping {
-        base: base.cast(),
-        len,
-    })
-}
-
-/// Creates, sizes and maps an anonymous job region (used by launchers and single-rank
-/// jobs). Returns the descriptor, the mapping and the region with its header written.
-pub fn create_region(layout: JobLayout) -> std::io::Result<(OwnedFd, Region, Mapping)> {
-    use rustix::fs::{ftruncate, memfd_create, MemfdFlags};
-    let fd = memfd_create("gex-job", MemfdFlags::CLOEXEC)?;
-    ftruncate(&fd, layout.total_size() as u64)?;
-    let mapping = map_region(&fd, layout.total_size())?;
-    // SAFETY: the mapping is total_size() bytes and is returned alongside the region,
-    // so the caller keeps it alive as long as it uses the region.
-    let region = unsafe { Region::new(mapping.base, layout) };
-    region.init_header();
-    Ok((fd, region, mapping))
-}
-
 fn fatal(msg: &str) -> ! {
     eprintln!("gex: {msg}");
     std::process::exit(1)
 }
 
 impl SmpConduit {
-    fn join_job() -> (Region, Mapping, Rank) {
-        let Ok(rank_text) = std::env::var(RANK_VAR) else {
-            let segment = crate::job::segment_size_from_env().unwrap_or_else(|e| fatal(&e));
-            let (_fd, region, mapping) = create_region(JobLayout::new(1, segment))
-                .unwrap_or_else(|e| fatal(&format!("cannot create the job's shared memory: {e}")));
-            return (region, mapping, 0);
-        };
-        let rank: Rank = rank_text
-            .parse()
-            .unwrap_or_else(|_| fatal(&format!("{RANK_VAR}={rank_text} is not a rank")));
-        let fd: i32 = std::env::var(SHM_FD_VAR)
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or_else(|| {
-                fatal(&format!(
-                    "{RANK_VAR} is set but {SHM_FD_VAR} is not: start the job with upcxx-run"
-                ))
-            });
-        // SAFETY: the launcher passed us this descriptor number to own; we close it
-        // after mapping so that programs we spawn do not inherit it.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-        let stat = rustix::fs::fstat(&fd)
-            .unwrap_or_else(|e| fatal(&format!("{SHM_FD_VAR}: not a job region ({e})")));
-        let len = stat.st_size as usize;
-        if len < layout::HEADER_SIZE {
-            fatal(&format!("{SHM_FD_VAR}: not a job region (too small)"));
-        }
-        let mapping = map_region(&fd, len)
-            .unwrap_or_else(|e| fatal(&format!("cannot map the job's shared memory: {e}")));
-        drop(fd);
-        // SAFETY: only the header is read through this provisional view.
-        let probe = unsafe { Region::new(mapping.base, JobLayout::new(1, 1)) };
-        let h = probe.header();
-        if h.magic.load(Ordering::Acquire) != layout::MAGIC {
-            fatal(&format!("{SHM_FD_VAR}: not a job region (bad magic)"));
-        }
-        let ranks = h.ranks.load(Ordering::Relaxed) as usize;
-        let seg = h.segment_size.load(Ordering::Relaxed) as usize;
-        let layout = JobLayout::new(ranks, seg);
-        if layout.total_size() > len || rank as usize >= ranks {
-            fatal("the job region does not match this rank");
-        }
-        // SAFETY: the mapping covers layout.total_size() bytes and lives in the conduit.
-        let region = unsafe { Region::new(mapping.base, layout) };
-        (region, mapping, rank)
-    }
-
     fn queue(region: &Region, rank: usize, network: Network) -> Queue {
         let (offset, slots) = match network {
             Network::Request => (JobLayout::REQUEST_QUEUE_OFFSET, REQUEST_SLOTS),
@@ -194,7 +97,7 @@ impl SmpConduit {
     fn wait_for_all_ranks(&self) {
         let h = self.region.header();
         h.init_arrived.fetch_add(1, Ordering::AcqRel);
-        let mut backoff = crate::progress::Backoff::new();
+        let mut backoff = Backoff::new();
         while h.init_arrived.load(Ordering::Acquire) < self.size {
             if self.region.aborted() {
                 std::process::exit(1);
@@ -211,12 +114,7 @@ impl SmpConduit {
             .ok_or(AddressError::NoSegment)
     }
 
-    fn drain(
-        &self,
-        inbox: &Inbox,
-        network: Network,
-        dispatch: &mut dyn FnMut(&Inbound<'_>),
-    ) -> usize {
+    fn drain(&self, inbox: &Inbox, network: Network, dispatch: fn(&Inbound<'_>)) -> usize {
         // The common empty poll reads one shared cache line and writes nothing.
         if inbox
             .queue
@@ -306,7 +204,13 @@ impl Conduit for SmpConduit {
     type Outbound = Outbound;
 
     fn bootstrap() -> SmpConduit {
-        let (region, mapping, rank) = SmpConduit::join_job();
+        let joined = Joined::from_env(|| {
+            crate::env::segment_size_from_env()
+                .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))
+        })
+        .unwrap_or_else(|e| fatal(&format!("cannot join the job: {e}")));
+        let (region, rank) = joined.region();
+        let rank = rank as Rank;
         let n = region.layout().ranks;
         let me = rank as usize;
         let ctl = region.control(me);
@@ -328,7 +232,7 @@ impl Conduit for SmpConduit {
             requests,
             replies,
             region,
-            _mapping: mapping,
+            _joined: joined,
             rank,
             size: n as Rank,
             ranks: (0..n as Rank).collect(),
@@ -460,7 +364,7 @@ impl Conduit for SmpConduit {
         self.put(dest, dest_addr, src)
     }
 
-    fn poll(&self, requests: bool, dispatch: &mut dyn FnMut(&Inbound<'_>)) -> usize {
+    fn poll(&self, requests: bool, dispatch: fn(&Inbound<'_>)) -> usize {
         let mut n = self.drain(&self.my_replies, Network::Reply, dispatch);
         if requests {
             n += self.drain(&self.my_requests, Network::Request, dispatch);

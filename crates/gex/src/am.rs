@@ -1,0 +1,41 @@
+//! Active Messages (GASNet-EX spec, "Active Message (AM)" sections).
+//!
+//! An Active Message names a handler, registered at the same index on every rank, that
+//! runs at the target with up to [`max_args`] 32-bit arguments and, for Medium and Long,
+//! a payload: a Medium's payload lands in a library buffer that is valid during the
+//! handler; a Long's payload is written to an address in the target's segment before
+//! the handler runs. A Request handler may send at most one Reply to its sender.
+//!
+//! * Registration ([`Endpoint::register_handlers`](crate::Endpoint::register_handlers)): fixed indices in
+//!   `[AM_INDEX_BASE, 255]`; index 0 means "don't care" and is replaced, in table order,
+//!   by the highest index still free. Indices below `AM_INDEX_BASE` are the library's.
+//! * Injection: `Team::request_{short,medium,long}` and `Token::reply_*`. With
+//!   [`Flags::IMMEDIATE`](crate::Flags::IMMEDIATE) an injection that would block returns `Err(NoOp)` and does
+//!   nothing; otherwise it polls until the target's queue has room.
+//! * Negotiated payload: `Team::prepare_request_{medium,long}` /
+//!   `Token::prepare_reply_*` return a [`SrcDesc`] whose buffer is either the client's
+//!   or a slot of the target's queue (no copy at all), consumed by `commit` (in
+//!   `am/negotiated.rs`).
+
+//!
+//! The files, bottom up: `handler` (handler entries and the token a handler gets),
+//! `table` (the handler table and registration), `send` (injection of Requests,
+//! including the back-pressure wait), `reply` (a Request handler's Reply), `negotiated`
+//! (Prepare/Commit), `dispatch` (running an arrived message: the function the runtime
+//! hands to progress).
+
+mod dispatch;
+mod handler;
+mod negotiated;
+mod reply;
+mod send;
+mod table;
+
+pub(crate) use dispatch::dispatch;
+pub use handler::{
+    max_args, AmCategory, AmEntry, AmIndex, AmRole, HandlerFn, RegisterError, Token, TokenInfo,
+    AM_INDEX_BASE,
+};
+pub use negotiated::SrcDesc;
+pub use send::{lub_reply_long, lub_reply_medium, lub_request_long, lub_request_medium, LcKind};
+pub(crate) use table::register_internal;

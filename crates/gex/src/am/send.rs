@@ -1,0 +1,436 @@
+//! Injecting Active Messages: the checks, claiming a slot (waiting under back-pressure),
+//! writing the payload and committing; the Request calls of a team and the payload
+//! limits (GASNet-EX `gex_AM_Request*`, `gex_AM_Max*`, `gex_AM_LUB*`).
+
+#[cfg(feature = "gasp")]
+use std::panic::Location;
+
+use super::handler::{max_args, AmIndex};
+#[cfg(feature = "gasp")]
+use super::table::HANDLERS;
+use crate::backoff::Backoff;
+use crate::client::Team;
+use crate::conduit::{AmHeader, Category, Conduit, Network, Rank, Selected};
+use crate::context;
+use crate::event::Lc;
+#[cfg(feature = "gasp")]
+use crate::instrument::am_args;
+use crate::runtime::{runtime, Runtime};
+use crate::{Flags, NoOp};
+
+/// Which kind of local-completion option a max-payload query is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LcKind {
+    Now,
+    Group,
+    Event,
+}
+
+/// The payload of a message being injected.
+#[derive(Clone, Copy)]
+pub(super) enum Payload<'a> {
+    None,
+    Medium(&'a [u8]),
+    Long(&'a [u8], usize),
+}
+
+#[cfg(feature = "gasp")]
+impl<'a> Payload<'a> {
+    /// The payload as scalars (kind, bytes, destination address), for an out-of-line
+    /// call: an enum of three words passed to a call is passed by reference, which keeps
+    /// it in memory on the caller's other paths too.
+    #[inline(always)]
+    pub(super) fn parts(self) -> (u8, &'a [u8], usize) {
+        match self {
+            Payload::None => (0, &[], 0),
+            Payload::Medium(p) => (1, p, 0),
+            Payload::Long(p, addr) => (2, p, addr),
+        }
+    }
+
+    /// The payload of [`Payload::parts`].
+    #[inline(always)]
+    pub(super) fn from_parts(kind: u8, data: &'a [u8], dest_addr: usize) -> Payload<'a> {
+        match kind {
+            0 => Payload::None,
+            1 => Payload::Medium(data),
+            _ => Payload::Long(data, dest_addr),
+        }
+    }
+}
+
+#[track_caller]
+pub(super) fn check_lc(call: &str, lc: &Lc<'_>, group_allowed: bool) {
+    match lc {
+        Lc::Defer => panic!("gex::{call}: Lc::Defer is not allowed for Active Messages"),
+        Lc::Group if !group_allowed => panic!("gex::{call}: Lc::Group is not allowed for Replies"),
+        _ => {}
+    }
+}
+
+/// Checks an AM's destination, argument count and handler index. Inline: three
+/// compares on every message; the panics are out of line.
+#[inline(always)]
+#[track_caller]
+pub(super) fn check_args(rt: &Runtime, call: &str, dest: Rank, handler: AmIndex, args: &[u32]) {
+    if dest >= rt.conduit.size() || args.len() > max_args() || handler == 0 {
+        bad_args(rt, call, dest, handler, args);
+    }
+}
+
+#[cold]
+#[inline(never)]
+#[track_caller]
+fn bad_args(rt: &Runtime, call: &str, dest: Rank, handler: AmIndex, args: &[u32]) -> ! {
+    if dest >= rt.conduit.size() {
+        panic!(
+            "gex::{call}: rank {dest} is not in the team (size {})",
+            rt.conduit.size()
+        );
+    }
+    if args.len() > max_args() {
+        panic!(
+            "gex::{call}: {} arguments, more than max_args() = {}",
+            args.len(),
+            max_args()
+        );
+    }
+    if handler == 0 {
+        panic!("gex::{call}: handler index 0 is not a handler");
+    }
+    unreachable!("gex::{call}: the arguments were found bad but are not")
+}
+
+#[track_caller]
+pub(super) fn check_long(rt: &Runtime, call: &str, dest: Rank, payload: &[u8], dest_addr: usize) {
+    if let Err(e) = rt.conduit.translate(dest, dest_addr, payload.len()) {
+        crate::rma::address_error(call, dest, dest_addr, payload.len(), e);
+    }
+}
+
+/// Claims a slot on `network` of `dest`, polling while the queue is full, or `NoOp`
+/// with [`Flags::IMMEDIATE`].
+#[inline]
+pub(super) fn reserve(
+    rt: &Runtime,
+    dest: Rank,
+    network: Network,
+    flags: Flags,
+) -> Result<<Selected as Conduit>::Outbound, NoOp> {
+    if let Some(out) = rt.conduit.am_reserve(dest, network) {
+        return Ok(out);
+    }
+    if flags.contains(Flags::IMMEDIATE) {
+        return Err(NoOp);
+    }
+    let mut backoff = Backoff::new();
+    loop {
+        // A Reply (sent from a Request handler) may only wait for Replies to drain;
+        // anything else may run every kind of handler while it waits.
+        let n = if network == Network::Reply && context::in_handler() {
+            rt.progress_replies()
+        } else {
+            rt.progress()
+        };
+        if let Some(out) = rt.conduit.am_reserve(dest, network) {
+            return Ok(out);
+        }
+        if n > 0 {
+            backoff.reset();
+        } else {
+            rt.idle(&mut backoff);
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+#[track_caller]
+pub(super) fn send(
+    rt: &Runtime,
+    call: &str,
+    dest: Rank,
+    network: Network,
+    handler: AmIndex,
+    args: &[u32],
+    payload: Payload<'_>,
+    flags: Flags,
+) -> Result<(), NoOp> {
+    #[cfg(feature = "gasp")]
+    if gasp::enabled() && HANDLERS.reported(handler) {
+        let (kind, data, dest_addr) = payload.parts();
+        return send_reported(
+            rt, call, dest, network, handler, args, kind, data, dest_addr, flags,
+        );
+    }
+    send_as::<false>(rt, call, dest, network, handler, args, payload, flags)
+}
+
+/// [`send`] of a reported message while a tool is attached, out of line: the common
+/// path makes one flag test and holds no instrumentation. The arguments stay separate
+/// scalars: a struct of them was built on the common path too (≈45 more instructions
+/// a message), and the payload passed as its enum kept the
+/// common path's payload in memory, its kind a load and a match rather than a constant
+/// (≈10 more; see [`Payload::parts`]).
+#[cfg(feature = "gasp")]
+#[allow(clippy::too_many_arguments)]
+#[cold]
+#[inline(never)]
+#[track_caller]
+fn send_reported(
+    rt: &Runtime,
+    call: &str,
+    dest: Rank,
+    network: Network,
+    handler: AmIndex,
+    args: &[u32],
+    kind: u8,
+    data: &[u8],
+    dest_addr: usize,
+    flags: Flags,
+) -> Result<(), NoOp> {
+    let payload = Payload::from_parts(kind, data, dest_addr);
+    send_as::<true>(rt, call, dest, network, handler, args, payload, flags)
+}
+
+/// [`send`], reporting its GASP event if `REPORT`.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+#[track_caller]
+fn send_as<const REPORT: bool>(
+    rt: &Runtime,
+    call: &str,
+    dest: Rank,
+    network: Network,
+    handler: AmIndex,
+    args: &[u32],
+    payload: Payload<'_>,
+    flags: Flags,
+) -> Result<(), NoOp> {
+    check_args(rt, call, dest, handler, args);
+    let (category, nbytes, dest_addr) = match payload {
+        Payload::None => (Category::Short, 0, 0),
+        Payload::Medium(p) => {
+            let max = rt.conduit.am_max_medium();
+            if p.len() > max {
+                panic!(
+                    "gex::{call}: payload of {} bytes exceeds the Medium maximum of {max} bytes",
+                    p.len()
+                );
+            }
+            (Category::Medium, p.len(), 0)
+        }
+        Payload::Long(p, addr) => {
+            check_long(rt, call, dest, p, addr);
+            (Category::Long, p.len(), addr)
+        }
+    };
+    #[cfg(feature = "gasp")]
+    let site = Location::caller();
+    #[cfg(feature = "gasp")]
+    let span = REPORT.then(|| {
+        let tag = match network {
+            Network::Request => gasp::events::GASP_GEX_AM_REQUEST,
+            Network::Reply => gasp::events::GASP_GEX_AM_REPLY,
+        };
+        gasp::Span::open(tag, site, &am_args(dest, handler, category, nbytes))
+    });
+    let out = reserve(rt, dest, network, flags)?;
+    match payload {
+        Payload::None => {}
+        Payload::Medium(p) => {
+            // SAFETY: the claimed slot's payload area holds am_max_medium() bytes and
+            // p.len() was checked against it; the slot is ours until commit.
+            unsafe {
+                std::ptr::copy_nonoverlapping(p.as_ptr(), rt.conduit.am_buffer(&out), p.len())
+            };
+        }
+        Payload::Long(p, addr) => {
+            let c = rt
+                .conduit
+                .long_payload(dest, addr, p)
+                .expect("the destination was checked before the slot was claimed");
+            crate::event::complete_blocking(rt, c);
+        }
+    }
+    rt.conduit.am_commit(
+        out,
+        &AmHeader {
+            handler,
+            category,
+            network,
+            args,
+            nbytes,
+            dest_addr,
+        },
+    );
+    #[cfg(feature = "gasp")]
+    if let Some(span) = span {
+        span.end(&am_args(dest, handler, category, nbytes));
+    }
+    Ok(())
+}
+
+impl Team {
+    #[inline]
+    #[track_caller]
+    pub(super) fn am_runtime(&self, call: &str) -> &'static Runtime {
+        let rt = runtime(call);
+        context::check_may_communicate(call);
+        rt
+    }
+
+    /// GASNet-EX `gex_AM_RequestShort`: runs `handler(token, args)` on `rank`.
+    #[inline]
+    #[track_caller]
+    pub fn request_short(
+        &self,
+        rank: Rank,
+        handler: AmIndex,
+        args: &[u32],
+        flags: Flags,
+    ) -> Result<(), NoOp> {
+        const CALL: &str = "Team::request_short";
+        let rt = self.am_runtime(CALL);
+        let dest = self.job_rank_of(CALL, rank);
+        send(
+            rt,
+            CALL,
+            dest,
+            Network::Request,
+            handler,
+            args,
+            Payload::None,
+            flags,
+        )
+    }
+
+    /// GASNet-EX `gex_AM_RequestMedium`: runs `handler(token, payload, args)` on `rank`,
+    /// the payload in a library buffer valid during the handler.
+    #[inline]
+    #[track_caller]
+    pub fn request_medium(
+        &self,
+        rank: Rank,
+        handler: AmIndex,
+        payload: &[u8],
+        lc: Lc<'_>,
+        flags: Flags,
+        args: &[u32],
+    ) -> Result<(), NoOp> {
+        const CALL: &str = "Team::request_medium";
+        let rt = self.am_runtime(CALL);
+        check_lc(CALL, &lc, true);
+        let dest = self.job_rank_of(CALL, rank);
+        send(
+            rt,
+            CALL,
+            dest,
+            Network::Request,
+            handler,
+            args,
+            Payload::Medium(payload),
+            flags,
+        )?;
+        lc.complete_now();
+        Ok(())
+    }
+
+    /// GASNet-EX `gex_AM_RequestLong`: writes `payload` to `dest_addr` in `rank`'s
+    /// segment, then runs `handler(token, payload_at_dest, args)` there.
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    #[track_caller]
+    pub fn request_long(
+        &self,
+        rank: Rank,
+        handler: AmIndex,
+        payload: &[u8],
+        dest_addr: usize,
+        lc: Lc<'_>,
+        flags: Flags,
+        args: &[u32],
+    ) -> Result<(), NoOp> {
+        const CALL: &str = "Team::request_long";
+        let rt = self.am_runtime(CALL);
+        check_lc(CALL, &lc, true);
+        let dest = self.job_rank_of(CALL, rank);
+        send(
+            rt,
+            CALL,
+            dest,
+            Network::Request,
+            handler,
+            args,
+            Payload::Long(payload, dest_addr),
+            flags,
+        )?;
+        lc.complete_now();
+        Ok(())
+    }
+
+    /// GASNet-EX `gex_AM_MaxRequestMedium` (`other_rank` None: over all team members).
+    pub fn max_request_medium(
+        &self,
+        _other_rank: Option<Rank>,
+        _lc: LcKind,
+        _flags: Flags,
+        _nargs: usize,
+    ) -> usize {
+        runtime("Team::max_request_medium").conduit.am_max_medium()
+    }
+
+    /// GASNet-EX `gex_AM_MaxReplyMedium`.
+    pub fn max_reply_medium(
+        &self,
+        _other_rank: Option<Rank>,
+        _lc: LcKind,
+        _flags: Flags,
+        _nargs: usize,
+    ) -> usize {
+        runtime("Team::max_reply_medium").conduit.am_max_medium()
+    }
+
+    /// GASNet-EX `gex_AM_MaxRequestLong`.
+    pub fn max_request_long(
+        &self,
+        _other_rank: Option<Rank>,
+        _lc: LcKind,
+        _flags: Flags,
+        _nargs: usize,
+    ) -> usize {
+        runtime("Team::max_request_long").conduit.am_max_long()
+    }
+
+    /// GASNet-EX `gex_AM_MaxReplyLong`.
+    pub fn max_reply_long(
+        &self,
+        _other_rank: Option<Rank>,
+        _lc: LcKind,
+        _flags: Flags,
+        _nargs: usize,
+    ) -> usize {
+        runtime("Team::max_reply_long").conduit.am_max_long()
+    }
+}
+
+/// The least upper bounds of the payload queries (GASNet-EX `gex_AM_LUB*`).
+#[track_caller]
+pub fn lub_request_medium() -> usize {
+    runtime("lub_request_medium").conduit.am_max_medium()
+}
+/// GASNet-EX `gex_AM_LUBReplyMedium`.
+#[track_caller]
+pub fn lub_reply_medium() -> usize {
+    runtime("lub_reply_medium").conduit.am_max_medium()
+}
+/// GASNet-EX `gex_AM_LUBRequestLong`.
+#[track_caller]
+pub fn lub_request_long() -> usize {
+    runtime("lub_request_long").conduit.am_max_long()
+}
+/// GASNet-EX `gex_AM_LUBReplyLong`.
+#[track_caller]
+pub fn lub_reply_long() -> usize {
+    runtime("lub_reply_long").conduit.am_max_long()
+}

@@ -1,0 +1,106 @@
+//! The rules of restricted contexts (GASNet-EX spec, "Calls from restricted context").
+//!
+//! Some contexts are *restricted*: inside an AM handler, while holding a handler-safe
+//! lock, and between a Prepare and its Commit. There, communication, polling and waiting
+//! are prohibited; only Replies from a Request handler (at most one) are allowed. We
+//! track the context per thread and fail such a call with a message naming it, instead
+//! of deadlocking later.
+//!
+//! A leaf: one thread-local word, read by every communication call.
+
+use std::cell::Cell;
+
+/// Bits of the per-thread context word.
+const IN_HANDLER: u32 = 1;
+const IN_REQUEST_HANDLER: u32 = 2;
+const IN_PREPARE: u32 = 4;
+/// Each held handler-safe lock adds this much.
+const HSL_UNIT: u32 = 1 << 8;
+
+thread_local! {
+    static CONTEXT: Cell<u32> = const { Cell::new(0) };
+}
+
+#[inline]
+fn context() -> u32 {
+    CONTEXT.with(|c| c.get())
+}
+
+fn set_context(v: u32) {
+    CONTEXT.with(|c| c.set(v))
+}
+
+/// Fails a communication call made from a restricted context.
+#[inline]
+#[track_caller]
+pub(crate) fn check_may_communicate(call: &str) {
+    let ctx = context();
+    if ctx != 0 {
+        restricted(call, ctx);
+    }
+}
+
+#[cold]
+#[track_caller]
+fn restricted(call: &str, ctx: u32) -> ! {
+    let place = if ctx & IN_HANDLER != 0 {
+        "inside an Active Message handler (only a Reply from a Request handler is allowed there)"
+    } else if ctx & IN_PREPARE != 0 {
+        "between an AM Prepare and its Commit"
+    } else {
+        "while holding a handler-safe lock"
+    };
+    panic!("gex::{call}: communication is not allowed {place} (GASNet-EX spec, \"Calls from restricted context\")")
+}
+
+/// True while this thread runs an AM handler.
+#[inline]
+pub fn in_handler() -> bool {
+    context() & IN_HANDLER != 0
+}
+
+/// Marks this thread as running a handler until the guard drops.
+pub(crate) struct HandlerScope {
+    saved: u32,
+}
+
+impl HandlerScope {
+    pub fn enter(is_request: bool) -> HandlerScope {
+        let saved = context();
+        let bits = IN_HANDLER | if is_request { IN_REQUEST_HANDLER } else { 0 };
+        set_context(saved | bits);
+        HandlerScope { saved }
+    }
+}
+
+impl Drop for HandlerScope {
+    fn drop(&mut self) {
+        set_context(self.saved);
+    }
+}
+
+/// Marks the interval between an AM Prepare and its Commit.
+pub(crate) fn enter_prepare(call: &str) {
+    let ctx = context();
+    if ctx & IN_PREPARE != 0 {
+        panic!("gex::{call}: Prepare/Commit pairs do not nest (GASNet-EX spec, negotiated-payload AMs)");
+    }
+    set_context(ctx | IN_PREPARE);
+}
+
+pub(crate) fn leave_prepare() {
+    set_context(context() & !IN_PREPARE);
+}
+
+/// True while this thread holds a handler-safe lock.
+pub(crate) fn holding_hsl() -> bool {
+    context() >= HSL_UNIT
+}
+
+pub(crate) fn hsl_acquired() {
+    set_context(context() + HSL_UNIT);
+}
+
+pub(crate) fn hsl_released() {
+    set_context(context().saturating_sub(HSL_UNIT));
+}

@@ -1,0 +1,164 @@
+//! The composition root: client initialization, which creates the runtime and hands it
+//! every part that progress runs (the AM dispatcher, the barrier); segment attach and
+//! finalize, which are collective; and `exit`.
+//!
+//! This is the only module that knows every part of the layer.
+
+use crate::client::{Client, Endpoint, InitError, ObjectState, Segment, Team};
+use crate::conduit::{Conduit, Selected};
+use crate::context::check_may_communicate;
+use crate::instrument::{gasp_atomic, gasp_end, gasp_span};
+use crate::runtime::{install, runtime, try_runtime, Runtime};
+use crate::Flags;
+
+fn valid_client_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    matches!(chars.next(), Some('A'..='Z'))
+        && name.len() >= 2
+        && chars.all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+}
+
+fn install_panic_hook() {
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if let Some(rt) = try_runtime() {
+            let msg = info
+                .payload()
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| info.payload().downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "Box<dyn Any>".into());
+            let place = info
+                .location()
+                .map(|l| format!(" at {}:{}:{}", l.file(), l.line(), l.column()))
+                .unwrap_or_default();
+            rt.conduit
+                .record_failure(&format!("panicked{place}: {msg}"));
+        }
+        previous(info);
+    }));
+}
+
+impl Client {
+    /// Creates the client, its primordial endpoint and team (GASNet-EX
+    /// `gex_Client_Init`). Collective over the job, with an implicit barrier.
+    ///
+    /// When the program was started as `UPCXX_RANKS=N program` without a launcher, this
+    /// call starts the N-rank job (re-running the program) and exits with its status.
+    #[track_caller]
+    pub fn init(name: &str, flags: Flags) -> Result<(Client, Endpoint, Team), InitError> {
+        if !valid_client_name(name) {
+            return Err(InitError::BadClientName(name.to_string()));
+        }
+        if try_runtime().is_some() {
+            return Err(InitError::AlreadyInitialized);
+        }
+        crate::job::relaunch_if_requested();
+        let conduit = <Selected as Conduit>::bootstrap();
+        // Every part that progress runs is handed in here: the runtime knows none of
+        // them by name.
+        let rt = install(Runtime::new(
+            conduit,
+            crate::am::dispatch,
+            vec![crate::barrier::advance],
+        ));
+        ObjectState::new(name, flags).install();
+        install_panic_hook();
+        crate::am::register_internal(&mut [crate::barrier::handler_entry()]);
+        #[cfg(feature = "gasp")]
+        attach_gasp_tool(rt);
+        let team = Team {
+            rank: rt.conduit.rank(),
+            size: rt.conduit.size(),
+        };
+        Ok((Client(()), Endpoint(()), team))
+    }
+
+    /// Ends this rank's part in the job: a barrier over the primordial team, after
+    /// which the rank may exit. A rank that exits after init without finalizing (or
+    /// [`exit`]ing) is reported by the launcher as failed, and the job is stopped.
+    #[track_caller]
+    pub fn finalize(&self) {
+        let rt = runtime("Client::finalize");
+        check_may_communicate("Client::finalize");
+        let span = gasp_span!(GASP_UPC_COLLECTIVE_EXIT, [gasp::Arg::Int(0)]);
+        Team {
+            rank: rt.conduit.rank(),
+            size: rt.conduit.size(),
+        }
+        .barrier();
+        gasp_end!(span, [gasp::Arg::Int(0)]);
+        #[cfg(feature = "gasp")]
+        gasp::dispatch::finish();
+        rt.conduit.finalize();
+    }
+}
+
+/// Attaches the GASP tool chosen for this run, if any (GASP §3.2: after the runtime's
+/// own initialization, before user code runs).
+#[cfg(feature = "gasp")]
+#[track_caller]
+fn attach_gasp_tool(rt: &Runtime) {
+    let (members, _) = rt.conduit.nbrhd();
+    let first = members.first().copied().unwrap_or(rt.conduit.rank());
+    let last = members.last().copied().unwrap_or(rt.conduit.rank());
+    if let Err(e) = gasp::dispatch::init(rt.conduit.rank(), rt.conduit.size(), first..last + 1) {
+        panic!("gex::Client::init: cannot attach the GASP tool: {e}");
+    }
+}
+
+impl Segment {
+    /// Allocates and binds this rank's segment (GASNet-EX `gex_Segment_Attach`).
+    /// Collective over the primordial team, with an implicit barrier. `size` must be a
+    /// non-zero multiple of [`PAGE_SIZE`](crate::PAGE_SIZE), at most
+    /// [`max_segment_size`](crate::max_segment_size).
+    #[track_caller]
+    pub fn attach(team: &Team, size: usize) -> Result<Segment, InitError> {
+        const CALL: &str = "Segment::attach";
+        let rt = runtime(CALL);
+        check_may_communicate(CALL);
+        let max = rt.conduit.max_segment_size();
+        if size == 0 || !size.is_multiple_of(crate::PAGE_SIZE) || size > max {
+            return Err(InitError::BadSegmentSize { size, max });
+        }
+        if ObjectState::attached(CALL) {
+            return Err(InitError::AlreadyAttached);
+        }
+        let addr = rt.conduit.attach_segment(size);
+        team.barrier();
+        rt.conduit.segments_attached();
+        ObjectState::attach(CALL, addr, size);
+        Ok(Segment { addr, size })
+    }
+}
+
+/// Ends this process now with `code` (like `gasnet_exit`). With code 0 the rank counts as
+/// finished; any other code makes the launcher stop the whole job with that code.
+#[track_caller]
+pub fn exit(code: i32) -> ! {
+    if let Some(rt) = try_runtime() {
+        gasp_atomic!(GASP_UPC_NONCOLLECTIVE_EXIT, [gasp::Arg::Int(code)]);
+        #[cfg(feature = "gasp")]
+        gasp::dispatch::finish();
+        if code == 0 {
+            rt.conduit.finalize();
+        } else {
+            rt.conduit
+                .record_failure(&format!("called gex::exit({code})"));
+        }
+    }
+    std::process::exit(code)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn client_names_follow_the_spec_pattern() {
+        assert!(super::valid_client_name("UPCXX"));
+        assert!(super::valid_client_name("A1_B"));
+        assert!(!super::valid_client_name("upcxx"));
+        assert!(!super::valid_client_name("A"));
+        assert!(!super::valid_client_name("1ABC"));
+        assert!(!super::valid_client_name("AB-C"));
+    }
+}

@@ -1,0 +1,9 @@
+//! What a runtime built on gex (such as UPC++) needs beyond the GASNet-EX API.
+//!
+//! A runtime layered on gex makes progress of its own (running callbacks, delivering
+//! RPCs) around gex's poll, and waits in loops of its own. These are the few calls it
+//! needs for that; everything else it uses is the GASNet-EX API at the crate root.
+
+pub use crate::backoff::Backoff;
+pub use crate::context::in_handler;
+pub use crate::progress::poll_unreported;

@@ -1,0 +1,90 @@
+//! The process-wide state of the communication layer, created once by `Client::init`.
+//!
+//! It holds what every operation reaches: the conduit, and what progress must run
+//! besides the conduit's poll. It knows nothing of the parts that register there (the
+//! AM dispatcher, the barrier): the composition root, client initialization
+//! (`init.rs`), hands them in, so this module sits below all of them.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::OnceLock;
+
+use crate::conduit::{Inbound, Selected};
+
+/// Work that progress advances while something is under way (a split-phase barrier, and
+/// later the collectives): called on every poll while any registrant says it is active.
+pub(crate) type Advance = fn(&Runtime);
+
+/// Process-wide state of the communication layer. See the module documentation.
+pub(crate) struct Runtime {
+    /// The transport.
+    pub(crate) conduit: Selected,
+    /// Runs one arrived message (the AM layer's dispatcher).
+    pub(crate) dispatch: fn(&Inbound<'_>),
+    /// What progress advances besides running messages.
+    pub(crate) advance: Box<[Advance]>,
+    /// How many registrants of `advance` have work under way: progress calls them only
+    /// while this is non-zero, so an idle poll pays one load for all of them.
+    advancing: AtomicUsize,
+}
+
+impl Runtime {
+    pub(crate) fn new(
+        conduit: Selected,
+        dispatch: fn(&Inbound<'_>),
+        advance: Vec<Advance>,
+    ) -> Runtime {
+        Runtime {
+            conduit,
+            dispatch,
+            advance: advance.into_boxed_slice(),
+            advancing: AtomicUsize::new(0),
+        }
+    }
+
+    /// A registrant of `advance` started work that progress must advance.
+    pub(crate) fn start_advancing(&self) {
+        self.advancing.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A registrant of `advance` finished the work it announced.
+    pub(crate) fn stop_advancing(&self) {
+        self.advancing.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// Whether any registrant of `advance` has work under way.
+    #[inline]
+    pub(crate) fn advancing(&self) -> bool {
+        self.advancing.load(Ordering::Relaxed) != 0
+    }
+}
+
+static RUNTIME: OnceLock<Runtime> = OnceLock::new();
+
+/// The runtime, or a panic naming `call` if `Client::init` has not run.
+#[inline]
+#[track_caller]
+pub(crate) fn runtime(call: &str) -> &'static Runtime {
+    match RUNTIME.get() {
+        Some(rt) => rt,
+        None => not_initialized(call),
+    }
+}
+
+#[cold]
+#[track_caller]
+fn not_initialized(call: &str) -> ! {
+    panic!("gex::{call}: the communication layer is not initialized (call gex::Client::init first)")
+}
+
+/// The runtime, if `Client::init` has run.
+pub(crate) fn try_runtime() -> Option<&'static Runtime> {
+    RUNTIME.get()
+}
+
+/// Makes `rt` the process's runtime (once).
+pub(crate) fn install(rt: Runtime) -> &'static Runtime {
+    if RUNTIME.set(rt).is_err() {
+        panic!("gex::Client::init: a client already exists in this process");
+    }
+    RUNTIME.get().expect("just set")
+}
