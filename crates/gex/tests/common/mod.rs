@@ -1,6 +1,8 @@
 //! Helpers shared by the multi-rank integration tests (`mod common;` in each file).
 #![allow(dead_code)]
 
+pub mod am;
+
 use std::cell::Cell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};

@@ -1,0 +1,356 @@
+//! Negotiated-payload Active Messages ("Negotiated-payload AM APIs": `gex_AM_Prepare*`,
+//! `gex_AM_SrcDesc*`, `gex_AM_Commit*`) and their misuse, with 1 to 4 ranks.
+mod common;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use common::am::{base, BASES, TEAM};
+use common::{pattern, poll_until, Errors};
+use gex::testing::spmd;
+use gex::{AmCategory, AmEntry, AmRole, Client, Event, Flags, Lc, LcKind, NoOp, Segment, Token};
+
+const MB: usize = 1 << 20;
+
+mod negotiated {
+    use super::*;
+    pub static ERRORS: Errors = Errors::new();
+    pub static REQUESTS: AtomicUsize = AtomicUsize::new(0);
+    pub static REPLIES: AtomicUsize = AtomicUsize::new(0);
+    pub static MED: AtomicUsize = AtomicUsize::new(0);
+    pub static LONG: AtomicUsize = AtomicUsize::new(0);
+    pub const CASES: u32 = 5;
+
+    pub fn seed(src: u32, dst: u32, case: u32, reply: bool) -> u64 {
+        ((src as u64) << 40) | ((dst as u64) << 20) | ((case as u64) << 1) | reply as u64
+    }
+
+    /// Where case `case` Longs from `src` land in the target's segment.
+    pub fn long_off(src: u32, case: u32, reply: bool) -> usize {
+        (reply as usize) * 4 * MB + (src as usize * CASES as usize + case as usize) * 128 * 1024
+    }
+
+    /// args: [case, nbytes]
+    pub fn handler(token: &Token<'_>, payload: &[u8], args: &[u32]) {
+        let info = token.info();
+        let (src, me, case, nbytes) = (info.src_rank, gex::job_rank(), args[0], args[1] as usize);
+        let reply = !info.is_request;
+        let what = || {
+            format!(
+                "case {case} from {src} (reply {reply}, long {})",
+                info.is_long
+            )
+        };
+        ERRORS.check(payload.len() == nbytes, || {
+            format!("{}: {} bytes, want {nbytes}", what(), payload.len())
+        });
+        ERRORS.check(
+            payload == &pattern(seed(src, me, case, reply), nbytes)[..],
+            || format!("{}: payload", what()),
+        );
+        if info.is_long {
+            let want = base(me) + long_off(src, case, reply);
+            ERRORS.check(token.dest_addr() == want, || {
+                format!("{}: dest_addr", what())
+            });
+        }
+        if reply {
+            REPLIES.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        REQUESTS.fetch_add(1, Ordering::Relaxed);
+        let p = pattern(seed(me, src, case, true), 200_000);
+        let dest = base(src) + long_off(me, case, true);
+        let (med, long) = (
+            MED.load(Ordering::Relaxed) as u8,
+            LONG.load(Ordering::Relaxed) as u8,
+        );
+        match case {
+            // Reply Medium from a client buffer.
+            0 | 4 => {
+                let buf = &p[..700];
+                let sd = token
+                    .prepare_reply_medium(Some(buf), 1, 700, Lc::Now, Flags::NONE, 2)
+                    .unwrap();
+                ERRORS.check(std::ptr::eq(sd.addr(), buf.as_ptr()), || {
+                    "reply client buf addr".into()
+                });
+                let size = sd.size();
+                ERRORS.check((1..=700).contains(&size), || format!("reply size {size}"));
+                sd.commit_medium(med, size, &[case, size as u32]);
+            }
+            // Reply Medium in a library buffer.
+            1 => {
+                let mut sd = token
+                    .prepare_reply_medium(None, 100, 200, Lc::Now, Flags::NONE, 2)
+                    .unwrap();
+                let size = sd.size();
+                ERRORS.check((100..=200).contains(&size), || {
+                    format!("reply lib size {size}")
+                });
+                ERRORS.check((sd.addr() as usize).is_multiple_of(16), || {
+                    "reply lib buffer alignment".into()
+                });
+                let b = sd.buffer_mut().expect("library buffer");
+                ERRORS.check(b.len() == size, || "buffer_mut length".into());
+                b.copy_from_slice(&p[..size]);
+                sd.commit_medium(med, size, &[case, size as u32]);
+            }
+            // Reply Long from a client buffer, with an lc event.
+            2 => {
+                let buf = &p[..100_000];
+                let mut ev = Event::invalid();
+                let sd = token
+                    .prepare_reply_long(
+                        Some(buf),
+                        1000,
+                        100_000,
+                        Lc::Event(&mut ev),
+                        Flags::NONE,
+                        2,
+                    )
+                    .unwrap();
+                let size = sd.size();
+                ERRORS.check((1000..=100_000).contains(&size), || {
+                    format!("reply long size {size}")
+                });
+                sd.commit_long(long, size - 1, dest, &[case, size as u32 - 1]);
+                ERRORS.check(ev.is_invalid(), || "reply long lc event".into());
+            }
+            // Reply Long in a library buffer.
+            _ => {
+                let mut sd = token
+                    .prepare_reply_long(None, 4096, 8192, Lc::Now, Flags::NONE, 2)
+                    .unwrap();
+                let size = sd.size();
+                ERRORS.check((4096..=8192).contains(&size), || {
+                    format!("reply long lib size {size}")
+                });
+                let b = sd.buffer_mut().expect("library buffer");
+                b.copy_from_slice(&p[..size]);
+                sd.commit_long(long, size / 2, dest, &[case, (size / 2) as u32]);
+            }
+        }
+    }
+}
+
+/// "Negotiated-payload AM APIs": `gex_AM_Prepare{Request,Reply}{Medium,Long}` with a
+/// client buffer (`gex_AM_SrcDescAddr` is that buffer) and without (a library buffer,
+/// aligned), `gex_AM_SrcDescSize` between least and most payload, and Commit with
+/// `nbytes <= size` (including 0); the receiver sees exactly the committed bytes.
+#[test]
+fn negotiated_payload() {
+    use negotiated::*;
+    for n in 1..=4 {
+        spmd(n, || {
+            let (client, ep, team, _seg) = {
+                common::quiet_expected_panics();
+                let (client, ep, team) = Client::init("AM_NEGOTIATE", Flags::NONE).unwrap();
+                let mut t = [
+                    AmEntry::payload("neg_medium", AmCategory::Medium, AmRole::ReqRep, 2, handler),
+                    AmEntry::payload("neg_long", AmCategory::Long, AmRole::ReqRep, 2, handler),
+                ];
+                ep.register_handlers(&mut t).unwrap();
+                MED.store(t[0].index as usize, Ordering::Relaxed);
+                LONG.store(t[1].index as usize, Ordering::Relaxed);
+                let _ = TEAM.set(team);
+                let seg = Segment::attach(&team, 8 * MB).unwrap();
+                let _ = BASES.set(common::segment_bases(&team));
+                team.barrier(); // every rank's handlers can find the globals
+                (client, ep, team, seg)
+            };
+            let _ = ep;
+            let (med, long) = (
+                MED.load(Ordering::Relaxed) as u8,
+                LONG.load(Ordering::Relaxed) as u8,
+            );
+            let me = team.rank();
+            let max_med = team.max_request_medium(None, LcKind::Now, Flags::NONE, 2);
+            for r in 0..team.size() {
+                let p = |case| pattern(seed(me, r, case, false), 200_000);
+                // Case 0: Medium from a client buffer.
+                let buf = p(0)[..1000].to_vec();
+                let mut sd = team
+                    .prepare_request_medium(r, Some(&buf), 16, 1000, Lc::Now, Flags::NONE, 2)
+                    .unwrap();
+                assert_eq!(
+                    sd.addr() as *const u8,
+                    buf.as_ptr(),
+                    "SrcDescAddr is the client buffer"
+                );
+                let size = sd.size();
+                assert!((16..=1000).contains(&size), "size {size}");
+                assert!(sd.buffer_mut().is_none());
+                sd.commit_medium(med, size - 3, &[0, size as u32 - 3]);
+                // Case 1: Medium in a library buffer, most beyond the maximum.
+                let mut sd = team
+                    .prepare_request_medium(r, None, 512, 10 * MB, Lc::Now, Flags::NONE, 2)
+                    .unwrap();
+                let size = sd.size();
+                assert!(
+                    size >= 512 && size <= max_med,
+                    "size {size} (max {max_med})"
+                );
+                assert_eq!(sd.addr() as usize % 16, 0, "library buffer alignment");
+                let b = sd.buffer_mut().expect("library buffer");
+                assert_eq!(b.len(), size);
+                b.copy_from_slice(&p(1)[..size]);
+                sd.commit_medium(med, size, &[1, size as u32]);
+                // Case 2: Long from a client buffer, local completion by event.
+                let buf = p(2)[..100_000].to_vec();
+                let mut ev = Event::invalid();
+                let sd = team
+                    .prepare_request_long(
+                        r,
+                        Some(&buf),
+                        1,
+                        100_000,
+                        Lc::Event(&mut ev),
+                        Flags::NONE,
+                        2,
+                    )
+                    .unwrap();
+                assert_eq!(sd.addr() as *const u8, buf.as_ptr());
+                let size = sd.size();
+                assert!((1..=100_000).contains(&size));
+                sd.commit_long(
+                    long,
+                    size,
+                    base(r) + long_off(me, 2, false),
+                    &[2, size as u32],
+                );
+                assert!(ev.test(), "lc event after Commit");
+                // Case 3: Long in a library buffer.
+                let mut sd = team
+                    .prepare_request_long(r, None, 4096, 65536, Lc::Now, Flags::NONE, 2)
+                    .unwrap();
+                let size = sd.size();
+                assert!((4096..=65536).contains(&size));
+                assert_eq!(sd.addr() as usize % 16, 0);
+                sd.buffer_mut().unwrap().copy_from_slice(&p(3)[..size]);
+                sd.commit_long(
+                    long,
+                    size - 100,
+                    base(r) + long_off(me, 3, false),
+                    &[3, size as u32 - 100],
+                );
+                // Case 4: commit 0 bytes.
+                let buf = p(4)[..10].to_vec();
+                let sd =
+                    team.prepare_request_medium(r, Some(&buf), 1, 10, Lc::Now, Flags::IMMEDIATE, 2);
+                let sd = match sd {
+                    Ok(sd) => sd,
+                    Err(NoOp) => team
+                        .prepare_request_medium(r, Some(&buf), 1, 10, Lc::Now, Flags::NONE, 2)
+                        .unwrap(),
+                };
+                sd.commit_medium(med, 0, &[4, 0]);
+            }
+            let want = team.size() as usize * CASES as usize;
+            poll_until("negotiated replies", 10, || {
+                REPLIES.load(Ordering::Relaxed) >= want
+            });
+            team.barrier();
+            assert_eq!(REQUESTS.load(Ordering::Relaxed), want);
+            assert_eq!(REPLIES.load(Ordering::Relaxed), want);
+            ERRORS.assert_none();
+            client.finalize();
+        });
+    }
+}
+
+mod misuse {
+    use super::*;
+    pub static RUNS: AtomicUsize = AtomicUsize::new(0);
+    pub fn handler(_token: &Token<'_>, payload: &[u8], args: &[u32]) {
+        assert_eq!(payload.len(), args[0] as usize);
+        RUNS.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Misuse of the negotiated-payload calls fails naming the call, and leaves the layer
+/// usable: no buffer with an lc other than NOW ("If client_buf is NULL, this argument
+/// must also be NULL"), `most < least`, `least` over the maximum, Commit of more than
+/// `gex_AM_SrcDescSize`, of the wrong number of arguments or the wrong category, and a
+/// SrcDesc dropped without Commit ("must be consumed (exactly once) by a Commit").
+#[test]
+fn negotiated_payload_misuse() {
+    for n in 1..=2 {
+        spmd(n, || {
+            common::quiet_expected_panics();
+            let (client, ep, team) = Client::init("AM_MISUSE", Flags::NONE).unwrap();
+            let mut t = [AmEntry::payload(
+                "misuse",
+                AmCategory::MedLong,
+                AmRole::Request,
+                1,
+                misuse::handler,
+            )];
+            ep.register_handlers(&mut t).unwrap();
+            let h = t[0].index;
+            let _seg = Segment::attach(&team, MB).unwrap();
+            let peer = (team.rank() + 1) % team.size();
+            let max = team.max_request_medium(None, LcKind::Now, Flags::NONE, 1);
+            let buf = vec![1u8; 100];
+            let mut sent = 0;
+            common::expect_panic(&["Team::prepare_request_medium", "Lc::Now"], || {
+                team.prepare_request_medium(peer, None, 1, 10, Lc::Group, Flags::NONE, 1)
+                    .map(|sd| sd.commit_medium(h, 0, &[0]))
+            });
+            common::expect_panic(&["Team::prepare_request_medium", "less than"], || {
+                team.prepare_request_medium(peer, Some(&buf), 10, 5, Lc::Now, Flags::NONE, 1)
+                    .map(|sd| sd.commit_medium(h, 0, &[0]))
+            });
+            common::expect_panic(&["Team::prepare_request_medium", "exceeds"], || {
+                team.prepare_request_medium(peer, None, max + 1, max + 1, Lc::Now, Flags::NONE, 1)
+                    .map(|sd| sd.commit_medium(h, 0, &[0]))
+            });
+            common::expect_panic(&["Team::prepare_request_long", "17 arguments"], || {
+                team.prepare_request_long(peer, Some(&buf), 1, 10, Lc::Now, Flags::NONE, 17)
+                    .map(|sd| sd.commit_long(h, 0, 0, &[0]))
+            });
+            // Each failed Commit below frees its slot; the layer stays usable.
+            let sd = team
+                .prepare_request_medium(peer, Some(&buf), 1, 50, Lc::Now, Flags::NONE, 1)
+                .unwrap();
+            let size = sd.size();
+            common::expect_panic(&["SrcDesc::commit_medium", "exceeds"], move || {
+                sd.commit_medium(h, size + 1, &[0])
+            });
+            let sd = team
+                .prepare_request_medium(peer, Some(&buf), 1, 50, Lc::Now, Flags::NONE, 1)
+                .unwrap();
+            common::expect_panic(&["SrcDesc::commit_medium", "arguments"], move || {
+                sd.commit_medium(h, 1, &[1, 2])
+            });
+            let sd = team
+                .prepare_request_medium(peer, Some(&buf), 1, 50, Lc::Now, Flags::NONE, 1)
+                .unwrap();
+            common::expect_panic(&["SrcDesc::commit_long", "Medium"], move || {
+                sd.commit_long(h, 1, 0, &[1])
+            });
+            let sd = team
+                .prepare_request_medium(peer, None, 1, 50, Lc::Now, Flags::NONE, 1)
+                .unwrap();
+            common::expect_panic(&["SrcDesc", "without Commit"], move || drop(sd));
+            // Still usable: a prepared send and a fixed one both arrive.
+            let sd = team
+                .prepare_request_medium(peer, Some(&buf), 1, 50, Lc::Now, Flags::NONE, 1)
+                .unwrap();
+            sd.commit_medium(h, 7, &[7]);
+            team.request_medium(peer, h, &buf[..9], Lc::Now, Flags::NONE, &[9])
+                .unwrap();
+            sent += 2;
+            team.barrier();
+            poll_until("misuse handlers", 10, || {
+                misuse::RUNS.load(Ordering::Relaxed) >= sent
+            });
+            team.barrier();
+            assert_eq!(
+                misuse::RUNS.load(Ordering::Relaxed),
+                sent,
+                "abandoned SrcDescs run no handler"
+            );
+            client.finalize();
+        });
+    }
+}

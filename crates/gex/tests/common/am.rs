@@ -1,0 +1,18 @@
+//! What Active Message handlers need to know of their job: they may not query bound
+//! segments, so a rank publishes its team and every rank's segment base here first.
+
+use std::sync::OnceLock;
+
+use gex::Team;
+
+/// Team handle and segment bases for handlers (which may not query bound segments).
+pub static TEAM: OnceLock<Team> = OnceLock::new();
+pub static BASES: OnceLock<Vec<usize>> = OnceLock::new();
+
+pub fn team() -> Team {
+    *TEAM.get().expect("team set")
+}
+
+pub fn base(rank: u32) -> usize {
+    BASES.get().expect("bases set")[rank as usize]
+}
