@@ -1,0 +1,104 @@
+//! Jobs: the driver launches ranks of its own executable ([`run_job`]); a rank learns
+//! which job it runs ([`rank_job`]) and rank 0 hands its results back
+//! ([`write_rank_results`]).
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use super::{fmt_value, Measured};
+
+/// Environment variable naming the job a rank process runs (set by [`run_job`]).
+pub const BENCH_JOB: &str = "PGAS_BENCH_JOB";
+/// Environment variable holding the file rank 0 writes its results to.
+pub const BENCH_OUT: &str = "PGAS_BENCH_OUT";
+
+/// What a rank process was started to do.
+#[derive(Debug, Clone)]
+pub struct RankJob {
+    /// The job name given to [`run_job`].
+    pub job: String,
+    /// Where rank 0 writes its results; `None` when started by hand (for example with
+    /// `upcxx-run -n 2 <bench binary>`): rank 0 then prints them.
+    pub out: Option<PathBuf>,
+}
+
+/// `Some` when this process is a rank of a job (`UPCXX_RANK` set), with the job to run
+/// (`default_job` if the driver did not name one).
+pub fn rank_job(default_job: &str) -> Option<RankJob> {
+    std::env::var_os(gex::job::UPCXX_RANK)?;
+    Some(RankJob {
+        job: std::env::var(BENCH_JOB).unwrap_or_else(|_| default_job.to_owned()),
+        out: std::env::var_os(BENCH_OUT).map(PathBuf::from),
+    })
+}
+
+/// Rank 0's side of [`run_job`]: hands `results` to the driver (or prints them when
+/// there is no driver).
+pub fn write_rank_results(job: &RankJob, results: &[Measured]) {
+    let Some(path) = &job.out else {
+        for m in results {
+            println!(
+                "{:<36} {:>14} {:<6} (spread {:.0}%)",
+                m.name,
+                fmt_value(m.value),
+                m.unit,
+                m.spread() * 100.0
+            );
+        }
+        return;
+    };
+    let v = json!({"job": job.job, "results": results.iter().map(Measured::to_json).collect::<Vec<_>>()});
+    let text = serde_json::to_string(&v).expect("results serialize");
+    std::fs::write(path, text)
+        .unwrap_or_else(|e| panic!("cannot write bench results to {}: {e}", path.display()));
+}
+
+/// Runs `ranks` ranks of this executable as job `job` (segment of `segment_size` bytes
+/// per rank) and returns what its rank 0 reported. The ranks inherit this process's
+/// environment plus [`BENCH_JOB`] and [`BENCH_OUT`]; their output goes to ours.
+pub fn run_job(
+    bench: &str,
+    job: &str,
+    ranks: usize,
+    segment_size: usize,
+    timeout: Duration,
+) -> Result<Vec<Measured>, String> {
+    let exe =
+        std::env::current_exe().map_err(|e| format!("cannot find the bench executable: {e}"))?;
+    let out = std::env::temp_dir().join(format!(
+        "pgas-bench-{bench}-{job}-{}.json",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_file(&out);
+    let spec = gex::job::JobSpec {
+        program: exe,
+        args: Vec::new(),
+        ranks,
+        segment_size,
+        timeout: Some(timeout),
+        env: vec![
+            (OsString::from(BENCH_JOB), OsString::from(job)),
+            (OsString::from(BENCH_OUT), out.clone().into_os_string()),
+        ],
+        name: format!("bench {bench}/{job}"),
+        forward_signals: true,
+    };
+    let outcome = gex::job::run(&spec).map_err(|e| format!("cannot start job {job}: {e}"))?;
+    let text = std::fs::read_to_string(&out);
+    let _ = std::fs::remove_file(&out);
+    if let Some(failure) = outcome.failure {
+        return Err(format!("job {job} ({ranks} ranks) failed: {failure}"));
+    }
+    let text = text.map_err(|e| format!("job {job}: rank 0 wrote no results ({e})"))?;
+    let v: Value =
+        serde_json::from_str(&text).map_err(|e| format!("job {job}: bad results file: {e}"))?;
+    v.get("results")
+        .and_then(Value::as_array)
+        .ok_or_else(|| format!("job {job}: results file has no results"))?
+        .iter()
+        .map(|r| Measured::from_json(r).ok_or_else(|| format!("job {job}: bad result {r}")))
+        .collect()
+}
