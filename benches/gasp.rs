@@ -66,7 +66,7 @@
 //!   the two, after the RPC) the kernel probes the machine: a few milliseconds of raw
 //!   cache-line ping-pong with rank 1, no library call in the loop. The sample's probe
 //!   is the slowest of the three. The states are the clusters of the run's probes
-//!   (`common/states.rs`): sorted, a probe more than [`STATE_GAP`] times the one before
+//!   (`common/states.rs`): sorted, a probe more than [`STATE_GAP`](judging::STATE_GAP) times the one before
 //!   it starts a new cluster. Every cluster in which each variant has
 //!   [`MIN_STATE_SAMPLES`] samples is *judged*: its medians are compared with its own
 //!   `off` median and the targets. The fastest judged state is the *reference state*,
@@ -110,55 +110,35 @@
 //! `GASP_TRACE_BUFFER` is sized for the records the job can make: the most calls a
 //! trace or profile job of the run made so far (a job calls as often as its sample
 //! time allows, and the profiler is the faster tool), times the events per call, times
-//! [`WORDS_PER_EVENT`], with half again as headroom.
+//! [`WORDS_PER_EVENT`](kernel::WORDS_PER_EVENT), with half again as headroom.
+//!
+//! This file is the driver (the rounds and the report); `gasp/variant.rs` names what is
+//! compared, `gasp/kernel.rs` builds and runs the kernel and reads the tools' outputs,
+//! and `gasp/judging.rs` sorts the samples into states and judges them.
 
 mod common;
+#[path = "gasp/judging.rs"]
+mod judging;
+#[path = "gasp/kernel.rs"]
+mod kernel;
+#[path = "gasp/variant.rs"]
+mod variant;
 
-use std::ffi::OsString;
-use std::io::{BufRead as _, BufReader, Read as _, Seek as _, SeekFrom};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::Duration;
-
-use common::states::{self, State};
-use common::{fmt_value, median, Measured, Report, Sampler, TargetIs, BENCH_OUT};
-use serde_json::Value;
+use common::states::State;
+use common::{fmt_value, median, Measured, Report, Sampler};
+use judging::{
+    counts_in, faster_state_short, judged_states, probe_groups, samples_in, state_note, targets,
+    unjudged_states, Taken, MIN_STATE_SAMPLES,
+};
+use kernel::{
+    build_kernel, count_events, run_kernel, trace_buffer_mib, JobPlan, TempDir, ToolNotes, KERNEL,
+    SAMPLES_PER_JOB, TRACE_BUFFER_MIB_UNSIZED,
+};
+use variant::{Variant, OPS};
 
 const BENCH: &str = "gasp";
-/// The kernel's example name.
-const KERNEL: &str = "gasp_kernel";
-/// The prefix of the kernel's result line.
-const LINE_TAG: &str = "GASP_KERNEL ";
-/// Each rank's shared segment (the kernel allocates one cache line of it).
-const SEGMENT: usize = 16 << 20;
-/// Measured samples per operation in one job of a measured round.
-const SAMPLES_PER_JOB: usize = 3;
-/// Discarded samples per operation at the start of each job.
-const WARMUP_PER_JOB: usize = 1;
 /// Sample length unless `PGAS_BENCH_SAMPLE_MS` says otherwise.
 const DEFAULT_SAMPLE_MS: u64 = 10;
-/// Time limit of one job.
-const JOB_TIMEOUT: Duration = Duration::from_secs(300);
-/// `GASP_TRACE_LIMIT` of the trace jobs, in records per thread: a job of the kernel
-/// records far fewer (a few million: ~100 ms of operations at tens of ns per record),
-/// so none is dropped; buffers grow only as records arrive.
-const TRACE_LIMIT: u64 = 1 << 24;
-/// Words of trace buffer per event allowed for: a record is a header word plus the
-/// arguments that changed since the thread's previous record, and a library interval
-/// (START and END) is one record with its duration; the measured operations take about
-/// 1 (rput) to 1.5 (rpc) words an event.
-const WORDS_PER_EVENT: f64 = 2.0;
-/// The `GASP_TRACE_BUFFER` (MiB) of a trace job when no job has run yet to size it.
-const TRACE_BUFFER_MIB_UNSIZED: u64 = 256;
-/// Two sorted probes this many times apart belong to different states of the machine
-/// (the module docs): 1.5 separates the ≈30 ns state (two hardware threads of one
-/// core) from the ≈70 ns one (two cores), while the probes within a state step by a
-/// few percent.
-const STATE_GAP: f64 = 1.5;
-/// Samples each variant needs in a state for its figures to come from that state alone.
-const MIN_STATE_SAMPLES: usize = 3;
-/// Calls of each operation in the counting job.
-const COUNT_CALLS: u64 = 10_000;
 
 /// Environment the driver sets for every job itself; inherited values would change what
 /// a variant measures.
@@ -175,297 +155,6 @@ const OWN_ENV: &[&str] = &[
     "GASP_KERNEL_SAMPLE_MS",
 ];
 
-/// A build and tool combination.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Variant {
-    Off,
-    NoTool,
-    Profile,
-    Trace,
-}
-
-impl Variant {
-    const ALL: [Variant; 4] = [
-        Variant::Off,
-        Variant::NoTool,
-        Variant::Profile,
-        Variant::Trace,
-    ];
-
-    fn name(self) -> &'static str {
-        match self {
-            Variant::Off => "off",
-            Variant::NoTool => "notool",
-            Variant::Profile => "profile",
-            Variant::Trace => "trace",
-        }
-    }
-
-    fn instrumented(self) -> bool {
-        self != Variant::Off
-    }
-
-    fn has_tool(self) -> bool {
-        matches!(self, Variant::Profile | Variant::Trace)
-    }
-
-    /// The `GASP_TOOL` value.
-    fn tool(self) -> &'static str {
-        match self {
-            Variant::Off | Variant::NoTool => "",
-            Variant::Profile => "profile",
-            Variant::Trace => "trace",
-        }
-    }
-
-    fn index(self) -> usize {
-        self as usize
-    }
-}
-
-/// The two measured operations: the kernel's keys and the result names' stems.
-const OPS: [&str; 2] = ["rput_8B", "rpc_roundtrip"];
-
-/// One measured sample of a job.
-#[derive(Debug, Clone, Copy)]
-struct Sample {
-    /// The kernel's probe: ns per round trip of a raw cache-line ping-pong with rank 1,
-    /// the slowest of the three probes around the sample.
-    probe: f64,
-    /// ns per call, per operation (in [`OPS`] order).
-    ns: [f64; 2],
-}
-
-/// What one kernel job reported.
-#[derive(Debug)]
-struct KernelRun {
-    /// Calls made per operation (in [`OPS`] order).
-    calls: [u64; 2],
-    samples: Vec<Sample>,
-}
-
-/// Notifications (events, GASP §3) one call makes, per operation (in [`OPS`] order)
-/// and rank.
-type EventsPerCall = [[f64; 2]; 2];
-
-/// How to run one job.
-struct JobPlan<'a> {
-    variant: Variant,
-    exe: &'a Path,
-    sample_ms: u64,
-    /// Distinguishes this job's files in `tmp`.
-    tag: String,
-    /// `GASP_TRACE_BUFFER` of a trace job, in MiB.
-    trace_buffer_mib: u64,
-}
-
-/// Event names with their counts.
-type EventCounts = Vec<(String, u64)>;
-
-/// Figures taken from the tools' outputs, printed under the table.
-#[derive(Default)]
-struct ToolNotes {
-    /// Rank 0's event counts in the first profile job, most frequent first, and that
-    /// job's calls per operation.
-    profile: Option<(EventCounts, [u64; 2])>,
-    /// Events dropped by the tracer, over all trace jobs.
-    trace_dropped: u64,
-}
-
-/// A private temporary directory, removed with everything in it when dropped.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new() -> std::io::Result<TempDir> {
-        let dir = std::env::temp_dir().join(format!("pgas-bench-gasp-{}", std::process::id()));
-        std::fs::create_dir_all(&dir)?;
-        Ok(TempDir(dir))
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// Builds the kernel into `target_dir` with or without the default features (the
-/// `gasp` feature) and returns the executable.
-fn build_kernel(target_dir: &Path, instrumented: bool) -> Result<PathBuf, String> {
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| OsString::from("cargo"));
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml");
-    let mut cmd = Command::new(&cargo);
-    cmd.args(["build", "--release", "--example", KERNEL])
-        .arg("--manifest-path")
-        .arg(&manifest)
-        .arg("--target-dir")
-        .arg(target_dir)
-        // Artifacts as JSON on stdout (where the executable is), diagnostics as usual.
-        .arg("--message-format=json-render-diagnostics")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit());
-    if !instrumented {
-        cmd.arg("--no-default-features");
-    }
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| format!("cannot run {}: {e}", cargo.to_string_lossy()))?;
-    let mut exe = None;
-    let stdout = child.stdout.take().expect("piped");
-    for line in BufReader::new(stdout).lines() {
-        let line = line.map_err(|e| format!("reading cargo's output: {e}"))?;
-        let Ok(msg) = serde_json::from_str::<Value>(&line) else {
-            continue;
-        };
-        if msg["reason"] == "compiler-artifact" && msg["target"]["name"] == KERNEL {
-            if let Some(path) = msg["executable"].as_str() {
-                exe = Some(PathBuf::from(path));
-            }
-        }
-    }
-    let status = child
-        .wait()
-        .map_err(|e| format!("waiting for cargo: {e}"))?;
-    if !status.success() {
-        return Err(format!(
-            "building {KERNEL} into {} failed ({status})",
-            target_dir.display()
-        ));
-    }
-    exe.ok_or_else(|| format!("cargo built no {KERNEL} executable"))
-}
-
-/// Runs one 2-rank job of the kernel and returns what rank 0 reported, after checking
-/// that the kernel is the variant it should be and looking at the tool's output.
-fn run_kernel(plan: &JobPlan<'_>, tmp: &Path, notes: &mut ToolNotes) -> Result<KernelRun, String> {
-    let v = plan.variant;
-    let out = tmp.join(format!("kernel-{}.txt", plan.tag));
-    let tool_out = tmp.join(format!("{}-{}.json", v.tool(), plan.tag));
-    let _ = std::fs::remove_file(&out);
-    let mut env: Vec<(OsString, OsString)> = vec![
-        (BENCH_OUT.into(), out.clone().into()),
-        ("GASP_TOOL".into(), v.tool().into()),
-        (
-            "GASP_KERNEL_WARMUP".into(),
-            WARMUP_PER_JOB.to_string().into(),
-        ),
-        (
-            "GASP_KERNEL_SAMPLES".into(),
-            SAMPLES_PER_JOB.to_string().into(),
-        ),
-        (
-            "GASP_KERNEL_SAMPLE_MS".into(),
-            plan.sample_ms.to_string().into(),
-        ),
-    ];
-    if v.has_tool() {
-        env.push(("GASP_OUT".into(), tool_out.clone().into()));
-    }
-    if v == Variant::Trace {
-        env.push(("GASP_TRACE_LIMIT".into(), TRACE_LIMIT.to_string().into()));
-        env.push((
-            "GASP_TRACE_BUFFER".into(),
-            plan.trace_buffer_mib.to_string().into(),
-        ));
-    }
-    let spec = gex::job::JobSpec {
-        program: plan.exe.to_path_buf(),
-        args: Vec::new(),
-        ranks: 2,
-        segment_size: SEGMENT,
-        timeout: Some(JOB_TIMEOUT),
-        env,
-        name: format!("bench gasp/{}", v.name()),
-        forward_signals: true,
-    };
-    let outcome = gex::job::run(&spec);
-    let text = std::fs::read_to_string(&out);
-    let _ = std::fs::remove_file(&out);
-    let inspected = match v {
-        Variant::Profile => profile_counts(&tool_out).map(Some),
-        Variant::Trace => trace_dropped(&tool_out).map(|d| {
-            notes.trace_dropped += d;
-            None
-        }),
-        _ => Ok(None),
-    };
-    let _ = std::fs::remove_file(&tool_out);
-    let job = format!("{} job {}", v.name(), plan.tag);
-    let outcome = outcome.map_err(|e| format!("{job}: cannot start: {e}"))?;
-    if let Some(failure) = outcome.failure {
-        return Err(format!("{job} failed: {failure}"));
-    }
-    let text = text.map_err(|e| format!("{job}: rank 0 wrote no results ({e})"))?;
-    let run = parse_kernel_line(&text, v).map_err(|e| format!("{job}: {e}"))?;
-    match inspected.map_err(|e| format!("{job}: {e}"))? {
-        Some(counts) if notes.profile.is_none() => {
-            notes.profile = Some((counts, run.calls));
-        }
-        _ => {}
-    }
-    Ok(run)
-}
-
-/// Runs the counting job (`GASP_KERNEL_COUNT`) of the instrumented kernel `exe`: the
-/// events one call of each operation makes on each rank.
-fn count_events(exe: &Path, tmp: &Path) -> Result<EventsPerCall, String> {
-    let out = tmp.join("kernel-count.txt");
-    let _ = std::fs::remove_file(&out);
-    let spec = gex::job::JobSpec {
-        program: exe.to_path_buf(),
-        args: Vec::new(),
-        ranks: 2,
-        segment_size: SEGMENT,
-        timeout: Some(JOB_TIMEOUT),
-        env: vec![
-            (BENCH_OUT.into(), out.clone().into()),
-            ("GASP_KERNEL_COUNT".into(), COUNT_CALLS.to_string().into()),
-        ],
-        name: "bench gasp/count".to_owned(),
-        forward_signals: true,
-    };
-    let outcome = gex::job::run(&spec).map_err(|e| format!("count job: cannot start: {e}"))?;
-    let text = std::fs::read_to_string(&out);
-    let _ = std::fs::remove_file(&out);
-    if let Some(failure) = outcome.failure {
-        return Err(format!("count job failed: {failure}"));
-    }
-    let text = text.map_err(|e| format!("count job: rank 0 wrote no results ({e})"))?;
-    let json = text
-        .lines()
-        .find_map(|l| l.strip_prefix(LINE_TAG))
-        .ok_or_else(|| format!("count job: no {LINE_TAG}line in the results"))?;
-    let r: Value =
-        serde_json::from_str(json).map_err(|e| format!("count job: bad results line: {e}"))?;
-    let mut events = EventsPerCall::default();
-    for (per_rank, op) in events.iter_mut().zip(OPS) {
-        let counts = r["notifications"][op]
-            .as_array()
-            .filter(|a| a.len() == 2)
-            .ok_or_else(|| format!("count job: results lack `notifications.{op}`"))?;
-        for (n, c) in per_rank.iter_mut().zip(counts) {
-            *n = c
-                .as_f64()
-                .ok_or_else(|| format!("count job: bad count in `notifications.{op}`"))?;
-        }
-    }
-    Ok(events)
-}
-
-/// The `GASP_TRACE_BUFFER` (MiB) for a job that makes at most `calls` calls of each
-/// operation, `events` events per call: the busier rank's records (module docs).
-fn trace_buffer_mib(calls: [u64; 2], events: &EventsPerCall) -> u64 {
-    let busiest = (0..2)
-        .map(|rank| {
-            (0..2)
-                .map(|op| calls[op] as f64 * events[op][rank])
-                .sum::<f64>()
-        })
-        .fold(0.0, f64::max);
-    let bytes = busiest * WORDS_PER_EVENT * 8.0 * 1.5;
-    ((bytes / f64::from(1 << 20)).ceil() as u64).max(gasp::tools::trace::DEFAULT_BUFFER_MIB as u64)
-}
-
 /// Events per call as counted: whole unless something reports now and then.
 fn fmt_events(n: f64) -> String {
     if n.fract() == 0.0 {
@@ -473,91 +162,6 @@ fn fmt_events(n: f64) -> String {
     } else {
         format!("{n:.2}")
     }
-}
-
-/// Parses the kernel's result line and checks its build and tool against `v`.
-fn parse_kernel_line(text: &str, v: Variant) -> Result<KernelRun, String> {
-    let json = text
-        .lines()
-        .find_map(|l| l.strip_prefix(LINE_TAG))
-        .ok_or_else(|| format!("no {LINE_TAG}line in the results"))?;
-    let r: Value = serde_json::from_str(json).map_err(|e| format!("bad results line: {e}"))?;
-    let flag = |k: &str| r[k].as_bool().ok_or_else(|| format!("results lack `{k}`"));
-    let (instrumented, tool) = (flag("instrumented")?, flag("tool")?);
-    if instrumented != v.instrumented() || tool != v.has_tool() {
-        return Err(format!(
-            "the kernel reports instrumented={instrumented}, tool attached={tool}, \
-             which is not the {} variant",
-            v.name()
-        ));
-    }
-    let count = |section: &str, op: &str| {
-        r[section][op]
-            .as_u64()
-            .ok_or_else(|| format!("results lack `{section}.{op}`"))
-    };
-    let samples = |op: &str| -> Result<Vec<f64>, String> {
-        r[op]
-            .as_array()
-            .ok_or_else(|| format!("results lack `{op}`"))?
-            .iter()
-            .map(|x| x.as_f64().ok_or_else(|| format!("bad sample in `{op}`")))
-            .collect()
-    };
-    let (probe, rput, rpc) = (samples("probe")?, samples(OPS[0])?, samples(OPS[1])?);
-    if probe.len() != rput.len() || rpc.len() != rput.len() {
-        return Err("results have lists of samples of different lengths".to_owned());
-    }
-    Ok(KernelRun {
-        calls: [count("calls", OPS[0])?, count("calls", OPS[1])?],
-        samples: (probe.into_iter().zip(rput).zip(rpc))
-            .map(|((probe, rput), rpc)| Sample {
-                probe,
-                ns: [rput, rpc],
-            })
-            .collect(),
-    })
-}
-
-/// Rank 0's event counts in a merged profile, by event name, most frequent first.
-fn profile_counts(path: &Path) -> Result<EventCounts, String> {
-    let file = std::fs::File::open(path)
-        .map_err(|e| format!("the profiler wrote no {}: {e}", path.display()))?;
-    let profile: gasp::formats::Profile = serde_json::from_reader(BufReader::new(file))
-        .map_err(|e| format!("bad profile {}: {e}", path.display()))?;
-    let mut counts = EventCounts::new();
-    for row in profile.events.iter().filter(|r| r.rank == 0) {
-        match counts.iter_mut().find(|(name, _)| *name == row.name) {
-            Some((_, c)) => *c += row.count,
-            None => counts.push((row.name.clone(), row.count)),
-        }
-    }
-    counts.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-    Ok(counts)
-}
-
-/// The `otherData.dropped` count of a merged trace. The file can be hundreds of MB and
-/// `otherData` is its last member (`gasp::formats::Trace`), so only the end is read.
-fn trace_dropped(path: &Path) -> Result<u64, String> {
-    let err = |e: std::io::Error| format!("the tracer's output {}: {e}", path.display());
-    let mut file = std::fs::File::open(path).map_err(err)?;
-    let len = file.metadata().map_err(err)?.len();
-    file.seek(SeekFrom::Start(len.saturating_sub(4096)))
-        .map_err(err)?;
-    let mut tail = String::new();
-    file.read_to_string(&mut tail).map_err(err)?;
-    let key = "\"dropped\":";
-    let at = tail
-        .rfind(key)
-        .ok_or_else(|| format!("no dropped count at the end of {}", path.display()))?;
-    let digits: String = tail[at + key.len()..]
-        .trim_start()
-        .chars()
-        .take_while(char::is_ascii_digit)
-        .collect();
-    digits
-        .parse()
-        .map_err(|_| format!("bad dropped count in {}", path.display()))
 }
 
 /// The driver's settings, from the harness's environment variables.
@@ -570,132 +174,6 @@ fn settings() -> (usize, u64) {
         .filter(|&ms| ms > 0)
         .unwrap_or(DEFAULT_SAMPLE_MS);
     (rounds, sample_ms)
-}
-
-/// The samples of each variant, by variant index.
-type Taken = [Vec<Sample>; 4];
-
-/// The probes of each variant's samples (the groups [`states::judged`] compares).
-fn probe_groups(taken: &Taken) -> Vec<Vec<f64>> {
-    taken
-        .iter()
-        .map(|samples| samples.iter().map(|s| s.probe).collect())
-        .collect()
-}
-
-/// The states whose figures the driver reports and judges, fastest first (see the
-/// module docs); the first is the reference state of the table.
-fn judged_states(taken: &Taken) -> Vec<State> {
-    states::judged(&probe_groups(taken), STATE_GAP, MIN_STATE_SAMPLES)
-}
-
-/// The clusters faster than the reference state that hold too few samples of some
-/// variant to be judged.
-fn unjudged_states(taken: &Taken, judged: &[State]) -> Vec<State> {
-    let all: Vec<f64> = probe_groups(taken).concat();
-    judged
-        .first()
-        .map(|reference| states::unjudged_faster(&all, STATE_GAP, reference))
-        .unwrap_or_default()
-}
-
-/// Whether a state faster than the reference one recurs (it holds
-/// [`MIN_STATE_SAMPLES`] samples in all) but is short of samples of some variant: more
-/// rounds may fill it.
-fn faster_state_short(taken: &Taken) -> bool {
-    let all: Vec<f64> = probe_groups(taken).concat();
-    unjudged_states(taken, &judged_states(taken))
-        .iter()
-        .any(|s| s.count(&all) >= MIN_STATE_SAMPLES)
-}
-
-/// The samples of each variant (by index) and operation (in [`OPS`] order) taken in
-/// `state`.
-fn samples_in(taken: &Taken, state: &State) -> [[Vec<f64>; 2]; 4] {
-    let mut out: [[Vec<f64>; 2]; 4] = Default::default();
-    for (v_samples, out) in taken.iter().zip(out.iter_mut()) {
-        for s in v_samples.iter().filter(|s| state.contains(s.probe)) {
-            for (op_samples, ns) in out.iter_mut().zip(s.ns) {
-                op_samples.push(ns);
-            }
-        }
-    }
-    out
-}
-
-/// The targets of operation `op_i` for `notool`, `profile` and `trace` (in that order)
-/// against its `off` median (module docs). The rput targets are per event: without the
-/// events per call they are not judged.
-fn targets(op_i: usize, off: f64, per_call: Option<f64>) -> [Option<(f64, TargetIs)>; 3] {
-    let max = |t: f64| Some((t, TargetIs::Max));
-    if op_i == 1 {
-        return [max(1.05), max(1.3), max(1.4)];
-    }
-    match per_call {
-        Some(n) => [
-            max(1.05),
-            max((off + n * 50.0) / off),
-            max((off + n * 100.0) / off),
-        ],
-        None => [max(1.05), None, None],
-    }
-}
-
-/// How many samples of each variant lie in `state`, as `off 3, notool 2, ...`.
-fn counts_in(taken: &Taken, state: &State) -> String {
-    let counts: Vec<String> = Variant::ALL
-        .iter()
-        .zip(probe_groups(taken))
-        .map(|(v, probes)| format!("{} {}", v.name(), state.count(&probes)))
-        .collect();
-    counts.join(", ")
-}
-
-/// The note on a judged state other than the reference: its ratios and whether each
-/// meets its target; `met` counts `(met, judged)` over all such notes.
-fn state_note(
-    taken: &Taken,
-    state: &State,
-    per_call: impl Fn(usize) -> Option<f64>,
-    met: &mut (usize, usize),
-) -> String {
-    let samples = samples_in(taken, state);
-    let mut ops = Vec::new();
-    for (op_i, op) in OPS.iter().enumerate() {
-        let off = median(&samples[Variant::Off.index()][op_i]);
-        if !off.is_finite() || off <= 0.0 {
-            continue;
-        }
-        let figures: Vec<String> = Variant::ALL[1..]
-            .iter()
-            .zip(targets(op_i, off, per_call(op_i)))
-            .map(|(&v, target)| {
-                let ratio = median(&samples[v.index()][op_i]) / off;
-                match target {
-                    Some((t, is)) => {
-                        let ok = is.holds(ratio, t);
-                        met.0 += usize::from(ok);
-                        met.1 += 1;
-                        let status = if ok { "PASS" } else { "MISS" };
-                        format!("{} {ratio:.3}x (<={t:.2}x {status})", v.name())
-                    }
-                    None => format!("{} {ratio:.3}x", v.name()),
-                }
-            })
-            .collect();
-        ops.push(format!(
-            "{op} off {} ns, {}",
-            fmt_value(off),
-            figures.join(", ")
-        ));
-    }
-    format!(
-        "also judged, the state of probes {} to {} ns (samples {}): {}",
-        fmt_value(state.lo),
-        fmt_value(state.hi),
-        counts_in(taken, state),
-        ops.join("; ")
-    )
 }
 
 fn driver() -> i32 {
