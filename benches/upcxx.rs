@@ -37,7 +37,7 @@
 //! progress, the `pause` of a wait loop, an uncontended mutex, `rget` without its wait,
 //! the RPC and AM round trips to rank 0 itself (software only), the per-message CPU cost
 //! of `rpc_ff` and of a gex Medium of the same shape, and the gex round trip and stream
-//! with the wire format of an RPC (see `fn diag`).
+//! with the wire format of an RPC (see `upcxx/diag.rs`).
 //!
 //! The figures are measured in three groups, each interleaved as in `gex.rs` (a
 //! calibration phase for each figure, then rounds of one ~30 ms sample of each; medians
@@ -53,28 +53,32 @@
 //! returns a value computed on rank 1; future results are compared with what the chain
 //! or join must produce), so a broken path fails the job instead of reporting a great
 //! number.
+//!
+//! This file holds the rank's figures and the driver; `upcxx/ctx.rs` what the ranks
+//! allocate and exchange, `upcxx/diag.rs` the diagnostic figures.
 
 mod common;
+#[path = "upcxx/ctx.rs"]
+mod ctx;
+#[path = "upcxx/diag.rs"]
+mod diag;
 
 use std::hint::black_box;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use common::am::*;
 use common::figures::{self, page_aligned, Bench, Unit};
 use common::{spin_until, Measured, RankJob, Report, Sampler, TargetIs};
-use gex::{AmCategory, AmEntry, AmRole, Flags, Lc, Team, Token};
+use ctx::{my_ptrs, owner_addr, word, Ctx, Ptrs, BW, GET_VALUE, MINE};
+use diag::{diag, mcount, mping, mpong, msync, H_MCOUNT, H_MPING, H_MPONG, H_MSYNC};
+use gex::{AmCategory, AmEntry, AmRole, Flags};
 use upcxx::{GlobalPtr, ProgressLevel, Promise};
 
 const BENCH: &str = "upcxx";
 const JOB: &str = "full";
 /// Each rank's shared segment (UPC++ takes all of it for its heap).
 const SEGMENT: usize = 32 << 20;
-/// The size of the bandwidth figures.
-const BW: usize = 4 << 20;
-/// The u64 rank 1 writes and rank 0 gets.
-const GET_VALUE: u64 = 0x0123_4567_89ab_cdef;
 /// Futures per chain or join.
 const FUTURES_N: usize = 1000;
 /// `upcxx.rpc_ff_rate` target, in msg/s.
@@ -82,17 +86,6 @@ const RPC_FF_TARGET: f64 = 7e6;
 /// Set (non-empty) to also measure the diagnostic figures (`diag.*`, see [`diag`]),
 /// interleaved with the latency and rate figures they take apart.
 const DIAG: &str = "PGAS_BENCH_DIAG";
-
-// gex handler indices (fixed, so every rank agrees; UPC++ takes the highest free ones).
-// Diagnostics only.
-const H_MPING: u8 = 206;
-const H_MPONG: u8 = 207;
-const H_MCOUNT: u8 = 208;
-const H_MSYNC: u8 = 209;
-
-// ---------------------------------------------------------------------------------------
-// gex handlers and their state (as in gex.rs)
-// ---------------------------------------------------------------------------------------
 
 fn handlers() -> Vec<AmEntry> {
     let mut entries = common::am::handlers();
@@ -117,139 +110,6 @@ fn handlers() -> Vec<AmEntry> {
         AmEntry::short("bench msync", AmRole::Request, 0, msync).at(H_MSYNC),
     ]);
     entries
-}
-
-// ---------------------------------------------------------------------------------------
-// What the ranks allocate and exchange
-// ---------------------------------------------------------------------------------------
-
-/// What every rank allocates in its shared segment; rank 0 uses rank 1's, rank 1 uses
-/// rank 0's flags. Each word has a cache line of its own.
-#[derive(Debug, Clone, Copy)]
-struct Ptrs {
-    /// The line of the raw ping-pong.
-    raw_line: GlobalPtr<u64>,
-    /// The flag of the gex put ping-pong.
-    gex_flag: GlobalPtr<u64>,
-    /// The flag of the UPC++ rput ping-pong.
-    upc_flag: GlobalPtr<u64>,
-    /// `GET_VALUE`, which both get figures read.
-    get_word: GlobalPtr<u64>,
-    /// Where `gex.put_bw_4MiB` puts (page-aligned).
-    gex_bw: GlobalPtr<u8>,
-    /// Where `upcxx.rput_bw_4MiB` puts (page-aligned).
-    upc_bw: GlobalPtr<u8>,
-}
-
-/// `Ptrs` as an RPC result.
-type PtrsWire = (
-    GlobalPtr<u64>,
-    GlobalPtr<u64>,
-    GlobalPtr<u64>,
-    GlobalPtr<u64>,
-    GlobalPtr<u8>,
-    GlobalPtr<u8>,
-);
-
-impl Ptrs {
-    /// Allocates and initializes this rank's.
-    fn allocate() -> Ptrs {
-        let line = || {
-            let gp = upcxx::allocate(64, 64)
-                .expect("segment space for a cache line")
-                .cast::<u64>();
-            // SAFETY: a fresh 64-byte block of our segment that nobody else knows yet.
-            unsafe { gp.local().write(0) };
-            gp
-        };
-        let area = || {
-            let gp = upcxx::allocate(BW, 4096).expect("segment space for 4 MiB");
-            // SAFETY: as above, BW bytes (this also faults the pages in).
-            unsafe { std::ptr::write_bytes(gp.local(), 0, BW) };
-            gp
-        };
-        let p = Ptrs {
-            raw_line: line(),
-            gex_flag: line(),
-            upc_flag: line(),
-            get_word: line(),
-            gex_bw: area(),
-            upc_bw: area(),
-        };
-        // SAFETY: our own word; rank 0 only reads it.
-        unsafe { p.get_word.local().write(GET_VALUE) };
-        p
-    }
-
-    fn wire(self) -> PtrsWire {
-        (
-            self.raw_line,
-            self.gex_flag,
-            self.upc_flag,
-            self.get_word,
-            self.gex_bw,
-            self.upc_bw,
-        )
-    }
-
-    fn from_wire(w: PtrsWire) -> Ptrs {
-        Ptrs {
-            raw_line: w.0,
-            gex_flag: w.1,
-            upc_flag: w.2,
-            get_word: w.3,
-            gex_bw: w.4,
-            upc_bw: w.5,
-        }
-    }
-}
-
-/// This rank's `Ptrs`, for the peer's RPC.
-static MINE: OnceLock<Ptrs> = OnceLock::new();
-
-fn my_ptrs() -> PtrsWire {
-    MINE.get().expect("allocated before the exchange").wire()
-}
-
-/// A u64 of some rank's segment as an atomic, through this process's mapping.
-fn word(gp: GlobalPtr<u64>) -> &'static AtomicU64 {
-    let p = gp.local();
-    assert!(!p.is_null() && p as usize & 7 == 0);
-    // SAFETY: an 8-byte aligned word of a segment (mapped for the life of the process)
-    // that the benchmarks only access through atomics.
-    unsafe { &*(p as *const AtomicU64) }
-}
-
-/// The owner-space address of `gp` for gex RMA.
-fn owner_addr<T>(team: Team, gp: GlobalPtr<T>) -> usize {
-    let b = team.segment_bound(gp.where_()).expect("segments attached");
-    let local = b.local_addr.expect("smp maps every segment");
-    b.owner_addr + (gp.local() as usize - local)
-}
-
-// ---------------------------------------------------------------------------------------
-// Rank side
-// ---------------------------------------------------------------------------------------
-
-struct Ctx {
-    team: Team,
-    rank: u32,
-    sampler: Sampler,
-    /// This rank's allocations.
-    me: Ptrs,
-    /// The other rank's (rank 1's for rank 0, rank 0's for rank 1).
-    peer: Ptrs,
-}
-
-impl Ctx {
-    /// Rank 1's allocations, as either rank sees them.
-    fn rank1(&self) -> Ptrs {
-        if self.rank == 1 {
-            self.me
-        } else {
-            self.peer
-        }
-    }
 }
 
 fn rank_main(job: RankJob) {
@@ -614,228 +474,6 @@ fn ready_then() -> Bench<'static> {
         }
         t
     })
-}
-
-// ---------------------------------------------------------------------------------------
-// Diagnostics (PGAS_BENCH_DIAG=1): where the time of the UPC++ figures goes
-// ---------------------------------------------------------------------------------------
-
-/// Rank 0: the sequence number carried back by the last Medium Pong.
-static LAST_MPONG: AtomicU32 = AtomicU32::new(0);
-/// Medium requests with RPC-sized headers counted by `mcount` (any rank).
-static MCOUNT: AtomicU64 = AtomicU64::new(0);
-
-/// A Medium request with RPC-sized headers: answered by a Medium reply of the same shape.
-fn mping(token: &Token<'_>, _payload: &[u8], args: &[u32]) {
-    token
-        .reply_medium(H_MPONG, &[], Lc::Now, Flags::NONE, args)
-        .unwrap();
-}
-
-fn mpong(_token: &Token<'_>, _payload: &[u8], args: &[u32]) {
-    LAST_MPONG.store(args[0], Ordering::Relaxed);
-}
-
-/// Counts a Medium request with RPC-sized headers (checked by the sender's sync).
-fn mcount(_token: &Token<'_>, payload: &[u8], _args: &[u32]) {
-    if payload.len() == 8 {
-        MCOUNT.fetch_add(1, Ordering::Relaxed);
-    }
-}
-
-/// The argument words of an RPC message (`NARGS` = 10 in `upcxx::rpc`), carrying `seq`.
-fn rpc_like_args(seq: u32) -> [u32; 10] {
-    [seq, 1, 2, 3, 4, 5, 6, 7, 8, 9]
-}
-
-/// Figures that take the UPC++ ones apart, measured interleaved with them:
-///
-/// * `diag.gex_poll_idle`, `diag.upcxx_progress_idle`: one `gex::poll` / one
-///   `upcxx::progress(User)` with nothing to do.
-/// * `diag.spin_loop_hint`: one `std::hint::spin_loop` (x86 `pause`), which a
-///   `Future::wait` that finds nothing to run executes before looking again.
-/// * `diag.mutex_lock_unlock`: an uncontended `std::sync::Mutex` lock and unlock (the
-///   cost a lock would add to a message; the RPC path takes none when the threads
-///   involved hold the master personas).
-/// * `diag.rget_no_wait`: the initiation of `upcxx::rget` (the future is dropped);
-///   `diag.rget_progress_result`: `rget`, one explicit `progress(User)`, `into_result`:
-///   what `rget(..).wait()` costs without its wait loop.
-/// * `diag.gex_am_short_self_roundtrip`, `diag.rpc_self_roundtrip`: the round trips of
-///   `gex.am_short_roundtrip` and `upcxx.rpc_roundtrip` with rank 0 itself as the target:
-///   all the software, no cross-core transfer.
-/// * `diag.gex_am_medium10_self_per_msg`, `diag.rpc_ff_self_per_msg`: a Medium request
-///   with an RPC's 10 argument words and 8 bytes of payload, and an `rpc_ff` of one u64,
-///   sent to rank 0 itself and run by a progress call every 16 messages: the CPU cost
-///   of sending and running one message.
-/// * `diag.gex_am_medium10_roundtrip`: `gex.am_short_roundtrip` with the wire format of
-///   an RPC (Medium request and reply with 10 argument words).
-/// * `diag.gex_am_medium10_8B_rate`: `gex.am_medium_64B_rate` with the wire format of
-///   `upcxx.rpc_ff_rate` (10 argument words, 8 bytes of payload).
-fn diag(ctx: &Ctx) -> Vec<Bench<'static>> {
-    let team = ctx.team;
-    let src = ctx.rank1().get_word;
-    let m: &'static std::sync::Mutex<u64> = Box::leak(Box::new(std::sync::Mutex::new(0)));
-    let (mut self_seq, mut mseq, mut msent, mut self_sent) = (0u32, 0u32, 0u64, 0u64);
-    vec![
-        Bench::solo("diag.gex_poll_idle", Unit::Latency, |iters| {
-            time_n(iters, gex::poll)
-        }),
-        Bench::solo("diag.upcxx_progress_idle", Unit::Latency, |iters| {
-            time_n(iters, || upcxx::progress(ProgressLevel::User))
-        }),
-        Bench::solo("diag.spin_loop_hint", Unit::Latency, |iters| {
-            time_n(iters, std::hint::spin_loop)
-        }),
-        Bench::solo("diag.mutex_lock_unlock", Unit::Latency, move |iters| {
-            time_n(iters, || *black_box(m).lock().unwrap() += 1)
-        }),
-        Bench::solo("diag.rget_no_wait", Unit::Latency, move |iters| {
-            time_n(iters, || drop(black_box(upcxx::rget(black_box(src)))))
-        }),
-        Bench::solo("diag.rget_progress_result", Unit::Latency, move |iters| {
-            let mut v = 0;
-            let t = time_n(iters, || {
-                let f = upcxx::rget(black_box(src));
-                upcxx::progress(ProgressLevel::User);
-                v = black_box(f.into_result());
-            });
-            assert_eq!(v, GET_VALUE, "rget read wrong data");
-            t
-        }),
-        Bench::solo(
-            "diag.gex_am_short_self_roundtrip",
-            Unit::Latency,
-            move |iters| {
-                time_n(iters, || {
-                    self_seq = self_seq.wrapping_add(1);
-                    let want = self_seq;
-                    team.request_short(0, H_PING, &[want], Flags::NONE).unwrap();
-                    spin_until(|| {
-                        gex::poll();
-                        LAST_PONG.load(Ordering::Relaxed) == want
-                    });
-                })
-            },
-        ),
-        Bench::solo("diag.rpc_self_roundtrip", Unit::Latency, |iters| {
-            time_n(iters, || upcxx::rpc(0, || (), ()).wait())
-        }),
-        Bench::solo(
-            "diag.gex_am_medium10_self_per_msg",
-            Unit::Latency,
-            move |iters| {
-                let t = time_n(iters, || {
-                    self_sent += 1;
-                    let payload = self_sent.to_le_bytes();
-                    let args = rpc_like_args(self_sent as u32);
-                    team.request_medium(0, H_MCOUNT, &payload, Lc::Now, Flags::NONE, &args)
-                        .unwrap();
-                    if self_sent.is_multiple_of(16) {
-                        gex::poll();
-                    }
-                });
-                while MCOUNT.load(Ordering::Relaxed) < self_sent {
-                    gex::poll();
-                }
-                assert_eq!(
-                    MCOUNT.load(Ordering::Relaxed),
-                    self_sent,
-                    "self Medium count"
-                );
-                t
-            },
-        ),
-        Bench::solo("diag.rpc_ff_self_per_msg", Unit::Latency, |iters| {
-            let mut k = 0u32;
-            time_n(iters, || {
-                upcxx::rpc_ff(
-                    0,
-                    |x: u64| {
-                        black_box(x);
-                    },
-                    (u64::from(k),),
-                );
-                k += 1;
-                if k.is_multiple_of(16) {
-                    upcxx::progress(ProgressLevel::User);
-                }
-            })
-        }),
-        Bench::duo(
-            "diag.gex_am_medium10_roundtrip",
-            Unit::Latency,
-            move |iters| {
-                let t0 = Instant::now();
-                for _ in 0..iters {
-                    mseq = mseq.wrapping_add(1);
-                    let want = mseq;
-                    let args = rpc_like_args(want);
-                    team.request_medium(1, H_MPING, &[0; 8], Lc::Now, Flags::NONE, &args)
-                        .unwrap();
-                    spin_until(|| {
-                        gex::poll();
-                        LAST_MPONG.load(Ordering::Relaxed) == want
-                    });
-                }
-                t0.elapsed()
-            },
-            move || stop_server(team),
-            serve_until_stopped,
-        ),
-        Bench::duo(
-            "diag.gex_am_medium10_8B_rate",
-            Unit::Rate("msg/s"),
-            move |iters| {
-                let t0 = Instant::now();
-                for _ in 0..iters {
-                    msent += 1;
-                    let args = rpc_like_args(msent as u32);
-                    team.request_medium(
-                        1,
-                        H_MCOUNT,
-                        &msent.to_le_bytes(),
-                        Lc::Now,
-                        Flags::NONE,
-                        &args,
-                    )
-                    .unwrap();
-                }
-                // Rank 1 counts in MCOUNT; a Short request behind the stream answers once
-                // every Medium before it has run.
-                let acks = SYNC_ACKS.load(Ordering::Acquire);
-                team.request_short(1, H_MSYNC, &[], Flags::NONE).unwrap();
-                spin_until(|| {
-                    gex::poll();
-                    SYNC_ACKS.load(Ordering::Acquire) > acks
-                });
-                let received = u64::from(ACK_RECEIVED.load(Ordering::Relaxed));
-                assert_eq!(
-                    received,
-                    msent & 0xffff_ffff,
-                    "Medium (RPC-sized) stream count"
-                );
-                t0.elapsed()
-            },
-            move || stop_server(team),
-            serve_until_stopped,
-        ),
-    ]
-}
-
-/// Answers with rank 1's `MCOUNT` (low 32 bits), in a SyncAck.
-fn msync(token: &Token<'_>, _args: &[u32]) {
-    let received = MCOUNT.load(Ordering::Relaxed) as u32;
-    token
-        .reply_short(H_SYNC_ACK, &[received, 0], Flags::NONE)
-        .unwrap();
-}
-
-fn time_n(iters: u64, mut f: impl FnMut()) -> Duration {
-    let t0 = Instant::now();
-    for _ in 0..iters {
-        f();
-    }
-    t0.elapsed()
 }
 
 // ---------------------------------------------------------------------------------------
