@@ -108,6 +108,16 @@ pub fn pattern(seed: u64, len: usize) -> Vec<u8> {
     out
 }
 
+/// A path under the system temp dir that no other call in this process returns.
+fn unique_temp_path(tag: &str) -> PathBuf {
+    static SEQ: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    std::env::temp_dir().join(format!(
+        "gex-it-{tag}-{}-{}",
+        std::process::id(),
+        SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    ))
+}
+
 /// Environment variable through which a test tells its ranks where to record pids.
 pub const PID_DIR_VAR: &str = "GEX_TEST_PID_DIR";
 
@@ -116,12 +126,7 @@ pub struct PidDir(pub PathBuf);
 
 impl PidDir {
     pub fn new(tag: &str) -> PidDir {
-        static SEQ: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-        let dir = std::env::temp_dir().join(format!(
-            "gex-it-{tag}-{}-{}",
-            std::process::id(),
-            SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-        ));
+        let dir = unique_temp_path(tag);
         if in_test_process() {
             let _ = std::fs::remove_dir_all(&dir);
             std::fs::create_dir_all(&dir).expect("create pid dir");
@@ -244,12 +249,7 @@ pub struct TempDir(pub PathBuf);
 
 impl TempDir {
     pub fn new(tag: &str) -> TempDir {
-        static SEQ: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-        let dir = std::env::temp_dir().join(format!(
-            "gex-test-{tag}-{}-{}",
-            std::process::id(),
-            SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-        ));
+        let dir = unique_temp_path(tag);
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("create temp dir");
         TempDir(dir)
