@@ -90,7 +90,10 @@
 //! UPC++ and GASNet); the transport is not a security boundary.
 
 mod delivery;
+mod function;
 mod inbox;
+mod incoming;
+mod reply;
 mod wire;
 
 use std::rc::Rc;
@@ -98,12 +101,14 @@ use std::rc::Rc;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use crate::future::{fits_cell, fulfill_state, Future, FutureValue, ReplyCell, State};
-use crate::persona;
+use crate::future::{fits_cell, Future, FutureValue, ReplyCell, State};
 use crate::runtime::{self, Rank};
 use crate::serialization::{Error, Reader, Serialization, Writer};
-use delivery::Incoming;
-use wire::{first_arg, send, KIND_REPLY, KIND_REPLY_UNIT, KIND_RPC};
+use function::function_offset;
+use inbox::{KIND_REPLY, KIND_REPLY_UNIT, KIND_RPC};
+use incoming::Incoming;
+use reply::{complete_in_cell, complete_in_state, cookie_of};
+use wire::{first_arg, send};
 
 pub(crate) use delivery::{
     deliver_forwarded_replies, master_released, master_rpcs_queued, run_master_rpcs,
@@ -415,44 +420,6 @@ fn world_rank(call: &str, rt: &runtime::Runtime, rank: Rank) -> Rank {
 }
 
 // ---------------------------------------------------------------------------------------
-// Function addresses
-
-/// What a message names: the code that runs it on arrival (a trampoline for an RPC, a
-/// completion for a reply).
-type Entry = unsafe fn(&Incoming<'_>);
-
-/// The fixed point function addresses are measured from.
-#[inline(never)]
-extern "C" fn anchor() {}
-
-fn anchor_addr() -> usize {
-    anchor as *const () as usize
-}
-
-fn function_offset(f: Entry) -> [u32; 2] {
-    let off = (f as usize).wrapping_sub(anchor_addr()) as u64;
-    [off as u32, (off >> 32) as u32]
-}
-
-/// # Safety
-/// `off` must come from [`function_offset`] in a process running this same binary.
-unsafe fn function_at(off: [u32; 2]) -> Entry {
-    let off = u64::from(off[0]) | u64::from(off[1]) << 32;
-    let addr = anchor_addr().wrapping_add(off as usize);
-    // SAFETY: the caller guarantees `addr` is the address of an `Entry` of this binary
-    // (same code, same offset from the anchor in every process of a PIE binary).
-    unsafe { std::mem::transmute::<usize, Entry>(addr) }
-}
-
-fn cookie_of(a: u64, b: u64) -> [u32; 4] {
-    [a as u32, (a >> 32) as u32, b as u32, (b >> 32) as u32]
-}
-
-fn cookie_word(cookie: [u32; 4], i: usize) -> u64 {
-    u64::from(cookie[2 * i]) | u64::from(cookie[2 * i + 1]) << 32
-}
-
-// ---------------------------------------------------------------------------------------
 // Running messages
 
 /// Runs an RPC: decodes the arguments, calls `F`, and passes the result to `finish`
@@ -571,71 +538,4 @@ fn reply<V: Serialize + DeserializeOwned + 'static>(dest: Rank, cookie: [u32; 4]
     ) {
         panic!("upcxx::rpc: the result of the remote function could not be serialized: {e}");
     }
-}
-
-fn decode_result<V: Serialize + DeserializeOwned>(msg: &Incoming<'_>) -> V {
-    <V as Serialization>::decode(&mut Reader::new(msg.payload)).unwrap_or_else(|e| {
-        panic!(
-            "upcxx::rpc: the result from rank {} does not deserialize: {e}",
-            msg.head.src
-        )
-    })
-}
-
-/// Delivers a reply into the reply cell of the initiator's future.
-///
-/// # Safety
-/// `msg` must be the reply to an `rpc` with value type `V` made on this thread, whose
-/// future has a reply cell.
-unsafe fn complete_in_cell<V: Serialize + DeserializeOwned + 'static>(msg: &Incoming<'_>) {
-    // SAFETY: as this function's.
-    unsafe { fill_cell(msg.head.cookie, || decode_result::<V>(msg)) }
-}
-
-/// Delivers a reply of kind `KIND_REPLY_UNIT` (the result `()`) on the calling thread,
-/// as its entry, `complete_in_cell::<()>`, would, without the message or the indirect
-/// call: `()`, the result of an RPC run for its effect, is the most common reply, and
-/// its delivery is on the round trip's critical path.
-///
-/// # Safety
-/// `cookie` must be that of a `KIND_REPLY_UNIT` reply to an `rpc` made on this thread.
-unsafe fn complete_unit(cookie: [u32; 4]) {
-    // SAFETY: such a reply answers an `rpc` with value type `()`, whose future has a
-    // reply cell (`()` fits one).
-    unsafe { fill_cell(cookie, || ()) }
-}
-
-/// Puts the value `value` computes into the reply cell named by `cookie`, or frees the
-/// cell if its future no longer wants it.
-///
-/// # Safety
-/// `cookie` must be that of the reply to an `rpc` with value type `V` made on this
-/// thread, whose future has a reply cell.
-unsafe fn fill_cell<V: 'static>(cookie: [u32; 4], value: impl FnOnce() -> V) {
-    let ptr = cookie_word(cookie, 1) as usize as *const ReplyCell;
-    // SAFETY: `rpc` put the address of the cell (never freed) claimed on this thread for
-    // this call's future in the cookie; replies are delivered on the calling thread.
-    let cell: &'static ReplyCell = unsafe { &*ptr };
-    if cell.wanted() {
-        // SAFETY: the cell was claimed for a `V` and this is the call's only reply.
-        unsafe { cell.arrive(value()) };
-    } else {
-        // SAFETY: as above.
-        unsafe { cell.discard() };
-    }
-}
-
-/// Delivers a reply into the promise state of the initiator's future, which turns
-/// ready at this thread's next user-level progress.
-///
-/// # Safety
-/// `msg` must be the reply to an `rpc` with value type `V` made on this thread, whose
-/// future has a promise state.
-unsafe fn complete_in_state<V: Serialize + DeserializeOwned + 'static>(msg: &Incoming<'_>) {
-    let ptr = cookie_word(msg.head.cookie, 1) as usize as *const State<V>;
-    // SAFETY: `rpc` made this pointer with `Rc::into_raw` on this thread (replies are
-    // delivered on the calling thread) and exactly one reply takes it back.
-    let state = unsafe { Rc::from_raw(ptr) };
-    let value = decode_result::<V>(msg);
-    persona::defer(Box::new(move || fulfill_state(&state, value, "rpc")));
 }

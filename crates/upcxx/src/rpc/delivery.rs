@@ -28,42 +28,12 @@
 //! thread's user-level progress delivers.
 
 use std::cell::{Cell, RefCell};
-use std::sync::{Arc, OnceLock};
 
-use super::inbox::{Head, Inbox, Page, Queue};
-use super::wire::KIND_REPLY_UNIT;
-use super::{complete_unit, cookie_word, function_at};
+use super::function::function_at;
+use super::inbox::{Head, Inbox, Page, Queue, KIND_REPLY_UNIT};
+use super::incoming::{Hold, Incoming};
+use super::reply::{complete_unit, cookie_word};
 use crate::persona;
-
-/// A message being run: its header and its payload, in a receive page.
-pub(super) struct Incoming<'a> {
-    pub head: Head,
-    pub payload: &'a [u8],
-    hold: &'a Hold,
-}
-
-/// The page of the messages being run, if one of them must keep it.
-#[derive(Default)]
-struct Hold {
-    slot: RefCell<Option<Arc<OnceLock<Page>>>>,
-}
-
-/// Keeps the receive buffer of a message alive while it exists.
-pub(super) struct PageHold {
-    _page: Arc<OnceLock<Page>>,
-}
-
-impl Incoming<'_> {
-    /// Keeps this message's receive buffer, and so the views into it, alive until the
-    /// handle is dropped (§6.5 ¶6). The page is handed over when the run of its messages
-    /// ends; it is not reused.
-    pub fn hold(&self) -> PageHold {
-        let mut slot = self.hold.slot.borrow_mut();
-        PageHold {
-            _page: Arc::clone(slot.get_or_insert_with(Default::default)),
-        }
-    }
-}
 
 /// Runs the messages of `page` and clears it, or, if a message kept the page through
 /// `hold`, gives the page to it (leaving an empty one). Returns how many ran.

@@ -36,14 +36,23 @@ const POOL: usize = 4;
 #[repr(C, align(16))]
 struct Chunk([u8; 16]);
 
+/// [`Head::kind`] of an RPC: runs on the target's master persona.
+pub(super) const KIND_RPC: u32 = 1;
+/// [`Head::kind`] of the reply to a round-trip RPC: completes the caller's future.
+pub(super) const KIND_REPLY: u32 = 2;
+/// A reply whose value is `()`: on the calling thread it is completed without running
+/// its entry (`reply::complete_unit`); forwarded to another thread, it runs as a reply.
+pub(super) const KIND_REPLY_UNIT: u32 = 3;
+
 /// The header of a message in a page (the AM's arguments, decoded).
 #[derive(Debug, Clone, Copy, Pod, Zeroable)]
 #[repr(C)]
 pub(crate) struct Head {
     /// Job rank of the sender.
     pub src: u32,
+    /// What the message is: [`KIND_RPC`], [`KIND_REPLY`] or [`KIND_REPLY_UNIT`].
     pub kind: u32,
-    /// Offset of the function to run from the anchor (see `rpc::function_offset`).
+    /// Offset of the function to run from the anchor (see `function::function_offset`).
     pub func: [u32; 2],
     /// For a round-trip RPC: where the reply goes (opaque to the receiver).
     pub cookie: [u32; 4],

@@ -9,6 +9,9 @@
 //! sequence number on its sender when a GASP tool is attached there (0 otherwise): with
 //! the sender's rank it makes the message id that pairs `GASP_UPCXX_RPC_SEND` with its
 //! `GASP_UPCXX_RPC_EXECUTE` (see `rpc::msgid`). The id costs no word of the header.
+//!
+//! The wire sits on `delivery`: its handlers hand each message to the queue or reply
+//! path there.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -16,17 +19,10 @@ use std::sync::atomic::{AtomicU32, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{LazyLock, Mutex};
 
 use super::delivery;
-use super::inbox::{Head, Page};
+use super::inbox::{Head, Page, KIND_REPLY, KIND_REPLY_UNIT, KIND_RPC};
 use crate::runtime::Rank;
 use crate::serialization::{Error, Writer};
 
-/// An RPC: runs on the target's master persona.
-pub(super) const KIND_RPC: u32 = 1;
-/// The reply to a round-trip RPC: completes the caller's future.
-pub(super) const KIND_REPLY: u32 = 2;
-/// A reply whose value is `()`: on the calling thread it is completed without running
-/// its entry (`rpc::complete_unit`); forwarded to another thread, it runs as a reply.
-pub(super) const KIND_REPLY_UNIT: u32 = 3;
 /// Bits of the first argument that hold the kind.
 pub(super) const KIND_BITS: u32 = 4;
 /// The largest sequence number the first argument carries.
