@@ -98,9 +98,10 @@ use std::marker::PhantomData;
 use std::ops::BitOr;
 
 use crate::future::{Future, Promise};
-use crate::persona::{self, Persona};
+use crate::persona::Persona;
 use crate::rpc::{RpcArgs, RpcFn};
 use crate::runtime::Rank;
+use crate::thread;
 
 /// The source-completion event (§7.1): the source buffer may be reused.
 #[derive(Debug, Clone, Copy)]
@@ -431,7 +432,7 @@ where
     D: FnMut() -> bool + 'static,
     V: FnOnce() -> Ev::OpValues + 'static,
 {
-    persona::defer(Box::new(move || {
+    thread::defer(Box::new(move || {
         if done() {
             let mut armed = armed;
             armed.remote_done(target);
@@ -641,7 +642,7 @@ impl<Ev: HasSource, T: 'static> Completions<Ev> for PromiseCx<Source, T> {
 impl<Ev: CompletionEvents, T: 'static> Armed<Ev> for PromiseCx<Source, T> {
     fn source_done(&mut self) {
         let promise = self.promise.clone();
-        persona::defer(Box::new(move || promise.fulfill_anonymous(1)));
+        thread::defer(Box::new(move || promise.fulfill_anonymous(1)));
     }
     fn remote_done(&mut self, _target: Rank) {}
     fn operation_done(self, _values: Ev::OpValues) {}
@@ -669,7 +670,7 @@ where
     fn remote_done(&mut self, _target: Rank) {}
     fn operation_done(self, values: Ev::OpValues) {
         let promise = self.promise;
-        persona::defer(Box::new(move || promise.fulfill_with(values)));
+        thread::defer(Box::new(move || promise.fulfill_with(values)));
     }
 }
 
@@ -723,7 +724,7 @@ where
 /// ¶14). A persona this thread holds is being progressed right then, so the callback
 /// runs there and then instead of waiting for one more progress call.
 fn enlist<V: Send + 'static, F: LpcCallback<V>>(persona: Persona, func: F, values: V) {
-    persona::defer(Box::new(move || {
+    thread::defer(Box::new(move || {
         if persona.active_with_caller() {
             func.call(values);
         } else {

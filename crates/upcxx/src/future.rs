@@ -33,7 +33,8 @@ use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
 
 use crate::instrument::reporting;
-use crate::persona;
+use crate::progress;
+use crate::thread;
 
 mod cell;
 
@@ -188,7 +189,7 @@ impl<T: 'static> Future<T> {
     /// A future that becomes ready at this thread's next user-level progress.
     pub(crate) fn after_progress(value: T) -> Future<T> {
         Future {
-            repr: Repr::AfterProgress(value, persona::progress_epoch()),
+            repr: Repr::AfterProgress(value, thread::progress_epoch()),
         }
     }
 
@@ -237,7 +238,7 @@ impl<T: 'static> Future<T> {
     /// Turns an `AfterProgress` future whose epoch passed into `Ready`.
     fn settle(&mut self) {
         if let Repr::AfterProgress(_, epoch) = &self.repr {
-            if persona::progress_epoch() > *epoch {
+            if thread::progress_epoch() > *epoch {
                 let Repr::AfterProgress(v, _) = std::mem::replace(&mut self.repr, Repr::Taken)
                 else {
                     unreachable!()
@@ -251,7 +252,7 @@ impl<T: 'static> Future<T> {
     pub fn ready(&self) -> bool {
         match &self.repr {
             Repr::Ready(_) => true,
-            Repr::AfterProgress(_, epoch) => persona::progress_epoch() > *epoch,
+            Repr::AfterProgress(_, epoch) => thread::progress_epoch() > *epoch,
             Repr::Shared(s) => s.ready.get(),
             Repr::Reply(cell) => cell.ready(),
             Repr::Taken => false,
@@ -338,7 +339,7 @@ impl<T: 'static> Future<T> {
             // next user-level progress, which `wait_past` makes if needed (reporting
             // the GASP event out of line, when a tool is attached: no test here).
             Repr::AfterProgress(v, epoch) => {
-                persona::wait_past(epoch);
+                progress::wait_past(epoch);
                 v
             }
             repr => Future { repr }.wait_slow(),
@@ -374,10 +375,10 @@ impl<T: 'static> Future<T> {
             // The future of an RPC: its reply fills the cell.
             if !cell.ready() {
                 match cell.arrival() {
-                    Some(epoch) => persona::progress_past(epoch, "Future::wait"),
+                    Some(epoch) => progress::progress_past(epoch, "Future::wait"),
                     None => {
-                        persona::check_not_restricted("Future::wait");
-                        persona::wait_until(|| cell.ready());
+                        thread::check_not_restricted("Future::wait");
+                        progress::wait_until(|| cell.ready());
                     }
                 }
             }
@@ -388,11 +389,11 @@ impl<T: 'static> Future<T> {
         }
         if !self.ready() {
             if let Some(epoch) = self.completed_in() {
-                persona::progress_past(epoch, "Future::wait");
+                progress::progress_past(epoch, "Future::wait");
             }
             if !self.ready() {
-                persona::check_not_restricted("Future::wait");
-                persona::wait_until(|| self.ready());
+                thread::check_not_restricted("Future::wait");
+                progress::wait_until(|| self.ready());
             }
         }
         self.take_value()
@@ -427,7 +428,7 @@ impl<T: 'static> Future<T> {
             Repr::AfterProgress(v, _) => {
                 let out = State::<R::Value>::new(1);
                 let out2 = Rc::clone(&out);
-                persona::defer(Box::new(move || {
+                thread::defer(Box::new(move || {
                     f(v).into_future().forward_to(out2);
                 }));
                 Future::from_state(out)
@@ -459,7 +460,7 @@ impl<T: 'static> Future<T> {
                 }));
                 s.handles.set(s.handles.get() - 1);
             }
-            Repr::AfterProgress(v, _) => persona::defer(Box::new(move || {
+            Repr::AfterProgress(v, _) => thread::defer(Box::new(move || {
                 target.set_value(v);
                 target.satisfy(1, "Future::then");
             })),

@@ -17,10 +17,12 @@ pub mod future;
 pub mod global_ptr;
 mod instrument;
 pub mod persona;
+mod progress;
 pub mod rma;
 pub mod rpc;
 pub mod runtime;
 pub mod serialization;
+mod thread;
 
 pub use alloc::{
     allocate, allocate_typed, deallocate, delete_, delete_array, new_, new_array, new_array_with,
@@ -30,9 +32,10 @@ pub use completion::{operation_cx, remote_cx, source_cx};
 pub use future::{make_future, to_future, when_all, Future, FutureValue, Promise};
 pub use global_ptr::{to_global_ptr, try_global_ptr, AnyKind, GlobalPtr, Host, KindId, MemoryKind};
 pub use persona::{
-    current_persona, default_persona, discharge, in_restricted_context, liberate_master_persona,
-    lpc, lpc_ff, master_persona, progress, progress_required, Persona, PersonaScope, ProgressLevel,
+    current_persona, default_persona, in_restricted_context, liberate_master_persona, lpc, lpc_ff,
+    master_persona, Persona, PersonaScope,
 };
+pub use progress::{discharge, progress, progress_required, ProgressLevel};
 pub use rma::{
     rget, rget_into, rget_into_with, rget_with, rput, rput_slice, rput_slice_with, rput_with,
 };
@@ -54,7 +57,7 @@ pub fn block_on<F: std::future::Future>(fut: F) -> F::Output {
             self.0.store(true, Ordering::Release);
         }
     }
-    persona::check_not_restricted("block_on");
+    thread::check_not_restricted("block_on");
     let flag = Arc::new(Flag(AtomicBool::new(true)));
     let waker = Waker::from(Arc::clone(&flag));
     let mut cx = Context::from_waker(&waker);
@@ -65,6 +68,6 @@ pub fn block_on<F: std::future::Future>(fut: F) -> F::Output {
                 return v;
             }
         }
-        persona::wait_until(|| flag.0.load(Ordering::Acquire));
+        progress::wait_until(|| flag.0.load(Ordering::Acquire));
     }
 }

@@ -12,7 +12,7 @@
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
-use crate::persona;
+use crate::{persona, progress, thread};
 
 /// A rank in the job or a team (UPC++ `intrank_t`).
 pub type Rank = u32;
@@ -160,7 +160,7 @@ pub fn initialized() -> bool {
 #[track_caller]
 pub fn finalize() {
     let rt = rt("finalize");
-    persona::check_not_restricted("finalize");
+    thread::check_not_restricted("finalize");
     if INITS.load(Ordering::Acquire) == 1 {
         let span = gasp::span!(GASP_UPC_COLLECTIVE_EXIT, [gasp::Arg::Int(0)]);
         barrier_with_progress(&rt.team);
@@ -180,7 +180,7 @@ pub fn finalize() {
 /// A barrier over `team` that keeps making user-level progress while it waits.
 pub(crate) fn barrier_with_progress(team: &gex::Team) {
     let mut ev = team.barrier_nb();
-    persona::wait_until(|| ev.test());
+    progress::wait_until(|| ev.test());
 }
 
 /// This process's rank in the world team (UPC++ `rank_me`).
@@ -202,7 +202,7 @@ pub fn rank_n() -> Rank {
 #[track_caller]
 pub fn barrier() {
     let rt = rt("barrier");
-    persona::check_not_restricted("barrier");
+    thread::check_not_restricted("barrier");
     let span = gasp::span!(GASP_UPC_BARRIER, [gasp::Arg::Int(0), gasp::Arg::Int(0)]);
     barrier_with_progress(&rt.team);
     gasp::end!(span, [gasp::Arg::Int(0), gasp::Arg::Int(0)]);

@@ -36,7 +36,7 @@ use std::mem::MaybeUninit;
 use std::rc::Rc;
 
 use super::State;
-use crate::persona;
+use crate::thread;
 
 /// The largest value, in bytes, a cell holds.
 pub(crate) const CELL_BYTES: usize = 32;
@@ -112,7 +112,7 @@ impl ReplyCell {
     /// True if the value arrived before this thread's latest user-level progress.
     #[inline]
     pub(super) fn ready(&self) -> bool {
-        matches!(self.stage.get(), Stage::Arrived(e) if e < persona::progress_epoch())
+        matches!(self.stage.get(), Stage::Arrived(e) if e < thread::progress_epoch())
     }
 
     /// True if the value arrived (the future is ready at the next user-level progress).
@@ -225,7 +225,7 @@ impl ReplyCell {
                 // SAFETY: the cell is aligned and large enough for `T` (`fits`), and holds
                 // no value yet.
                 unsafe { self.slot::<T>().write(value) };
-                self.stage.set(Stage::Arrived(persona::progress_epoch()));
+                self.stage.set(Stage::Arrived(thread::progress_epoch()));
             }
             (Stage::Waiting, Some(state)) => {
                 // The future still owns the cell and a clone of it waits on the state.
@@ -233,13 +233,13 @@ impl ReplyCell {
                 state.set_value(copy);
                 // SAFETY: as above.
                 unsafe { self.slot::<T>().write(value) };
-                self.stage.set(Stage::Arrived(persona::progress_epoch()));
-                persona::defer(Box::new(move || state.satisfy(1, "rpc")));
+                self.stage.set(Stage::Arrived(thread::progress_epoch()));
+                thread::defer(Box::new(move || state.satisfy(1, "rpc")));
             }
             (Stage::Abandoned, Some(state)) => {
                 state.set_value(value);
                 self.free();
-                persona::defer(Box::new(move || state.satisfy(1, "rpc")));
+                thread::defer(Box::new(move || state.satisfy(1, "rpc")));
             }
             (Stage::Abandoned, None) => self.free(),
             (s, _) => unreachable!("a value arrived for a cell in stage {s:?}"),

@@ -33,7 +33,7 @@ use super::function::function_at;
 use super::inbox::{Head, Inbox, Page, Queue, KIND_REPLY_UNIT};
 use super::incoming::{Hold, Incoming};
 use super::reply::{complete_unit, cookie_word};
-use crate::persona;
+use crate::thread;
 
 /// Runs the messages of `page` and clears it, or, if a message kept the page through
 /// `hold`, gives the page to it (leaving an empty one). Returns how many ran.
@@ -88,23 +88,23 @@ static SHARED_RPCS: Inbox = Inbox::new();
 
 /// Queues an RPC for the master persona (AM handler).
 pub(super) fn queue_rpc(head: &Head, payload: &[u8]) {
-    if persona::holds_master() && SHARED_RPCS.is_empty() {
+    if thread::holds_master() && SHARED_RPCS.is_empty() {
         OWN_RPCS.with(|own| own.queue.borrow_mut().push(head, payload));
-        persona::note_rpcs_queued();
+        thread::note_rpcs_queued();
     } else {
         SHARED_RPCS.push(head, payload);
-        persona::shared_work_queued();
+        thread::shared_work_queued();
     }
 }
 
 /// Queues a reassembled RPC for the master persona (AM handler).
 pub(super) fn queue_rpc_page(page: Page) {
-    if persona::holds_master() && SHARED_RPCS.is_empty() {
+    if thread::holds_master() && SHARED_RPCS.is_empty() {
         OWN_RPCS.with(|own| own.queue.borrow_mut().push_page(page));
-        persona::note_rpcs_queued();
+        thread::note_rpcs_queued();
     } else {
         SHARED_RPCS.push_page(page);
-        persona::shared_work_queued();
+        thread::shared_work_queued();
     }
 }
 
@@ -133,7 +133,7 @@ fn run_master_rpcs_queued() -> usize {
         // User-level progress does not nest (§10.2), so nothing else drains meanwhile.
         let mut draining = own.draining.borrow_mut();
         let hold = Hold::default();
-        persona::restricted(|| {
+        thread::restricted(|| {
             let mut n = 0;
             for _ in 0..pages {
                 if own.queue.borrow_mut().take_into(&mut draining) {
@@ -150,7 +150,7 @@ fn run_master_rpcs_queued() -> usize {
     });
     if !SHARED_RPCS.is_empty() {
         // Newer messages of this thread's queue took the turn of older shared ones.
-        persona::look_again();
+        thread::look_again();
     }
     n
 }
@@ -165,7 +165,7 @@ pub(crate) fn master_rpcs_queued() -> bool {
 /// in front of the (newer) ones there, for the next holder.
 pub(crate) fn master_released() {
     OWN_RPCS.with(|own| SHARED_RPCS.prepend(&mut own.queue.borrow_mut()));
-    persona::shared_work_queued();
+    thread::shared_work_queued();
 }
 
 // ---------------------------------------------------------------------------------------
@@ -215,7 +215,7 @@ pub(super) fn deliver_reply(head: &Head, payload: &[u8]) {
         }),
         Some(inbox) => {
             inbox.push(head, payload);
-            persona::shared_work_queued();
+            thread::shared_work_queued();
         }
     }
 }
@@ -229,7 +229,7 @@ pub(super) fn deliver_reply_page(head: &Head, page: Page) {
         }
         Some(inbox) => {
             inbox.push_page(page);
-            persona::shared_work_queued();
+            thread::shared_work_queued();
         }
     }
 }

@@ -12,8 +12,8 @@ use serde::Serialize;
 
 use super::incoming::Incoming;
 use crate::future::{fulfill_state, ReplyCell, State};
-use crate::persona;
 use crate::serialization::{Reader, Serialization};
+use crate::thread;
 
 /// The cookie of a round-trip RPC: the words `a` (the caller's reply inbox) and `b`
 /// (its reply cell or promise state).
@@ -94,5 +94,5 @@ pub(super) unsafe fn complete_in_state<V: Serialize + DeserializeOwned + 'static
     // delivered on the calling thread) and exactly one reply takes it back.
     let state = unsafe { Rc::from_raw(ptr) };
     let value = decode_result::<V>(msg);
-    persona::defer(Box::new(move || fulfill_state(&state, value, "rpc")));
+    thread::defer(Box::new(move || fulfill_state(&state, value, "rpc")));
 }

@@ -1,0 +1,277 @@
+//! User-level progress (UPC++ spec ch. 10, §10.1–§10.3): on top of personas and RPC
+//! delivery.
+//!
+//! * **Progress levels** (§10.1): internal progress polls the network (incoming RPCs are
+//!   queued, handlers run); user-level progress additionally runs what is owed to the
+//!   personas this thread holds: queued LPCs and RPCs, and completion notifications. It
+//!   happens only inside UPC++ calls (`progress`, `wait`, and calls documented so).
+//! * **Restricted context** (§10.2): the callbacks progress runs may not wait or make
+//!   user-level progress themselves (the rule and its check are in `thread.rs`).
+//!
+//! Progress calls down: into the per-thread state (`thread.rs`: epoch, work flags,
+//! deferred notifications), into personas (the LPC queues of those this thread holds)
+//! and into RPC delivery (replies forwarded by other threads, the master persona's
+//! RPCs). Nothing below calls into it, with one exception, the **futures ↔ progress
+//! knot**: waiting on a future makes progress (`Future::wait` calls [`wait_until`],
+//! [`progress_past`] and [`wait_past`]), and progress fulfils futures (the callbacks it
+//! runs ready them). The second direction goes through boxed callbacks queued on the
+//! thread or on personas, so this module imports nothing from `future`.
+//!
+//! # What progress costs
+//!
+//! User-level progress is made often (every `wait` makes at least one), so the case
+//! where nothing is owed to the thread is kept to a few thread-local cells and one
+//! shared word, without locks or allocation:
+//!
+//! * work that the thread's own calls and handlers queue for it (deferred
+//!   notifications, RPCs that its handlers copied for the master persona it holds) sets
+//!   a thread-local flag;
+//! * work that other threads queue where this thread must find it (LPCs, RPCs and
+//!   replies received by other threads' polls) bumps one shared counter, and a thread
+//!   looks at those queues only when the counter moved since it last did.
+//!
+//! The futures of operations complete at initiation (shared-memory RMA) need only the
+//! next user-level progress to turn ready. A wait on one makes it without polling the
+//! network, except every 32nd time, which keeps a loop of such waits attentive to
+//! incoming messages (§10.3) while the poll, which costs more than the whole operation,
+//! is mostly skipped. `progress()` always polls.
+
+use std::cell::Cell;
+use std::sync::atomic::Ordering;
+
+use crate::persona::{drain_held_personas, lpcs_queued};
+use crate::rpc::{deliver_forwarded_replies, master_rpcs_queued, run_master_rpcs};
+use crate::thread::{
+    check_not_restricted, deferred_pending, holds_master, run_deferred, ThreadState, DEFERRED_WORK,
+    RPC_WORK, SHARED_WORK, THREAD,
+};
+
+/// The level of progress a call makes (UPC++ `progress_level`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProgressLevel {
+    /// Advance communication only; never run user callbacks.
+    Internal,
+    /// Also run callbacks, LPCs and RPCs owed to this thread's personas.
+    User,
+}
+
+/// How many of the user-level progress calls made by waits on already completed
+/// operations skip polling the network in a row (see [`progress_past`]).
+const POLL_SKIPS: u32 = 31;
+
+/// Makes progress (UPC++ `progress`). `ProgressLevel::User` also runs the callbacks,
+/// LPCs and RPCs owed to the personas this thread holds; it may not be called in the
+/// restricted context.
+#[track_caller]
+pub fn progress(level: ProgressLevel) {
+    crate::runtime::check_init("progress");
+    if crate::instrument::reporting() {
+        progress_reported(level);
+    } else {
+        progress_at(level);
+    }
+}
+
+#[inline]
+#[track_caller]
+fn progress_at(level: ProgressLevel) {
+    match level {
+        ProgressLevel::Internal => internal_progress(),
+        ProgressLevel::User => {
+            check_not_restricted("progress(User)");
+            user_progress();
+        }
+    }
+}
+
+/// [`progress`] reported as its GASP event (out of line: one flag test on the
+/// common path).
+#[cold]
+#[inline(never)]
+#[track_caller]
+fn progress_reported(level: ProgressLevel) {
+    let level_arg = [gasp::Arg::Int(i32::from(level == ProgressLevel::User))];
+    let span = gasp::span!(GASP_UPCXX_PROGRESS, level_arg);
+    progress_at(level);
+    gasp::end!(span, level_arg);
+}
+
+/// The runtime's own poll. It reports nothing to a GASP tool, and needs no guard for
+/// that: the poll itself is gex's unreported one, and upcxx registers its AM handlers
+/// unreported (`rpc::wire`), so neither their runs nor the messages they send are
+/// events. (A guard raising the nesting depth around the poll hid nothing and cost
+/// ≈8 ns a round trip with a tool attached and measurement off.)
+#[inline]
+pub(crate) fn internal_progress() {
+    if !gex::layered::in_handler() {
+        gex::layered::poll_unreported();
+    }
+}
+
+/// Internal progress, then everything owed to this thread's personas. Returns how many
+/// callbacks, LPCs and RPCs ran.
+pub(crate) fn user_progress() -> usize {
+    internal_progress();
+    user_actions()
+}
+
+/// Makes sure this thread made a user-level progress since epoch `epoch`, in which an
+/// operation completed whose future it readies (every shared-memory RMA): a wait on
+/// that future (`call`) needs exactly that.
+///
+/// Such a progress does everything [`user_progress`] does, but when nothing is queued
+/// for this thread it polls the network only every `POLL_SKIPS + 1`-th time: nothing
+/// the poll could find concerns the awaited future, and the poll would cost more than
+/// the whole operation, while polling every so often keeps a loop of such waits
+/// attentive to incoming messages (§10.3). The common case is then a few thread-local
+/// cells and one shared word.
+///
+/// # Panics
+/// In the restricted context, if a progress is needed.
+#[inline]
+#[track_caller]
+pub(crate) fn progress_past(epoch: u64, call: &str) {
+    past::<false>(epoch, call);
+}
+
+/// [`progress_past`] for `Future::wait` on a future that completed in `epoch`: when a
+/// progress is needed and a GASP tool is attached, it is reported as the wait's
+/// `GASP_UPCXX_FUTURE_WAIT` event. That costs the common path nothing: while a tool is
+/// attached, `ThreadState::poll_skips` stays 0, so every such progress takes the out-of-line
+/// path, which tests the flag (and skips polls by a counter of its own).
+#[inline(always)]
+#[track_caller]
+pub(crate) fn wait_past(epoch: u64) {
+    past::<true>(epoch, "Future::wait");
+}
+
+#[inline(always)]
+#[track_caller]
+fn past<const WAIT: bool>(epoch: u64, call: &str) {
+    let shared = SHARED_WORK.load(Ordering::Acquire);
+    let done = THREAD.with(|h| h.epoch.get() > epoch || skip_poll(h, &h.poll_skips, shared));
+    if !done {
+        full_progress_past(WAIT, call);
+    }
+}
+
+/// Counts a user-level progress with nothing to run, which skips the network poll, if
+/// `skips` allows one more skip and nothing is queued for this thread (`shared`: the
+/// current [`SHARED_WORK`]). False if a full progress is needed.
+#[inline(always)]
+fn skip_poll(h: &ThreadState, skips: &Cell<u32>, shared: u64) -> bool {
+    let left = skips.get();
+    if left == 0 || h.work.get() != 0 || h.restricted.get() != 0 || h.seen_shared.get() != shared {
+        return false;
+    }
+    skips.set(left - 1);
+    h.epoch.set(h.epoch.get() + 1);
+    true
+}
+
+#[cold]
+#[track_caller]
+fn full_progress_past(wait: bool, call: &str) {
+    if crate::instrument::reporting() {
+        return progress_past_reported(wait, call);
+    }
+    check_not_restricted(call);
+    THREAD.with(|h| h.poll_skips.set(POLL_SKIPS));
+    user_progress();
+}
+
+/// [`full_progress_past`] while a tool is attached: the wait's event (`wait`) around
+/// the progress, which skips polls as [`progress_past`] does, counting in a cell of
+/// its own.
+#[cold]
+#[inline(never)]
+#[track_caller]
+fn progress_past_reported(wait: bool, call: &str) {
+    thread_local! {
+        static TOOL_SKIPS: Cell<u32> = const { Cell::new(0) };
+    }
+    let progress = || {
+        let shared = SHARED_WORK.load(Ordering::Acquire);
+        if !TOOL_SKIPS.with(|skips| THREAD.with(|h| skip_poll(h, skips, shared))) {
+            check_not_restricted(call);
+            TOOL_SKIPS.with(|skips| skips.set(POLL_SKIPS));
+            user_progress();
+        }
+    };
+    if wait {
+        let span = gasp::span_if!(true, GASP_UPCXX_FUTURE_WAIT, gasp::instrument::NONE);
+        progress();
+        gasp::end!(span, gasp::instrument::NONE);
+    } else {
+        progress();
+    }
+}
+
+/// The user-level part of progress: replies that arrived through other threads are
+/// delivered, the epoch advances (readying the futures of operations completed before
+/// this call), then run, in the restricted context, the notifications queued on this
+/// thread, the RPCs of the master persona if this thread holds it, and the LPCs queued on
+/// each persona the thread holds, top first. What the callbacks queue runs in a later
+/// progress call, except LPCs to held personas queued before those are drained.
+///
+/// With nothing queued this reads a few thread-local cells and one shared word: work
+/// queued by this thread's own handlers and calls is flagged in `ThreadState::work`, and work
+/// queued by other threads bumps [`SHARED_WORK`].
+#[inline]
+fn user_actions() -> usize {
+    let shared = SHARED_WORK.load(Ordering::Acquire);
+    let look = THREAD.with(|h| h.seen_shared.replace(shared) != shared);
+    if look {
+        deliver_forwarded_replies();
+    }
+    let (work, master) = THREAD.with(|h| {
+        h.epoch.set(h.epoch.get() + 1);
+        (h.work.replace(0), h.holds_master.get())
+    });
+    let mut n = 0;
+    if work & DEFERRED_WORK != 0 {
+        n += run_deferred();
+    }
+    let own_rpcs = work & RPC_WORK != 0;
+    if master && (own_rpcs || look) {
+        n += run_master_rpcs(own_rpcs, look);
+    }
+    if look {
+        n += drain_held_personas();
+    }
+    n
+}
+
+/// Makes user-level progress until `done` is true: spins briefly, then yields the
+/// processor (and, when idle for long, naps) so jobs with more ranks than cores keep moving.
+pub(crate) fn wait_until(mut done: impl FnMut() -> bool) {
+    let mut backoff = gex::layered::Backoff::new();
+    while !done() {
+        // Check again before backing off: the progress call may itself have made the
+        // awaited future ready (operations complete at initiation notify at the next
+        // user-level progress).
+        if user_progress() > 0 {
+            backoff.reset();
+        } else if !done() {
+            backoff.snooze();
+        } else {
+            break;
+        }
+    }
+}
+
+/// True if operations started by this thread still need internal progress to complete
+/// (UPC++ `progress_required`). On shared memory every transfer completes when it is
+/// started, so this is true only while this thread has queued notifications, LPCs or
+/// RPCs.
+pub fn progress_required() -> bool {
+    deferred_pending() || lpcs_queued() || (holds_master() && master_rpcs_queued())
+}
+
+/// Makes the progress needed so that this thread's outstanding operations no longer
+/// depend on it (UPC++ `discharge`).
+#[track_caller]
+pub fn discharge() {
+    crate::runtime::check_init("discharge");
+    internal_progress();
+}

@@ -1,0 +1,186 @@
+//! What upcxx keeps per thread: the thread's token, its user-level progress epoch, its
+//! restricted-context depth, whether it holds the master persona, and the signals by
+//! which the layers below progress (futures, completions, RPC delivery, personas) tell
+//! the thread's next user-level progress what they queued for it.
+//!
+//! * **Restricted context** (§10.2): callbacks run by user-level progress may not wait
+//!   or make user-level progress themselves; doing so fails with a message naming the
+//!   call instead of deadlocking. [`restricted`] runs such a callback; the calls that
+//!   wait check [`check_not_restricted`].
+//! * **Work signals**: work a thread queues for itself (deferred notifications, RPCs its
+//!   handlers copied for the master persona it holds) sets a flag in its
+//!   [`ThreadState`]; work queued where other threads must find it bumps one shared
+//!   counter. Progress (`progress.rs`, "What progress costs") reads both.
+//!
+//! A leaf module: it imports nothing from the crate, so every layer may signal progress
+//! without depending on it.
+
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+static NEXT_THREAD: AtomicU64 = AtomicU64::new(1);
+
+/// Bumped after work is queued where any thread may have to find it: an LPC, an RPC in
+/// the shared inbox, a reply received by another thread's poll. A thread whose
+/// user-level progress sees the value it saw last time skips looking at those queues.
+pub(crate) static SHARED_WORK: AtomicU64 = AtomicU64::new(0);
+
+/// A `seen_shared` value [`SHARED_WORK`] never takes: the next progress looks.
+const LOOK: u64 = u64::MAX;
+
+/// The per-thread state every progress call reads: plain cells in a `const`-initialized
+/// thread-local without a destructor, so reaching it is one memory access.
+pub(crate) struct ThreadState {
+    /// This thread's token (see [`thread_token`]); 0 until first asked for.
+    token: Cell<u64>,
+    /// Count of user-level progress calls by this thread.
+    pub(crate) epoch: Cell<u64>,
+    /// Depth of callbacks being run by user-level progress.
+    pub(crate) restricted: Cell<u32>,
+    /// What was queued for this thread's next user-level progress by the thread itself:
+    /// a mask of [`DEFERRED_WORK`] and [`RPC_WORK`].
+    pub(crate) work: Cell<u8>,
+    /// This thread holds the master persona.
+    pub(crate) holds_master: Cell<bool>,
+    /// Waits on completed operations that may still skip the network poll (see
+    /// `progress::progress_past`).
+    pub(crate) poll_skips: Cell<u32>,
+    /// The value of [`SHARED_WORK`] when this thread last looked at its shared queues.
+    pub(crate) seen_shared: Cell<u64>,
+}
+
+thread_local! {
+    pub(crate) static THREAD: ThreadState = const {
+        ThreadState {
+            token: Cell::new(0),
+            epoch: Cell::new(0),
+            restricted: Cell::new(0),
+            work: Cell::new(0),
+            holds_master: Cell::new(false),
+            poll_skips: Cell::new(0),
+            seen_shared: Cell::new(LOOK),
+        }
+    };
+    /// Notifications owed to this thread, run at its next user-level progress.
+    static DEFERRED: RefCell<VecDeque<Box<dyn FnOnce()>>> = const { RefCell::new(VecDeque::new()) };
+}
+
+/// A number unique to this thread for the life of the process.
+pub(crate) fn thread_token() -> u64 {
+    THREAD.with(|h| match h.token.get() {
+        0 => {
+            let t = NEXT_THREAD.fetch_add(1, Ordering::Relaxed);
+            h.token.set(t);
+            t
+        }
+        t => t,
+    })
+}
+
+/// The number of user-level progress calls this thread has made.
+#[inline]
+pub(crate) fn progress_epoch() -> u64 {
+    THREAD.with(|h| h.epoch.get())
+}
+
+/// [`ThreadState::work`]: notifications were deferred.
+pub(crate) const DEFERRED_WORK: u8 = 1;
+/// [`ThreadState::work`]: this thread's handlers queued RPCs for the master persona it
+/// holds.
+pub(crate) const RPC_WORK: u8 = 2;
+
+/// Runs `f` at this thread's next user-level progress.
+pub(crate) fn defer(f: Box<dyn FnOnce()>) {
+    DEFERRED.with(|d| d.borrow_mut().push_back(f));
+    THREAD.with(|h| h.work.set(h.work.get() | DEFERRED_WORK));
+}
+
+/// True if notifications wait for this thread's next user-level progress.
+pub(crate) fn deferred_pending() -> bool {
+    DEFERRED.with(|d| !d.borrow().is_empty())
+}
+
+/// Runs, in the restricted context, the notifications deferred before this call (those
+/// they defer wait for the next call); returns how many ran.
+#[cold]
+pub(crate) fn run_deferred() -> usize {
+    let pending = DEFERRED.with(|d| d.borrow().len());
+    let mut n = 0;
+    for _ in 0..pending {
+        let Some(f) = DEFERRED.with(|d| d.borrow_mut().pop_front()) else {
+            break;
+        };
+        restricted(f);
+        n += 1;
+    }
+    n
+}
+
+/// Tells this thread's next user-level progress that its handlers queued RPCs for the
+/// master persona it holds.
+#[inline]
+pub(crate) fn note_rpcs_queued() {
+    THREAD.with(|h| h.work.set(h.work.get() | RPC_WORK));
+}
+
+/// Makes this thread's next user-level progress look at the queues other threads fill,
+/// where work it knew of is left.
+pub(crate) fn look_again() {
+    THREAD.with(|h| h.seen_shared.set(LOOK));
+}
+
+/// Tells every thread's next user-level progress to look at the queues other threads
+/// fill (call after queuing there).
+pub(crate) fn shared_work_queued() {
+    SHARED_WORK.fetch_add(1, Ordering::Release);
+}
+
+/// True if this thread holds the master persona.
+#[inline]
+pub(crate) fn holds_master() -> bool {
+    THREAD.with(|h| h.holds_master.get())
+}
+
+/// Records whether this thread holds the master persona.
+pub(crate) fn set_holds_master(holds: bool) {
+    THREAD.with(|h| h.holds_master.set(holds));
+}
+
+/// Runs `f` as a callback of user-level progress: in the restricted context (§10.2).
+#[inline]
+pub(crate) fn restricted<R>(f: impl FnOnce() -> R) -> R {
+    struct Leave;
+    impl Drop for Leave {
+        fn drop(&mut self) {
+            THREAD.with(|h| h.restricted.set(h.restricted.get() - 1));
+        }
+    }
+    THREAD.with(|h| h.restricted.set(h.restricted.get() + 1));
+    let _leave = Leave;
+    f()
+}
+
+/// True inside a callback run by user-level progress (§10.2).
+#[inline]
+pub fn in_restricted_context() -> bool {
+    THREAD.with(|h| h.restricted.get() > 0)
+}
+
+/// Fails, naming `call`, in the restricted context (§10.2).
+#[inline]
+#[track_caller]
+pub(crate) fn check_not_restricted(call: &str) {
+    if in_restricted_context() {
+        restricted_context_violation(call);
+    }
+}
+
+#[cold]
+#[track_caller]
+fn restricted_context_violation(call: &str) -> ! {
+    panic!(
+        "upcxx::{call}: not allowed in the restricted context (inside a callback, LPC or \
+         RPC run by progress), where waiting could deadlock (UPC++ spec §10.2)"
+    );
+}
