@@ -85,7 +85,7 @@ use talc::source::Manual;
 use talc::DefaultBinning;
 
 use crate::global_ptr::{GlobalPtr, KindId};
-use crate::runtime::rt;
+use crate::runtime::state::{rank_me, rt};
 
 /// The minimum alignment of every block (that of `malloc` on 64-bit targets).
 const MIN_ALIGN: usize = 16;
@@ -202,10 +202,7 @@ impl SegmentHeap {
             span,
             [
                 gasp::Arg::Size(nbytes),
-                crate::instrument::gptr(
-                    crate::runtime::rank_me(),
-                    user.map_or(0, |u| u.as_ptr() as usize)
-                )
+                crate::instrument::gptr(rank_me(), user.map_or(0, |u| u.as_ptr() as usize))
             ]
         );
         user
@@ -246,15 +243,9 @@ impl SegmentHeap {
     /// header's element count. Panics naming `call` otherwise.
     #[track_caller]
     fn retire(&self, call: &str, user: usize, form: Form, elem: Option<(usize, usize)>) -> usize {
-        let span = gasp::span!(
-            GASP_UPC_FREE,
-            [crate::instrument::gptr(crate::runtime::rank_me(), user)]
-        );
+        let span = gasp::span!(GASP_UPC_FREE, [crate::instrument::gptr(rank_me(), user)]);
         let count = self.retire_block(call, user, form, elem);
-        gasp::end!(
-            span,
-            [crate::instrument::gptr(crate::runtime::rank_me(), user)]
-        );
+        gasp::end!(span, [crate::instrument::gptr(rank_me(), user)]);
         count
     }
 

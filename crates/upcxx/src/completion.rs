@@ -100,7 +100,7 @@ use std::ops::BitOr;
 use crate::future::{Future, Promise};
 use crate::persona::Persona;
 use crate::rpc::{RpcArgs, RpcFn};
-use crate::runtime::Rank;
+use crate::runtime::state::Rank;
 use crate::thread;
 
 /// The source-completion event (§7.1): the source buffer may be reused.

@@ -75,7 +75,7 @@ use std::sync::OnceLock;
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::runtime::{rt, Rank};
+use crate::runtime::state::{rt, Rank, RankState};
 
 /// The run-time identity of a memory kind (UPC++ spec §3.2 ¶3 `memory_kind`).
 ///
@@ -555,7 +555,7 @@ fn bad_rank(call: &str, rank: Rank, size: Rank) -> ! {
 /// job, or an address outside its owner's segment.
 #[cold]
 #[track_caller]
-fn not_mapped(call: &str, rt: &crate::runtime::Runtime, rank: Rank, addr: usize) -> ! {
+fn not_mapped(call: &str, rt: &RankState, rank: Rank, addr: usize) -> ! {
     match rt.peers.get(rank as usize) {
         None => bad_rank(call, rank, rt.size),
         Some(peer) => outside_segment(call, rank, addr, peer.owner_base, peer.size),

@@ -236,7 +236,7 @@ pub fn default_persona() -> Persona {
 /// The master persona: the target of RPCs (UPC++ `master_persona`).
 #[track_caller]
 pub fn master_persona() -> Persona {
-    crate::runtime::check_init("master_persona");
+    crate::runtime::state::check_init("master_persona");
     MASTER.get().expect("created by init").clone()
 }
 

@@ -64,7 +64,7 @@ const POLL_SKIPS: u32 = 31;
 /// restricted context.
 #[track_caller]
 pub fn progress(level: ProgressLevel) {
-    crate::runtime::check_init("progress");
+    crate::runtime::state::check_init("progress");
     if crate::instrument::reporting() {
         progress_reported(level);
     } else {
@@ -272,6 +272,6 @@ pub fn progress_required() -> bool {
 /// depend on it (UPC++ `discharge`).
 #[track_caller]
 pub fn discharge() {
-    crate::runtime::check_init("discharge");
+    crate::runtime::state::check_init("discharge");
     internal_progress();
 }

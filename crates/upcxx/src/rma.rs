@@ -74,7 +74,7 @@ use crate::completion::{
 };
 use crate::future::Future;
 use crate::global_ptr::GlobalPtr;
-use crate::runtime::{rt, Rank, Runtime};
+use crate::runtime::state::{rt, Rank, RankState};
 
 /// The completion events of [`rput_with`] (§8.2.1 ¶4–¶5): remote and operation, no
 /// values. There is no source completion: the value is copied before the call returns.
@@ -354,7 +354,7 @@ fn put(call: &str, rank: Rank, addr: usize, bytes: &[u8]) -> gex::Event {
     match rt.direct_range(rank, addr, bytes.len()) {
         Some(dest) => {
             // SAFETY: `[dest, dest + len)` is inside the mapping of `rank`'s segment
-            // (`Runtime::direct_range`), which stays mapped for the life of the job;
+            // (`RankState::direct_range`), which stays mapped for the life of the job;
             // `bytes` is a live borrow. Concurrent access by other ranks is the
             // program's to order, as for any put.
             unsafe { std::ptr::copy(bytes.as_ptr(), dest as *mut u8, bytes.len()) };
@@ -366,7 +366,7 @@ fn put(call: &str, rank: Rank, addr: usize, bytes: &[u8]) -> gex::Event {
 
 #[inline(never)]
 #[track_caller]
-fn put_through_gex(rt: &Runtime, rank: Rank, addr: usize, bytes: &[u8]) -> gex::Event {
+fn put_through_gex(rt: &RankState, rank: Rank, addr: usize, bytes: &[u8]) -> gex::Event {
     // The argument lists are built only when a tool is attached (inside the macros).
     let span = gasp::span!(
         GASP_UPC_NB_PUT_INIT,
@@ -401,7 +401,7 @@ fn get(call: &str, dest: &mut [u8], rank: Rank, addr: usize) {
     let rt = rt(call);
     match rt.direct_range(rank, addr, dest.len()) {
         // SAFETY: the source range is inside the mapping of `rank`'s segment
-        // (`Runtime::direct_range`); `dest` is a live exclusive borrow.
+        // (`RankState::direct_range`); `dest` is a live exclusive borrow.
         Some(src) => unsafe { std::ptr::copy(src as *const u8, dest.as_mut_ptr(), dest.len()) },
         _ => get_through_gex(rt, dest, rank, addr),
     }
@@ -411,7 +411,7 @@ fn get(call: &str, dest: &mut [u8], rank: Rank, addr: usize) {
 /// around it inline into their callers and build the returned futures in registers.
 #[inline(never)]
 #[track_caller]
-fn get_through_gex(rt: &Runtime, dest: &mut [u8], rank: Rank, addr: usize) {
+fn get_through_gex(rt: &RankState, dest: &mut [u8], rank: Rank, addr: usize) {
     let span = gasp::span!(
         GASP_UPC_NB_GET_INIT,
         crate::instrument::get_args(dest, rank, addr)

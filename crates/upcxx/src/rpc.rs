@@ -102,7 +102,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use crate::future::{fits_cell, Future, FutureValue, ReplyCell, State};
-use crate::runtime::{self, Rank};
+use crate::runtime::state::{rt, Rank, RankState};
 use crate::serialization::{Error, Reader, Serialization, Writer};
 use function::function_offset;
 use inbox::{KIND_REPLY, KIND_REPLY_UNIT, KIND_RPC};
@@ -232,7 +232,7 @@ fn rpc_ff_reported<F: RpcFn<A>, A: RpcArgs>(rank: Rank, func: F, args: A) {
 #[track_caller]
 fn rpc_ff_as<F: RpcFn<A>, A: RpcArgs, const REPORT: bool>(rank: Rank, func: F, args: A) {
     assert_no_captures::<F>();
-    let rt = runtime::rt("rpc_ff");
+    let rt = rt("rpc_ff");
     let dest = world_rank("rpc_ff", rt, rank);
     drop(func);
     let entry = function_offset(run_rpc_ff::<F, A>);
@@ -355,7 +355,7 @@ where
     RpcValue<F, A>: Serialize + DeserializeOwned,
 {
     assert_no_captures::<F>();
-    let rt = runtime::rt("rpc");
+    let rt = rt("rpc");
     let dest = world_rank("rpc", rt, rank);
     drop(func);
     let (fut, promise) = if fits_cell::<RpcValue<F, A>>() {
@@ -408,7 +408,7 @@ fn assert_no_captures<F>() {
 }
 
 #[track_caller]
-fn world_rank(call: &str, rt: &runtime::Runtime, rank: Rank) -> Rank {
+fn world_rank(call: &str, rt: &RankState, rank: Rank) -> Rank {
     // Team-relative ranks will be translated to world ranks here.
     if rank >= rt.size {
         panic!(
@@ -519,7 +519,7 @@ where
 }
 
 fn reply<V: Serialize + DeserializeOwned + 'static>(dest: Rank, cookie: [u32; 4], value: &V) {
-    let rt = runtime::rt("rpc");
+    let rt = rt("rpc");
     let entry = if fits_cell::<V>() {
         function_offset(complete_in_cell::<V>)
     } else {

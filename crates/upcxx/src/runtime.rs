@@ -8,95 +8,20 @@
 //! user-level progress (so RPCs aimed at this rank still run) and then releases the
 //! rank. The communication layer cannot be initialized twice in one process, so `init`
 //! after the last `finalize` is an error.
+//!
+//! `init` and `finalize` are the composition root: they call every layer (personas,
+//! RPC handlers, the segment heap, progress). What the layers import from the runtime,
+//! the state `init` leaves and the rank queries, is `runtime/state.rs`, the bottom of
+//! the crate.
 
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
-use std::sync::OnceLock;
+pub(crate) mod state;
+
+use std::sync::atomic::Ordering;
 
 use crate::{persona, progress, thread};
+use state::{rt, PeerSegment, RankState, FINALIZED, INITS, LIVE, RUNTIME};
 
-/// A rank in the job or a team (UPC++ `intrank_t`).
-pub type Rank = u32;
-
-/// Where rank `r`'s segment lives, at its owner and in this process.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct PeerSegment {
-    pub owner_base: usize,
-    pub local_base: usize,
-    pub size: usize,
-}
-
-pub(crate) struct Runtime {
-    pub client: gex::Client,
-    pub team: gex::Team,
-    /// The segments this process maps, indexed by rank: the local team's.
-    pub peers: Vec<PeerSegment>,
-    /// The segments `rput`/`rget` copy to and from directly: `peers`, or none while a
-    /// GASP tool is attached (the operations then go through `gex`, where they are
-    /// reported). Keeping the choice in the table spares the copies a flag test.
-    pub direct: Vec<PeerSegment>,
-    pub rank: Rank,
-    pub size: Rank,
-}
-
-impl Runtime {
-    /// Where this process reaches `len` bytes at `addr` in `rank`'s segment, if it maps
-    /// that segment (`rank` is in the local team) and the whole range is inside it
-    /// (`len` 0: `addr` may be one past the segment's end).
-    #[inline]
-    pub(crate) fn local_range(&self, rank: Rank, addr: usize, len: usize) -> Option<usize> {
-        range_in(&self.peers, rank, addr, len)
-    }
-
-    /// As [`Runtime::local_range`], for the segments RMA copies to and from directly
-    /// (none while a GASP tool is attached).
-    #[inline]
-    pub(crate) fn direct_range(&self, rank: Rank, addr: usize, len: usize) -> Option<usize> {
-        range_in(&self.direct, rank, addr, len)
-    }
-}
-
-#[inline(always)]
-fn range_in(peers: &[PeerSegment], rank: Rank, addr: usize, len: usize) -> Option<usize> {
-    let peer = peers.get(rank as usize)?;
-    let off = addr.wrapping_sub(peer.owner_base);
-    // Lazily: outside the segment, `off` may be anything and the sum overflow.
-    (off <= peer.size && len <= peer.size - off).then(|| peer.local_base + off)
-}
-
-static RUNTIME: OnceLock<Runtime> = OnceLock::new();
-/// `RUNTIME`'s value from the end of the first `init` to the last `finalize`, null
-/// otherwise: every call finds the runtime, and whether it may be used, in one load.
-static LIVE: AtomicPtr<Runtime> = AtomicPtr::new(std::ptr::null_mut());
-static INITS: AtomicUsize = AtomicUsize::new(0);
-static FINALIZED: AtomicBool = AtomicBool::new(false);
-
-/// The runtime, or a panic naming `call` if UPC++ is not initialized.
-#[inline]
-#[track_caller]
-pub(crate) fn rt(call: &str) -> &'static Runtime {
-    let live = LIVE.load(Ordering::Acquire);
-    if live.is_null() {
-        not_initialized(call);
-    }
-    // SAFETY: a non-null `LIVE` points at `RUNTIME`'s value, which is never dropped or
-    // moved; the Acquire load pairs with the Release store made after it was set.
-    unsafe { &*live }
-}
-
-#[inline]
-#[track_caller]
-pub(crate) fn check_init(call: &str) {
-    rt(call);
-}
-
-#[cold]
-#[track_caller]
-fn not_initialized(call: &str) -> ! {
-    if FINALIZED.load(Ordering::Relaxed) {
-        panic!("upcxx::{call}: called after upcxx::finalize")
-    }
-    panic!("upcxx::{call}: called before upcxx::init")
-}
+pub use state::{initialized, rank_me, rank_n, Rank};
 
 /// Initializes UPC++ (UPC++ `init`, §2.2). Collective on the first call.
 #[track_caller]
@@ -138,7 +63,7 @@ pub fn init() {
     crate::alloc::init_heap(segment.addr(), segment.size());
     let rank = team.rank();
     let size = team.size();
-    let _ = RUNTIME.set(Runtime {
+    let _ = RUNTIME.set(RankState {
         client,
         team,
         peers,
@@ -146,13 +71,8 @@ pub fn init() {
         rank,
         size,
     });
-    let runtime: &'static Runtime = RUNTIME.get().expect("just set");
+    let runtime: &'static RankState = RUNTIME.get().expect("just set");
     LIVE.store(std::ptr::from_ref(runtime).cast_mut(), Ordering::Release);
-}
-
-/// True between the first `init` and the last `finalize` (UPC++ `initialized`).
-pub fn initialized() -> bool {
-    INITS.load(Ordering::Acquire) > 0
 }
 
 /// Ends one `init` (UPC++ `finalize`, §2.2). The last call is collective: a barrier
@@ -181,20 +101,6 @@ pub fn finalize() {
 pub(crate) fn barrier_with_progress(team: &gex::Team) {
     let mut ev = team.barrier_nb();
     progress::wait_until(|| ev.test());
-}
-
-/// This process's rank in the world team (UPC++ `rank_me`).
-#[inline]
-#[track_caller]
-pub fn rank_me() -> Rank {
-    rt("rank_me").rank
-}
-
-/// The number of ranks in the world team (UPC++ `rank_n`).
-#[inline]
-#[track_caller]
-pub fn rank_n() -> Rank {
-    rt("rank_n").size
 }
 
 /// Waits until every rank has entered the barrier, making user-level progress

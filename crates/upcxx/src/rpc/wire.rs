@@ -20,7 +20,7 @@ use std::sync::{LazyLock, Mutex};
 
 use super::delivery;
 use super::inbox::{Head, Page, KIND_REPLY, KIND_REPLY_UNIT, KIND_RPC};
-use crate::runtime::Rank;
+use crate::runtime::state::Rank;
 use crate::serialization::{Error, Writer};
 
 /// Bits of the first argument that hold the kind.

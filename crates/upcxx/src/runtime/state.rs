@@ -1,0 +1,112 @@
+//! The state `init` leaves for every call: this rank's [`RankState`] and whether UPC++
+//! is initialized, with the rank queries. The bottom of the crate: it imports nothing
+//! from it. (`runtime.rs`, which fills it, is the composition root at the top.)
+
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
+use std::sync::OnceLock;
+
+/// A rank in the job or a team (UPC++ `intrank_t`).
+pub type Rank = u32;
+
+/// Where rank `r`'s segment lives, at its owner and in this process.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PeerSegment {
+    pub owner_base: usize,
+    pub local_base: usize,
+    pub size: usize,
+}
+
+/// What `init` set up for this rank: the `gex` client and world team, the segments
+/// this process maps, this rank and the world size. Read by every call through [`rt`].
+pub(crate) struct RankState {
+    pub client: gex::Client,
+    pub team: gex::Team,
+    /// The segments this process maps, indexed by rank: the local team's.
+    pub peers: Vec<PeerSegment>,
+    /// The segments `rput`/`rget` copy to and from directly: `peers`, or none while a
+    /// GASP tool is attached (the operations then go through `gex`, where they are
+    /// reported). Keeping the choice in the table spares the copies a flag test.
+    pub direct: Vec<PeerSegment>,
+    pub rank: Rank,
+    pub size: Rank,
+}
+
+impl RankState {
+    /// Where this process reaches `len` bytes at `addr` in `rank`'s segment, if it maps
+    /// that segment (`rank` is in the local team) and the whole range is inside it
+    /// (`len` 0: `addr` may be one past the segment's end).
+    #[inline]
+    pub(crate) fn local_range(&self, rank: Rank, addr: usize, len: usize) -> Option<usize> {
+        range_in(&self.peers, rank, addr, len)
+    }
+
+    /// As [`RankState::local_range`], for the segments RMA copies to and from directly
+    /// (none while a GASP tool is attached).
+    #[inline]
+    pub(crate) fn direct_range(&self, rank: Rank, addr: usize, len: usize) -> Option<usize> {
+        range_in(&self.direct, rank, addr, len)
+    }
+}
+
+#[inline(always)]
+fn range_in(peers: &[PeerSegment], rank: Rank, addr: usize, len: usize) -> Option<usize> {
+    let peer = peers.get(rank as usize)?;
+    let off = addr.wrapping_sub(peer.owner_base);
+    // Lazily: outside the segment, `off` may be anything and the sum overflow.
+    (off <= peer.size && len <= peer.size - off).then(|| peer.local_base + off)
+}
+
+pub(super) static RUNTIME: OnceLock<RankState> = OnceLock::new();
+/// `RUNTIME`'s value from the end of the first `init` to the last `finalize`, null
+/// otherwise: every call finds the runtime, and whether it may be used, in one load.
+pub(super) static LIVE: AtomicPtr<RankState> = AtomicPtr::new(std::ptr::null_mut());
+pub(super) static INITS: AtomicUsize = AtomicUsize::new(0);
+pub(super) static FINALIZED: AtomicBool = AtomicBool::new(false);
+
+/// The runtime, or a panic naming `call` if UPC++ is not initialized.
+#[inline]
+#[track_caller]
+pub(crate) fn rt(call: &str) -> &'static RankState {
+    let live = LIVE.load(Ordering::Acquire);
+    if live.is_null() {
+        not_initialized(call);
+    }
+    // SAFETY: a non-null `LIVE` points at `RUNTIME`'s value, which is never dropped or
+    // moved; the Acquire load pairs with the Release store made after it was set.
+    unsafe { &*live }
+}
+
+/// Fails, naming `call`, unless UPC++ is initialized.
+#[inline]
+#[track_caller]
+pub(crate) fn check_init(call: &str) {
+    rt(call);
+}
+
+#[cold]
+#[track_caller]
+fn not_initialized(call: &str) -> ! {
+    if FINALIZED.load(Ordering::Relaxed) {
+        panic!("upcxx::{call}: called after upcxx::finalize")
+    }
+    panic!("upcxx::{call}: called before upcxx::init")
+}
+
+/// True between the first `init` and the last `finalize` (UPC++ `initialized`).
+pub fn initialized() -> bool {
+    INITS.load(Ordering::Acquire) > 0
+}
+
+/// This process's rank in the world team (UPC++ `rank_me`).
+#[inline]
+#[track_caller]
+pub fn rank_me() -> Rank {
+    rt("rank_me").rank
+}
+
+/// The number of ranks in the world team (UPC++ `rank_n`).
+#[inline]
+#[track_caller]
+pub fn rank_n() -> Rank {
+    rt("rank_n").size
+}
