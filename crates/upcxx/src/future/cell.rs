@@ -1,7 +1,7 @@
 //! Reply cells: where the value of a pending operation lands without a shared state.
 //!
 //! The general way for a value to reach a future later is a promise's reference-counted
-//! [`State`](super::State): one heap allocation per future, and callbacks and wakers
+//! [`State`]: one heap allocation per future, and callbacks and wakers
 //! kept in it. The future of a round-trip RPC whose value is small (at most
 //! [`CELL_BYTES`], aligned at most 16) needs none of that in the common case, where it is
 //! only waited on: it holds a *cell* taken from a pool of its thread, the reply's handler
@@ -35,7 +35,7 @@ use std::cell::{Cell, UnsafeCell};
 use std::mem::MaybeUninit;
 use std::rc::Rc;
 
-use super::State;
+use super::state::State;
 use crate::thread;
 
 /// The largest value, in bytes, a cell holds.

@@ -1,0 +1,86 @@
+//! The producer side of a future: [`Promise`] (UPC++ `promise<T...>`, §5.3). Sits on
+//! the future handle and its state.
+
+use std::rc::Rc;
+
+use super::handle::Future;
+use super::state::State;
+
+/// The producer side of a future, with a dependency counter (UPC++ `promise<T...>`,
+/// spec §5.3). A new promise has one dependency, satisfied by `fulfill_result` (or, for
+/// `Promise<()>`, by `finalize`/`fulfill_anonymous`).
+pub struct Promise<T: 'static> {
+    state: Rc<State<T>>,
+}
+
+impl<T: 'static> Default for Promise<T> {
+    fn default() -> Promise<T> {
+        Promise::new()
+    }
+}
+
+impl<T: 'static> Promise<T> {
+    /// A promise with a dependency count of one.
+    pub fn new() -> Promise<T> {
+        Promise {
+            state: State::new(1),
+        }
+    }
+
+    /// Adds `count` dependencies (UPC++ `require_anonymous`).
+    ///
+    /// # Panics
+    /// If the promise is already ready.
+    #[track_caller]
+    pub fn require_anonymous(&self, count: usize) {
+        if self.state.ready.get() {
+            panic!("upcxx::Promise::require_anonymous: the promise is already ready");
+        }
+        self.state.deps.set(self.state.deps.get() + count);
+    }
+
+    /// Satisfies `count` dependencies (UPC++ `fulfill_anonymous`). At zero the future
+    /// becomes ready and its callbacks run before this returns.
+    #[track_caller]
+    pub fn fulfill_anonymous(&self, count: usize) {
+        gasp::atomic!(GASP_UPCXX_PROMISE_FULFILL, [gasp::Arg::Size(count)]);
+        self.state.satisfy(count, "Promise::fulfill_anonymous");
+    }
+
+    /// Sets the result and satisfies one dependency (UPC++ `fulfill_result`).
+    #[track_caller]
+    pub fn fulfill_result(&self, value: T) {
+        if self.state.ready.get() {
+            panic!("upcxx::Promise::fulfill_result: the promise is already ready");
+        }
+        gasp::atomic!(GASP_UPCXX_PROMISE_FULFILL, [gasp::Arg::Size(1)]);
+        self.state.set_value(value);
+        self.state.satisfy(1, "Promise::fulfill_result");
+    }
+
+    /// Satisfies the initial dependency and returns the future (UPC++ `finalize`).
+    #[track_caller]
+    pub fn finalize(self) -> Future<T> {
+        self.state.satisfy(1, "Promise::finalize");
+        Future::from_state(Rc::clone(&self.state))
+    }
+
+    /// The future of this promise (UPC++ `get_future`).
+    pub fn get_future(&self) -> Future<T> {
+        Future::from_state(Rc::clone(&self.state))
+    }
+}
+
+impl<T: 'static> Clone for Promise<T> {
+    fn clone(&self) -> Promise<T> {
+        Promise {
+            state: Rc::clone(&self.state),
+        }
+    }
+}
+
+/// Sets the value of a one-dependency state and makes it ready.
+pub(crate) fn fulfill_state<T: 'static>(state: &Rc<State<T>>, value: T, call: &str) {
+    state.set_value(value);
+    state.satisfy(1, call);
+}

@@ -1,0 +1,126 @@
+//! The shared state of a non-ready future and its promise: the value, the dependency
+//! counter (§5.3), and the callbacks and wakers to run when it turns ready. A leaf of
+//! `future`.
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+use std::task::Waker;
+
+pub(super) type Callback<T> = Box<dyn FnOnce(T)>;
+/// Copies a value for one more consumer.
+type CloneFn<T> = fn(&T) -> T;
+
+/// The shared state of a non-ready future and its promise.
+pub(crate) struct State<T> {
+    pub(super) value: RefCell<Option<T>>,
+    pub(super) ready: Cell<bool>,
+    /// Promise dependency counter (UPC++ §5.3): ready when it reaches zero.
+    pub(super) deps: Cell<usize>,
+    pub(super) callbacks: RefCell<Vec<Callback<T>>>,
+    pub(super) wakers: RefCell<Vec<Waker>>,
+    /// Live `Future` handles onto this state.
+    pub(super) handles: Cell<usize>,
+    /// Set by `Future::clone` (where `T: Clone` is known) so that several consumers can
+    /// each get a value.
+    pub(super) clone_fn: Cell<Option<CloneFn<T>>>,
+}
+
+impl<T: 'static> State<T> {
+    pub(crate) fn new(deps: usize) -> Rc<State<T>> {
+        Rc::new(State {
+            value: RefCell::new(None),
+            ready: Cell::new(false),
+            deps: Cell::new(deps),
+            callbacks: RefCell::new(Vec::new()),
+            wakers: RefCell::new(Vec::new()),
+            handles: Cell::new(0),
+            clone_fn: Cell::new(None),
+        })
+    }
+
+    pub(super) fn set_value(&self, v: T) {
+        let mut slot = self.value.borrow_mut();
+        if slot.is_some() {
+            drop(slot);
+            panic!("upcxx::Promise::fulfill_result: the result was already fulfilled");
+        }
+        *slot = Some(v);
+    }
+
+    /// Takes the value for one consumer: a copy while others still need it.
+    pub(super) fn take_for_consumer(&self, others_remain: bool) -> T {
+        if others_remain {
+            let clone = self.clone_fn.get().unwrap_or_else(|| {
+                panic!(
+                    "upcxx: a future's value is needed by several consumers but its type is \
+                     not Clone (take each value once)"
+                )
+            });
+            clone(
+                self.value
+                    .borrow()
+                    .as_ref()
+                    .expect("ready future has a value"),
+            )
+        } else {
+            self.value
+                .borrow_mut()
+                .take()
+                .expect("ready future has a value")
+        }
+    }
+
+    /// Decrements the dependency counter by `n`; at zero the future becomes ready and
+    /// its callbacks run here, on the calling thread (§5.5 ¶2).
+    pub(crate) fn satisfy(&self, n: usize, call: &str) {
+        let deps = self.deps.get();
+        if n > deps {
+            panic!("upcxx::{call}: the dependency counter would drop below zero ({deps} - {n})");
+        }
+        self.deps.set(deps - n);
+        if deps == n {
+            self.make_ready(call);
+        }
+    }
+
+    fn make_ready(&self, call: &str) {
+        if self.value.borrow().is_none() {
+            match unit_value::<T>() {
+                Some(v) => *self.value.borrow_mut() = Some(v),
+                None => panic!(
+                    "upcxx::{call}: the promise became ready without a result \
+                     (call fulfill_result before the last dependency is fulfilled)"
+                ),
+            }
+        }
+        self.ready.set(true);
+        let callbacks = std::mem::take(&mut *self.callbacks.borrow_mut());
+        let n = callbacks.len();
+        for (i, cb) in callbacks.into_iter().enumerate() {
+            let others = i + 1 < n || self.handles.get() > 0;
+            cb(self.take_for_consumer(others));
+        }
+        for w in self.wakers.borrow_mut().drain(..) {
+            w.wake();
+        }
+    }
+
+    pub(super) fn on_ready(&self, cb: Callback<T>) {
+        self.callbacks.borrow_mut().push(cb);
+    }
+
+    /// A copy of `v` for one more consumer (`Future::clone` set the copy function).
+    pub(super) fn copy_value(&self, v: &T) -> T {
+        let clone = self
+            .clone_fn
+            .get()
+            .expect("a state copied for a clone knows how to clone");
+        clone(v)
+    }
+}
+
+/// `()` for `T = ()`: the value of a future that carries none.
+fn unit_value<T: 'static>() -> Option<T> {
+    let unit: Box<dyn std::any::Any> = Box::new(());
+    unit.downcast::<T>().ok().map(|b| *b)
+}

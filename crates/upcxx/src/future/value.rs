@@ -1,0 +1,99 @@
+//! What a `then` callback may return: [`FutureValue`], implemented for futures
+//! (flattened) and for the standard value types (wrapped in a ready future), and
+//! [`to_future`]. Sits on the future handle.
+
+use super::handle::{make_future, Future};
+
+/// A value a `then` callback may return: either a future (flattened) or a plain value
+/// (wrapped in a ready future). See the module documentation.
+pub trait FutureValue: 'static {
+    type Value: 'static;
+    fn into_future(self) -> Future<Self::Value>;
+}
+
+impl<T: 'static> FutureValue for Future<T> {
+    type Value = T;
+    fn into_future(self) -> Future<T> {
+        self
+    }
+}
+
+/// Implements [`FutureValue`] for plain value types, so `then` callbacks can return
+/// them: `upcxx::impl_future_value!(MyType, MyOtherType);`.
+#[macro_export]
+macro_rules! impl_future_value {
+    ($($t:ty),* $(,)?) => {
+        $(impl $crate::future::FutureValue for $t {
+            type Value = $t;
+            fn into_future(self) -> $crate::Future<$t> {
+                $crate::make_future(self)
+            }
+        })*
+    };
+}
+
+impl_future_value!(
+    (),
+    bool,
+    char,
+    u8,
+    u16,
+    u32,
+    u64,
+    u128,
+    usize,
+    i8,
+    i16,
+    i32,
+    i64,
+    i128,
+    isize,
+    f32,
+    f64,
+    String
+);
+
+macro_rules! generic_future_value {
+    ($([$($g:ident),*] $t:ty;)*) => {
+        $(impl<$($g: 'static),*> FutureValue for $t {
+            type Value = $t;
+            fn into_future(self) -> Future<$t> {
+                make_future(self)
+            }
+        })*
+    };
+}
+
+generic_future_value! {
+    [T] Vec<T>;
+    [T] Box<T>;
+    [T] Option<T>;
+    [T, E] Result<T, E>;
+    [T] std::collections::VecDeque<T>;
+    [K, V] std::collections::HashMap<K, V>;
+    [K, V] std::collections::BTreeMap<K, V>;
+    [T] std::collections::HashSet<T>;
+    [T] std::collections::BTreeSet<T>;
+    [T] std::rc::Rc<T>;
+    [T] std::sync::Arc<T>;
+    [A] (A,);
+    [A, B] (A, B);
+    [A, B, C] (A, B, C);
+    [A, B, C, D] (A, B, C, D);
+    [A, B, C, D, E] (A, B, C, D, E);
+    [A, B, C, D, E, F] (A, B, C, D, E, F);
+    [A, B, C, D, E, F, G] (A, B, C, D, E, F, G);
+    [A, B, C, D, E, F, G, H] (A, B, C, D, E, F, G, H);
+}
+
+impl<T: 'static, const N: usize> FutureValue for [T; N] {
+    type Value = [T; N];
+    fn into_future(self) -> Future<[T; N]> {
+        make_future(self)
+    }
+}
+
+/// Converts a value or a future into a future (UPC++ `to_future`).
+pub fn to_future<R: FutureValue>(v: R) -> Future<R::Value> {
+    v.into_future()
+}
