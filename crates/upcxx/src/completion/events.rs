@@ -1,0 +1,141 @@
+//! The events a communication call reports (§7.1) and what their notifications
+//! accept: the call's marker traits, the values an event produces, and the promises,
+//! LPC callbacks and remote calls that can be notified. Sits on futures (promises).
+
+use crate::future::Promise;
+use crate::runtime::state::Rank;
+
+/// The source-completion event (§7.1): the source buffer may be reused.
+#[derive(Debug, Clone, Copy)]
+pub enum Source {}
+
+/// The remote-completion event (§7.1): the data are at the target.
+#[derive(Debug, Clone, Copy)]
+pub enum Remote {}
+
+/// The operation-completion event (§7.1): the operation is done for the initiator.
+#[derive(Debug, Clone, Copy)]
+pub enum Operation {}
+
+/// Bit of [`Completions::EVENTS`](crate::completion::Completions::EVENTS) for source completion.
+pub const SOURCE_EVENT: u8 = 1;
+/// Bit of [`Completions::EVENTS`](crate::completion::Completions::EVENTS) for remote completion.
+pub const REMOTE_EVENT: u8 = 2;
+/// Bit of [`Completions::EVENTS`](crate::completion::Completions::EVENTS) for operation completion.
+pub const OPERATION_EVENT: u8 = 4;
+
+/// The completion events a communication call provides and the values its operation
+/// completion produces (the "Completions:" paragraph of each call in the spec). Each
+/// call has a marker type implementing this and the `Has*` traits of its events.
+pub trait CompletionEvents: 'static {
+    /// The call's name, for messages (`"rput"`).
+    const NAME: &'static str;
+    /// The values of operation completion: `()` for none, `(T,)` for one value.
+    type OpValues: EventValues;
+}
+
+/// A call that provides source completion.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` provides no source completion, so `source_cx` requests are not \
+               accepted (UPC++ spec §7.2.1)"
+)]
+pub trait HasSource: CompletionEvents {}
+
+/// A call that provides remote completion.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` provides no remote completion, so `remote_cx` requests are not \
+               accepted (UPC++ spec §7.2.1)"
+)]
+pub trait HasRemote: CompletionEvents {}
+
+/// A call that provides operation completion.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` provides no operation completion, so `operation_cx` requests are \
+               not accepted (UPC++ spec §7.2.1)"
+)]
+pub trait HasOperation: CompletionEvents {}
+
+/// The values an event produces: `()` (none) or `(T,)` (one value of type `T`).
+pub trait EventValues: 'static {
+    /// The value type of a future readied by the event: `()` or `T`.
+    type FutureValue: 'static;
+    fn into_future_value(self) -> Self::FutureValue;
+}
+
+impl EventValues for () {
+    type FutureValue = ();
+    fn into_future_value(self) {}
+}
+
+impl<T: 'static> EventValues for (T,) {
+    type FutureValue = T;
+    fn into_future_value(self) -> T {
+        self.0
+    }
+}
+
+/// A promise that can be notified of an event producing `V` (§7.1 ¶8): any promise
+/// for an event without values (one anonymous dependency is fulfilled), a
+/// `Promise<T>` for an event producing a `T` (`fulfill_result`).
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be notified of an event producing `{V}`: the promise's type \
+               must match the event's value (UPC++ spec §7.1)"
+)]
+pub trait FulfillWith<V> {
+    fn fulfill_with(&self, values: V);
+}
+
+impl<T: 'static> FulfillWith<()> for Promise<T> {
+    fn fulfill_with(&self, (): ()) {
+        self.fulfill_anonymous(1);
+    }
+}
+
+impl<T: 'static> FulfillWith<(T,)> for Promise<T> {
+    fn fulfill_with(&self, (value,): (T,)) {
+        self.fulfill_result(value);
+    }
+}
+
+/// An LPC callback for an event producing `V` (§7.1 ¶9): `FnOnce()` for an event
+/// without values, `FnOnce(T)` for an event producing a `T`. Its result is discarded.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be the LPC callback of an event producing `{V}`: it must be \
+               a `Send + 'static` closure taking the event's values (none, or one) \
+               (UPC++ spec §7.1)"
+)]
+pub trait LpcCallback<V>: Send + 'static {
+    fn call(self, values: V);
+}
+
+impl<F, R> LpcCallback<()> for F
+where
+    F: FnOnce() -> R + Send + 'static,
+{
+    fn call(self, (): ()) {
+        self();
+    }
+}
+
+impl<F, T, R> LpcCallback<(T,)> for F
+where
+    F: FnOnce(T) -> R + Send + 'static,
+{
+    fn call(self, (value,): (T,)) {
+        self(value);
+    }
+}
+
+/// A function and arguments that `remote_cx::as_rpc` can run on the target: what
+/// [`crate::rpc::rpc_ff`] accepts, with owned (`'static`) arguments, because the call
+/// may be sent after the initiating call returned.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be sent by `remote_cx::as_rpc`",
+    note = "the function must be a fn item or a closure capturing nothing, taking the \
+            elements of the argument tuple; the arguments must be serializable and owned \
+            ('static)"
+)]
+pub trait RemoteCall: 'static {
+    /// Sends the call to `target`'s master persona.
+    fn send(self, target: Rank);
+}

@@ -1,0 +1,114 @@
+//! The completion-object protocol: how a communication call arms the completion
+//! objects it is given, reports its events to them, and computes what it returns
+//! (§7.2). Sits on the events and the future lists, and defers notifications to the
+//! thread's next user-level progress.
+
+use super::events::{CompletionEvents, OPERATION_EVENT, REMOTE_EVENT};
+use super::list::FutureList;
+use crate::runtime::state::Rank;
+use crate::thread;
+
+/// A completion object that call `Ev` accepts: how the call reports its events, and
+/// what it returns (§7.2.2). See the [module documentation](crate::completion).
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a completion object that `{Ev}` accepts",
+    note = "build completion objects with `source_cx`, `remote_cx` and `operation_cx`, \
+            join them with `|`, and request only the events the call provides (UPC++ \
+            spec §7.2.1)"
+)]
+pub trait Completions<Ev: CompletionEvents>: Sized {
+    /// The futures this object produces, in `|` order.
+    type Futures: FutureList;
+    /// The state kept while the operation is in flight (see [`Completions::arm`]).
+    type Armed: Armed<Ev>;
+    /// The events requested: a mask of [`SOURCE_EVENT`](crate::completion::SOURCE_EVENT), [`REMOTE_EVENT`],
+    /// [`OPERATION_EVENT`].
+    const EVENTS: u8;
+
+    /// Prepares the notifications of an operation whose events will occur later:
+    /// returns the futures and the state to notify as they do. Adds a dependency to
+    /// every promise named (§7.1 ¶8).
+    ///
+    /// # Panics
+    /// If a promise named has a dependency count of zero (§7.2.1 ¶3).
+    fn arm(self) -> (Self::Futures, Self::Armed);
+
+    /// Every event of the operation (to `target`) occurred inside the initiating call,
+    /// with operation values `values`: queues the notifications for this thread's next
+    /// user-level progress (sending any remote RPC now) and returns the futures.
+    #[inline]
+    fn completed_at_initiation(self, target: Rank, values: Ev::OpValues) -> Self::Futures {
+        let (futures, mut armed) = self.arm();
+        armed.source_done();
+        armed.remote_done(target);
+        armed.operation_done(values);
+        futures
+    }
+}
+
+/// What a call returns for completion object `C` (UPC++'s `RType`, §7.2.2).
+pub type Returned<C, Ev> = <<C as Completions<Ev>>::Futures as FutureList>::Return;
+
+/// The notifications of an operation in flight. Each method is called once, on the
+/// initiating thread, when its event has occurred (operation last); the notifications
+/// are queued for this thread's next user-level progress, except remote RPCs, which
+/// are sent at once.
+pub trait Armed<Ev: CompletionEvents>: 'static {
+    fn source_done(&mut self);
+    fn remote_done(&mut self, target: Rank);
+    fn operation_done(self, values: Ev::OpValues);
+}
+
+impl<Ev: CompletionEvents> Armed<Ev> for () {
+    #[inline]
+    fn source_done(&mut self) {}
+    #[inline]
+    fn remote_done(&mut self, _target: Rank) {}
+    #[inline]
+    fn operation_done(self, _values: Ev::OpValues) {}
+}
+
+impl<Ev: CompletionEvents, A: Armed<Ev>, B: Armed<Ev>> Armed<Ev> for (A, B)
+where
+    Ev::OpValues: Clone,
+{
+    fn source_done(&mut self) {
+        self.0.source_done();
+        self.1.source_done();
+    }
+    fn remote_done(&mut self, target: Rank) {
+        self.0.remote_done(target);
+        self.1.remote_done(target);
+    }
+    fn operation_done(self, values: Ev::OpValues) {
+        self.0.operation_done(values.clone());
+        self.1.operation_done(values);
+    }
+}
+
+/// True if `C` requests operation or remote completion, as §7.2.1 ¶2 requires of a
+/// call that provides either. Calls assert it at compile time.
+pub const fn requests_op_or_remote<Ev: CompletionEvents, C: Completions<Ev>>() -> bool {
+    C::EVENTS & (REMOTE_EVENT | OPERATION_EVENT) != 0
+}
+
+/// Runs `armed`'s remote and operation notifications once `done()` is true, testing
+/// at each user-level progress of this thread: for operations that finish after their
+/// initiating call returns. `values` gives the operation's values then.
+pub(crate) fn notify_when<Ev, A, D, V>(mut done: D, target: Rank, armed: A, values: V)
+where
+    Ev: CompletionEvents,
+    A: Armed<Ev>,
+    D: FnMut() -> bool + 'static,
+    V: FnOnce() -> Ev::OpValues + 'static,
+{
+    thread::defer(Box::new(move || {
+        if done() {
+            let mut armed = armed;
+            armed.remote_done(target);
+            armed.operation_done(values());
+        } else {
+            notify_when(done, target, armed, values);
+        }
+    }));
+}
