@@ -3,6 +3,7 @@
 //! [`to_future`]. Sits on the future handle.
 
 use super::handle::{make_future, Future};
+use crate::serialization::Trivial;
 
 /// A value a `then` callback may return: either a future (flattened) or a plain value
 /// (wrapped in a ready future). See the module documentation.
@@ -96,4 +97,11 @@ impl<T: 'static, const N: usize> FutureValue for [T; N] {
 /// Converts a value or a future into a future (UPC++ `to_future`).
 pub fn to_future<R: FutureValue>(v: R) -> Future<R::Value> {
     v.into_future()
+}
+
+impl<T: 'static> FutureValue for Trivial<T> {
+    type Value = Trivial<T>;
+    fn into_future(self) -> Future<Trivial<T>> {
+        make_future(self)
+    }
 }
