@@ -100,7 +100,8 @@
 //! `events.rs` (what calls report and what can be notified) and `list.rs` (type-level
 //! lists of futures) are the leaves; `protocol.rs` (arming, notifying, the return type)
 //! sits on them, and `objects.rs` (the completion objects and `|`) on the protocol.
-//! This file holds the constructors, named as in the spec.
+//! This file holds the constructors, named as in the spec. Completions sit on futures,
+//! personas (LPC notifications), `rpc` (remote notifications) and the per-thread state.
 
 use std::marker::PhantomData;
 

@@ -10,6 +10,12 @@
 //! [`runtime`] (ch. 2), [`global_ptr`] (ch. 3), [`alloc`] (ch. 4), [`future`] (ch. 5),
 //! [`serialization`] (ch. 6), [`completion`] (ch. 7), [`rma`] (ch. 8), [`rpc`](mod@rpc) (ch. 9),
 //! [`persona`] (ch. 10).
+//!
+//! Imports point down these layers, lowest first: the runtime state and the per-thread
+//! state; global pointers, allocation and serialization; futures; RPC; personas;
+//! completions; RMA; user-level progress; and `init`/`finalize`, which compose them.
+//! The one exception is futures ↔ progress: waiting on a future makes progress (see
+//! [`future`]).
 
 pub mod alloc;
 pub mod completion;

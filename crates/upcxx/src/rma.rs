@@ -63,6 +63,8 @@
 //! A null global pointer fails with a panic naming the call. An address range outside
 //! the target's segment fails in `gex` with a message naming the range and the segment.
 //! Both report the caller's location.
+//!
+//! RMA sits on completions, futures, global pointers and the runtime state.
 
 use std::marker::PhantomData;
 

@@ -88,6 +88,16 @@
 //! The target jumps to the code address a message names. This is sound because every
 //! rank runs the same binary and messages come only from ranks of the same job (as in
 //! UPC++ and GASNet); the transport is not a security boundary.
+//!
+//! # Layout
+//!
+//! Inside `rpc`, imports point one way: `inbox` (receive pages and message headers)
+//! and `incoming` (a message being run) are the leaves; `function` (function
+//! addresses) and `reply` (reply completion) sit on them; `delivery` (where messages
+//! wait and when they run) on those; `wire` (the AM handlers and sends) on `delivery`;
+//! this file (the public calls and their trampolines) on all of them. RPC sits on
+//! futures, serialization, the runtime state and the per-thread state; personas and
+//! user-level progress, above it, call into `delivery`.
 
 mod delivery;
 mod function;

@@ -30,6 +30,9 @@
 //!
 //! Cells are never freed: a future may point at one until it is dropped, and they are
 //! few (as many as the thread ever had futures pending at once).
+//!
+//! Cells sit on the promise state (`state.rs`) and the per-thread state (epoch,
+//! deferred notifications).
 
 use std::cell::{Cell, UnsafeCell};
 use std::mem::MaybeUninit;

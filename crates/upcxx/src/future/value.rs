@@ -1,6 +1,6 @@
 //! What a `then` callback may return: [`FutureValue`], implemented for futures
 //! (flattened) and for the standard value types (wrapped in a ready future), and
-//! [`to_future`]. Sits on the future handle.
+//! [`to_future`]. Sits on the future handle (and on `serialization`, for [`Trivial`]).
 
 use super::handle::{make_future, Future};
 use crate::serialization::Trivial;

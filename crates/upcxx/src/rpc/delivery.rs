@@ -26,6 +26,9 @@
 //! the future turns ready at the thread's next user-level progress). A reply received by
 //! another thread's poll is copied into the calling thread's reply inbox, which that
 //! thread's user-level progress delivers.
+//!
+//! Delivery sits on the receive buffers (`inbox`, `incoming`), function addresses, reply
+//! completion and the per-thread state; user-level progress (`progress.rs`) calls it.
 
 use std::cell::{Cell, RefCell};
 

@@ -19,6 +19,8 @@
 //! persona, or the thread an RPC reply is for) fills and drains it. An [`Inbox`] is a
 //! queue behind a lock for messages received by the polls of other threads, with a
 //! count that lets the owner see it is empty without locking.
+//!
+//! A leaf of `rpc`; the message kinds live here, beside the header that carries them.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
