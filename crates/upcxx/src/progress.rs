@@ -99,8 +99,7 @@ fn progress_reported(level: ProgressLevel) {
 /// The runtime's own poll. It reports nothing to a GASP tool, and needs no guard for
 /// that: the poll itself is gex's unreported one, and upcxx registers its AM handlers
 /// unreported (`rpc::wire`), so neither their runs nor the messages they send are
-/// events. (A guard raising the nesting depth around the poll hid nothing and cost
-/// ≈8 ns a round trip with a tool attached and measurement off.)
+/// events, and a guard around the poll would hide nothing.
 #[inline]
 pub(crate) fn internal_progress() {
     if !gex::layered::in_handler() {
