@@ -86,7 +86,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 mod kind;
 
-use crate::runtime::state::{rt, Rank, RankState};
+use crate::runtime::state::{rt, Rank, Setup};
 use kind::kinds_convertible;
 pub use kind::{AnyKind, Host, KindId, MemoryKind};
 
@@ -480,7 +480,7 @@ fn bad_rank(call: &str, rank: Rank, size: Rank) -> ! {
 /// job, or an address outside its owner's segment.
 #[cold]
 #[track_caller]
-fn not_mapped(call: &str, rt: &RankState, rank: Rank, addr: usize) -> ! {
+fn not_mapped(call: &str, rt: &Setup, rank: Rank, addr: usize) -> ! {
     match rt.peers.get(rank as usize) {
         None => bad_rank(call, rank, rt.size),
         Some(peer) => outside_segment(call, rank, addr, peer.owner_base, peer.size),

@@ -76,7 +76,7 @@ use crate::completion::{
 };
 use crate::future::Future;
 use crate::global_ptr::GlobalPtr;
-use crate::runtime::state::{rt, Rank, RankState};
+use crate::runtime::state::{rt, Rank, Setup};
 
 /// The completion events of [`rput_with`] (§8.2.1 ¶4–¶5): remote and operation, no
 /// values. There is no source completion: the value is copied before the call returns.
@@ -356,7 +356,7 @@ fn put(call: &str, rank: Rank, addr: usize, bytes: &[u8]) -> gex::Event {
     match rt.direct_range(rank, addr, bytes.len()) {
         Some(dest) => {
             // SAFETY: `[dest, dest + len)` is inside the mapping of `rank`'s segment
-            // (`RankState::direct_range`), which stays mapped for the life of the job;
+            // (`Setup::direct_range`), which stays mapped for the life of the job;
             // `bytes` is a live borrow. Concurrent access by other ranks is the
             // program's to order, as for any put.
             unsafe { std::ptr::copy(bytes.as_ptr(), dest as *mut u8, bytes.len()) };
@@ -368,7 +368,7 @@ fn put(call: &str, rank: Rank, addr: usize, bytes: &[u8]) -> gex::Event {
 
 #[inline(never)]
 #[track_caller]
-fn put_through_gex(rt: &RankState, rank: Rank, addr: usize, bytes: &[u8]) -> gex::Event {
+fn put_through_gex(rt: &Setup, rank: Rank, addr: usize, bytes: &[u8]) -> gex::Event {
     // The argument lists are built only when a tool is attached (inside the macros).
     let span = gasp::span!(
         GASP_UPC_NB_PUT_INIT,
@@ -403,7 +403,7 @@ fn get(call: &str, dest: &mut [u8], rank: Rank, addr: usize) {
     let rt = rt(call);
     match rt.direct_range(rank, addr, dest.len()) {
         // SAFETY: the source range is inside the mapping of `rank`'s segment
-        // (`RankState::direct_range`); `dest` is a live exclusive borrow.
+        // (`Setup::direct_range`); `dest` is a live exclusive borrow.
         Some(src) => unsafe { std::ptr::copy(src as *const u8, dest.as_mut_ptr(), dest.len()) },
         _ => get_through_gex(rt, dest, rank, addr),
     }
@@ -413,7 +413,7 @@ fn get(call: &str, dest: &mut [u8], rank: Rank, addr: usize) {
 /// around it inline into their callers and build the returned futures in registers.
 #[inline(never)]
 #[track_caller]
-fn get_through_gex(rt: &RankState, dest: &mut [u8], rank: Rank, addr: usize) {
+fn get_through_gex(rt: &Setup, dest: &mut [u8], rank: Rank, addr: usize) {
     let span = gasp::span!(
         GASP_UPC_NB_GET_INIT,
         crate::instrument::get_args(dest, rank, addr)

@@ -112,7 +112,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use crate::future::{fits_cell, Future, FutureValue, ReplyCell, State};
-use crate::runtime::state::{rt, Rank, RankState};
+use crate::runtime::state::{rt, Rank, Setup};
 use crate::serialization::{Error, Reader, Serialization, Writer};
 use function::function_offset;
 use inbox::{KIND_REPLY, KIND_REPLY_UNIT, KIND_RPC};
@@ -418,7 +418,7 @@ fn assert_no_captures<F>() {
 }
 
 #[track_caller]
-fn world_rank(call: &str, rt: &RankState, rank: Rank) -> Rank {
+fn world_rank(call: &str, rt: &Setup, rank: Rank) -> Rank {
     // Team-relative ranks will be translated to world ranks here.
     if rank >= rt.size {
         panic!(

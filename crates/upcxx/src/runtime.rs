@@ -19,7 +19,7 @@ pub(crate) mod state;
 use std::sync::atomic::Ordering;
 
 use crate::{persona, progress, thread};
-use state::{rt, PeerSegment, RankState, FINALIZED, INITS, LIVE, RUNTIME};
+use state::{rt, PeerSegment, Setup, FINALIZED, INITS, LIVE, RUNTIME};
 
 pub use state::{initialized, rank_me, rank_n, Rank};
 
@@ -63,7 +63,7 @@ pub fn init() {
     crate::alloc::init_heap(segment.addr(), segment.size());
     let rank = team.rank();
     let size = team.size();
-    let _ = RUNTIME.set(RankState {
+    let _ = RUNTIME.set(Setup {
         client,
         team,
         peers,
@@ -71,7 +71,7 @@ pub fn init() {
         rank,
         size,
     });
-    let runtime: &'static RankState = RUNTIME.get().expect("just set");
+    let runtime: &'static Setup = RUNTIME.get().expect("just set");
     LIVE.store(std::ptr::from_ref(runtime).cast_mut(), Ordering::Release);
 }
 

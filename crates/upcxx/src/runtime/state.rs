@@ -1,4 +1,4 @@
-//! The state `init` leaves for every call: this rank's [`RankState`] and whether UPC++
+//! The state `init` leaves for every call: this rank's [`Setup`] and whether UPC++
 //! is initialized, with the rank queries. The bottom of the crate: it imports nothing
 //! from it. (`runtime.rs`, which fills it, is the composition root at the top.)
 
@@ -18,7 +18,7 @@ pub(crate) struct PeerSegment {
 
 /// What `init` set up for this rank: the `gex` client and world team, the segments
 /// this process maps, this rank and the world size. Read by every call through [`rt`].
-pub(crate) struct RankState {
+pub(crate) struct Setup {
     pub client: gex::Client,
     pub team: gex::Team,
     /// The segments this process maps, indexed by rank: the local team's.
@@ -31,7 +31,7 @@ pub(crate) struct RankState {
     pub size: Rank,
 }
 
-impl RankState {
+impl Setup {
     /// Where this process reaches `len` bytes at `addr` in `rank`'s segment, if it maps
     /// that segment (`rank` is in the local team) and the whole range is inside it
     /// (`len` 0: `addr` may be one past the segment's end).
@@ -40,7 +40,7 @@ impl RankState {
         range_in(&self.peers, rank, addr, len)
     }
 
-    /// As [`RankState::local_range`], for the segments RMA copies to and from directly
+    /// As [`Setup::local_range`], for the segments RMA copies to and from directly
     /// (none while a GASP tool is attached).
     #[inline]
     pub(crate) fn direct_range(&self, rank: Rank, addr: usize, len: usize) -> Option<usize> {
@@ -56,17 +56,17 @@ fn range_in(peers: &[PeerSegment], rank: Rank, addr: usize, len: usize) -> Optio
     (off <= peer.size && len <= peer.size - off).then(|| peer.local_base + off)
 }
 
-pub(super) static RUNTIME: OnceLock<RankState> = OnceLock::new();
+pub(super) static RUNTIME: OnceLock<Setup> = OnceLock::new();
 /// `RUNTIME`'s value from the end of the first `init` to the last `finalize`, null
 /// otherwise: every call finds the runtime, and whether it may be used, in one load.
-pub(super) static LIVE: AtomicPtr<RankState> = AtomicPtr::new(std::ptr::null_mut());
+pub(super) static LIVE: AtomicPtr<Setup> = AtomicPtr::new(std::ptr::null_mut());
 pub(super) static INITS: AtomicUsize = AtomicUsize::new(0);
 pub(super) static FINALIZED: AtomicBool = AtomicBool::new(false);
 
 /// The runtime, or a panic naming `call` if UPC++ is not initialized.
 #[inline]
 #[track_caller]
-pub(crate) fn rt(call: &str) -> &'static RankState {
+pub(crate) fn rt(call: &str) -> &'static Setup {
     let live = LIVE.load(Ordering::Acquire);
     if live.is_null() {
         not_initialized(call);
