@@ -16,7 +16,7 @@ use super::{spin_until, Measured, Sampler};
 
 /// How a figure is computed from the time per operation.
 #[derive(Clone, Copy)]
-pub enum Unit {
+pub(crate) enum Unit {
     Latency,
     /// Latency of one of the `n` items an operation handles.
     PerItem(usize),
@@ -25,7 +25,7 @@ pub enum Unit {
 }
 
 /// One figure: rank 0 measures, rank 1 may have to take part.
-pub struct Bench<'a> {
+pub(crate) struct Bench<'a> {
     name: String,
     unit: Unit,
     /// Rank 0: performs `iters` operations and returns their time. Each call continues
@@ -41,7 +41,7 @@ pub struct Bench<'a> {
 
 impl<'a> Bench<'a> {
     /// Rank 0 alone (rank 1 waits in the barrier).
-    pub fn solo(
+    pub(crate) fn solo(
         name: impl Into<String>,
         unit: Unit,
         run: impl FnMut(u64) -> Duration + 'a,
@@ -57,7 +57,7 @@ impl<'a> Bench<'a> {
     }
 
     /// With rank 1 serving until stopped.
-    pub fn duo(
+    pub(crate) fn duo(
         name: impl Into<String>,
         unit: Unit,
         run: impl FnMut(u64) -> Duration + 'a,
@@ -71,7 +71,7 @@ impl<'a> Bench<'a> {
         }
     }
 
-    pub fn checked_by_rank1(mut self, check: impl FnMut() + 'a) -> Bench<'a> {
+    pub(crate) fn checked_by_rank1(mut self, check: impl FnMut() + 'a) -> Bench<'a> {
         self.check1 = Box::new(check);
         self
     }
@@ -84,7 +84,7 @@ impl<'a> Bench<'a> {
 /// 0's part, rank 1's part, then `barrier()` on all ranks; ranks other than 0 and 1 spend
 /// every phase waiting in that barrier, polling as a real program's idle ranks would.
 /// Returns rank 0's results (nothing on the other ranks).
-pub fn measure(
+pub(crate) fn measure(
     rank: u32,
     sampler: Sampler,
     barrier: impl Fn(),
@@ -138,7 +138,7 @@ pub fn measure(
 /// faulted in), for the life of the process. Page alignment matches the segment's, so
 /// that copies to and from the segment and the memcpy baseline see the same relative
 /// alignment of source and destination (which `rep movsb` is sensitive to).
-pub fn page_aligned(len: usize, fill: u8) -> &'static mut [u8] {
+pub(crate) fn page_aligned(len: usize, fill: u8) -> &'static mut [u8] {
     let layout = std::alloc::Layout::from_size_align(len.max(1), 4096).expect("layout");
     // SAFETY: a non-zero-sized layout; the allocation is checked, fully initialized
     // below before being read, and never freed (leaked for the life of the process).
@@ -156,7 +156,7 @@ pub fn page_aligned(len: usize, fill: u8) -> &'static mut [u8] {
 /// process maps it) bounced between ranks 0 and 1 with plain atomics: rank 0 stores the
 /// odd `n`, rank 1 answers `n + 1`; `u64::MAX` stops rank 1, which then clears the line
 /// for the next phase.
-pub fn raw_pingpong(name: impl Into<String>, line: &'static AtomicU64) -> Bench<'static> {
+pub(crate) fn raw_pingpong(name: impl Into<String>, line: &'static AtomicU64) -> Bench<'static> {
     let mut n = 1u64;
     let mut expect = 1u64;
     Bench::duo(
@@ -185,7 +185,7 @@ pub fn raw_pingpong(name: impl Into<String>, line: &'static AtomicU64) -> Bench<
 
 /// `gex.am_short_roundtrip`: request_short to rank 1, whose handler replies with
 /// reply_short; rank 0 polls until the Pong carrying the same sequence number has run.
-pub fn am_short_roundtrip(name: impl Into<String>, team: Team) -> Bench<'static> {
+pub(crate) fn am_short_roundtrip(name: impl Into<String>, team: Team) -> Bench<'static> {
     let mut seq = 0u32;
     Bench::duo(
         name,
@@ -211,7 +211,7 @@ pub fn am_short_roundtrip(name: impl Into<String>, team: Team) -> Bench<'static>
 /// `gex.am_medium_64B_rate`: rank 0 streams 64-byte Medium requests to rank 1, which
 /// polls; a sample ends when rank 1 confirms it handled them all (and that their
 /// payloads were right).
-pub fn am_medium_rate(name: impl Into<String>, team: Team) -> Bench<'static> {
+pub(crate) fn am_medium_rate(name: impl Into<String>, team: Team) -> Bench<'static> {
     let mut payload = [0u8; MEDIUM_BYTES];
     for (i, b) in payload.iter_mut().enumerate() {
         *b = i as u8;
@@ -242,7 +242,7 @@ pub fn am_medium_rate(name: impl Into<String>, team: Team) -> Bench<'static> {
 /// `n + 1` into rank 0's segment, where rank 0 spins. `theirs` is the other rank's flag
 /// (in its owner's address space, for the put), `mine` this rank's own. `u64::MAX`
 /// stops rank 1, which then clears its flag for the next phase.
-pub fn put_pingpong(
+pub(crate) fn put_pingpong(
     name: impl Into<String>,
     team: Team,
     theirs: usize,
@@ -281,7 +281,12 @@ pub fn put_pingpong(
 
 /// `gex.get_8B`: get_blocking of the 8 bytes at `src` of rank 1's segment (in rank 1's
 /// address space), which hold `expect`; checked once.
-pub fn get_8b(name: impl Into<String>, team: Team, src: usize, expect: u64) -> Bench<'static> {
+pub(crate) fn get_8b(
+    name: impl Into<String>,
+    team: Team,
+    src: usize,
+    expect: u64,
+) -> Bench<'static> {
     let name = name.into();
     let mut word = [0u8; 8];
     let mut checked = false;

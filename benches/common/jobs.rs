@@ -11,13 +11,13 @@ use serde_json::{json, Value};
 use super::{fmt_value, Measured};
 
 /// Environment variable naming the job a rank process runs (set by [`run_job`]).
-pub const BENCH_JOB: &str = "PGAS_BENCH_JOB";
+pub(crate) const BENCH_JOB: &str = "PGAS_BENCH_JOB";
 /// Environment variable holding the file rank 0 writes its results to.
-pub const BENCH_OUT: &str = "PGAS_BENCH_OUT";
+pub(crate) const BENCH_OUT: &str = "PGAS_BENCH_OUT";
 
 /// What a rank process was started to do.
 #[derive(Debug, Clone)]
-pub struct RankJob {
+pub(crate) struct RankJob {
     /// The job name given to [`run_job`].
     pub job: String,
     /// Where rank 0 writes its results; `None` when started by hand (for example with
@@ -27,7 +27,7 @@ pub struct RankJob {
 
 /// `Some` when this process is a rank of a job (`UPCXX_RANK` set), with the job to run
 /// (`default_job` if the driver did not name one).
-pub fn rank_job(default_job: &str) -> Option<RankJob> {
+pub(crate) fn rank_job(default_job: &str) -> Option<RankJob> {
     std::env::var_os(gex::job::UPCXX_RANK)?;
     Some(RankJob {
         job: std::env::var(BENCH_JOB).unwrap_or_else(|_| default_job.to_owned()),
@@ -37,7 +37,7 @@ pub fn rank_job(default_job: &str) -> Option<RankJob> {
 
 /// Rank 0's side of [`run_job`]: hands `results` to the driver (or prints them when
 /// there is no driver).
-pub fn write_rank_results(job: &RankJob, results: &[Measured]) {
+pub(crate) fn write_rank_results(job: &RankJob, results: &[Measured]) {
     let Some(path) = &job.out else {
         for m in results {
             println!(
@@ -59,7 +59,7 @@ pub fn write_rank_results(job: &RankJob, results: &[Measured]) {
 /// Runs `ranks` ranks of this executable as job `job` (segment of `segment_size` bytes
 /// per rank) and returns what its rank 0 reported. The ranks inherit this process's
 /// environment plus [`BENCH_JOB`] and [`BENCH_OUT`]; their output goes to ours.
-pub fn run_job(
+pub(crate) fn run_job(
     bench: &str,
     job: &str,
     ranks: usize,

@@ -7,13 +7,13 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 /// Overrides the number of measured samples per result (default 9).
-pub const BENCH_SAMPLES: &str = "PGAS_BENCH_SAMPLES";
+pub(crate) const BENCH_SAMPLES: &str = "PGAS_BENCH_SAMPLES";
 /// Overrides the target duration of one sample in milliseconds (default 30).
-pub const BENCH_SAMPLE_MS: &str = "PGAS_BENCH_SAMPLE_MS";
+pub(crate) const BENCH_SAMPLE_MS: &str = "PGAS_BENCH_SAMPLE_MS";
 
 /// One measured quantity as a rank reports it: the median `value` of `samples`.
 #[derive(Debug, Clone)]
-pub struct Measured {
+pub(crate) struct Measured {
     pub name: String,
     pub value: f64,
     pub unit: String,
@@ -22,7 +22,11 @@ pub struct Measured {
 
 impl Measured {
     /// From samples of any unit; the value is their median.
-    pub fn new(name: impl Into<String>, unit: impl Into<String>, samples: Vec<f64>) -> Measured {
+    pub(crate) fn new(
+        name: impl Into<String>,
+        unit: impl Into<String>,
+        samples: Vec<f64>,
+    ) -> Measured {
         Measured {
             name: name.into(),
             value: median(&samples),
@@ -32,24 +36,28 @@ impl Measured {
     }
 
     /// Latency in ns from samples of nanoseconds per operation.
-    pub fn latency_ns(name: impl Into<String>, ns_per_op: &[f64]) -> Measured {
+    pub(crate) fn latency_ns(name: impl Into<String>, ns_per_op: &[f64]) -> Measured {
         Measured::new(name, "ns", ns_per_op.to_vec())
     }
 
     /// Bandwidth in GB/s (10^9 bytes/s) from samples of ns per operation of `bytes` bytes.
-    pub fn bandwidth_gbs(name: impl Into<String>, bytes: usize, ns_per_op: &[f64]) -> Measured {
+    pub(crate) fn bandwidth_gbs(
+        name: impl Into<String>,
+        bytes: usize,
+        ns_per_op: &[f64],
+    ) -> Measured {
         let s = ns_per_op.iter().map(|&ns| bytes as f64 / ns).collect();
         Measured::new(name, "GB/s", s)
     }
 
     /// A rate in operations per second from samples of ns per operation.
-    pub fn rate(name: impl Into<String>, unit: &str, ns_per_op: &[f64]) -> Measured {
+    pub(crate) fn rate(name: impl Into<String>, unit: &str, ns_per_op: &[f64]) -> Measured {
         let s = ns_per_op.iter().map(|&ns| 1e9 / ns).collect();
         Measured::new(name, unit, s)
     }
 
     /// (max - min) / median of the samples: how noisy the figure is.
-    pub fn spread(&self) -> f64 {
+    pub(crate) fn spread(&self) -> f64 {
         let (lo, hi) = self
             .samples
             .iter()
@@ -83,7 +91,7 @@ impl Measured {
 }
 
 /// The median (mean of the middle two for an even count); NaN when empty.
-pub fn median(values: &[f64]) -> f64 {
+pub(crate) fn median(values: &[f64]) -> f64 {
     let mut v: Vec<f64> = values.iter().copied().filter(|x| !x.is_nan()).collect();
     if v.is_empty() {
         return f64::NAN;
@@ -99,7 +107,7 @@ pub fn median(values: &[f64]) -> f64 {
 
 /// How many samples to take and how long each lasts.
 #[derive(Debug, Clone, Copy)]
-pub struct Sampler {
+pub(crate) struct Sampler {
     /// Discarded samples after calibration.
     pub warmup: usize,
     /// Measured samples (odd, so the median is one of them).
@@ -120,7 +128,7 @@ impl Default for Sampler {
 
 impl Sampler {
     /// The defaults, overridden by [`BENCH_SAMPLES`] and [`BENCH_SAMPLE_MS`].
-    pub fn from_env() -> Sampler {
+    pub(crate) fn from_env() -> Sampler {
         let mut s = Sampler::default();
         let var = |k: &str| {
             std::env::var(k)
@@ -139,7 +147,7 @@ impl Sampler {
     /// Measures an operation: `run(iters)` performs `iters` operations and returns how
     /// long they took (timed by the caller with `Instant`, so it can leave setup and
     /// teardown out). Returns the nanoseconds per operation of each measured sample.
-    pub fn ns_per_op(&self, mut run: impl FnMut(u64) -> Duration) -> Vec<f64> {
+    pub(crate) fn ns_per_op(&self, mut run: impl FnMut(u64) -> Duration) -> Vec<f64> {
         let iters = self.calibrate(&mut run);
         for _ in 0..self.warmup {
             run(iters);
@@ -153,7 +161,7 @@ impl Sampler {
     /// interleaves several measurements (one sample of each per round; the first
     /// [`Sampler::warmup`] rounds are discarded), so that all their samples, and so the
     /// ratios between their medians, come from the same stretches of time.
-    pub fn rounds(&self) -> usize {
+    pub(crate) fn rounds(&self) -> usize {
         self.warmup + self.samples
     }
 
@@ -165,7 +173,7 @@ impl Sampler {
     /// of every operation, and the count come out ~30 times too small. Samples that
     /// short are dominated by their cold start (the other figures of a round empty the
     /// caches) and read ~0.6 of the steady state.
-    pub fn calibrate(&self, run: &mut impl FnMut(u64) -> Duration) -> u64 {
+    pub(crate) fn calibrate(&self, run: &mut impl FnMut(u64) -> Duration) -> u64 {
         let target = self.sample_time.as_secs_f64();
         run(1);
         let mut iters = 1u64;
@@ -183,7 +191,7 @@ impl Sampler {
 
 /// Times `iters` calls of `op` with `Instant`.
 #[inline]
-pub fn time_iters(iters: u64, mut op: impl FnMut()) -> Duration {
+pub(crate) fn time_iters(iters: u64, mut op: impl FnMut()) -> Duration {
     let t0 = Instant::now();
     for _ in 0..iters {
         op();
@@ -192,7 +200,7 @@ pub fn time_iters(iters: u64, mut op: impl FnMut()) -> Duration {
 }
 
 /// Unsuccessful checks between two yields of [`spin_until`] (a power of two).
-pub const SPINS_PER_YIELD: u32 = 256;
+pub(crate) const SPINS_PER_YIELD: u32 = 256;
 const _: () = assert!(SPINS_PER_YIELD.is_power_of_two());
 
 /// Spins until `done()` holds: a busy loop with the CPU's spin hint that yields the
@@ -201,7 +209,7 @@ const _: () = assert!(SPINS_PER_YIELD.is_power_of_two());
 /// than cores) cannot starve it for a whole time slice. While both sides have a core,
 /// a round trip is far shorter than that and the yield never happens.
 #[inline]
-pub fn spin_until(mut done: impl FnMut() -> bool) {
+pub(crate) fn spin_until(mut done: impl FnMut() -> bool) {
     let mut spins = 0u32;
     while !done() {
         spins = spins.wrapping_add(1);

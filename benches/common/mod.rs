@@ -26,13 +26,13 @@
 //! and `states.rs` hold what several benches measure and how they judge it.
 #![allow(dead_code)]
 
-pub mod am;
-pub mod figures;
+pub(crate) mod am;
+pub(crate) mod figures;
 mod jobs;
 mod measure;
 mod report;
-pub mod states;
+pub(crate) mod states;
 
-pub use jobs::*;
-pub use measure::*;
-pub use report::*;
+pub(crate) use jobs::*;
+pub(crate) use measure::*;
+pub(crate) use report::*;

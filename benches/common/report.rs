@@ -9,16 +9,16 @@ use serde_json::{json, Map, Value};
 use super::Measured;
 
 /// Set (non-empty) to list every sample under the table.
-pub const BENCH_VERBOSE: &str = "PGAS_BENCH_VERBOSE";
+pub(crate) const BENCH_VERBOSE: &str = "PGAS_BENCH_VERBOSE";
 
 /// Whether [`BENCH_VERBOSE`] asks for every sample to be listed.
-pub fn verbose() -> bool {
+pub(crate) fn verbose() -> bool {
     std::env::var_os(BENCH_VERBOSE).is_some_and(|v| !v.is_empty())
 }
 
 /// Which way a target bounds the ratio to the baseline.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TargetIs {
+pub(crate) enum TargetIs {
     /// `ratio <= target_ratio` (latencies).
     Max,
     /// `ratio >= target_ratio` (bandwidths, rates).
@@ -34,7 +34,7 @@ impl TargetIs {
     }
 
     /// Whether `x` is within the bound `t`.
-    pub fn holds(self, x: f64, t: f64) -> bool {
+    pub(crate) fn holds(self, x: f64, t: f64) -> bool {
         match self {
             TargetIs::Max => x <= t,
             TargetIs::Min => x >= t,
@@ -44,7 +44,7 @@ impl TargetIs {
 
 /// A result of the report with what it is compared to.
 #[derive(Debug, Clone)]
-pub struct Entry {
+pub(crate) struct Entry {
     pub measured: Measured,
     pub baseline: Option<String>,
     pub target: Option<(f64, TargetIs)>,
@@ -57,7 +57,7 @@ pub struct Entry {
 
 /// The results of one benchmark binary.
 #[derive(Debug, Clone)]
-pub struct Report {
+pub(crate) struct Report {
     pub bench: String,
     pub ranks: usize,
     pub entries: Vec<Entry>,
@@ -66,7 +66,7 @@ pub struct Report {
 }
 
 impl Report {
-    pub fn new(bench: &str, ranks: usize) -> Report {
+    pub(crate) fn new(bench: &str, ranks: usize) -> Report {
         Report {
             bench: bench.to_owned(),
             ranks,
@@ -76,7 +76,7 @@ impl Report {
     }
 
     /// Appends results (in order).
-    pub fn add(&mut self, results: impl IntoIterator<Item = Measured>) {
+    pub(crate) fn add(&mut self, results: impl IntoIterator<Item = Measured>) {
         self.entries
             .extend(results.into_iter().map(|measured| Entry {
                 measured,
@@ -89,7 +89,7 @@ impl Report {
     /// Compares `name` with `baseline` (another result), with an optional target
     /// `(ratio, Max|Min)` on `value / baseline_value`. Unknown names are ignored (a job
     /// that failed reports no results).
-    pub fn relate(&mut self, name: &str, baseline: &str, target: Option<(f64, TargetIs)>) {
+    pub(crate) fn relate(&mut self, name: &str, baseline: &str, target: Option<(f64, TargetIs)>) {
         if let Some(e) = self.entries.iter_mut().find(|e| e.measured.name == name) {
             e.baseline = Some(baseline.to_owned());
             e.target = target;
@@ -98,7 +98,7 @@ impl Report {
 
     /// Gives `name` an absolute target `(value, Max|Min)` on its own value, in its unit.
     /// Unknown names are ignored, as in [`Report::relate`].
-    pub fn target_value(&mut self, name: &str, value: f64, is: TargetIs) {
+    pub(crate) fn target_value(&mut self, name: &str, value: f64, is: TargetIs) {
         if let Some(e) = self.entries.iter_mut().find(|e| e.measured.name == name) {
             e.target_value = Some((value, is));
         }
@@ -120,7 +120,7 @@ impl Report {
     /// `Some(met)` for an entry with a ratio target and a baseline, or with an absolute
     /// target ([`Entry::target_value`]), or both (then both must be met); `None` when it
     /// has no target, or a ratio target whose baseline is missing.
-    pub fn target_met(&self, e: &Entry) -> Option<bool> {
+    pub(crate) fn target_met(&self, e: &Entry) -> Option<bool> {
         let by_ratio = match e.target {
             Some((t, is)) => Some(is.holds(self.ratio(e)?.1, t)),
             None => None,
@@ -138,7 +138,7 @@ impl Report {
     /// `target_ratio` and `target_is` (`"max"`/`"min"`, bounding `ratio`); one with an
     /// absolute target ([`Report::target_value`]) `target_value` and `target_value_is`
     /// (`"max"`/`"min"`, bounding `value` itself, in `unit`).
-    pub fn to_json(&self) -> Value {
+    pub(crate) fn to_json(&self) -> Value {
         let results: Vec<Value> = self
             .entries
             .iter()
@@ -167,7 +167,7 @@ impl Report {
     }
 
     /// Prints the table on stdout.
-    pub fn print_table(&self, title: &str) {
+    pub(crate) fn print_table(&self, title: &str) {
         let mut out = String::new();
         let w = self
             .entries
@@ -251,7 +251,7 @@ impl Report {
     /// Ends a bench: prints the table under `title` (with the errors) and `notes` under
     /// it, writes the JSON and returns the bench's exit code: 1 if a job failed or the
     /// JSON could not be written, 0 otherwise (a missed target is no failure).
-    pub fn finish(&self, title: &str, notes: &[String]) -> i32 {
+    pub(crate) fn finish(&self, title: &str, notes: &[String]) -> i32 {
         self.print_table(title);
         for line in notes {
             println!("{line}");
@@ -267,7 +267,7 @@ impl Report {
     }
 
     /// Writes `<target dir>/bench-results/<bench>.json` and returns its path.
-    pub fn write_json(&self) -> std::io::Result<PathBuf> {
+    pub(crate) fn write_json(&self) -> std::io::Result<PathBuf> {
         let dir = target_dir().join("bench-results");
         std::fs::create_dir_all(&dir)?;
         let path = dir.join(format!("{}.json", self.bench));
@@ -297,7 +297,7 @@ fn target_text(e: &Entry) -> String {
 /// A line describing how busy the machine is (1-minute load average from
 /// `/proc/loadavg` against the CPU count), for the report: latency figures between
 /// processes that spin are only meaningful while each has a core.
-pub fn machine_note() -> String {
+pub(crate) fn machine_note() -> String {
     let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
     let load = std::fs::read_to_string("/proc/loadavg")
         .ok()
@@ -313,7 +313,7 @@ pub fn machine_note() -> String {
 }
 
 /// A number with about four significant digits, grouped in thousands when large.
-pub fn fmt_value(v: f64) -> String {
+pub(crate) fn fmt_value(v: f64) -> String {
     if !v.is_finite() {
         return format!("{v}");
     }
@@ -344,7 +344,7 @@ pub fn fmt_value(v: f64) -> String {
 /// this bench belongs to. A relative `CARGO_TARGET_DIR` is relative to where cargo was
 /// started: the shell's `PWD` (cargo runs the bench in the package root but leaves `PWD`
 /// alone), else the current directory.
-pub fn target_dir() -> PathBuf {
+pub(crate) fn target_dir() -> PathBuf {
     if let Some(d) = std::env::var_os("CARGO_TARGET_DIR").filter(|d| !d.is_empty()) {
         let p = PathBuf::from(d);
         if p.is_absolute() {
@@ -373,7 +373,7 @@ fn workspace_root(package_dir: &Path) -> PathBuf {
 }
 
 /// Human-readable size for result names: `8B`, `2KiB`, `4MiB`.
-pub fn size_name(bytes: usize) -> String {
+pub(crate) fn size_name(bytes: usize) -> String {
     if bytes >= 1 << 20 && bytes & ((1 << 20) - 1) == 0 {
         format!("{}MiB", bytes >> 20)
     } else if bytes >= 1 << 10 && bytes & ((1 << 10) - 1) == 0 {

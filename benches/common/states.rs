@@ -13,26 +13,26 @@
 
 /// A state of the machine: the probes of one cluster, `lo..=hi`.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct State {
+pub(crate) struct State {
     pub lo: f64,
     pub hi: f64,
 }
 
 impl State {
     /// Whether a sample with this probe was taken in the state.
-    pub fn contains(&self, probe: f64) -> bool {
+    pub(crate) fn contains(&self, probe: f64) -> bool {
         probe >= self.lo && probe <= self.hi
     }
 
     /// How many of `probes` lie in the state.
-    pub fn count(&self, probes: &[f64]) -> usize {
+    pub(crate) fn count(&self, probes: &[f64]) -> usize {
         probes.iter().filter(|&&p| self.contains(p)).count()
     }
 }
 
 /// The clusters of `probes` (in any order), fastest first: sorted, a probe more than
 /// `gap` times the one before it starts a new cluster. NaN probes are ignored.
-pub fn clusters(probes: &[f64], gap: f64) -> Vec<State> {
+pub(crate) fn clusters(probes: &[f64], gap: f64) -> Vec<State> {
     let mut sorted: Vec<f64> = probes.iter().copied().filter(|p| !p.is_nan()).collect();
     sorted.sort_by(f64::total_cmp);
     let mut out: Vec<State> = Vec::new();
@@ -50,7 +50,7 @@ pub fn clusters(probes: &[f64], gap: f64) -> Vec<State> {
 /// in which each non-empty group has at least `min` samples. When no cluster has, one
 /// state made of the fastest clusters together, as many as it takes (all of them at
 /// worst); none when there is no probe at all.
-pub fn judged(groups: &[Vec<f64>], gap: f64, min: usize) -> Vec<State> {
+pub(crate) fn judged(groups: &[Vec<f64>], gap: f64, min: usize) -> Vec<State> {
     let all: Vec<f64> = groups.iter().flatten().copied().collect();
     let clusters = clusters(&all, gap);
     let enough = |s: &State| groups.iter().all(|g| g.is_empty() || s.count(g) >= min);
@@ -78,7 +78,7 @@ pub fn judged(groups: &[Vec<f64>], gap: f64, min: usize) -> Vec<State> {
 
 /// The clusters faster than `reference` (the fastest judged state) that were not
 /// judged: too few samples of some group were taken in them.
-pub fn unjudged_faster(probes: &[f64], gap: f64, reference: &State) -> Vec<State> {
+pub(crate) fn unjudged_faster(probes: &[f64], gap: f64, reference: &State) -> Vec<State> {
     clusters(probes, gap)
         .into_iter()
         .filter(|c| c.hi < reference.lo)

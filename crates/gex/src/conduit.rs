@@ -39,7 +39,7 @@ pub type Rank = u32;
 
 /// The two independent AM networks of each rank.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Network {
+pub(crate) enum Network {
     Request,
     Reply,
 }
@@ -47,7 +47,7 @@ pub enum Network {
 /// How an AM's payload is delivered (GASNet-EX AM categories).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
-pub enum Category {
+pub(crate) enum Category {
     Short = 0,
     Medium = 1,
     Long = 2,
@@ -55,7 +55,7 @@ pub enum Category {
 
 /// The header of one Active Message, as handed to [`Conduit::am_commit`].
 #[derive(Debug, Clone, Copy)]
-pub struct AmHeader<'a> {
+pub(crate) struct AmHeader<'a> {
     pub handler: u8,
     pub category: Category,
     // The smp conduit knows the network from the queue it reserved; a conduit whose
@@ -71,7 +71,7 @@ pub struct AmHeader<'a> {
 
 /// An Active Message being handled by the receiver.
 #[derive(Debug)]
-pub struct Inbound<'a> {
+pub(crate) struct Inbound<'a> {
     pub src: Rank,
     pub handler: u8,
     pub category: Category,
@@ -88,26 +88,26 @@ pub struct Inbound<'a> {
 
 /// An operation the conduit will finish later, from inside `poll`.
 #[derive(Debug, Default)]
-pub struct OpHandle {
+pub(crate) struct OpHandle {
     done: AtomicBool,
 }
 
 impl OpHandle {
-    pub fn new() -> Arc<OpHandle> {
+    pub(crate) fn new() -> Arc<OpHandle> {
         Arc::new(OpHandle::default())
     }
     /// Marks the operation complete (called by the conduit).
-    pub fn complete(&self) {
+    pub(crate) fn complete(&self) {
         self.done.store(true, Ordering::Release);
     }
-    pub fn is_done(&self) -> bool {
+    pub(crate) fn is_done(&self) -> bool {
         self.done.load(Ordering::Acquire)
     }
 }
 
 /// The state of an operation when its initiation call returns.
 #[derive(Debug)]
-pub enum Completion {
+pub(crate) enum Completion {
     /// Complete already: the common case on shared memory.
     Done,
     /// Completes when the handle says so; the upper half polls until then.
@@ -129,13 +129,13 @@ pub struct BoundSegment {
 
 /// Where an address range falls, for error messages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AddressError {
+pub(crate) enum AddressError {
     NoSegment,
     OutOfSegment { owner_addr: usize, size: usize },
 }
 
 /// The transport used by the `gex` upper half. See the module documentation.
-pub trait Conduit: Send + Sync + Sized + 'static {
+pub(crate) trait Conduit: Send + Sync + Sized + 'static {
     /// A send buffer claimed by `am_reserve`.
     type Outbound;
 

@@ -65,7 +65,7 @@ pub(crate) struct HandlerScope {
 }
 
 impl HandlerScope {
-    pub fn enter(is_request: bool) -> HandlerScope {
+    pub(crate) fn enter(is_request: bool) -> HandlerScope {
         let saved = context();
         let bits = IN_HANDLER | if is_request { IN_REQUEST_HANDLER } else { 0 };
         set_context(saved | bits);

@@ -16,25 +16,25 @@ const MB: usize = 1 << 20;
 mod all_args {
     use super::*;
 
-    pub static ERRORS: Errors = Errors::new();
+    pub(crate) static ERRORS: Errors = Errors::new();
     /// Requests and Replies handled, by category (Short, Medium, Long).
-    pub static REQUESTS: [AtomicUsize; 3] = [const { AtomicUsize::new(0) }; 3];
-    pub static REPLIES: [AtomicUsize; 3] = [const { AtomicUsize::new(0) }; 3];
-    pub static MAX_MEDIUM: AtomicUsize = AtomicUsize::new(0);
+    pub(crate) static REQUESTS: [AtomicUsize; 3] = [const { AtomicUsize::new(0) }; 3];
+    pub(crate) static REPLIES: [AtomicUsize; 3] = [const { AtomicUsize::new(0) }; 3];
+    pub(crate) static MAX_MEDIUM: AtomicUsize = AtomicUsize::new(0);
 
-    pub fn arg(src: u32, dst: u32, cat: u32, nargs: u32, j: u32, reply: bool) -> u32 {
+    pub(crate) fn arg(src: u32, dst: u32, cat: u32, nargs: u32, j: u32, reply: bool) -> u32 {
         let x = (src << 24) ^ (dst << 16) ^ (cat << 12) ^ (nargs << 6) ^ j ^ ((reply as u32) << 31);
         x.wrapping_mul(0x9E37_79B1).rotate_left(j + 1) ^ (j.wrapping_mul(0x0101_0101))
     }
 
-    pub fn args(src: u32, dst: u32, cat: u32, nargs: usize, reply: bool) -> Vec<u32> {
+    pub(crate) fn args(src: u32, dst: u32, cat: u32, nargs: usize, reply: bool) -> Vec<u32> {
         (0..nargs as u32)
             .map(|j| arg(src, dst, cat, nargs as u32, j, reply))
             .collect()
     }
 
     /// Medium payload lengths: 0, 1, 512 and the maximum, then assorted.
-    pub fn med_len(nargs: usize, reply: bool) -> usize {
+    pub(crate) fn med_len(nargs: usize, reply: bool) -> usize {
         let max = MAX_MEDIUM.load(Ordering::Relaxed);
         let k = if reply { 16 - nargs } else { nargs };
         match k {
@@ -47,7 +47,7 @@ mod all_args {
     }
 
     /// Long payload lengths: 0 for no arguments (dest_addr still passed), else varied.
-    pub fn long_len(nargs: usize, reply: bool) -> usize {
+    pub(crate) fn long_len(nargs: usize, reply: bool) -> usize {
         if reply {
             nargs * 77 + 5
         } else {
@@ -56,11 +56,11 @@ mod all_args {
     }
 
     /// Where a Long from `src` with `nargs` arguments lands in the target's segment.
-    pub fn long_off(src: u32, nargs: usize, reply: bool) -> usize {
+    pub(crate) fn long_off(src: u32, nargs: usize, reply: bool) -> usize {
         (reply as usize) * MB + (src as usize * 17 + nargs) * 4096
     }
 
-    pub fn seed(src: u32, dst: u32, cat: u32, nargs: usize, reply: bool) -> u64 {
+    pub(crate) fn seed(src: u32, dst: u32, cat: u32, nargs: usize, reply: bool) -> u64 {
         ((src as u64) << 40)
             | ((dst as u64) << 32)
             | ((cat as u64) << 16)
@@ -101,7 +101,7 @@ mod all_args {
         (src, me, nargs)
     }
 
-    pub fn short_handler(token: &Token<'_>, args: &[u32]) {
+    pub(crate) fn short_handler(token: &Token<'_>, args: &[u32]) {
         let (src, me, nargs) = check_common(token, args, 0);
         if token.info().is_request {
             REQUESTS[0].fetch_add(1, Ordering::Relaxed);
@@ -118,7 +118,7 @@ mod all_args {
         }
     }
 
-    pub fn payload_handler(token: &Token<'_>, payload: &[u8], args: &[u32]) {
+    pub(crate) fn payload_handler(token: &Token<'_>, payload: &[u8], args: &[u32]) {
         let info = token.info();
         let cat = if info.is_long { 2 } else { 1 };
         let (src, me, nargs) = check_common(token, args, cat);

@@ -12,8 +12,8 @@ const MB: usize = 1 << 20;
 
 mod flood {
     use super::*;
-    pub static RUNS: AtomicUsize = AtomicUsize::new(0);
-    pub fn count(_token: &Token<'_>, args: &[u32]) {
+    pub(crate) static RUNS: AtomicUsize = AtomicUsize::new(0);
+    pub(crate) fn count(_token: &Token<'_>, args: &[u32]) {
         assert_eq!(args, [7, 8]);
         RUNS.fetch_add(1, Ordering::Relaxed);
     }

@@ -12,15 +12,15 @@ const MB: usize = 1 << 20;
 
 mod lc {
     use super::*;
-    pub static ERRORS: Errors = Errors::new();
-    pub static RECEIVED: AtomicUsize = AtomicUsize::new(0);
-    pub static REPLIES: AtomicUsize = AtomicUsize::new(0);
-    pub const LONG_LEN: usize = 64 * 1024;
-    pub const GROUP_REPLY: u32 = 99;
-    pub static GROUP_CHECKED: AtomicUsize = AtomicUsize::new(0);
+    pub(crate) static ERRORS: Errors = Errors::new();
+    pub(crate) static RECEIVED: AtomicUsize = AtomicUsize::new(0);
+    pub(crate) static REPLIES: AtomicUsize = AtomicUsize::new(0);
+    pub(crate) const LONG_LEN: usize = 64 * 1024;
+    pub(crate) const GROUP_REPLY: u32 = 99;
+    pub(crate) static GROUP_CHECKED: AtomicUsize = AtomicUsize::new(0);
 
     /// args: [variant]. Medium or Long; the payload is pattern(src, variant).
-    pub fn recv(token: &Token<'_>, payload: &[u8], args: &[u32]) {
+    pub(crate) fn recv(token: &Token<'_>, payload: &[u8], args: &[u32]) {
         let src = token.src_rank();
         let info = token.info();
         if args[0] == GROUP_REPLY {

@@ -13,24 +13,24 @@ const MB: usize = 1 << 20;
 
 mod negotiated {
     use super::*;
-    pub static ERRORS: Errors = Errors::new();
-    pub static REQUESTS: AtomicUsize = AtomicUsize::new(0);
-    pub static REPLIES: AtomicUsize = AtomicUsize::new(0);
-    pub static MED: AtomicUsize = AtomicUsize::new(0);
-    pub static LONG: AtomicUsize = AtomicUsize::new(0);
-    pub const CASES: u32 = 5;
+    pub(crate) static ERRORS: Errors = Errors::new();
+    pub(crate) static REQUESTS: AtomicUsize = AtomicUsize::new(0);
+    pub(crate) static REPLIES: AtomicUsize = AtomicUsize::new(0);
+    pub(crate) static MED: AtomicUsize = AtomicUsize::new(0);
+    pub(crate) static LONG: AtomicUsize = AtomicUsize::new(0);
+    pub(crate) const CASES: u32 = 5;
 
-    pub fn seed(src: u32, dst: u32, case: u32, reply: bool) -> u64 {
+    pub(crate) fn seed(src: u32, dst: u32, case: u32, reply: bool) -> u64 {
         ((src as u64) << 40) | ((dst as u64) << 20) | ((case as u64) << 1) | reply as u64
     }
 
     /// Where case `case` Longs from `src` land in the target's segment.
-    pub fn long_off(src: u32, case: u32, reply: bool) -> usize {
+    pub(crate) fn long_off(src: u32, case: u32, reply: bool) -> usize {
         (reply as usize) * 4 * MB + (src as usize * CASES as usize + case as usize) * 128 * 1024
     }
 
     /// args: [case, nbytes]
-    pub fn handler(token: &Token<'_>, payload: &[u8], args: &[u32]) {
+    pub(crate) fn handler(token: &Token<'_>, payload: &[u8], args: &[u32]) {
         let info = token.info();
         let (src, me, case, nbytes) = (info.src_rank, gex::job_rank(), args[0], args[1] as usize);
         let reply = !info.is_request;
@@ -260,8 +260,8 @@ fn negotiated_payload() {
 
 mod misuse {
     use super::*;
-    pub static RUNS: AtomicUsize = AtomicUsize::new(0);
-    pub fn handler(_token: &Token<'_>, payload: &[u8], args: &[u32]) {
+    pub(crate) static RUNS: AtomicUsize = AtomicUsize::new(0);
+    pub(crate) fn handler(_token: &Token<'_>, payload: &[u8], args: &[u32]) {
         assert_eq!(payload.len(), args[0] as usize);
         RUNS.fetch_add(1, Ordering::Relaxed);
     }

@@ -14,10 +14,10 @@ const MB: usize = 1 << 20;
 
 mod limits {
     use super::*;
-    pub static ERRORS: Errors = Errors::new();
-    pub static DONE: AtomicUsize = AtomicUsize::new(0);
+    pub(crate) static ERRORS: Errors = Errors::new();
+    pub(crate) static DONE: AtomicUsize = AtomicUsize::new(0);
 
-    pub fn query(token: &Token<'_>, _args: &[u32]) {
+    pub(crate) fn query(token: &Token<'_>, _args: &[u32]) {
         let t = team();
         let src = token.src_rank();
         for nargs in [0, 16] {

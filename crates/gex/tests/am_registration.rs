@@ -13,10 +13,10 @@ use gex::{AmCategory, AmEntry, AmRole, Client, Flags, HandlerFn, Lc, Token};
 mod registration {
     use super::*;
 
-    pub static HITS: [AtomicUsize; 256] = [const { AtomicUsize::new(0) }; 256];
-    pub static ERRORS: Errors = Errors::new();
+    pub(crate) static HITS: [AtomicUsize; 256] = [const { AtomicUsize::new(0) }; 256];
+    pub(crate) static ERRORS: Errors = Errors::new();
 
-    pub fn count_short(token: &Token<'_>, args: &[u32]) {
+    pub(crate) fn count_short(token: &Token<'_>, args: &[u32]) {
         let e = token.info().entry;
         ERRORS.check(args.len() == e.nargs, || {
             format!("{}: {} args", e.name, args.len())
@@ -35,7 +35,7 @@ mod registration {
         HITS[e.index as usize].fetch_add(1, Ordering::Relaxed);
     }
 
-    pub fn count_payload(token: &Token<'_>, payload: &[u8], args: &[u32]) {
+    pub(crate) fn count_payload(token: &Token<'_>, payload: &[u8], args: &[u32]) {
         let e = token.info().entry;
         ERRORS.check(payload == [e.index; 3], || {
             format!("{}: payload {payload:?}", e.name)
@@ -43,7 +43,7 @@ mod registration {
         count_short(token, args)
     }
 
-    pub fn entry(name: &'static str, nargs: usize) -> AmEntry {
+    pub(crate) fn entry(name: &'static str, nargs: usize) -> AmEntry {
         AmEntry::short(name, AmRole::Request, nargs, count_short)
     }
 }

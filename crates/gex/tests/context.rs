@@ -350,10 +350,10 @@ fn no_communication_between_prepare_and_commit() {
 
 mod caught {
     use super::*;
-    pub static RUNS: AtomicUsize = AtomicUsize::new(0);
-    pub static BOOMS: AtomicUsize = AtomicUsize::new(0);
+    pub(crate) static RUNS: AtomicUsize = AtomicUsize::new(0);
+    pub(crate) static BOOMS: AtomicUsize = AtomicUsize::new(0);
 
-    pub fn maybe_panic(_token: &Token<'_>, args: &[u32]) {
+    pub(crate) fn maybe_panic(_token: &Token<'_>, args: &[u32]) {
         if args[0] == 0 {
             panic!("boom in handler");
         }
@@ -361,7 +361,7 @@ mod caught {
     }
 
     /// Polls, catching (and counting) a handler's panic coming out of `gex::poll`.
-    pub fn poll() {
+    pub(crate) fn poll() {
         if let Some(msg) = try_panic_message(gex::poll) {
             assert!(msg.contains("boom in handler"), "unexpected panic: {msg}");
             BOOMS.fetch_add(1, Ordering::Relaxed);

@@ -62,7 +62,7 @@ impl Inbox {
 }
 
 /// The shared-memory conduit. See the module documentation.
-pub struct SmpConduit {
+pub(crate) struct SmpConduit {
     region: Region,
     /// Keeps the region mapped for the life of the process.
     _joined: Joined,
@@ -195,7 +195,7 @@ impl Drop for ReleaseSlot<'_> {
 }
 
 /// A claimed slot in a peer's queue.
-pub struct Outbound {
+pub(crate) struct Outbound {
     queue: Queue,
     reserved: Reserved,
 }

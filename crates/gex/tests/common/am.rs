@@ -6,13 +6,13 @@ use std::sync::OnceLock;
 use gex::Team;
 
 /// Team handle and segment bases for handlers (which may not query bound segments).
-pub static TEAM: OnceLock<Team> = OnceLock::new();
-pub static BASES: OnceLock<Vec<usize>> = OnceLock::new();
+pub(crate) static TEAM: OnceLock<Team> = OnceLock::new();
+pub(crate) static BASES: OnceLock<Vec<usize>> = OnceLock::new();
 
-pub fn team() -> Team {
+pub(crate) fn team() -> Team {
     *TEAM.get().expect("team set")
 }
 
-pub fn base(rank: u32) -> usize {
+pub(crate) fn base(rank: u32) -> usize {
     BASES.get().expect("bases set")[rank as usize]
 }

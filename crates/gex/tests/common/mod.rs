@@ -1,7 +1,7 @@
 //! Helpers shared by the multi-rank integration tests (`mod common;` in each file).
 #![allow(dead_code)]
 
-pub mod am;
+pub(crate) mod am;
 
 use std::cell::Cell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -16,7 +16,7 @@ thread_local! {
 
 /// Keeps panics that a test expects (inside [`expect_panic`]) off stderr. Call at the
 /// start of a rank body, before `Client::init`, so that the library's hook wraps it.
-pub fn quiet_expected_panics() {
+pub(crate) fn quiet_expected_panics() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
         let previous = std::panic::take_hook();
@@ -29,7 +29,7 @@ pub fn quiet_expected_panics() {
 }
 
 /// The message of a panic payload.
-pub fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
+pub(crate) fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
     if let Some(s) = payload.downcast_ref::<&str>() {
         (*s).to_owned()
     } else if let Some(s) = payload.downcast_ref::<String>() {
@@ -41,7 +41,7 @@ pub fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
 
 /// Runs `f`, which must panic; returns the panic message.
 #[track_caller]
-pub fn panic_message<R>(f: impl FnOnce() -> R) -> String {
+pub(crate) fn panic_message<R>(f: impl FnOnce() -> R) -> String {
     EXPECTING.with(|e| e.set(e.get() + 1));
     let r = catch_unwind(AssertUnwindSafe(f));
     EXPECTING.with(|e| e.set(e.get() - 1));
@@ -53,7 +53,7 @@ pub fn panic_message<R>(f: impl FnOnce() -> R) -> String {
 
 /// Runs `f`, which must panic with a message containing every one of `needles`.
 #[track_caller]
-pub fn expect_panic<R>(needles: &[&str], f: impl FnOnce() -> R) -> String {
+pub(crate) fn expect_panic<R>(needles: &[&str], f: impl FnOnce() -> R) -> String {
     let msg = panic_message(f);
     for n in needles {
         assert!(
@@ -66,7 +66,7 @@ pub fn expect_panic<R>(needles: &[&str], f: impl FnOnce() -> R) -> String {
 
 /// Like [`panic_message`] but returns `None` instead of failing when `f` returns
 /// (for use inside handlers, where the result is recorded and checked later).
-pub fn try_panic_message<R>(f: impl FnOnce() -> R) -> Option<String> {
+pub(crate) fn try_panic_message<R>(f: impl FnOnce() -> R) -> Option<String> {
     EXPECTING.with(|e| e.set(e.get() + 1));
     let r = catch_unwind(AssertUnwindSafe(f));
     EXPECTING.with(|e| e.set(e.get() - 1));
@@ -74,12 +74,12 @@ pub fn try_panic_message<R>(f: impl FnOnce() -> R) -> Option<String> {
 }
 
 /// True in the test process, false inside a rank of an spmd job.
-pub fn in_test_process() -> bool {
+pub(crate) fn in_test_process() -> bool {
     std::env::var_os(gex::testing::GEX_SPMD_TEST).is_none()
 }
 
 /// Base address (in its owner's address space) of every rank's segment.
-pub fn segment_bases(team: &Team) -> Vec<usize> {
+pub(crate) fn segment_bases(team: &Team) -> Vec<usize> {
     (0..team.size())
         .map(|r| team.segment_bound(r).expect("segment attached").owner_addr)
         .collect()
@@ -89,13 +89,13 @@ pub fn segment_bases(team: &Team) -> Vec<usize> {
 ///
 /// # Safety
 /// `addr` must be a valid, aligned address of this process.
-pub unsafe fn read_u64(addr: usize) -> u64 {
+pub(crate) unsafe fn read_u64(addr: usize) -> u64 {
     std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
     unsafe { std::ptr::read_volatile(addr as *const u64) }
 }
 
 /// A deterministic byte pattern (a xorshift stream, 8 bytes per step).
-pub fn pattern(seed: u64, len: usize) -> Vec<u8> {
+pub(crate) fn pattern(seed: u64, len: usize) -> Vec<u8> {
     let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
     let mut out = Vec::with_capacity(len + 8);
     while out.len() < len {
@@ -119,13 +119,13 @@ fn unique_temp_path(tag: &str) -> PathBuf {
 }
 
 /// Environment variable through which a test tells its ranks where to record pids.
-pub const PID_DIR_VAR: &str = "GEX_TEST_PID_DIR";
+pub(crate) const PID_DIR_VAR: &str = "GEX_TEST_PID_DIR";
 
 /// A fresh directory for ranks' pid files, created only in the test process.
-pub struct PidDir(pub PathBuf);
+pub(crate) struct PidDir(pub PathBuf);
 
 impl PidDir {
-    pub fn new(tag: &str) -> PidDir {
+    pub(crate) fn new(tag: &str) -> PidDir {
         let dir = unique_temp_path(tag);
         if in_test_process() {
             let _ = std::fs::remove_dir_all(&dir);
@@ -134,14 +134,14 @@ impl PidDir {
         PidDir(dir)
     }
 
-    pub fn env(&self) -> (String, String) {
+    pub(crate) fn env(&self) -> (String, String) {
         (
             PID_DIR_VAR.to_owned(),
             self.0.to_string_lossy().into_owned(),
         )
     }
 
-    pub fn pids(&self) -> Vec<u32> {
+    pub(crate) fn pids(&self) -> Vec<u32> {
         let mut v = Vec::new();
         if let Ok(rd) = std::fs::read_dir(&self.0) {
             for e in rd.flatten() {
@@ -157,7 +157,7 @@ impl PidDir {
 
     /// Asserts that `n` ranks recorded a pid and that none of them is still alive.
     #[track_caller]
-    pub fn assert_all_gone(&self, n: usize) {
+    pub(crate) fn assert_all_gone(&self, n: usize) {
         let pids = self.pids();
         assert_eq!(
             pids.len(),
@@ -196,7 +196,7 @@ impl Drop for PidDir {
 }
 
 /// In a rank: records this process's pid as `<PID_DIR>/<rank>`.
-pub fn record_pid(rank: u32) {
+pub(crate) fn record_pid(rank: u32) {
     if let Some(dir) = std::env::var_os(PID_DIR_VAR) {
         std::fs::write(
             Path::new(&dir).join(rank.to_string()),
@@ -208,7 +208,7 @@ pub fn record_pid(rank: u32) {
 
 /// Polls until `done()` holds; fails naming `what` after `secs` seconds.
 #[track_caller]
-pub fn poll_until(what: &str, secs: u64, mut done: impl FnMut() -> bool) {
+pub(crate) fn poll_until(what: &str, secs: u64, mut done: impl FnMut() -> bool) {
     let end = std::time::Instant::now() + std::time::Duration::from_secs(secs);
     while !done() {
         assert!(
@@ -221,14 +221,14 @@ pub fn poll_until(what: &str, secs: u64, mut done: impl FnMut() -> bool) {
 
 /// Errors found inside handlers, checked by the rank afterwards (a failing assertion
 /// inside a handler would only surface as a panic out of some later poll).
-pub struct Errors(std::sync::Mutex<Vec<String>>);
+pub(crate) struct Errors(std::sync::Mutex<Vec<String>>);
 
 impl Errors {
-    pub const fn new() -> Errors {
+    pub(crate) const fn new() -> Errors {
         Errors(std::sync::Mutex::new(Vec::new()))
     }
 
-    pub fn check(&self, ok: bool, what: impl FnOnce() -> String) {
+    pub(crate) fn check(&self, ok: bool, what: impl FnOnce() -> String) {
         if !ok {
             let mut v = self.0.lock().unwrap_or_else(|e| e.into_inner());
             if v.len() < 20 {
@@ -238,24 +238,24 @@ impl Errors {
     }
 
     #[track_caller]
-    pub fn assert_none(&self) {
+    pub(crate) fn assert_none(&self) {
         let v = self.0.lock().unwrap_or_else(|e| e.into_inner());
         assert!(v.is_empty(), "errors seen in handlers:\n{}", v.join("\n"));
     }
 }
 
 /// A fresh empty directory under the system temp dir, removed on drop.
-pub struct TempDir(pub PathBuf);
+pub(crate) struct TempDir(pub PathBuf);
 
 impl TempDir {
-    pub fn new(tag: &str) -> TempDir {
+    pub(crate) fn new(tag: &str) -> TempDir {
         let dir = unique_temp_path(tag);
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("create temp dir");
         TempDir(dir)
     }
 
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.0
     }
 }
@@ -267,7 +267,7 @@ impl Drop for TempDir {
 }
 
 /// Blocks this thread for good (a rank that waits to be stopped).
-pub fn sleep_forever() -> ! {
+pub(crate) fn sleep_forever() -> ! {
     loop {
         std::thread::sleep(std::time::Duration::from_secs(1));
     }

@@ -21,26 +21,26 @@
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 /// Identifies a region written by this version of the layout.
-pub const MAGIC: u64 = u64::from_le_bytes(*b"GEXSMP01");
+pub(crate) const MAGIC: u64 = u64::from_le_bytes(*b"GEXSMP01");
 
 /// Size of the job header at the start of the region.
-pub const HEADER_SIZE: usize = 4096;
+pub(crate) const HEADER_SIZE: usize = 4096;
 /// Size of each rank's control block.
-pub const CONTROL_SIZE: usize = 4096;
+pub(crate) const CONTROL_SIZE: usize = 4096;
 /// Size of one message slot in an AM queue: a 128-byte header and the Medium payload.
-pub const SLOT_SIZE: usize = 4096;
+pub(crate) const SLOT_SIZE: usize = 4096;
 /// Bytes at the start of each slot reserved for the message header and arguments.
-pub const SLOT_HEADER: usize = 128;
+pub(crate) const SLOT_HEADER: usize = 128;
 /// Number of slots in each rank's Request queue.
-pub const REQUEST_SLOTS: usize = 256;
+pub(crate) const REQUEST_SLOTS: usize = 256;
 /// Number of slots in each rank's Reply queue.
-pub const REPLY_SLOTS: usize = 256;
+pub(crate) const REPLY_SLOTS: usize = 256;
 /// Bytes of a queue's own bookkeeping (the producers' tail counter) before its slots.
-pub const QUEUE_HEADER: usize = 128;
+pub(crate) const QUEUE_HEADER: usize = 128;
 /// The largest failure message a rank records for the launcher.
-pub const FAILURE_MESSAGE_MAX: usize = 3072;
+pub(crate) const FAILURE_MESSAGE_MAX: usize = 3072;
 /// Alignment of each rank's area and segment.
-pub const PAGE: usize = 4096;
+pub(crate) const PAGE: usize = 4096;
 
 /// Lifecycle of one rank, as recorded in its control block.
 #[repr(u32)]

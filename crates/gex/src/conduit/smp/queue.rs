@@ -25,7 +25,7 @@ use super::layout::{QUEUE_HEADER, SLOT_SIZE};
 
 /// The first bytes of every slot.
 #[repr(C)]
-pub struct SlotHeader {
+pub(crate) struct SlotHeader {
     pub seq: AtomicU64,
     pub src: u32,
     pub handler: u8,
@@ -44,7 +44,7 @@ const _: () = assert!(std::mem::size_of::<SlotHeader>() <= super::layout::SLOT_H
 
 /// One queue as seen from this process.
 #[derive(Clone, Copy)]
-pub struct Queue {
+pub(crate) struct Queue {
     /// Producers' claim counter, at the start of the queue's area.
     tail: *const AtomicU64,
     slots: *mut u8,
@@ -58,7 +58,7 @@ unsafe impl Send for Queue {}
 unsafe impl Sync for Queue {}
 
 /// A claimed slot that the producer fills and then publishes.
-pub struct Reserved {
+pub(crate) struct Reserved {
     pub slot: *mut u8,
     pub pos: u64,
 }
@@ -69,7 +69,7 @@ impl Queue {
     /// # Safety
     /// `area` must point to `QUEUE_HEADER + capacity * SLOT_SIZE` bytes of shared memory,
     /// 128-byte aligned, that outlive the returned value.
-    pub unsafe fn at(area: *mut u8, capacity: usize) -> Queue {
+    pub(crate) unsafe fn at(area: *mut u8, capacity: usize) -> Queue {
         debug_assert!(capacity.is_power_of_two());
         Queue {
             tail: area as *const AtomicU64,
@@ -80,7 +80,7 @@ impl Queue {
     }
 
     /// Sets every slot free. Only the owner calls this, before any producer may use it.
-    pub fn initialize(&self) {
+    pub(crate) fn initialize(&self) {
         self.tail_counter().store(0, Ordering::Relaxed);
         for pos in 0..self.capacity {
             self.header(pos).seq.store(pos, Ordering::Relaxed);
@@ -99,14 +99,14 @@ impl Queue {
         unsafe { self.slots.add(index * SLOT_SIZE) }
     }
 
-    pub fn header(&self, pos: u64) -> &SlotHeader {
+    pub(crate) fn header(&self, pos: u64) -> &SlotHeader {
         // SAFETY: every slot starts with a SlotHeader; its fields other than `seq` are
         // only accessed by the party that owns the slot according to `seq`.
         unsafe { &*(self.slot(pos) as *const SlotHeader) }
     }
 
     /// Claims the next slot, or returns `None` if the queue is full.
-    pub fn reserve(&self) -> Option<Reserved> {
+    pub(crate) fn reserve(&self) -> Option<Reserved> {
         let tail = self.tail_counter();
         let mut pos = tail.load(Ordering::Relaxed);
         loop {
@@ -137,7 +137,7 @@ impl Queue {
     /// it when it freed that slot, so the next `reserve` would otherwise start with a
     /// cross-core miss on the critical path of the next message.
     #[inline]
-    pub fn publish(&self, reserved: Reserved) {
+    pub(crate) fn publish(&self, reserved: Reserved) {
         self.header(reserved.pos)
             .seq
             .store(reserved.pos + 1, Ordering::Release);
@@ -145,13 +145,13 @@ impl Queue {
     }
 
     /// The published message at the consumer's position `head`, if there is one.
-    pub fn peek(&self, head: u64) -> Option<*mut u8> {
+    pub(crate) fn peek(&self, head: u64) -> Option<*mut u8> {
         let seq = self.header(head).seq.load(Ordering::Acquire);
         (seq == head + 1).then(|| self.slot(head))
     }
 
     /// Frees the slot at `head` after its message was handled.
-    pub fn release(&self, head: u64) {
+    pub(crate) fn release(&self, head: u64) {
         self.header(head)
             .seq
             .store(head + self.capacity, Ordering::Release);

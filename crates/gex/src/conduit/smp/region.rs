@@ -83,7 +83,7 @@ impl Drop for Mapping {
 }
 
 /// The layout of a job, refusing sizes that overflow or cannot be mapped.
-pub fn checked_layout(ranks: usize, segment_size: usize) -> io::Result<JobLayout> {
+pub(crate) fn checked_layout(ranks: usize, segment_size: usize) -> io::Result<JobLayout> {
     let invalid = |msg: String| io::Error::new(io::ErrorKind::InvalidInput, msg);
     if ranks == 0 {
         return Err(invalid("the number of ranks must be at least 1".to_owned()));
@@ -110,7 +110,7 @@ pub fn checked_layout(ranks: usize, segment_size: usize) -> io::Result<JobLayout
 /// A job region created by this process (the launcher's, or a single-rank job's own):
 /// the memfd and its mapping, with the header written. Unmapped and closed on drop.
 #[derive(Debug)]
-pub struct JobRegion {
+pub(crate) struct JobRegion {
     fd: OwnedFd,
     mapping: Mapping,
     layout: JobLayout,
@@ -119,7 +119,7 @@ pub struct JobRegion {
 impl JobRegion {
     /// Creates, sizes and maps the region of a job of `ranks` ranks with segments of
     /// `segment_size` bytes, and writes its header.
-    pub fn create(ranks: usize, segment_size: usize) -> io::Result<JobRegion> {
+    pub(crate) fn create(ranks: usize, segment_size: usize) -> io::Result<JobRegion> {
         let layout = checked_layout(ranks, segment_size)?;
         let ctx = |what: &str, e: rustix::io::Errno| {
             let e = io::Error::from(e);
@@ -139,12 +139,12 @@ impl JobRegion {
     }
 
     /// The region, valid while `self` lives.
-    pub fn region(&self) -> Region {
+    pub(crate) fn region(&self) -> Region {
         self.mapping.region(self.layout)
     }
 
     /// The memfd, for `spawn::spawn_rank`.
-    pub fn fd(&self) -> BorrowedFd<'_> {
+    pub(crate) fn fd(&self) -> BorrowedFd<'_> {
         self.fd.as_fd()
     }
 }

@@ -22,7 +22,7 @@ use super::region::{JobRegion, GEX_SHM_FD};
 /// thread alive until the rank is reaped. The child re-checks its parent after the
 /// `prctl`, closing the window in which the launcher could die before the death signal
 /// was armed.
-pub fn spawn_rank(mut cmd: Command, region: &JobRegion) -> io::Result<Child> {
+pub(crate) fn spawn_rank(mut cmd: Command, region: &JobRegion) -> io::Result<Child> {
     let fd = region.fd().as_raw_fd();
     cmd.env(GEX_SHM_FD, fd.to_string());
     let parent = rustix::process::getpid();
