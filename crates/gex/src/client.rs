@@ -107,9 +107,19 @@ pub struct Segment {
 /// Why `Client::init` or `Segment::attach` failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum InitError {
+    /// The client name does not match `[A-Z][A-Z0-9_]+` (`gex_Client_Init`).
     BadClientName(String),
+    /// This process already has a client: one `gex_Client_Init` per job.
     AlreadyInitialized,
-    BadSegmentSize { size: usize, max: usize },
+    /// The segment size is zero, not a multiple of [`PAGE_SIZE`](crate::PAGE_SIZE), or
+    /// over [`max_segment_size`].
+    BadSegmentSize {
+        /// The size asked for.
+        size: usize,
+        /// The largest size this job allows.
+        max: usize,
+    },
+    /// This rank's endpoint already has a segment bound (`gex_Segment_Attach`).
     AlreadyAttached,
 }
 
@@ -296,7 +306,9 @@ pub fn job_size() -> Rank {
 /// job rank, and this process's index among them.
 #[derive(Debug, Clone, Copy)]
 pub struct RankSet {
+    /// The job ranks of the members (`gex_jobrank` of each `gex_RankInfo_t`).
     pub members: &'static [Rank],
+    /// This process's index in `members` (`my_info_index_p`).
     pub my_index: Rank,
 }
 
@@ -319,9 +331,13 @@ pub fn host_info() -> RankSet {
 /// (GASNet-EX `gex_System_QueryMyPosition`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MyPosition {
+    /// Number of distinct neighbourhoods in the job.
     pub nbrhd_set_size: Rank,
+    /// Index of this process's neighbourhood, in `[0, nbrhd_set_size)`.
     pub nbrhd_set_rank: Rank,
+    /// Number of distinct hosts in the job.
     pub host_set_size: Rank,
+    /// Index of this process's host, in `[0, host_set_size)`.
     pub host_set_rank: Rank,
 }
 

@@ -124,6 +124,7 @@ pub struct BoundSegment {
     pub owner_addr: usize,
     /// Address of the same memory in this process, if it is mapped here (PSHM).
     pub local_addr: Option<usize>,
+    /// Length of the segment in bytes.
     pub size: usize,
 }
 

@@ -252,13 +252,20 @@ impl Lc<'_> {
 pub struct EventCategory(u8);
 
 impl EventCategory {
+    /// NBI gets (`GEX_EC_GET`).
     pub const GET: EventCategory = EventCategory(1);
+    /// NBI puts (`GEX_EC_PUT`).
     pub const PUT: EventCategory = EventCategory(2);
+    /// Local completion of AM payloads sent with `GEX_EVENT_GROUP` (`GEX_EC_AM`).
     pub const AM: EventCategory = EventCategory(4);
+    /// Local completion of NBI puts sent with `GEX_EVENT_GROUP` (`GEX_EC_LC`).
     pub const LC: EventCategory = EventCategory(8);
+    /// NBI atomic operations (`GEX_EC_RMW`).
     pub const RMW: EventCategory = EventCategory(16);
+    /// Every category (`GEX_EC_ALL`).
     pub const ALL: EventCategory = EventCategory(31);
 
+    /// Whether every category in `other` is in `self`.
     pub fn contains(self, other: EventCategory) -> bool {
         self.0 & other.0 == other.0
     }

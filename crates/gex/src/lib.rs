@@ -84,10 +84,12 @@ pub const PAGE_SIZE: usize = conduit::smp::layout::PAGE;
 pub struct Flags(u32);
 
 impl Flags {
+    /// No flag: the default behaviour of every call (a `flags` argument of 0).
     pub const NONE: Flags = Flags(0);
     /// Return [`NoOp`] instead of blocking for resources (GASNet-EX `GEX_FLAG_IMMEDIATE`).
     pub const IMMEDIATE: Flags = Flags(1);
 
+    /// Whether every flag in `other` is set in `self`.
     pub const fn contains(self, other: Flags) -> bool {
         self.0 & other.0 == other.0
     }

@@ -22,24 +22,33 @@ pub const fn max_args() -> usize {
 /// Long handlers also get the payload.
 #[derive(Clone, Copy)]
 pub enum HandlerFn {
+    /// The handler of a Short AM: the token and the arguments.
     Short(fn(&Token<'_>, &[u32])),
+    /// The handler of a Medium or Long AM: the token, the payload and the arguments.
     Payload(fn(&Token<'_>, &[u8], &[u32])),
 }
 
 /// The AM categories a handler accepts (GASNet-EX `GEX_FLAG_AM_{SHORT,MEDIUM,LONG,MEDLONG}`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AmCategory {
+    /// Called only as a Short (`GEX_FLAG_AM_SHORT`).
     Short,
+    /// Called only as a Medium (`GEX_FLAG_AM_MEDIUM`).
     Medium,
+    /// Called only as a Long (`GEX_FLAG_AM_LONG`).
     Long,
+    /// Called as a Medium or a Long (`GEX_FLAG_AM_MEDLONG`).
     MedLong,
 }
 
 /// Whether a handler runs as Request, Reply or both (`GEX_FLAG_AM_{REQUEST,REPLY,REQREP}`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AmRole {
+    /// Called only as a Request (`GEX_FLAG_AM_REQUEST`).
     Request,
+    /// Called only as a Reply (`GEX_FLAG_AM_REPLY`).
     Reply,
+    /// Called as a Request or a Reply (`GEX_FLAG_AM_REQREP`).
     ReqRep,
 }
 
@@ -48,8 +57,11 @@ pub enum AmRole {
 pub struct AmEntry {
     /// 0 ("don't care") or in `[AM_INDEX_BASE, 255]`; set by registration when 0.
     pub index: AmIndex,
+    /// The handler on this process (`gex_fnptr`).
     pub handler: HandlerFn,
+    /// The categories it is called as (the category part of `gex_flags`).
     pub category: AmCategory,
+    /// Whether it is called as Request, Reply or both (the role part of `gex_flags`).
     pub role: AmRole,
     /// Number of arguments every invocation passes.
     pub nargs: usize,
@@ -136,11 +148,25 @@ impl AmEntry {
 /// Why a handler table could not be registered.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RegisterError {
+    /// The fixed index lies below [`AM_INDEX_BASE`]: it is reserved for the library.
     IndexReserved(AmIndex),
+    /// A handler is already registered at this fixed index.
     IndexTaken(AmIndex),
+    /// A "don't care" entry found no free index.
     TableFull,
-    TooManyArgs { name: &'static str, nargs: usize },
-    WrongFunction { name: &'static str },
+    /// An entry declares more than [`max_args`] arguments (`gex_nargs`).
+    TooManyArgs {
+        /// The entry's `name`.
+        name: &'static str,
+        /// The number of arguments it declared.
+        nargs: usize,
+    },
+    /// The function kind does not match the category: a Short handler needs
+    /// [`HandlerFn::Short`], a Medium or Long one [`HandlerFn::Payload`].
+    WrongFunction {
+        /// The entry's `name`.
+        name: &'static str,
+    },
 }
 
 impl std::fmt::Display for RegisterError {
@@ -172,8 +198,11 @@ impl std::error::Error for RegisterError {}
 pub struct TokenInfo {
     /// Job rank of the sender.
     pub src_rank: Rank,
+    /// Whether the running handler is a Request (`gex_is_req`).
     pub is_request: bool,
+    /// Whether the running handler is a Long (`gex_is_long`).
     pub is_long: bool,
+    /// The entry the handler was registered with (`gex_entry`).
     pub entry: &'static AmEntry,
 }
 

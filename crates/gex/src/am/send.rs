@@ -21,8 +21,11 @@ use crate::{Flags, NoOp};
 /// Which kind of local-completion option a max-payload query is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LcKind {
+    /// The call will pass `GEX_EVENT_NOW`.
     Now,
+    /// The call will pass `GEX_EVENT_GROUP`.
     Group,
+    /// The call will pass a pointer to a `gex_Event_t` (any one).
     Event,
 }
 

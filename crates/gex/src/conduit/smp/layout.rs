@@ -174,14 +174,17 @@ impl Region {
         Region { base, layout }
     }
 
+    /// Start of the mapping in this process's address space.
     pub fn base(&self) -> *mut u8 {
         self.base
     }
 
+    /// The sizes and offsets of the job's parts.
     pub fn layout(&self) -> &JobLayout {
         &self.layout
     }
 
+    /// The job header at the start of the region.
     pub fn header(&self) -> &JobHeader {
         // SAFETY: the header lies at offset 0 of a mapping that is at least HEADER_SIZE
         // bytes, page aligned, and only accessed through atomics.
@@ -195,6 +198,7 @@ impl Region {
         unsafe { self.base.add(self.layout.rank_offset(rank)) }
     }
 
+    /// `rank`'s control block: its lifecycle state and failure message.
     pub fn control(&self, rank: usize) -> &RankControl {
         // SAFETY: the control block starts each rank area (page aligned) and is only
         // accessed through atomics, except `failure`, which is written before the
@@ -219,10 +223,12 @@ impl Region {
         h.magic.store(MAGIC, Ordering::Release);
     }
 
+    /// Where `rank` is in its lifecycle, as it last recorded.
     pub fn rank_state(&self, rank: usize) -> RankState {
         RankState::from_u32(self.control(rank).state.load(Ordering::Acquire))
     }
 
+    /// Records `rank`'s lifecycle state for the launcher and the other ranks.
     pub fn set_rank_state(&self, rank: usize, state: RankState) {
         self.control(rank)
             .state
@@ -265,6 +271,7 @@ impl Region {
         self.header().abort.store(1, Ordering::Release);
     }
 
+    /// Whether the job is being torn down (see [`Region::set_abort`]).
     pub fn aborted(&self) -> bool {
         self.header().abort.load(Ordering::Relaxed) != 0
     }
