@@ -92,8 +92,8 @@ fn immediate_flood_until_no_op() {
                 .unwrap();
             let flag = seg.addr() as usize;
             let end = std::time::Instant::now() + std::time::Duration::from_secs(10);
-            // SAFETY: the first word of our segment, written by our predecessor.
             let expected = loop {
+                // SAFETY: the first word of our segment, written by our predecessor.
                 let v = unsafe { common::read_u64(flag) };
                 if v != 0 {
                     break v - 1;

@@ -75,9 +75,11 @@ fn prohibited_calls(t: Team, why: &str) {
     forbidden("Team::get_blocking", why, || {
         t.get_blocking(&mut [0u8; 4], me, addr, Flags::NONE)
     });
+    // SAFETY: with `Lc::Now` the source need only live through the call.
     forbidden("Team::put_nbi", why, || unsafe {
         t.put_nbi(me, addr, &[1], Lc::Now, Flags::NONE)
     });
+    // SAFETY: as above.
     forbidden("Team::put_nb", why, || unsafe {
         t.put_nb(me, addr, &[1], Lc::Now, Flags::NONE)
             .map(Event::wait)

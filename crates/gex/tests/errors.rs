@@ -55,9 +55,12 @@ fn invalid_rank_names_the_call() {
                 expect_panic(&["gex::Team::get_blocking", w], || {
                     team.get_blocking(&mut [0u8; 1], bad, addr, Flags::NONE)
                 });
+                // SAFETY: with `Lc::Now` the source need only live through the call.
                 expect_panic(&["gex::Team::put_nbi", w], || unsafe {
                     team.put_nbi(bad, addr, &[1], Lc::Now, Flags::NONE)
                 });
+                // SAFETY: the bad rank is refused before the get starts, so the
+                // temporary destination is never written.
                 expect_panic(&["gex::Team::get_nb", w], || unsafe {
                     team.get_nb([0u8; 1].as_mut_ptr(), bad, addr, 1, Flags::NONE)
                         .map(gex::Event::wait)
@@ -124,10 +127,13 @@ fn out_of_segment_names_the_call() {
                     expect_panic(&["gex::Team::get_blocking", outside], || {
                         team.get_blocking(&mut vec![0u8; len], r, addr, Flags::NONE)
                     });
+                    // SAFETY: with `Lc::Now` the source need only live through the call.
                     expect_panic(&["gex::Team::put_nb", outside], || unsafe {
                         team.put_nb(r, addr, &buf, Lc::Now, Flags::NONE)
                             .map(gex::Event::wait)
                     });
+                    // SAFETY: the range is refused before the get starts, so the
+                    // temporary destination is never written.
                     expect_panic(&["gex::Team::get_nbi", outside], || unsafe {
                         team.get_nbi(vec![0u8; len].as_mut_ptr(), r, addr, len, Flags::NONE)
                     });

@@ -296,9 +296,12 @@ fn nbi_test_and_wait_by_category() {
             // Misuse of lc options names the call.
             let dest = bases[me as usize];
             let mut ev = Event::invalid();
+            // SAFETY: the lc option is refused before the put starts, so the source
+            // need only live through the call.
             common::expect_panic(&["Team::put_nbi", "Now, Defer or Group"], || unsafe {
                 team.put_nbi(me, dest, &[1], Lc::Event(&mut ev), Flags::NONE)
             });
+            // SAFETY: as above.
             common::expect_panic(&["Team::put_nb", "Now, Defer or an event"], || unsafe {
                 team.put_nb(me, dest, &[1], Lc::Group, Flags::NONE)
                     .map(Event::wait)

@@ -53,8 +53,8 @@ fn put_get_every_form_and_size() {
                     for v in 0..PUT_VARIANTS {
                         let data = pattern(seed(me, r, v, size), size);
                         let dest = bases[r as usize] + region(me, v);
-                        // SAFETY (NB/NBI): `data` is kept in `keep` until the events
-                        // and NBI categories are synchronized below.
+                        // SAFETY: for the NB and NBI variants, `data` is kept in `keep`
+                        // until the events and NBI categories are synchronized below.
                         unsafe {
                             match v {
                                 0 => team.put_blocking(r, dest, &data, Flags::NONE).unwrap(),

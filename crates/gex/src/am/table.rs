@@ -53,10 +53,10 @@ impl HandlerTable {
     #[cfg(feature = "gasp")]
     pub(super) fn site(&self, index: AmIndex) -> &'static Location<'static> {
         let p = self.sites[index as usize].load(Ordering::Acquire);
-        // SAFETY: non-null sites are `&'static Location`s stored by `register`.
         if p.is_null() {
             Location::caller()
         } else {
+            // SAFETY: non-null sites are `&'static Location`s stored by `register`.
             unsafe { &*p }
         }
     }

@@ -91,6 +91,7 @@ pub(crate) fn segment_bases(team: &Team) -> Vec<usize> {
 /// `addr` must be a valid, aligned address of this process.
 pub(crate) unsafe fn read_u64(addr: usize) -> u64 {
     std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+    // SAFETY: the caller guarantees that `addr` is a valid, aligned address.
     unsafe { std::ptr::read_volatile(addr as *const u64) }
 }
 
