@@ -5,7 +5,7 @@
 //! same program, owning a *segment* of memory that every other rank can write and read
 //! with one-sided operations and send *Active Messages* to.
 //!
-//! ```no_run
+//! ```
 //! use gex::{Client, Flags, Segment};
 //!
 //! let (client, _ep, team) = Client::init("HELLO", Flags::NONE).unwrap();
@@ -21,8 +21,8 @@
 //! client.finalize();
 //! ```
 //!
-//! Start it with `upcxx-run -n 4 program`, or `UPCXX_RANKS=4 program`; started plainly it
-//! runs as one rank.
+//! Start it with `upcxx-run -n 4 program`, or `UPCXX_RANKS=4 program`; started plainly
+//! (as `cargo test` runs this example) it runs as one rank, whose next rank is itself.
 //!
 //! The map of the crate, top down:
 //! * [`Client::init`] (`init.rs`): the composition root, the one module that knows

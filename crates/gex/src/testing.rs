@@ -11,6 +11,9 @@
 //! }
 //! ```
 //!
+//! (Compiled but not run as a doctest: [`spmd`] re-runs the current test binary filtered
+//! to the current test, and a doctest is not a libtest binary.)
+//!
 //! # How it works
 //!
 //! [`spmd`] called in the test process runs the *current test binary* as an N-rank job
