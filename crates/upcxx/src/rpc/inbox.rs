@@ -71,7 +71,14 @@ pub(crate) const HEAD: usize = std::mem::size_of::<Head>();
 const _: () = assert!(HEAD == HEAD.next_multiple_of(16));
 
 impl Head {
-    pub fn new(src: u32, kind: u32, seq: u32, func: [u32; 2], cookie: [u32; 4], len: u32) -> Head {
+    pub(super) fn new(
+        src: u32,
+        kind: u32,
+        seq: u32,
+        func: [u32; 2],
+        cookie: [u32; 4],
+        len: u32,
+    ) -> Head {
         Head {
             src,
             kind,
@@ -97,7 +104,7 @@ pub(crate) struct Page {
 
 impl Page {
     /// A page without a buffer (allocates nothing).
-    pub const fn empty() -> Page {
+    pub(super) const fn empty() -> Page {
         Page {
             buf: Vec::new(),
             len: 0,
@@ -132,7 +139,7 @@ impl Page {
 
     /// A page holding one message of `head.len` payload bytes, to be filled in pieces
     /// with [`Page::write_payload`] (reassembly of a fragmented message).
-    pub fn for_message(head: &Head) -> Page {
+    pub(super) fn for_message(head: &Head) -> Page {
         let len = head.len as usize;
         let mut p = Page::new(footprint(len));
         write_head(&mut p.buf[..HEAD_CHUNKS], head);
@@ -141,14 +148,14 @@ impl Page {
     }
 
     /// Writes part of the payload of a page made by [`Page::for_message`].
-    pub fn write_payload(&mut self, offset: usize, data: &[u8]) {
+    pub(super) fn write_payload(&mut self, offset: usize, data: &[u8]) {
         let at = HEAD + offset;
         self.bytes_mut()[at..at + data.len()].copy_from_slice(data);
     }
 
     /// Forgets the messages of a page whose messages ran; a page of the ordinary size
     /// keeps its buffer for reuse, a larger one frees it.
-    pub fn clear(&mut self) {
+    pub(super) fn clear(&mut self) {
         if self.cap() == PAGE {
             self.len = 0;
         } else {
@@ -157,7 +164,7 @@ impl Page {
     }
 
     /// The messages in this page, in arrival order.
-    pub fn messages(&self) -> Messages<'_> {
+    pub(super) fn messages(&self) -> Messages<'_> {
         Messages {
             chunks: &self.buf[..self.len / 16],
         }
@@ -202,7 +209,7 @@ pub(crate) struct Queue {
 }
 
 impl Queue {
-    pub const fn new() -> Queue {
+    pub(super) const fn new() -> Queue {
         Queue {
             current: Page::empty(),
             full: VecDeque::new(),
@@ -210,12 +217,12 @@ impl Queue {
         }
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(super) fn is_empty(&self) -> bool {
         self.current.len == 0 && self.full.is_empty()
     }
 
     /// Pages holding messages (what a drain that started now would take).
-    pub fn pages(&self) -> usize {
+    pub(super) fn pages(&self) -> usize {
         self.full.len() + usize::from(self.current.len > 0)
     }
 
@@ -229,7 +236,7 @@ impl Queue {
     }
 
     /// Copies a message in.
-    pub fn push(&mut self, head: &Head, payload: &[u8]) {
+    pub(super) fn push(&mut self, head: &Head, payload: &[u8]) {
         let need = footprint(payload.len());
         if need > PAGE {
             let mut page = Page::new(need);
@@ -247,14 +254,14 @@ impl Queue {
     }
 
     /// Queues a complete page (a reassembled message).
-    pub fn push_page(&mut self, page: Page) {
+    pub(super) fn push_page(&mut self, page: Page) {
         self.close_current();
         self.full.push_back(page);
     }
 
     /// Takes the oldest page of messages; give it back with [`Queue::recycle`].
     #[inline]
-    pub fn take(&mut self) -> Option<Page> {
+    pub(super) fn take(&mut self) -> Option<Page> {
         if !self.full.is_empty() {
             return self.full.pop_front();
         }
@@ -272,7 +279,7 @@ impl Queue {
     /// consumer of a queue it owns keeps one page for this, so that taking a page moves
     /// nothing.)
     #[inline]
-    pub fn take_into(&mut self, page: &mut Page) -> bool {
+    pub(super) fn take_into(&mut self, page: &mut Page) -> bool {
         debug_assert_eq!(page.len, 0);
         if !self.full.is_empty() {
             let oldest = self.full.pop_front().expect("not empty");
@@ -293,7 +300,7 @@ impl Queue {
 
     /// Takes back a page from [`Queue::take`] whose messages ran, for reuse.
     #[inline]
-    pub fn recycle(&mut self, mut page: Page) {
+    pub(super) fn recycle(&mut self, mut page: Page) {
         if page.cap() == PAGE {
             page.len = 0;
             if self.current.cap() == 0 {
@@ -305,7 +312,7 @@ impl Queue {
     }
 
     /// Moves every message of `older` in front of this queue's.
-    pub fn prepend(&mut self, older: &mut Queue) {
+    pub(super) fn prepend(&mut self, older: &mut Queue) {
         older.close_current();
         self.close_current();
         let mut full = std::mem::take(&mut older.full);
@@ -322,7 +329,7 @@ pub(crate) struct Inbox {
 }
 
 impl Inbox {
-    pub const fn new() -> Inbox {
+    pub(super) const fn new() -> Inbox {
         Inbox {
             queue: Mutex::new(Queue::new()),
             nonempty: AtomicBool::new(false),
@@ -339,35 +346,35 @@ impl Inbox {
 
     /// True if nothing is queued (no lock taken).
     #[inline]
-    pub fn is_empty(&self) -> bool {
+    pub(super) fn is_empty(&self) -> bool {
         !self.nonempty.load(Ordering::Acquire)
     }
 
-    pub fn push(&self, head: &Head, payload: &[u8]) {
+    pub(super) fn push(&self, head: &Head, payload: &[u8]) {
         self.with(|q| q.push(head, payload));
     }
 
-    pub fn push_page(&self, page: Page) {
+    pub(super) fn push_page(&self, page: Page) {
         self.with(|q| q.push_page(page));
     }
 
     /// Moves every message of `older` in front of this inbox's.
-    pub fn prepend(&self, older: &mut Queue) {
+    pub(super) fn prepend(&self, older: &mut Queue) {
         if !older.is_empty() {
             self.with(|q| q.prepend(older));
         }
     }
 
-    pub fn pages(&self) -> usize {
+    pub(super) fn pages(&self) -> usize {
         self.with(|q| q.pages())
     }
 
     /// Takes the oldest page of messages; give it back with [`Inbox::recycle`].
-    pub fn take(&self) -> Option<Page> {
+    pub(super) fn take(&self) -> Option<Page> {
         self.with(Queue::take)
     }
 
-    pub fn recycle(&self, page: Page) {
+    pub(super) fn recycle(&self, page: Page) {
         self.with(|q| q.recycle(page));
     }
 }

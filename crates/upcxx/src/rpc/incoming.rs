@@ -28,7 +28,7 @@ impl Incoming<'_> {
     /// Keeps this message's receive buffer, and so the views into it, alive until the
     /// handle is dropped (§6.5 ¶6). The page is handed over when the run of its messages
     /// ends; it is not reused.
-    pub fn hold(&self) -> PageHold {
+    pub(super) fn hold(&self) -> PageHold {
         let mut slot = self.hold.slot.borrow_mut();
         PageHold {
             _page: Arc::clone(slot.get_or_insert_with(Default::default)),

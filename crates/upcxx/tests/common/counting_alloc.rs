@@ -27,7 +27,7 @@ unsafe impl GlobalAlloc for Counting {
 static GLOBAL: Counting = Counting;
 
 /// Allocations made by `f` on this thread.
-pub fn allocations_in(f: impl FnOnce()) -> usize {
+pub(crate) fn allocations_in(f: impl FnOnce()) -> usize {
     let before = ALLOCS.with(Cell::get);
     f();
     ALLOCS.with(Cell::get) - before

@@ -7,7 +7,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 /// The message of the panic that `f` must raise.
-pub fn panic_text(f: impl FnOnce()) -> String {
+pub(crate) fn panic_text(f: impl FnOnce()) -> String {
     let err = std::panic::catch_unwind(AssertUnwindSafe(f)).expect_err("expected a panic");
     err.downcast_ref::<String>()
         .cloned()
@@ -18,7 +18,7 @@ pub fn panic_text(f: impl FnOnce()) -> String {
 /// Every rank's `value`, in rank order. Collective. The values travel through files in
 /// the spmd job's own temporary directory, so tests of the communication calls do not
 /// depend on the calls they test.
-pub fn all_gather<V: Serialize + DeserializeOwned>(value: &V) -> Vec<V> {
+pub(crate) fn all_gather<V: Serialize + DeserializeOwned>(value: &V) -> Vec<V> {
     let dir = std::env::var(gex::testing::GEX_SPMD_DONE_DIR).expect("inside an spmd job");
     let me = upcxx::rank_me();
     let tmp = format!("{dir}/gather-{me}.tmp");
