@@ -59,6 +59,8 @@ pub trait HasOperation: CompletionEvents {}
 pub trait EventValues: 'static {
     /// The value type of a future readied by the event: `()` or `T`.
     type FutureValue: 'static;
+    /// These values as the value of a future the event readies (§7.1 ¶7: an event
+    /// producing a `T` readies a `future<T>`, one producing none a `future<>`).
     fn into_future_value(self) -> Self::FutureValue;
 }
 
@@ -82,6 +84,8 @@ impl<T: 'static> EventValues for (T,) {
                must match the event's value (UPC++ spec §7.1)"
 )]
 pub trait FulfillWith<V> {
+    /// Notifies this promise of the event (§7.1 ¶8): calls `fulfill_result` with the
+    /// event's value, or, for an event without values, fulfills one anonymous dependency.
     fn fulfill_with(&self, values: V);
 }
 
@@ -105,6 +109,8 @@ impl<T: 'static> FulfillWith<(T,)> for Promise<T> {
                (UPC++ spec §7.1)"
 )]
 pub trait LpcCallback<V>: Send + 'static {
+    /// Invokes the callback with the values the event produced, or with none if it
+    /// produced none (§7.1 ¶9), and discards its result.
     fn call(self, values: V);
 }
 

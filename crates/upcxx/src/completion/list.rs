@@ -14,7 +14,10 @@ pub struct Cons<H, T> {
 
 /// Appends list `L` to this list (`|` joins the futures of two completion objects).
 pub trait Append<L> {
+    /// The futures of this list followed by those of `L`.
     type Output;
+    /// Puts the futures of `list` after this list's, so that the futures stay in the
+    /// order in which `|` was applied (§7.2 ¶5).
     fn append(self, list: L) -> Self::Output;
 }
 
@@ -40,7 +43,11 @@ impl<H, T: Append<L>, L> Append<L> for Cons<H, T> {
 /// A list of futures and what a call returns for it (§7.2.2): `()` for none, the future
 /// for one, a tuple for several (up to 8).
 pub trait FutureList {
+    /// What the call returns (the spec's `RType`, §7.2.2): `()` if no future-based
+    /// completion was requested, the future if one was, a tuple of the futures in `|`
+    /// order if several were.
     type Return;
+    /// Turns the list into [`FutureList::Return`].
     fn into_return(self) -> Self::Return;
 }
 

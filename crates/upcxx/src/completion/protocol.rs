@@ -54,8 +54,16 @@ pub type Returned<C, Ev> = <<C as Completions<Ev>>::Futures as FutureList>::Retu
 /// are queued for this thread's next user-level progress, except remote RPCs, which
 /// are sent at once.
 pub trait Armed<Ev: CompletionEvents>: 'static {
+    /// Source completion occurred: the source-side resources are no longer in use
+    /// (§7.1 ¶2). Queues the source-completion notifications.
     fn source_done(&mut self);
+    /// Remote completion occurred: the data have been deposited on `target` (§7.1 ¶3).
+    /// Sends the remote-completion RPCs (`remote_cx::as_rpc`), to run on the master
+    /// persona of `target` (§7.1 ¶10).
     fn remote_done(&mut self, target: Rank);
+    /// Operation completion occurred, producing `values` (§7.1 ¶4): the operation is
+    /// complete from the viewpoint of the initiator. Queues the operation-completion
+    /// notifications, which receive the values.
     fn operation_done(self, values: Ev::OpValues);
 }
 
