@@ -8,7 +8,10 @@ use crate::serialization::Trivial;
 /// A value a `then` callback may return: either a future (flattened) or a plain value
 /// (wrapped in a ready future). See the module documentation.
 pub trait FutureValue: 'static {
+    /// The value of the future that `then` returns: `T` for a `Future<T>`, the type
+    /// itself for a plain value (§5.8.1 ¶36).
     type Value: 'static;
+    /// The future itself, or a ready future holding the value (§5.8.1 ¶55, `to_future`).
     fn into_future(self) -> Future<Self::Value>;
 }
 

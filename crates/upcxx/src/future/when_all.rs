@@ -1,4 +1,4 @@
-//! Joining futures: [`when_all`] (UPC++ `when_all`, §5.6) over tuples and vectors of
+//! Joining futures: [`when_all`] (UPC++ `when_all`, §5.8.1 ¶53) over tuples and vectors of
 //! futures. Sits on the future handle (`then`) and its state.
 
 use std::cell::RefCell;
@@ -9,7 +9,11 @@ use super::state::State;
 
 /// Futures that `when_all` can join: tuples of futures, and vectors of futures.
 pub trait WhenAll {
+    /// The value of the joined future: the values of the futures joined, in order
+    /// (§5.8.1 ¶53: the concatenated results of the arguments).
     type Output: 'static;
+    /// A future ready when all of these futures are, with their values; a trivially
+    /// ready one if there are none (§5.8.1 ¶53).
     fn join(self) -> Future<Self::Output>;
 }
 
