@@ -97,8 +97,8 @@ fn new_and_delete_round_trip() {
         // SAFETY: this rank owns the array of 5 initialized elements.
         assert_eq!(unsafe { std::slice::from_raw_parts(z.local(), 5) }, &[0; 5]);
         let sq = try_new_array_with(6, |i| (i * i) as u64).unwrap();
-        // SAFETY: as above, 6 elements.
         assert_eq!(
+            // SAFETY: this rank owns the array of 6 initialized elements.
             unsafe { std::slice::from_raw_parts(sq.local(), 6) },
             &[0, 1, 4, 9, 16, 25]
         );
@@ -409,8 +409,8 @@ fn allocation_from_several_threads() {
         for (t, ptrs) in kept.iter().enumerate() {
             for (k, p) in ptrs.iter().enumerate() {
                 let v = me << 32 | (t as u64) << 16 | (2 * k as u64);
-                // SAFETY: live blocks of this rank, no longer written.
                 assert_eq!(
+                    // SAFETY: a live, initialized block of this rank, no longer written.
                     unsafe { p.local().read() },
                     v,
                     "no block was handed out twice"

@@ -70,9 +70,12 @@ impl<T: 'static> Future<T> {
                 // SAFETY: this future owns the cell, which holds its `T`.
                 Some(epoch) => Repr::AfterProgress(unsafe { cell.take::<T>() }, epoch),
                 None => {
-                    // SAFETY: this future owns the `Waiting` cell of a `T`; after
-                    // `abandon` it no longer refers to it.
+                    // SAFETY: this future owns the cell of its `T`, and no value has
+                    // arrived (`arrival` is `None`), so the cell is `Waiting`.
                     let state = unsafe { cell.forward_state::<T>() };
+                    // SAFETY: this future owns the cell of its `T`, and gives it up
+                    // here: `self.repr` stops referring to it just below. The value,
+                    // when it arrives, goes to `state` and frees the cell.
                     unsafe { cell.abandon::<T>() };
                     state.handles.set(state.handles.get() + 1);
                     Repr::Shared(state)
