@@ -1,10 +1,33 @@
 //! UPC++ v1.0 for Rust, over the `gex` communication layer.
 //!
-//! ```no_run
+//! ```
+//! use upcxx::GlobalPtr;
+//!
 //! upcxx::init();
-//! println!("Hello from rank {} of {}", upcxx::rank_me(), upcxx::rank_n());
+//! let me = upcxx::rank_me();
+//! println!("Hello from rank {me} of {}", upcxx::rank_n());
+//!
+//! // An object in this rank's shared segment, which every rank can reach through a
+//! // global pointer (ch. 3, 4).
+//! let counter: GlobalPtr<u64> = upcxx::new_(0);
+//!
+//! // One-sided communication (ch. 8) returns a future, ready at operation completion;
+//! // `wait` makes user-level progress until it is (ch. 5).
+//! upcxx::rput(41, counter).wait();
+//! assert_eq!(upcxx::rget(counter).wait(), 41);
+//!
+//! // A remote procedure call (ch. 9), here to this rank: the function runs during the
+//! // target's user-level progress, and its result (the value of the future it returns)
+//! // comes back through a future, to which `then` chains a callback.
+//! let read_there = upcxx::rpc(me, |gp: GlobalPtr<u64>| upcxx::rget(gp), (counter,));
+//! assert_eq!(read_there.then(|v| v + 1).wait(), 42);
+//!
+//! upcxx::delete_(counter);
 //! upcxx::finalize();
 //! ```
+//!
+//! Started plainly, as here, a program is a job of one rank; `upcxx-run -n N PROGRAM`
+//! starts N ranks.
 //!
 //! Modules follow the chapters of the UPC++ v1.0 specification (draft 10):
 //! [`runtime`] (ch. 2), [`global_ptr`] (ch. 3), [`alloc`] (ch. 4), [`future`] (ch. 5),
