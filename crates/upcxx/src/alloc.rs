@@ -8,7 +8,7 @@
 //! `None`, and [`new_`]/[`new_array`] panic with a message saying how full the segment
 //! is, as C++ throws `std::bad_alloc`.
 //!
-//! ```no_run
+//! ```
 //! use upcxx::{delete_, new_, GlobalPtr};
 //!
 //! upcxx::init();

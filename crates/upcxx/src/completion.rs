@@ -7,7 +7,7 @@
 //! each with a *completion object*, built by the functions of [`source_cx`],
 //! [`remote_cx`] and [`operation_cx`] and joined with `|`:
 //!
-//! ```no_run
+//! ```
 //! use upcxx::{operation_cx, remote_cx, source_cx, GlobalPtr, Promise};
 //!
 //! fn land(n: u64) {
@@ -26,6 +26,12 @@
 //!     op_done.wait();
 //!     done.finalize().wait();
 //! }
+//! # upcxx::init();
+//! # let dest = upcxx::new_array::<u64>(3);
+//! # put_three(&[1, 2, 3], dest);
+//! # assert_eq!(upcxx::rget(dest.add(2)).wait(), 3);
+//! # upcxx::delete_array(dest);
+//! # upcxx::finalize();
 //! ```
 //!
 //! # How the rules of the spec are kept

@@ -7,7 +7,7 @@
 //! thing without need for translation"), can be sent anywhere as plain data, and
 //! compares, hashes and prints identically everywhere.
 //!
-//! ```no_run
+//! ```
 //! use upcxx::{GlobalPtr, new_array, delete_array};
 //!
 //! upcxx::init();

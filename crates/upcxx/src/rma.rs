@@ -1,6 +1,6 @@
 //! One-sided communication: `rput` and `rget` (UPC++ spec ch. 8).
 //!
-//! ```no_run
+//! ```
 //! use upcxx::{operation_cx, source_cx, GlobalPtr};
 //!
 //! fn exchange(mine: GlobalPtr<f64>, theirs: GlobalPtr<f64>, halo: &[f64]) -> f64 {
@@ -16,6 +16,13 @@
 //!     done.wait(); // the values are at the target
 //!     upcxx::rget(mine).wait()
 //! }
+//! # upcxx::init();
+//! # let (mine, theirs) = (upcxx::new_(0.5), upcxx::new_array::<f64>(2));
+//! # assert_eq!(exchange(mine, theirs, &[1.0, 2.0]), 0.5);
+//! # assert_eq!(upcxx::rget(theirs.add(1)).wait(), 2.0);
+//! # upcxx::delete_(mine);
+//! # upcxx::delete_array(theirs);
+//! # upcxx::finalize();
 //! ```
 //!
 //! Every call takes a completion object (the `_with` forms) or uses the default,
@@ -138,13 +145,18 @@ pub fn rput<T: Pod>(value: T, dest: GlobalPtr<T>) -> Future<()> {
 /// cxs)`, §8.2.1). Accepts `remote_cx` and `operation_cx` requests, at least one of
 /// them (§7.2.1 ¶2):
 ///
-/// ```no_run
+/// ```
 /// # use upcxx::{operation_cx, remote_cx, GlobalPtr};
 /// # fn f(gp: GlobalPtr<u64>) {
 /// fn arrived() { println!("rank {} got its value", upcxx::rank_me()); }
 /// let done = upcxx::rput_with(7u64, gp, remote_cx::as_rpc(arrived, ()) | operation_cx::as_future());
 /// done.wait();
 /// # }
+/// # upcxx::init();
+/// # let gp = upcxx::new_array::<u64>(3);
+/// # f(gp);
+/// # upcxx::delete_array(gp);
+/// # upcxx::finalize();
 /// ```
 ///
 /// Source completion is not provided (the value is copied at once), so `source_cx`
@@ -195,13 +207,18 @@ pub fn rput_slice<T: Pod>(src: &[T], dest: GlobalPtr<T>) -> Future<()> {
 /// remote completion among them (§7.2.1 ¶2). The source slice is borrowed only for
 /// the call: source completion always happens before it returns.
 ///
-/// ```no_run
+/// ```
 /// # use upcxx::{operation_cx, source_cx, GlobalPtr};
 /// # fn f(gp: GlobalPtr<u64>) {
 /// let (src_done, op_done) = upcxx::rput_slice_with(
 ///     &[1u64, 2, 3], gp, source_cx::as_future() | operation_cx::as_future());
 /// # let _ = (src_done, op_done);
 /// # }
+/// # upcxx::init();
+/// # let gp = upcxx::new_array::<u64>(3);
+/// # f(gp);
+/// # upcxx::delete_array(gp);
+/// # upcxx::finalize();
 /// ```
 ///
 /// Requesting source completion alone leaves the operation's completion unobservable,
@@ -250,13 +267,18 @@ pub fn rget<T: Pod>(src: GlobalPtr<T>) -> Future<T> {
 /// §8.2.2): `operation_cx` requests only, at least one. A promise must be a
 /// `Promise<T>` and an LPC callback must take the `T`:
 ///
-/// ```no_run
+/// ```
 /// # use upcxx::{operation_cx, GlobalPtr, Promise};
 /// # fn f(gp: GlobalPtr<u64>) {
 /// let p = Promise::<u64>::new();
 /// let v = upcxx::rget_with(gp, operation_cx::as_promise(&p) | operation_cx::as_future());
 /// assert_eq!(v.wait(), p.finalize().wait());
 /// # }
+/// # upcxx::init();
+/// # let gp = upcxx::new_array::<u64>(3);
+/// # f(gp);
+/// # upcxx::delete_array(gp);
+/// # upcxx::finalize();
 /// ```
 ///
 /// ```compile_fail,E0277

@@ -16,7 +16,7 @@ use super::codec::{sealed, Error, Reader, Serialization, Writer};
 /// `SeqView<'de, T>` whose iterator deserializes each element on demand from the network
 /// buffer.
 ///
-/// ```no_run
+/// ```
 /// use std::collections::LinkedList;
 /// use upcxx::serialization::{make_seq_view, SeqView};
 /// upcxx::init();

@@ -11,7 +11,7 @@ use super::codec::{sealed, Error, ErrorRepr, Reader, Serialization, Writer};
 /// `&[T]` over the network buffer, without copying (see the module documentation for
 /// alignment and lifetime).
 ///
-/// ```no_run
+/// ```
 /// use upcxx::serialization::{make_view, View};
 /// upcxx::init();
 /// let data: Vec<f64> = (0..1000).map(f64::from).collect();
