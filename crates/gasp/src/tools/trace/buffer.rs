@@ -69,7 +69,13 @@ impl ThreadTrace {
     /// critical path, and the next record usually comes when the program has sent its
     /// next message.
     #[inline(always)]
-    pub(super) fn defer(&mut self, start: Ticks, end: Ticks, tag: u32, location: &'static Location<'static>) {
+    pub(super) fn defer(
+        &mut self,
+        start: Ticks,
+        end: Ticks,
+        tag: u32,
+        location: &'static Location<'static>,
+    ) {
         self.flush();
         self.deferred = Some(Deferred {
             location,
