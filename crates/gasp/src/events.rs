@@ -2,10 +2,17 @@
 //!
 //! GASP §3.5 asks for macros mapping symbolic event names to 32-bit tags, and §5.4 lists
 //! the UPC system events with their argument lists. This module is the single source of
-//! those facts: the Rust constants, the table the tools read ([`EVENTS`]), and the C
-//! header `include/gasp_upcxx.h` (rendered by [`crate::header::render_events_header`];
-//! a test fails if the checked-in header differs) all come from the one `events!` list
-//! below, so they cannot drift.
+//! those facts: the Rust constants, the table the tools read ([`EVENTS`]), the C header
+//! `include/gasp_upcxx.h` (rendered by [`crate::header::render_events_header`]; a test
+//! fails if the checked-in header differs) and the typed argument builders the runtime
+//! crates report events with ([`args`]) all come from the one `events!` list below, so
+//! they cannot drift.
+//!
+//! Each argument of the list is `name: Kind`, `Kind` an [`Arg`](crate::Arg) variant: it
+//! gives the C type of the header's list (`Int` and `Rank` are `int`, `Size` and `Bytes`
+//! `size_t`, `Ptr` `void *`, `GPtr` `gasp_upcxx_gptr_t *`, `Handle`
+//! `gasp_upc_nb_handle_t`, `U64` `uint64_t`), the builder's parameter type, and the
+//! variant the tool receives (which tells the tools the bytes moved and the peer).
 //!
 //! Where a UPC event has the meaning of one of our operations, we report that event with
 //! the spec's argument list, mapping types as follows: a pointer-to-shared is a
@@ -112,11 +119,137 @@ pub fn arg_position(list: &'static str, name: &str) -> Option<usize> {
     arg_names(list).position(|n| n == name)
 }
 
+/// The C type of an argument kind (an [`Arg`](crate::Arg) variant), written as it
+/// precedes the argument's name in a C argument list.
+macro_rules! c_type {
+    (Int) => {
+        "int "
+    };
+    (Rank) => {
+        "int "
+    };
+    (Size) => {
+        "size_t "
+    };
+    (Bytes) => {
+        "size_t "
+    };
+    (Ptr) => {
+        "void *"
+    };
+    (GPtr) => {
+        "gasp_upcxx_gptr_t *"
+    };
+    (Handle) => {
+        "gasp_upc_nb_handle_t "
+    };
+    (U64) => {
+        "uint64_t "
+    };
+}
+
+/// The Rust type of an argument kind: what its [`Arg`](crate::Arg) variant holds.
+macro_rules! rust_type {
+    (Int) => {
+        i32
+    };
+    (Rank) => {
+        u32
+    };
+    (Size) => {
+        usize
+    };
+    (Bytes) => {
+        usize
+    };
+    (Ptr) => {
+        usize
+    };
+    (GPtr) => {
+        crate::GPtr
+    };
+    (Handle) => {
+        u64
+    };
+    (U64) => {
+        u64
+    };
+}
+
+/// The C argument list of typed arguments, `"int named, int expr"`; `"(none)"` if empty.
+macro_rules! c_list {
+    () => { "(none)" };
+    ($n:ident: $k:ident) => { concat!(c_type!($k), stringify!($n)) };
+    ($n:ident: $k:ident, $($rest:tt)+) => {
+        concat!(c_type!($k), stringify!($n), ", ", c_list!($($rest)+))
+    };
+}
+
+/// The number of identifiers given.
+macro_rules! count {
+    () => { 0 };
+    ($head:ident $($tail:ident)*) => { 1 + count!($($tail)*) };
+}
+
+/// The argument builders of one event (see [`args`]).
+macro_rules! builders {
+    (
+        $(#[doc = $doc:literal])+
+        $name:ident, $shape:ident,
+        start($($sa:ident: $sk:ident),*) $(, end($($ea:ident: $ek:ident),*))?
+    ) => {
+        $(#[doc = $doc])+
+        #[allow(non_camel_case_types)]
+        #[derive(Clone, Copy, Debug)]
+        pub struct $name;
+
+        impl crate::instrument::Tagged for $name {
+            const TAG: u32 = super::$name;
+        }
+
+        impl crate::instrument::$shape for $name {}
+
+        impl $name {
+            #[doc = concat!("The arguments of its START (or ATOMIC) event: `",
+                c_list!($($sa: $sk),*), "`.")]
+            #[inline(always)]
+            pub fn start(
+                self,
+                $($sa: rust_type!($sk)),*
+            ) -> crate::instrument::Start<Self, { count!($($sa)*) }> {
+                crate::instrument::Start::new(self, [$(crate::Arg::$sk($sa)),*])
+            }
+
+            $(
+                #[doc = concat!("The arguments of its END event: `",
+                    c_list!($($ea: $ek),*), "`.")]
+                #[inline(always)]
+                pub fn end(
+                    self,
+                    $($ea: rust_type!($ek)),*
+                ) -> crate::instrument::End<Self, { count!($($ea)*) }> {
+                    crate::instrument::End::new(self, [$(crate::Arg::$ek($ea)),*])
+                }
+            )?
+        }
+    };
+}
+
+/// For the test that the builders agree with the C lists: each event's builders called
+/// with default values, and the names of their parameters.
+#[cfg(test)]
+pub(crate) struct Built {
+    pub(crate) tag: u32,
+    pub(crate) start: Vec<crate::Arg<'static>>,
+    pub(crate) start_names: &'static [&'static str],
+    pub(crate) end: Option<(Vec<crate::Arg<'static>>, &'static [&'static str])>,
+}
+
 macro_rules! events {
     ($(
         $(#[doc = $doc:literal])+
         $name:ident = $tag:literal, $layer:ident, $shape:ident, $timing:ident,
-            start: $start:literal, end: $end:literal;
+            start($($sa:ident: $sk:ident),*) $(, end($($ea:ident: $ek:ident),*))?;
     )*) => {
         $( $(#[doc = $doc])+ pub const $name: u32 = $tag; )*
 
@@ -128,11 +261,51 @@ macro_rules! events {
                 layer: Layer::$layer,
                 shape: Shape::$shape,
                 timing: Timing::$timing,
-                start_args: $start,
-                end_args: $end,
+                start_args: c_list!($($sa: $sk),*),
+                end_args: concat!("" $(, c_list!($($ea: $ek),*))?),
                 doc: concat!($($doc),+),
             },
         )*];
+
+        /// The typed argument builders of the events, one type per event, named after
+        /// its tag: `start` takes the arguments of its START (or ATOMIC) list and
+        /// `end` those of its END list, each with the Rust type of its C type (an
+        /// `int` is an `i32`, or a `u32` for a rank; a `size_t` a `usize`; a pointer a
+        /// `usize` address; a pointer-to-shared a [`GPtr`](crate::GPtr); a handle a
+        /// `u64`), and returns the array of [`Arg`](crate::Arg)s the tool receives,
+        /// typed by its event. They are generated from the table above, as the C
+        /// lists are, and the macros of [`instrument`](crate::instrument) report an
+        /// event only with its own builders' arrays.
+        pub mod args {
+            $(
+                builders! {
+                    $(#[doc = $doc])+
+                    $name, $shape, start($($sa: $sk),*) $(, end($($ea: $ek),*))?
+                }
+            )*
+        }
+
+        /// Every event's builders, called with default values.
+        #[cfg(test)]
+        pub(crate) fn built() -> Vec<Built> {
+            vec![$(
+                Built {
+                    tag: $tag,
+                    start: args::$name
+                        .start($({ let $sa = Default::default(); $sa }),*)
+                        .args()
+                        .to_vec(),
+                    start_names: &[$(stringify!($sa)),*],
+                    end: None $(.or(Some((
+                        args::$name
+                            .end($({ let $ea = Default::default(); $ea }),*)
+                            .args()
+                            .to_vec(),
+                        &[$(stringify!($ea)),*][..],
+                    ))))?,
+                },
+            )*]
+        }
     };
 }
 
@@ -140,108 +313,108 @@ events! {
     /// UPC §5.4.1: the collective end of the program (`upcxx::finalize`,
     /// `gex::Client::finalize`), around its final barrier.
     GASP_UPC_COLLECTIVE_EXIT = 1, Upcxx, Interval, Blocking,
-        start: "int status", end: "int status";
+        start(status: Int), end(status: Int);
     /// UPC §5.4.1: a non-collective exit (`gex::exit`).
     GASP_UPC_NONCOLLECTIVE_EXIT = 2, Upcxx, Atomic, Blocking,
-        start: "int status", end: "";
+        start(status: Int);
     /// UPC §5.4.2: the notify half of a split-phase barrier (`gex::Team::barrier_nb`).
     GASP_UPC_NOTIFY = 3, Upcxx, Interval, Blocking,
-        start: "int named, int expr", end: "int named, int expr";
+        start(named: Int, expr: Int), end(named: Int, expr: Int);
     /// UPC §5.4.2: the wait half of a split-phase barrier: the sync of the event of
     /// `gex::Team::barrier_nb` (`gex::Event::wait`, or a test or wait of several that
     /// retires it).
     GASP_UPC_WAIT = 4, Upcxx, Interval, Blocking,
-        start: "int named, int expr", end: "int named, int expr";
+        start(named: Int, expr: Int), end(named: Int, expr: Int);
     /// UPC §5.4.2: a blocking barrier (`upcxx::barrier`, `gex::Team::barrier`).
     GASP_UPC_BARRIER = 5, Upcxx, Interval, Blocking,
-        start: "int named, int expr", end: "int named, int expr";
+        start(named: Int, expr: Int), end(named: Int, expr: Int);
     /// UPC §5.4.4: allocation in the calling rank's shared segment (`upcxx::allocate`,
     /// `new_`, `new_array`).
     GASP_UPC_ALLOC = 20, Upcxx, Interval, Blocking,
-        start: "size_t nbytes", end: "size_t nbytes, gasp_upcxx_gptr_t *newshrd_ptr";
+        start(nbytes: Size), end(nbytes: Size, newshrd_ptr: GPtr);
     /// UPC §5.4.4: freeing shared memory (`upcxx::deallocate`, `delete_`, `delete_array`).
     GASP_UPC_FREE = 21, Upcxx, Interval, Blocking,
-        start: "gasp_upcxx_gptr_t *shrd_ptr", end: "gasp_upcxx_gptr_t *shrd_ptr";
+        start(shrd_ptr: GPtr), end(shrd_ptr: GPtr);
     /// UPC §5.4.4: acquiring a lock (`gex::Hsl::lock`; `lck` is the lock's address).
     GASP_UPC_LOCK = 22, Gex, Interval, Blocking,
-        start: "void *lck", end: "void *lck";
+        start(lck: Ptr), end(lck: Ptr);
     /// UPC §5.4.4: trying a lock (`gex::Hsl::try_lock`); `result` is nonzero on success.
     GASP_UPC_LOCK_ATTEMPT = 23, Gex, Interval, Blocking,
-        start: "void *lck", end: "void *lck, int result";
+        start(lck: Ptr), end(lck: Ptr, result: Int);
     /// UPC §5.4.4: releasing a lock (`gex::Hsl::unlock`).
     GASP_UPC_UNLOCK = 24, Gex, Interval, Blocking,
-        start: "void *lck", end: "void *lck";
+        start(lck: Ptr), end(lck: Ptr);
     /// UPC §5.4.5: a blocking get (`gex::Team::get_blocking`, `get_val`).
     GASP_UPC_GET = 30, Gex, Interval, Blocking,
-        start: "int is_relaxed, void *dst, gasp_upcxx_gptr_t *src, size_t n",
-        end: "int is_relaxed, void *dst, gasp_upcxx_gptr_t *src, size_t n";
+        start(is_relaxed: Int, dst: Ptr, src: GPtr, n: Bytes),
+        end(is_relaxed: Int, dst: Ptr, src: GPtr, n: Bytes);
     /// UPC §5.4.5: a blocking put (`gex::Team::put_blocking`, `put_val`).
     GASP_UPC_PUT = 31, Gex, Interval, Blocking,
-        start: "int is_relaxed, gasp_upcxx_gptr_t *dst, void *src, size_t n",
-        end: "int is_relaxed, gasp_upcxx_gptr_t *dst, void *src, size_t n";
+        start(is_relaxed: Int, dst: GPtr, src: Ptr, n: Bytes),
+        end(is_relaxed: Int, dst: GPtr, src: Ptr, n: Bytes);
     /// UPC §5.4.6: initiating a non-blocking get (`upcxx::rget*`, `gex::Team::get_nb`,
     /// `get_nbi`). The END's handle is `GASP_NB_TRIVIAL` when the data had arrived
     /// before the call returned.
     GASP_UPC_NB_GET_INIT = 40, Upcxx, Interval, Initiate,
-        start: "int is_relaxed, void *dst, gasp_upcxx_gptr_t *src, size_t n",
-        end: "int is_relaxed, void *dst, gasp_upcxx_gptr_t *src, size_t n, gasp_upc_nb_handle_t handle";
+        start(is_relaxed: Int, dst: Ptr, src: GPtr, n: Bytes),
+        end(is_relaxed: Int, dst: Ptr, src: GPtr, n: Bytes, handle: Handle);
     /// UPC §5.4.6: initiating a non-blocking put (`upcxx::rput*`, `gex::Team::put_nb`,
     /// `put_nbi`).
     GASP_UPC_NB_PUT_INIT = 41, Upcxx, Interval, Initiate,
-        start: "int is_relaxed, gasp_upcxx_gptr_t *dst, void *src, size_t n",
-        end: "int is_relaxed, gasp_upcxx_gptr_t *dst, void *src, size_t n, gasp_upc_nb_handle_t handle";
+        start(is_relaxed: Int, dst: GPtr, src: Ptr, n: Bytes),
+        end(is_relaxed: Int, dst: GPtr, src: Ptr, n: Bytes, handle: Handle);
     /// UPC §5.4.6: the sync that retires non-blocking operations: waiting for them
     /// (`gex::Event::wait`, `wait_all`, `gex::nbi_wait`; `GASP_NB_IMPLICIT` names all
     /// implicit-handle operations), or a test (`Event::test`, `test_some`, `test_all`,
     /// `gex::nbi_test`) or `Event::wait_some` that found them complete.
     GASP_UPC_NB_SYNC = 42, Gex, Interval, Sync,
-        start: "gasp_upc_nb_handle_t handle", end: "gasp_upc_nb_handle_t handle";
+        start(handle: Handle), end(handle: Handle);
     /// Sending a remote procedure call (`upcxx::rpc`, `rpc_ff`, `as_rpc` completions):
     /// `nbytes` is the size of the serialized call (0 at the START: the call is
     /// serialized inside the interval, straight into the message), `msgid` pairs it with
     /// its `GASP_UPCXX_RPC_EXECUTE` on the target.
     GASP_UPCXX_RPC_SEND = 0x100, Upcxx, Interval, Blocking,
-        start: "int target, size_t nbytes, uint64_t msgid",
-        end: "int target, size_t nbytes, uint64_t msgid";
+        start(target: Rank, nbytes: Bytes, msgid: U64),
+        end(target: Rank, nbytes: Bytes, msgid: U64);
     /// Running a remote procedure call on its target (user code; events inside it are
     /// reported), up to sending its reply (or, if its result is a future not yet ready,
     /// up to arranging for the reply).
     GASP_UPCXX_RPC_EXECUTE = 0x101, Upcxx, Interval, Execute,
-        start: "int source, size_t nbytes, uint64_t msgid",
-        end: "int source, size_t nbytes, uint64_t msgid";
+        start(source: Rank, nbytes: Bytes, msgid: U64),
+        end(source: Rank, nbytes: Bytes, msgid: U64);
     /// Waiting for a future that is not ready (`upcxx::Future::wait`): the progress the
     /// wait makes until it is. A wait on a ready future takes no time and reports nothing.
     GASP_UPCXX_FUTURE_WAIT = 0x102, Upcxx, Interval, Blocking,
-        start: "(none)", end: "(none)";
+        start(), end();
     /// Fulfilling a promise (`upcxx::Promise::fulfill_result`, `fulfill_anonymous`):
     /// `count` dependencies are satisfied.
     GASP_UPCXX_PROMISE_FULFILL = 0x103, Upcxx, Atomic, Blocking,
-        start: "size_t count", end: "";
+        start(count: Size);
     /// An explicit progress call (`upcxx::progress`): `level` is 0 for internal, 1 for user.
     GASP_UPCXX_PROGRESS = 0x104, Upcxx, Interval, Blocking,
-        start: "int level", end: "int level";
+        start(level: Int), end(level: Int);
     /// Sending an Active Message Request (`gex::Team::am_request_*`): `category` is
     /// 0 Short, 1 Medium, 2 Long; `nbytes` the payload.
     GASP_GEX_AM_REQUEST = 0x200, Gex, Interval, Blocking,
-        start: "int target, int handler, int category, size_t nbytes",
-        end: "int target, int handler, int category, size_t nbytes";
+        start(target: Rank, handler: Int, category: Int, nbytes: Bytes),
+        end(target: Rank, handler: Int, category: Int, nbytes: Bytes);
     /// Sending an Active Message Reply (`gex::Token::am_reply_*`).
     GASP_GEX_AM_REPLY = 0x201, Gex, Interval, Blocking,
-        start: "int target, int handler, int category, size_t nbytes",
-        end: "int target, int handler, int category, size_t nbytes";
+        start(target: Rank, handler: Int, category: Int, nbytes: Bytes),
+        end(target: Rank, handler: Int, category: Int, nbytes: Bytes);
     /// Running a client's Active Message handler (user code).
     GASP_GEX_AM_HANDLER = 0x202, Gex, Interval, Execute,
-        start: "int source, int handler, int category, size_t nbytes",
-        end: "int source, int handler, int category, size_t nbytes";
+        start(source: Rank, handler: Int, category: Int, nbytes: Bytes),
+        end(source: Rank, handler: Int, category: Int, nbytes: Bytes);
     /// An explicit poll (`gex::poll`).
     GASP_GEX_POLL = 0x203, Gex, Interval, Blocking,
-        start: "(none)", end: "(none)";
+        start(), end();
     /// Waiting until at least one of `count` pending events is complete
     /// (`gex::Event::wait_some`). UPC syncs one handle at a time, so the wait is an event
     /// of its own; each event it finds complete is then reported retired by a
     /// `GASP_UPC_NB_SYNC` (or, for a barrier's, `GASP_UPC_WAIT`) of no duration.
     GASP_GEX_WAIT_SOME = 0x204, Gex, Interval, Blocking,
-        start: "int count", end: "int count";
+        start(count: Int), end(count: Int);
 }
 
 /// The table entry of `tag`, if it is a system event.
@@ -316,6 +489,68 @@ mod tests {
                 .start_arg_names()
                 .count(),
             0
+        );
+    }
+
+    /// The C type a C tool reads an argument as (the docs of [`crate::Arg`]'s variants).
+    fn c_type(arg: &crate::Arg<'_>) -> &'static str {
+        use crate::Arg;
+        match arg {
+            Arg::Int(_) | Arg::Rank(_) => "int",
+            Arg::Size(_) | Arg::Bytes(_) => "size_t",
+            Arg::Ptr(_) => "void *",
+            Arg::GPtr(_) => "gasp_upcxx_gptr_t *",
+            Arg::Handle(_) => "gasp_upc_nb_handle_t",
+            Arg::U64(_) => "uint64_t",
+            Arg::I64(_) => "int64_t",
+            Arg::F64(_) => "double",
+            Arg::Str(_) => "const char *",
+        }
+    }
+
+    /// `list`, a C argument list of the table, declares what the builder made: `args`,
+    /// from parameters named `names`.
+    fn assert_declares(event: &str, list: &str, args: &[crate::Arg<'_>], names: &[&str]) {
+        let declared: Vec<(&str, &str)> = list
+            .split(',')
+            .map(str::trim)
+            .filter(|a| !a.is_empty() && *a != "(none)")
+            .map(|a| {
+                let name = a.rsplit([' ', '*']).next().unwrap();
+                (a[..a.len() - name.len()].trim(), name)
+            })
+            .collect();
+        let built: Vec<(&str, &str)> = args.iter().map(c_type).zip(names.iter().copied()).collect();
+        assert_eq!(args.len(), names.len(), "{event}");
+        assert_eq!(declared, built, "{event}: `{list}`");
+    }
+
+    #[test]
+    fn the_argument_builders_make_the_lists_the_table_declares() {
+        let built = built();
+        assert_eq!(built.len(), EVENTS.len());
+        for (b, e) in built.iter().zip(EVENTS) {
+            assert_eq!(b.tag, e.tag, "{}", e.name);
+            assert_declares(e.name, e.start_args, &b.start, b.start_names);
+            match (&b.end, e.shape) {
+                (Some((args, names)), Shape::Interval) => {
+                    assert_declares(e.name, e.end_args, args, names);
+                }
+                (None, Shape::Atomic) => assert_eq!(e.end_args, "", "{}", e.name),
+                _ => panic!("{}: an END builder for an interval event only", e.name),
+            }
+        }
+        // A list the tools read by name, spelled out.
+        let put = args::GASP_UPC_NB_PUT_INIT.end(1, crate::GPtr::new(3, 64), 8, 16, 42);
+        assert_eq!(
+            put.args(),
+            [
+                crate::Arg::Int(1),
+                crate::Arg::GPtr(crate::GPtr { rank: 3, addr: 64 }),
+                crate::Arg::Ptr(8),
+                crate::Arg::Bytes(16),
+                crate::Arg::Handle(42),
+            ]
         );
     }
 

@@ -39,11 +39,22 @@ pub enum EventType {
 
 /// A global pointer as events carry it (`gasp_upcxx_gptr_t`): the owning rank and the
 /// address in the owner's address space.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[repr(C)]
 pub struct GPtr {
     pub rank: u32,
     pub addr: u64,
+}
+
+impl GPtr {
+    /// The pointer-to-shared of address `addr` of rank `rank`.
+    #[inline]
+    pub fn new(rank: u32, addr: usize) -> GPtr {
+        GPtr {
+            rank,
+            addr: addr as u64,
+        }
+    }
 }
 
 /// One argument of an event (the varargs of `gasp_event_notify`). Each variant names
