@@ -26,6 +26,61 @@
 //! With the feature on and no tool attached each costs one test of a flag set at
 //! initialization; with it off nothing is compiled (the argument expressions are only
 //! borrowed inside a closure that is never called, so they still count as used).
+//!
+//! # The reported instance of an operation
+//!
+//! The one flag test is still a test, and on the hottest paths (sending an AM or an
+//! RPC, running one, a wait's progress) the instrumented code around it costs more
+//! than the test: the arguments are computed, kept live across the operation, and the
+//! span's state occupies registers and stack even when the span is `None`. Such an
+//! operation is written once, as a function generic over `const REPORT: bool` whose
+//! reporting is `gasp::span_if!(REPORT, ..)` and `gasp::end!`, and instantiated twice:
+//!
+//! ```ignore
+//! #[inline(always)]
+//! #[track_caller]
+//! pub fn send(..) {
+//!     if gasp::enabled() {             // the one test (under the crate's `gasp` feature)
+//!         return send_reported(..);
+//!     }
+//!     send_as::<false>(..)             // hot: compiles as the uninstrumented build does
+//! }
+//!
+//! #[cold]
+//! #[inline(never)]
+//! #[track_caller]
+//! fn send_reported(..) {
+//!     send_as::<true>(..)              // cold: reports
+//! }
+//!
+//! #[inline(always)]
+//! #[track_caller]
+//! fn send_as<const REPORT: bool>(..) {
+//!     let span = gasp::span_if!(REPORT, GASP_GEX_AM_REQUEST, ..);
+//!     // .. the operation ..
+//!     gasp::end!(span, ..);
+//! }
+//! ```
+//!
+//! * The flag is tested once, by the public function, which is inlined into the
+//!   caller. The instance for `false` holds no instrumentation at all: `span_if!`'s
+//!   condition is the constant `false`, so the span, its arguments and its END are
+//!   removed, and the operation compiles to the code of a build without the feature.
+//! * The instance for `true` is out of line and `#[cold]`, so that it does not grow the
+//!   caller or its register pressure. Being reached only while a tool is attached, it
+//!   opens its span inlined ([`Span::open`](crate::Span::open), which `span_if!` uses
+//!   where `span!` calls the out-of-line [`Span::begin`](crate::Span::begin)): there the
+//!   call and its register saves would be most of the cost.
+//! * Both are `#[track_caller]` down to the span, so the event names the user's call.
+//!   Arguments that the cold instance would otherwise receive as one struct or enum are
+//!   passed as separate scalars: a struct built only to be passed would be built on the
+//!   hot path too.
+//! * Work that only the reported instance needs (a message id, the registration site of
+//!   a handler) is computed under `if REPORT`, so it disappears from the hot instance.
+//!
+//! A function reached only while a tool is attached (a future's reported wait) uses
+//! `gasp::span_if!(true, ..)` for the same inlined opening. The runtime crates refer
+//! here instead of repeating this at each site.
 
 use std::marker::PhantomData;
 use std::panic::Location;
@@ -49,8 +104,9 @@ macro_rules! span {
 /// [`enabled`](crate::enabled) once and is instantiated for both answers (a
 /// `const REPORT: bool` parameter), so that the instance for `false` holds no
 /// instrumentation at all and compiles as the uninstrumented build does. Where `$on`
-/// holds, the span's opening is inlined ([`Span::open`](crate::Span::open)): such a
-/// function is out of line and cold already.
+/// holds, the span's opening is inlined ([`Span::open`]): such a function is out of
+/// line and cold already. See [the reported
+/// instance](self#the-reported-instance-of-an-operation).
 #[macro_export]
 macro_rules! span_if {
     ($on:expr, $tag:ident, $args:expr) => {
@@ -207,7 +263,7 @@ impl<E: Interval> Opened<E> {
     }
 
     /// [`Span::open`] of `E` with its START arguments: inlined, for a site reached only
-    /// with a tool attached.
+    /// with a tool attached (see [the reported instance](self#the-reported-instance-of-an-operation)).
     #[inline(always)]
     pub fn open<const N: usize>(location: &'static Location<'static>, start: Start<E, N>) -> Self {
         Opened {
