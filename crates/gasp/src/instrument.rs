@@ -1,23 +1,54 @@
 //! The instrumentation macros of the runtime crates (`gex`, `upcxx`; DESIGN decision 8).
 //!
-//! `gasp::span!(TAG, args)` opens an interval event of the operation the user called
+//! `gasp::span!(TAG, args..)` opens an interval event of the operation the user called
 //! (the caller's location comes from `#[track_caller]`, so the macro must be used in a
-//! `#[track_caller]` function, outside closures), `gasp::end!(span, args)` closes it,
-//! `gasp::atomic!(TAG, args)` reports a point event, `gasp::span_if!(on, TAG, args)` opens a
-//! span when `on` (for a site that tested the flag itself); `args` is an array of
-//! [`Arg`] and `TAG` a name from [`events`](crate::events).
+//! `#[track_caller]` function, outside closures), `gasp::end!(span, args..)` closes it,
+//! `gasp::atomic!(TAG, args..)` reports a point event, `gasp::span_if!(on, TAG, args..)`
+//! opens a span when `on` (for a site that tested the flag itself); `TAG` is a name from
+//! [`events`](crate::events), and `args..` are the arguments of its START, END or ATOMIC
+//! list, in the table's order and with its types:
+//!
+//! ```ignore
+//! let span = gasp::span!(GASP_UPC_NB_PUT_INIT, 1, GPtr::new(rank, dest), src, n);
+//! // .. the put ..
+//! gasp::end!(span, 1, GPtr::new(rank, dest), src, n, handle);
+//! ```
 //!
 //! # Typed argument lists
 //!
-//! An event's arguments are built by its builders in [`events::args`](crate::events::args),
-//! generated from the event table as the C header is: `args::GASP_UPC_PUT.start(..)`
-//! takes the typed arguments of the START list and returns a [`Start`] typed by the
-//! event, `.end(..)` an [`End`]. A typed span ([`Opened`]) opened with an event's
-//! `Start` ends only with that event's `End`, and [`atomic`] takes only an atomic
-//! event's `Start`; so an event is reported with the argument list the table declares,
-//! and the C header says what a C tool receives. The arrays are those a hand-written
-//! `[Arg::Int(1), ..]` would be: the builders are inlined and the event types are
-//! zero-sized.
+//! The macros pass `args..` to the event's builders in
+//! [`events::args`](crate::events::args), generated from the event table as the C header
+//! is: `args::GASP_UPC_PUT.start(..)` takes the typed arguments of the START list and
+//! returns a [`Start`] typed by the event, `.end(..)` an [`End`]. A typed span
+//! ([`Opened`]) opened with an event's `Start` ends only with that event's `End` (so
+//! `end!` needs no tag: the span's type names the event), and [`atomic`] takes only an
+//! atomic event's `Start`. An event is therefore reported with the argument list the
+//! table declares, which the C header tells a C tool; a wrong count or type is a
+//! compile error, with the feature on or off. A site that cannot use the macros (one
+//! that reports at another call site than its caller's) uses the builders and
+//! [`Opened`] directly. The arrays are those a hand-written `[Arg::Int(1), ..]` would
+//! be: the builders are inlined and the event types are zero-sized.
+//!
+//! ```
+//! #[track_caller]
+//! fn sync(handle: u64) {
+//!     let span = gasp::span!(GASP_UPC_NB_SYNC, handle);
+//!     // .. the wait ..
+//!     gasp::end!(span, handle);
+//! }
+//! sync(7);
+//! ```
+//!
+//! ```compile_fail
+//! // The END list of GASP_UPC_NB_PUT_INIT ends with the operation's handle.
+//! let span = gasp::span!(GASP_UPC_NB_PUT_INIT, 1, gasp::GPtr::new(1, 64), 8, 16);
+//! gasp::end!(span, 1, gasp::GPtr::new(1, 64), 8, 16);
+//! ```
+//!
+//! ```compile_fail
+//! // The status of an exit is an `int`.
+//! gasp::atomic!(GASP_UPC_NONCOLLECTIVE_EXIT, 0usize);
+//! ```
 //!
 //! # Cost
 //!
@@ -25,7 +56,8 @@
 //! `#[cfg(feature = "gasp")]` in the expansion is evaluated where the macro is used.
 //! With the feature on and no tool attached each costs one test of a flag set at
 //! initialization; with it off nothing is compiled (the argument expressions are only
-//! borrowed inside a closure that is never called, so they still count as used).
+//! passed to the builders inside a closure that is never called, so they are still
+//! type-checked and count as used).
 //!
 //! # The reported instance of an operation
 //!
@@ -87,15 +119,17 @@ use std::panic::Location;
 
 use crate::{Arg, Span};
 
-/// Stands in for a span when the calling crate's `gasp` feature is off.
+/// Stands in for a span of event `E` when the calling crate's `gasp` feature is off: its
+/// END arguments are still checked against `E`'s builder.
 #[doc(hidden)]
-pub struct NoSpan;
+#[derive(Clone, Copy)]
+pub struct NoSpan<E>(pub E);
 
 /// Opens an interval event if a tool is attached; see the [module docs](self).
 #[macro_export]
 macro_rules! span {
-    ($tag:ident, $args:expr) => {
-        $crate::__span!($crate::enabled(), begin, $tag, $args)
+    ($tag:ident $(, $arg:expr)* $(,)?) => {
+        $crate::__span!($crate::enabled(), begin, $tag $(, $arg)*)
     };
 }
 
@@ -109,22 +143,22 @@ macro_rules! span {
 /// instance](self#the-reported-instance-of-an-operation).
 #[macro_export]
 macro_rules! span_if {
-    ($on:expr, $tag:ident, $args:expr) => {
-        $crate::__span!($on, open, $tag, $args)
+    ($on:expr, $tag:ident $(, $arg:expr)* $(,)?) => {
+        $crate::__span!($on, open, $tag $(, $arg)*)
     };
 }
 
-/// [`span!`] and [`span_if!`]: a span opened with `Span::$open` when `$on`.
+/// [`span!`] and [`span_if!`]: a span of `$tag` opened with `Opened::$open` when `$on`,
+/// with the arguments of its START builder.
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __span {
-    ($on:expr, $open:ident, $tag:ident, $args:expr) => {{
+    ($on:expr, $open:ident, $tag:ident $(, $arg:expr)*) => {{
         #[cfg(feature = "gasp")]
         let span = if $on {
-            Some($crate::Span::$open(
-                $crate::events::$tag,
+            Some($crate::instrument::Opened::$open(
                 ::std::panic::Location::caller(),
-                &$args,
+                $crate::events::args::$tag.start($($arg),*),
             ))
         } else {
             None
@@ -133,55 +167,53 @@ macro_rules! __span {
         let span = {
             let _ = || {
                 let _ = $on;
-                let _ = &$args;
+                let _ = $crate::events::args::$tag.start($($arg),*);
             };
-            $crate::instrument::NoSpan
+            $crate::instrument::NoSpan($crate::events::args::$tag)
         };
         span
     }};
 }
 
-/// Closes a span opened by [`span!`].
+/// Closes a span opened by [`span!`] or [`span_if!`], with the arguments of its event's
+/// END builder.
 #[macro_export]
 macro_rules! end {
-    ($span:expr, $args:expr) => {{
+    ($span:expr $(, $arg:expr)* $(,)?) => {{
         #[cfg(feature = "gasp")]
         if let Some(span) = $span {
-            span.end(&$args);
+            let event = span.event();
+            span.end(event.end($($arg),*));
         }
         #[cfg(not(feature = "gasp"))]
         {
-            let _ = $span;
+            let span = $span;
             let _ = || {
-                let _ = &$args;
+                let _ = span.0.end($($arg),*);
             };
         }
     }};
 }
 
-/// Reports an atomic event if a tool is attached.
+/// Reports an atomic event if a tool is attached, with the arguments of its builder.
 #[macro_export]
 macro_rules! atomic {
-    ($tag:ident, $args:expr) => {{
+    ($tag:ident $(, $arg:expr)* $(,)?) => {{
         #[cfg(feature = "gasp")]
         if $crate::enabled() {
-            $crate::dispatch::atomic(
-                $crate::events::$tag,
+            $crate::instrument::atomic(
                 ::std::panic::Location::caller(),
-                &$args,
+                $crate::events::args::$tag.start($($arg),*),
             );
         }
         #[cfg(not(feature = "gasp"))]
         {
             let _ = || {
-                let _ = &$args;
+                let _ = $crate::events::args::$tag.start($($arg),*);
             };
         }
     }};
 }
-
-/// No arguments.
-pub const NONE: [crate::Arg<'static>; 0] = [];
 
 /// An event of the table: its tag. Implemented by the event types of
 /// [`events::args`](crate::events::args).

@@ -16,8 +16,10 @@
 //! ```
 //!
 //! The map of the crate:
-//! * [`events`]: the event table (tags, argument lists); [`header`] renders
-//!   `include/gasp_upcxx.h` from it. `include/gasp.h` is the spec's §3.5 header.
+//! * [`events`]: the event table (tags, argument lists, and the typed argument builders
+//!   generated from them); [`header`] renders `include/gasp_upcxx.h` from it.
+//!   `include/gasp.h` is the spec's §3.5 header.
+//! * [`instrument`]: the macros `gex` and `upcxx` report their events with.
 //! * [`tool`]: the [`Tool`] trait (the tool side of §3.2–3.4) and what it receives.
 //! * [`dispatch`]: which events reach the tool; user events; measurement control.
 //! * [`ctool`]: C tools loaded at run time (`GASP_TOOL=/path/libtool.so`).

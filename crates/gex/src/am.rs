@@ -22,12 +22,14 @@
 //! `table` (the handler table and registration), `send` (injection of Requests,
 //! including the back-pressure wait), `reply` (a Request handler's Reply), `negotiated`
 //! (Prepare/Commit), `dispatch` (running an arrived message: the function the runtime
-//! hands to progress).
+//! hands to progress), `reported` (their GASP events).
 
 mod dispatch;
 mod handler;
 mod negotiated;
 mod reply;
+#[cfg(feature = "gasp")]
+mod reported;
 mod send;
 mod table;
 

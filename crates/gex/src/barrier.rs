@@ -18,7 +18,6 @@ use crate::client::Team;
 use crate::conduit::{Conduit, Network, OpHandle};
 use crate::context::check_may_communicate;
 use crate::event::Event;
-use crate::instrument::{gasp_end, gasp_span, BARRIER_ARGS};
 use crate::runtime::{runtime, Runtime};
 
 /// Internal handler index of barrier signals.
@@ -118,7 +117,7 @@ impl Team {
         const CALL: &str = "Team::barrier_nb";
         let rt = runtime(CALL);
         check_may_communicate(CALL);
-        let span = gasp_span!(GASP_UPC_NOTIFY, BARRIER_ARGS);
+        let span = gasp::span!(GASP_UPC_NOTIFY, 0, 0);
         let op = OpHandle::new();
         {
             let mut st = STATE.inner.lock().unwrap_or_else(|e| e.into_inner());
@@ -133,16 +132,16 @@ impl Team {
         // that only synchronizes still runs the handlers of messages sent to it.
         rt.progress();
         advance(rt);
-        gasp_end!(span, BARRIER_ARGS);
+        gasp::end!(span, 0, 0);
         Event::barrier(op)
     }
 
     /// Blocks until every rank of the team has entered the barrier.
     #[track_caller]
     pub fn barrier(&self) {
-        let span = gasp_span!(GASP_UPC_BARRIER, BARRIER_ARGS);
+        let span = gasp::span!(GASP_UPC_BARRIER, 0, 0);
         self.barrier_nb().wait();
-        gasp_end!(span, BARRIER_ARGS);
+        gasp::end!(span, 0, 0);
     }
 }
 

@@ -14,7 +14,6 @@ use std::sync::Arc;
 
 use crate::conduit::{Completion, OpHandle};
 use crate::context;
-use crate::instrument::{gasp_end, gasp_span, BARRIER_ARGS};
 use crate::runtime::{runtime, Runtime};
 
 /// Handle of a non-blocking operation (GASNet-EX `gex_Event_t`).
@@ -118,14 +117,14 @@ impl Event {
     #[track_caller]
     fn sync_reported(&self, wait: impl FnOnce()) {
         if self.state.as_ref().is_some_and(|s| s.barrier) {
-            let span = gasp_span!(GASP_UPC_WAIT, BARRIER_ARGS);
+            let span = gasp::span!(GASP_UPC_WAIT, 0, 0);
             wait();
-            gasp_end!(span, BARRIER_ARGS);
+            gasp::end!(span, 0, 0);
         } else {
-            let args = [gasp::Arg::Handle(self.gasp_handle())];
-            let span = gasp_span!(GASP_UPC_NB_SYNC, args);
+            let handle = self.gasp_handle();
+            let span = gasp::span!(GASP_UPC_NB_SYNC, handle);
             wait();
-            gasp_end!(span, args);
+            gasp::end!(span, handle);
         }
     }
 
@@ -166,10 +165,10 @@ impl Event {
             return;
         }
         let count = events.iter().filter(|e| !e.is_invalid()).count();
-        let args = [gasp::Arg::Int(i32::try_from(count).unwrap_or(i32::MAX))];
-        let span = gasp_span!(GASP_GEX_WAIT_SOME, args);
+        let count = i32::try_from(count).unwrap_or(i32::MAX);
+        let span = gasp::span!(GASP_GEX_WAIT_SOME, count);
         rt.wait_until(|| events.iter().any(|e| !e.is_invalid() && e.is_done()));
-        gasp_end!(span, args);
+        gasp::end!(span, count);
         let retired = Event::test_some(events);
         debug_assert!(retired, "wait_some ended with an event complete");
     }
@@ -360,10 +359,9 @@ pub fn nbi_test(mask: EventCategory) -> bool {
 /// operations (`GASP_UPC_NB_SYNC` of `GASP_NB_IMPLICIT`, GASP §5.4.6).
 #[track_caller]
 fn implicit_sync_reported(wait: impl FnOnce()) {
-    let args = [gasp::Arg::Handle(gasp::events::NB_IMPLICIT)];
-    let span = gasp_span!(GASP_UPC_NB_SYNC, args);
+    let span = gasp::span!(GASP_UPC_NB_SYNC, gasp::events::NB_IMPLICIT);
     wait();
-    gasp_end!(span, args);
+    gasp::end!(span, gasp::events::NB_IMPLICIT);
 }
 
 /// GASNet-EX `gex_NBI_Wait`: polls until `nbi_test(mask)` succeeds.

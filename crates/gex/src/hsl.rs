@@ -9,7 +9,6 @@
 use lock_api::RawMutex as _;
 
 use crate::context;
-use crate::instrument::{gasp_end, gasp_span};
 
 /// A handler-safe lock (GASNet-EX `gex_HSL_t`).
 pub struct Hsl {
@@ -33,26 +32,26 @@ impl Hsl {
     /// GASNet-EX `gex_HSL_Lock`.
     #[track_caller]
     pub fn lock(&self) {
-        let span = gasp_span!(GASP_UPC_LOCK, [self.gasp_arg()]);
+        let span = gasp::span!(GASP_UPC_LOCK, self.gasp_arg());
         self.raw.lock();
         context::hsl_acquired();
-        gasp_end!(span, [self.gasp_arg()]);
+        gasp::end!(span, self.gasp_arg());
     }
 
-    #[cfg_attr(not(feature = "gasp"), allow(dead_code))]
-    fn gasp_arg(&self) -> gasp::Arg<'static> {
-        gasp::Arg::Ptr(self as *const Hsl as usize)
+    /// The lock as the GASP lock events name it (`void *lck`): its address.
+    fn gasp_arg(&self) -> usize {
+        self as *const Hsl as usize
     }
 
     /// GASNet-EX `gex_HSL_Trylock`: true if the lock was taken.
     #[track_caller]
     pub fn try_lock(&self) -> bool {
-        let span = gasp_span!(GASP_UPC_LOCK_ATTEMPT, [self.gasp_arg()]);
+        let span = gasp::span!(GASP_UPC_LOCK_ATTEMPT, self.gasp_arg());
         let ok = self.raw.try_lock();
         if ok {
             context::hsl_acquired();
         }
-        gasp_end!(span, [self.gasp_arg(), gasp::Arg::Int(i32::from(ok))]);
+        gasp::end!(span, self.gasp_arg(), i32::from(ok));
         ok
     }
 
@@ -62,7 +61,7 @@ impl Hsl {
     /// If the lock is not held.
     #[track_caller]
     pub fn unlock(&self) {
-        let span = gasp_span!(GASP_UPC_UNLOCK, [self.gasp_arg()]);
+        let span = gasp::span!(GASP_UPC_UNLOCK, self.gasp_arg());
         if !self.raw.is_locked() {
             panic!("gex::Hsl::unlock: the lock is not held");
         }
@@ -70,7 +69,7 @@ impl Hsl {
         // SAFETY: the lock is held (checked above); HSLs are released by the thread
         // that took them, as the spec requires of the client.
         unsafe { self.raw.unlock() };
-        gasp_end!(span, [self.gasp_arg()]);
+        gasp::end!(span, self.gasp_arg());
     }
 
     /// Locks and returns a guard that unlocks when dropped.

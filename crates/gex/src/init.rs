@@ -7,7 +7,6 @@
 use crate::client::{Client, Endpoint, InitError, ObjectState, Segment, Team};
 use crate::conduit::{Conduit, Selected};
 use crate::context::check_may_communicate;
-use crate::instrument::{gasp_atomic, gasp_end, gasp_span};
 use crate::runtime::{install, runtime, try_runtime, Runtime};
 use crate::Flags;
 
@@ -81,13 +80,13 @@ impl Client {
     pub fn finalize(&self) {
         let rt = runtime("Client::finalize");
         check_may_communicate("Client::finalize");
-        let span = gasp_span!(GASP_UPC_COLLECTIVE_EXIT, [gasp::Arg::Int(0)]);
+        let span = gasp::span!(GASP_UPC_COLLECTIVE_EXIT, 0);
         Team {
             rank: rt.conduit.rank(),
             size: rt.conduit.size(),
         }
         .barrier();
-        gasp_end!(span, [gasp::Arg::Int(0)]);
+        gasp::end!(span, 0);
         #[cfg(feature = "gasp")]
         gasp::dispatch::finish();
         rt.conduit.finalize();
@@ -137,7 +136,7 @@ impl Segment {
 #[track_caller]
 pub fn exit(code: i32) -> ! {
     if let Some(rt) = try_runtime() {
-        gasp_atomic!(GASP_UPC_NONCOLLECTIVE_EXIT, [gasp::Arg::Int(code)]);
+        gasp::atomic!(GASP_UPC_NONCOLLECTIVE_EXIT, code);
         #[cfg(feature = "gasp")]
         gasp::dispatch::finish();
         if code == 0 {

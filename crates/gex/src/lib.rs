@@ -54,7 +54,6 @@ mod env;
 pub mod event;
 pub mod hsl;
 mod init;
-mod instrument;
 pub mod job;
 pub mod layered;
 mod progress;

@@ -19,9 +19,9 @@ use crate::runtime::{runtime, Runtime};
 pub fn poll() {
     let rt = runtime("poll");
     check_may_communicate("poll");
-    let span = crate::instrument::gasp_span!(GASP_GEX_POLL, crate::instrument::NONE);
+    let span = gasp::span!(GASP_GEX_POLL);
     rt.progress();
-    crate::instrument::gasp_end!(span, crate::instrument::NONE);
+    gasp::end!(span);
 }
 
 /// [`poll`] without its own GASP event, for a runtime built on gex whose progress call

@@ -7,11 +7,12 @@
 //! and NBI calls that may finish after they return are `unsafe`, because the buffer
 //! must stay valid until completion, which the borrow checker cannot see.
 
+use gasp::GPtr;
+
 use crate::client::Team;
 use crate::conduit::{AddressError, Completion, Conduit, Rank};
 use crate::context;
 use crate::event::{self, Event, EventCategory, Lc};
-use crate::instrument::{gasp_end, gasp_span, get_args, put_args, with_handle};
 use crate::runtime::{runtime, Runtime};
 use crate::{Flags, NoOp};
 
@@ -70,9 +71,12 @@ impl Team {
         _flags: Flags,
     ) -> Result<(), NoOp> {
         let (rt, r) = self.rma_check("Team::put_blocking", rank);
-        let span = gasp_span!(
+        let span = gasp::span!(
             GASP_UPC_PUT,
-            put_args(r, dest, src.as_ptr() as usize, src.len())
+            1,
+            GPtr::new(r, dest),
+            src.as_ptr() as usize,
+            src.len()
         );
         let c = checked(
             "Team::put_blocking",
@@ -82,7 +86,13 @@ impl Team {
             rt.conduit.put(r, dest, src),
         );
         event::complete_blocking(rt, c);
-        gasp_end!(span, put_args(r, dest, src.as_ptr() as usize, src.len()));
+        gasp::end!(
+            span,
+            1,
+            GPtr::new(r, dest),
+            src.as_ptr() as usize,
+            src.len()
+        );
         Ok(())
     }
 
@@ -105,8 +115,8 @@ impl Team {
         if matches!(lc, Lc::Event(_)) {
             panic!("gex::Team::put_nbi: lc must be Now, Defer or Group");
         }
-        let args = move || put_args(r, dest, src.as_ptr() as usize, src.len());
-        let span = gasp_span!(GASP_UPC_NB_PUT_INIT, args());
+        let (s, n) = (src.as_ptr() as usize, src.len());
+        let span = gasp::span!(GASP_UPC_NB_PUT_INIT, 1, GPtr::new(r, dest), s, n);
         let c = checked(
             "Team::put_nbi",
             rank,
@@ -117,7 +127,7 @@ impl Team {
         let handle = event::nbi_handle(&c);
         event::track_nbi(EventCategory::PUT, c);
         lc.complete_now();
-        gasp_end!(span, with_handle(args(), handle));
+        gasp::end!(span, 1, GPtr::new(r, dest), s, n, handle);
         Ok(())
     }
 
@@ -139,8 +149,8 @@ impl Team {
         if matches!(lc, Lc::Group) {
             panic!("gex::Team::put_nb: lc must be Now, Defer or an event");
         }
-        let args = move || put_args(r, dest, src.as_ptr() as usize, src.len());
-        let span = gasp_span!(GASP_UPC_NB_PUT_INIT, args());
+        let (s, n) = (src.as_ptr() as usize, src.len());
+        let span = gasp::span!(GASP_UPC_NB_PUT_INIT, 1, GPtr::new(r, dest), s, n);
         let c = checked(
             "Team::put_nb",
             rank,
@@ -150,7 +160,7 @@ impl Team {
         );
         lc.complete_now();
         let e = Event::from_completion(c);
-        gasp_end!(span, with_handle(args(), e.gasp_handle()));
+        gasp::end!(span, 1, GPtr::new(r, dest), s, n, e.gasp_handle());
         Ok(e)
     }
 
@@ -167,8 +177,7 @@ impl Team {
     ) -> Result<(), NoOp> {
         let (rt, r) = self.rma_check("Team::get_blocking", rank);
         let (dst, n) = (dest.as_ptr() as usize, dest.len());
-        let args = move || get_args(dst, r, src, n);
-        let span = gasp_span!(GASP_UPC_GET, args());
+        let span = gasp::span!(GASP_UPC_GET, 1, dst, GPtr::new(r, src), n);
         // SAFETY: `dest` is a live exclusive borrow for the whole (blocking) call.
         let c = unsafe {
             checked(
@@ -180,7 +189,7 @@ impl Team {
             )
         };
         event::complete_blocking(rt, c);
-        gasp_end!(span, args());
+        gasp::end!(span, 1, dst, GPtr::new(r, src), n);
         Ok(())
     }
 
@@ -201,8 +210,13 @@ impl Team {
         _flags: Flags,
     ) -> Result<(), NoOp> {
         let (rt, r) = self.rma_check("Team::get_nbi", rank);
-        let args = move || get_args(dest as usize, r, src, len);
-        let span = gasp_span!(GASP_UPC_NB_GET_INIT, args());
+        let span = gasp::span!(
+            GASP_UPC_NB_GET_INIT,
+            1,
+            dest as usize,
+            GPtr::new(r, src),
+            len
+        );
         // SAFETY: forwarded from the caller's contract.
         let c = unsafe {
             checked(
@@ -215,7 +229,7 @@ impl Team {
         };
         let handle = event::nbi_handle(&c);
         event::track_nbi(EventCategory::GET, c);
-        gasp_end!(span, with_handle(args(), handle));
+        gasp::end!(span, 1, dest as usize, GPtr::new(r, src), len, handle);
         Ok(())
     }
 
@@ -234,8 +248,13 @@ impl Team {
         _flags: Flags,
     ) -> Result<Event, NoOp> {
         let (rt, r) = self.rma_check("Team::get_nb", rank);
-        let args = move || get_args(dest as usize, r, src, len);
-        let span = gasp_span!(GASP_UPC_NB_GET_INIT, args());
+        let span = gasp::span!(
+            GASP_UPC_NB_GET_INIT,
+            1,
+            dest as usize,
+            GPtr::new(r, src),
+            len
+        );
         // SAFETY: forwarded from the caller's contract.
         let c = unsafe {
             checked(
@@ -247,7 +266,14 @@ impl Team {
             )
         };
         let e = Event::from_completion(c);
-        gasp_end!(span, with_handle(args(), e.gasp_handle()));
+        gasp::end!(
+            span,
+            1,
+            dest as usize,
+            GPtr::new(r, src),
+            len,
+            e.gasp_handle()
+        );
         Ok(e)
     }
 
@@ -260,8 +286,7 @@ impl Team {
         let (rt, r) = self.rma_check("Team::get_val", rank);
         let mut bytes = [0u8; 8];
         let dst = bytes.as_ptr() as usize;
-        let args = move || get_args(dst, r, src, nbytes);
-        let span = gasp_span!(GASP_UPC_GET, args());
+        let span = gasp::span!(GASP_UPC_GET, 1, dst, GPtr::new(r, src), nbytes);
         // SAFETY: `bytes` holds 8 >= nbytes bytes and lives through the blocking call.
         let c = unsafe {
             checked(
@@ -273,7 +298,7 @@ impl Team {
             )
         };
         event::complete_blocking(rt, c);
-        gasp_end!(span, args());
+        gasp::end!(span, 1, dst, GPtr::new(r, src), nbytes);
         value_from_bytes(&bytes[..nbytes])
     }
 
@@ -293,8 +318,7 @@ impl Team {
         let (rt, r) = self.rma_check("Team::put_val_blocking", rank);
         let bytes = value_to_bytes(value, nbytes);
         let src = bytes.as_ptr() as usize;
-        let args = move || put_args(r, dest, src, nbytes);
-        let span = gasp_span!(GASP_UPC_PUT, args());
+        let span = gasp::span!(GASP_UPC_PUT, 1, GPtr::new(r, dest), src, nbytes);
         let c = checked(
             "Team::put_val_blocking",
             rank,
@@ -303,7 +327,7 @@ impl Team {
             rt.conduit.put(r, dest, &bytes[..nbytes]),
         );
         event::complete_blocking(rt, c);
-        gasp_end!(span, args());
+        gasp::end!(span, 1, GPtr::new(r, dest), src, nbytes);
         Ok(())
     }
 
@@ -322,8 +346,7 @@ impl Team {
         let (rt, r) = self.rma_check("Team::put_val_nbi", rank);
         let bytes = value_to_bytes(value, nbytes);
         let src = bytes.as_ptr() as usize;
-        let args = move || put_args(r, dest, src, nbytes);
-        let span = gasp_span!(GASP_UPC_NB_PUT_INIT, args());
+        let span = gasp::span!(GASP_UPC_NB_PUT_INIT, 1, GPtr::new(r, dest), src, nbytes);
         let c = checked(
             "Team::put_val_nbi",
             rank,
@@ -333,7 +356,7 @@ impl Team {
         );
         let handle = event::nbi_handle(&c);
         event::track_nbi(EventCategory::PUT, c);
-        gasp_end!(span, with_handle(args(), handle));
+        gasp::end!(span, 1, GPtr::new(r, dest), src, nbytes, handle);
         Ok(())
     }
 
@@ -352,8 +375,7 @@ impl Team {
         let (rt, r) = self.rma_check("Team::put_val_nb", rank);
         let bytes = value_to_bytes(value, nbytes);
         let src = bytes.as_ptr() as usize;
-        let args = move || put_args(r, dest, src, nbytes);
-        let span = gasp_span!(GASP_UPC_NB_PUT_INIT, args());
+        let span = gasp::span!(GASP_UPC_NB_PUT_INIT, 1, GPtr::new(r, dest), src, nbytes);
         let e = Event::from_completion(checked(
             "Team::put_val_nb",
             rank,
@@ -361,7 +383,7 @@ impl Team {
             nbytes,
             rt.conduit.put(r, dest, &bytes[..nbytes]),
         ));
-        gasp_end!(span, with_handle(args(), e.gasp_handle()));
+        gasp::end!(span, 1, GPtr::new(r, dest), src, nbytes, e.gasp_handle());
         Ok(e)
     }
 }

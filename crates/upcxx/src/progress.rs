@@ -65,7 +65,7 @@ const POLL_SKIPS: u32 = 31;
 #[track_caller]
 pub fn progress(level: ProgressLevel) {
     crate::runtime::state::check_init("progress");
-    if crate::instrument::reporting() {
+    if crate::reported::enabled() {
         progress_reported(level);
     } else {
         progress_at(level);
@@ -90,7 +90,7 @@ fn progress_at(level: ProgressLevel) {
 #[inline(never)]
 #[track_caller]
 fn progress_reported(level: ProgressLevel) {
-    let level_arg = [gasp::Arg::Int(i32::from(level == ProgressLevel::User))];
+    let level_arg = i32::from(level == ProgressLevel::User);
     let span = gasp::span!(GASP_UPCXX_PROGRESS, level_arg);
     progress_at(level);
     gasp::end!(span, level_arg);
@@ -171,7 +171,7 @@ fn skip_poll(h: &ThreadState, skips: &Cell<u32>, shared: u64) -> bool {
 #[cold]
 #[track_caller]
 fn full_progress_past(wait: bool, call: &str) {
-    if crate::instrument::reporting() {
+    if crate::reported::enabled() {
         return progress_past_reported(wait, call);
     }
     check_not_restricted(call);
@@ -198,9 +198,9 @@ fn progress_past_reported(wait: bool, call: &str) {
         }
     };
     if wait {
-        let span = gasp::span_if!(true, GASP_UPCXX_FUTURE_WAIT, gasp::instrument::NONE);
+        let span = gasp::span_if!(true, GASP_UPCXX_FUTURE_WAIT);
         progress();
-        gasp::end!(span, gasp::instrument::NONE);
+        gasp::end!(span);
     } else {
         progress();
     }

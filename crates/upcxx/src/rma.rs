@@ -394,7 +394,10 @@ fn put_through_gex(rt: &Setup, rank: Rank, addr: usize, bytes: &[u8]) -> gex::Ev
     // The argument lists are built only when a tool is attached (inside the macros).
     let span = gasp::span!(
         GASP_UPC_NB_PUT_INIT,
-        crate::instrument::put_args(rank, addr, bytes)
+        1,
+        gasp::GPtr::new(rank, addr),
+        bytes.as_ptr() as usize,
+        bytes.len()
     );
     // SAFETY: with `Lc::Now` the put has finished reading `bytes` when it returns, so
     // the borrow covers every access to the source.
@@ -406,10 +409,11 @@ fn put_through_gex(rt: &Setup, rank: Rank, addr: usize, bytes: &[u8]) -> gex::Ev
         Ok(event) => {
             gasp::end!(
                 span,
-                crate::instrument::with_handle(
-                    crate::instrument::put_args(rank, addr, bytes),
-                    &event
-                )
+                1,
+                gasp::GPtr::new(rank, addr),
+                bytes.as_ptr() as usize,
+                bytes.len(),
+                crate::reported::nb_handle(&event)
             );
             event
         }
@@ -438,7 +442,10 @@ fn get(call: &str, dest: &mut [u8], rank: Rank, addr: usize) {
 fn get_through_gex(rt: &Setup, dest: &mut [u8], rank: Rank, addr: usize) {
     let span = gasp::span!(
         GASP_UPC_NB_GET_INIT,
-        crate::instrument::get_args(dest, rank, addr)
+        1,
+        dest.as_ptr() as usize,
+        gasp::GPtr::new(rank, addr),
+        dest.len()
     );
     match rt.team.get_blocking(dest, rank, addr, gex::Flags::NONE) {
         Ok(()) => {}
@@ -446,10 +453,11 @@ fn get_through_gex(rt: &Setup, dest: &mut [u8], rank: Rank, addr: usize) {
     }
     gasp::end!(
         span,
-        crate::instrument::with_handle(
-            crate::instrument::get_args(dest, rank, addr),
-            &gex::Event::invalid()
-        )
+        1,
+        dest.as_ptr() as usize,
+        gasp::GPtr::new(rank, addr),
+        dest.len(),
+        crate::reported::nb_handle(&gex::Event::invalid())
     );
 }
 

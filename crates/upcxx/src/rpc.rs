@@ -222,7 +222,7 @@ where
     F: RpcFn<A>,
     A: RpcArgs,
 {
-    if crate::instrument::reporting() {
+    if crate::reported::enabled() {
         return rpc_ff_reported(rank, func, args);
     }
     rpc_ff_as::<F, A, false>(rank, func, args);
@@ -247,34 +247,18 @@ fn rpc_ff_as<F: RpcFn<A>, A: RpcArgs, const REPORT: bool>(rank: Rank, func: F, a
     drop(func);
     let entry = function_offset(run_rpc_ff::<F, A>);
     let seq = msg_seq::<REPORT>();
-    let span = gasp::span_if!(
-        REPORT,
-        GASP_UPCXX_RPC_SEND,
-        send_args(dest, 0, msgid(rt.rank, seq))
-    );
+    let span = gasp::span_if!(REPORT, GASP_UPCXX_RPC_SEND, dest, 0, msgid(rt.rank, seq));
     let kind = first_arg(KIND_RPC, seq);
     let sent = send(&rt.team, dest, kind, entry, [0; 4], A::EMPTY, |w| {
         args.encode(w)
     });
     let len = sent
         .unwrap_or_else(|e| panic!("upcxx::rpc_ff: the arguments could not be serialized: {e}"));
-    gasp::end!(span, send_args(dest, len, msgid(rt.rank, seq)));
-}
-
-/// The arguments of GASP_UPCXX_RPC_SEND / _EXECUTE: `int rank, size_t nbytes, uint64_t
-/// msgid`.
-#[cfg_attr(not(feature = "gasp"), allow(dead_code))]
-fn send_args(rank: Rank, nbytes: usize, msgid: u64) -> [gasp::Arg<'static>; 3] {
-    [
-        gasp::Arg::Rank(rank),
-        gasp::Arg::Bytes(nbytes),
-        gasp::Arg::U64(msgid),
-    ]
+    gasp::end!(span, dest, len, msgid(rt.rank, seq));
 }
 
 /// The GASP message id of the RPC that rank `sender` numbered `seq`: unique in the job
 /// (`sender << 40 | seq`), or 0, "unknown", for `seq` 0 (sent without a tool attached).
-#[cfg_attr(not(feature = "gasp"), allow(dead_code))]
 fn msgid(sender: Rank, seq: u32) -> u64 {
     if seq == 0 {
         0
@@ -335,7 +319,7 @@ where
     A: RpcArgs,
     RpcValue<F, A>: Serialize + DeserializeOwned,
 {
-    if crate::instrument::reporting() {
+    if crate::reported::enabled() {
         return rpc_reported(rank, func, args);
     }
     rpc_as::<F, A, false>(rank, func, args)
@@ -380,11 +364,7 @@ where
         (fut, Rc::into_raw(state) as usize)
     };
     let seq = msg_seq::<REPORT>();
-    let span = gasp::span_if!(
-        REPORT,
-        GASP_UPCXX_RPC_SEND,
-        send_args(dest, 0, msgid(rt.rank, seq))
-    );
+    let span = gasp::span_if!(REPORT, GASP_UPCXX_RPC_SEND, dest, 0, msgid(rt.rank, seq));
     let replies = delivery::reply_inbox() as *const inbox::Inbox as usize;
     let cookie = cookie_of(replies as u64, promise as u64);
     let entry = function_offset(run_rpc::<F, A>);
@@ -401,7 +381,7 @@ where
         // one cell per failed call.
         panic!("upcxx::rpc: the arguments could not be serialized: {e}")
     });
-    gasp::end!(span, send_args(dest, len, msgid(rt.rank, seq)));
+    gasp::end!(span, dest, len, msgid(rt.rank, seq));
     fut
 }
 
@@ -443,7 +423,7 @@ where
     F: RpcFn<A>,
     A: RpcArgs,
 {
-    if crate::instrument::reporting() {
+    if crate::reported::enabled() {
         return execute_reported::<F, A>(msg, finish);
     }
     execute_as::<F, A, false>(msg, finish);
@@ -486,10 +466,12 @@ fn execute_as<F, A, const REPORT: bool>(
     let span = gasp::span_if!(
         REPORT,
         GASP_UPCXX_RPC_EXECUTE,
-        send_args(msg.head.src, msg.payload.len(), id)
+        msg.head.src,
+        msg.payload.len(),
+        id
     );
     finish(func.invoke(args).into_future());
-    gasp::end!(span, send_args(msg.head.src, msg.payload.len(), id));
+    gasp::end!(span, msg.head.src, msg.payload.len(), id);
 }
 
 /// Trampoline of `rpc_ff::<F, A>`.

@@ -55,7 +55,7 @@ pub fn init() {
         })
         .collect::<Vec<_>>();
     // The tool, if any, was attached by `gex::Client::init`.
-    let direct = if crate::instrument::reporting() {
+    let direct = if crate::reported::enabled() {
         Vec::new()
     } else {
         peers.clone()
@@ -82,12 +82,12 @@ pub fn finalize() {
     let rt = rt("finalize");
     thread::check_not_restricted("finalize");
     if INITS.load(Ordering::Acquire) == 1 {
-        let span = gasp::span!(GASP_UPC_COLLECTIVE_EXIT, [gasp::Arg::Int(0)]);
+        let span = gasp::span!(GASP_UPC_COLLECTIVE_EXIT, 0);
         barrier_with_progress(&rt.team);
         INITS.store(0, Ordering::Release);
         FINALIZED.store(true, Ordering::Release);
         LIVE.store(std::ptr::null_mut(), Ordering::Release);
-        gasp::end!(span, [gasp::Arg::Int(0)]);
+        gasp::end!(span, 0);
         // gex's own exit event would repeat ours; its finalize also ends the tool.
         #[cfg(feature = "gasp")]
         let _quiet = gasp::dispatch::quiet();
@@ -109,9 +109,9 @@ pub(crate) fn barrier_with_progress(team: &gex::Team) {
 pub fn barrier() {
     let rt = rt("barrier");
     thread::check_not_restricted("barrier");
-    let span = gasp::span!(GASP_UPC_BARRIER, [gasp::Arg::Int(0), gasp::Arg::Int(0)]);
+    let span = gasp::span!(GASP_UPC_BARRIER, 0, 0);
     barrier_with_progress(&rt.team);
-    gasp::end!(span, [gasp::Arg::Int(0), gasp::Arg::Int(0)]);
+    gasp::end!(span, 0, 0);
 }
 
 /// Interoperability with the communication layer underneath (as UPC++'s

@@ -5,11 +5,11 @@
 use std::cell::Cell;
 
 use super::handler::{AmEntry, HandlerFn, Token};
+#[cfg(feature = "gasp")]
+use super::reported::category_arg;
 use super::table::HANDLERS;
 use crate::conduit::{Inbound, Network};
 use crate::context::HandlerScope;
-#[cfg(feature = "gasp")]
-use crate::instrument::am_args;
 use crate::runtime::{try_runtime, Runtime};
 
 /// Runs one arrived message: finds its handler, checks the registration's promises,
@@ -57,12 +57,17 @@ fn run<const REPORT: bool>(rt: &'static Runtime, msg: &Inbound<'_>, entry: &'sta
         replied: Cell::new(false),
     };
     let _scope = HandlerScope::enter(msg.network == Network::Request);
+    // The handler's registration is its call site (the sender's is on another rank).
     #[cfg(feature = "gasp")]
     let span = REPORT.then(|| {
-        gasp::Span::open(
-            gasp::events::GASP_GEX_AM_HANDLER,
+        gasp::instrument::Opened::open(
             HANDLERS.site(msg.handler),
-            &am_args(msg.src, msg.handler, msg.category, msg.payload.len()),
+            gasp::events::args::GASP_GEX_AM_HANDLER.start(
+                msg.src,
+                i32::from(msg.handler),
+                category_arg(msg.category),
+                msg.payload.len(),
+            ),
         )
     });
     match entry.handler {
@@ -71,10 +76,11 @@ fn run<const REPORT: bool>(rt: &'static Runtime, msg: &Inbound<'_>, entry: &'sta
     }
     #[cfg(feature = "gasp")]
     if let Some(span) = span {
-        span.end(&am_args(
+        let event = span.event();
+        span.end(event.end(
             msg.src,
-            msg.handler,
-            msg.category,
+            i32::from(msg.handler),
+            category_arg(msg.category),
             msg.payload.len(),
         ));
     }

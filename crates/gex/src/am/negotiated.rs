@@ -7,6 +7,8 @@
 //! communicate; a `SrcDesc` dropped without Commit frees its slot and panics.
 
 use super::handler::{max_args, AmIndex, Token};
+#[cfg(feature = "gasp")]
+use super::reported::SendSpan;
 use super::send::{check_args, check_lc, check_long, reserve};
 #[cfg(feature = "gasp")]
 use super::table::HANDLERS;
@@ -14,8 +16,6 @@ use crate::client::Team;
 use crate::conduit::{AmHeader, Category, Conduit, Network, Rank, Selected};
 use crate::context;
 use crate::event::Lc;
-#[cfg(feature = "gasp")]
-use crate::instrument::am_args;
 use crate::runtime::Runtime;
 use crate::{Flags, NoOp};
 
@@ -332,12 +332,7 @@ impl<'a> SrcDesc<'a> {
         let site = std::panic::Location::caller();
         #[cfg(feature = "gasp")]
         let span = (gasp::enabled() && HANDLERS.reported(handler)).then(|| {
-            let tag = match self.network {
-                Network::Request => gasp::events::GASP_GEX_AM_REQUEST,
-                Network::Reply => gasp::events::GASP_GEX_AM_REPLY,
-            };
-            let args = am_args(self.dest, handler, category, nbytes);
-            gasp::Span::begin(tag, site, &args)
+            SendSpan::new::<false>(self.network, site, self.dest, handler, category, nbytes)
         });
         let out = self.out.take().expect("committed once");
         match category {
@@ -378,7 +373,7 @@ impl<'a> SrcDesc<'a> {
         }
         #[cfg(feature = "gasp")]
         if let Some(span) = span {
-            span.end(&am_args(self.dest, handler, category, nbytes));
+            span.end(self.dest, handler, category, nbytes);
         }
     }
 }

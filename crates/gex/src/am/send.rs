@@ -7,14 +7,14 @@ use std::panic::Location;
 
 use super::handler::{max_args, AmIndex};
 #[cfg(feature = "gasp")]
+use super::reported::SendSpan;
+#[cfg(feature = "gasp")]
 use super::table::HANDLERS;
 use crate::backoff::Backoff;
 use crate::client::Team;
 use crate::conduit::{AmHeader, Category, Conduit, Network, Rank, Selected};
 use crate::context;
 use crate::event::Lc;
-#[cfg(feature = "gasp")]
-use crate::instrument::am_args;
 use crate::runtime::{runtime, Runtime};
 use crate::{Flags, NoOp};
 
@@ -231,13 +231,8 @@ fn send_as<const REPORT: bool>(
     #[cfg(feature = "gasp")]
     let site = Location::caller();
     #[cfg(feature = "gasp")]
-    let span = REPORT.then(|| {
-        let tag = match network {
-            Network::Request => gasp::events::GASP_GEX_AM_REQUEST,
-            Network::Reply => gasp::events::GASP_GEX_AM_REPLY,
-        };
-        gasp::Span::open(tag, site, &am_args(dest, handler, category, nbytes))
-    });
+    let span =
+        REPORT.then(|| SendSpan::new::<true>(network, site, dest, handler, category, nbytes));
     let out = reserve(rt, dest, network, flags)?;
     match payload {
         Payload::None => {}
@@ -269,7 +264,7 @@ fn send_as<const REPORT: bool>(
     );
     #[cfg(feature = "gasp")]
     if let Some(span) = span {
-        span.end(&am_args(dest, handler, category, nbytes));
+        span.end(dest, handler, category, nbytes);
     }
     Ok(())
 }

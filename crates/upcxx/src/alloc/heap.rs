@@ -159,14 +159,12 @@ impl SegmentHeap {
         elem_align: usize,
     ) -> Option<NonNull<u8>> {
         let nbytes = count.saturating_mul(elem_size);
-        let span = gasp::span!(GASP_UPC_ALLOC, [gasp::Arg::Size(nbytes)]);
+        let span = gasp::span!(GASP_UPC_ALLOC, nbytes);
         let user = self.alloc_block(form, count, elem_size, elem_align);
         gasp::end!(
             span,
-            [
-                gasp::Arg::Size(nbytes),
-                crate::instrument::gptr(rank_me(), user.map_or(0, |u| u.as_ptr() as usize))
-            ]
+            nbytes,
+            gasp::GPtr::new(rank_me(), user.map_or(0, |u| u.as_ptr() as usize))
         );
         user
     }
@@ -212,9 +210,9 @@ impl SegmentHeap {
         form: Form,
         elem: Option<(usize, usize)>,
     ) -> usize {
-        let span = gasp::span!(GASP_UPC_FREE, [crate::instrument::gptr(rank_me(), user)]);
+        let span = gasp::span!(GASP_UPC_FREE, gasp::GPtr::new(rank_me(), user));
         let count = self.retire_block(call, user, form, elem);
-        gasp::end!(span, [crate::instrument::gptr(rank_me(), user)]);
+        gasp::end!(span, gasp::GPtr::new(rank_me(), user));
         count
     }
 

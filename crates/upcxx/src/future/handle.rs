@@ -11,7 +11,6 @@ use std::task::{Context, Poll};
 use super::cell::{fits as fits_cell, ReplyCell};
 use super::state::State;
 use super::value::FutureValue;
-use crate::instrument::reporting;
 use crate::progress;
 use crate::thread;
 
@@ -209,7 +208,7 @@ impl<T: 'static> Future<T> {
     /// GASP event when the future is not ready yet and a tool is attached.
     #[track_caller]
     fn wait_slow(self) -> T {
-        if reporting() && !self.ready() {
+        if crate::reported::enabled() && !self.ready() {
             return self.wait_reported();
         }
         self.wait_unreported()
@@ -221,9 +220,9 @@ impl<T: 'static> Future<T> {
     #[inline(never)]
     #[track_caller]
     fn wait_reported(self) -> T {
-        let span = gasp::span_if!(true, GASP_UPCXX_FUTURE_WAIT, gasp::instrument::NONE);
+        let span = gasp::span_if!(true, GASP_UPCXX_FUTURE_WAIT);
         let v = self.wait_unreported();
-        gasp::end!(span, gasp::instrument::NONE);
+        gasp::end!(span);
         v
     }
 

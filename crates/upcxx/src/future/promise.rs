@@ -43,7 +43,7 @@ impl<T: 'static> Promise<T> {
     /// becomes ready and its callbacks run before this returns.
     #[track_caller]
     pub fn fulfill_anonymous(&self, count: usize) {
-        gasp::atomic!(GASP_UPCXX_PROMISE_FULFILL, [gasp::Arg::Size(count)]);
+        gasp::atomic!(GASP_UPCXX_PROMISE_FULFILL, count);
         self.state.satisfy(count, "Promise::fulfill_anonymous");
     }
 
@@ -53,7 +53,7 @@ impl<T: 'static> Promise<T> {
         if self.state.ready.get() {
             panic!("upcxx::Promise::fulfill_result: the promise is already ready");
         }
-        gasp::atomic!(GASP_UPCXX_PROMISE_FULFILL, [gasp::Arg::Size(1)]);
+        gasp::atomic!(GASP_UPCXX_PROMISE_FULFILL, 1);
         self.state.set_value(value);
         self.state.satisfy(1, "Promise::fulfill_result");
     }

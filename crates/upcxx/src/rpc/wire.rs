@@ -26,7 +26,6 @@ use crate::serialization::{Error, Writer};
 /// Bits of the first argument that hold the kind.
 pub(super) const KIND_BITS: u32 = 4;
 /// The largest sequence number the first argument carries.
-#[cfg_attr(not(feature = "gasp"), allow(dead_code))]
 pub(super) const SEQ_MAX: u32 = u32::MAX >> KIND_BITS;
 
 /// The first argument of a message of `kind` with sequence number `seq` (≤ [`SEQ_MAX`]).
