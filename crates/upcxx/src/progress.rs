@@ -84,8 +84,7 @@ fn progress_at(level: ProgressLevel) {
     }
 }
 
-/// [`progress`] reported as its GASP event (out of line: one flag test on the
-/// common path).
+/// The reported instance of [`progress`]: see [the reported instance](gasp::instrument#the-reported-instance-of-an-operation).
 #[cold]
 #[inline(never)]
 #[track_caller]
@@ -179,9 +178,9 @@ fn full_progress_past(wait: bool, call: &str) {
     user_progress();
 }
 
-/// [`full_progress_past`] while a tool is attached: the wait's event (`wait`) around
-/// the progress, which skips polls as [`progress_past`] does, counting in a cell of
-/// its own.
+/// The reported instance of [`full_progress_past`] (see [the reported instance](gasp::instrument#the-reported-instance-of-an-operation)): the wait's event
+/// (`wait`) around the progress, which skips polls as [`progress_past`] does, counting
+/// in a cell of its own.
 #[cold]
 #[inline(never)]
 #[track_caller]

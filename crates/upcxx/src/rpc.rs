@@ -228,8 +228,7 @@ where
     rpc_ff_as::<F, A, false>(rank, func, args);
 }
 
-/// [`rpc_ff`] while a tool is attached, out of line: the common path makes one flag
-/// test and holds no instrumentation.
+/// The reported instance of [`rpc_ff`]: see [the reported instance](gasp::instrument#the-reported-instance-of-an-operation).
 #[cold]
 #[inline(never)]
 #[track_caller]
@@ -325,8 +324,7 @@ where
     rpc_as::<F, A, false>(rank, func, args)
 }
 
-/// [`rpc`] while a tool is attached, out of line: the common path makes one flag test
-/// and holds no instrumentation.
+/// The reported instance of [`rpc`]: see [the reported instance](gasp::instrument#the-reported-instance-of-an-operation).
 #[cold]
 #[inline(never)]
 #[track_caller]
@@ -429,7 +427,7 @@ where
     execute_as::<F, A, false>(msg, finish);
 }
 
-/// [`execute`] while a tool is attached, out of line.
+/// The reported instance of [`execute`]: see [the reported instance](gasp::instrument#the-reported-instance-of-an-operation).
 #[cold]
 #[inline(never)]
 fn execute_reported<F, A>(msg: &Incoming<'_>, finish: impl FnOnce(Future<RpcValue<F, A>>))

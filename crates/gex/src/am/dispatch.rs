@@ -38,8 +38,7 @@ pub(crate) fn dispatch(msg: &Inbound<'_>) {
     run::<false>(rt, msg, entry);
 }
 
-/// [`run`] of a reported handler while a tool is attached, out of line: the common
-/// path makes one flag test and holds no instrumentation.
+/// The reported instance of [`run`]: see [the reported instance](gasp::instrument#the-reported-instance-of-an-operation).
 #[cfg(feature = "gasp")]
 #[cold]
 #[inline(never)]

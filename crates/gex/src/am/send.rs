@@ -169,12 +169,8 @@ pub(super) fn send(
     send_as::<false>(rt, call, dest, network, handler, args, payload, flags)
 }
 
-/// [`send`] of a reported message while a tool is attached, out of line: the common
-/// path makes one flag test and holds no instrumentation. The arguments stay separate
-/// scalars: a struct of them was built on the common path too (≈45 more instructions
-/// a message), and the payload passed as its enum kept the
-/// common path's payload in memory, its kind a load and a match rather than a constant
-/// (≈10 more; see [`Payload::parts`]).
+/// The reported instance of [`send`]: see [the reported instance](gasp::instrument#the-reported-instance-of-an-operation). The payload
+/// arrives as scalars ([`Payload::parts`]).
 #[cfg(feature = "gasp")]
 #[allow(clippy::too_many_arguments)]
 #[cold]

@@ -214,8 +214,8 @@ impl<T: 'static> Future<T> {
         self.wait_unreported()
     }
 
-    /// [`Future::wait_slow`] on a future not ready while a tool is attached, out of
-    /// line: the wait's GASP event around the wait.
+    /// The reported instance of [`Future::wait_slow`], on a future not ready (see
+    /// [the reported instance](gasp::instrument#the-reported-instance-of-an-operation)): the wait's GASP event around the wait.
     #[cold]
     #[inline(never)]
     #[track_caller]
