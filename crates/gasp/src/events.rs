@@ -25,9 +25,11 @@
 /// event is added (GASP §5.5).
 pub const EVENTS_VERSION: u32 = 1;
 
-/// First and last tag returned by `create_event` for user events (GASP §5.3's
-/// `GASP_UPC_USEREVT_START` / `_END`).
+/// The first tag returned by `create_event` for user events (GASP §5.3's
+/// `GASP_UPC_USEREVT_START`).
 pub const USEREVT_START: u32 = 0x1_0000;
+/// The last tag returned by `create_event` for user events, inclusive (GASP §5.3's
+/// `GASP_UPC_USEREVT_END`).
 pub const USEREVT_END: u32 = 0x1_FFFF;
 
 /// The handle reported for a non-blocking operation that completed during its
@@ -39,12 +41,18 @@ pub const NB_IMPLICIT: u64 = 1;
 /// Which layer reports an event; the trace's `cat`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Layer {
+    /// A GASNet-EX operation of `gex` (the `GASP_GEX_*` events and the UPC events `gex`
+    /// reports).
     Gex,
+    /// A UPC++ operation of `upcxx` (the `GASP_UPCXX_*` events and the UPC events
+    /// `upcxx` reports).
     Upcxx,
+    /// A user event of the program (GASP §5.3).
     User,
 }
 
 impl Layer {
+    /// The layer's name as a trace category: `gex`, `upcxx` or `user`.
     pub fn name(self) -> &'static str {
         match self {
             Layer::Gex => "gex",
@@ -82,9 +90,13 @@ pub enum Timing {
 pub struct EventDef {
     /// The symbolic name (`GASP_UPC_PUT`).
     pub name: &'static str,
+    /// The 32-bit tag the symbolic name maps to (GASP §3.5), `evttag` of the events.
     pub tag: u32,
+    /// The layer that reports it.
     pub layer: Layer,
+    /// Whether it is reported as a START/END pair or as one ATOMIC event.
     pub shape: Shape,
+    /// How a trace draws its interval.
     pub timing: Timing,
     /// The C argument list of the START (or ATOMIC) event, e.g. `"int named, int expr"`.
     pub start_args: &'static str,
