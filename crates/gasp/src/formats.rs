@@ -61,19 +61,27 @@ pub struct Profile {
 /// Statistics of one event kind at one call site on one rank.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ProfileRow {
+    /// The rank the events occurred on.
     pub rank: u32,
     /// The event's symbolic name, e.g. `GASP_UPC_NB_PUT_INIT`, or a user event's name.
     pub name: String,
+    /// The event's tag (GASP §3.5; a user event's as `create_event` returned it).
     pub tag: u32,
     /// `"interval"` (START/END pairs) or `"atomic"`.
     pub kind: String,
+    /// The source file of the user's call site (GASP §3.2 `filename`).
     pub file: String,
+    /// The line of the call site (GASP §3.2 `linenum`).
     pub line: u32,
+    /// The column of the call site (GASP §3.2 `colnum`).
     pub column: u32,
+    /// The number of events (START/END pairs, or ATOMIC events).
     pub count: u64,
-    /// Sum, minimum and maximum of END − START, nanoseconds (0 for atomic events).
+    /// Sum of END − START, nanoseconds (0 for atomic events).
     pub total_ns: u64,
+    /// Minimum of END − START, nanoseconds (0 for atomic events).
     pub min_ns: u64,
+    /// Maximum of END − START, nanoseconds (0 for atomic events).
     pub max_ns: u64,
     /// Bytes moved by these events (0 where the event moves none).
     pub bytes: u64,
@@ -82,18 +90,23 @@ pub struct ProfileRow {
 /// The rank×rank communication matrix of a profile (row = initiating rank).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct CommMatrix {
+    /// `bytes[src][dst]`: payload bytes moved by the operations `src` initiated towards
+    /// `dst`.
     pub bytes: Vec<Vec<u64>>,
+    /// `messages[src][dst]`: the number of operations `src` initiated towards `dst`.
     pub messages: Vec<Vec<u64>>,
 }
 
 /// A job's trace, in the Chrome trace-event JSON object format.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Trace {
+    /// The events of all ranks, with metadata events (`M`) naming the ranks and threads.
     #[serde(rename = "traceEvents")]
     pub trace_events: Vec<TraceEvent>,
     /// Always `"ns"`.
     #[serde(rename = "displayTimeUnit")]
     pub display_time_unit: String,
+    /// The job: tool, command, ranks, dropped events, epoch.
     #[serde(rename = "otherData")]
     pub other_data: TraceInfo,
 }
@@ -103,8 +116,11 @@ pub struct Trace {
 pub struct TraceInfo {
     /// Always [`TRACE_TOOL`].
     pub tool: String,
+    /// Format version, 1.
     pub version: u32,
+    /// The program and its arguments, as rank 0 saw them.
     pub command: Vec<String>,
+    /// Number of ranks in the job.
     pub ranks: u32,
     /// Events dropped because a per-thread buffer was full (0 normally).
     pub dropped: u64,
@@ -115,6 +131,8 @@ pub struct TraceInfo {
 /// One trace event (fields as the Chrome trace-event format names them).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct TraceEvent {
+    /// The event's symbolic name or a user event's name (a metadata event's kind, such
+    /// as `process_name`, for `M`).
     pub name: String,
     /// Category: `"gex"`, `"upcxx"` or `"user"`.
     #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -123,6 +141,7 @@ pub struct TraceEvent {
     pub ph: String,
     /// Rank.
     pub pid: u32,
+    /// The thread's number on its rank (0 = the thread that initialized the runtime).
     pub tid: u32,
     /// Microseconds since the trace epoch.
     #[serde(default)]
@@ -133,11 +152,14 @@ pub struct TraceEvent {
     /// Async and flow id, as a string (`b`/`e`/`s`/`f`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
-    /// Instant scope (`"t"`) or flow binding point (`"e"`).
+    /// Instant scope: `"t"` (the thread) on `i` events.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub s: Option<String>,
+    /// Flow binding point: `"e"` (the enclosing slice) on `f` events.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bp: Option<String>,
+    /// The call site (`file`, `line`, `column`), `peer` and `bytes` where the event has
+    /// them, and the event's GASP arguments by name; a metadata event's value.
     #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
     pub args: serde_json::Map<String, serde_json::Value>,
 }
