@@ -100,7 +100,9 @@ pub use html::render_html;
 /// A file [`load`] recognized.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Loaded {
+    /// A job profile (`"tool": "upcxx-profile"`).
     Profile(Profile),
+    /// A job trace (`"otherData": {"tool": "upcxx-trace"}`).
     Trace(Trace),
 }
 
@@ -161,11 +163,14 @@ pub fn load(path: impl AsRef<Path>) -> Result<Loaded, String> {
 /// Which kind of file a [`Summary`] was made from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Input {
+    /// A [`Profile`]: per-call-site statistics, no timeline.
     Profile,
+    /// A [`Trace`]: every event, with the timeline.
     Trace,
 }
 
 impl Input {
+    /// `"profile"` or `"trace"`, as the report names its input.
     pub fn name(self) -> &'static str {
         match self {
             Input::Profile => "profile",
@@ -177,7 +182,9 @@ impl Input {
 /// Number and total duration of one operation kind on one rank.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct OpCost {
+    /// The number of operations.
     pub count: u64,
+    /// Their summed duration, nanoseconds.
     pub total_ns: u64,
 }
 
@@ -185,6 +192,7 @@ pub struct OpCost {
 /// onto it).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Summary {
+    /// The kind of file it was made from.
     pub input: Input,
     /// The program and its arguments.
     pub command: Vec<String>,
@@ -216,8 +224,11 @@ pub struct Timeline {
 /// One operation's extent on its rank's lane, nanoseconds since the trace epoch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Interval {
+    /// Where the operation started.
     pub start_ns: u64,
+    /// Where it ended.
     pub end_ns: u64,
+    /// The operation kind, an index into [`Timeline::kinds`].
     pub kind: usize,
 }
 
@@ -237,10 +248,13 @@ impl Summary {
 /// One operation kind over the whole job: a line of the top-costs table.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CostRow {
+    /// The operation kind (the event's name).
     pub name: String,
     /// Ranks on which the kind occurred, ascending.
     pub ranks: Vec<usize>,
+    /// The number of operations, summed over the ranks.
     pub count: u64,
+    /// Their summed duration, nanoseconds.
     pub total_ns: u64,
 }
 

@@ -61,7 +61,7 @@ pub(super) struct KindColours {
 impl KindColours {
     /// Colours for `rows` (costliest first): the first [`MAX_COLOURED_KINDS`] get their
     /// own, any others share the last slot, "other".
-    pub fn new(rows: &[CostRow]) -> Self {
+    pub(super) fn new(rows: &[CostRow]) -> Self {
         let own = if rows.len() > MAX_COLOURED_KINDS {
             MAX_COLOURED_KINDS - 1
         } else {
@@ -93,7 +93,7 @@ impl KindColours {
     }
 
     /// The slot of kind `name`.
-    pub fn slot(&self, name: &str) -> usize {
+    pub(super) fn slot(&self, name: &str) -> usize {
         self.index
             .get(name)
             .copied()
