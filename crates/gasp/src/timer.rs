@@ -70,9 +70,12 @@ pub fn tick_granularity_us() -> f64 {
 /// The relation between ticks and `CLOCK_MONOTONIC` on this process.
 #[derive(Clone, Copy, Debug)]
 pub struct Calibration {
-    /// A pair of readings taken together.
+    /// The ticks of the anchor, a pair of readings taken together.
     pub anchor_ticks: Ticks,
+    /// The `CLOCK_MONOTONIC` nanoseconds read with `anchor_ticks`.
     pub anchor_ns: u64,
+    /// The rate: nanoseconds per tick (1 where a tick is a nanosecond of
+    /// `CLOCK_MONOTONIC`).
     pub ns_per_tick: f64,
 }
 

@@ -17,10 +17,15 @@ use std::panic::Location;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(C)]
 pub enum Language {
+    /// `GASP_LANG_UPC` (§3.2).
     Upc = 0,
+    /// `GASP_LANG_TITANIUM` (§3.2).
     Titanium = 1,
+    /// `GASP_LANG_CAF` (§3.2), Co-Array Fortran.
     Caf = 2,
+    /// `GASP_LANG_MPI` (§3.2).
     Mpi = 3,
+    /// `GASP_LANG_SHMEM` (§3.2).
     Shmem = 4,
     /// Programs using `upcxx`.
     Upcxx = 5,
@@ -28,12 +33,16 @@ pub enum Language {
     Gex = 6,
 }
 
-/// `gasp_evttype_t`.
+/// `gasp_evttype_t` (§3.2): whether an event is a begin event, end event, or atomic
+/// event.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[repr(C)]
 pub enum EventType {
+    /// `GASP_START`: the beginning of an operation.
     Start = 0,
+    /// `GASP_END`: the end of an operation begun by a START of the same tag.
     End = 1,
+    /// `GASP_ATOMIC`: an event without duration.
     Atomic = 2,
 }
 
@@ -42,7 +51,9 @@ pub enum EventType {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[repr(C)]
 pub struct GPtr {
+    /// The rank whose shared segment holds the data.
     pub rank: u32,
+    /// The address in the owner's address space.
     pub addr: u64,
 }
 
@@ -88,10 +99,15 @@ pub enum Arg<'a> {
 /// One event as a tool receives it (the arguments of `gasp_event_notify`).
 #[derive(Clone, Copy, Debug)]
 pub struct Event<'a> {
+    /// `evttag`: the event identifier, a system event's (§5.4, [`crate::events`]) or a
+    /// user event's (§5.3).
     pub tag: u32,
+    /// `evttype`: START, END or ATOMIC.
     pub ty: EventType,
     /// The user's call site that caused the event.
     pub location: &'static Location<'static>,
+    /// The event's arguments, as its event's list declares them (§3.2 `varargs`; the
+    /// lists of [`crate::events`], or the values the user passed for a user event).
     pub args: &'a [Arg<'a>],
 }
 
@@ -135,8 +151,11 @@ impl Event<'_> {
 /// place in the job).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct InitInfo {
+    /// `srclanguage`: the language of the events the tool will receive.
     pub language: Language,
+    /// This rank's number in the job.
     pub rank: u32,
+    /// The number of ranks in the job.
     pub ranks: u32,
     /// The ranks whose segments this rank reaches with loads and stores (its local team).
     pub local_ranks: Range<u32>,
