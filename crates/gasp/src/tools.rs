@@ -40,7 +40,9 @@ pub const DEFAULT_TRACE_FILE: &str = "upcxx-trace.json";
 /// The built-in tool kinds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
+    /// The profiler, [`profile::Profiler`].
     Profile,
+    /// The tracer, [`trace::Tracer`].
     Trace,
 }
 
@@ -53,6 +55,7 @@ impl Kind {
         }
     }
 
+    /// The job's file when `GASP_OUT` names none.
     pub fn default_file(self) -> &'static str {
         match self {
             Kind::Profile => DEFAULT_PROFILE_FILE,
@@ -60,6 +63,7 @@ impl Kind {
         }
     }
 
+    /// The kind the `GASP_TOOL` value `name` selects, if it names a built-in tool.
     pub fn from_name(name: &str) -> Option<Kind> {
         match name {
             "profile" => Some(Kind::Profile),
@@ -175,7 +179,9 @@ pub(crate) fn write_json<T: serde::Serialize>(path: &Path, value: &T) {
 /// What [`merge_parts`] produced.
 #[derive(Debug)]
 pub enum Merged {
+    /// The ranks' profiles summed into the job's.
     Profile(Profile),
+    /// The ranks' traces joined on one timeline.
     Trace(Trace),
 }
 

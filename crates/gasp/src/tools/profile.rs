@@ -60,6 +60,8 @@ pub struct Profiler {
 }
 
 impl Profiler {
+    /// The profiler of the rank `info` describes (the tool's `gasp_init`, GASP §3.2);
+    /// `args` is the program's command line, kept for the profile.
     pub fn new(info: &InitInfo, args: &[String]) -> Profiler {
         timer::calibration();
         fence::init();

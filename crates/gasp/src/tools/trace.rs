@@ -62,6 +62,9 @@ pub struct Tracer {
 }
 
 impl Tracer {
+    /// The tracer of the rank `info` describes (the tool's `gasp_init`, GASP §3.2);
+    /// `args` is the program's command line, kept for the trace. Reads
+    /// [`GASP_TRACE_LIMIT`] and [`GASP_TRACE_BUFFER`].
     pub fn new(info: &InitInfo, args: &[String]) -> Tracer {
         timer::calibration();
         fence::init();
