@@ -141,8 +141,9 @@ fn call_init(init: InitFn, info: &InitInfo, args: &mut Vec<String>) -> *mut c_vo
             // it edit them, not break them).
             .map(|i| unsafe { *argv.add(i) })
             .take_while(|p| !p.is_null())
-            // SAFETY: non-null entries are C strings.
             .map(|p| {
+                // SAFETY: `take_while` passed only non-null entries, and the tool keeps
+                // every entry a NUL-terminated C string (§3.2).
                 unsafe { std::ffi::CStr::from_ptr(p) }
                     .to_string_lossy()
                     .into_owned()
