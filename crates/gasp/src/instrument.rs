@@ -8,7 +8,9 @@
 //! [`events`](crate::events), and `args..` are the arguments of its START, END or ATOMIC
 //! list, in the table's order and with its types:
 //!
-//! ```ignore
+//! ```
+//! # use gasp::GPtr;
+//! # let (rank, dest, src, n, handle) = (1, 64, 8, 16, 42);
 //! let span = gasp::span!(GASP_UPC_NB_PUT_INIT, 1, GPtr::new(rank, dest), src, n);
 //! // .. the put ..
 //! gasp::end!(span, 1, GPtr::new(rank, dest), src, n, handle);
@@ -66,7 +68,8 @@
 //! than the test: the arguments are computed, kept live across the operation, and the
 //! span's state occupies registers and stack even when the span is `None`. Such an
 //! operation is written once, as a function generic over `const REPORT: bool` whose
-//! reporting is `gasp::span_if!(REPORT, ..)` and `gasp::end!`, and instantiated twice:
+//! reporting is `gasp::span_if!(REPORT, ..)` and `gasp::end!`, and instantiated twice
+//! (a sketch, not compiled: `..` stands for the operation's arguments):
 //!
 //! ```ignore
 //! #[inline(always)]

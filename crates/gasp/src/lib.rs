@@ -5,7 +5,7 @@
 //! it, or one ATOMIC), with the user's file, line and column (`#[track_caller]`) and the
 //! spec's arguments; this crate decides what reaches the tool and hosts the tools.
 //!
-//! ```no_run
+//! ```
 //! // A program's own events (GASP §5.3), visible in any tool's output:
 //! let phase = gasp::create_event("solve", Some("iteration %d"));
 //! for i in 0..10 {
@@ -13,6 +13,59 @@
 //!     // ... work ...
 //!     gasp::event_end(phase, &[gasp::Arg::Int(i)]);
 //! }
+//! ```
+//!
+//! With no tool attached, `create_event` still hands out distinct tags and the other
+//! calls report nothing. A tool is a [`Tool`]; this one, registered by the program,
+//! counts what it receives. The runtime attaches it in its initialization
+//! ([`dispatch::init`], which `upcxx::init` and `gex::Client::init` call; here called
+//! directly, for a one-rank job without them):
+//!
+//! ```
+//! use std::sync::atomic::{AtomicBool, AtomicU32, Ordering::Relaxed};
+//! use gasp::{Arg, Event, EventType, Tool};
+//!
+//! static STARTS: AtomicU32 = AtomicU32::new(0);
+//! static ENDS: AtomicU32 = AtomicU32::new(0);
+//!
+//! /// Counts the events it receives while measuring.
+//! struct Counter {
+//!     on: AtomicBool,
+//! }
+//!
+//! impl Tool for Counter {
+//!     fn event_notify(&self, event: &Event<'_>) {
+//!         if !self.on.load(Relaxed) {
+//!             return; // §3.3: not measuring
+//!         }
+//!         match event.ty {
+//!             EventType::Start => STARTS.fetch_add(1, Relaxed),
+//!             EventType::End => ENDS.fetch_add(1, Relaxed),
+//!             EventType::Atomic => 0,
+//!         };
+//!     }
+//!     fn control(&self, on: bool) -> bool {
+//!         self.on.swap(on, Relaxed)
+//!     }
+//!     fn create_event(&self, _name: &str, _desc: Option<&str>) -> u32 {
+//!         gasp::USEREVT_START
+//!     }
+//! }
+//!
+//! gasp::register_tool(|info, _args| {
+//!     assert_eq!((info.rank, info.ranks), (0, 1));
+//!     Box::new(Counter { on: AtomicBool::new(true) })
+//! });
+//! gasp::dispatch::init(0, 1, 0..1).unwrap();
+//! assert!(gasp::enabled());
+//!
+//! let phase = gasp::create_event("solve", None);
+//! assert_eq!(phase.0, gasp::USEREVT_START);
+//! gasp::event_start(phase, &[Arg::Int(1)]);
+//! gasp::event_end(phase, &[Arg::Int(1)]);
+//! assert!(gasp::control(false)); // measuring until now
+//! gasp::event_start(phase, &[Arg::Int(2)]);
+//! assert_eq!((STARTS.load(Relaxed), ENDS.load(Relaxed)), (1, 1));
 //! ```
 //!
 //! The map of the crate:
