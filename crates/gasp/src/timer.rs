@@ -1,10 +1,10 @@
 //! Global timers (UPC performance-tool interface proposal §3.5: `pupc_ticks_now`,
 //! `pupc_ticks_to_us`, `pupc_tick_granularityus`).
 //!
-//! A tick is the CPU's time-stamp counter on x86-64 (`rdtsc`, about 10 ns to read,
-//! against about 25 ns for `clock_gettime`): every notification to the profiler or
-//! tracer reads the clock once (an interval twice: START and END), so the cheaper clock
-//! is worth the calibration. The counter is invariant
+//! A tick is the CPU's time-stamp counter on x86-64 (`rdtsc`, a fraction of what
+//! `clock_gettime` costs to read): every notification to the profiler or tracer reads
+//! the clock once (an interval twice: START and END), so the cheaper clock is worth the
+//! calibration. The counter is invariant
 //! and shared by all cores of a host on the CPUs this runs on (`constant_tsc`,
 //! `nonstop_tsc`), so ticks are consistent across the ranks of a host. Elsewhere a tick
 //! is a nanosecond of `CLOCK_MONOTONIC`, which is host-wide too.

@@ -7,7 +7,7 @@
 //! and a null test; the thread-local has no destructor, so no lazy registration check
 //! either) and records under its slot's `busy` flag. The flag is what [`Slots::drain`]
 //! waits for, and it must cost the writer almost nothing: an atomic swap (a locked
-//! instruction) costs about 6 ns here, as much as the rest of a profiler event.
+//! instruction) costs as much as the rest of a profiler event.
 //!
 //! So the handshake is asymmetric, as in userspace RCU and folly's asymmetric fences:
 //! the writer stores `busy = true`, issues only a compiler fence, and reads the slot's
