@@ -32,6 +32,11 @@ pub const USEREVT_START: u32 = 0x1_0000;
 /// `GASP_UPC_USEREVT_END`).
 pub const USEREVT_END: u32 = 0x1_FFFF;
 
+/// Whether `tag` is a user event's (GASP §5.3).
+pub fn is_user_event(tag: u32) -> bool {
+    (USEREVT_START..=USEREVT_END).contains(&tag)
+}
+
 /// The handle reported for a non-blocking operation that completed during its
 /// initiation (GASP §5.4.6 `GASP_NB_TRIVIAL`).
 pub const NB_TRIVIAL: u64 = 0;
@@ -215,11 +220,11 @@ macro_rules! builders {
         #[derive(Clone, Copy, Debug)]
         pub struct $name;
 
-        impl crate::instrument::Tagged for $name {
+        impl crate::typed::Tagged for $name {
             const TAG: u32 = super::$name;
         }
 
-        impl crate::instrument::$shape for $name {}
+        impl crate::typed::$shape for $name {}
 
         impl $name {
             #[doc = concat!("The arguments of its START (or ATOMIC) event: `",
@@ -228,8 +233,8 @@ macro_rules! builders {
             pub fn start(
                 self,
                 $($sa: rust_type!($sk)),*
-            ) -> crate::instrument::Start<Self, { count!($($sa)*) }> {
-                crate::instrument::Start::new(self, [$(crate::Arg::$sk($sa)),*])
+            ) -> crate::typed::Start<Self, { count!($($sa)*) }> {
+                crate::typed::Start::new(self, [$(crate::Arg::$sk($sa)),*])
             }
 
             $(
@@ -239,8 +244,8 @@ macro_rules! builders {
                 pub fn end(
                     self,
                     $($ea: rust_type!($ek)),*
-                ) -> crate::instrument::End<Self, { count!($($ea)*) }> {
-                    crate::instrument::End::new(self, [$(crate::Arg::$ek($ea)),*])
+                ) -> crate::typed::End<Self, { count!($($ea)*) }> {
+                    crate::typed::End::new(self, [$(crate::Arg::$ek($ea)),*])
                 }
             )?
         }

@@ -117,10 +117,10 @@
 //! `gasp::span_if!(true, ..)` for the same inlined opening. The runtime crates refer
 //! here instead of repeating this at each site.
 
-use std::marker::PhantomData;
 use std::panic::Location;
 
-use crate::{Arg, Span};
+pub use crate::typed::{Atomic, End, Interval, Start, Tagged};
+use crate::Span;
 
 /// Stands in for a span of event `E` when the calling crate's `gasp` feature is off: its
 /// END arguments are still checked against `E`'s builder.
@@ -216,66 +216,6 @@ macro_rules! atomic {
             };
         }
     }};
-}
-
-/// An event of the table: its tag. Implemented by the event types of
-/// [`events::args`](crate::events::args).
-pub trait Tagged: Copy {
-    /// The event's tag.
-    const TAG: u32;
-}
-
-/// An event reported as START and END around an operation.
-pub trait Interval: Tagged {}
-
-/// An event reported as one ATOMIC event.
-pub trait Atomic: Tagged {}
-
-/// The arguments of event `E`'s START (or ATOMIC) event, from its `start` builder.
-#[derive(Clone, Copy, Debug)]
-pub struct Start<E, const N: usize> {
-    event: E,
-    args: [Arg<'static>; N],
-}
-
-/// The arguments of event `E`'s END event, from its `end` builder.
-#[derive(Clone, Copy, Debug)]
-pub struct End<E, const N: usize> {
-    args: [Arg<'static>; N],
-    event: PhantomData<E>,
-}
-
-impl<E: Tagged, const N: usize> Start<E, N> {
-    /// For the builders of [`events::args`](crate::events::args) only.
-    #[doc(hidden)]
-    #[inline(always)]
-    pub fn new(event: E, args: [Arg<'static>; N]) -> Self {
-        Start { event, args }
-    }
-
-    /// The arguments, as the tool receives them.
-    #[inline(always)]
-    pub fn args(&self) -> &[Arg<'static>] {
-        &self.args
-    }
-}
-
-impl<E: Tagged, const N: usize> End<E, N> {
-    /// For the builders of [`events::args`](crate::events::args) only.
-    #[doc(hidden)]
-    #[inline(always)]
-    pub fn new(_event: E, args: [Arg<'static>; N]) -> Self {
-        End {
-            args,
-            event: PhantomData,
-        }
-    }
-
-    /// The arguments, as the tool receives them.
-    #[inline(always)]
-    pub fn args(&self) -> &[Arg<'static>] {
-        &self.args
-    }
 }
 
 /// A [`Span`] of event `E`: it ends only with `E`'s END arguments. As small as the span

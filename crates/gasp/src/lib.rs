@@ -100,6 +100,7 @@ pub mod report;
 pub mod timer;
 pub mod tool;
 pub mod tools;
+pub mod typed;
 
 pub use dispatch::{
     control, create_event, enabled, event_atomic, event_end, event_start, register_tool,

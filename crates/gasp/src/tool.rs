@@ -179,8 +179,3 @@ pub trait Tool: Send + Sync + 'static {
     /// write what was measured. Called once, from the thread that finalizes.
     fn finish(&self) {}
 }
-
-/// Whether `tag` is a user event's.
-pub fn is_user_event(tag: u32) -> bool {
-    (crate::events::USEREVT_START..=crate::events::USEREVT_END).contains(&tag)
-}

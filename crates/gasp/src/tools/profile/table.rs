@@ -107,7 +107,7 @@ impl ThreadProfile {
         location: &'static Location<'static>,
         args: &[Arg<'_>],
     ) {
-        let bytes = if crate::tool::is_user_event(tag) {
+        let bytes = if crate::events::is_user_event(tag) {
             bytes_of(args)
         } else {
             0
@@ -291,7 +291,7 @@ fn arg_positions(tag: u32, args: &[Arg<'_>]) -> (u8, u8) {
     };
     let sized = args.iter().filter(|a| matches!(a, Arg::Bytes(_))).count();
     let bytes_at = match sized {
-        _ if crate::tool::is_user_event(tag) => SCAN,
+        _ if crate::events::is_user_event(tag) => SCAN,
         0 => NO_ARG,
         1 => position(|a| matches!(a, Arg::Bytes(_))).unwrap_or(SCAN),
         _ => SCAN,
