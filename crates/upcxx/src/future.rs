@@ -32,8 +32,9 @@
 //! # Layout and the futures ↔ progress knot
 //!
 //! `state.rs` (the promise state) and `cell.rs` (reply cells) are the leaves;
-//! `handle.rs` ([`Future`]) sits on them; `value.rs`, `when_all.rs` and `promise.rs`
-//! sit on the handle. Futures sit on the per-thread state (`thread.rs`) and, in one
+//! `handle.rs` ([`Future`]) sits on them; `value.rs` (`then` and what its callback may
+//! return), `when_all.rs` and `promise.rs` sit on the handle. Futures sit on the
+//! per-thread state (`thread.rs`) and, in one
 //! place, on user-level progress, which is above them: waiting on a future makes
 //! progress (`Future::wait` calls `progress::wait_until` and the poll-skipping
 //! `progress_past`), while progress readies futures only by running the callbacks

@@ -24,7 +24,6 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use crate::future::{Future, State};
-pub use crate::progress::{discharge, progress, progress_required, ProgressLevel};
 pub use crate::thread::in_restricted_context;
 use crate::thread::{look_again, restricted, set_holds_master, shared_work_queued, thread_token};
 

@@ -10,11 +10,10 @@ use std::task::{Context, Poll};
 
 use super::cell::{fits as fits_cell, ReplyCell};
 use super::state::State;
-use super::value::FutureValue;
 use crate::progress;
 use crate::thread;
 
-enum Repr<T> {
+pub(super) enum Repr<T> {
     /// Ready, value inline (no allocation).
     Ready(T),
     /// Complete, but ready only after this thread's next user-level progress (§7: an
@@ -30,7 +29,7 @@ enum Repr<T> {
 /// The eventual value of an operation (UPC++ `future<T...>`, spec ch. 5).
 #[must_use = "a future does nothing unless waited on or given a callback"]
 pub struct Future<T: 'static> {
-    repr: Repr<T>,
+    pub(super) repr: Repr<T>,
 }
 
 impl<T: 'static> Future<T> {
@@ -63,7 +62,7 @@ impl<T: 'static> Future<T> {
     /// Turns a reply-cell future into an `AfterProgress` one if its value arrived, or
     /// into a `Shared` one fed by the cell otherwise: for the uses a cell does not
     /// support (callbacks, wakers).
-    fn unpack(&mut self) {
+    pub(super) fn unpack(&mut self) {
         if let Repr::Reply(cell) = self.repr {
             self.repr = match cell.arrival() {
                 // SAFETY: this future owns the cell, which holds its `T`.
@@ -94,7 +93,7 @@ impl<T: 'static> Future<T> {
     }
 
     /// Turns an `AfterProgress` future whose epoch passed into `Ready`.
-    fn settle(&mut self) {
+    pub(super) fn settle(&mut self) {
         if let Repr::AfterProgress(_, epoch) = &self.repr {
             if thread::progress_epoch() > *epoch {
                 let Repr::AfterProgress(v, _) = std::mem::replace(&mut self.repr, Repr::Taken)
@@ -166,7 +165,7 @@ impl<T: 'static> Future<T> {
         }
     }
 
-    fn take_value(&mut self) -> T {
+    pub(super) fn take_value(&mut self) -> T {
         match std::mem::replace(&mut self.repr, Repr::Taken) {
             Repr::Ready(v) | Repr::AfterProgress(v, _) => v,
             Repr::Shared(s) => {
@@ -255,44 +254,6 @@ impl<T: 'static> Future<T> {
             }
         }
         self.take_value()
-    }
-
-    /// Runs `f` on the value once ready and returns the future of its result (UPC++
-    /// `future::then`). If `f` returns a future, the result is that future's value
-    /// (flattened). On a ready future `f` runs now, before `then` returns.
-    pub fn then<R, F>(mut self, f: F) -> Future<R::Value>
-    where
-        F: FnOnce(T) -> R + 'static,
-        R: FutureValue,
-    {
-        self.unpack();
-        self.settle();
-        match std::mem::replace(&mut self.repr, Repr::Taken) {
-            Repr::Ready(v) => f(v).into_future(),
-            Repr::Shared(s) if s.ready.get() => {
-                self.repr = Repr::Shared(s);
-                let v = self.take_value();
-                f(v).into_future()
-            }
-            Repr::Shared(s) => {
-                let out = State::<R::Value>::new(1);
-                let out2 = Rc::clone(&out);
-                s.on_ready(Box::new(move |v| {
-                    f(v).into_future().forward_to(out2);
-                }));
-                s.handles.set(s.handles.get() - 1);
-                Future::from_state(out)
-            }
-            Repr::AfterProgress(v, _) => {
-                let out = State::<R::Value>::new(1);
-                let out2 = Rc::clone(&out);
-                thread::defer(Box::new(move || {
-                    f(v).into_future().forward_to(out2);
-                }));
-                Future::from_state(out)
-            }
-            Repr::Reply(_) | Repr::Taken => unreachable!(),
-        }
     }
 
     /// Fulfils `target` (a promise state with one dependency) with this future's value

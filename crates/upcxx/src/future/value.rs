@@ -1,9 +1,54 @@
-//! What a `then` callback may return: [`FutureValue`], implemented for futures
-//! (flattened) and for the standard value types (wrapped in a ready future), and
-//! [`to_future`]. Sits on the future handle (and on `serialization`, for [`Trivial`]).
+//! Chaining: [`Future::then`], and what its callback may return: [`FutureValue`],
+//! implemented for futures (flattened) and for the standard value types (wrapped in a
+//! ready future), and [`to_future`]. Sits on the future handle and state (and on
+//! `serialization`, for [`Trivial`]).
 
-use super::handle::{make_future, Future};
+use std::rc::Rc;
+
+use super::handle::{make_future, Future, Repr};
+use super::state::State;
 use crate::serialization::Trivial;
+use crate::thread;
+
+impl<T: 'static> Future<T> {
+    /// Runs `f` on the value once ready and returns the future of its result (UPC++
+    /// `future::then`). If `f` returns a future, the result is that future's value
+    /// (flattened). On a ready future `f` runs now, before `then` returns.
+    pub fn then<R, F>(mut self, f: F) -> Future<R::Value>
+    where
+        F: FnOnce(T) -> R + 'static,
+        R: FutureValue,
+    {
+        self.unpack();
+        self.settle();
+        match std::mem::replace(&mut self.repr, Repr::Taken) {
+            Repr::Ready(v) => f(v).into_future(),
+            Repr::Shared(s) if s.ready.get() => {
+                self.repr = Repr::Shared(s);
+                let v = self.take_value();
+                f(v).into_future()
+            }
+            Repr::Shared(s) => {
+                let out = State::<R::Value>::new(1);
+                let out2 = Rc::clone(&out);
+                s.on_ready(Box::new(move |v| {
+                    f(v).into_future().forward_to(out2);
+                }));
+                s.handles.set(s.handles.get() - 1);
+                Future::from_state(out)
+            }
+            Repr::AfterProgress(v, _) => {
+                let out = State::<R::Value>::new(1);
+                let out2 = Rc::clone(&out);
+                thread::defer(Box::new(move || {
+                    f(v).into_future().forward_to(out2);
+                }));
+                Future::from_state(out)
+            }
+            Repr::Reply(_) | Repr::Taken => unreachable!(),
+        }
+    }
+}
 
 /// A value a `then` callback may return: either a future (flattened) or a plain value
 /// (wrapped in a ready future). See the module documentation.
