@@ -6,7 +6,7 @@
 
 #include <stdint.h>
 
-#define GASP_UPCXX_VERSION 1
+#define GASP_UPCXX_VERSION 2
 
 /* A pointer-to-shared: the owning rank and the address in the owner's address
  * space. Events pass a pointer to one (GASP section 5.4). */
@@ -19,6 +19,23 @@ typedef struct {
 typedef uint64_t gasp_upc_nb_handle_t;
 #define GASP_NB_TRIVIAL 0
 #define GASP_NB_IMPLICIT 1
+
+/* The element type of a reduction (GASP section 5.4.8), passed as an int;
+ * GASP_GEX_REDUCTION_USER is ours, for a user data type. */
+typedef enum {
+    GASP_UPC_REDUCTION_C = 0,
+    GASP_UPC_REDUCTION_UC = 1,
+    GASP_UPC_REDUCTION_S = 2,
+    GASP_UPC_REDUCTION_US = 3,
+    GASP_UPC_REDUCTION_I = 4,
+    GASP_UPC_REDUCTION_UI = 5,
+    GASP_UPC_REDUCTION_L = 6,
+    GASP_UPC_REDUCTION_UL = 7,
+    GASP_UPC_REDUCTION_F = 8,
+    GASP_UPC_REDUCTION_D = 9,
+    GASP_UPC_REDUCTION_LD = 10,
+    GASP_GEX_REDUCTION_USER = 11,
+} gasp_upc_reduction_t;
 
 /* Tags returned by gasp_create_event (GASP section 5.3). */
 #define GASP_UPCXX_USEREVT_START 0x10000
@@ -116,6 +133,54 @@ typedef uint64_t gasp_upc_nb_handle_t;
  */
 #define GASP_UPC_NB_SYNC 0x2a
 
+/* UPC §5.4.8: initiating a broadcast from the root's `src` to every rank's `dst` (`gex_Coll_BroadcastNB`, `gasnet_coll_broadcast_nb`).
+ *   GASP_START: void *dst, void *src, size_t nbytes, int upc_flags
+ *   GASP_END:   void *dst, void *src, size_t nbytes, int upc_flags, gasp_upc_nb_handle_t handle
+ */
+#define GASP_UPC_ALL_BROADCAST 0x32
+
+/* UPC §5.4.8: initiating a scatter of the root's `src`, one `nbytes` block to each rank's `dst` (`gasnet_coll_scatter_nb`).
+ *   GASP_START: void *dst, void *src, size_t nbytes, int upc_flags
+ *   GASP_END:   void *dst, void *src, size_t nbytes, int upc_flags, gasp_upc_nb_handle_t handle
+ */
+#define GASP_UPC_ALL_SCATTER 0x33
+
+/* UPC §5.4.8: initiating a gather of every rank's `nbytes` block into the root's `dst` (`gasnet_coll_gather_nb`).
+ *   GASP_START: void *dst, void *src, size_t nbytes, int upc_flags
+ *   GASP_END:   void *dst, void *src, size_t nbytes, int upc_flags, gasp_upc_nb_handle_t handle
+ */
+#define GASP_UPC_ALL_GATHER 0x34
+
+/* UPC §5.4.8: initiating a gather of every rank's block into every rank's `dst` (`gasnet_coll_gather_all_nb`).
+ *   GASP_START: void *dst, void *src, size_t nbytes, int upc_flags
+ *   GASP_END:   void *dst, void *src, size_t nbytes, int upc_flags, gasp_upc_nb_handle_t handle
+ */
+#define GASP_UPC_ALL_GATHER_ALL 0x35
+
+/* UPC §5.4.8: initiating an exchange, block `j` of rank `i`'s `src` to block `i` of rank `j`'s `dst` (`gasnet_coll_exchange_nb`).
+ *   GASP_START: void *dst, void *src, size_t nbytes, int upc_flags
+ *   GASP_END:   void *dst, void *src, size_t nbytes, int upc_flags, gasp_upc_nb_handle_t handle
+ */
+#define GASP_UPC_ALL_EXCHANGE 0x36
+
+/* UPC §5.4.8: initiating a permute, each rank's block to the `dst` of the rank its entry of `perm` names.
+ *   GASP_START: void *dst, void *src, void *perm, size_t nbytes, int upc_flags
+ *   GASP_END:   void *dst, void *src, void *perm, size_t nbytes, int upc_flags, gasp_upc_nb_handle_t handle
+ */
+#define GASP_UPC_ALL_PERMUTE 0x37
+
+/* UPC §5.4.8: initiating a reduction to one rank, element-wise over the ranks' `src` into the root's `dst` (`gex_Coll_ReduceToOneNB`).
+ *   GASP_START: void *dst, void *src, int upc_op, size_t nelems, size_t elem_size, void *func, int upc_flags, int reduction_type
+ *   GASP_END:   void *dst, void *src, int upc_op, size_t nelems, size_t elem_size, void *func, int upc_flags, int reduction_type, gasp_upc_nb_handle_t handle
+ */
+#define GASP_UPC_ALL_REDUCE 0x38
+
+/* UPC §5.4.8: initiating a prefix reduction (scan): rank `i`'s `dst` gets the reduction of the `src` of ranks `0..=i`.
+ *   GASP_START: void *dst, void *src, int upc_op, size_t nelems, size_t elem_size, void *func, int upc_flags, int reduction_type
+ *   GASP_END:   void *dst, void *src, int upc_op, size_t nelems, size_t elem_size, void *func, int upc_flags, int reduction_type, gasp_upc_nb_handle_t handle
+ */
+#define GASP_UPC_ALL_PREFIX_REDUCE 0x39
+
 /* Sending a remote procedure call (`upcxx::rpc`, `rpc_ff`, `as_rpc` completions): `nbytes` is the size of the serialized call (0 at the START: the call is serialized inside the interval, straight into the message), `msgid` pairs it with its `GASP_UPCXX_RPC_EXECUTE` on the target.
  *   GASP_START: int target, size_t nbytes, uint64_t msgid
  *   GASP_END:   int target, size_t nbytes, uint64_t msgid
@@ -174,5 +239,29 @@ typedef uint64_t gasp_upc_nb_handle_t;
  *   GASP_END:   int count
  */
 #define GASP_GEX_WAIT_SOME 0x204
+
+/* Initiating a barrier over team `team` (`gex_Coll_BarrierNB`). UPC's split-phase events cannot tell which of several barriers in flight a `GASP_UPC_WAIT` completes; this one is synced as a non-blocking operation, by the `GASP_UPC_NB_SYNC` of its END's handle.
+ *   GASP_START: int team
+ *   GASP_END:   int team, gasp_upc_nb_handle_t handle
+ */
+#define GASP_GEX_COLL_BARRIER 0x205
+
+/* Initiating a reduction to all ranks, element-wise over the ranks' `src` into every rank's `dst` (`gex_Coll_ReduceToAllNB`): the list of `GASP_UPC_ALL_REDUCE`.
+ *   GASP_START: void *dst, void *src, int upc_op, size_t nelems, size_t elem_size, void *func, int upc_flags, int reduction_type
+ *   GASP_END:   void *dst, void *src, int upc_op, size_t nelems, size_t elem_size, void *func, int upc_flags, int reduction_type, gasp_upc_nb_handle_t handle
+ */
+#define GASP_GEX_COLL_REDUCE_TO_ALL 0x206
+
+/* Splitting team `team` of `size` ranks (`gex_TM_Split`, collective and blocking): this rank's `color` (-1 for none) and `key`; the END adds the new team's id and size (-1 and 0 for a rank that gets no team).
+ *   GASP_START: int team, int size, int color, int key
+ *   GASP_END:   int team, int size, int color, int key, int new_team, int new_size
+ */
+#define GASP_GEX_TM_SPLIT 0x207
+
+/* Destroying team `team` of `size` ranks (`gex_TM_Destroy`, collective).
+ *   GASP_START: int team, int size
+ *   GASP_END:   int team, int size
+ */
+#define GASP_GEX_TM_DESTROY 0x208
 
 #endif /* GASP_UPCXX_H */

@@ -17,13 +17,43 @@
 //! Where a UPC event has the meaning of one of our operations, we report that event with
 //! the spec's argument list, mapping types as follows: a pointer-to-shared is a
 //! `const gasp_upcxx_gptr_t *` (rank and owner-space address, §5.4's "extra level of
-//! indirection"), a lock is the `Hsl`'s address, `upc_flag_t`/`upc_op_t` would be `int`.
+//! indirection"), a lock is the `Hsl`'s address, `upc_flag_t`/`upc_op_t` are `int`.
 //! What UPC has no name for is named `GASP_UPCXX_*` (UPC++ operations) or `GASP_GEX_*`
 //! (GASNet-EX operations), as §5.5 recommends for implementation-specific events.
+//!
+//! # Collectives
+//!
+//! The collectives of `gex` (GASNet-EX's `gex_Coll_*NB` and those of the collectives
+//! design document) report §5.4.8's `GASP_UPC_ALL_*` events where UPC has the operation,
+//! with the spec's argument list, and `GASP_GEX_COLL_*` events where it has none. Every
+//! collective is non-blocking: its event is an interval around the initiation
+//! ([`Timing::Initiate`]) whose END adds the operation's handle, so a trace draws one
+//! async slice per rank from the initiation to the `GASP_UPC_NB_SYNC` of that handle. The
+//! UPC arguments map as follows:
+//!
+//! * `dst`, `src` (pointers-to-shared in UPC): the calling rank's local buffers, as
+//!   `void *` (GASNet-EX collectives take local addresses); a buffer a rank does not use
+//!   (the source of a broadcast off the root) is reported as the rank passed it.
+//! * `perm` (a pointer-to-shared `int` array in UPC): the address of the permutation
+//!   the caller passed.
+//! * `nbytes`: the bytes of one rank's block, as UPC defines it per collective.
+//! * `upc_flags` (`upc_flag_t`, an `int` by §5.4): the operation's flags (`gex_Flags_t`,
+//!   or the sync-mode and addressing flags of the design document) as an `int`.
+//! * `upc_op` (`upc_op_t`, an `int` by §5.4): the operation (`gex_OP_t`) as an `int`.
+//! * `nelems`: the elements of each rank's `src` (`dt_cnt`).
+//! * `elem_size`, in the place of UPC's `blk_size`: the size of one element in bytes
+//!   (`dt_sz`). Local buffers have no blocking; the element size is what a user type
+//!   adds.
+//! * `func`: the address of the user's reduction function, 0 for a built-in operation.
+//! * `reduction_type` (`gasp_upc_reduction_t`): the element type as the spec's
+//!   enumeration numbers it ([`reduction`]), `GASP_GEX_REDUCTION_USER` for a user type.
+//!
+//! Teams are GASNet-EX's: the events of our own name the team by its id (`team`, an
+//! `int` that the team's members agree on), which UPC's, over all threads, do not.
 
 /// The C header's `GASP_UPC_VERSION`-style number of this event list; bump it when an
 /// event is added (GASP §5.5).
-pub const EVENTS_VERSION: u32 = 1;
+pub const EVENTS_VERSION: u32 = 2;
 
 /// The first tag returned by `create_event` for user events (GASP §5.3's
 /// `GASP_UPC_USEREVT_START`).
@@ -42,6 +72,8 @@ pub fn is_user_event(tag: u32) -> bool {
 pub const NB_TRIVIAL: u64 = 0;
 /// The handle of implicit-handle (NBI) operations: one NBI sync retires them all.
 pub const NB_IMPLICIT: u64 = 1;
+
+pub mod reduction;
 
 /// Which layer reports an event; the trace's `cat`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -226,6 +258,9 @@ macro_rules! builders {
 
         impl crate::typed::$shape for $name {}
 
+        // The builders take the C list's arguments one by one, and §5.4.8's reductions
+        // have eight.
+        #[allow(clippy::too_many_arguments)]
         impl $name {
             #[doc = concat!("The arguments of its START (or ATOMIC) event: `",
                 c_list!($($sa: $sk),*), "`.")]
@@ -386,6 +421,50 @@ events! {
     /// `gex::nbi_test`) or `Event::wait_some` that found them complete.
     GASP_UPC_NB_SYNC = 42, Gex, Interval, Sync,
         start(handle: Handle), end(handle: Handle);
+    /// UPC §5.4.8: initiating a broadcast from the root's `src` to every rank's `dst`
+    /// (`gex_Coll_BroadcastNB`, `gasnet_coll_broadcast_nb`).
+    GASP_UPC_ALL_BROADCAST = 50, Gex, Interval, Initiate,
+        start(dst: Ptr, src: Ptr, nbytes: Bytes, upc_flags: Int),
+        end(dst: Ptr, src: Ptr, nbytes: Bytes, upc_flags: Int, handle: Handle);
+    /// UPC §5.4.8: initiating a scatter of the root's `src`, one `nbytes` block to each
+    /// rank's `dst` (`gasnet_coll_scatter_nb`).
+    GASP_UPC_ALL_SCATTER = 51, Gex, Interval, Initiate,
+        start(dst: Ptr, src: Ptr, nbytes: Bytes, upc_flags: Int),
+        end(dst: Ptr, src: Ptr, nbytes: Bytes, upc_flags: Int, handle: Handle);
+    /// UPC §5.4.8: initiating a gather of every rank's `nbytes` block into the root's
+    /// `dst` (`gasnet_coll_gather_nb`).
+    GASP_UPC_ALL_GATHER = 52, Gex, Interval, Initiate,
+        start(dst: Ptr, src: Ptr, nbytes: Bytes, upc_flags: Int),
+        end(dst: Ptr, src: Ptr, nbytes: Bytes, upc_flags: Int, handle: Handle);
+    /// UPC §5.4.8: initiating a gather of every rank's block into every rank's `dst`
+    /// (`gasnet_coll_gather_all_nb`).
+    GASP_UPC_ALL_GATHER_ALL = 53, Gex, Interval, Initiate,
+        start(dst: Ptr, src: Ptr, nbytes: Bytes, upc_flags: Int),
+        end(dst: Ptr, src: Ptr, nbytes: Bytes, upc_flags: Int, handle: Handle);
+    /// UPC §5.4.8: initiating an exchange, block `j` of rank `i`'s `src` to block `i` of
+    /// rank `j`'s `dst` (`gasnet_coll_exchange_nb`).
+    GASP_UPC_ALL_EXCHANGE = 54, Gex, Interval, Initiate,
+        start(dst: Ptr, src: Ptr, nbytes: Bytes, upc_flags: Int),
+        end(dst: Ptr, src: Ptr, nbytes: Bytes, upc_flags: Int, handle: Handle);
+    /// UPC §5.4.8: initiating a permute, each rank's block to the `dst` of the rank its
+    /// entry of `perm` names.
+    GASP_UPC_ALL_PERMUTE = 55, Gex, Interval, Initiate,
+        start(dst: Ptr, src: Ptr, perm: Ptr, nbytes: Bytes, upc_flags: Int),
+        end(dst: Ptr, src: Ptr, perm: Ptr, nbytes: Bytes, upc_flags: Int, handle: Handle);
+    /// UPC §5.4.8: initiating a reduction to one rank, element-wise over the ranks' `src`
+    /// into the root's `dst` (`gex_Coll_ReduceToOneNB`).
+    GASP_UPC_ALL_REDUCE = 56, Gex, Interval, Initiate,
+        start(dst: Ptr, src: Ptr, upc_op: Int, nelems: Size, elem_size: Size, func: Ptr,
+            upc_flags: Int, reduction_type: Int),
+        end(dst: Ptr, src: Ptr, upc_op: Int, nelems: Size, elem_size: Size, func: Ptr,
+            upc_flags: Int, reduction_type: Int, handle: Handle);
+    /// UPC §5.4.8: initiating a prefix reduction (scan): rank `i`'s `dst` gets the
+    /// reduction of the `src` of ranks `0..=i`.
+    GASP_UPC_ALL_PREFIX_REDUCE = 57, Gex, Interval, Initiate,
+        start(dst: Ptr, src: Ptr, upc_op: Int, nelems: Size, elem_size: Size, func: Ptr,
+            upc_flags: Int, reduction_type: Int),
+        end(dst: Ptr, src: Ptr, upc_op: Int, nelems: Size, elem_size: Size, func: Ptr,
+            upc_flags: Int, reduction_type: Int, handle: Handle);
     /// Sending a remote procedure call (`upcxx::rpc`, `rpc_ff`, `as_rpc` completions):
     /// `nbytes` is the size of the serialized call (0 at the START: the call is
     /// serialized inside the interval, straight into the message), `msgid` pairs it with
@@ -432,6 +511,28 @@ events! {
     /// `GASP_UPC_NB_SYNC` (or, for a barrier's, `GASP_UPC_WAIT`) of no duration.
     GASP_GEX_WAIT_SOME = 0x204, Gex, Interval, Blocking,
         start(count: Int), end(count: Int);
+    /// Initiating a barrier over team `team` (`gex_Coll_BarrierNB`). UPC's split-phase
+    /// events cannot tell which of several barriers in flight a `GASP_UPC_WAIT`
+    /// completes; this one is synced as a non-blocking operation, by the
+    /// `GASP_UPC_NB_SYNC` of its END's handle.
+    GASP_GEX_COLL_BARRIER = 0x205, Gex, Interval, Initiate,
+        start(team: Int), end(team: Int, handle: Handle);
+    /// Initiating a reduction to all ranks, element-wise over the ranks' `src` into every
+    /// rank's `dst` (`gex_Coll_ReduceToAllNB`): the list of `GASP_UPC_ALL_REDUCE`.
+    GASP_GEX_COLL_REDUCE_TO_ALL = 0x206, Gex, Interval, Initiate,
+        start(dst: Ptr, src: Ptr, upc_op: Int, nelems: Size, elem_size: Size, func: Ptr,
+            upc_flags: Int, reduction_type: Int),
+        end(dst: Ptr, src: Ptr, upc_op: Int, nelems: Size, elem_size: Size, func: Ptr,
+            upc_flags: Int, reduction_type: Int, handle: Handle);
+    /// Splitting team `team` of `size` ranks (`gex_TM_Split`, collective and blocking):
+    /// this rank's `color` (-1 for none) and `key`; the END adds the new team's id and
+    /// size (-1 and 0 for a rank that gets no team).
+    GASP_GEX_TM_SPLIT = 0x207, Gex, Interval, Blocking,
+        start(team: Int, size: Int, color: Int, key: Int),
+        end(team: Int, size: Int, color: Int, key: Int, new_team: Int, new_size: Int);
+    /// Destroying team `team` of `size` ranks (`gex_TM_Destroy`, collective).
+    GASP_GEX_TM_DESTROY = 0x208, Gex, Interval, Blocking,
+        start(team: Int, size: Int), end(team: Int, size: Int);
 }
 
 /// The table entry of `tag`, if it is a system event.

@@ -5,7 +5,7 @@
 use std::fmt::Write;
 
 use crate::events::{
-    Shape, EVENTS, EVENTS_VERSION, NB_IMPLICIT, NB_TRIVIAL, USEREVT_END, USEREVT_START,
+    reduction, Shape, EVENTS, EVENTS_VERSION, NB_IMPLICIT, NB_TRIVIAL, USEREVT_END, USEREVT_START,
 };
 
 /// The text of `include/gasp_upcxx.h`.
@@ -23,6 +23,13 @@ pub fn render_events_header() -> String {
     h += "typedef uint64_t gasp_upc_nb_handle_t;\n";
     let _ = writeln!(h, "#define GASP_NB_TRIVIAL {NB_TRIVIAL}");
     let _ = writeln!(h, "#define GASP_NB_IMPLICIT {NB_IMPLICIT}\n");
+    h += "/* The element type of a reduction (GASP section 5.4.8), passed as an int;\n";
+    h += " * GASP_GEX_REDUCTION_USER is ours, for a user data type. */\n";
+    h += "typedef enum {\n";
+    for (name, value) in reduction::ALL {
+        let _ = writeln!(h, "    {name} = {value},");
+    }
+    h += "} gasp_upc_reduction_t;\n\n";
     h += "/* Tags returned by gasp_create_event (GASP section 5.3). */\n";
     let _ = writeln!(h, "#define GASP_UPCXX_USEREVT_START {USEREVT_START:#x}");
     let _ = writeln!(h, "#define GASP_UPCXX_USEREVT_END {USEREVT_END:#x}\n");

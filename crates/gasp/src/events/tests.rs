@@ -122,3 +122,106 @@ fn shapes_are_consistent() {
         }
     }
 }
+
+/// The END list of a non-blocking initiation: its START list, then the handle.
+fn assert_start_then_handle(e: &EventDef) {
+    let start: Vec<_> = e.start_arg_names().collect();
+    let end: Vec<_> = e.end_arg_names().collect();
+    assert_eq!(end[..end.len() - 1], start[..], "{}", e.name);
+    assert_eq!(end.last(), Some(&"handle"), "{}", e.name);
+    assert_eq!(arg_position(e.end_args, "handle"), Some(start.len()));
+}
+
+/// GASP §5.4.8: the collectives report the UPC collective events with the spec's
+/// argument lists (local buffers as `void *`, `upc_flag_t` and `upc_op_t` as `int`),
+/// each an initiation whose END adds the handle its sync names.
+#[test]
+fn collectives_report_the_upc_collective_events_as_initiations() {
+    let data = "void *dst, void *src, size_t nbytes, int upc_flags";
+    let permute = "void *dst, void *src, void *perm, size_t nbytes, int upc_flags";
+    let reduce = "void *dst, void *src, int upc_op, size_t nelems, size_t elem_size, \
+                  void *func, int upc_flags, int reduction_type";
+    let upc = [
+        ("GASP_UPC_ALL_BROADCAST", data),
+        ("GASP_UPC_ALL_SCATTER", data),
+        ("GASP_UPC_ALL_GATHER", data),
+        ("GASP_UPC_ALL_GATHER_ALL", data),
+        ("GASP_UPC_ALL_EXCHANGE", data),
+        ("GASP_UPC_ALL_PERMUTE", permute),
+        ("GASP_UPC_ALL_REDUCE", reduce),
+        ("GASP_UPC_ALL_PREFIX_REDUCE", reduce),
+        // Ours, with the list of the reduction to one.
+        ("GASP_GEX_COLL_REDUCE_TO_ALL", reduce),
+    ];
+    for (name, list) in upc {
+        let e = by_name(name).unwrap_or_else(|| panic!("{name} is in the table"));
+        assert_eq!(
+            (e.layer, e.shape, e.timing),
+            (Layer::Gex, Shape::Interval, Timing::Initiate),
+            "{name}"
+        );
+        assert_eq!(e.start_args, list, "{name}");
+        assert_start_then_handle(e);
+    }
+    let barrier = by_tag(GASP_GEX_COLL_BARRIER).unwrap();
+    assert_eq!(barrier.timing, Timing::Initiate);
+    assert_eq!(barrier.start_args, "int team");
+    assert_start_then_handle(barrier);
+    // A broadcast's list as the tool receives it: the bytes of a block are bytes moved.
+    let bcast = args::GASP_UPC_ALL_BROADCAST.end(0x1000, 0x2000, 64, 0, 7);
+    assert_eq!(
+        bcast.args(),
+        [
+            crate::Arg::Ptr(0x1000),
+            crate::Arg::Ptr(0x2000),
+            crate::Arg::Bytes(64),
+            crate::Arg::Int(0),
+            crate::Arg::Handle(7),
+        ]
+    );
+}
+
+/// Splitting and destroying a team are blocking and collective, and name the team.
+#[test]
+fn team_split_and_destroy_are_blocking_and_name_the_team() {
+    let split = by_tag(GASP_GEX_TM_SPLIT).unwrap();
+    assert_eq!(
+        (split.shape, split.timing),
+        (Shape::Interval, Timing::Blocking)
+    );
+    assert_eq!(split.start_args, "int team, int size, int color, int key");
+    assert_eq!(
+        split.end_arg_names().collect::<Vec<_>>(),
+        ["team", "size", "color", "key", "new_team", "new_size"]
+    );
+    let destroy = by_tag(GASP_GEX_TM_DESTROY).unwrap();
+    assert_eq!(
+        (destroy.shape, destroy.timing),
+        (Shape::Interval, Timing::Blocking)
+    );
+    assert_eq!(destroy.start_args, "int team, int size");
+    assert_eq!(destroy.end_args, destroy.start_args);
+    for e in [split, destroy] {
+        assert!(
+            !runs_user_code(e.tag) && !is_communication(e.tag),
+            "{}",
+            e.name
+        );
+    }
+}
+
+/// GASP §5.4.8's `gasp_upc_reduction_t`, in the spec's order, then ours.
+#[test]
+fn reduction_types_are_numbered_in_the_spec_order() {
+    let names: Vec<&str> = reduction::ALL.iter().map(|r| r.0).collect();
+    let spec = ["C", "UC", "S", "US", "I", "UI", "L", "UL", "F", "D", "LD"];
+    for (i, (name, value)) in reduction::ALL.iter().enumerate() {
+        assert_eq!(*value, i as i32, "{name}");
+    }
+    assert_eq!(
+        names[..spec.len()],
+        spec.map(|s| format!("GASP_UPC_REDUCTION_{s}"))[..]
+    );
+    assert_eq!(names[spec.len()..], ["GASP_GEX_REDUCTION_USER"]);
+    assert_eq!((reduction::D, reduction::USER), (9, 11));
+}
