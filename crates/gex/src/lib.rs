@@ -56,6 +56,7 @@ pub mod hsl;
 mod init;
 pub mod job;
 pub mod layered;
+pub mod ops;
 mod progress;
 pub mod rma;
 mod runtime;
