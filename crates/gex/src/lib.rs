@@ -48,6 +48,10 @@ pub mod am;
 mod backoff;
 pub mod barrier;
 pub mod client;
+/// Collectives over teams (GASNet-EX `gex_Coll_*`).
+pub mod coll {
+    pub mod reduce;
+}
 mod conduit;
 mod context;
 mod env;
