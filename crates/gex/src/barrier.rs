@@ -5,20 +5,22 @@
 //! buckets by barrier parity: a rank can run at most one barrier ahead of any other
 //! (finishing barrier `e + 1` needs everyone to have finished `e`), so two suffice.
 //!
-//! The barrier is split-phase: [`Team::barrier_nb`] starts it and returns an event;
+//! The barrier is split-phase: [`Team::barrier_nb`] starts it and returns an event
+//! (any number may be in flight; they run one after another);
 //! the rounds advance inside progress (sends use `IMMEDIATE` and are retried, so the
 //! barrier never blocks the poll that drives it). Sending through AMs keeps it
 //! conduit-independent.
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::am::{AmEntry, AmIndex, AmRole, Token};
-use crate::client::Team;
 use crate::conduit::{Conduit, Network, OpHandle};
 use crate::context::check_may_communicate;
 use crate::event::Event;
 use crate::runtime::{runtime, Runtime};
+use crate::team::Team;
 
 /// Internal handler index of barrier signals.
 pub(crate) const BARRIER_HANDLER: AmIndex = 1;
@@ -31,7 +33,7 @@ static STATE: BarrierState = BarrierState {
         epoch: 0,
         round: 0,
         sent: false,
-        op: None,
+        queue: VecDeque::new(),
     }),
 };
 
@@ -44,7 +46,9 @@ struct Inner {
     epoch: u64,
     round: usize,
     sent: bool,
-    op: Option<Arc<OpHandle>>,
+    /// The barriers initiated here and not complete, oldest first: they run one after
+    /// another, so no rank is more than one barrier ahead of another in its rounds.
+    queue: VecDeque<Arc<OpHandle>>,
 }
 
 fn signal(_token: &Token<'_>, args: &[u32]) {
@@ -66,20 +70,17 @@ pub(crate) fn advance(rt: &Runtime) {
     let Ok(mut st) = STATE.inner.try_lock() else {
         return; // another thread is advancing it
     };
-    let Some(op) = st.op.clone() else {
-        return;
-    };
     let (me, n) = (rt.conduit.rank(), rt.conduit.size());
-    let parity = (st.epoch & 1) as usize;
-    loop {
+    while let Some(op) = st.queue.front().cloned() {
+        let parity = (st.epoch & 1) as usize;
         if st.round == rounds(n) {
-            st.op = None;
+            st.queue.pop_front();
             st.epoch += 1;
             st.round = 0;
             st.sent = false;
             rt.stop_advancing();
             op.complete();
-            return;
+            continue;
         }
         if !st.sent {
             let peer = ((me as u64 + (1u64 << st.round)) % n as u64) as u32;
@@ -117,15 +118,14 @@ impl Team {
         const CALL: &str = "Team::barrier_nb";
         let rt = runtime(CALL);
         check_may_communicate(CALL);
+        if self.id != crate::team::WORLD {
+            return self.team_barrier_nb();
+        }
         let span = gasp::span!(GASP_UPC_NOTIFY, 0, 0);
         let op = OpHandle::new();
         {
             let mut st = STATE.inner.lock().unwrap_or_else(|e| e.into_inner());
-            if st.op.is_some() {
-                drop(st); // unlock first: a poisoned lock would stop `advance` for good
-                panic!("gex::{CALL}: a barrier is already in progress on this team");
-            }
-            st.op = Some(Arc::clone(&op));
+            st.queue.push_back(Arc::clone(&op));
             rt.start_advancing();
         }
         // Poll once even when the barrier needs no signal (one rank), so a program
