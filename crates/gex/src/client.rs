@@ -9,22 +9,21 @@
 use std::any::Any;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use crate::conduit::{BoundSegment, Conduit, Rank};
-use crate::context::check_may_communicate;
+use crate::conduit::{Conduit, Rank};
 use crate::runtime::runtime;
 use crate::Flags;
 
 /// A client's data pointer on one object (GASNet-EX `gex_*_SetCData`).
 pub type CData = Arc<dyn Any + Send + Sync>;
 
-#[derive(Default)]
+#[derive(Default, Debug)]
 pub(crate) struct CDataSlot(Mutex<Option<CData>>);
 
 impl CDataSlot {
-    fn set(&self, v: Option<CData>) {
+    pub(crate) fn set(&self, v: Option<CData>) {
         *self.0.lock().unwrap_or_else(|e| e.into_inner()) = v;
     }
-    fn get(&self) -> Option<CData> {
+    pub(crate) fn get(&self) -> Option<CData> {
         self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 }
@@ -35,7 +34,6 @@ pub(crate) struct ObjectState {
     flags: Flags,
     client: CDataSlot,
     endpoint: CDataSlot,
-    team: CDataSlot,
     segment: CDataSlot,
     attached: OnceLock<(usize, usize)>,
 }
@@ -59,7 +57,6 @@ impl ObjectState {
             flags,
             client: CDataSlot::default(),
             endpoint: CDataSlot::default(),
-            team: CDataSlot::default(),
             segment: CDataSlot::default(),
             attached: OnceLock::new(),
         }
@@ -88,14 +85,6 @@ pub struct Client(pub(crate) ());
 /// The primordial endpoint (GASNet-EX `gex_EP_t`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Endpoint(pub(crate) ());
-
-/// A team: an ordered set of endpoints (GASNet-EX `gex_TM_t`). The primordial team
-/// holds one endpoint per rank of the job, in job-rank order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Team {
-    pub(crate) rank: Rank,
-    pub(crate) size: Rank,
-}
 
 /// A rank's segment: the memory other ranks may access (GASNet-EX `gex_Segment_t`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -186,75 +175,6 @@ impl Endpoint {
     pub fn cdata(&self) -> Option<CData> {
         objects("Endpoint::cdata").endpoint.get()
     }
-}
-
-impl Team {
-    /// This process's rank in the team (GASNet-EX `gex_TM_QueryRank`).
-    pub fn rank(&self) -> Rank {
-        self.rank
-    }
-
-    /// Number of ranks in the team (GASNet-EX `gex_TM_QuerySize`).
-    pub fn size(&self) -> Rank {
-        self.size
-    }
-
-    /// GASNet-EX `gex_TM_QueryClient`.
-    pub fn client(&self) -> Client {
-        Client(())
-    }
-
-    /// GASNet-EX `gex_TM_QueryEP`.
-    pub fn endpoint(&self) -> Endpoint {
-        Endpoint(())
-    }
-
-    /// GASNet-EX `gex_TM_SetCData`.
-    pub fn set_cdata(&self, data: Option<CData>) {
-        objects("Team::set_cdata").team.set(data)
-    }
-
-    /// GASNet-EX `gex_TM_QueryCData`.
-    pub fn cdata(&self) -> Option<CData> {
-        objects("Team::cdata").team.get()
-    }
-
-    /// The job rank of team member `rank`, or a panic naming `call`.
-    #[inline]
-    #[track_caller]
-    pub(crate) fn job_rank_of(&self, call: &str, rank: Rank) -> Rank {
-        if rank >= self.size {
-            invalid_rank(call, rank, self.size);
-        }
-        rank
-    }
-
-    /// GASNet-EX `gex_TM_TranslateRankToJobrank`.
-    #[track_caller]
-    pub fn translate_rank_to_jobrank(&self, rank: Rank) -> Rank {
-        self.job_rank_of("Team::translate_rank_to_jobrank", rank)
-    }
-
-    /// GASNet-EX `gex_TM_TranslateJobrankToRank`: `None` if not a member.
-    pub fn translate_jobrank_to_rank(&self, jobrank: Rank) -> Option<Rank> {
-        (jobrank < self.size).then_some(jobrank)
-    }
-
-    /// GASNet-EX `gex_Segment_QueryBound`: the segment bound to team member `rank`,
-    /// with its address at the owner and here.
-    #[track_caller]
-    pub fn segment_bound(&self, rank: Rank) -> Option<BoundSegment> {
-        const CALL: &str = "Team::segment_bound";
-        let rt = runtime(CALL);
-        check_may_communicate(CALL);
-        rt.conduit.bound_segment(self.job_rank_of(CALL, rank))
-    }
-}
-
-#[cold]
-#[track_caller]
-fn invalid_rank(call: &str, rank: Rank, size: Rank) -> ! {
-    panic!("gex::{call}: rank {rank} is not in the team (size {size})")
 }
 
 impl Segment {

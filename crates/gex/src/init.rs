@@ -4,10 +4,11 @@
 //!
 //! This is the only module that knows every part of the layer.
 
-use crate::client::{Client, Endpoint, InitError, ObjectState, Segment, Team};
+use crate::client::{Client, Endpoint, InitError, ObjectState, Segment};
 use crate::conduit::{Conduit, Selected};
 use crate::context::check_may_communicate;
 use crate::runtime::{install, runtime, try_runtime, Runtime};
+use crate::team::{self, Team};
 use crate::Flags;
 
 fn valid_client_name(name: &str) -> bool {
@@ -59,17 +60,17 @@ impl Client {
         let rt = install(Runtime::new(
             conduit,
             crate::am::dispatch,
-            vec![crate::barrier::advance],
+            vec![crate::barrier::advance, crate::coll::advance],
         ));
         ObjectState::new(name, flags).install();
         install_panic_hook();
-        crate::am::register_internal(&mut [crate::barrier::handler_entry()]);
+        crate::am::register_internal(&mut [
+            crate::barrier::handler_entry(),
+            crate::coll::handler_entry(),
+        ]);
         #[cfg(feature = "gasp")]
         attach_gasp_tool(rt);
-        let team = Team {
-            rank: rt.conduit.rank(),
-            size: rt.conduit.size(),
-        };
+        let team = team::install_world(rt.conduit.rank(), rt.conduit.size());
         Ok((Client(()), Endpoint(()), team))
     }
 
@@ -82,6 +83,7 @@ impl Client {
         check_may_communicate("Client::finalize");
         let span = gasp::span!(GASP_UPC_COLLECTIVE_EXIT, 0);
         Team {
+            id: team::WORLD,
             rank: rt.conduit.rank(),
             size: rt.conduit.size(),
         }

@@ -48,10 +48,7 @@ pub mod am;
 mod backoff;
 pub mod barrier;
 pub mod client;
-/// Collectives over teams (GASNet-EX `gex_Coll_*`).
-pub mod coll {
-    pub mod reduce;
-}
+pub mod coll;
 mod conduit;
 mod context;
 mod env;
@@ -64,13 +61,14 @@ pub mod ops;
 mod progress;
 pub mod rma;
 mod runtime;
+pub mod team;
 #[cfg(feature = "testing")]
 pub mod testing;
 
 pub use am::{AmCategory, AmEntry, AmIndex, AmRole, HandlerFn, LcKind, SrcDesc, Token, TokenInfo};
 pub use client::{
     host_info, job_rank, job_size, max_segment_size, my_position, nbrhd_info, Client, Endpoint,
-    InitError, Segment, Team,
+    InitError, Segment,
 };
 pub use conduit::{BoundSegment, Rank};
 pub use event::{
@@ -79,6 +77,7 @@ pub use event::{
 pub use hsl::Hsl;
 pub use init::exit;
 pub use progress::poll;
+pub use team::Team;
 
 /// Segment sizes are multiples of this (GASNet `GASNET_PAGESIZE`).
 pub const PAGE_SIZE: usize = conduit::smp::layout::PAGE;
@@ -92,6 +91,11 @@ impl Flags {
     pub const NONE: Flags = Flags(0);
     /// Return [`NoOp`] instead of blocking for resources (GASNet-EX `GEX_FLAG_IMMEDIATE`).
     pub const IMMEDIATE: Flags = Flags(1);
+
+    /// The flags as the bit mask `gex_Flags_t` is.
+    pub const fn bits(self) -> u32 {
+        self.0
+    }
 
     /// Whether every flag in `other` is set in `self`.
     pub const fn contains(self, other: Flags) -> bool {

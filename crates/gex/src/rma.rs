@@ -9,11 +9,11 @@
 
 use gasp::GPtr;
 
-use crate::client::Team;
 use crate::conduit::{AddressError, Completion, Conduit, Rank};
 use crate::context;
 use crate::event::{self, Event, EventCategory, Lc};
 use crate::runtime::{runtime, Runtime};
+use crate::team::Team;
 use crate::{Flags, NoOp};
 
 /// The value type of value-based RMA (GASNet-EX `gex_RMA_Value_t`).

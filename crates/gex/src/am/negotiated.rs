@@ -12,11 +12,11 @@ use super::reported::SendSpan;
 use super::send::{check_args, check_lc, check_long, reserve};
 #[cfg(feature = "gasp")]
 use super::table::HANDLERS;
-use crate::client::Team;
 use crate::conduit::{AmHeader, Category, Conduit, Network, Rank, Selected};
 use crate::context;
 use crate::event::Lc;
 use crate::runtime::Runtime;
+use crate::team::Team;
 use crate::{Flags, NoOp};
 
 impl Token<'_> {

@@ -11,11 +11,11 @@ use super::reported::SendSpan;
 #[cfg(feature = "gasp")]
 use super::table::HANDLERS;
 use crate::backoff::Backoff;
-use crate::client::Team;
 use crate::conduit::{AmHeader, Category, Conduit, Network, Rank, Selected};
 use crate::context;
 use crate::event::Lc;
 use crate::runtime::{runtime, Runtime};
+use crate::team::Team;
 use crate::{Flags, NoOp};
 
 /// Which kind of local-completion option a max-payload query is about.

@@ -1,0 +1,465 @@
+//! Collectives over teams (GASNet-EX "Collectives (Coll)"): barrier, broadcast, reduce
+//! to one and reduce to all, each non-blocking with an [`Event`]; and team split and
+//! destroy, which are collective too.
+//!
+//! * Any number of collectives may be in flight, on one team and across teams, and
+//!   they complete in any order. Collectives on one team match by call order: every
+//!   member must initiate the same collectives on it in the same order (checked: a
+//!   mismatch of kind or single-valued arguments fails the job with a message).
+//! * The buffers of the non-blocking calls are the caller's until the event completes
+//!   (`src` of a reduction is read at initiation; `src` of a broadcast at the root until
+//!   completion), hence `unsafe`; [`Team::broadcast`] and [`Team::reduce_to_all`] are
+//!   blocking and safe.
+//! * Data moves in AM Medium messages (`engine.rs`), so the same code runs on any
+//!   conduit. The rooted collectives run along a tree chosen by [`Algorithm`].
+//!
+//! Algorithm selection: `Flat` for teams of at most two ranks (where the trees are the
+//! same), `Binomial` above. `GEX_COLL_BROADCAST` and `GEX_COLL_REDUCE` (`flat`,
+//! `binomial`) force one for a whole job, and [`set_algorithm`] does the same from a
+//! program; every rank must make the same choice.
+//!
+//! The files: `tree` (the shapes), `chunks` (buffers in messages), `engine` (matching,
+//! messages, progress), `barrier`, `broadcast`, `reduce` (data types and operations),
+//! `reduction` (the reductions), `gather` and `split` (teams).
+
+mod barrier;
+mod broadcast;
+mod chunks;
+mod engine;
+mod gather;
+pub mod reduce;
+mod reduction;
+mod split;
+mod tree;
+
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::Arc;
+
+use crate::conduit::{Completion, Conduit, OpHandle, Rank};
+use crate::context::check_may_communicate;
+use crate::event::Event;
+use crate::ops::{Dt, Op};
+use crate::runtime::{runtime, Runtime};
+use crate::team::Team;
+use crate::Flags;
+pub(crate) use engine::{advance, handler_entry};
+pub use reduce::{ReduceFn, Reduction};
+pub use split::ScratchQuery;
+use tree::Tree;
+
+/// The element types of the built-in data types (GASNet-EX `GEX_DT_*`), for
+/// [`Team::reduce_to_all`].
+pub trait Builtin: Copy + 'static {
+    /// The data type of `Self`.
+    const DT: Dt;
+}
+
+macro_rules! builtin {
+    ($($t:ty => $dt:ident),*) => {
+        $(impl Builtin for $t {
+            const DT: Dt = Dt::$dt;
+        })*
+    };
+}
+builtin!(i32 => I32, u32 => U32, i64 => I64, u64 => U64, f32 => Flt, f64 => Dbl);
+
+/// How a rooted collective spreads over the team.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Algorithm {
+    /// The root exchanges data with every other rank directly.
+    Flat,
+    /// A binomial tree: `ceil(log2 n)` levels, each rank forwarding to its subtree.
+    Binomial,
+}
+
+impl Algorithm {
+    /// The algorithm's name (`flat`, `binomial`), as the environment variables take it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Algorithm::Flat => "flat",
+            Algorithm::Binomial => "binomial",
+        }
+    }
+
+    /// The algorithm named `name`.
+    pub fn from_name(name: &str) -> Option<Algorithm> {
+        match name.trim() {
+            "flat" => Some(Algorithm::Flat),
+            "binomial" => Some(Algorithm::Binomial),
+            _ => None,
+        }
+    }
+
+    fn tree(self) -> Tree {
+        match self {
+            Algorithm::Flat => Tree::Flat,
+            Algorithm::Binomial => Tree::Binomial,
+        }
+    }
+}
+
+/// The collectives an algorithm choice applies to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// [`Team::broadcast_nb`].
+    Broadcast,
+    /// [`Team::reduce_to_one_nb`] and [`Team::reduce_to_all_nb`].
+    Reduce,
+}
+
+impl Kind {
+    fn variable(self) -> &'static str {
+        match self {
+            Kind::Broadcast => "GEX_COLL_BROADCAST",
+            Kind::Reduce => "GEX_COLL_REDUCE",
+        }
+    }
+
+    fn slot(self) -> &'static AtomicU8 {
+        static BROADCAST: AtomicU8 = AtomicU8::new(UNSET);
+        static REDUCE: AtomicU8 = AtomicU8::new(UNSET);
+        match self {
+            Kind::Broadcast => &BROADCAST,
+            Kind::Reduce => &REDUCE,
+        }
+    }
+}
+
+const UNSET: u8 = 0;
+const AUTO: u8 = 1;
+const FLAT: u8 = 2;
+const BINOMIAL: u8 = 3;
+
+/// Forces `algorithm` for `kind` in this process (`None`: the automatic choice). Every
+/// rank of a team must have made the same choice when it initiates a collective.
+pub fn set_algorithm(kind: Kind, algorithm: Option<Algorithm>) {
+    let v = match algorithm {
+        None => AUTO,
+        Some(Algorithm::Flat) => FLAT,
+        Some(Algorithm::Binomial) => BINOMIAL,
+    };
+    kind.slot().store(v, Ordering::Relaxed);
+}
+
+/// The algorithm `kind` uses on a team of `n` ranks.
+pub fn algorithm(kind: Kind, n: Rank) -> Algorithm {
+    let slot = kind.slot();
+    let mut v = slot.load(Ordering::Relaxed);
+    if v == UNSET {
+        v = match std::env::var(kind.variable()) {
+            Err(_) => AUTO,
+            Ok(name) if name.trim().is_empty() || name.trim() == "auto" => AUTO,
+            Ok(name) => match Algorithm::from_name(&name) {
+                Some(Algorithm::Flat) => FLAT,
+                Some(Algorithm::Binomial) => BINOMIAL,
+                None => panic!(
+                    "gex: {}={name} is not an algorithm (flat, binomial, auto)",
+                    kind.variable()
+                ),
+            },
+        };
+        slot.store(v, Ordering::Relaxed);
+    }
+    match v {
+        FLAT => Algorithm::Flat,
+        BINOMIAL => Algorithm::Binomial,
+        _ if n <= 2 => Algorithm::Flat,
+        _ => Algorithm::Binomial,
+    }
+}
+
+/// The id of a team that all its members agree on, for tools: the id the team has at
+/// its rank 0.
+fn gasp_team(team: &Team, call: &str) -> i32 {
+    team.data(call).peer_ids[0] as i32
+}
+
+/// The common checks of an initiation; the runtime.
+#[track_caller]
+fn initiation(team: &Team, call: &str) -> &'static Runtime {
+    let rt = runtime(call);
+    check_may_communicate(call);
+    team.data(call);
+    rt
+}
+
+#[track_caller]
+fn check_root(call: &str, root: Rank, n: Rank) {
+    if root >= n {
+        panic!("gex::{call}: root {root} is not in the team (size {n})");
+    }
+}
+
+fn event_of(handle: Arc<OpHandle>) -> Event {
+    Event::from_completion(Completion::Pending(handle))
+}
+
+impl Team {
+    /// Starts a barrier over a team that is not the primordial one (GASNet-EX
+    /// `gex_Coll_BarrierNB`): the dissemination barrier of the collective engine.
+    #[track_caller]
+    pub(crate) fn team_barrier_nb(&self) -> Event {
+        const CALL: &str = "Team::barrier_nb";
+        let rt = initiation(self, CALL);
+        let team = gasp_team(self, CALL);
+        let span = gasp::span!(GASP_GEX_COLL_BARRIER, team);
+        let op = Box::new(barrier::Barrier::new(self.size));
+        let event = event_of(engine::start(rt, self, CALL, engine::digest(&[1]), op));
+        gasp::end!(span, team, event.gasp_handle());
+        event
+    }
+
+    /// GASNet-EX `gex_Coll_BroadcastNB`: copies `nbytes` bytes at `src` on `root` to
+    /// `dst` on every rank of the team (the root copies unless `src == dst`).
+    ///
+    /// # Safety
+    /// On the root, `src` must be valid for `nbytes` bytes of reads, and on every rank
+    /// `dst` for `nbytes` bytes of writes, until the event completes; neither may be
+    /// otherwise accessed meanwhile (except reading `src`), and on the root they may
+    /// only overlap by being equal.
+    #[track_caller]
+    pub unsafe fn broadcast_nb(
+        &self,
+        root: Rank,
+        dst: *mut u8,
+        src: *const u8,
+        nbytes: usize,
+        flags: Flags,
+    ) -> Event {
+        const CALL: &str = "Team::broadcast_nb";
+        let rt = initiation(self, CALL);
+        check_root(CALL, root, self.size);
+        let span = gasp::span!(
+            GASP_UPC_ALL_BROADCAST,
+            dst as usize,
+            src as usize,
+            nbytes,
+            flags.bits() as i32
+        );
+        let tree = algorithm(Kind::Broadcast, self.size).tree();
+        let chunk = rt.conduit.am_max_medium();
+        let mut op =
+            broadcast::Broadcast::new(tree, self.rank, self.size, root, dst, nbytes, 0, chunk);
+        if self.rank == root {
+            if !std::ptr::eq(dst, src) && nbytes > 0 {
+                // SAFETY: the caller's contract: both are valid for `nbytes` bytes and
+                // do not overlap unless equal (excluded here).
+                unsafe { std::ptr::copy_nonoverlapping(src, dst, nbytes) };
+            }
+            op.root_ready();
+        }
+        let digest = engine::digest(&[2, u64::from(root), nbytes as u64, tree as u64]);
+        let event = event_of(engine::start(rt, self, CALL, digest, Box::new(op)));
+        gasp::end!(
+            span,
+            dst as usize,
+            src as usize,
+            nbytes,
+            flags.bits() as i32,
+            event.gasp_handle()
+        );
+        event
+    }
+
+    /// Blocking, safe broadcast: `buf` of the root is copied into `buf` of every rank
+    /// (the same length everywhere).
+    #[track_caller]
+    pub fn broadcast(&self, root: Rank, buf: &mut [u8]) {
+        // SAFETY: `buf` is borrowed exclusively until the event completes below; at the
+        // root `src == dst`.
+        unsafe { self.broadcast_nb(root, buf.as_mut_ptr(), buf.as_ptr(), buf.len(), Flags::NONE) }
+            .wait();
+    }
+
+    /// GASNet-EX `gex_Coll_ReduceToOneNB`: reduces the `dt_count` elements of
+    /// `dt_size` bytes at `src` on every rank, element-wise with `op`, into `dst` on
+    /// `root`. `user` is the function and client data of `Op::User` / `Op::UserNc`.
+    ///
+    /// # Safety
+    /// `src` must be valid for `dt_size * dt_count` bytes of reads during the call; on
+    /// the root, `dst` valid for as many bytes of writes, and not otherwise accessed,
+    /// until the event completes.
+    #[allow(clippy::too_many_arguments)]
+    #[track_caller]
+    pub unsafe fn reduce_to_one_nb(
+        &self,
+        root: Rank,
+        dst: *mut u8,
+        src: *const u8,
+        dt: Dt,
+        dt_size: usize,
+        dt_count: usize,
+        op: Op,
+        user: Option<(ReduceFn, usize)>,
+        flags: Flags,
+    ) -> Event {
+        const CALL: &str = "Team::reduce_to_one_nb";
+        check_root(CALL, root, self.size);
+        // SAFETY: the caller's contract, passed on.
+        unsafe {
+            self.reduce_nb(
+                CALL,
+                Some(root),
+                dst,
+                src,
+                dt,
+                dt_size,
+                dt_count,
+                op,
+                user,
+                flags,
+            )
+        }
+    }
+
+    /// GASNet-EX `gex_Coll_ReduceToAllNB`: as [`reduce_to_one_nb`](Team::reduce_to_one_nb),
+    /// with the result in `dst` on every rank (the same bytes everywhere).
+    ///
+    /// # Safety
+    /// `src` must be valid for `dt_size * dt_count` bytes of reads during the call, and
+    /// `dst` for as many bytes of writes, not otherwise accessed, until the event
+    /// completes.
+    #[allow(clippy::too_many_arguments)]
+    #[track_caller]
+    pub unsafe fn reduce_to_all_nb(
+        &self,
+        dst: *mut u8,
+        src: *const u8,
+        dt: Dt,
+        dt_size: usize,
+        dt_count: usize,
+        op: Op,
+        user: Option<(ReduceFn, usize)>,
+        flags: Flags,
+    ) -> Event {
+        // SAFETY: the caller's contract, passed on.
+        unsafe {
+            self.reduce_nb(
+                "Team::reduce_to_all_nb",
+                None,
+                dst,
+                src,
+                dt,
+                dt_size,
+                dt_count,
+                op,
+                user,
+                flags,
+            )
+        }
+    }
+
+    /// Blocking, safe reduction to all of `data` (built-in types only: `T` is one of
+    /// `i32`, `u32`, `i64`, `u64`, `f32`, `f64`): each element becomes the reduction of
+    /// that element over the team.
+    #[track_caller]
+    pub fn reduce_to_all<T: Builtin>(&self, data: &mut [T], op: Op) {
+        let src = data.to_vec();
+        let size = std::mem::size_of::<T>();
+        // SAFETY: `src` lives until the end of this call, `data` is borrowed
+        // exclusively until the event completes below.
+        unsafe {
+            self.reduce_to_all_nb(
+                data.as_mut_ptr().cast(),
+                src.as_ptr().cast(),
+                T::DT,
+                size,
+                data.len(),
+                op,
+                None,
+                Flags::NONE,
+            )
+        }
+        .wait();
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    #[track_caller]
+    unsafe fn reduce_nb(
+        &self,
+        call: &'static str,
+        root: Option<Rank>,
+        dst: *mut u8,
+        src: *const u8,
+        dt: Dt,
+        dt_size: usize,
+        dt_count: usize,
+        op: Op,
+        user: Option<(ReduceFn, usize)>,
+        flags: Flags,
+    ) -> Event {
+        let rt = initiation(self, call);
+        let reduction = Reduction::new(call, dt, dt_size, op, user);
+        let len = dt_size.checked_mul(dt_count).unwrap_or_else(|| {
+            panic!("gex::{call}: {dt_count} elements of {dt_size} bytes overflow the address space")
+        });
+        let func = user.map_or(0, |(f, _)| f as usize);
+        let rtype = reduction_type(dt);
+        let fl = flags.bits() as i32;
+        let tree = algorithm(Kind::Reduce, self.size).tree();
+        let chunk = rt.conduit.am_max_medium();
+        let digest = engine::digest(&[
+            3 + u64::from(root.is_none()),
+            root.map_or(u64::MAX, u64::from),
+            dt as u64,
+            dt_size as u64,
+            dt_count as u64,
+            op as u64,
+            tree as u64,
+        ]);
+        macro_rules! run {
+            ($tag:ident) => {{
+                let span = gasp::span!(
+                    $tag,
+                    dst as usize,
+                    src as usize,
+                    op as i32,
+                    dt_count,
+                    dt_size,
+                    func,
+                    fl,
+                    rtype
+                );
+                // SAFETY: the caller's contract: `src` readable now, `dst` writable
+                // until completion.
+                let op_state = unsafe {
+                    reduction::Reduce::new(
+                        tree, self.rank, self.size, reduction, root, dst, src, len, chunk,
+                    )
+                };
+                let event = event_of(engine::start(rt, self, call, digest, Box::new(op_state)));
+                gasp::end!(
+                    span,
+                    dst as usize,
+                    src as usize,
+                    op as i32,
+                    dt_count,
+                    dt_size,
+                    func,
+                    fl,
+                    rtype,
+                    event.gasp_handle()
+                );
+                event
+            }};
+        }
+        match root {
+            Some(_) => run!(GASP_UPC_ALL_REDUCE),
+            None => run!(GASP_GEX_COLL_REDUCE_TO_ALL),
+        }
+    }
+}
+
+/// The GASP reduction type of `dt` (gasp-1.4 §5.4.8 `gasp_upc_reduction_t`).
+fn reduction_type(dt: Dt) -> i32 {
+    use gasp::events::reduction as r;
+    match dt {
+        Dt::I32 => r::I,
+        Dt::U32 => r::UI,
+        Dt::I64 => r::L,
+        Dt::U64 => r::UL,
+        Dt::Flt => r::F,
+        Dt::Dbl => r::D,
+        Dt::User => r::USER,
+    }
+}

@@ -1,0 +1,299 @@
+//! The collective engine: how a collective operation runs over a team.
+//!
+//! * **Matching by call order.** Each team counts the collectives this process
+//!   initiates on it; the n-th collective on a team is the same operation on every
+//!   member (GASNet-EX: collectives on one team match by call order). Its number, the
+//!   sequence, travels in every message of the operation, so any number may be in flight
+//!   on one team and across teams, completing in any order.
+//! * **Messages.** An operation's messages are AM Mediums on the Request network to one
+//!   library handler, naming the receiver's id of the team, the sequence, a tag the
+//!   operation defines (a round, a phase), the sender's team rank and a byte offset.
+//!   The handler only files the message with its operation (or, for an operation this
+//!   process has not initiated yet, keeps it until it does); handlers may not send.
+//! * **Progress.** The engine registers with the runtime to be advanced by progress
+//!   while any operation is in flight. Advancing an operation sends what it can with
+//!   `IMMEDIATE` (a full queue is retried at the next poll, so progress never blocks)
+//!   and completes its event when the operation is done at this rank.
+//! * **Agreement.** Every message carries a digest of the operation's single-valued
+//!   arguments (kind, root, sizes, data type, operation). A message whose digest
+//!   differs from the receiver's operation of the same sequence means the ranks called
+//!   different collectives, or the same one with different arguments: the job fails
+//!   with a message naming both, instead of computing a wrong result.
+//!
+//! Operations are written against [`Collective`] and see the team through
+//! [`Outbox`]; they know nothing of AMs or of the table of operations.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+
+use crate::am::{AmCategory, AmEntry, AmIndex, AmRole, Token};
+use crate::conduit::Conduit;
+use crate::conduit::{OpHandle, Rank};
+use crate::event::Lc;
+use crate::runtime::Runtime;
+use crate::team::{Team, TeamData, TeamId, WORLD};
+use crate::Flags;
+
+/// Internal handler index of collective messages.
+pub(crate) const COLL_HANDLER: AmIndex = 2;
+
+/// Number of arguments of a collective message.
+const NARGS: usize = 7;
+
+/// One message of a collective operation, as the operation receives it.
+#[derive(Debug)]
+pub(crate) struct Msg {
+    /// The sender's rank in the team.
+    pub(crate) src: Rank,
+    /// What the message is to the operation (a round, a phase).
+    pub(crate) tag: u32,
+    /// Where its bytes go in the operation's data.
+    pub(crate) offset: usize,
+    /// The bytes.
+    pub(crate) data: Vec<u8>,
+}
+
+/// A collective operation in flight at this rank.
+pub(crate) trait Collective: Send {
+    /// Files a message of this operation (runs in handler context: no sending).
+    fn deliver(&mut self, msg: Msg);
+    /// Sends what can be sent and consumes what arrived; true once the operation is
+    /// complete at this rank (its event may then complete).
+    fn advance(&mut self, out: &mut Outbox<'_>) -> bool;
+}
+
+/// The team as an operation sees it: its size, this rank, and sending to a member.
+pub(crate) struct Outbox<'a> {
+    team: &'a TeamData,
+    seq: u32,
+    digest: u32,
+    max_payload: usize,
+}
+
+impl Outbox<'_> {
+    /// This process's rank in the team.
+    pub(crate) fn rank(&self) -> Rank {
+        self.team.rank
+    }
+
+    /// The team's size.
+    pub(crate) fn size(&self) -> Rank {
+        self.team.members.len() as Rank
+    }
+
+    /// The largest payload of one message.
+    pub(crate) fn max_payload(&self) -> usize {
+        self.max_payload
+    }
+
+    /// Sends `data` (at most [`max_payload`](Self::max_payload) bytes) to team rank
+    /// `to`; false if its queue is full (the caller retries at its next advance).
+    pub(crate) fn send(&mut self, to: Rank, tag: u32, offset: usize, data: &[u8]) -> bool {
+        debug_assert!(data.len() <= self.max_payload);
+        let args = [
+            self.team.peer_ids[to as usize],
+            self.seq,
+            tag,
+            self.team.rank,
+            offset as u32,
+            (offset as u64 >> 32) as u32,
+            self.digest,
+        ];
+        let world = Team {
+            id: WORLD,
+            rank: 0,
+            size: Rank::MAX,
+        };
+        world
+            .request_medium(
+                self.team.members[to as usize],
+                COLL_HANDLER,
+                data,
+                Lc::Now,
+                Flags::IMMEDIATE,
+                &args,
+            )
+            .is_ok()
+    }
+}
+
+/// An operation in flight, with what it needs to run.
+struct Running {
+    op: Box<dyn Collective>,
+    handle: Arc<OpHandle>,
+    digest: u32,
+    /// The name of the call that started it, for error messages.
+    call: &'static str,
+}
+
+/// The collectives of one team at this rank.
+#[derive(Default)]
+struct TeamOps {
+    /// The sequence the next collective initiated here gets.
+    next_seq: u32,
+    /// The team, once this process initiated a collective on it.
+    data: Option<Arc<TeamData>>,
+    /// Operations in flight, by sequence.
+    running: BTreeMap<u32, Running>,
+    /// Messages of operations not initiated here yet, by sequence.
+    early: HashMap<u32, Vec<(u32, Msg)>>,
+}
+
+/// Every team's collectives at this rank.
+#[derive(Default)]
+struct Engine {
+    teams: HashMap<TeamId, TeamOps>,
+}
+
+static ENGINE: Mutex<Option<Engine>> = Mutex::new(None);
+
+fn lock() -> std::sync::MutexGuard<'static, Option<Engine>> {
+    ENGINE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The entry of the collective message handler (registered by client initialization).
+pub(crate) fn handler_entry() -> AmEntry {
+    AmEntry::payload(
+        "gex collective message",
+        AmCategory::Medium,
+        AmRole::Request,
+        NARGS,
+        on_message,
+    )
+    .at(COLL_HANDLER)
+}
+
+fn on_message(_token: &Token<'_>, payload: &[u8], args: &[u32]) {
+    let (team, seq, digest) = (args[0], args[1], args[6]);
+    let msg = Msg {
+        src: args[3],
+        tag: args[2],
+        offset: (args[4] as u64 | (args[5] as u64) << 32) as usize,
+        data: payload.to_vec(),
+    };
+    let mut engine = lock();
+    let ops = engine
+        .get_or_insert_with(Engine::default)
+        .teams
+        .entry(team)
+        .or_default();
+    match ops.running.get_mut(&seq) {
+        Some(running) => {
+            check_digest(running.call, running.digest, digest, msg.src);
+            running.op.deliver(msg);
+        }
+        None => ops.early.entry(seq).or_default().push((digest, msg)),
+    }
+}
+
+#[track_caller]
+fn check_digest(call: &str, mine: u32, theirs: u32, src: Rank) {
+    if mine != theirs {
+        panic!(
+            "gex::{call}: team rank {src} called a different collective, or the same one \
+             with different single-valued arguments (root, size, data type or operation), \
+             at this point of the team's call order"
+        );
+    }
+}
+
+/// Starts `op` on `team` as the team's next collective; returns the handle that
+/// completes when the operation is complete at this rank.
+#[track_caller]
+pub(crate) fn start(
+    rt: &Runtime,
+    team: &Team,
+    call: &'static str,
+    digest: u32,
+    op: Box<dyn Collective>,
+) -> Arc<OpHandle> {
+    let data = team.data(call);
+    let handle = OpHandle::new();
+    {
+        let mut engine = lock();
+        let ops = engine
+            .get_or_insert_with(Engine::default)
+            .teams
+            .entry(team.id)
+            .or_default();
+        ops.data.get_or_insert(data);
+        let seq = ops.next_seq;
+        ops.next_seq = seq.wrapping_add(1);
+        let mut running = Running {
+            op,
+            handle: Arc::clone(&handle),
+            digest,
+            call,
+        };
+        for (theirs, msg) in ops.early.remove(&seq).unwrap_or_default() {
+            check_digest(call, digest, theirs, msg.src);
+            running.op.deliver(msg);
+        }
+        ops.running.insert(seq, running);
+        rt.start_advancing();
+    }
+    advance(rt);
+    handle
+}
+
+/// Advances every operation in flight (registered with the runtime as work progress
+/// must advance).
+pub(crate) fn advance(rt: &Runtime) {
+    let Ok(mut engine) = ENGINE.try_lock() else {
+        return; // another thread is advancing
+    };
+    let Some(engine) = engine.as_mut() else {
+        return;
+    };
+    let max_payload = rt.conduit.am_max_medium();
+    for ops in engine.teams.values_mut() {
+        let Some(data) = ops.data.clone() else {
+            continue;
+        };
+        let mut done = Vec::new();
+        for (&seq, running) in ops.running.iter_mut() {
+            let mut out = Outbox {
+                team: &data,
+                seq,
+                digest: running.digest,
+                max_payload,
+            };
+            if running.op.advance(&mut out) {
+                done.push(seq);
+            }
+        }
+        for seq in done {
+            let running = ops.running.remove(&seq).expect("just advanced");
+            running.handle.complete();
+            rt.stop_advancing();
+        }
+    }
+}
+
+/// Forgets a destroyed team's state (its operations are all complete: destroy is a
+/// collective that completes after every earlier one).
+pub(crate) fn forget(id: TeamId) {
+    if let Some(engine) = lock().as_mut() {
+        engine.teams.remove(&id);
+    }
+}
+
+/// A digest of an operation's single-valued arguments (FNV-1a over 64-bit words).
+pub(crate) fn digest(words: &[u64]) -> u32 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for w in words {
+        for b in w.to_le_bytes() {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    (h ^ (h >> 32)) as u32
+}
+
+/// How many operations on team `id` are in flight at this rank.
+pub(crate) fn running(id: TeamId) -> usize {
+    lock()
+        .as_ref()
+        .and_then(|e| e.teams.get(&id))
+        .map_or(0, |ops| ops.running.len())
+}

@@ -1,0 +1,194 @@
+//! Team split and destroy (GASNet-EX `gex_TM_Split`, `gex_TM_Destroy`), collective over
+//! the parent team and the team.
+//!
+//! A split exchanges one record per parent member, (color, key, the id the new team
+//! will have in that member's process): a flat gather at rank 0, then a broadcast of
+//! the table. Each member then computes its team alone: the members of its color,
+//! ordered by key, ties broken by parent rank.
+
+use std::sync::{Arc, Mutex};
+
+use super::broadcast::Broadcast;
+use super::engine;
+use super::gather::Gather;
+use super::tree::Tree;
+use crate::conduit::{Conduit, Rank};
+use crate::context::check_may_communicate;
+use crate::event::Event;
+use crate::runtime::runtime;
+use crate::team::{self, Team, TeamId, WORLD};
+
+/// The size of one member's record in a split's exchange.
+const RECORD: usize = 16;
+
+/// What a scratch-size query of [`Team::split_scratch_size`] asks for
+/// (`GEX_FLAG_TM_SCRATCH_SIZE_*`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ScratchQuery {
+    /// `GEX_FLAG_TM_SCRATCH_SIZE_MIN`: the least scratch space a split accepts.
+    Min,
+    /// `GEX_FLAG_TM_SCRATCH_SIZE_RECOMMENDED`: the scratch space that serves best.
+    Recommended,
+}
+
+impl Team {
+    /// GASNet-EX `gex_TM_Split`: collective over this team. The members that pass the
+    /// same `color` form one new team, ranked by increasing `key`, ties broken by rank
+    /// in this team; a member that passes no color gets no team (`None`). `scratch`
+    /// is memory of this rank's segment granted to the new team until it is destroyed
+    /// (optional here: the collectives need none); it is returned by
+    /// [`destroy`](Team::destroy).
+    #[track_caller]
+    pub fn split(
+        &self,
+        color: Option<u32>,
+        key: i32,
+        scratch: Option<(*mut u8, usize)>,
+    ) -> Option<Team> {
+        const CALL: &str = "Team::split";
+        let rt = runtime(CALL);
+        check_may_communicate(CALL);
+        let parent = self.data(CALL);
+        if let Some(c) = color {
+            if c > i32::MAX as u32 {
+                panic!("gex::{CALL}: color {c} is not a non-negative int");
+            }
+        }
+        let gasp_team = parent.peer_ids[0] as i32;
+        let gasp_color = color.map_or(-1, |c| c as i32);
+        let span = gasp::span!(
+            GASP_GEX_TM_SPLIT,
+            gasp_team,
+            self.size as i32,
+            gasp_color,
+            key
+        );
+        let new_id: TeamId = if color.is_some() {
+            team::reserve_id()
+        } else {
+            TeamId::MAX
+        };
+        let mut record = [0u8; RECORD];
+        record[..8].copy_from_slice(&color.map_or(-1i64, i64::from).to_le_bytes());
+        record[8..12].copy_from_slice(&key.to_le_bytes());
+        record[12..].copy_from_slice(&new_id.to_le_bytes());
+
+        let n = self.size as usize;
+        let gathered = Arc::new(Mutex::new(vec![0u8; RECORD * n]));
+        let gather = Gather::new(record.to_vec(), n, Arc::clone(&gathered));
+        Event::from_completion(crate::conduit::Completion::Pending(engine::start(
+            rt,
+            self,
+            CALL,
+            engine::digest(&[5]),
+            Box::new(gather),
+        )))
+        .wait();
+        let mut table = gathered.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let chunk = rt.conduit.am_max_medium();
+        let mut bcast = Broadcast::new(
+            Tree::Binomial,
+            self.rank,
+            self.size,
+            0,
+            table.as_mut_ptr(),
+            table.len(),
+            0,
+            chunk,
+        );
+        if self.rank == 0 {
+            bcast.root_ready();
+        }
+        Event::from_completion(crate::conduit::Completion::Pending(engine::start(
+            rt,
+            self,
+            CALL,
+            engine::digest(&[6]),
+            Box::new(bcast),
+        )))
+        .wait();
+
+        let new_team = color.map(|c| {
+            let mut mine: Vec<(i32, Rank, TeamId)> = table
+                .chunks_exact(RECORD)
+                .enumerate()
+                .filter(|(_, r)| {
+                    i64::from_le_bytes(r[..8].try_into().expect("8 bytes")) == i64::from(c)
+                })
+                .map(|(p, r)| {
+                    let key = i32::from_le_bytes(r[8..12].try_into().expect("4 bytes"));
+                    let id = TeamId::from_le_bytes(r[12..].try_into().expect("4 bytes"));
+                    (key, p as Rank, id)
+                })
+                .collect();
+            mine.sort_by_key(|&(key, p, _)| (key, p));
+            let rank = mine
+                .iter()
+                .position(|&(_, p, _)| p == self.rank)
+                .expect("this rank passed this color") as Rank;
+            let members = mine
+                .iter()
+                .map(|&(_, p, _)| parent.members[p as usize])
+                .collect();
+            let peer_ids = mine.iter().map(|&(_, _, id)| id).collect();
+            team::install(
+                new_id,
+                members,
+                peer_ids,
+                rank,
+                scratch.map(|(a, s)| (a as usize, s)),
+            )
+        });
+        let (new_gasp_team, new_size) = match &new_team {
+            Some(t) => (t.data(CALL).peer_ids[0] as i32, t.size as i32),
+            None => (-1, 0),
+        };
+        gasp::end!(
+            span,
+            gasp_team,
+            self.size as i32,
+            gasp_color,
+            key,
+            new_gasp_team,
+            new_size
+        );
+        new_team
+    }
+
+    /// GASNet-EX `gex_TM_Split` with a `GEX_FLAG_TM_SCRATCH_SIZE_*` flag: the scratch
+    /// size to pass to a split with the same arguments. The collectives here keep
+    /// their state in private memory, so no scratch space is needed: both answers
+    /// are 0 (as for a member that gets no team).
+    #[track_caller]
+    pub fn split_scratch_size(&self, color: Option<u32>, _key: i32, _query: ScratchQuery) -> usize {
+        const CALL: &str = "Team::split_scratch_size";
+        runtime(CALL);
+        check_may_communicate(CALL);
+        self.data(CALL);
+        let _ = color;
+        0
+    }
+
+    /// GASNet-EX `gex_TM_Destroy`: collective over the team. Waits for this rank's
+    /// collectives on the team to complete, synchronizes the members, and frees what
+    /// the team holds; returns the scratch space granted at the split. Using the team
+    /// afterwards fails naming the call. The primordial team cannot be destroyed.
+    #[track_caller]
+    pub fn destroy(self) -> Option<(*mut u8, usize)> {
+        const CALL: &str = "Team::destroy";
+        let rt = runtime(CALL);
+        check_may_communicate(CALL);
+        if self.id == WORLD {
+            panic!("gex::{CALL}: the primordial team cannot be destroyed");
+        }
+        let data = self.data(CALL);
+        let gasp_team = data.peer_ids[0] as i32;
+        let span = gasp::span!(GASP_GEX_TM_DESTROY, gasp_team, self.size as i32);
+        rt.wait_until(|| engine::running(self.id) == 0);
+        self.team_barrier_nb().wait();
+        engine::forget(self.id);
+        let scratch = team::remove(self.id).and_then(|d| d.scratch);
+        gasp::end!(span, gasp_team, self.size as i32);
+        scratch.map(|(a, s)| (a as *mut u8, s))
+    }
+}

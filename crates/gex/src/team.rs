@@ -1,0 +1,235 @@
+//! Teams (GASNet-EX `gex_TM_t`): ordered sets of the job's ranks, and the queries and
+//! translations on them ("Operations on gex_TM_t").
+//!
+//! A [`Team`] is a small `Copy` handle: the team's id in this process, this process's
+//! rank in it and its size. The primordial team (id 0) holds every rank of the job in
+//! job-rank order, so its ranks are job ranks and translating them costs nothing. Any
+//! other team was made by a split (`Team::split`, in the collectives) and is described
+//! by a [`TeamData`] in this process's team table: the job rank of each member, and the
+//! id the same team has in each member's process (ids are local: each process numbers
+//! the teams it belongs to itself, and a message names the team by the receiver's id).
+//!
+//! A destroyed team's slot stays empty; a handle to it fails with a message naming the
+//! call. Ids are never reused, so a stale handle can never reach another team.
+
+use std::sync::{Arc, RwLock};
+
+use crate::client::{CData, CDataSlot, Client, Endpoint};
+use crate::conduit::{BoundSegment, Conduit, Rank};
+use crate::context::check_may_communicate;
+use crate::runtime::runtime;
+use crate::Flags;
+
+/// A team's id in this process (an index into the team table).
+pub(crate) type TeamId = u32;
+
+/// The id of the primordial team.
+pub(crate) const WORLD: TeamId = 0;
+
+/// A team: an ordered set of endpoints (GASNet-EX `gex_TM_t`). The primordial team
+/// holds one endpoint per rank of the job, in job-rank order; other teams come from
+/// splits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Team {
+    pub(crate) id: TeamId,
+    pub(crate) rank: Rank,
+    pub(crate) size: Rank,
+}
+
+/// What this process knows of one team it belongs to.
+#[derive(Debug)]
+pub(crate) struct TeamData {
+    /// The job rank of each member, by team rank.
+    pub(crate) members: Box<[Rank]>,
+    /// The id of this team in each member's process, by team rank.
+    pub(crate) peer_ids: Box<[TeamId]>,
+    /// This process's rank in the team.
+    pub(crate) rank: Rank,
+    /// The client's data on the team (`gex_TM_SetCData`).
+    cdata: CDataSlot,
+    /// The scratch space the client granted at the split, returned at destroy.
+    pub(crate) scratch: Option<(usize, usize)>,
+}
+
+/// The teams this process belongs to, by id; `None` for a destroyed team or an id
+/// reserved by a split still under way.
+static TEAMS: RwLock<Vec<Option<Arc<TeamData>>>> = RwLock::new(Vec::new());
+
+fn teams_read() -> std::sync::RwLockReadGuard<'static, Vec<Option<Arc<TeamData>>>> {
+    TEAMS.read().unwrap_or_else(|e| e.into_inner())
+}
+
+fn teams_write() -> std::sync::RwLockWriteGuard<'static, Vec<Option<Arc<TeamData>>>> {
+    TEAMS.write().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Creates the primordial team of a job of `size` ranks (from `Client::init`).
+pub(crate) fn install_world(rank: Rank, size: Rank) -> Team {
+    let mut teams = teams_write();
+    assert!(teams.is_empty(), "the primordial team is created once");
+    teams.push(Some(Arc::new(TeamData {
+        members: (0..size).collect(),
+        peer_ids: vec![WORLD; size as usize].into_boxed_slice(),
+        rank,
+        cdata: CDataSlot::default(),
+        scratch: None,
+    })));
+    Team {
+        id: WORLD,
+        rank,
+        size,
+    }
+}
+
+/// Reserves the id of a team this process is about to join (the split tells the other
+/// members before the team exists).
+pub(crate) fn reserve_id() -> TeamId {
+    let mut teams = teams_write();
+    teams.push(None);
+    (teams.len() - 1) as TeamId
+}
+
+/// Installs a team at an id from [`reserve_id`].
+pub(crate) fn install(
+    id: TeamId,
+    members: Box<[Rank]>,
+    peer_ids: Box<[TeamId]>,
+    rank: Rank,
+    scratch: Option<(usize, usize)>,
+) -> Team {
+    let size = members.len() as Rank;
+    teams_write()[id as usize] = Some(Arc::new(TeamData {
+        members,
+        peer_ids,
+        rank,
+        cdata: CDataSlot::default(),
+        scratch,
+    }));
+    Team { id, rank, size }
+}
+
+/// Removes a team from the table; returns what it held.
+pub(crate) fn remove(id: TeamId) -> Option<Arc<TeamData>> {
+    teams_write().get_mut(id as usize).and_then(Option::take)
+}
+
+/// The data of team `id`, if this process belongs to it (and it is not destroyed).
+pub(crate) fn lookup(id: TeamId) -> Option<Arc<TeamData>> {
+    teams_read().get(id as usize).and_then(Clone::clone)
+}
+
+impl Team {
+    /// This process's rank in the team (GASNet-EX `gex_TM_QueryRank`).
+    pub fn rank(&self) -> Rank {
+        self.rank
+    }
+
+    /// Number of ranks in the team (GASNet-EX `gex_TM_QuerySize`).
+    pub fn size(&self) -> Rank {
+        self.size
+    }
+
+    /// GASNet-EX `gex_TM_QueryClient`.
+    pub fn client(&self) -> Client {
+        Client(())
+    }
+
+    /// GASNet-EX `gex_TM_QueryEP`.
+    pub fn endpoint(&self) -> Endpoint {
+        Endpoint(())
+    }
+
+    /// GASNet-EX `gex_TM_QueryFlags`: no team flags are defined.
+    pub fn flags(&self) -> Flags {
+        Flags::NONE
+    }
+
+    /// Whether this is the primordial team (every rank of the job, in job-rank order).
+    pub fn is_primordial(&self) -> bool {
+        self.id == WORLD
+    }
+
+    /// The team's data, or a panic naming `call` if the team was destroyed.
+    #[track_caller]
+    pub(crate) fn data(&self, call: &str) -> Arc<TeamData> {
+        runtime(call);
+        lookup(self.id).unwrap_or_else(|| destroyed(call))
+    }
+
+    /// GASNet-EX `gex_TM_SetCData`.
+    #[track_caller]
+    pub fn set_cdata(&self, data: Option<CData>) {
+        self.data("Team::set_cdata").cdata.set(data)
+    }
+
+    /// GASNet-EX `gex_TM_QueryCData`.
+    #[track_caller]
+    pub fn cdata(&self) -> Option<CData> {
+        self.data("Team::cdata").cdata.get()
+    }
+
+    /// The job rank of team member `rank`, or a panic naming `call`.
+    #[inline]
+    #[track_caller]
+    pub(crate) fn job_rank_of(&self, call: &str, rank: Rank) -> Rank {
+        if rank >= self.size {
+            invalid_rank(call, rank, self.size);
+        }
+        if self.id == WORLD {
+            rank
+        } else {
+            self.data(call).members[rank as usize]
+        }
+    }
+
+    /// GASNet-EX `gex_TM_TranslateRankToJobrank`. Requires `rank < size()`.
+    #[track_caller]
+    pub fn translate_rank_to_jobrank(&self, rank: Rank) -> Rank {
+        const CALL: &str = "Team::translate_rank_to_jobrank";
+        check_may_communicate(CALL);
+        self.job_rank_of(CALL, rank)
+    }
+
+    /// GASNet-EX `gex_TM_TranslateJobrankToRank`: the rank in this team of the process
+    /// with job rank `jobrank`, or `None` (the spec's `GEX_RANK_INVALID`) if it is not
+    /// a member, or not a rank of the job at all.
+    #[track_caller]
+    pub fn translate_jobrank_to_rank(&self, jobrank: Rank) -> Option<Rank> {
+        const CALL: &str = "Team::translate_jobrank_to_rank";
+        let rt = runtime(CALL);
+        check_may_communicate(CALL);
+        if jobrank >= rt.conduit.size() {
+            return None;
+        }
+        if self.id == WORLD {
+            return Some(jobrank);
+        }
+        self.data(CALL)
+            .members
+            .iter()
+            .position(|&m| m == jobrank)
+            .map(|r| r as Rank)
+    }
+
+    /// GASNet-EX `gex_Segment_QueryBound`: the segment bound to team member `rank`,
+    /// with its address at the owner and here.
+    #[track_caller]
+    pub fn segment_bound(&self, rank: Rank) -> Option<BoundSegment> {
+        const CALL: &str = "Team::segment_bound";
+        let rt = runtime(CALL);
+        check_may_communicate(CALL);
+        rt.conduit.bound_segment(self.job_rank_of(CALL, rank))
+    }
+}
+
+#[cold]
+#[track_caller]
+fn invalid_rank(call: &str, rank: Rank, size: Rank) -> ! {
+    panic!("gex::{call}: rank {rank} is not in the team (size {size})")
+}
+
+#[cold]
+#[track_caller]
+fn destroyed(call: &str) -> ! {
+    panic!("gex::{call}: the team was destroyed (GASNet-EX gex_TM_Destroy)")
+}
