@@ -190,6 +190,24 @@ fn check_root(call: &str, root: Rank, n: Rank) {
     }
 }
 
+/// Whether the root may broadcast `src` by direct copies: large enough, in its own
+/// segment, and every member of the team shares memory with it.
+fn direct_possible(rt: &Runtime, team: &Team, src: *const u8, nbytes: usize) -> bool {
+    if nbytes < broadcast::DIRECT_MIN || team.size < 2 {
+        return false;
+    }
+    if rt
+        .conduit
+        .translate(rt.conduit.rank(), src as usize, nbytes)
+        .is_err()
+    {
+        return false;
+    }
+    let (nbrhd, _) = rt.conduit.nbrhd();
+    let data = team.data("Team::broadcast_nb");
+    data.members.iter().all(|m| nbrhd.binary_search(m).is_ok())
+}
+
 fn event_of(handle: Arc<OpHandle>) -> Event {
     Event::from_completion(Completion::Pending(handle))
 }
@@ -247,6 +265,9 @@ impl Team {
                 unsafe { std::ptr::copy_nonoverlapping(src, dst, nbytes) };
             }
             op.root_ready();
+            if direct_possible(rt, self, src, nbytes) {
+                op.root_direct(src, self.size);
+            }
         }
         let digest = engine::digest(&[2, u64::from(root), nbytes as u64, tree as u64]);
         let event = event_of(engine::start(rt, self, CALL, digest, Box::new(op)));

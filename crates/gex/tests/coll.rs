@@ -505,3 +505,45 @@ fn a_team_barrier_waits_for_the_late_member() {
         });
     }
 }
+
+/// A broadcast whose source lies in the root's segment, as large as the direct path
+/// takes (each rank copies straight from the root's segment): every root, both
+/// algorithms (the root chooses the direct path either way), the data checked, and
+/// the root's source reused at once after its event.
+#[test]
+fn a_broadcast_from_the_segment_reaches_every_rank() {
+    for n in 1..=5u32 {
+        spmd(n as usize, || {
+            let team = init("COLL_BCAST_SEG");
+            let seg = gex::Segment::attach(&team, 4 << 20).unwrap();
+            for algorithm in ALGORITHMS {
+                set_algorithm(Kind::Broadcast, Some(algorithm));
+                for root in 0..n {
+                    for size in [16 << 10, 100_003, 1 << 20] {
+                        let want = common::pattern(u64::from(root) + size as u64, size);
+                        if team.rank() == root {
+                            // SAFETY: our own segment, `size` bytes from its start.
+                            unsafe {
+                                std::ptr::copy_nonoverlapping(want.as_ptr(), seg.addr(), size)
+                            };
+                        }
+                        let mut dst = vec![0u8; size];
+                        // SAFETY: the source (in our segment) and `dst` outlive the wait.
+                        unsafe {
+                            team.broadcast_nb(root, dst.as_mut_ptr(), seg.addr(), size, Flags::NONE)
+                        }
+                        .wait();
+                        assert!(dst == want, "{algorithm:?} root {root} size {size}");
+                        if team.rank() == root {
+                            // The source may be reused once the root's event completed.
+                            // SAFETY: as above.
+                            unsafe { std::ptr::write_bytes(seg.addr(), 0xAB, size) };
+                        }
+                        team.barrier();
+                    }
+                }
+            }
+            finalize(&team);
+        });
+    }
+}

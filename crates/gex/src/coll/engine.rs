@@ -86,6 +86,15 @@ impl Outbox<'_> {
         self.max_payload
     }
 
+    /// The address in this process of `[addr, addr + len)` of team rank `rank`'s
+    /// segment (`addr` in that rank's address space), if this process maps it.
+    pub(crate) fn translate(&self, rank: Rank, addr: usize, len: usize) -> Option<usize> {
+        let rt = crate::runtime::try_runtime()?;
+        rt.conduit
+            .translate(self.team.members[rank as usize], addr, len)
+            .ok()
+    }
+
     /// Sends `data` (at most [`max_payload`](Self::max_payload) bytes) to team rank
     /// `to`; false if its queue is full (the caller retries at its next advance).
     pub(crate) fn send(&mut self, to: Rank, tag: u32, offset: usize, data: &[u8]) -> bool {
