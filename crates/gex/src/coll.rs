@@ -168,10 +168,9 @@ pub fn algorithm(kind: Kind, n: Rank) -> Algorithm {
     }
 }
 
-/// The id of a team that all its members agree on, for tools: the id the team has at
-/// its rank 0.
+/// The name of a team that all its members agree on, for tools.
 fn gasp_team(team: &Team, call: &str) -> i32 {
-    team.data(call).peer_ids[0] as i32
+    team.data(call).shared_name()
 }
 
 /// The common checks of an initiation; the runtime.

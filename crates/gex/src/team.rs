@@ -51,6 +51,17 @@ pub(crate) struct TeamData {
     pub(crate) scratch: Option<(usize, usize)>,
 }
 
+impl TeamData {
+    /// A name of the team that all its members agree on (ids are local): the job rank
+    /// of its rank 0 and the team's id there, as one number for tools (GASP's `team`
+    /// arguments). The primordial team is 0.
+    pub(crate) fn shared_name(&self) -> i32 {
+        (self.members[0]
+            .wrapping_mul(1 << 12)
+            .wrapping_add(self.peer_ids[0])) as i32
+    }
+}
+
 /// The teams this process belongs to, by id; `None` for a destroyed team or an id
 /// reserved by a split still under way.
 static TEAMS: RwLock<Vec<Option<Arc<TeamData>>>> = RwLock::new(Vec::new());
@@ -147,6 +158,16 @@ impl Team {
     /// Whether this is the primordial team (every rank of the job, in job-rank order).
     pub fn is_primordial(&self) -> bool {
         self.id == WORLD
+    }
+
+    /// An identifier of the team that every member agrees on (the handle's own id is
+    /// local to this process): the job rank of team rank 0 in the high half, the
+    /// team's id in that process in the low half. The primordial team's is 0; ids are
+    /// never reused, so no two teams of a job share one.
+    #[track_caller]
+    pub fn shared_id(&self) -> u64 {
+        let data = self.data("Team::shared_id");
+        u64::from(data.members[0]) << 32 | u64::from(data.peer_ids[0])
     }
 
     /// The team's data, or a panic naming `call` if the team was destroyed.

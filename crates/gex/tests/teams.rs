@@ -220,3 +220,28 @@ fn mismatched_collectives_fail_the_job() {
     let report = outcome.failure.expect("the job fails");
     assert!(report.contains("different collective"), "{report}");
 }
+
+/// `shared_id` names a team the same way on every member, differs between teams, and
+/// the primordial team's is 0.
+#[test]
+fn every_member_agrees_on_a_teams_shared_id() {
+    for n in 1..=4u32 {
+        spmd(n as usize, || {
+            let (client, world) = init("TM_SHARED_ID");
+            assert_eq!(world.shared_id(), 0);
+            let a = world.split(Some(world.rank() % 2), 0, None).unwrap();
+            let b = world.split(Some(0), 0, None).unwrap();
+            assert_ne!(a.shared_id(), b.shared_id());
+            let mut ids = [a.shared_id(), b.shared_id()];
+            let mut lo = ids;
+            b.reduce_to_all(&mut ids, gex::ops::Op::Max);
+            b.reduce_to_all(&mut lo, gex::ops::Op::Min);
+            assert_eq!(ids[1], lo[1], "every member names b alike");
+            if n > 1 {
+                assert_ne!(ids[0], lo[0], "the two halves are different teams");
+            }
+            world.barrier();
+            client.finalize();
+        });
+    }
+}

@@ -54,7 +54,7 @@ impl Team {
                 panic!("gex::{CALL}: color {c} is not a non-negative int");
             }
         }
-        let gasp_team = parent.peer_ids[0] as i32;
+        let gasp_team = parent.shared_name();
         let gasp_color = color.map_or(-1, |c| c as i32);
         let span = gasp::span!(
             GASP_GEX_TM_SPLIT,
@@ -140,7 +140,7 @@ impl Team {
             )
         });
         let (new_gasp_team, new_size) = match &new_team {
-            Some(t) => (t.data(CALL).peer_ids[0] as i32, t.size as i32),
+            Some(t) => (t.data(CALL).shared_name(), t.size as i32),
             None => (-1, 0),
         };
         gasp::end!(
@@ -182,7 +182,7 @@ impl Team {
             panic!("gex::{CALL}: the primordial team cannot be destroyed");
         }
         let data = self.data(CALL);
-        let gasp_team = data.peer_ids[0] as i32;
+        let gasp_team = data.shared_name();
         let span = gasp::span!(GASP_GEX_TM_DESTROY, gasp_team, self.size as i32);
         rt.wait_until(|| engine::running(self.id) == 0);
         self.team_barrier_nb().wait();
