@@ -213,7 +213,7 @@ fn rank_main(job: RankJob) {
             GET_VALUE,
         ));
         results.extend(measure(&ctx, latency));
-        let mut bandwidth = vec![raw_memcpy(&ctx)];
+        let mut bandwidth = vec![figures::raw_memcpy(ctx.name("raw.memcpy_4MiB"), BW_MAX)];
         bandwidth.extend(put_bw(&ctx));
         bandwidth.extend(get_bw(&ctx));
         results.extend(measure(&ctx, bandwidth));
@@ -260,39 +260,6 @@ fn raw_pingpong_2lines(ctx: &Ctx) -> Bench<'static> {
                 expect += 2;
             }
             mine1.store(0, Ordering::Relaxed);
-        },
-    )
-}
-
-/// Single-core memcpy of 4 MiB between two private, pre-faulted, page-aligned buffers
-/// of rank 0.
-fn raw_memcpy(ctx: &Ctx) -> Bench<'static> {
-    let src = page_aligned(BW_MAX, 0);
-    fill_pattern(src, PUT_SEED);
-    let dst = page_aligned(BW_MAX, 0xa5);
-    let mut checked = false;
-    Bench::solo(
-        ctx.name("raw.memcpy_4MiB"),
-        Unit::Bandwidth(BW_MAX),
-        move |iters| {
-            let t0 = Instant::now();
-            for _ in 0..iters {
-                // SAFETY: two distinct live buffers of BW_MAX bytes.
-                unsafe {
-                    std::ptr::copy_nonoverlapping(
-                        black_box(src.as_ptr()),
-                        black_box(dst.as_mut_ptr()),
-                        BW_MAX,
-                    )
-                };
-                black_box(&mut *dst);
-            }
-            let t = t0.elapsed();
-            if !checked {
-                assert!(*dst == *src, "memcpy copied wrong data");
-                checked = true;
-            }
-            t
         },
     )
 }

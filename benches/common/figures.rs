@@ -1,6 +1,7 @@
-//! Figures of two ranks and the loop that measures them interleaved, shared by `gex.rs`
-//! and `upcxx.rs` (which re-measures the raw and gex figures in its own job, as
-//! baselines of the UPC++ ones).
+//! Figures of two ranks, the memcpy baseline, and the loop that measures figures
+//! interleaved, shared by `gex.rs`, `upcxx.rs` (which re-measures the raw and gex figures
+//! in its own job, as baselines of the UPC++ ones) and `coll.rs` (whose collective
+//! figures every rank of the job takes part in, see [`Bench::team`]).
 
 use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -9,8 +10,8 @@ use std::time::{Duration, Instant};
 use gex::{Flags, Lc, Team};
 
 use super::am::{
-    await_value, serve_until_stopped, stop_server, sync_medium, H_MEDIUM, H_PING, LAST_PONG,
-    MEDIUM_BYTES,
+    await_value, fill_pattern, serve_until_stopped, stop_server, sync_medium, H_MEDIUM, H_PING,
+    LAST_PONG, MEDIUM_BYTES,
 };
 use super::{spin_until, Measured, Sampler};
 
@@ -35,6 +36,8 @@ pub(crate) struct Bench<'a> {
     stop: Box<dyn FnMut() + 'a>,
     /// Rank 1: takes part until rank 0's `stop`.
     serve: Box<dyn FnMut() + 'a>,
+    /// Whether every rank above 1 takes part too, with `serve` as rank 1 does.
+    serve_all: bool,
     /// Rank 1, after the last phase: checks the data it received (panics if wrong).
     check1: Box<dyn FnMut() + 'a>,
 }
@@ -52,6 +55,7 @@ impl<'a> Bench<'a> {
             run: Box::new(run),
             stop: Box::new(|| {}),
             serve: Box::new(|| {}),
+            serve_all: false,
             check1: Box::new(|| {}),
         }
     }
@@ -71,6 +75,21 @@ impl<'a> Bench<'a> {
         }
     }
 
+    /// With every other rank of the job serving until stopped (a collective, in which
+    /// rank 0's `run` tells the others how many operations to join).
+    pub(crate) fn team(
+        name: impl Into<String>,
+        unit: Unit,
+        run: impl FnMut(u64) -> Duration + 'a,
+        stop: impl FnMut() + 'a,
+        serve: impl FnMut() + 'a,
+    ) -> Bench<'a> {
+        Bench {
+            serve_all: true,
+            ..Bench::duo(name, unit, run, stop, serve)
+        }
+    }
+
     pub(crate) fn checked_by_rank1(mut self, check: impl FnMut() + 'a) -> Bench<'a> {
         self.check1 = Box::new(check);
         self
@@ -82,7 +101,8 @@ impl<'a> Bench<'a> {
 /// sample of each (the first `warmup` rounds discarded), so that a slow stretch of a busy
 /// machine hits every figure alike and their ratios stay meaningful. Each phase is rank
 /// 0's part, rank 1's part, then `barrier()` on all ranks; ranks other than 0 and 1 spend
-/// every phase waiting in that barrier, polling as a real program's idle ranks would.
+/// every phase waiting in that barrier, polling as a real program's idle ranks would,
+/// except in the phases of a [`Bench::team`] figure, where they serve as rank 1 does.
 /// Returns rank 0's results (nothing on the other ranks).
 pub(crate) fn measure(
     rank: u32,
@@ -107,6 +127,7 @@ pub(crate) fn measure(
                     }
                 }
                 1 => (b.serve)(),
+                _ if b.serve_all => (b.serve)(),
                 _ => {}
             }
             barrier();
@@ -304,3 +325,34 @@ pub(crate) fn get_8b(
         t
     })
 }
+
+/// `raw.memcpy_4MiB`: single-core `copy_nonoverlapping` of `bytes` between two private,
+/// pre-faulted, page-aligned buffers of rank 0; checked once.
+pub(crate) fn raw_memcpy(name: impl Into<String>, bytes: usize) -> Bench<'static> {
+    let src = page_aligned(bytes, 0);
+    fill_pattern(src, MEMCPY_SEED);
+    let dst = page_aligned(bytes, 0xa5);
+    let mut checked = false;
+    Bench::solo(name, Unit::Bandwidth(bytes), move |iters| {
+        let t0 = Instant::now();
+        for _ in 0..iters {
+            // SAFETY: two distinct live buffers of `bytes` bytes.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    black_box(src.as_ptr()),
+                    black_box(dst.as_mut_ptr()),
+                    bytes,
+                )
+            };
+            black_box(&mut *dst);
+        }
+        let t = t0.elapsed();
+        if !checked {
+            assert!(*dst == *src, "memcpy copied wrong data");
+            checked = true;
+        }
+        t
+    })
+}
+
+const MEMCPY_SEED: u64 = 0x5eed_0003;
