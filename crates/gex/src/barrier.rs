@@ -78,7 +78,7 @@ pub(crate) fn advance(rt: &Runtime) {
             st.epoch += 1;
             st.round = 0;
             st.sent = false;
-            rt.stop_advancing();
+            rt.stop_advancing(advance);
             op.complete();
             continue;
         }
@@ -126,7 +126,7 @@ impl Team {
         {
             let mut st = STATE.inner.lock().unwrap_or_else(|e| e.into_inner());
             st.queue.push_back(Arc::clone(&op));
-            rt.start_advancing();
+            rt.start_advancing(advance);
         }
         // Poll once even when the barrier needs no signal (one rank), so a program
         // that only synchronizes still runs the handlers of messages sent to it.

@@ -41,8 +41,10 @@ impl Runtime {
     pub(crate) fn progress(&self) -> usize {
         let n = self.conduit.poll(true, self.dispatch);
         if self.advancing() {
-            for advance in self.advance.iter() {
-                advance(self);
+            for (advance, work) in self.advance.iter() {
+                if work.load(std::sync::atomic::Ordering::Relaxed) != 0 {
+                    advance(self);
+                }
             }
         }
         n

@@ -20,10 +20,10 @@ pub(crate) struct Runtime {
     pub(crate) conduit: Selected,
     /// Runs one arrived message (the AM layer's dispatcher).
     pub(crate) dispatch: fn(&Inbound<'_>),
-    /// What progress advances besides running messages.
-    pub(crate) advance: Box<[Advance]>,
-    /// How many registrants of `advance` have work under way: progress calls them only
-    /// while this is non-zero, so an idle poll pays one load for all of them.
+    /// What progress advances besides running messages, each with how much work it
+    /// has under way: progress calls only those with work.
+    pub(crate) advance: Box<[(Advance, AtomicUsize)]>,
+    /// How much work all of them have under way: an idle poll pays one load for all.
     advancing: AtomicUsize,
 }
 
@@ -36,19 +36,29 @@ impl Runtime {
         Runtime {
             conduit,
             dispatch,
-            advance: advance.into_boxed_slice(),
+            advance: advance.into_iter().map(|f| (f, AtomicUsize::new(0))).collect(),
             advancing: AtomicUsize::new(0),
         }
     }
 
-    /// A registrant of `advance` started work that progress must advance.
-    pub(crate) fn start_advancing(&self) {
+    /// Registrant `f` started work that progress must advance.
+    pub(crate) fn start_advancing(&self, f: Advance) {
+        self.registered(f).fetch_add(1, Ordering::Relaxed);
         self.advancing.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// A registrant of `advance` finished the work it announced.
-    pub(crate) fn stop_advancing(&self) {
+    /// Registrant `f` finished the work it announced.
+    pub(crate) fn stop_advancing(&self, f: Advance) {
+        self.registered(f).fetch_sub(1, Ordering::Relaxed);
         self.advancing.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    fn registered(&self, f: Advance) -> &AtomicUsize {
+        self.advance
+            .iter()
+            .find(|(g, _)| std::ptr::fn_addr_eq(*g, f))
+            .map(|(_, n)| n)
+            .expect("the composition root registered it")
     }
 
     /// Whether any registrant of `advance` has work under way.

@@ -239,7 +239,7 @@ pub(crate) fn start(
             running.op.deliver(msg);
         }
         ops.running.insert(seq, running);
-        rt.start_advancing();
+        rt.start_advancing(advance);
     }
     advance(rt);
     handle
@@ -274,7 +274,7 @@ pub(crate) fn advance(rt: &Runtime) {
         for seq in done {
             let running = ops.running.remove(&seq).expect("just advanced");
             running.handle.complete();
-            rt.stop_advancing();
+            rt.stop_advancing(advance);
         }
     }
 }
