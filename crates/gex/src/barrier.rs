@@ -8,8 +8,12 @@
 //! The barrier is split-phase: [`Team::barrier_nb`] starts it and returns an event
 //! (any number may be in flight; they run one after another);
 //! the rounds advance inside progress (sends use `IMMEDIATE` and are retried, so the
-//! barrier never blocks the poll that drives it). Sending through AMs keeps it
-//! conduit-independent.
+//! barrier never blocks the poll that drives it).
+//!
+//! A round's signal is a store into the peer's signal word for that round (the
+//! conduit's `signal`) when the peer shares memory with this rank, else an AM; the
+//! receiver accepts either. Within a host a round is one cache-line transfer.
+//! `GEX_COLL_BARRIER=am` forces messages everywhere.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -63,6 +67,18 @@ fn rounds(n: u32) -> usize {
     (32 - (n.max(1) - 1).leading_zeros()) as usize
 }
 
+/// Whether rounds may signal through shared words (`GEX_COLL_BARRIER=am` forces
+/// messages, for tests and benchmarks of that path).
+fn signal_words() -> bool {
+    static WORDS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *WORDS.get_or_init(|| match std::env::var("GEX_COLL_BARRIER") {
+        Err(_) => true,
+        Ok(v) if v.trim().is_empty() || v.trim() == "auto" || v.trim() == "signal" => true,
+        Ok(v) if v.trim() == "am" => false,
+        Ok(v) => panic!("gex: GEX_COLL_BARRIER={v} is not a barrier algorithm (signal, am, auto)"),
+    })
+}
+
 /// Moves the barrier in progress as far as arrived signals allow: registered with the
 /// runtime by client initialization, and called by progress while a barrier is under
 /// way (between `barrier_nb` and the completion of its rounds).
@@ -82,6 +98,16 @@ pub(crate) fn advance(rt: &Runtime) {
             op.complete();
             continue;
         }
+        // Barrier `epoch` marks its rounds' signal words with `epoch + 1`: the words
+        // only grow, so a signal of a later barrier also satisfies this one's round.
+        let mark = st.epoch + 1;
+        let word = st.round < rt.conduit.signal_slots() && signal_words();
+        if !st.sent {
+            let peer = ((me as u64 + (1u64 << st.round)) % n as u64) as u32;
+            if word && rt.conduit.signal(peer, st.round, mark) {
+                st.sent = true;
+            }
+        }
         if !st.sent {
             let peer = ((me as u64 + (1u64 << st.round)) % n as u64) as u32;
             let Some(out) = rt.conduit.am_reserve(peer, Network::Request) else {
@@ -100,11 +126,13 @@ pub(crate) fn advance(rt: &Runtime) {
             );
             st.sent = true;
         }
-        let arrived = &STATE.arrivals[parity][st.round];
-        if arrived.load(Ordering::Acquire) == 0 {
-            return;
+        if !(word && rt.conduit.signal_value(st.round) >= mark) {
+            let arrived = &STATE.arrivals[parity][st.round];
+            if arrived.load(Ordering::Acquire) == 0 {
+                return;
+            }
+            arrived.fetch_sub(1, Ordering::AcqRel);
         }
-        arrived.fetch_sub(1, Ordering::AcqRel);
         st.round += 1;
         st.sent = false;
     }

@@ -195,6 +195,15 @@ pub(crate) trait Conduit: Send + Sync + Sized + 'static {
         len: usize,
     ) -> Result<Completion, AddressError>;
 
+    /// Stores `value` into signal word `slot` of `dest` (Release), when `dest` shares
+    /// memory with this rank; false otherwise (the caller sends a message instead).
+    /// Slots are below `signal_slots()`.
+    fn signal(&self, dest: Rank, slot: usize, value: u64) -> bool;
+    /// This rank's signal word `slot` (Acquire).
+    fn signal_value(&self, slot: usize) -> u64;
+    /// How many signal words each rank has.
+    fn signal_slots(&self) -> usize;
+
     /// Records that this rank finished cleanly; it may now exit.
     fn finalize(&self);
     /// Records why this rank is about to die, for the launcher's report.

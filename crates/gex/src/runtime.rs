@@ -36,7 +36,10 @@ impl Runtime {
         Runtime {
             conduit,
             dispatch,
-            advance: advance.into_iter().map(|f| (f, AtomicUsize::new(0))).collect(),
+            advance: advance
+                .into_iter()
+                .map(|f| (f, AtomicUsize::new(0)))
+                .collect(),
             advancing: AtomicUsize::new(0),
         }
     }

@@ -10,14 +10,17 @@ use gex::{Client, Event, Flags, Segment};
 const MB: usize = 1 << 20;
 
 /// "can be successfully synchronized only after all members of the team have issued a
-/// corresponding call", 50 times in a row: before barrier `k` every rank writes `k`
+/// corresponding call", 50 times in a row, with signals through shared words and
+/// through messages: before barrier `k` every rank writes `k`
 /// into its own slot of every rank's segment (some ranks after a delay); after it,
 /// every slot holds `k` (or `k + 1` from a rank already past the next barrier, never
 /// less), so no rank left barrier `k` before all had entered it.
 #[test]
 fn no_rank_leaves_before_all_entered() {
-    for n in 1..=4 {
-        spmd(n, || {
+    for (n, algorithm) in (1..=4).flat_map(|n| [(n, "signal"), (n, "am")]) {
+        let mut opts = SpmdOptions::new(n);
+        opts.env.push(("GEX_COLL_BARRIER".into(), algorithm.into()));
+        spmd_with(opts, || {
             common::quiet_expected_panics();
             let (client, _ep, team) = Client::init("BAR_ORDER", Flags::NONE).unwrap();
             let seg = Segment::attach(&team, MB).unwrap();

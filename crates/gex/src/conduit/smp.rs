@@ -396,6 +396,21 @@ impl Conduit for SmpConduit {
         Ok(Completion::Done)
     }
 
+    #[inline]
+    fn signal(&self, dest: Rank, slot: usize, value: u64) -> bool {
+        self.region.control(dest as usize).signals[slot].store(value, Ordering::Release);
+        true
+    }
+
+    #[inline]
+    fn signal_value(&self, slot: usize) -> u64 {
+        self.region.control(self.rank as usize).signals[slot].load(Ordering::Acquire)
+    }
+
+    fn signal_slots(&self) -> usize {
+        layout::SIGNALS
+    }
+
     fn finalize(&self) {
         self.region
             .set_rank_state(self.rank as usize, RankState::Finalized);

@@ -21,7 +21,7 @@
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 /// Identifies a region written by this version of the layout.
-pub(crate) const MAGIC: u64 = u64::from_le_bytes(*b"GEXSMP01");
+pub(crate) const MAGIC: u64 = u64::from_le_bytes(*b"GEXSMP02");
 
 /// Size of the job header at the start of the region.
 pub(crate) const HEADER_SIZE: usize = 4096;
@@ -39,6 +39,8 @@ pub(crate) const REPLY_SLOTS: usize = 256;
 pub(crate) const QUEUE_HEADER: usize = 128;
 /// The largest failure message a rank records for the launcher.
 pub(crate) const FAILURE_MESSAGE_MAX: usize = 3072;
+/// Number of signal words in each rank's control block (see [`RankControl::signals`]).
+pub(crate) const SIGNALS: usize = 32;
 /// Alignment of each rank's area and segment.
 pub(crate) const PAGE: usize = 4096;
 
@@ -94,6 +96,9 @@ pub struct RankControl {
     pub segment_attached: AtomicU64,
     pub failure_len: AtomicU32,
     _pad: [u32; 9],
+    /// Words other ranks store to and this rank waits on (the conduit's `signal`: a
+    /// barrier's rounds within a host); they start on a cache line of their own.
+    pub signals: [AtomicU64; SIGNALS],
     pub failure: [u8; FAILURE_MESSAGE_MAX],
 }
 
