@@ -21,10 +21,15 @@
 //! The files: `tree` (the shapes), `chunks` (buffers in messages), `engine` (matching,
 //! messages, progress), `barrier`, `broadcast`, `reduce` (data types and operations),
 //! `reduction` (the reductions), `gather` and `split` (teams).
+//!
+//! The collectives of the GASNet collectives design document (scatter, gather,
+//! gather-all, exchange, permute, prefix reduction, with its sync modes, SINGLE and
+//! LOCAL addressing and AGGREGATE) are in [`design`], on the same engine.
 
 mod barrier;
 mod broadcast;
 mod chunks;
+pub mod design;
 mod engine;
 mod gather;
 pub mod reduce;
@@ -42,6 +47,12 @@ use crate::ops::{Dt, Op};
 use crate::runtime::{runtime, Runtime};
 use crate::team::Team;
 use crate::Flags;
+pub use design::select::{
+    method, set_method, Method, Operation, GATHER_ALL_STAGGERED_MIN_BYTES,
+    ROOTED_BINOMIAL_MIN_RANKS, ROOTED_FLAT_MIN_BYTES, SCAN_CHAIN_MIN_BYTES,
+    SCAN_DOUBLING_MIN_RANKS,
+};
+pub use design::{Addr, CollFlags};
 pub(crate) use engine::{advance, handler_entry};
 pub use reduce::{ReduceFn, Reduction};
 pub use split::ScratchQuery;

@@ -1,0 +1,204 @@
+//! The collectives of the GASNet collectives design document
+//! (`gasnet-collectives-design.txt`, "Current proposal"): scatter, gather, gather-all,
+//! exchange, permute and prefix reduction over any team, each non-blocking with an
+//! [`Event`] (the document's handle; `Event::test`/`wait` and
+//! `Event::test_some`/`wait_some`/`test_all`/`wait_all` are its try and wait syncs for
+//! one, some and all handles).
+//!
+//! **Flags** ([`CollFlags`]): exactly one input sync mode, one output sync mode and one
+//! addressing scope, checked at every call; they are single-valued (in the digest that
+//! every message carries, so ranks that disagree fail with a message).
+//!
+//! **Addressing.** LOCAL: each rank passes its own addresses ([`Addr::Local`]), which
+//! may be anywhere in its memory. SINGLE: every rank passes every rank's addresses,
+//! identically; our segments are not aligned, so a SINGLE argument is a list of one
+//! owner-space address per team rank ([`Addr::Single`]). When every source the call
+//! reads is mapped in this process (one host), the [`Method::Shared`] method copies each
+//! byte once, straight from the source segment to the destination; otherwise (or when
+//! another method is forced) the call runs the LOCAL algorithms with this rank's
+//! entries.
+//!
+//! **Sync modes**, exactly as the document defines them:
+//! * IN_ALLSYNC: an entry synchronization (a dissemination barrier inside the
+//!   operation, `sync`) runs before any data moves.
+//! * IN_MYSYNC: with messages, a block reaches a rank's destination only after that
+//!   rank's call (a message for an operation not initiated here waits in the engine)
+//!   and leaves a source only from inside its owner's call, so nothing more is needed;
+//!   the shared method waits for each owner's "entered" message before reading.
+//! * IN_NOSYNC: as IN_MYSYNC with messages; the shared method reads at once.
+//! * OUT_ALLSYNC: an exit synchronization after this rank's part is done, so the event
+//!   completes only once every rank's data movement has.
+//! * OUT_MYSYNC: the event completes when the data movement to and from this rank's
+//!   areas is done (its destination written, its source sent or read by every reader:
+//!   the shared method waits for the readers' "done" messages).
+//! * OUT_NOSYNC: local completion as well (with the shared method, only this rank's
+//!   own copies). That satisfies the document's rule: every movement ends in some
+//!   rank's destination, or in one of its internal buffers that the rank consumes before
+//!   it completes, so by the time the last rank syncs, every rank has completed and all
+//!   data movement is over.
+//!
+//! **AGGREGATE**: a call with [`CollFlags::AGGREGATE`] starts at once (the document's
+//! "nbi access region" reading) and returns [`Event::invalid`], which stands for
+//! nothing: it must not be synchronized (its wait returns at once and says nothing about
+//! the aggregate). The next call without the flag is the aggregate's last member; its
+//! event completes only when every member has completed at this rank.
+//!
+//! **Methods** ([`Method`], forced with [`set_method`] or the variables
+//! `GEX_COLL_SCATTER`, `GEX_COLL_GATHER`, `GEX_COLL_GATHER_ALL`, `GEX_COLL_EXCHANGE`,
+//! `GEX_COLL_PERMUTE`, `GEX_COLL_PREFIX_REDUCE`): flat and binomial trees for scatter
+//! and gather (`rooted`), dissemination and staggered gather-all (`gather_all`),
+//! staggered exchange, chain and doubling prefix reduction (`scan`), and the shared
+//! method (`shared`); every one works on any team size. The automatic choice is in
+//! `select`.
+//!
+//! The files: `flags`, `select`, `movement` (the data-movement calls), `sync` (entry,
+//! exit, aggregates), `rooted`,
+//! `gather_all` (also the staggered exchange and permute), `scan`, `shared`.
+
+mod flags;
+mod gather_all;
+mod movement;
+mod rooted;
+mod scan;
+pub(crate) mod select;
+mod shared;
+mod sync;
+
+use std::sync::{Arc, Mutex};
+
+pub use flags::{Addr, CollFlags};
+use flags::{Modes, Sync};
+use select::Method;
+use shared::Pull;
+
+use super::engine::{self, Collective};
+use super::event_of;
+use super::tree::Tree;
+use crate::conduit::{Conduit, OpHandle, Rank};
+use crate::event::Event;
+use crate::runtime::Runtime;
+use crate::team::Team;
+
+/// The members of the aggregate under way at this rank (handles of the calls with
+/// AGGREGATE since the last call without it).
+static AGGREGATE: Mutex<Vec<Arc<OpHandle>>> = Mutex::new(Vec::new());
+
+/// What kind of collective a digest stands for (distinct from the GASNet-EX ones').
+const DIGEST_BASE: u64 = 0x100;
+
+/// Starts `inner` with the synchronizations `modes` asks for; the event of the call.
+#[track_caller]
+fn launch(
+    rt: &Runtime,
+    team: &Team,
+    call: &'static str,
+    modes: Modes,
+    words: &[u64],
+    inner: Box<dyn Collective>,
+) -> Event {
+    let members = if modes.aggregate {
+        Vec::new()
+    } else {
+        std::mem::take(&mut *AGGREGATE.lock().unwrap_or_else(|e| e.into_inner()))
+    };
+    let op = sync::Synced::new(
+        team.size,
+        modes.input == Sync::All,
+        inner,
+        modes.output == Sync::All,
+        members,
+    );
+    let handle = engine::start(rt, team, call, engine::digest(words), Box::new(op));
+    if modes.aggregate {
+        AGGREGATE
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(handle);
+        Event::invalid()
+    } else {
+        event_of(handle)
+    }
+}
+
+/// The digest words of a call's single-valued arguments.
+fn words(
+    kind: u64,
+    flags: CollFlags,
+    method: Method,
+    args: &[u64],
+    lists: &[&[usize]],
+) -> Vec<u64> {
+    let mut w = vec![DIGEST_BASE + kind, u64::from(flags.bits()), method as u64];
+    w.extend_from_slice(args);
+    for list in lists {
+        w.extend(list.iter().map(|&a| a as u64));
+    }
+    w
+}
+
+/// The addresses in this process of every rank's source, `len(r)` bytes at `list[r]`
+/// (an owner-space address), if all are mapped here (ranks with `len(r) == 0` need
+/// nothing).
+fn mapped(
+    rt: &Runtime,
+    team: &Team,
+    call: &str,
+    list: &[usize],
+    len: impl Fn(Rank) -> usize,
+) -> Option<Vec<usize>> {
+    if list.is_empty() {
+        return None;
+    }
+    (0..team.size)
+        .map(|r| {
+            let l = len(r);
+            if l == 0 {
+                return Some(0);
+            }
+            rt.conduit
+                .translate(team.job_rank_of(call, r), list[r as usize], l)
+                .ok()
+        })
+        .collect()
+}
+
+/// The shared method: the pulls of the whole operation as `(reader, pull)`, filtered
+/// for this rank.
+fn shared_op(team: &Team, modes: Modes, all: Vec<(Rank, Pull)>) -> Box<dyn Collective> {
+    let me = team.rank;
+    let mut readers: Vec<Rank> = all
+        .iter()
+        .filter(|(reader, p)| p.owner == me && *reader != me)
+        .map(|(reader, _)| *reader)
+        .collect();
+    readers.sort_unstable();
+    readers.dedup();
+    let pulls = all
+        .into_iter()
+        .filter(|(reader, _)| *reader == me)
+        .map(|(_, p)| p)
+        .collect();
+    Box::new(shared::Shared::new(
+        me,
+        team.size,
+        pulls,
+        readers,
+        modes.input == Sync::My,
+        modes.output == Sync::My,
+    ))
+}
+
+fn tree_of(m: Method) -> Tree {
+    if m == Method::Binomial {
+        Tree::Binomial
+    } else {
+        Tree::Flat
+    }
+}
+
+#[track_caller]
+fn total(call: &str, nbytes: usize, n: Rank) -> usize {
+    nbytes.checked_mul(n as usize).unwrap_or_else(|| {
+        panic!("gex::{call}: {n} blocks of {nbytes} bytes overflow the address space")
+    })
+}

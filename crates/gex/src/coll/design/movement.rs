@@ -1,0 +1,450 @@
+//! The data-movement calls of the design document on [`Team`]: scatter, gather,
+//! gather-all, exchange and permute. Each resolves its addresses, picks its method
+//! (`select`) and starts the operation of that method under the synchronizations of its
+//! flags (`sync`).
+
+use super::flags::Addr;
+use super::select::{method, Method, Operation};
+use super::shared::Pull;
+use super::{gather_all, launch, mapped, rooted, shared_op, total, tree_of, words, CollFlags};
+use crate::coll::engine::Collective;
+use crate::coll::{check_root, initiation};
+use crate::conduit::{Conduit, Rank};
+use crate::event::Event;
+use crate::team::Team;
+
+/// Runs `$body` (the event of a call) inside the call's GASP interval.
+macro_rules! reported {
+    ($tag:ident, $dst:expr, $src:expr, $nbytes:expr, $flags:expr, $body:expr) => {{
+        let (d, s, nb, fl) = ($dst as usize, $src as usize, $nbytes, $flags.bits() as i32);
+        let span = gasp::span!($tag, d, s, nb, fl);
+        let event: Event = $body;
+        gasp::end!(span, d, s, nb, fl, event.gasp_handle());
+        event
+    }};
+}
+
+impl Team {
+    /// The design document's `gasnet_coll_scatter_nb`: block `r` (`nbytes` at
+    /// `src + r * nbytes`) of the root's `src` to `dst` of every rank `r`.
+    ///
+    /// # Safety
+    /// The root's `src` must be readable for `size() * nbytes` bytes and every rank's
+    /// `dst` writable for `nbytes`, and not otherwise accessed (except reading `src`),
+    /// until the event completes on the owner (bulk lifetime; with OUT_NOSYNC, until it
+    /// completes on every rank). SINGLE addresses must lie in the owners' segments.
+    #[track_caller]
+    pub unsafe fn scatter_nb(
+        &self,
+        root: Rank,
+        dst: Addr<'_>,
+        src: Addr<'_>,
+        nbytes: usize,
+        flags: CollFlags,
+    ) -> Event {
+        const CALL: &str = "Team::scatter_nb";
+        let rt = initiation(self, CALL);
+        check_root(CALL, root, self.size);
+        let modes = flags.check(CALL);
+        let (me, n) = (self.rank, self.size);
+        let d = dst.mine(CALL, "dst", modes, me, n);
+        let s = src.mine(CALL, "src", modes, me, n);
+        let all = total(CALL, nbytes, n);
+        let srcs = mapped(
+            rt,
+            self,
+            CALL,
+            src.list(),
+            |r| if r == root { all } else { 0 },
+        );
+        let m = method(Operation::Scatter, n, nbytes, srcs.is_some());
+        let w = words(
+            0,
+            flags,
+            m,
+            &[root.into(), nbytes as u64],
+            &[dst.list(), src.list()],
+        );
+        let inner: Box<dyn Collective> = match (m, srcs) {
+            (Method::Shared, Some(srcs)) => shared_op(
+                self,
+                modes,
+                (0..n)
+                    .map(|r| {
+                        let dst = if r == me { d as usize } else { 0 };
+                        (
+                            r,
+                            Pull {
+                                owner: root,
+                                src: srcs[root as usize] + r as usize * nbytes,
+                                dst,
+                                len: nbytes,
+                            },
+                        )
+                    })
+                    .collect(),
+            ),
+            _ => {
+                let sizes = vec![nbytes; n as usize];
+                // SAFETY: the caller's contract, passed on.
+                Box::new(unsafe {
+                    rooted::Scatter::new(
+                        tree_of(m),
+                        me,
+                        n,
+                        root,
+                        &sizes,
+                        d,
+                        s,
+                        rt.conduit.am_max_medium(),
+                    )
+                })
+            }
+        };
+        reported!(
+            GASP_UPC_ALL_SCATTER,
+            d,
+            s,
+            nbytes,
+            flags,
+            launch(rt, self, CALL, modes, &w, inner)
+        )
+    }
+
+    /// The design document's `gasnet_coll_gather_nb`: every rank's `src` (`nbytes`) to
+    /// block `r` of the root's `dst`.
+    ///
+    /// # Safety
+    /// Every rank's `src` must be readable for `nbytes` bytes and the root's `dst`
+    /// writable for `size() * nbytes`, as for [`scatter_nb`](Team::scatter_nb).
+    #[track_caller]
+    pub unsafe fn gather_nb(
+        &self,
+        root: Rank,
+        dst: Addr<'_>,
+        src: Addr<'_>,
+        nbytes: usize,
+        flags: CollFlags,
+    ) -> Event {
+        const CALL: &str = "Team::gather_nb";
+        let rt = initiation(self, CALL);
+        check_root(CALL, root, self.size);
+        let modes = flags.check(CALL);
+        let (me, n) = (self.rank, self.size);
+        let d = dst.mine(CALL, "dst", modes, me, n);
+        let s = src.mine(CALL, "src", modes, me, n);
+        total(CALL, nbytes, n);
+        let srcs = mapped(rt, self, CALL, src.list(), |_| nbytes);
+        let m = method(Operation::Gather, n, nbytes, srcs.is_some());
+        let w = words(
+            1,
+            flags,
+            m,
+            &[root.into(), nbytes as u64],
+            &[dst.list(), src.list()],
+        );
+        let inner: Box<dyn Collective> = match (m, srcs) {
+            (Method::Shared, Some(srcs)) => shared_op(
+                self,
+                modes,
+                (0..n)
+                    .map(|r| {
+                        let dst = if me == root {
+                            d as usize + r as usize * nbytes
+                        } else {
+                            0
+                        };
+                        (
+                            root,
+                            Pull {
+                                owner: r,
+                                src: srcs[r as usize],
+                                dst,
+                                len: nbytes,
+                            },
+                        )
+                    })
+                    .collect(),
+            ),
+            _ => {
+                let sizes = vec![nbytes; n as usize];
+                // SAFETY: the caller's contract, passed on.
+                Box::new(unsafe {
+                    rooted::Gather::new(
+                        tree_of(m),
+                        me,
+                        n,
+                        root,
+                        &sizes,
+                        d,
+                        s,
+                        rt.conduit.am_max_medium(),
+                    )
+                })
+            }
+        };
+        reported!(
+            GASP_UPC_ALL_GATHER,
+            d,
+            s,
+            nbytes,
+            flags,
+            launch(rt, self, CALL, modes, &w, inner)
+        )
+    }
+
+    /// The design document's `gasnet_coll_gather_all_nb`: every rank's `src` (`nbytes`)
+    /// to block `r` of every rank's `dst`.
+    ///
+    /// # Safety
+    /// Every rank's `src` must be readable for `nbytes` bytes and its `dst` writable for
+    /// `size() * nbytes`, as for [`scatter_nb`](Team::scatter_nb).
+    #[track_caller]
+    pub unsafe fn gather_all_nb(
+        &self,
+        dst: Addr<'_>,
+        src: Addr<'_>,
+        nbytes: usize,
+        flags: CollFlags,
+    ) -> Event {
+        const CALL: &str = "Team::gather_all_nb";
+        let rt = initiation(self, CALL);
+        let modes = flags.check(CALL);
+        let (me, n) = (self.rank, self.size);
+        let d = dst.mine(CALL, "dst", modes, me, n);
+        let s = src.mine(CALL, "src", modes, me, n);
+        total(CALL, nbytes, n);
+        let srcs = mapped(rt, self, CALL, src.list(), |_| nbytes);
+        let m = method(Operation::GatherAll, n, nbytes, srcs.is_some());
+        let w = words(2, flags, m, &[nbytes as u64], &[dst.list(), src.list()]);
+        let chunk = rt.conduit.am_max_medium();
+        let inner: Box<dyn Collective> = match (m, srcs) {
+            (Method::Shared, Some(srcs)) => shared_op(
+                self,
+                modes,
+                (0..n)
+                    .flat_map(|reader| (0..n).map(move |owner| (reader, owner)))
+                    .map(|(reader, owner)| {
+                        let dst = if reader == me {
+                            d as usize + owner as usize * nbytes
+                        } else {
+                            0
+                        };
+                        (
+                            reader,
+                            Pull {
+                                owner,
+                                src: srcs[owner as usize],
+                                dst,
+                                len: nbytes,
+                            },
+                        )
+                    })
+                    .collect(),
+            ),
+            (Method::Staggered, _) => {
+                // SAFETY: the caller's contract: `dst` is writable for every block.
+                unsafe { std::ptr::copy(s, d.add(me as usize * nbytes), nbytes) };
+                let order = gather_all::Staggered::staggered(me, n);
+                Box::new(gather_all::Staggered::new(
+                    CALL,
+                    d,
+                    order
+                        .clone()
+                        .map(|to| (to, s.cast_const(), nbytes))
+                        .collect(),
+                    order
+                        .map(|from| (from, from as usize * nbytes, nbytes))
+                        .collect(),
+                ))
+            }
+            // SAFETY: the caller's contract, passed on.
+            _ => Box::new(unsafe {
+                gather_all::Dissemination::new(me, n, &vec![nbytes; n as usize], d, s, chunk)
+            }),
+        };
+        reported!(
+            GASP_UPC_ALL_GATHER_ALL,
+            d,
+            s,
+            nbytes,
+            flags,
+            launch(rt, self, CALL, modes, &w, inner)
+        )
+    }
+
+    /// The design document's `gasnet_coll_exchange_nb` (all-to-all): block `j` of rank
+    /// `i`'s `src` to block `i` of rank `j`'s `dst`.
+    ///
+    /// # Safety
+    /// Every rank's `src` must be readable, and its `dst` writable, for
+    /// `size() * nbytes` bytes, as for [`scatter_nb`](Team::scatter_nb).
+    #[track_caller]
+    pub unsafe fn exchange_nb(
+        &self,
+        dst: Addr<'_>,
+        src: Addr<'_>,
+        nbytes: usize,
+        flags: CollFlags,
+    ) -> Event {
+        const CALL: &str = "Team::exchange_nb";
+        let rt = initiation(self, CALL);
+        let modes = flags.check(CALL);
+        let (me, n) = (self.rank, self.size);
+        let d = dst.mine(CALL, "dst", modes, me, n);
+        let s = src.mine(CALL, "src", modes, me, n);
+        let all = total(CALL, nbytes, n);
+        let srcs = mapped(rt, self, CALL, src.list(), |_| all);
+        let m = method(Operation::Exchange, n, nbytes, srcs.is_some());
+        let w = words(3, flags, m, &[nbytes as u64], &[dst.list(), src.list()]);
+        let inner: Box<dyn Collective> = match (m, srcs) {
+            (Method::Shared, Some(srcs)) => shared_op(
+                self,
+                modes,
+                (0..n)
+                    .flat_map(|reader| (0..n).map(move |owner| (reader, owner)))
+                    .map(|(reader, owner)| {
+                        let dst = if reader == me {
+                            d as usize + owner as usize * nbytes
+                        } else {
+                            0
+                        };
+                        let src = srcs[owner as usize] + reader as usize * nbytes;
+                        (
+                            reader,
+                            Pull {
+                                owner,
+                                src,
+                                dst,
+                                len: nbytes,
+                            },
+                        )
+                    })
+                    .collect(),
+            ),
+            _ => {
+                let at = me as usize * nbytes;
+                // SAFETY: the caller's contract: both hold every block.
+                unsafe { std::ptr::copy(s.add(at), d.add(at), nbytes) };
+                let order = gather_all::Staggered::staggered(me, n);
+                Box::new(gather_all::Staggered::new(
+                    CALL,
+                    d,
+                    order
+                        .clone()
+                        .map(|to| {
+                            (
+                                to,
+                                s.wrapping_add(to as usize * nbytes).cast_const(),
+                                nbytes,
+                            )
+                        })
+                        .collect(),
+                    order
+                        .map(|from| (from, from as usize * nbytes, nbytes))
+                        .collect(),
+                ))
+            }
+        };
+        reported!(
+            GASP_UPC_ALL_EXCHANGE,
+            d,
+            s,
+            nbytes,
+            flags,
+            launch(rt, self, CALL, modes, &w, inner)
+        )
+    }
+
+    /// UPC's `upc_all_permute` over a team: rank `r`'s `src` (`nbytes`) to `dst` of rank
+    /// `perm[r]`. `perm` is single-valued and must be a permutation of the team's ranks.
+    ///
+    /// # Safety
+    /// Every rank's `src` must be readable, and its `dst` writable, for `nbytes` bytes,
+    /// as for [`scatter_nb`](Team::scatter_nb).
+    #[track_caller]
+    pub unsafe fn permute_nb(
+        &self,
+        perm: &[Rank],
+        dst: Addr<'_>,
+        src: Addr<'_>,
+        nbytes: usize,
+        flags: CollFlags,
+    ) -> Event {
+        const CALL: &str = "Team::permute_nb";
+        let rt = initiation(self, CALL);
+        let modes = flags.check(CALL);
+        let (me, n) = (self.rank, self.size);
+        let mut inverse = vec![Rank::MAX; n as usize];
+        if perm.len() != n as usize {
+            panic!(
+                "gex::{CALL}: `perm` has {} entries for a team of {n}",
+                perm.len()
+            );
+        }
+        for (r, &p) in perm.iter().enumerate() {
+            if p >= n || inverse[p as usize] != Rank::MAX {
+                panic!("gex::{CALL}: `perm` is not a permutation of the team's ranks: {perm:?}");
+            }
+            inverse[p as usize] = r as Rank;
+        }
+        let d = dst.mine(CALL, "dst", modes, me, n);
+        let s = src.mine(CALL, "src", modes, me, n);
+        let srcs = mapped(rt, self, CALL, src.list(), |_| nbytes);
+        let m = method(Operation::Permute, n, nbytes, srcs.is_some());
+        let perm64: Vec<u64> = perm.iter().map(|&p| u64::from(p)).collect();
+        let mut args = vec![nbytes as u64];
+        args.extend(perm64);
+        let w = words(4, flags, m, &args, &[dst.list(), src.list()]);
+        let from = inverse[me as usize];
+        let inner: Box<dyn Collective> = match (m, srcs) {
+            (Method::Shared, Some(srcs)) => shared_op(
+                self,
+                modes,
+                (0..n)
+                    .map(|owner| {
+                        let reader = perm[owner as usize];
+                        let dst = if reader == me { d as usize } else { 0 };
+                        (
+                            reader,
+                            Pull {
+                                owner,
+                                src: srcs[owner as usize],
+                                dst,
+                                len: nbytes,
+                            },
+                        )
+                    })
+                    .collect(),
+            ),
+            _ => {
+                let to = perm[me as usize];
+                if to == me {
+                    // SAFETY: the caller's contract.
+                    unsafe { std::ptr::copy(s, d, nbytes) };
+                }
+                let sends = if to == me {
+                    Vec::new()
+                } else {
+                    vec![(to, s.cast_const(), nbytes)]
+                };
+                let blocks = if from == me {
+                    Vec::new()
+                } else {
+                    vec![(from, 0, nbytes)]
+                };
+                Box::new(gather_all::Staggered::new(CALL, d, sends, blocks))
+            }
+        };
+        let (dd, ss, pp, fl) = (
+            d as usize,
+            s as usize,
+            perm.as_ptr() as usize,
+            flags.bits() as i32,
+        );
+        let span = gasp::span!(GASP_UPC_ALL_PERMUTE, dd, ss, pp, nbytes, fl);
+        let event = launch(rt, self, CALL, modes, &w, inner);
+        gasp::end!(span, dd, ss, pp, nbytes, fl, event.gasp_handle());
+        event
+    }
+}

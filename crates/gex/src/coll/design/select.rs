@@ -1,0 +1,207 @@
+//! Choosing the method of each collective of the design document: by name (an
+//! environment variable or [`set_method`]), or automatically by team size and block
+//! size.
+//!
+//! The crossovers below are named constants so that the `coll` bench can measure them
+//! (it runs every method of each collective at several sizes and reports which is best);
+//! they are to be set from its results, and until then hold the values that the shapes
+//! of the algorithms suggest: trees pay off from three ranks, forwarding bytes stops
+//! paying off for large blocks.
+
+use std::sync::atomic::{AtomicU8, Ordering};
+
+use crate::conduit::Rank;
+
+/// From this many ranks, a rooted collective (scatter, gather) uses the binomial tree.
+/// To be measured by the `coll` bench.
+pub const ROOTED_BINOMIAL_MIN_RANKS: Rank = 3;
+/// From this block size, a rooted collective goes flat again: a tree forwards every
+/// byte up to `log2 n` times. To be measured by the `coll` bench.
+pub const ROOTED_FLAT_MIN_BYTES: usize = 64 << 10;
+/// From this block size, gather-all sends each block straight to every rank
+/// (staggered) instead of disseminating. To be measured by the `coll` bench.
+pub const GATHER_ALL_STAGGERED_MIN_BYTES: usize = 4 << 10;
+/// From this many ranks, a prefix reduction uses recursive doubling instead of the
+/// chain. To be measured by the `coll` bench.
+pub const SCAN_DOUBLING_MIN_RANKS: Rank = 4;
+/// From this size, a prefix reduction uses the chain again: doubling moves and combines
+/// every byte `log2 n` times. To be measured by the `coll` bench.
+pub const SCAN_CHAIN_MIN_BYTES: usize = 64 << 10;
+
+/// A collective of the design document, for choosing its method.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Operation {
+    /// [`Team::scatter_nb`](crate::Team::scatter_nb).
+    Scatter,
+    /// [`Team::gather_nb`](crate::Team::gather_nb).
+    Gather,
+    /// [`Team::gather_all_nb`](crate::Team::gather_all_nb).
+    GatherAll,
+    /// [`Team::exchange_nb`](crate::Team::exchange_nb).
+    Exchange,
+    /// [`Team::permute_nb`](crate::Team::permute_nb).
+    Permute,
+    /// [`Team::prefix_reduce_nb`](crate::Team::prefix_reduce_nb).
+    PrefixReduce,
+}
+
+/// How a collective of the design document moves its data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Method {
+    /// Rooted: the root exchanges each block with its rank directly. Permute: each rank
+    /// sends its block to its destination.
+    Flat,
+    /// Rooted: a binomial tree of `ceil(log2 n)` levels, each rank forwarding its
+    /// subtree's blocks.
+    Binomial,
+    /// Gather-all: recursive doubling (Bruck's dissemination), `ceil(log2 n)` rounds.
+    Dissemination,
+    /// Gather-all and exchange: every rank sends to `r + 1, r + 2, …` in turn.
+    Staggered,
+    /// Prefix reduction: a chain from rank 0 to rank `n - 1`.
+    Chain,
+    /// Prefix reduction: recursive doubling (Hillis and Steele).
+    Doubling,
+    /// SINGLE addressing on one host: each rank copies its blocks straight from the
+    /// source segments, one copy per byte, no data in messages.
+    Shared,
+}
+
+const METHODS: [Method; 7] = [
+    Method::Flat,
+    Method::Binomial,
+    Method::Dissemination,
+    Method::Staggered,
+    Method::Chain,
+    Method::Doubling,
+    Method::Shared,
+];
+
+impl Method {
+    /// The method's name, as the environment variables take it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Method::Flat => "flat",
+            Method::Binomial => "binomial",
+            Method::Dissemination => "dissemination",
+            Method::Staggered => "staggered",
+            Method::Chain => "chain",
+            Method::Doubling => "doubling",
+            Method::Shared => "shared",
+        }
+    }
+
+    /// The method named `name`.
+    pub fn from_name(name: &str) -> Option<Method> {
+        METHODS.into_iter().find(|m| m.name() == name.trim())
+    }
+}
+
+impl Operation {
+    /// The environment variable that forces this collective's method for a job.
+    pub fn variable(self) -> &'static str {
+        match self {
+            Operation::Scatter => "GEX_COLL_SCATTER",
+            Operation::Gather => "GEX_COLL_GATHER",
+            Operation::GatherAll => "GEX_COLL_GATHER_ALL",
+            Operation::Exchange => "GEX_COLL_EXCHANGE",
+            Operation::Permute => "GEX_COLL_PERMUTE",
+            Operation::PrefixReduce => "GEX_COLL_PREFIX_REDUCE",
+        }
+    }
+
+    /// The methods this collective has.
+    pub fn methods(self) -> &'static [Method] {
+        match self {
+            Operation::Scatter | Operation::Gather => {
+                &[Method::Flat, Method::Binomial, Method::Shared]
+            }
+            Operation::GatherAll => &[Method::Dissemination, Method::Staggered, Method::Shared],
+            Operation::Exchange => &[Method::Staggered, Method::Shared],
+            Operation::Permute => &[Method::Flat, Method::Shared],
+            Operation::PrefixReduce => &[Method::Chain, Method::Doubling],
+        }
+    }
+
+    fn slot(self) -> &'static AtomicU8 {
+        static SLOTS: [AtomicU8; 6] = [const { AtomicU8::new(UNSET) }; 6];
+        &SLOTS[self as usize]
+    }
+}
+
+const UNSET: u8 = 0;
+const AUTO: u8 = 1;
+
+fn encode(op: Operation, call: &str, m: Method) -> u8 {
+    if !op.methods().contains(&m) {
+        let names: Vec<&str> = op.methods().iter().map(|m| m.name()).collect();
+        panic!(
+            "gex::{call}: {:?} has no method {} (it has {})",
+            op,
+            m.name(),
+            names.join(", ")
+        );
+    }
+    2 + m as u8
+}
+
+/// Forces `method` for `op` in this process (`None`: the automatic choice). Every rank
+/// of a team must have made the same choice when it initiates a collective.
+///
+/// # Panics
+/// If `op` has no such method ([`Operation::methods`]).
+#[track_caller]
+pub fn set_method(op: Operation, method: Option<Method>) {
+    let v = method.map_or(AUTO, |m| encode(op, "coll::set_method", m));
+    op.slot().store(v, Ordering::Relaxed);
+}
+
+/// The forced method of `op`, if any.
+fn forced(op: Operation) -> Option<Method> {
+    let slot = op.slot();
+    let mut v = slot.load(Ordering::Relaxed);
+    if v == UNSET {
+        v = match std::env::var(op.variable()) {
+            Err(_) => AUTO,
+            Ok(name) if name.trim().is_empty() || name.trim() == "auto" => AUTO,
+            Ok(name) => match Method::from_name(&name) {
+                Some(m) => encode(op, op.variable(), m),
+                None => panic!("gex: {}={name} is not a method", op.variable()),
+            },
+        };
+        slot.store(v, Ordering::Relaxed);
+    }
+    (v >= 2).then(|| METHODS[(v - 2) as usize])
+}
+
+/// The method `op` uses on a team of `n` ranks with blocks of `nbytes`; `shared` says
+/// whether the shared-memory method is possible (SINGLE addressing, every source
+/// mapped here). A forced [`Method::Shared`] that is not possible falls back to the
+/// automatic choice among the others.
+pub fn method(op: Operation, n: Rank, nbytes: usize, shared: bool) -> Method {
+    match forced(op) {
+        Some(Method::Shared) if !shared => {}
+        Some(m) => return m,
+        None if shared && op.methods().contains(&Method::Shared) => return Method::Shared,
+        None => {}
+    }
+    match op {
+        Operation::Scatter | Operation::Gather => {
+            if n >= ROOTED_BINOMIAL_MIN_RANKS && nbytes < ROOTED_FLAT_MIN_BYTES {
+                Method::Binomial
+            } else {
+                Method::Flat
+            }
+        }
+        Operation::GatherAll if nbytes < GATHER_ALL_STAGGERED_MIN_BYTES => Method::Dissemination,
+        Operation::GatherAll | Operation::Exchange => Method::Staggered,
+        Operation::Permute => Method::Flat,
+        Operation::PrefixReduce => {
+            if n >= SCAN_DOUBLING_MIN_RANKS && nbytes < SCAN_CHAIN_MIN_BYTES {
+                Method::Doubling
+            } else {
+                Method::Chain
+            }
+        }
+    }
+}
