@@ -6,7 +6,7 @@
 
 #include <stdint.h>
 
-#define GASP_UPCXX_VERSION 2
+#define GASP_UPCXX_VERSION 3
 
 /* A pointer-to-shared: the owning rank and the address in the owner's address
  * space. Events pass a pointer to one (GASP section 5.4). */
@@ -209,6 +209,48 @@ typedef enum {
  *   GASP_END:   int level
  */
 #define GASP_UPCXX_PROGRESS 0x104
+
+/* A barrier over team `team` (`upcxx::coll::barrier`; `upcxx::barrier`, over the world, reports `GASP_UPC_BARRIER`): the whole wait.
+ *   GASP_START: uint64_t team
+ *   GASP_END:   uint64_t team
+ */
+#define GASP_UPCXX_BARRIER 0x110
+
+/* Initiating a barrier over team `team` (`upcxx::barrier_async`). As for every UPC++ collective, the interval is the initiating call; the wait for its completion is the future's (`GASP_UPCXX_FUTURE_WAIT`).
+ *   GASP_START: uint64_t team
+ *   GASP_END:   uint64_t team
+ */
+#define GASP_UPCXX_BARRIER_ASYNC 0x111
+
+/* Initiating a broadcast of `nbytes` bytes from team rank `root` of team `team` (`upcxx::broadcast`, `broadcast_buffer`).
+ *   GASP_START: uint64_t team, int root, size_t nbytes
+ *   GASP_END:   uint64_t team, int root, size_t nbytes
+ */
+#define GASP_UPCXX_BROADCAST 0x112
+
+/* Initiating a reduction of `nelems` elements of `elem_size` bytes to team rank `root` of team `team` (`upcxx::reduce_one`, `reduce_one_buffer`); `upc_op` is the `gex` operation (`GEX_OP_USER`/`USER_NC` for a closure).
+ *   GASP_START: uint64_t team, int root, size_t nelems, size_t elem_size, int upc_op
+ *   GASP_END:   uint64_t team, int root, size_t nelems, size_t elem_size, int upc_op
+ */
+#define GASP_UPCXX_REDUCE_ONE 0x113
+
+/* Initiating a reduction to every rank of team `team` (`upcxx::reduce_all`, `reduce_all_buffer`); the arguments as for `GASP_UPCXX_REDUCE_ONE`.
+ *   GASP_START: uint64_t team, size_t nelems, size_t elem_size, int upc_op
+ *   GASP_END:   uint64_t team, size_t nelems, size_t elem_size, int upc_op
+ */
+#define GASP_UPCXX_REDUCE_ALL 0x114
+
+/* Splitting team `team` (`upcxx::Team::split`, collective and blocking) with this rank's `color` (negative for `color_none`) and `key`; the END adds the new team's id (`u64::MAX` for the invalid team of `color_none`).
+ *   GASP_START: uint64_t team, int color, int key
+ *   GASP_END:   uint64_t team, int color, int key, uint64_t new_team
+ */
+#define GASP_UPCXX_TEAM_SPLIT 0x115
+
+/* Destroying team `team` (`upcxx::Team::destroy`, collective), entry barrier included.
+ *   GASP_START: uint64_t team
+ *   GASP_END:   uint64_t team
+ */
+#define GASP_UPCXX_TEAM_DESTROY 0x116
 
 /* Sending an Active Message Request (`gex::Team::am_request_*`): `category` is 0 Short, 1 Medium, 2 Long; `nbytes` the payload.
  *   GASP_START: int target, int handler, int category, size_t nbytes

@@ -53,7 +53,7 @@
 
 /// The C header's `GASP_UPC_VERSION`-style number of this event list; bump it when an
 /// event is added (GASP §5.5).
-pub const EVENTS_VERSION: u32 = 2;
+pub const EVENTS_VERSION: u32 = 3;
 
 /// The first tag returned by `create_event` for user events (GASP §5.3's
 /// `GASP_UPC_USEREVT_START`).
@@ -489,6 +489,38 @@ events! {
     /// An explicit progress call (`upcxx::progress`): `level` is 0 for internal, 1 for user.
     GASP_UPCXX_PROGRESS = 0x104, Upcxx, Interval, Blocking,
         start(level: Int), end(level: Int);
+    /// A barrier over team `team` (`upcxx::coll::barrier`; `upcxx::barrier`, over the
+    /// world, reports `GASP_UPC_BARRIER`): the whole wait.
+    GASP_UPCXX_BARRIER = 0x110, Upcxx, Interval, Blocking,
+        start(team: U64), end(team: U64);
+    /// Initiating a barrier over team `team` (`upcxx::barrier_async`). As for every
+    /// UPC++ collective, the interval is the initiating call; the wait for its
+    /// completion is the future's (`GASP_UPCXX_FUTURE_WAIT`).
+    GASP_UPCXX_BARRIER_ASYNC = 0x111, Upcxx, Interval, Blocking,
+        start(team: U64), end(team: U64);
+    /// Initiating a broadcast of `nbytes` bytes from team rank `root` of team `team`
+    /// (`upcxx::broadcast`, `broadcast_buffer`).
+    GASP_UPCXX_BROADCAST = 0x112, Upcxx, Interval, Blocking,
+        start(team: U64, root: Int, nbytes: Bytes), end(team: U64, root: Int, nbytes: Bytes);
+    /// Initiating a reduction of `nelems` elements of `elem_size` bytes to team rank
+    /// `root` of team `team` (`upcxx::reduce_one`, `reduce_one_buffer`); `upc_op` is the
+    /// `gex` operation (`GEX_OP_USER`/`USER_NC` for a closure).
+    GASP_UPCXX_REDUCE_ONE = 0x113, Upcxx, Interval, Blocking,
+        start(team: U64, root: Int, nelems: Size, elem_size: Size, upc_op: Int),
+        end(team: U64, root: Int, nelems: Size, elem_size: Size, upc_op: Int);
+    /// Initiating a reduction to every rank of team `team` (`upcxx::reduce_all`,
+    /// `reduce_all_buffer`); the arguments as for `GASP_UPCXX_REDUCE_ONE`.
+    GASP_UPCXX_REDUCE_ALL = 0x114, Upcxx, Interval, Blocking,
+        start(team: U64, nelems: Size, elem_size: Size, upc_op: Int),
+        end(team: U64, nelems: Size, elem_size: Size, upc_op: Int);
+    /// Splitting team `team` (`upcxx::Team::split`, collective and blocking) with this
+    /// rank's `color` (negative for `color_none`) and `key`; the END adds the new team's
+    /// id (`u64::MAX` for the invalid team of `color_none`).
+    GASP_UPCXX_TEAM_SPLIT = 0x115, Upcxx, Interval, Blocking,
+        start(team: U64, color: Int, key: Int), end(team: U64, color: Int, key: Int, new_team: U64);
+    /// Destroying team `team` (`upcxx::Team::destroy`, collective), entry barrier included.
+    GASP_UPCXX_TEAM_DESTROY = 0x116, Upcxx, Interval, Blocking,
+        start(team: U64), end(team: U64);
     /// Sending an Active Message Request (`gex::Team::am_request_*`): `category` is
     /// 0 Short, 1 Medium, 2 Long; `nbytes` the payload.
     GASP_GEX_AM_REQUEST = 0x200, Gex, Interval, Blocking,
