@@ -32,11 +32,12 @@
 //! Modules follow the chapters of the UPC++ v1.0 specification (draft 10):
 //! [`runtime`] (ch. 2), [`global_ptr`] (ch. 3), [`alloc`] (ch. 4), [`future`] (ch. 5),
 //! [`serialization`] (ch. 6), [`completion`] (ch. 7), [`rma`] (ch. 8), [`rpc`](mod@rpc) (ch. 9),
-//! [`persona`] (ch. 10).
+//! [`persona`] (ch. 10), [`team`] (ch. 11).
 //!
 //! Imports point down these layers, lowest first: the runtime state and the per-thread
 //! state; global pointers, allocation and serialization; futures; RPC; personas;
-//! completions; RMA; user-level progress; and `init`/`finalize`, which compose them.
+//! completions; RMA; user-level progress; teams; and `init`/`finalize`, which compose
+//! them.
 //! The one exception is futures ↔ progress: waiting on a future makes progress (see
 //! [`future`]).
 
@@ -51,6 +52,7 @@ pub mod rma;
 pub mod rpc;
 pub mod runtime;
 pub mod serialization;
+pub mod team;
 mod thread;
 
 pub use alloc::{
@@ -71,6 +73,7 @@ pub use rma::{
 pub use rpc::{rpc, rpc_ff};
 pub use runtime::{backend, barrier, finalize, init, initialized, rank_me, rank_n, Rank};
 pub use serialization::{make_seq_view, make_view, SeqView, Trivial, View};
+pub use team::{local_team, local_team_contains, world, EntryBarrier, Team, TeamId, COLOR_NONE};
 
 /// Drives a `std::future::Future` to completion on this thread, making user-level
 /// progress between polls, so `async` code can `.await` UPC++ futures.

@@ -4,7 +4,7 @@
 //! only the first `init` and the last `finalize` do work (§2.2 ¶3–¶5). The first `init`
 //! creates the `gex` client, attaches the whole shared segment the launcher provided,
 //! builds the table that makes `GlobalPtr::local` O(1), and makes the calling thread
-//! hold the master persona. The last `finalize` is a barrier that keeps making
+//! hold the master persona, and makes the world and local teams. The last `finalize` is a barrier that keeps making
 //! user-level progress (so RPCs aimed at this rank still run) and then releases the
 //! rank. The communication layer cannot be initialized twice in one process, so `init`
 //! after the last `finalize` is an error.
@@ -73,6 +73,7 @@ pub fn init() {
     });
     let runtime: &'static Setup = RUNTIME.get().expect("just set");
     LIVE.store(std::ptr::from_ref(runtime).cast_mut(), Ordering::Release);
+    crate::team::init(team);
 }
 
 /// Ends one `init` (UPC++ `finalize`, §2.2). The last call is collective: a barrier
