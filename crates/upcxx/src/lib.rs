@@ -32,16 +32,17 @@
 //! Modules follow the chapters of the UPC++ v1.0 specification (draft 10):
 //! [`runtime`] (ch. 2), [`global_ptr`] (ch. 3), [`alloc`] (ch. 4), [`future`] (ch. 5),
 //! [`serialization`] (ch. 6), [`completion`] (ch. 7), [`rma`] (ch. 8), [`rpc`](mod@rpc) (ch. 9),
-//! [`persona`] (ch. 10), [`team`] (ch. 11).
+//! [`persona`] (ch. 10), [`team`] (ch. 11), [`coll`] (ch. 12).
 //!
 //! Imports point down these layers, lowest first: the runtime state and the per-thread
 //! state; global pointers, allocation and serialization; futures; RPC; personas;
-//! completions; RMA; user-level progress; teams; and `init`/`finalize`, which compose
-//! them.
+//! completions; RMA; user-level progress; teams and collectives; and `init`/`finalize`,
+//! which compose them.
 //! The one exception is futures ↔ progress: waiting on a future makes progress (see
 //! [`future`]).
 
 pub mod alloc;
+pub mod coll;
 pub mod completion;
 pub mod future;
 pub mod global_ptr;
@@ -58,6 +59,13 @@ mod thread;
 pub use alloc::{
     allocate, allocate_typed, deallocate, delete_, delete_array, new_, new_array, new_array_with,
     shared_segment_size, shared_segment_used, try_new_, try_new_array, try_new_array_with,
+};
+pub use coll::{
+    barrier_async, barrier_async_with, broadcast, broadcast_buffer, broadcast_buffer_with,
+    broadcast_with, op_fast_add, op_fast_bit_and, op_fast_bit_or, op_fast_bit_xor, op_fast_max,
+    op_fast_min, op_fast_mul, reduce_all, reduce_all_buffer, reduce_all_buffer_with,
+    reduce_all_with, reduce_one, reduce_one_buffer, reduce_one_buffer_with, reduce_one_with,
+    ReduceOp,
 };
 pub use completion::{operation_cx, remote_cx, source_cx};
 pub use future::{make_future, to_future, when_all, Future, FutureValue, Promise};

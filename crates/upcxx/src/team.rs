@@ -490,7 +490,6 @@ fn barrier_with_progress(team: gex::Team) {
 /// The checks of a collective call (§12.1 ¶6): the calling thread holds the master
 /// persona and is not in the restricted context.
 #[track_caller]
-#[allow(dead_code)]
 pub(crate) fn check_collective(call: &str) {
     thread::check_not_restricted(call);
     check_master(call);

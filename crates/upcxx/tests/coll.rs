@@ -1,0 +1,423 @@
+//! Collectives (UPC++ spec ch. 12) on 1 to 5 ranks and on split teams: `barrier`,
+//! `barrier_async` (§12.2 ¶6–¶16), `broadcast` of a value and of a buffer (¶37–¶43),
+//! `reduce_one` and `reduce_all` of a value and of a buffer with the `op_fast_*`
+//! operations and closures (¶17–¶36), each completion kind of chapter 7 (future,
+//! promise, LPC), and what misuse does.
+
+mod common;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use common::panic_text;
+use gex::testing::{spmd, spmd_outcome, SpmdOptions};
+use upcxx::coll::barrier;
+use upcxx::{
+    current_persona, local_team, op_fast_add, op_fast_bit_and, op_fast_bit_or, op_fast_bit_xor,
+    op_fast_max, op_fast_min, op_fast_mul, operation_cx, rank_me, rank_n, world, EntryBarrier,
+    Promise, Team,
+};
+
+/// Digit strings under concatenation: `(value, 10^digits)`. Associative, not
+/// commutative, so the result spells the order in which ranks were combined.
+fn concat(a: [u64; 2], b: [u64; 2]) -> [u64; 2] {
+    [a[0] * b[1] + b[0], a[1] * b[1]]
+}
+
+/// The digits `1..=n` in order: what `concat` of ranks' `rank + 1` gives in rank order.
+fn digits(n: u32) -> u64 {
+    (1..=u64::from(n)).fold(0, |v, d| v * 10 + d)
+}
+
+/// Every collective, with the default completion, over `team`.
+fn every_collective(team: &Team) {
+    let me = team.rank_me();
+    let n = team.rank_n();
+    let m = u64::from(me);
+    let nn = u64::from(n);
+    barrier(team);
+    upcxx::barrier_async(team).wait();
+    for root in 0..n {
+        assert_eq!(
+            upcxx::broadcast(m * 100 + 5, root, team).wait(),
+            u64::from(root) * 100 + 5
+        );
+    }
+    let root = n - 1;
+    let sum = upcxx::reduce_one(m + 1, op_fast_add, root, team).wait();
+    if me == root {
+        assert_eq!(sum, nn * (nn + 1) / 2);
+    }
+    assert_eq!(
+        upcxx::reduce_all(m + 1, op_fast_add, team).wait(),
+        nn * (nn + 1) / 2
+    );
+    let ord = upcxx::reduce_all([m + 1, 10], concat, team).wait();
+    assert_eq!(ord[0], digits(n), "closure not combined in rank order");
+    let ord = upcxx::reduce_one([m + 1, 10], concat, 0, team).wait();
+    if me == 0 {
+        assert_eq!(ord[0], digits(n));
+    }
+    // Buffers: element i of rank r is r * 10 + i.
+    let src: Vec<i64> = (0..5).map(|i| i64::from(me) * 10 + i).collect();
+    let mut dst = vec![0i64; 5];
+    // SAFETY: both vectors outlive the wait, and are not touched until it returns.
+    unsafe { upcxx::reduce_all_buffer(src.as_ptr(), dst.as_mut_ptr(), 5, op_fast_max, team) }
+        .wait();
+    let top = i64::from(n - 1) * 10;
+    assert_eq!(dst, (0..5).map(|i| top + i).collect::<Vec<_>>());
+    let mut dst = vec![-1i64; 5];
+    // SAFETY: as above.
+    unsafe { upcxx::reduce_one_buffer(src.as_ptr(), dst.as_mut_ptr(), 5, op_fast_min, 0, team) }
+        .wait();
+    if me == 0 {
+        assert_eq!(dst, (0..5).collect::<Vec<_>>());
+    } else {
+        assert_eq!(dst, [-1; 5], "dst is ignored off the root");
+    }
+    let mut buf: Vec<u32> = if me == root {
+        (0..1000).collect()
+    } else {
+        vec![0; 1000]
+    };
+    // SAFETY: `buf` outlives the wait and is not touched until it returns.
+    unsafe { upcxx::broadcast_buffer(buf.as_mut_ptr(), buf.len(), root, team) }.wait();
+    assert!(buf.iter().enumerate().all(|(i, &v)| v == i as u32));
+}
+
+#[test]
+fn every_collective_over_the_world_on_1_to_5_ranks() {
+    for ranks in 1..=5 {
+        spmd(ranks, || {
+            upcxx::init();
+            every_collective(world());
+            upcxx::finalize();
+        });
+    }
+}
+
+#[test]
+fn every_collective_over_the_local_team() {
+    spmd(3, || {
+        upcxx::init();
+        every_collective(local_team());
+        upcxx::finalize();
+    });
+}
+
+/// Roots and ranks are relative to the team (§11.1 ¶2).
+#[test]
+fn every_collective_over_split_teams() {
+    for ranks in [3, 5] {
+        spmd(ranks, || {
+            upcxx::init();
+            let me = rank_me();
+            // Reverse world order within each parity.
+            let t = world().split((me % 2) as i32, -(me as i32));
+            every_collective(&t);
+            let from_root = upcxx::broadcast(me, 0, &t).wait();
+            assert_eq!(from_root, t[0]);
+            let odd_or_even = upcxx::reduce_all(1u32, op_fast_add, &t).wait();
+            assert_eq!(odd_or_even, t.rank_n());
+            t.destroy(EntryBarrier::User);
+            upcxx::finalize();
+        });
+    }
+}
+
+#[test]
+fn op_fast_on_integers_and_floats() {
+    spmd(4, || {
+        upcxx::init();
+        let w = world();
+        let me = rank_me();
+        let r = |v: i32| me as i32 + v;
+        assert_eq!(upcxx::reduce_all(r(1), op_fast_add, w).wait(), 10);
+        assert_eq!(upcxx::reduce_all(r(1), op_fast_mul, w).wait(), 24);
+        assert_eq!(upcxx::reduce_all(r(-2), op_fast_min, w).wait(), -2);
+        assert_eq!(upcxx::reduce_all(r(-2), op_fast_max, w).wait(), 1);
+        let bit = 1u64 << me;
+        assert_eq!(upcxx::reduce_all(bit, op_fast_bit_or, w).wait(), 0b1111);
+        assert_eq!(upcxx::reduce_all(bit | 16, op_fast_bit_and, w).wait(), 16);
+        assert_eq!(
+            upcxx::reduce_all(bit | 16, op_fast_bit_xor, w).wait(),
+            0b1111
+        );
+        let x = f64::from(me) + 0.5;
+        assert_eq!(upcxx::reduce_all(x, op_fast_add, w).wait(), 8.0);
+        assert_eq!(
+            upcxx::reduce_all(x, op_fast_mul, w).wait(),
+            0.5 * 1.5 * 2.5 * 3.5
+        );
+        assert_eq!(upcxx::reduce_all(-x as f32, op_fast_min, w).wait(), -3.5);
+        assert_eq!(upcxx::reduce_all(x, op_fast_max, w).wait(), 3.5);
+        // Types without a built-in gex operation go through the user reduction.
+        assert_eq!(
+            upcxx::reduce_all(200u8 + me as u8, op_fast_add, w).wait(),
+            38
+        );
+        assert_eq!(upcxx::reduce_all(-(me as i16), op_fast_min, w).wait(), -3);
+        assert_eq!(upcxx::reduce_all(me as usize, op_fast_max, w).wait(), 3);
+        assert_eq!(
+            upcxx::reduce_all(1u128 << me, op_fast_bit_xor, w).wait(),
+            15
+        );
+        upcxx::finalize();
+    });
+}
+
+/// Operation completion as a promise and as an LPC (§7.3), with the value where the
+/// collective produces one, on every collective.
+#[test]
+fn completions_as_promise_and_lpc() {
+    for ranks in [1, 2, 5] {
+        spmd(ranks, || {
+            upcxx::init();
+            let w = world();
+            let n = u64::from(rank_n());
+            let done = Promise::<()>::new();
+            let sum = Promise::<u64>::new();
+            let got = Arc::new(AtomicU64::new(0));
+            let lpc_got = got.clone();
+            upcxx::barrier_async_with(w, operation_cx::as_promise(&done));
+            let f = upcxx::reduce_all_with(
+                1u64,
+                op_fast_add,
+                w,
+                operation_cx::as_promise(&sum)
+                    | operation_cx::as_future()
+                    | operation_cx::as_lpc(&current_persona(), move |v: u64| {
+                        lpc_got.store(v, Ordering::SeqCst)
+                    }),
+            );
+            let bval = Promise::<u64>::new();
+            upcxx::broadcast_with(
+                9 + u64::from(rank_me()),
+                0,
+                w,
+                operation_cx::as_promise(&bval),
+            );
+            done.finalize().wait();
+            assert_eq!(f.wait(), n);
+            assert_eq!(sum.finalize().wait(), n);
+            assert_eq!(bval.finalize().wait(), 9);
+            while got.load(Ordering::SeqCst) == 0 {
+                upcxx::progress(upcxx::ProgressLevel::User);
+            }
+            assert_eq!(got.load(Ordering::SeqCst), n);
+            let lpc_done = Arc::new(AtomicU64::new(0));
+            let flag = lpc_done.clone();
+            upcxx::barrier_async_with(
+                w,
+                operation_cx::as_lpc(&current_persona(), move || flag.store(1, Ordering::SeqCst)),
+            );
+            let mut buf = [rank_me(); 4];
+            let p = Promise::<()>::new();
+            // SAFETY: `buf` outlives the wait on `p` below and is not touched before.
+            unsafe {
+                upcxx::broadcast_buffer_with(
+                    buf.as_mut_ptr(),
+                    4,
+                    0,
+                    w,
+                    operation_cx::as_promise(&p),
+                )
+            };
+            p.finalize().wait();
+            assert_eq!(buf, [0; 4]);
+            while lpc_done.load(Ordering::SeqCst) == 0 {
+                upcxx::progress(upcxx::ProgressLevel::User);
+            }
+            upcxx::finalize();
+        });
+    }
+}
+
+/// §7.1 ¶14: notification happens during user-level progress, never inside the call.
+#[test]
+fn futures_turn_ready_only_in_progress() {
+    for ranks in [1, 3] {
+        spmd(ranks, || {
+            upcxx::init();
+            let f = upcxx::reduce_all(1u32, op_fast_add, world());
+            assert!(!f.ready());
+            let b = upcxx::barrier_async(world());
+            assert!(!b.ready());
+            assert_eq!(f.wait(), rank_n());
+            b.wait();
+            upcxx::finalize();
+        });
+    }
+}
+
+/// Many collectives in flight at once, on two teams, waited in reverse.
+#[test]
+fn many_collectives_in_flight() {
+    spmd(4, || {
+        upcxx::init();
+        let me = rank_me();
+        let t = world().split((me % 2) as i32, me as i32);
+        let mut fs = Vec::new();
+        for i in 0..20u64 {
+            fs.push(upcxx::reduce_all(i + u64::from(me), op_fast_add, world()));
+            fs.push(upcxx::reduce_all(i, op_fast_add, &t));
+            fs.push(upcxx::broadcast(i, (i % 2) as u32, &t));
+        }
+        for (k, f) in fs.into_iter().enumerate().rev() {
+            let i = (k / 3) as u64;
+            let want = match k % 3 {
+                0 => 4 * i + 6,
+                1 => 2 * i,
+                _ => i,
+            };
+            assert_eq!(f.wait(), want, "collective {k}");
+        }
+        t.destroy(EntryBarrier::User);
+        upcxx::finalize();
+    });
+}
+
+#[test]
+fn bad_roots_and_teams_fail_naming_the_call() {
+    spmd(2, || {
+        upcxx::init();
+        let msg = panic_text(|| {
+            drop(upcxx::broadcast(1u8, 2, world()));
+        });
+        assert!(
+            msg.contains("upcxx::broadcast") && msg.contains("root 2"),
+            "{msg}"
+        );
+        let msg = panic_text(|| {
+            drop(upcxx::reduce_one(1u8, op_fast_add, 5, world()));
+        });
+        assert!(
+            msg.contains("upcxx::reduce_one") && msg.contains("root 5"),
+            "{msg}"
+        );
+        let none = world().split(upcxx::COLOR_NONE, 0);
+        let msg = panic_text(|| {
+            drop(upcxx::reduce_all(1u8, op_fast_add, &none));
+        });
+        assert!(msg.contains("color_none"), "{msg}");
+        let t = world().split(0, 0);
+        t.destroy(EntryBarrier::User);
+        let msg = panic_text(|| {
+            drop(upcxx::barrier_async(&t));
+        });
+        assert!(
+            msg.contains("upcxx::barrier_async") && msg.contains("destroyed"),
+            "{msg}"
+        );
+        upcxx::finalize();
+    });
+}
+
+/// §12.1: ranks that call collectives in different orders fail the job with a message
+/// that says so.
+#[test]
+fn collectives_in_different_orders_fail_the_job() {
+    let mut opts = SpmdOptions::new(2);
+    opts.expect_failure = true;
+    let Some(outcome) = spmd_outcome(opts, || {
+        upcxx::init();
+        if rank_me() == 0 {
+            upcxx::reduce_all(1u64, op_fast_add, world()).wait();
+        } else {
+            upcxx::broadcast(1u64, 1, world()).wait();
+        }
+        upcxx::barrier();
+        unreachable!("the ranks disagree");
+    }) else {
+        return;
+    };
+    let report = outcome.failure.expect("the job fails");
+    assert!(report.contains("different collective"), "{report}");
+}
+
+/// GASP: each collective and team operation is one `GASP_UPCXX_*` interval at the
+/// caller's line, naming the team; the `gex` events inside are hidden, syncs included.
+#[cfg(feature = "gasp")]
+mod gasp_events {
+    use std::sync::{Arc, Mutex, OnceLock};
+
+    use gasp::events::*;
+    use gasp::{Event, EventType, Tool};
+    use gex::testing::spmd;
+    use upcxx::{op_fast_add, world, EntryBarrier};
+
+    #[derive(Default)]
+    struct Recorder(Mutex<Vec<(u32, EventType, u32)>>);
+
+    struct Shared(Arc<Recorder>);
+
+    impl Tool for Shared {
+        fn event_notify(&self, e: &Event<'_>) {
+            self.0
+                 .0
+                .lock()
+                .unwrap()
+                .push((e.tag, e.ty, e.location.line()));
+        }
+        fn control(&self, _on: bool) -> bool {
+            true
+        }
+        fn create_event(&self, _name: &str, _desc: Option<&str>) -> u32 {
+            USEREVT_START
+        }
+    }
+
+    #[test]
+    fn each_collective_is_one_event_at_its_call_site() {
+        for ranks in [1, 3] {
+            spmd(ranks, || {
+                static REC: OnceLock<Arc<Recorder>> = OnceLock::new();
+                let rec = REC.get_or_init(Arc::default).clone();
+                let shared = rec.clone();
+                gasp::register_tool(move |_, _| Box::new(Shared(shared)));
+                upcxx::init();
+                let w = world();
+                let mark = rec.0.lock().unwrap().len();
+                let l_barrier = line!() + 1;
+                upcxx::coll::barrier(w);
+                let l_async = line!() + 1;
+                let b = upcxx::barrier_async(w);
+                b.wait();
+                let l_bcast = line!() + 1;
+                let v = upcxx::broadcast(5u64, 0, w).wait();
+                let l_one = line!() + 1;
+                let s = upcxx::reduce_one(1u64, op_fast_add, 0, w).wait();
+                let first = |a: [u64; 2], b: [u64; 2]| [a[0] + b[0], 0];
+                let l_all = line!() + 1;
+                let c = upcxx::reduce_all([1u64, 10], first, w);
+                let c = c.wait();
+                let l_split = line!() + 1;
+                let t = w.split(0, 0);
+                let l_destroy = line!() + 1;
+                t.destroy(EntryBarrier::User);
+                assert_eq!((v, c[0]), (5, u64::from(upcxx::rank_n())));
+                let _ = s;
+                let got: Vec<(u32, EventType, u32)> = rec.0.lock().unwrap()[mark..]
+                    .iter()
+                    .filter(|e| e.0 != GASP_UPCXX_FUTURE_WAIT && e.0 != GASP_UPCXX_PROMISE_FULFILL)
+                    .copied()
+                    .collect();
+                let mut want = Vec::new();
+                for (tag, line) in [
+                    (GASP_UPCXX_BARRIER, l_barrier),
+                    (GASP_UPCXX_BARRIER_ASYNC, l_async),
+                    (GASP_UPCXX_BROADCAST, l_bcast),
+                    (GASP_UPCXX_REDUCE_ONE, l_one),
+                    (GASP_UPCXX_REDUCE_ALL, l_all),
+                    (GASP_UPCXX_TEAM_SPLIT, l_split),
+                    (GASP_UPCXX_TEAM_DESTROY, l_destroy),
+                ] {
+                    want.push((tag, EventType::Start, line));
+                    want.push((tag, EventType::End, line));
+                }
+                assert_eq!(got, want);
+                upcxx::finalize();
+            });
+        }
+    }
+}
