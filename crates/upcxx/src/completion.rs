@@ -103,24 +103,24 @@
 //!
 //! # Layout
 //!
-//! `events.rs` (what calls report and what can be notified) and `list.rs` (type-level
-//! lists of futures) are the leaves; `protocol.rs` (arming, notifying, the return type)
-//! sits on them, and `objects.rs` (the completion objects and `|`) on the protocol.
+//! `events.rs` (what calls report and what can be notified) is the leaf; `protocol.rs`
+//! (arming, notifying, the return type) sits on it and on the type-level lists of
+//! futures (`future::list`, shared with `when_all`), and `objects.rs` (the completion
+//! objects and `|`) on the protocol.
 //! This file holds the constructors, named as in the spec. Completions sit on futures,
 //! personas (LPC notifications), `rpc` (remote notifications) and the per-thread state.
 
 use std::marker::PhantomData;
 
 mod events;
-mod list;
 mod objects;
 mod protocol;
 
+pub use crate::future::list::{Append, Cons, FutureList, Nil};
 pub use events::{
     CompletionEvents, EventValues, FulfillWith, HasOperation, HasRemote, HasSource, LpcCallback,
     Operation, Remote, RemoteCall, Source, OPERATION_EVENT, REMOTE_EVENT, SOURCE_EVENT,
 };
-pub use list::{Append, Cons, FutureList, Nil};
 pub use objects::{
     BlockingCx, BufferedCx, CompletionObject, CxUnion, FutureCx, LpcCx, PromiseCx, RpcCx,
 };

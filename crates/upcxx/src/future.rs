@@ -6,6 +6,9 @@
 //!
 //! * `future<A, B, ...>` is `Future<(A, B, ...)>`: one value type, which may be a tuple
 //!   (`Future<()>` is `future<>`). C++'s `result_tuple`-style access is just the tuple.
+//!   [`FutureElements`] reads a value type back as those type parameters, which is how
+//!   [`when_all`] concatenates them (§5.8.1 ¶53): `when_all((Future<()>, Future<u64>))`
+//!   is a `Future<u64>`.
 //! * Futures are single-threaded (§5.5: "as if the current thread is the only one"), so
 //!   they are `Rc`-based and neither `Send` nor `Sync`.
 //! * Consumers take values by move: [`Future::wait`] and [`Future::then`] consume the
@@ -31,7 +34,8 @@
 //!
 //! # Layout and the futures ↔ progress knot
 //!
-//! `state.rs` (the promise state) and `cell.rs` (reply cells) are the leaves;
+//! `state.rs` (the promise state), `cell.rs` (reply cells) and `list.rs` (type-level
+//! lists, which completions share) are the leaves;
 //! `handle.rs` ([`Future`]) sits on them; `value.rs` (`then` and what its callback may
 //! return), `when_all.rs` and `promise.rs` sit on the handle. Futures sit on the
 //! per-thread state (`thread.rs`) and, in one
@@ -42,6 +46,7 @@
 
 mod cell;
 mod handle;
+pub(crate) mod list;
 mod promise;
 mod state;
 mod value;
@@ -49,8 +54,9 @@ mod when_all;
 
 pub(crate) use cell::{fits as fits_cell, ReplyCell};
 pub use handle::{make_future, Future};
+pub use list::{Append, Cons, FutureList, Nil};
 pub(crate) use promise::fulfill_state;
 pub use promise::Promise;
 pub(crate) use state::State;
-pub use value::{to_future, FutureValue};
-pub use when_all::{when_all, WhenAll};
+pub use value::{to_future, FutureElements, FutureValue};
+pub use when_all::{when_all, ConcatElements, WhenAll};

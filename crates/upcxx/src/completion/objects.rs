@@ -11,8 +11,8 @@ use super::events::{
     CompletionEvents, EventValues, FulfillWith, HasOperation, HasRemote, HasSource, LpcCallback,
     Operation, RemoteCall, Source, OPERATION_EVENT, REMOTE_EVENT, SOURCE_EVENT,
 };
-use super::list::{one, Append, Cons, FutureList, Nil};
 use super::protocol::{Armed, Completions};
+use crate::future::list::{Append, Cons, FutureList, Nil};
 use crate::future::{Future, Promise};
 use crate::persona::Persona;
 use crate::rpc::{RpcArgs, RpcFn};
@@ -141,12 +141,12 @@ impl<Ev: HasSource> Completions<Ev> for FutureCx<Source> {
     fn arm(self) -> (Self::Futures, Self::Armed) {
         let promise = Promise::new();
         let future = promise.get_future();
-        (one(future), promise_cx(promise))
+        (Cons::one(future), promise_cx(promise))
     }
 
     #[inline]
     fn completed_at_initiation(self, _target: Rank, _values: Ev::OpValues) -> Self::Futures {
-        one(Future::after_progress(()))
+        Cons::one(Future::after_progress(()))
     }
 }
 
@@ -161,12 +161,12 @@ where
     fn arm(self) -> (Self::Futures, Self::Armed) {
         let promise = Promise::new();
         let future = promise.get_future();
-        (one(future), promise_cx(promise))
+        (Cons::one(future), promise_cx(promise))
     }
 
     #[inline]
     fn completed_at_initiation(self, _target: Rank, values: Ev::OpValues) -> Self::Futures {
-        one(Future::after_progress(values.into_future_value()))
+        Cons::one(Future::after_progress(values.into_future_value()))
     }
 }
 

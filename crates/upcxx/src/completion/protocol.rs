@@ -4,7 +4,7 @@
 //! thread's next user-level progress.
 
 use super::events::{CompletionEvents, OPERATION_EVENT, REMOTE_EVENT};
-use super::list::FutureList;
+use crate::future::list::FutureList;
 use crate::runtime::state::Rank;
 use crate::thread;
 

@@ -1,11 +1,14 @@
 //! Chaining: [`Future::then`], and what its callback may return: [`FutureValue`],
 //! implemented for futures (flattened) and for the standard value types (wrapped in a
-//! ready future), and [`to_future`]. Sits on the future handle and state (and on
-//! `serialization`, for [`Trivial`]).
+//! ready future), and [`to_future`]. Also [`FutureElements`], how a value type reads as
+//! the type parameters of a UPC++ `future<T...>`, implemented alongside. Sits on the
+//! future handle and state, the type-level lists (and on `serialization`, for
+//! [`Trivial`]).
 
 use std::rc::Rc;
 
 use super::handle::{make_future, Future, Repr};
+use super::list::{Cons, Nil};
 use super::state::State;
 use crate::serialization::Trivial;
 use crate::thread;
@@ -67,8 +70,40 @@ impl<T: 'static> FutureValue for Future<T> {
     }
 }
 
-/// Implements [`FutureValue`] for plain value types, so `then` callbacks can return
-/// them: `upcxx::impl_future_value!(MyType, MyOtherType);`.
+/// The type parameters `T...` of the UPC++ `future<T...>` that a `Future<Self>` stands
+/// for (see the [module documentation](crate::future)), as a type-level list: none for
+/// `()` (`future<>`), the elements of a tuple (`Future<(A, B)>` is `future<A, B>`), and
+/// the type itself for any other type (`future<T>`). [`when_all`](crate::when_all)
+/// concatenates them (§5.8.1 ¶53), so a `Future<()>` contributes no value to its result.
+///
+/// Implemented for the types that implement [`FutureValue`], by the same macro
+/// ([`impl_future_value!`](crate::impl_future_value)) for your own.
+pub trait FutureElements: 'static {
+    /// The element types: [`Nil`](crate::future::Nil), or a
+    /// [`Cons`](crate::future::Cons) list of them.
+    type List: 'static;
+    /// The value as its list of elements.
+    fn into_elements(self) -> Self::List;
+}
+
+impl FutureValue for () {
+    type Value = ();
+    fn into_future(self) -> Future<()> {
+        make_future(())
+    }
+}
+
+impl FutureElements for () {
+    type List = Nil;
+    #[inline]
+    fn into_elements(self) -> Nil {
+        Nil
+    }
+}
+
+/// Implements [`FutureValue`] and [`FutureElements`] for plain value types, so `then`
+/// callbacks can return them and `when_all` join their futures:
+/// `upcxx::impl_future_value!(MyType, MyOtherType);`.
 #[macro_export]
 macro_rules! impl_future_value {
     ($($t:ty),* $(,)?) => {
@@ -77,29 +112,19 @@ macro_rules! impl_future_value {
             fn into_future(self) -> $crate::Future<$t> {
                 $crate::make_future(self)
             }
+        }
+        impl $crate::future::FutureElements for $t {
+            type List = $crate::future::Cons<$t, $crate::future::Nil>;
+            #[inline]
+            fn into_elements(self) -> Self::List {
+                $crate::future::Cons::one(self)
+            }
         })*
     };
 }
 
 impl_future_value!(
-    (),
-    bool,
-    char,
-    u8,
-    u16,
-    u32,
-    u64,
-    u128,
-    usize,
-    i8,
-    i16,
-    i32,
-    i64,
-    i128,
-    isize,
-    f32,
-    f64,
-    String
+    bool, char, u8, u16, u32, u64, u128, usize, i8, i16, i32, i64, i128, isize, f32, f64, String
 );
 
 macro_rules! generic_future_value {
@@ -109,9 +134,49 @@ macro_rules! generic_future_value {
             fn into_future(self) -> Future<$t> {
                 make_future(self)
             }
+        }
+        impl<$($g: 'static),*> FutureElements for $t {
+            type List = Cons<$t, Nil>;
+            #[inline]
+            fn into_elements(self) -> Self::List {
+                Cons::one(self)
+            }
         })*
     };
 }
+
+/// A tuple is a value like any other for `then`; its elements are the future's.
+macro_rules! tuple_future_value {
+    ($($v:ident: $t:ident),+) => {
+        impl<$($t: 'static),+> FutureValue for ($($t,)+) {
+            type Value = ($($t,)+);
+            fn into_future(self) -> Future<($($t,)+)> {
+                make_future(self)
+            }
+        }
+        impl<$($t: 'static),+> FutureElements for ($($t,)+) {
+            type List = tuple_future_value!(@ty $($t),+);
+            #[inline]
+            fn into_elements(self) -> Self::List {
+                let ($($v,)+) = self;
+                tuple_future_value!(@list $($v),+)
+            }
+        }
+    };
+    (@ty) => { Nil };
+    (@ty $h:ident $(, $t:ident)*) => { Cons<$h, tuple_future_value!(@ty $($t),*)> };
+    (@list) => { Nil };
+    (@list $h:ident $(, $t:ident)*) => { Cons::new($h, tuple_future_value!(@list $($t),*)) };
+}
+
+tuple_future_value!(a: A);
+tuple_future_value!(a: A, b: B);
+tuple_future_value!(a: A, b: B, c: C);
+tuple_future_value!(a: A, b: B, c: C, d: D);
+tuple_future_value!(a: A, b: B, c: C, d: D, e: E);
+tuple_future_value!(a: A, b: B, c: C, d: D, e: E, f: F);
+tuple_future_value!(a: A, b: B, c: C, d: D, e: E, f: F, g: G);
+tuple_future_value!(a: A, b: B, c: C, d: D, e: E, f: F, g: G, h: H);
 
 generic_future_value! {
     [T] Vec<T>;
@@ -125,20 +190,20 @@ generic_future_value! {
     [T] std::collections::BTreeSet<T>;
     [T] std::rc::Rc<T>;
     [T] std::sync::Arc<T>;
-    [A] (A,);
-    [A, B] (A, B);
-    [A, B, C] (A, B, C);
-    [A, B, C, D] (A, B, C, D);
-    [A, B, C, D, E] (A, B, C, D, E);
-    [A, B, C, D, E, F] (A, B, C, D, E, F);
-    [A, B, C, D, E, F, G] (A, B, C, D, E, F, G);
-    [A, B, C, D, E, F, G, H] (A, B, C, D, E, F, G, H);
 }
 
 impl<T: 'static, const N: usize> FutureValue for [T; N] {
     type Value = [T; N];
     fn into_future(self) -> Future<[T; N]> {
         make_future(self)
+    }
+}
+
+impl<T: 'static, const N: usize> FutureElements for [T; N] {
+    type List = Cons<[T; N], Nil>;
+    #[inline]
+    fn into_elements(self) -> Self::List {
+        Cons::one(self)
     }
 }
 
@@ -151,5 +216,13 @@ impl<T: 'static> FutureValue for Trivial<T> {
     type Value = Trivial<T>;
     fn into_future(self) -> Future<Trivial<T>> {
         make_future(self)
+    }
+}
+
+impl<T: 'static> FutureElements for Trivial<T> {
+    type List = Cons<Trivial<T>, Nil>;
+    #[inline]
+    fn into_elements(self) -> Self::List {
+        Cons::one(self)
     }
 }

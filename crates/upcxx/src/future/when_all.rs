@@ -1,11 +1,34 @@
 //! Joining futures: [`when_all`] (UPC++ `when_all`, §5.8.1 ¶53) over tuples and vectors of
-//! futures. Sits on the future handle (`then`) and its state.
+//! futures. Sits on the future handle (`then`), its state, the type-level lists and
+//! [`FutureElements`].
+//!
+//! The value of `when_all` over a tuple is the concatenation of the futures' type
+//! parameters, as the spec says: each future's value is read as its elements
+//! ([`FutureElements`]: none for `()`, a tuple's elements, any other value itself), the
+//! lists are appended at the type level, and the result is `()`, the one element, or
+//! the tuple of them. So a `Future<()>` contributes no value:
+//!
+//! ```
+//! use upcxx::{make_future, when_all, Future};
+//! let done: Future<()> = make_future(());
+//! let n: Future<u64> = when_all((done, make_future(7u64)));
+//! let pair: Future<(u64, char)> = when_all((make_future(7u64), make_future(()), make_future('x')));
+//! let flat: Future<(u64, char, bool)> = when_all((make_future((7u64, 'x')), make_future(true)));
+//! let nothing: Future<()> = when_all((make_future(()), make_future(())));
+//! # assert_eq!((n.wait(), pair.wait(), flat.wait()), (7, (7, 'x'), (7, 'x', true)));
+//! # nothing.wait();
+//! ```
+//!
+//! A `Vec` of futures of one type is an extension of ours: its value is the `Vec` of
+//! their values, `()` included.
 
 use std::cell::RefCell;
 use std::rc::Rc;
 
 use super::handle::{make_future, Future};
+use super::list::{Append, FutureList};
 use super::state::State;
+use super::value::FutureElements;
 
 /// Futures that `when_all` can join: tuples of futures, and vectors of futures.
 pub trait WhenAll {
@@ -18,8 +41,10 @@ pub trait WhenAll {
 }
 
 /// A future ready when all of `futures` are, with their values (UPC++ `when_all`).
-/// Takes a tuple of futures (`when_all((a, b))` → `Future<(A, B)>`) or a `Vec` of
-/// futures of one type (→ `Future<Vec<T>>`).
+/// Takes a tuple of futures, whose values are concatenated (`when_all((a, b))` →
+/// `Future<(A, B)>`; a `Future<()>` contributes nothing, a `Future` of a tuple its
+/// elements: see the [module documentation](self)), or a `Vec` of futures of one type
+/// (→ `Future<Vec<T>>`).
 pub fn when_all<W: WhenAll>(futures: W) -> Future<W::Output> {
     futures.join()
 }
@@ -31,20 +56,73 @@ impl WhenAll for () {
     }
 }
 
+/// A tuple of values whose elements `when_all` concatenates: the list of the first
+/// value's [`FutureElements`] followed by those of the others. Implemented for tuples
+/// of up to 8 values; you never implement it.
+pub trait ConcatElements {
+    /// The concatenated elements.
+    type List: FutureList;
+    /// The values' elements, concatenated in order.
+    fn concat(self) -> Self::List;
+}
+
+macro_rules! concat_elements {
+    ($h:ident: $hv:ident) => {
+        impl<$h: FutureElements> ConcatElements for ($h,)
+        where
+            $h::List: FutureList,
+        {
+            type List = $h::List;
+            #[inline]
+            fn concat(self) -> Self::List {
+                self.0.into_elements()
+            }
+        }
+    };
+    ($h:ident: $hv:ident, $($t:ident: $tv:ident),+) => {
+        impl<$h: FutureElements, $($t),+> ConcatElements for ($h, $($t,)+)
+        where
+            ($($t,)+): ConcatElements,
+            $h::List: Append<<($($t,)+) as ConcatElements>::List>,
+            <$h::List as Append<<($($t,)+) as ConcatElements>::List>>::Output: FutureList,
+        {
+            type List = <$h::List as Append<<($($t,)+) as ConcatElements>::List>>::Output;
+            #[inline]
+            fn concat(self) -> Self::List {
+                let ($hv, $($tv,)+) = self;
+                $hv.into_elements().append(($($tv,)+).concat())
+            }
+        }
+    };
+}
+
+concat_elements!(A: a);
+concat_elements!(A: a, B: b);
+concat_elements!(A: a, B: b, C: c);
+concat_elements!(A: a, B: b, C: c, D: d);
+concat_elements!(A: a, B: b, C: c, D: d, E: e);
+concat_elements!(A: a, B: b, C: c, D: d, E: e, F: f);
+concat_elements!(A: a, B: b, C: c, D: d, E: e, F: f, G: g);
+concat_elements!(A: a, B: b, C: c, D: d, E: e, F: f, G: g, H: h);
+
 // A tuple is joined by nesting `then`: each step waits for one more future. When every
 // future is already ready, every `then` runs at once and nothing is allocated.
 macro_rules! when_all_tuple {
     ($($f:ident: $v:ident),+) => {
-        impl<$($v: 'static),+> WhenAll for ($(Future<$v>,)+) {
-            type Output = ($($v,)+);
-            fn join(self) -> Future<($($v,)+)> {
+        impl<$($v: 'static),+> WhenAll for ($(Future<$v>,)+)
+        where
+            ($($v,)+): ConcatElements,
+            <($($v,)+) as ConcatElements>::List: FutureList<Return: 'static>,
+        {
+            type Output = <<($($v,)+) as ConcatElements>::List as FutureList>::Return;
+            fn join(self) -> Future<Self::Output> {
                 let ($($f,)+) = self;
                 when_all_tuple!(@nest [] $($f),+)
             }
         }
     };
     (@nest [$($done:ident)*] $f:ident) => {
-        $f.then(move |$f| make_future(($($done,)* $f,)))
+        $f.then(move |$f| make_future(($($done,)* $f,).concat().into_return()))
     };
     (@nest [$($done:ident)*] $f:ident, $($rest:ident),+) => {
         $f.then(move |$f| when_all_tuple!(@nest [$($done)* $f] $($rest),+))

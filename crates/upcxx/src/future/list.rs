@@ -1,24 +1,43 @@
-//! Type-level lists of futures, and the return type of §7.2.2: what `|` appends and
-//! what a call turns the list into. A leaf of `completion`.
+//! Type-level lists, and what a list turns into: `()` for none, the element for one, a
+//! tuple for several. Completions list the futures a call returns (§7.2.2: what `|`
+//! appends and what the call turns the list into); `when_all` lists the element types
+//! of the futures it joins (§5.8.1 ¶53: their concatenation). A leaf of `future`.
 
-/// The empty list of futures.
+/// The empty list.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Nil;
 
-/// A list of futures: `head` then `tail`.
+/// A list: `head` then `tail`.
 #[derive(Debug)]
 pub struct Cons<H, T> {
     head: H,
     tail: T,
 }
 
-/// Appends list `L` to this list (`|` joins the futures of two completion objects).
+/// Appends list `L` to this list (`|` joins the futures of two completion objects,
+/// `when_all` the elements of two futures).
 pub trait Append<L> {
     /// The futures of this list followed by those of `L`.
     type Output;
-    /// Puts the futures of `list` after this list's, so that the futures stay in the
-    /// order in which `|` was applied (§7.2 ¶5).
+    /// Puts the elements of `list` after this list's, so that futures stay in the order
+    /// in which `|` was applied (§7.2 ¶5) and joined elements in argument order.
     fn append(self, list: L) -> Self::Output;
+}
+
+impl<H, T> Cons<H, T> {
+    /// The list of `head` followed by `tail`.
+    #[inline]
+    pub fn new(head: H, tail: T) -> Cons<H, T> {
+        Cons { head, tail }
+    }
+}
+
+impl<H> Cons<H, Nil> {
+    /// The list of the one element `head`.
+    #[inline]
+    pub fn one(head: H) -> Cons<H, Nil> {
+        Cons { head, tail: Nil }
+    }
 }
 
 impl<L> Append<L> for Nil {
@@ -40,8 +59,8 @@ impl<H, T: Append<L>, L> Append<L> for Cons<H, T> {
     }
 }
 
-/// A list of futures and what a call returns for it (§7.2.2): `()` for none, the future
-/// for one, a tuple for several (up to 8).
+/// A list and what it turns into: `()` for none, the element for one, a tuple for
+/// several (up to 12). For a list of futures, what a call returns (§7.2.2).
 pub trait FutureList {
     /// What the call returns (the spec's `RType`, §7.2.2): `()` if no future-based
     /// completion was requested, the future if one was, a tuple of the futures in `|`
@@ -89,12 +108,7 @@ future_list!(a: A, b: B, c: C, d: D, e: E);
 future_list!(a: A, b: B, c: C, d: D, e: E, f: F);
 future_list!(a: A, b: B, c: C, d: D, e: E, f: F, g: G);
 future_list!(a: A, b: B, c: C, d: D, e: E, f: F, g: G, h: H);
-
-/// The list of the one future `future`.
-#[inline]
-pub(super) fn one<F>(future: F) -> Cons<F, Nil> {
-    Cons {
-        head: future,
-        tail: Nil,
-    }
-}
+future_list!(a: A, b: B, c: C, d: D, e: E, f: F, g: G, h: H, i: I);
+future_list!(a: A, b: B, c: C, d: D, e: E, f: F, g: G, h: H, i: I, j: J);
+future_list!(a: A, b: B, c: C, d: D, e: E, f: F, g: G, h: H, i: I, j: J, k: K);
+future_list!(a: A, b: B, c: C, d: D, e: E, f: F, g: G, h: H, i: I, j: J, k: K, l: L);

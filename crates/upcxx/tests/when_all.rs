@@ -1,0 +1,71 @@
+//! `when_all` concatenates the type parameters of the futures it joins: UPC++ spec
+//! §5.8.1 ¶53 (and Appendix A.2), with `future<A, B>` written `Future<(A, B)>`.
+use upcxx::{make_future, when_all, Future, Promise};
+
+/// The value of a future, with its type spelled out: a `when_all` of the wrong type
+/// does not compile.
+fn value<T: 'static>(f: Future<T>) -> T {
+    assert!(f.ready());
+    f.into_result()
+}
+
+/// §5.8.1 ¶53: a `future<>` has no type parameters, so it contributes no value.
+#[test]
+fn unit_futures_contribute_no_value() {
+    let n: u64 = value(when_all((make_future(()), make_future(7u64))));
+    assert_eq!(n, 7);
+    let n: u64 = value(when_all((make_future(7u64), make_future(()))));
+    assert_eq!(n, 7);
+    let pair: (u64, char) = value(when_all((
+        make_future(()),
+        make_future(7u64),
+        make_future(()),
+        make_future('x'),
+    )));
+    assert_eq!(pair, (7, 'x'));
+    let () = value(when_all((make_future(()), make_future(()))));
+}
+
+/// §5.8.1 ¶53: one future's type parameters are the joined future's.
+#[test]
+fn one_future_gives_its_own_value() {
+    let s: String = value(when_all((make_future(String::from("s")),)));
+    assert_eq!(s, "s");
+    let () = value(when_all((make_future(()),)));
+}
+
+/// §5.8.1 ¶53: a `future<A, B>` (a future of a tuple) contributes its elements.
+#[test]
+fn tuple_futures_contribute_their_elements() {
+    let all: (u8, i32, bool, f64) = value(when_all((
+        make_future((1u8, -2i32)),
+        make_future(()),
+        make_future((true,)),
+        make_future(0.5f64),
+    )));
+    assert_eq!(all, (1, -2, true, 0.5));
+}
+
+/// The joined future is ready only when every input is, unit ones included, and has the
+/// concatenated values then.
+#[test]
+fn waits_for_unit_futures_too() {
+    let done = Promise::<()>::new();
+    let v = Promise::<u32>::new();
+    let all: Future<u32> = when_all((done.get_future(), v.get_future()));
+    v.fulfill_result(5);
+    assert!(!all.ready(), "ready before the unit future");
+    done.fulfill_anonymous(1);
+    assert!(all.ready());
+    assert_eq!(all.into_result(), 5);
+}
+
+/// Values of user types join once `impl_future_value!` declares them.
+#[test]
+fn user_types_join_as_one_value() {
+    #[derive(Debug, PartialEq)]
+    struct Point(i32, i32);
+    upcxx::impl_future_value!(Point);
+    let all: (Point, u8) = value(when_all((make_future(Point(1, 2)), make_future(3u8))));
+    assert_eq!(all, (Point(1, 2), 3));
+}
