@@ -119,7 +119,8 @@ mod protocol;
 pub use crate::future::list::{Append, Cons, FutureList, Nil};
 pub use events::{
     CompletionEvents, EventValues, FulfillWith, HasOperation, HasRemote, HasSource, LpcCallback,
-    Operation, Remote, RemoteCall, Source, OPERATION_EVENT, REMOTE_EVENT, SOURCE_EVENT,
+    Operation, Remote, RemoteCall, Source, ValuesFromList, ValuesOf, OPERATION_EVENT, REMOTE_EVENT,
+    SOURCE_EVENT,
 };
 pub use objects::{
     BlockingCx, BufferedCx, CompletionObject, CxUnion, FutureCx, LpcCx, PromiseCx, RpcCx,

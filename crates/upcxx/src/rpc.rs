@@ -97,8 +97,11 @@
 //! wait and when they run) on those; `wire` (the AM handlers and sends) on `delivery`;
 //! this file (the public calls and their trampolines) on all of them. RPC sits on
 //! futures, serialization, the runtime state and the per-thread state; personas and
-//! user-level progress, above it, call into `delivery`.
+//! user-level progress, above it, call into `delivery`. The exception is `completions`
+//! (the calls with completion objects, [`rpc_with`] and [`rpc_ff_with`]), which sits
+//! on the completion module, itself above the rest of `rpc`.
 
+mod completions;
 mod delivery;
 mod function;
 mod inbox;
@@ -120,6 +123,7 @@ use incoming::Incoming;
 use reply::{complete_in_cell, complete_in_state, cookie_of};
 use wire::{first_arg, send};
 
+pub use completions::{rpc_ff_with, rpc_with, RpcCall, RpcFfCall};
 pub(crate) use delivery::{
     deliver_forwarded_replies, master_released, master_rpcs_queued, run_master_rpcs,
 };

@@ -2,7 +2,7 @@
 //! accept: the call's marker traits, the values an event produces, and the promises,
 //! LPC callbacks and remote calls that can be notified. Sits on futures (promises).
 
-use crate::future::Promise;
+use crate::future::{Cons, FutureElements, Nil, Promise};
 use crate::runtime::state::Rank;
 
 /// The source-completion event (§7.1): the source buffer may be reused.
@@ -73,6 +73,34 @@ impl<T: 'static> EventValues for (T,) {
     type FutureValue = T;
     fn into_future_value(self) -> T {
         self.0
+    }
+}
+
+/// The values of an event that produces what a `Future<V>` holds: none if `V` is `()`
+/// (a `future<>`), the one value `V` otherwise. For the calls whose value type is the
+/// caller's, as `rpc`'s is its function's (§9.3 ¶22–¶24).
+pub type ValuesOf<V> = <<V as FutureElements>::List as ValuesFromList<V>>::Values;
+
+/// How [`ValuesOf`] tells `()` from other values: by the element list of `V`, which is
+/// empty only for `()`. Implemented for the element lists; you never implement it.
+pub trait ValuesFromList<V>: 'static {
+    /// `()` for the empty list, `(V,)` otherwise.
+    type Values: EventValues;
+    /// `v` as those values.
+    fn values(v: V) -> Self::Values;
+}
+
+impl<V: 'static> ValuesFromList<V> for Nil {
+    type Values = ();
+    #[inline]
+    fn values(_v: V) {}
+}
+
+impl<V: 'static, H: 'static, T: 'static> ValuesFromList<V> for Cons<H, T> {
+    type Values = (V,);
+    #[inline]
+    fn values(v: V) -> (V,) {
+        (v,)
     }
 }
 
