@@ -71,8 +71,9 @@ pub use completion::{operation_cx, remote_cx, source_cx};
 pub use future::{make_future, to_future, when_all, Future, FutureValue, Promise};
 pub use global_ptr::{to_global_ptr, try_global_ptr, AnyKind, GlobalPtr, Host, KindId, MemoryKind};
 pub use persona::{
-    current_persona, default_persona, in_restricted_context, liberate_master_persona, lpc, lpc_ff,
-    master_persona, Persona, PersonaScope,
+    current_persona, default_persona, default_persona_scope, in_restricted_context,
+    liberate_master_persona, lpc, lpc_ff, master_persona, top_persona_scope, Persona, PersonaScope,
+    PersonaScopeRef,
 };
 pub use progress::{discharge, progress, progress_required, ProgressLevel};
 pub use rma::{

@@ -2,7 +2,8 @@
 //!
 //! A persona is the target of LPCs (and, for the master persona, of RPCs). Each thread
 //! has a stack of personas it currently holds, with its default persona at the bottom; a
-//! persona may be held by one thread at a time. [`PersonaScope`] pushes one for a scope.
+//! persona may be held by one thread at a time. [`PersonaScope`] pushes one for a scope;
+//! [`top_persona_scope`] and [`default_persona_scope`] name the ends of the stack.
 //! The master persona starts on the thread that called `init`; [`liberate_master_persona`]
 //! lets another thread take it.
 //!
@@ -299,6 +300,8 @@ pub fn liberate_master_persona() {
 /// `persona_scope`).
 pub struct PersonaScope<'a> {
     persona: Persona,
+    /// Its place in this thread's persona stack.
+    depth: usize,
     released: bool,
     _lock: Option<MutexGuard<'a, ()>>,
     _not_send: std::marker::PhantomData<*const ()>,
@@ -326,13 +329,24 @@ impl<'a> PersonaScope<'a> {
     fn push(persona: &Persona, lock: Option<MutexGuard<'a, ()>>) -> PersonaScope<'a> {
         let already = persona.active_with_caller();
         acquire(persona, "PersonaScope::new");
-        with_stack(|s| s.push(persona.clone()));
+        let depth = with_stack(|s| {
+            s.push(persona.clone());
+            s.len() - 1
+        });
         PersonaScope {
             persona: persona.clone(),
+            depth,
             released: already,
             _lock: lock,
             _not_send: std::marker::PhantomData,
         }
+    }
+}
+
+impl PersonaScope<'_> {
+    /// This scope, as [`top_persona_scope`] would name it while it is the top one.
+    pub fn scope_ref(&self) -> PersonaScopeRef {
+        PersonaScopeRef::at(self.depth, &self.persona)
     }
 }
 
@@ -348,6 +362,75 @@ impl Drop for PersonaScope<'_> {
             release(&self.persona);
         }
     }
+}
+
+/// One of the calling thread's persona scopes, as [`top_persona_scope`] and
+/// [`default_persona_scope`] return it (UPC++ `persona_scope&`).
+///
+/// A scope is named by its place in the thread's persona stack: every persona on the
+/// stack was pushed by a scope, the default persona by the thread's implicit bottom
+/// scope and the master persona, on the thread that called `init`, by `init`'s. The
+/// reference is not `Send`: it stays on the thread whose scope it names (§10.5.3 ¶2).
+/// Used after its scope ended, it fails with a message.
+///
+/// ```compile_fail,E0277
+/// let scope = upcxx::top_persona_scope();
+/// std::thread::spawn(move || scope.persona());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PersonaScopeRef {
+    depth: usize,
+    /// The address of the persona the scope pushed.
+    persona: usize,
+    _not_send: std::marker::PhantomData<*const ()>,
+}
+
+impl PersonaScopeRef {
+    fn at(depth: usize, persona: &Persona) -> PersonaScopeRef {
+        PersonaScopeRef {
+            depth,
+            persona: Arc::as_ptr(&persona.inner) as usize,
+            _not_send: std::marker::PhantomData,
+        }
+    }
+
+    /// The persona this scope pushed.
+    ///
+    /// # Panics
+    /// As [`PersonaScopeRef::personas`].
+    #[track_caller]
+    pub fn persona(&self) -> Persona {
+        self.personas("PersonaScopeRef::persona")
+            .into_iter()
+            .next()
+            .expect("a live scope has its persona")
+    }
+
+    /// The personas of this thread's stack from this scope to the top, bottom first.
+    ///
+    /// # Panics
+    /// Once the scope ended.
+    #[track_caller]
+    pub(crate) fn personas(&self, call: &str) -> Vec<Persona> {
+        with_stack(|s| match s.get(self.depth) {
+            Some(p) if Arc::as_ptr(&p.inner) as usize == self.persona => s[self.depth..].to_vec(),
+            _ => panic!("upcxx::{call}: the persona scope has ended"),
+        })
+    }
+}
+
+/// The calling thread's most recently constructed persona scope that has not ended
+/// (UPC++ `top_persona_scope`, §10.5.2 ¶16): the one that pushed [`current_persona`].
+/// Progress level: none.
+pub fn top_persona_scope() -> PersonaScopeRef {
+    with_stack(|s| PersonaScopeRef::at(s.len() - 1, s.last().expect("default persona")))
+}
+
+/// The calling thread's implicit bottom scope, which holds its [`default_persona`] for
+/// the life of the thread (UPC++ `default_persona_scope`, §10.5.2 ¶19). Progress
+/// level: none.
+pub fn default_persona_scope() -> PersonaScopeRef {
+    with_stack(|s| PersonaScopeRef::at(0, &s[0]))
 }
 
 /// Queues `f` on `persona` (free-function form of [`Persona::lpc_ff`]).
