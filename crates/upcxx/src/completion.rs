@@ -98,7 +98,8 @@
 //! `operation_done` the call invokes as the events occur (from any point on the
 //! initiating thread; delivery is always queued for user-level progress).
 //! The crate-private `notify_when` runs such an `Armed` from progress once a completion
-//! test passes.
+//! test passes; `notify_when_outgoing` does so for an operation that needs only this
+//! thread's progress, which `progress_required` and `discharge` then account for.
 
 //!
 //! # Layout
@@ -125,7 +126,7 @@ pub use events::{
 pub use objects::{
     BlockingCx, BufferedCx, CompletionObject, CxUnion, FutureCx, LpcCx, PromiseCx, RpcCx,
 };
-pub(crate) use protocol::notify_when;
+pub(crate) use protocol::{notify_when, notify_when_outgoing};
 pub use protocol::{requests_op_or_remote, Armed, Completions, Returned};
 
 use crate::future::Promise;
@@ -291,6 +292,51 @@ mod tests {
             assert_eq!(op.wait(), 42);
             assert_eq!(promised.wait(), 42);
             assert_eq!(lpc_got.load(Ordering::SeqCst), 42);
+            crate::finalize();
+        });
+    }
+
+    /// §10.5.3: an operation in flight makes progress required; `discharge` advances
+    /// it with internal progress only, so its notifications still wait for user-level
+    /// progress.
+    #[test]
+    fn discharge_completes_operations_without_notifying() {
+        gex::testing::spmd(1, || {
+            crate::init();
+            let lpc_ran = Arc::new(AtomicU64::new(0));
+            let lpc_ran2 = lpc_ran.clone();
+            let cxs = operation_cx::as_future()
+                | operation_cx::as_lpc(&current_persona(), move |v: u64| {
+                    lpc_ran2.store(v, Ordering::SeqCst)
+                });
+            let (op, armed) = Completions::<Manual>::arm(cxs);
+            let op: Future<u64> = op.into_return();
+            // The operation completes at its third test.
+            let tests = Rc::new(Cell::new(0));
+            let tests2 = tests.clone();
+            notify_when_outgoing::<Manual, _, _, _>(
+                move || {
+                    tests2.set(tests2.get() + 1);
+                    tests2.get() == 3
+                },
+                0,
+                armed,
+                || (7,),
+            );
+            assert!(crate::progress_required(), "an operation is in flight");
+            crate::discharge();
+            assert_eq!(
+                tests.get(),
+                3,
+                "discharge stopped before the operation completed"
+            );
+            assert!(!crate::progress_required());
+            assert!(!op.ready(), "discharge notified");
+            assert_eq!(lpc_ran.load(Ordering::SeqCst), 0, "discharge ran an LPC");
+            progress(ProgressLevel::User);
+            assert_eq!(op.wait(), 7);
+            progress(ProgressLevel::User);
+            assert_eq!(lpc_ran.load(Ordering::SeqCst), 7);
             crate::finalize();
         });
     }

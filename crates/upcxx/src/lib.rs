@@ -75,7 +75,9 @@ pub use persona::{
     liberate_master_persona, lpc, lpc_ff, master_persona, top_persona_scope, Persona, PersonaScope,
     PersonaScopeRef,
 };
-pub use progress::{discharge, progress, progress_required, ProgressLevel};
+pub use progress::{
+    discharge, discharge_for, progress, progress_required, progress_required_for, ProgressLevel,
+};
 pub use rma::{
     rget, rget_into, rget_into_with, rget_with, rput, rput_slice, rput_slice_with, rput_with,
 };

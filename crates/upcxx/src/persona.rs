@@ -365,7 +365,10 @@ impl Drop for PersonaScope<'_> {
 }
 
 /// One of the calling thread's persona scopes, as [`top_persona_scope`] and
-/// [`default_persona_scope`] return it (UPC++ `persona_scope&`).
+/// [`default_persona_scope`] return it (UPC++ `persona_scope&`), for
+/// [`progress_required_for`](crate::progress_required_for) and
+/// [`discharge_for`](crate::discharge_for), which concern the personas from this scope
+/// to the top of the stack (§10.5.3).
 ///
 /// A scope is named by its place in the thread's persona stack: every persona on the
 /// stack was pushed by a scope, the default persona by the thread's implicit bottom
@@ -445,13 +448,4 @@ where
     R: Send + 'static,
 {
     persona.lpc(f)
-}
-
-/// True if LPCs are queued on a persona this thread holds.
-pub(crate) fn lpcs_queued() -> bool {
-    STACK.with(|s| {
-        s.borrow()
-            .iter()
-            .any(|p| p.inner.queued.load(Ordering::Acquire) > 0)
-    })
 }

@@ -39,11 +39,11 @@
 use std::cell::Cell;
 use std::sync::atomic::Ordering;
 
-use crate::persona::{drain_held_personas, lpcs_queued};
-use crate::rpc::{deliver_forwarded_replies, master_rpcs_queued, run_master_rpcs};
+use crate::persona::{drain_held_personas, PersonaScopeRef};
+use crate::rpc::{deliver_forwarded_replies, run_master_rpcs};
 use crate::thread::{
-    check_not_restricted, deferred_pending, holds_master, run_deferred, ThreadState, DEFERRED_WORK,
-    RPC_WORK, SHARED_WORK, THREAD,
+    self, check_not_restricted, run_deferred, ThreadState, DEFERRED_WORK, RPC_WORK, SHARED_WORK,
+    THREAD,
 };
 
 /// The level of progress a call makes (UPC++ `progress_level`).
@@ -258,18 +258,61 @@ pub(crate) fn wait_until(mut done: impl FnMut() -> bool) {
     }
 }
 
-/// True if operations started by this thread still need internal progress to complete
-/// (UPC++ `progress_required`). On shared memory every transfer completes when it is
-/// started, so this is true only while this thread has queued notifications, LPCs or
-/// RPCs.
+/// True if operations started by this thread still need its internal progress before
+/// their targets can see them complete (UPC++ `progress_required`, §10.3, §10.5.3), for
+/// the personas from the top scope down: see [`progress_required_for`].
+///
+/// Notifications, LPCs and RPCs already queued for user-level progress do not count:
+/// internal progress can do nothing for them, and they are where their recipients'
+/// user-level progress finds them. On shared memory every transfer and every RPC is
+/// delivered when it is started, so this is true only on a network that completes
+/// operations later, while some are in flight. Progress level: none.
 pub fn progress_required() -> bool {
-    deferred_pending() || lpcs_queued() || (holds_master() && master_rpcs_queued())
+    thread::outgoing_pending()
 }
 
-/// Makes the progress needed so that this thread's outstanding operations no longer
-/// depend on it (UPC++ `discharge`).
+/// [`progress_required`] for the personas of this thread's stack from scope `ps` to
+/// the top (UPC++ `progress_required(ps)`, §10.5.3 ¶1–¶5). Operations are tracked per
+/// thread, not per persona, so the answer covers every persona the thread holds: it
+/// may be true for operations of a persona below `ps`, never false while one of the
+/// personas named needs progress. Progress level: none.
+///
+/// # Panics
+/// If the scope has ended.
+#[track_caller]
+pub fn progress_required_for(ps: PersonaScopeRef) -> bool {
+    ps.personas("progress_required");
+    progress_required()
+}
+
+/// Makes internal progress until [`progress_required`] is false (UPC++ `discharge`,
+/// §10.3 ¶5, §10.5.3 ¶7–¶9): every operation this thread started has gone as far as it
+/// can without this thread, so a long computation may follow. It runs no callback,
+/// LPC or RPC (progress level: internal), so it may be called in the restricted
+/// context.
 #[track_caller]
 pub fn discharge() {
     crate::runtime::state::check_init("discharge");
-    internal_progress();
+    let mut backoff = gex::layered::Backoff::new();
+    loop {
+        internal_progress();
+        if thread::advance_outgoing() > 0 {
+            backoff.reset();
+        }
+        if !progress_required() {
+            break;
+        }
+        backoff.snooze();
+    }
+}
+
+/// [`discharge`] for the personas from scope `ps` to the top (UPC++ `discharge(ps)`):
+/// as [`progress_required_for`] says, the same as [`discharge`].
+///
+/// # Panics
+/// Before `init`, or if the scope has ended.
+#[track_caller]
+pub fn discharge_for(ps: PersonaScopeRef) {
+    ps.personas("discharge");
+    discharge();
 }

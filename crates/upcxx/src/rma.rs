@@ -474,6 +474,6 @@ where
     }
     let (futures, mut armed) = cxs.arm();
     completion::Armed::source_done(&mut armed);
-    completion::notify_when(move || event.test(), rank, armed, || ());
+    completion::notify_when_outgoing(move || event.test(), rank, armed, || ());
     futures.into_return()
 }

@@ -124,9 +124,7 @@ use reply::{complete_in_cell, complete_in_state, cookie_of};
 use wire::{first_arg, send};
 
 pub use completions::{rpc_ff_with, rpc_with, RpcCall, RpcFfCall};
-pub(crate) use delivery::{
-    deliver_forwarded_replies, master_released, master_rpcs_queued, run_master_rpcs,
-};
+pub(crate) use delivery::{deliver_forwarded_replies, master_released, run_master_rpcs};
 pub(crate) use wire::register_handlers;
 
 // ---------------------------------------------------------------------------------------

@@ -12,6 +12,10 @@
 //!   [`ThreadState`]; work queued where other threads must find it bumps one shared
 //!   counter. Progress (`progress.rs`, "What progress costs") reads both.
 //!
+//! * **Outgoing operations**: operations this thread started that need its progress to
+//!   complete (a put the network finishes later) are tracked, so that internal progress
+//!   can advance them without running user code (`discharge`, §10.5.3).
+//!
 //! A leaf module: it imports nothing from the crate, so every layer may signal progress
 //! without depending on it.
 
@@ -64,7 +68,13 @@ thread_local! {
     };
     /// Notifications owed to this thread, run at its next user-level progress.
     static DEFERRED: RefCell<VecDeque<Box<dyn FnOnce()>>> = const { RefCell::new(VecDeque::new()) };
+    /// Operations this thread started whose completion it must still observe: each
+    /// entry tests its operation and, once complete, notifies and returns true.
+    static OUTGOING: RefCell<Vec<Outgoing>> = const { RefCell::new(Vec::new()) };
 }
+
+/// An operation in flight (see [`track_outgoing`]).
+type Outgoing = Box<dyn FnMut() -> bool>;
 
 /// A number unique to this thread for the life of the process.
 pub(crate) fn thread_token() -> u64 {
@@ -96,11 +106,6 @@ pub(crate) fn defer(f: Box<dyn FnOnce()>) {
     THREAD.with(|h| h.work.set(h.work.get() | DEFERRED_WORK));
 }
 
-/// True if notifications wait for this thread's next user-level progress.
-pub(crate) fn deferred_pending() -> bool {
-    DEFERRED.with(|d| !d.borrow().is_empty())
-}
-
 /// Runs, in the restricted context, the notifications deferred before this call (those
 /// they defer wait for the next call); returns how many ran.
 #[cold]
@@ -115,6 +120,41 @@ pub(crate) fn run_deferred() -> usize {
         n += 1;
     }
     n
+}
+
+/// Tracks an operation this thread started that needs its progress to complete:
+/// `advance` tests it and, once it completed, sends what the operation owes its target
+/// and queues the local notifications, and returns true. It must run no user code, so
+/// that internal progress ([`advance_outgoing`]) may call it (§10.3, §10.5.3). Returns
+/// true if no other operation was in flight.
+pub(crate) fn track_outgoing(advance: Outgoing) -> bool {
+    OUTGOING.with(|o| {
+        let mut o = o.borrow_mut();
+        o.push(advance);
+        o.len() == 1
+    })
+}
+
+/// True while operations tracked by [`track_outgoing`] are in flight: this thread's
+/// progress is required for them to complete (UPC++ `progress_required`).
+pub(crate) fn outgoing_pending() -> bool {
+    OUTGOING.with(|o| !o.borrow().is_empty())
+}
+
+/// Advances the operations tracked by [`track_outgoing`] once each, dropping those
+/// that completed; returns how many did.
+pub(crate) fn advance_outgoing() -> usize {
+    let mut pending = OUTGOING.with(|o| std::mem::take(&mut *o.borrow_mut()));
+    let before = pending.len();
+    pending.retain_mut(|advance| !advance());
+    let completed = before - pending.len();
+    // Operations started meanwhile were pushed to the emptied list: keep both.
+    OUTGOING.with(|o| {
+        let mut o = o.borrow_mut();
+        pending.append(&mut o);
+        *o = pending;
+    });
+    completed
 }
 
 /// Tells this thread's next user-level progress that its handlers queued RPCs for the

@@ -102,7 +102,8 @@ pub const fn requests_op_or_remote<Ev: CompletionEvents, C: Completions<Ev>>() -
 
 /// Runs `armed`'s remote and operation notifications once `done()` is true, testing
 /// at each user-level progress of this thread: for operations that finish after their
-/// initiating call returns. `values` gives the operation's values then.
+/// initiating call returns and may wait for other ranks (collectives). `values` gives
+/// the operation's values then.
 pub(crate) fn notify_when<Ev, A, D, V>(mut done: D, target: Rank, armed: A, values: V)
 where
     Ev: CompletionEvents,
@@ -117,6 +118,47 @@ where
             armed.operation_done(values());
         } else {
             notify_when(done, target, armed, values);
+        }
+    }));
+}
+
+/// [`notify_when`] for an operation that needs only this thread's progress to
+/// complete, such as a put the network finishes later: it is tracked as outgoing work
+/// of this thread (`progress_required` is true until it completes), tested at each
+/// user-level progress and by `discharge`. The test sends remote notifications and
+/// queues the local ones for user-level progress, so it runs no user code. An
+/// operation that waits for other ranks must not be tracked: `discharge` would wait
+/// for them.
+pub(crate) fn notify_when_outgoing<Ev, A, D, V>(mut done: D, target: Rank, armed: A, values: V)
+where
+    Ev: CompletionEvents,
+    A: Armed<Ev>,
+    D: FnMut() -> bool + 'static,
+    V: FnOnce() -> Ev::OpValues + 'static,
+{
+    let mut armed = Some((armed, values));
+    let first = thread::track_outgoing(Box::new(move || {
+        if !done() {
+            return false;
+        }
+        if let Some((mut armed, values)) = armed.take() {
+            armed.remote_done(target);
+            armed.operation_done(values());
+        }
+        true
+    }));
+    if first {
+        advance_at_user_progress();
+    }
+}
+
+/// Makes the next user-level progress of this thread advance its outgoing operations,
+/// and the following ones while any remain.
+fn advance_at_user_progress() {
+    thread::defer(Box::new(|| {
+        thread::advance_outgoing();
+        if thread::outgoing_pending() {
+            advance_at_user_progress();
         }
     }));
 }

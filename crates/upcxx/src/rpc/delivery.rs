@@ -158,12 +158,6 @@ fn run_master_rpcs_queued() -> usize {
     n
 }
 
-/// True if RPCs wait for the master persona's user-level progress (this thread holds
-/// the persona).
-pub(crate) fn master_rpcs_queued() -> bool {
-    !SHARED_RPCS.is_empty() || OWN_RPCS.with(|own| !own.queue.borrow().is_empty())
-}
-
 /// This thread is releasing the master persona: its queued RPCs go to the shared inbox,
 /// in front of the (newer) ones there, for the next holder.
 pub(crate) fn master_released() {

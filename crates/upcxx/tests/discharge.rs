@@ -1,0 +1,130 @@
+//! Attentiveness: `progress_required` and `discharge`, UPC++ spec §10.3 and §10.5.3.
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use gex::testing::spmd;
+use upcxx::{
+    current_persona, default_persona_scope, discharge, discharge_for, progress, progress_required,
+    progress_required_for, rank_me, rank_n, rpc_ff, top_persona_scope, GlobalPtr, Persona,
+    PersonaScope, ProgressLevel,
+};
+
+mod common;
+
+static RPC_RAN: AtomicU64 = AtomicU64::new(0);
+
+/// §10.5.3 ¶7–¶9 and §10.3 ¶1: after `discharge` returns, no progress is required,
+/// although RPCs are in flight and LPCs are queued, and `discharge` ran none of them
+/// (its progress level is internal). What was sent then reaches its targets without
+/// any further call by the sender: rank 0 makes none while the others run its RPCs,
+/// which write into its segment.
+#[test]
+fn after_discharge_no_progress_is_required() {
+    for n in 2..=5 {
+        spmd(n, || {
+            upcxx::init();
+            let flags: GlobalPtr<u64> = upcxx::new_array(rank_n() as usize);
+            let flags = common::all_gather(&flags)[0];
+            let lpc_ran = Arc::new(AtomicU64::new(0));
+            if rank_me() == 0 {
+                let held = Persona::new();
+                let _scope = PersonaScope::new(&held);
+                for p in [&held, &current_persona(), &upcxx::master_persona()] {
+                    let lpc_ran = Arc::clone(&lpc_ran);
+                    p.lpc_ff(move || {
+                        lpc_ran.fetch_add(1, Ordering::AcqRel);
+                    });
+                }
+                let done = upcxx::rput(5u64, flags);
+                for r in 1..rank_n() {
+                    rpc_ff(
+                        r,
+                        |flags: GlobalPtr<u64>| {
+                            RPC_RAN.fetch_add(1, Ordering::AcqRel);
+                            // Dropped: the value is written when the call returns.
+                            drop(upcxx::rput(1u64, flags.add(rank_me() as usize)));
+                        },
+                        (flags,),
+                    );
+                }
+                discharge();
+                assert!(!progress_required());
+                assert!(!progress_required_for(default_persona_scope()));
+                assert_eq!(lpc_ran.load(Ordering::Acquire), 0, "discharge ran an LPC");
+                assert!(!done.ready(), "discharge notified a future");
+                // No UPC++ call until every target ran its RPC.
+                let start = Instant::now();
+                let local = flags.local();
+                // SAFETY: `local` is this rank's array of `rank_n()` values, which the
+                // other ranks write with puts; a volatile read sees their writes.
+                let flag = |r: usize| unsafe { local.add(r).read_volatile() };
+                while (1..rank_n() as usize).any(|r| flag(r) != 1) {
+                    assert!(
+                        start.elapsed() < Duration::from_secs(60),
+                        "an RPC sent before discharge did not arrive"
+                    );
+                    std::hint::spin_loop();
+                }
+                done.wait();
+                while lpc_ran.load(Ordering::Acquire) < 3 {
+                    progress(ProgressLevel::User);
+                }
+            } else {
+                while RPC_RAN.load(Ordering::Acquire) == 0 {
+                    progress(ProgressLevel::User);
+                }
+            }
+            upcxx::barrier();
+            if rank_me() == 0 {
+                upcxx::delete_array(flags);
+            }
+            upcxx::finalize();
+        });
+    }
+}
+
+/// §10.5.3 ¶7, ¶9: `discharge` makes internal progress only, so it may be called where
+/// user-level progress may not, inside a callback.
+#[test]
+fn discharge_is_allowed_in_the_restricted_context() {
+    spmd(1, || {
+        upcxx::init();
+        let ok = Arc::new(AtomicU64::new(0));
+        let ok2 = Arc::clone(&ok);
+        current_persona().lpc_ff(move || {
+            assert!(upcxx::in_restricted_context());
+            discharge_for(top_persona_scope());
+            ok2.store(1, Ordering::Release);
+        });
+        while ok.load(Ordering::Acquire) == 0 {
+            progress(ProgressLevel::User);
+        }
+        upcxx::finalize();
+    });
+}
+
+/// §10.5.3 ¶2: the scope must be a live one of this thread.
+#[test]
+fn an_ended_scope_is_refused() {
+    spmd(1, || {
+        upcxx::init();
+        let p = Persona::new();
+        let scope = PersonaScope::new(&p);
+        let ended = scope.scope_ref();
+        drop(scope);
+        let text = common::panic_text(|| {
+            progress_required_for(ended);
+        });
+        assert!(
+            text.contains("upcxx::progress_required: the persona scope has ended"),
+            "{text}"
+        );
+        let text = common::panic_text(|| discharge_for(ended));
+        assert!(
+            text.contains("upcxx::discharge: the persona scope has ended"),
+            "{text}"
+        );
+        upcxx::finalize();
+    });
+}
