@@ -24,7 +24,7 @@ use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
-use crate::future::{Future, State};
+use crate::future::{Future, FutureValue, State};
 pub use crate::thread::in_restricted_context;
 use crate::thread::{look_again, restricted, set_holds_master, shared_work_queued, thread_token};
 
@@ -93,20 +93,26 @@ impl Persona {
     }
 
     /// Runs `f` on this persona and returns the future of its result, fulfilled on the
-    /// calling persona (UPC++ `persona::lpc`).
-    pub fn lpc<R, F>(&self, f: F) -> Future<R>
+    /// calling persona (UPC++ `persona::lpc`, §10.5.1 ¶17–¶22). If `f` returns a
+    /// future, this persona waits for it and the result is its value (the future `f`
+    /// returns is this persona's; the one `lpc` returns, the caller's). As for `then`,
+    /// the result type implements [`FutureValue`]. `f` never runs inside this call,
+    /// even on a persona the caller holds. Callable from any thread.
+    pub fn lpc<R, F>(&self, f: F) -> Future<R::Value>
     where
         F: FnOnce() -> R + Send + 'static,
-        R: Send + 'static,
+        R: FutureValue,
+        R::Value: Send,
     {
-        let state = State::<R>::new(1);
+        let state = State::<R::Value>::new(1);
         let origin = current_persona();
         let back = ThreadBound::new(Rc::clone(&state));
         self.lpc_ff(move || {
-            let r = f();
-            origin.lpc_ff(move || {
-                let state = back.into_inner("Persona::lpc");
-                crate::future::fulfill_state(&state, r, "Persona::lpc");
+            f().into_future().on_ready(move |r| {
+                origin.lpc_ff(move || {
+                    let state = back.into_inner("Persona::lpc");
+                    crate::future::fulfill_state(&state, r, "Persona::lpc");
+                });
             });
         });
         Future::from_state(state)
@@ -442,10 +448,11 @@ pub fn lpc_ff(persona: &Persona, f: impl FnOnce() + Send + 'static) {
 }
 
 /// Runs `f` on `persona` (free-function form of [`Persona::lpc`]).
-pub fn lpc<R, F>(persona: &Persona, f: F) -> Future<R>
+pub fn lpc<R, F>(persona: &Persona, f: F) -> Future<R::Value>
 where
     F: FnOnce() -> R + Send + 'static,
-    R: Send + 'static,
+    R: FutureValue,
+    R::Value: Send,
 {
     persona.lpc(f)
 }
