@@ -129,7 +129,12 @@ impl Default for Sampler {
 impl Sampler {
     /// The defaults, overridden by [`BENCH_SAMPLES`] and [`BENCH_SAMPLE_MS`].
     pub(crate) fn from_env() -> Sampler {
-        let mut s = Sampler::default();
+        Sampler::default().with_env()
+    }
+
+    /// `self`, overridden by [`BENCH_SAMPLES`] and [`BENCH_SAMPLE_MS`].
+    pub(crate) fn with_env(self) -> Sampler {
+        let mut s = self;
         let var = |k: &str| {
             std::env::var(k)
                 .ok()

@@ -63,6 +63,8 @@ pub(crate) struct Report {
     pub entries: Vec<Entry>,
     /// Failures to mention under the table (jobs that did not complete).
     pub errors: Vec<String>,
+    /// Further keys of the JSON document, after `results` ([`Report::section`]).
+    pub sections: Map<String, Value>,
 }
 
 impl Report {
@@ -72,6 +74,7 @@ impl Report {
             ranks,
             entries: Vec::new(),
             errors: Vec::new(),
+            sections: Map::new(),
         }
     }
 
@@ -102,6 +105,12 @@ impl Report {
         if let Some(e) = self.entries.iter_mut().find(|e| e.measured.name == name) {
             e.target_value = Some((value, is));
         }
+    }
+
+    /// Adds `key` to the JSON document, holding `value` (what a bench measures besides
+    /// its results: the coll bench's sweep).
+    pub(crate) fn section(&mut self, key: &str, value: Value) {
+        self.sections.insert(key.to_owned(), value);
     }
 
     fn value_of(&self, name: &str) -> Option<f64> {
@@ -137,7 +146,8 @@ impl Report {
     /// to a baseline also `baseline`, `baseline_value`, `ratio`; one with a ratio target
     /// `target_ratio` and `target_is` (`"max"`/`"min"`, bounding `ratio`); one with an
     /// absolute target ([`Report::target_value`]) `target_value` and `target_value_is`
-    /// (`"max"`/`"min"`, bounding `value` itself, in `unit`).
+    /// (`"max"`/`"min"`, bounding `value` itself, in `unit`). The sections
+    /// ([`Report::section`]) follow `results`.
     pub(crate) fn to_json(&self) -> Value {
         let results: Vec<Value> = self
             .entries
@@ -163,7 +173,11 @@ impl Report {
                 Value::Object(o)
             })
             .collect();
-        json!({"bench": self.bench, "ranks": self.ranks, "results": results})
+        let mut doc = json!({"bench": self.bench, "ranks": self.ranks, "results": results});
+        if let Value::Object(o) = &mut doc {
+            o.extend(self.sections.clone());
+        }
+        doc
     }
 
     /// Prints the table on stdout.
