@@ -17,19 +17,32 @@
 //! |---------------------------------|---------------------------------------------------|------------------------------------|
 //! | `coll.barrier`                  | `Team::barrier_nb().wait()` on the primordial team | raw pingpong (2 ranks: ≤ 1.5×)    |
 //! | `coll.barrier.team`             | the same on a team of every rank split from the primordial one (the collective engine's dissemination barrier) | `coll.barrier` (—) |
-//! | `coll.broadcast_8B`             | `broadcast_nb(root, ..).wait()` of 8 bytes, the root rotating over the team | the best alternative (≤ 1.1×) |
+//! | `coll.broadcast_8B`             | `broadcast_nb(root, ..).wait()` of 8 bytes from the root's segment, the root rotating over the team | the best alternative (≤ 1.1×) |
 //! | `coll.broadcast_1MiB`           | the same with 1 MiB, as bandwidth per receiver    | raw memcpy (≥ 0.5×); the best alternative (time ≤ 1.1×) |
 //! | `coll.reduce_all_f64`           | `reduce_to_all_nb(..).wait()` of one f64 with `Op::Add` | the best alternative (≤ 1.1×) |
 //! | `coll.reduce_all_1MiB_f64`      | the same with 1 MiB of f64, as bandwidth of each rank's input | the best alternative (time ≤ 1.1×) |
-//! | `<name>.<algorithm>`            | a figure above with an algorithm forced (`coll::set_algorithm`): `flat`, `binomial` | the figure with the selected algorithm (—) |
+//! | `coll.gather_all_4KiB`          | `gather_all_nb(..).wait()` of 4 KiB per rank, LOCAL addressing, `IN_MYSYNC \| OUT_MYSYNC` | the best alternative (≤ 1.1×) |
+//! | `coll.exchange_4KiB`            | `exchange_nb(..).wait()` of 4 KiB per pair of ranks, the same flags | the best alternative (≤ 1.1×) |
+//! | `<name>.<alternative>`          | a figure above with an algorithm forced (`coll::set_algorithm`: `flat`, `binomial`) or a method (`coll::set_method`: `dissemination`, `staggered`, `shared`) | the figure with the automatic selection (—) |
 //! | `*_4ranks`                      | the same in a 4-rank job                          | the same, of that job (no barrier target) |
 //!
-//! The figures without a suffix use the algorithm `gex` selects (`coll::algorithm`). The
-//! target "the selected algorithm within 1.1× of the best alternative" is computed by the
-//! driver once it has every figure: the selected figure is related to its fastest
-//! alternative (`coll.broadcast_1MiB`, already related to memcpy, carries it as an
-//! absolute target, `target_value` in the JSON), and a line per figure under the table
-//! says which algorithm was selected and how it compares.
+//! The figures without a suffix use the automatic selection (`coll::algorithm`,
+//! `coll::method`). The target "the selected alternative within 1.1× of the best one"
+//! is computed by the driver once it has every figure: the selected figure is related to
+//! its fastest alternative (`coll.broadcast_1MiB`, already related to memcpy, carries it
+//! as an absolute target, `target_value` in the JSON), and a line per figure under the
+//! table says which alternative was selected and how it compares.
+//!
+//! Where the data comes from (`coll/ops.rs`): a broadcast with the automatic selection
+//! reads the root's source from its segment, as a PGAS program broadcasting shared data
+//! does, so from gex's threshold of the direct path up (`coll.broadcast_1MiB`) every
+//! rank copies straight from the root's segment; the forced trees (`.flat`,
+//! `.binomial`) read a private copy, since from the segment the root would copy
+//! directly whatever the tree. Gather-all and exchange move between areas of each rank's
+//! segment; `.shared`, the design document's method for SINGLE addressing on one host,
+//! is measured with SINGLE addresses (every rank's, in the segments), the others with
+//! LOCAL. The selection with LOCAL addressing never picks `shared`, so it is left out
+//! of the best alternative that the target compares with and reported on its own line.
 //!
 //! A broadcast's root rotates (operation `j` is rooted at team rank `j mod n`): each root
 //! must have received the previous broadcast before it starts its own, so the time per
@@ -43,20 +56,23 @@
 //! warm-up rounds). In a collective figure's phase rank 0 publishes, in its segment, how
 //! many operations the others must join, so that every rank performs the same number.
 //!
-//! Data is checked in the first operations of each figure on every rank, so a broken path
-//! fails the job instead of reporting a great number: a barrier's ranks each write a word
-//! before it and read every other rank's after it; the first `n` broadcasts (one from
-//! each root) arrive in a destination poisoned beforehand and must hold the root's
+//! Data is checked in the first operations of each figure on every rank, so a broken
+//! path fails the job instead of reporting a great number: a barrier's ranks each write
+//! a word before it and read every other rank's after it; the first `n` broadcasts (one
+//! from each root) arrive in a destination poisoned beforehand and must hold the root's
 //! pattern; the first reduction's result, over a poisoned destination, must be the exact
-//! sum of every rank's input.
+//! sum of every rank's input; the first gather-all or exchange must fill every block of
+//! a poisoned destination with the right part of its sender's pattern.
 
 #[path = "coll/figures.rs"]
 mod collectives;
 mod common;
+#[path = "coll/ops.rs"]
+mod ops;
 
 use std::time::Duration;
 
-use collectives::{alternatives, barrier, Ctx, CHOICES, SEGMENT};
+use collectives::{barrier, Choice, Collective, Ctx, CHOICES, SEGMENT};
 use common::figures::{self, Bench, Unit};
 use common::{Measured, RankJob, Report, Sampler, TargetIs};
 use gex::{coll, Client, Flags, Segment};
@@ -67,7 +83,7 @@ const JOB: &str = "full";
 /// The ranks of the jobs (the results of jobs of more than 2 ranks are suffixed
 /// `_<n>ranks`).
 const JOBS: [usize; 2] = [2, 4];
-/// The selected algorithm's time is at most this multiple of the best alternative's.
+/// The selected alternative's time is at most this multiple of the best one's.
 const SELECTED_VS_BEST: f64 = 1.1;
 
 // ---------------------------------------------------------------------------------------
@@ -159,7 +175,7 @@ fn driver() -> i32 {
             Some((0.5, TargetIs::Min)),
         );
         for choice in CHOICES {
-            notes.extend(relate_to_best(&mut report, choice.name, choice.kind, ranks));
+            notes.extend(relate_to_best(&mut report, choice, ranks));
         }
     }
 
@@ -172,29 +188,35 @@ fn driver() -> i32 {
     )
 }
 
-/// Relates the figure `name` of the job of `ranks` ranks (measured with the selected
-/// algorithm) to its best alternative with the target [`SELECTED_VS_BEST`] on their
-/// times, and the alternatives to it; returns the line that says how they compare (none
-/// when the job reported no such figures).
-fn relate_to_best(
-    report: &mut Report,
-    name: &str,
-    kind: coll::Kind,
-    ranks: usize,
-) -> Option<String> {
+/// Relates the figure `c` of the job of `ranks` ranks (measured with the automatic
+/// selection) to its best alternative with the target [`SELECTED_VS_BEST`] on their
+/// times, and the alternatives to it; returns the lines that say how they compare (none
+/// when the job reported no such figures). SINGLE-only alternatives (`shared`) are
+/// compared on a line of their own, not with the target.
+fn relate_to_best(report: &mut Report, c: &Collective, ranks: usize) -> Vec<String> {
     let sfx = suffix(ranks);
-    let selected = format!("{name}{sfx}");
-    let (sel_value, unit) = value_of(report, &selected)?;
+    let selected = format!("{}{sfx}", c.name);
+    let Some((sel_value, unit)) = value_of(report, &selected) else {
+        return Vec::new();
+    };
     // Bandwidths are better high, latencies low; a time ratio either way.
     let is_bandwidth = unit == "GB/s";
     let time_ratio = |v: f64, best: f64| if is_bandwidth { best / v } else { v / best };
     let mut best: Option<(String, f64)> = None;
-    for alt in alternatives(kind) {
-        let alt_name = format!("{name}.{}{sfx}", alt.name());
+    let mut lines = Vec::new();
+    for alt in c.choice.alternatives() {
+        let alt_name = format!("{}.{}{sfx}", c.name, alt.name());
         let Some((v, _)) = value_of(report, &alt_name) else {
             continue;
         };
         report.relate(&alt_name, &selected, None);
+        if alt.single() {
+            lines.push(format!(
+                "{alt_name} (SINGLE addressing): {:.3}x the time of the selection with LOCAL",
+                time_ratio(v, sel_value)
+            ));
+            continue;
+        }
         let better = match &best {
             None => true,
             Some((_, b)) => time_ratio(v, *b) < 1.0,
@@ -203,12 +225,14 @@ fn relate_to_best(
             best = Some((alt_name, v));
         }
     }
-    let (best_name, best_value) = best?;
-    let entry = report
+    let Some((best_name, best_value)) = best else {
+        return lines;
+    };
+    let has_baseline = report
         .entries
         .iter()
-        .find(|e| e.measured.name == selected)?;
-    if entry.baseline.is_some() {
+        .any(|e| e.measured.name == selected && e.baseline.is_some());
+    if has_baseline {
         let (bound, is) = if is_bandwidth {
             (best_value / SELECTED_VS_BEST, TargetIs::Min)
         } else {
@@ -223,18 +247,28 @@ fn relate_to_best(
         };
         report.relate(&selected, &best_name, Some(target));
     }
-    coll::set_algorithm(kind, None);
-    let algorithm = coll::algorithm(kind, ranks as gex::Rank).name();
+    let mut what = c
+        .choice
+        .selected(ranks as gex::Rank, c.nbytes)
+        .name()
+        .to_owned();
+    if c.choice == Choice::Algorithm(coll::Kind::Broadcast) {
+        what.push_str(" tree, or direct copies from the root's segment when large enough");
+    }
     let ratio = time_ratio(sel_value, best_value);
     let status = if ratio <= SELECTED_VS_BEST {
         "PASS"
     } else {
         "MISS"
     };
-    Some(format!(
-        "{selected}: selected {algorithm}, {ratio:.3}x the time of the best alternative \
-         {best_name} (target <= {SELECTED_VS_BEST:.2}x): {status}"
-    ))
+    lines.insert(
+        0,
+        format!(
+            "{selected}: selected {what}, {ratio:.3}x the time of the best alternative \
+             {best_name} (target <= {SELECTED_VS_BEST:.2}x): {status}"
+        ),
+    );
+    lines
 }
 
 /// The value and unit of the result `name`.

@@ -1,43 +1,52 @@
-//! The collective figures of `coll.rs`: what each rank does in one operation of a
-//! figure, how the ranks agree on the number of operations, and the data checks.
+//! The collective figures of `coll.rs`: the layout of each rank's segment, how the ranks
+//! agree on the number of operations of a figure, the choices of algorithm and method
+//! that figures force, and the figures with such a choice ([`CHOICES`]). What one
+//! operation of each collective does, and its data check, is in `ops.rs`.
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::common::am::{check_pattern, fill_pattern};
-use crate::common::figures::{Bench, Unit};
+use crate::common::am::fill_pattern;
+use crate::common::figures::{page_aligned, Bench, Unit};
 use crate::common::{spin_until, Sampler};
-use gex::coll::{self, Algorithm, Kind};
-use gex::ops::{Dt, Op};
-use gex::{Flags, Rank, Segment, Team};
+use crate::ops::{self, RankOp};
+use gex::coll::{self, Algorithm, Kind, Method};
+use gex::{Rank, Segment, Team};
 
 /// Each rank's segment.
-pub(crate) const SEGMENT: usize = 8 << 20;
+pub(crate) const SEGMENT: usize = 16 << 20;
 
 // Layout of each rank's segment.
 /// The control words of the collective figures (used in rank 0's segment), one cache
 /// line pair per figure.
 const CTRL_OFF: usize = 0;
 const CTRL_STRIDE: usize = 128;
-const CTRL_SLOTS: usize = 64;
+const CTRL_SLOTS: usize = 256;
 /// The cache line of the raw ping-pong (in rank 1's segment).
 const RAW_OFF: usize = CTRL_OFF + CTRL_SLOTS * CTRL_STRIDE;
 /// The words each rank writes before the first barrier of a barrier figure.
 const ARRIVE_OFF: usize = RAW_OFF + 4096;
 /// A broadcast's source (each rank's pattern) and destination.
-const BCAST_SRC: usize = 1 << 20;
-const BCAST_DST: usize = 2 << 20;
+pub(crate) const BCAST_SRC: usize = 1 << 20;
+pub(crate) const BCAST_DST: usize = 2 << 20;
 /// A reduction's source (each rank's input) and destination.
-const RED_SRC: usize = 3 << 20;
-const RED_DST: usize = 4 << 20;
+pub(crate) const RED_SRC: usize = 3 << 20;
+pub(crate) const RED_DST: usize = 4 << 20;
 /// The largest size of a broadcast or reduction.
-const MAX_BYTES: usize = 1 << 20;
+pub(crate) const MAX_BYTES: usize = 1 << 20;
+/// The source (each rank's pattern) and destination of gather-all and exchange, each
+/// [`MOVE_BYTES`] long: they hold a block per rank.
+pub(crate) const MOVE_SRC: usize = 8 << 20;
+pub(crate) const MOVE_DST: usize = 12 << 20;
+pub(crate) const MOVE_BYTES: usize = 4 << 20;
+const _: () = assert!(MOVE_DST + MOVE_BYTES <= SEGMENT && RED_DST + MAX_BYTES <= MOVE_SRC);
 
 /// Rank `r` broadcasts the pattern of seed `BCAST_SEED + r`.
-const BCAST_SEED: u64 = 0x5eed_c011;
-/// Fills a destination before the operations whose data is checked.
-const POISON: u8 = 0xee;
+pub(crate) const BCAST_SEED: u64 = 0x5eed_c011;
+/// Rank `r`'s source of gather-all and exchange holds the pattern of seed
+/// `MOVE_SEED + r`.
+pub(crate) const MOVE_SEED: u64 = 0x5eed_a11a;
 
 /// What every figure needs.
 pub(crate) struct Ctx {
@@ -49,34 +58,43 @@ pub(crate) struct Ctx {
     suffix: String,
     /// The control slot of the next collective figure.
     next_slot: Cell<usize>,
+    /// This rank's broadcast pattern in private memory, the source of the broadcasts
+    /// that must run along a tree (from the segment, the root would copy directly).
+    pub(crate) private_pattern: &'static [u8],
 }
 
 impl Ctx {
-    /// The context of this rank; writes its broadcast pattern and reduction input.
+    /// The context of this rank; writes its broadcast pattern, reduction input and
+    /// gather-all/exchange source.
     pub(crate) fn new(world: Team, segment: Segment) -> Ctx {
         let suffix = if world.size() > 2 {
             format!("_{}ranks", world.size())
         } else {
             String::new()
         };
+        let private_pattern = page_aligned(MAX_BYTES, 0);
+        fill_pattern(private_pattern, BCAST_SEED + u64::from(world.rank()));
         let ctx = Ctx {
             world,
             segment,
             sampler: Sampler::from_env(),
             suffix,
             next_slot: Cell::new(0),
+            private_pattern,
         };
         // SAFETY: the source areas of this rank's segment, which no collective runs on yet.
-        let (pattern, input) = unsafe {
+        let (pattern, input, moved) = unsafe {
             (
                 area(ctx.own(BCAST_SRC, MAX_BYTES), MAX_BYTES),
                 area(ctx.own(RED_SRC, MAX_BYTES), MAX_BYTES),
+                area(ctx.own(MOVE_SRC, MOVE_BYTES), MOVE_BYTES),
             )
         };
-        fill_pattern(pattern, BCAST_SEED + u64::from(world.rank()));
+        pattern.copy_from_slice(private_pattern);
         for (i, x) in input.chunks_exact_mut(8).enumerate() {
-            x.copy_from_slice(&reduce_input(world.rank(), i).to_ne_bytes());
+            x.copy_from_slice(&ops::reduce_input(world.rank(), i).to_ne_bytes());
         }
+        fill_pattern(moved, MOVE_SEED + u64::from(world.rank()));
         ctx
     }
 
@@ -90,10 +108,21 @@ impl Ctx {
     }
 
     /// The address of `len` bytes at `offset` of this rank's own segment.
-    fn own(&self, offset: usize, len: usize) -> *mut u8 {
+    pub(crate) fn own(&self, offset: usize, len: usize) -> *mut u8 {
         assert!(offset + len <= self.segment.size());
         // SAFETY: inside the attached segment (checked above).
         unsafe { self.segment.addr().add(offset) }
+    }
+
+    /// The address of `offset` in every rank's segment, in its owner's address space,
+    /// by rank: a SINGLE address argument.
+    pub(crate) fn every(&self, offset: usize) -> Vec<usize> {
+        (0..self.world.size())
+            .map(|r| {
+                let b = self.world.segment_bound(r).expect("segments attached");
+                b.owner_addr + offset
+            })
+            .collect()
     }
 
     /// An atomic word at `offset` of `rank`'s segment, through this process's mapping.
@@ -117,27 +146,96 @@ impl Ctx {
     }
 }
 
-/// What a rank does in operation `j` of a figure.
-type Operation = Box<dyn FnMut(u64)>;
+/// What chooses how a collective moves its data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Choice {
+    /// The tree of a GASNet-EX collective (`coll::set_algorithm`).
+    Algorithm(Kind),
+    /// The method of a collective of the design document (`coll::set_method`).
+    Method(coll::Operation),
+}
 
-/// How a figure forces the algorithm of its collective: `None` for the selected one.
-type Choice = Option<(Kind, Option<Algorithm>)>;
+/// One way a [`Choice`] can be forced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Alternative {
+    Algorithm(Algorithm),
+    Method(Method),
+}
+
+impl Alternative {
+    /// The name gex gives it (`flat`, `staggered`, `shared`, …).
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Alternative::Algorithm(a) => a.name(),
+            Alternative::Method(m) => m.name(),
+        }
+    }
+
+    /// Whether it needs SINGLE addressing (the shared method): figures forcing it pass
+    /// every rank's in-segment addresses, and the automatic selection with LOCAL
+    /// addressing, which the figures without a suffix use, can never pick it.
+    pub(crate) fn single(self) -> bool {
+        self == Alternative::Method(Method::Shared)
+    }
+}
+
+impl Choice {
+    /// Every alternative that can be forced.
+    pub(crate) fn alternatives(self) -> Vec<Alternative> {
+        match self {
+            Choice::Algorithm(_) => [Algorithm::Flat, Algorithm::Binomial]
+                .into_iter()
+                .map(Alternative::Algorithm)
+                .collect(),
+            Choice::Method(op) => op
+                .methods()
+                .iter()
+                .map(|&m| Alternative::Method(m))
+                .collect(),
+        }
+    }
+
+    /// Forces `alternative` in this process (`None`: the automatic choice).
+    pub(crate) fn force(self, alternative: Option<Alternative>) {
+        match (self, alternative) {
+            (Choice::Algorithm(kind), None) => coll::set_algorithm(kind, None),
+            (Choice::Algorithm(kind), Some(Alternative::Algorithm(a))) => {
+                coll::set_algorithm(kind, Some(a))
+            }
+            (Choice::Method(op), None) => coll::set_method(op, None),
+            (Choice::Method(op), Some(Alternative::Method(m))) => coll::set_method(op, Some(m)),
+            (choice, Some(alt)) => panic!("{choice:?} has no alternative {alt:?}"),
+        }
+    }
+
+    /// What the automatic choice picks on `n` ranks for blocks of `nbytes` with LOCAL
+    /// addressing (a broadcast's tree: from its source in the root's segment, a large
+    /// broadcast copies directly instead, whatever the tree).
+    pub(crate) fn selected(self, n: Rank, nbytes: usize) -> Alternative {
+        self.force(None);
+        match self {
+            Choice::Algorithm(kind) => Alternative::Algorithm(coll::algorithm(kind, n)),
+            Choice::Method(op) => Alternative::Method(coll::method(op, n, nbytes, false)),
+        }
+    }
+}
 
 /// A collective figure: every rank performs `op(j)` for the same `j = 0, 1, 2, …` (the
-/// figure's operations, counted over all its phases). Rank 0 times its runs; before
-/// each, it publishes in its segment the total it asked for, and the other ranks, which
-/// spin on it, perform the operations up to it, until rank 0 ends the phase.
-fn collective(
+/// figure's operations, counted over all its phases), with `force` in effect. Rank 0
+/// times its runs; before each, it publishes in its segment the total it asked for,
+/// and the other ranks, which spin on it, perform the operations up to it, until rank
+/// 0 ends the phase.
+pub(crate) fn collective(
     ctx: &Ctx,
     name: String,
     unit: Unit,
-    choice: Choice,
+    force: Option<(Choice, Option<Alternative>)>,
     mut op: impl FnMut(u64) + 'static,
 ) -> Bench<'static> {
     let (total, stops) = ctx.control();
     let choose = move || {
-        if let Some((kind, algorithm)) = choice {
-            coll::set_algorithm(kind, algorithm);
+        if let Some((choice, alternative)) = force {
+            choice.force(alternative);
         }
     };
     let mut done = 0u64;
@@ -213,70 +311,80 @@ pub(crate) fn barrier(ctx: &Ctx, name: &str, team: Team, check: usize) -> Bench<
     })
 }
 
-/// A collective figure with an algorithm choice, measured with the selected algorithm
-/// (`name`) and with every alternative forced (`name.<algorithm>`).
+/// A collective figure with an algorithm or method choice, measured with the automatic
+/// selection (`name`) and with every alternative forced (`name.<alternative>`).
 pub(crate) struct Collective {
-    /// The name of the figure with the selected algorithm.
+    /// The name of the figure with the automatic selection.
     pub(crate) name: &'static str,
-    /// The choice its algorithms are forced through.
-    pub(crate) kind: Kind,
+    /// The choice its alternatives are forced through.
+    pub(crate) choice: Choice,
+    /// The bytes of a block (what the selection goes by).
+    pub(crate) nbytes: usize,
     pub(crate) unit: Unit,
-    /// One operation of the figure named by the second argument, on every rank.
-    op: fn(&Ctx, String) -> Operation,
+    /// One operation of the figure named by the second argument, on every rank, with
+    /// the alternative forced by the third (`None`: the automatic selection).
+    op: fn(&Ctx, String, Option<Alternative>) -> RankOp,
 }
 
-/// The figures with an algorithm choice; latency figures are measured with
+/// The figures with an algorithm or method choice; latency figures are measured with
 /// `raw.pingpong_roundtrip`, bandwidth figures with `raw.memcpy_4MiB`.
-///
-/// `coll.gather_all_4KiB` and `coll.exchange_4KiB` belong in this list, with their
-/// operations next to those below, once `gex::coll` has gather_all and exchange (and
-/// [`alternatives`] their algorithms).
 pub(crate) const CHOICES: &[Collective] = &[
     Collective {
         name: "coll.broadcast_8B",
-        kind: Kind::Broadcast,
+        choice: Choice::Algorithm(Kind::Broadcast),
+        nbytes: 8,
         unit: Unit::Latency,
-        op: |ctx, name| broadcast(ctx, name, 8),
+        op: |ctx, name, alt| ops::broadcast(ctx, name, 8, alt),
     },
     Collective {
         name: "coll.reduce_all_f64",
-        kind: Kind::Reduce,
+        choice: Choice::Algorithm(Kind::Reduce),
+        nbytes: 8,
         unit: Unit::Latency,
-        op: |ctx, name| reduce_all(ctx, name, 1),
+        op: |ctx, name, _| ops::reduce_all(ctx, name, 1),
+    },
+    Collective {
+        name: "coll.gather_all_4KiB",
+        choice: Choice::Method(coll::Operation::GatherAll),
+        nbytes: 4 << 10,
+        unit: Unit::Latency,
+        op: |ctx, name, alt| ops::gather_all(ctx, name, 4 << 10, alt),
+    },
+    Collective {
+        name: "coll.exchange_4KiB",
+        choice: Choice::Method(coll::Operation::Exchange),
+        nbytes: 4 << 10,
+        unit: Unit::Latency,
+        op: |ctx, name, alt| ops::exchange(ctx, name, 4 << 10, alt),
     },
     Collective {
         name: "coll.broadcast_1MiB",
-        kind: Kind::Broadcast,
+        choice: Choice::Algorithm(Kind::Broadcast),
+        nbytes: MAX_BYTES,
         unit: Unit::Bandwidth(MAX_BYTES),
-        op: |ctx, name| broadcast(ctx, name, MAX_BYTES),
+        op: |ctx, name, alt| ops::broadcast(ctx, name, MAX_BYTES, alt),
     },
     Collective {
         name: "coll.reduce_all_1MiB_f64",
-        kind: Kind::Reduce,
+        choice: Choice::Algorithm(Kind::Reduce),
+        nbytes: MAX_BYTES,
         unit: Unit::Bandwidth(MAX_BYTES),
-        op: |ctx, name| reduce_all(ctx, name, MAX_BYTES / 8),
+        op: |ctx, name, _| ops::reduce_all(ctx, name, MAX_BYTES / 8),
     },
 ];
 
-/// The algorithms a collective of `kind` can be forced to use.
-pub(crate) fn alternatives(kind: Kind) -> &'static [Algorithm] {
-    match kind {
-        Kind::Broadcast | Kind::Reduce => &[Algorithm::Flat, Algorithm::Binomial],
-    }
-}
-
 impl Collective {
-    /// The figure with the selected algorithm, then one per alternative.
+    /// The figure with the automatic selection, then one per alternative.
     pub(crate) fn benches(&self, ctx: &Ctx) -> Vec<Bench<'static>> {
-        let forced = alternatives(self.kind).iter().map(|&a| {
+        let forced = self.choice.alternatives().into_iter().map(|a| {
             let name = ctx.name(&format!("{}.{}", self.name, a.name()));
             (name, Some(a))
         });
         std::iter::once((ctx.name(self.name), None))
             .chain(forced)
-            .map(|(name, algorithm)| {
-                let op = (self.op)(ctx, name.clone());
-                collective(ctx, name, self.unit, Some((self.kind, algorithm)), op)
+            .map(|(name, alt)| {
+                let op = (self.op)(ctx, name.clone(), alt);
+                collective(ctx, name, self.unit, Some((self.choice, alt)), op)
             })
             .collect()
     }
@@ -287,73 +395,7 @@ impl Collective {
 /// # Safety
 /// The range must lie in the segment (as [`Ctx::own`] gives it), and nothing else may
 /// access it while the slice lives: no collective in flight on it, no other slice.
-unsafe fn area(addr: *mut u8, len: usize) -> &'static mut [u8] {
+pub(crate) unsafe fn area(addr: *mut u8, len: usize) -> &'static mut [u8] {
     // SAFETY: the caller's contract; the segment is mapped for the life of the process.
     unsafe { std::slice::from_raw_parts_mut(addr, len) }
-}
-
-/// A broadcast of `nbytes` into every rank's destination, operation `j` rooted at team
-/// rank `j mod n`; the first `n` (one from each root) are checked on every rank.
-fn broadcast(ctx: &Ctx, name: String, nbytes: usize) -> Operation {
-    let team = ctx.world;
-    let n = u64::from(team.size());
-    let src = ctx.own(BCAST_SRC, nbytes);
-    let dst = ctx.own(BCAST_DST, nbytes);
-    Box::new(move |j| {
-        let root = (j % n) as Rank;
-        let check = j < n;
-        if check {
-            // SAFETY: the destination, between two operations (the last one completed).
-            unsafe { area(dst, nbytes) }.fill(POISON);
-        }
-        // SAFETY: `src` and `dst` are distinct ranges of this rank's segment, valid for
-        // `nbytes` bytes and used by nothing else until the event completes below.
-        unsafe { team.broadcast_nb(root, dst, src, nbytes, Flags::NONE) }.wait();
-        if check {
-            let what = format!("{name}: rank {} receiving from rank {root}", team.rank());
-            // SAFETY: as above, after the operation completed.
-            check_pattern(
-                unsafe { area(dst, nbytes) },
-                BCAST_SEED + u64::from(root),
-                &what,
-            );
-        }
-    })
-}
-
-/// Element `i` of rank `rank`'s reduction input: small integers, so that every sum is
-/// exact in any order.
-fn reduce_input(rank: Rank, i: usize) -> f64 {
-    f64::from(rank + 1) * ((i % 1000) + 1) as f64
-}
-
-/// A reduction to all of `count` f64 with `Op::Add`; the first is checked on every rank.
-fn reduce_all(ctx: &Ctx, name: String, count: usize) -> Operation {
-    let team = ctx.world;
-    let src = ctx.own(RED_SRC, count * 8);
-    let dst = ctx.own(RED_DST, count * 8);
-    let n = team.size();
-    Box::new(move |j| {
-        if j == 0 {
-            // SAFETY: the destination, before the figure's first operation.
-            unsafe { area(dst, count * 8) }.fill(POISON);
-        }
-        // SAFETY: `src` and `dst` are distinct ranges of this rank's segment, valid for
-        // `count` f64 and used by nothing else until the event completes below.
-        unsafe { team.reduce_to_all_nb(dst, src, Dt::Dbl, 8, count, Op::Add, None, Flags::NONE) }
-            .wait();
-        if j == 0 {
-            // SAFETY: as above, after the operation completed.
-            let result = unsafe { area(dst, count * 8) };
-            for (i, x) in result.chunks_exact(8).enumerate() {
-                let got = f64::from_ne_bytes(x.try_into().expect("8 bytes"));
-                let want: f64 = (0..n).map(|r| reduce_input(r, i)).sum();
-                assert!(
-                    got == want,
-                    "{name}: rank {} got {got} in element {i} of the sum, expected {want}",
-                    team.rank()
-                );
-            }
-        }
-    })
 }
