@@ -44,6 +44,11 @@
 //! LOCAL. The selection with LOCAL addressing never picks `shared`, so it is left out
 //! of the best alternative that the target compares with and reported on its own line.
 //!
+//! With `PGAS_BENCH_SWEEP=1`, each job then sweeps the alternatives of broadcast,
+//! reduce-to-all, gather-all and exchange over block sizes from 8 B to 1 MiB
+//! (`coll/sweep.rs`): a table per job and collective under the report, and its rows in
+//! the JSON under `"sweep"`, from which the selection's crossovers are set.
+//!
 //! A broadcast's root rotates (operation `j` is rooted at team rank `j mod n`): each root
 //! must have received the previous broadcast before it starts its own, so the time per
 //! operation is a broadcast's latency, not the rate at which one root can inject them.
@@ -69,6 +74,8 @@ mod collectives;
 mod common;
 #[path = "coll/ops.rs"]
 mod ops;
+#[path = "coll/sweep.rs"]
+mod sweep;
 
 use std::time::Duration;
 
@@ -122,6 +129,9 @@ fn rank_main(job: RankJob) {
     }
     let mut results = measure(&ctx, latency);
     results.extend(measure(&ctx, bandwidth));
+    if sweep::enabled() {
+        results.extend(sweep::measure(&ctx));
+    }
     if world.rank() == 0 {
         common::write_rank_results(&job, &results);
     }
@@ -148,11 +158,25 @@ fn driver() -> i32 {
         sampler.samples,
         sampler.sample_time.as_millis()
     );
+    if sweep::enabled() {
+        let s = sweep::sampler();
+        eprintln!(
+            "coll bench: then the sweep, {} samples of ~{} ms per alternative and size",
+            s.samples,
+            s.sample_time.as_millis()
+        );
+    }
     let timeout = Duration::from_secs(600);
     let mut report = Report::new(BENCH, 2);
+    let mut swept = Vec::new();
     for ranks in JOBS {
         match common::run_job(BENCH, JOB, ranks, SEGMENT, timeout) {
-            Ok(results) => report.add(results),
+            Ok(results) => {
+                let (swept_results, suite): (Vec<_>, Vec<_>) =
+                    results.into_iter().partition(|m| sweep::is_sweep(&m.name));
+                report.add(suite);
+                swept.push((ranks, swept_results));
+            }
             Err(e) => report.errors.push(e),
         }
     }
@@ -177,6 +201,23 @@ fn driver() -> i32 {
         for choice in CHOICES {
             notes.extend(relate_to_best(&mut report, choice, ranks));
         }
+    }
+    if sweep::enabled() {
+        let mut rows = Vec::new();
+        for (ranks, results) in &swept {
+            let (lines, r) = sweep::analyse(results, *ranks, &suffix(*ranks));
+            notes.extend(lines);
+            rows.extend(r);
+        }
+        let s = sweep::sampler();
+        report.section(
+            "sweep",
+            serde_json::json!({
+                "samples": s.samples,
+                "sample_ms": s.sample_time.as_millis() as u64,
+                "rows": rows,
+            }),
+        );
     }
 
     report.finish(
