@@ -1,0 +1,476 @@
+//! The flags and sync modes of the GASNet collectives design document: the flag
+//! categories ("Argument conventions: flags"), the input and output sync modes
+//! ("Synchronization modes"), each shown by a test in which one rank is delayed, with
+//! messages (LOCAL) and with the shared-memory method (SINGLE), and AGGREGATE ("Current
+//! proposal").
+mod common;
+
+use std::time::{Duration, Instant};
+
+use gex::coll::{set_method, CollFlags, Method, Operation};
+use gex::testing::spmd;
+use gex::{Client, Flags, Rank, Segment, Team};
+
+fn init(name: &str) -> Team {
+    let (_client, _ep, team) = Client::init(name, Flags::NONE).unwrap();
+    team
+}
+
+fn finalize(team: &Team) {
+    team.barrier();
+    team.client().finalize();
+}
+
+fn flags(input: CollFlags, output: CollFlags, scope: CollFlags) -> CollFlags {
+    input | output | scope
+}
+
+fn local() -> CollFlags {
+    flags(
+        CollFlags::IN_MYSYNC,
+        CollFlags::OUT_MYSYNC,
+        CollFlags::LOCAL,
+    )
+}
+
+fn attach(team: &Team, bytes: usize) -> (Segment, Vec<usize>) {
+    let size = bytes.div_ceil(gex::PAGE_SIZE) * gex::PAGE_SIZE;
+    let seg = Segment::attach(team, size).unwrap();
+    let bases = common::segment_bases(team);
+    (seg, bases)
+}
+
+/// "There are no default values for these three categories of flags. The client must
+/// provide exactly one flag value from each": a missing or doubled category, and an
+/// address argument of the other scope, fail naming the call.
+#[test]
+fn flags_need_exactly_one_of_each_category() {
+    spmd(1, || {
+        common::quiet_expected_panics();
+        let team = init("DESIGN_FLAGS");
+        let mut buf = [0u8; 4];
+        let p = buf.as_mut_ptr();
+        let bad = [
+            (
+                CollFlags::OUT_MYSYNC | CollFlags::LOCAL,
+                "input synchronization",
+            ),
+            (
+                CollFlags::IN_MYSYNC
+                    | CollFlags::IN_ALLSYNC
+                    | CollFlags::OUT_MYSYNC
+                    | CollFlags::LOCAL,
+                "input synchronization",
+            ),
+            (
+                CollFlags::IN_MYSYNC | CollFlags::LOCAL,
+                "output synchronization",
+            ),
+            (
+                CollFlags::IN_MYSYNC
+                    | CollFlags::OUT_NOSYNC
+                    | CollFlags::OUT_ALLSYNC
+                    | CollFlags::LOCAL,
+                "output synchronization",
+            ),
+            (CollFlags::IN_MYSYNC | CollFlags::OUT_MYSYNC, "addressing"),
+            (
+                CollFlags::IN_MYSYNC | CollFlags::OUT_MYSYNC | CollFlags::LOCAL | CollFlags::SINGLE,
+                "addressing",
+            ),
+        ];
+        for (f, what) in bad {
+            // SAFETY: never starts (the flags are refused).
+            common::expect_panic(&["Team::gather_all_nb", what], || unsafe {
+                team.gather_all_nb(p.into(), p.cast_const().into(), 1, f)
+            });
+        }
+        let single = flags(
+            CollFlags::IN_MYSYNC,
+            CollFlags::OUT_MYSYNC,
+            CollFlags::SINGLE,
+        );
+        // SAFETY: never starts.
+        common::expect_panic(&["Team::scatter_nb", "Addr::Single"], || unsafe {
+            team.scatter_nb(0, p.into(), p.into(), 1, single)
+        });
+        finalize(&team);
+    });
+}
+
+/// Spins (polling) until `f` holds, failing after 20 s.
+fn until(what: &str, mut f: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !f() {
+        gex::poll();
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "timed out waiting for {what}"
+        );
+    }
+}
+
+/// Polls for a while, checking that `f` keeps holding.
+fn stays(what: &str, mut f: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_millis(150) {
+        gex::poll();
+        assert!(f(), "{what}");
+    }
+}
+
+/// The rank held back in the sync-mode tests, released by a flag in its segment.
+struct Held<'a> {
+    team: &'a Team,
+    seg: &'a Segment,
+    bases: Vec<usize>,
+}
+
+const FLAG_AT: usize = 0;
+const DATA_AT: usize = 4096;
+
+impl Held<'_> {
+    fn last(&self) -> Rank {
+        self.team.size() - 1
+    }
+
+    /// At the held rank: waits for the release.
+    fn wait_release(&self) {
+        // SAFETY: an aligned u64 of our own segment.
+        until(
+            "the release",
+            || unsafe { common::read_u64(self.seg.addr() as usize + FLAG_AT) } == 1,
+        );
+    }
+
+    fn release(&self) {
+        self.team
+            .put_blocking(
+                self.last(),
+                self.bases[self.last() as usize] + FLAG_AT,
+                &1u64.to_ne_bytes(),
+                Flags::NONE,
+            )
+            .unwrap();
+    }
+
+    fn reset(&self) {
+        // SAFETY: our own segment, before the barrier that starts each case.
+        unsafe { std::ptr::write_bytes(self.seg.addr().add(FLAG_AT), 0, 8) };
+        self.team.barrier();
+    }
+
+    /// This rank's data area.
+    fn data(&self, len: usize) -> &[u8] {
+        // SAFETY: inside our segment; read while a collective may write it, which the
+        // test does on purpose, byte by byte through a volatile read below.
+        unsafe { std::slice::from_raw_parts(self.seg.addr().add(DATA_AT), len) }
+    }
+}
+
+fn read_volatile(bytes: &[u8]) -> Vec<u8> {
+    // SAFETY: every byte of the slice is readable.
+    bytes
+        .iter()
+        .map(|b| unsafe { std::ptr::read_volatile(b) })
+        .collect()
+}
+
+/// IN_ALLSYNC ("Data movement may begin only when all nodes have entered") against
+/// IN_MYSYNC and IN_NOSYNC: a scatter from rank 0 while the last rank is held before
+/// the call. With ALLSYNC rank 1's destination stays untouched until the last rank
+/// enters; with MYSYNC and NOSYNC it is written while that rank is still held.
+#[test]
+fn in_allsync_moves_nothing_before_every_rank_entered() {
+    spmd(3, || {
+        let team = init("DESIGN_IN_SYNC");
+        let me = team.rank();
+        let (seg, bases) = attach(&team, 2 * 4096);
+        let held = Held {
+            team: &team,
+            seg: &seg,
+            bases,
+        };
+        for input in [
+            CollFlags::IN_ALLSYNC,
+            CollFlags::IN_MYSYNC,
+            CollFlags::IN_NOSYNC,
+        ] {
+            held.reset();
+            // SAFETY: our own segment; nobody writes it before the collective.
+            unsafe { std::ptr::write_bytes(seg.addr().add(DATA_AT), 0, 8) };
+            team.barrier();
+            let src: Vec<u8> = (0..24).map(|i| i + 1).collect();
+            if me == held.last() {
+                held.wait_release();
+            }
+            let f = flags(input, CollFlags::OUT_MYSYNC, CollFlags::LOCAL);
+            // SAFETY: `src` and the segment outlive the wait.
+            let ev = unsafe {
+                team.scatter_nb(0, seg.addr().add(DATA_AT).into(), src.as_ptr().into(), 8, f)
+            };
+            if me == 1 {
+                if input == CollFlags::IN_ALLSYNC {
+                    stays(
+                        "IN_ALLSYNC wrote a destination before every rank entered",
+                        || read_volatile(held.data(8)) == [0; 8],
+                    );
+                } else {
+                    until("the block of a rank that entered", || {
+                        read_volatile(held.data(8)) == [9, 10, 11, 12, 13, 14, 15, 16]
+                    });
+                }
+                held.release();
+            }
+            ev.wait();
+            assert_eq!(
+                read_volatile(held.data(8)),
+                src[me as usize * 8..me as usize * 8 + 8]
+            );
+        }
+        finalize(&team);
+    });
+}
+
+/// IN_MYSYNC with SINGLE addressing and the shared-memory method (which reads sources
+/// directly): "Data movement in or out of the memory of a given node may begin no
+/// earlier than the execution of the collective initiation function on that node".
+/// The held rank fills its source only just before its call; the others still get its
+/// block, and already have each other's while it is held.
+#[test]
+fn in_mysync_reads_a_source_only_after_its_owner_entered() {
+    spmd(3, || {
+        let team = init("DESIGN_IN_MYSYNC");
+        let (me, n) = (team.rank(), team.size());
+        let (seg, bases) = attach(&team, 2 * 4096);
+        let held = Held {
+            team: &team,
+            seg: &seg,
+            bases: bases.clone(),
+        };
+        set_method(Operation::GatherAll, Some(Method::Shared));
+        held.reset();
+        let src_at = DATA_AT + 1024;
+        // SAFETY: our own segment, before the collective.
+        unsafe {
+            std::ptr::write_bytes(seg.addr().add(DATA_AT), 0, 3 * 8);
+            std::ptr::write_bytes(
+                seg.addr().add(src_at),
+                if me == held.last() { 0 } else { me as u8 + 1 },
+                8,
+            );
+        }
+        team.barrier();
+        if me == held.last() {
+            held.wait_release();
+            // SAFETY: our own source, before the call.
+            unsafe { std::ptr::write_bytes(seg.addr().add(src_at), me as u8 + 1, 8) };
+        }
+        let dsts: Vec<usize> = bases.iter().map(|b| b + DATA_AT).collect();
+        let srcs: Vec<usize> = bases.iter().map(|b| b + src_at).collect();
+        let f = flags(
+            CollFlags::IN_MYSYNC,
+            CollFlags::OUT_MYSYNC,
+            CollFlags::SINGLE,
+        );
+        // SAFETY: the segment outlives the wait.
+        let ev =
+            unsafe { team.gather_all_nb(dsts.as_slice().into(), srcs.as_slice().into(), 8, f) };
+        if me == 0 {
+            until("the blocks of the ranks that entered", || {
+                read_volatile(&held.data(16)[8..16]) == [2; 8]
+            });
+            stays("a block was read before its owner entered", || {
+                read_volatile(&held.data(24)[16..]) == [0; 8]
+            });
+            held.release();
+        }
+        ev.wait();
+        let want: Vec<u8> = (0..n).flat_map(|r| [r as u8 + 1; 8]).collect();
+        assert_eq!(read_volatile(held.data(24)), want);
+        finalize(&team);
+    });
+}
+
+/// OUT_ALLSYNC ("can succeed as soon as all data movement has completed to and from
+/// all data areas") against OUT_MYSYNC: a scatter from rank 0 while the last rank is
+/// held before the call. With MYSYNC rank 0's event completes while the last rank has
+/// not entered (its destination still empty, read one-sidedly); with ALLSYNC it cannot
+/// complete before the held rank's block arrived, and then that block is there.
+#[test]
+fn out_allsync_completes_only_after_every_rank_got_its_data() {
+    spmd(3, || {
+        let team = init("DESIGN_OUT_SYNC");
+        let me = team.rank();
+        let (seg, bases) = attach(&team, 2 * 4096);
+        let held = Held {
+            team: &team,
+            seg: &seg,
+            bases: bases.clone(),
+        };
+        let last = held.last();
+        for output in [
+            CollFlags::OUT_ALLSYNC,
+            CollFlags::OUT_MYSYNC,
+            CollFlags::OUT_NOSYNC,
+        ] {
+            held.reset();
+            // SAFETY: our own segment, before the collective.
+            unsafe { std::ptr::write_bytes(seg.addr().add(DATA_AT), 0, 8) };
+            team.barrier();
+            let src: Vec<u8> = (0..24).map(|i| i + 1).collect();
+            if me == last {
+                held.wait_release();
+            }
+            let f = flags(CollFlags::IN_MYSYNC, output, CollFlags::LOCAL);
+            // SAFETY: `src` and the segment outlive the wait.
+            let mut ev = unsafe {
+                team.scatter_nb(0, seg.addr().add(DATA_AT).into(), src.as_ptr().into(), 8, f)
+            };
+            if me == 0 {
+                let mut far = [0u8; 8];
+                if output == CollFlags::OUT_ALLSYNC {
+                    stays("OUT_ALLSYNC completed before the held rank entered", || {
+                        !ev.test()
+                    });
+                    held.release();
+                    ev.wait();
+                    team.get_blocking(&mut far, last, bases[last as usize] + DATA_AT, Flags::NONE)
+                        .unwrap();
+                    assert_eq!(
+                        far,
+                        [17, 18, 19, 20, 21, 22, 23, 24],
+                        "OUT_ALLSYNC completed before all data arrived"
+                    );
+                } else {
+                    until("local completion", || ev.test());
+                    team.get_blocking(&mut far, last, bases[last as usize] + DATA_AT, Flags::NONE)
+                        .unwrap();
+                    assert_eq!(far, [0; 8]);
+                    held.release();
+                }
+            } else {
+                ev.wait();
+            }
+            team.barrier();
+            assert_eq!(
+                read_volatile(held.data(8)),
+                src[me as usize * 8..me as usize * 8 + 8]
+            );
+        }
+        finalize(&team);
+    });
+}
+
+/// OUT_MYSYNC with the shared-memory method ("all data movement has completed to and
+/// from local data areas"): the root of a SINGLE scatter, whose source the others read,
+/// cannot complete while a reader is held; with OUT_NOSYNC it completes at once (its
+/// source is then synchronized only when every rank has synced).
+#[test]
+fn out_mysync_waits_for_the_readers_of_a_source() {
+    spmd(3, || {
+        let team = init("DESIGN_OUT_MYSYNC");
+        let me = team.rank();
+        let (seg, bases) = attach(&team, 2 * 4096);
+        let held = Held {
+            team: &team,
+            seg: &seg,
+            bases: bases.clone(),
+        };
+        set_method(Operation::Scatter, Some(Method::Shared));
+        let src_at = DATA_AT + 1024;
+        for output in [CollFlags::OUT_MYSYNC, CollFlags::OUT_NOSYNC] {
+            held.reset();
+            // SAFETY: our own segment, before the collective.
+            unsafe {
+                std::ptr::write_bytes(seg.addr().add(DATA_AT), 0, 8);
+                for i in 0..24 {
+                    *seg.addr().add(src_at + i) = i as u8 + 1;
+                }
+            }
+            team.barrier();
+            if me == held.last() {
+                held.wait_release();
+            }
+            let dsts: Vec<usize> = bases.iter().map(|b| b + DATA_AT).collect();
+            let srcs: Vec<usize> = bases.iter().map(|b| b + src_at).collect();
+            let f = flags(CollFlags::IN_MYSYNC, output, CollFlags::SINGLE);
+            // SAFETY: the segment outlives the wait.
+            let mut ev =
+                unsafe { team.scatter_nb(0, dsts.as_slice().into(), srcs.as_slice().into(), 8, f) };
+            if me == 0 {
+                if output == CollFlags::OUT_MYSYNC {
+                    stays(
+                        "OUT_MYSYNC completed while a reader of the source was held",
+                        || !ev.test(),
+                    );
+                } else {
+                    until("local completion", || ev.test());
+                }
+                held.release();
+            }
+            ev.wait();
+            team.barrier();
+            assert_eq!(
+                read_volatile(held.data(8)),
+                (me as u8 * 8 + 1..me as u8 * 8 + 9).collect::<Vec<_>>()
+            );
+        }
+        finalize(&team);
+    });
+}
+
+/// AGGREGATE: "consecutive non-blocking collective initiation calls [are] aggregated
+/// into a single collective operation with a single handle". The members return the
+/// invalid event; the last member's event completes only when all of them have, here
+/// with a held rank that the first member waits for.
+#[test]
+fn aggregate_completes_with_its_last_member() {
+    spmd(3, || {
+        let team = init("DESIGN_AGGREGATE");
+        let (me, n) = (team.rank(), team.size());
+        let (seg, bases) = attach(&team, 2 * 4096);
+        let held = Held {
+            team: &team,
+            seg: &seg,
+            bases,
+        };
+        held.reset();
+        let agg = local() | CollFlags::AGGREGATE;
+        let src: Vec<u8> = vec![me as u8 + 1; 4];
+        let mut first = vec![0u8; 4 * n as usize];
+        let mut second = vec![0u8; 4 * n as usize];
+        if me == held.last() {
+            held.wait_release();
+        }
+        // SAFETY: the buffers outlive the wait of the aggregate's event.
+        let (e1, e2) = unsafe {
+            (
+                team.gather_nb(0, first.as_mut_ptr().into(), src.as_ptr().into(), 4, agg),
+                team.gather_all_nb(second.as_mut_ptr().into(), src.as_ptr().into(), 4, agg),
+            )
+        };
+        assert!(
+            e1.is_invalid() && e2.is_invalid(),
+            "members of an aggregate return the invalid event"
+        );
+        let mut data = vec![0u8; 4];
+        // SAFETY: outlives the wait.
+        let mut closing = unsafe {
+            team.gather_all_nb(data.as_mut_ptr().into(), src.as_ptr().into(), 0, local())
+        };
+        if me == 0 {
+            stays("the aggregate completed before a member could", || {
+                !closing.test()
+            });
+            held.release();
+        }
+        closing.wait();
+        let want: Vec<u8> = (0..n).flat_map(|r| [r as u8 + 1; 4]).collect();
+        assert_eq!(second, want);
+        if me == 0 {
+            assert_eq!(first, want);
+        }
+        finalize(&team);
+    });
+}
