@@ -22,8 +22,8 @@
 //! messages, progress), `barrier`, `broadcast`, `reduce` (data types and operations),
 //! `reduction` (the reductions), `gather` and `split` (teams).
 //!
-//! The collectives of the GASNet collectives design document (scatter, gather,
-//! gather-all, exchange, permute, prefix reduction, with its sync modes, SINGLE and
+//! The collectives of the GASNet collectives design document (broadcast, scatter,
+//! gather, gather-all, exchange, permute, prefix reduction, with its sync modes, SINGLE and
 //! LOCAL addressing and AGGREGATE) are in [`design`], on the same engine.
 
 mod barrier;

@@ -1,6 +1,6 @@
 //! The data-movement collectives of the GASNet collectives design document ("Current
-//! proposal": `gasnet_coll_scatter_nb`, `_gather_nb`, `_gather_all_nb`,
-//! `_exchange_nb`; UPC's permute): every operation on 1 to 5 ranks, every root, sizes
+//! proposal": `gasnet_coll_broadcast_nb`, `_scatter_nb`, `_gather_nb`,
+//! `_gather_all_nb`, `_exchange_nb`; UPC's permute): every operation on 1 to 5 ranks, every root, sizes
 //! from 0 B to 1 MiB, each method forced in turn, several in flight, on split teams;
 //! LOCAL and SINGLE addressing ("\"Single-valued\" arguments", "Argument conventions").
 //! The sync modes and flags are in `coll_design_sync.rs`, the prefix reduction in
@@ -42,6 +42,7 @@ fn local() -> CollFlags {
 /// A data-movement collective with its single-valued arguments.
 #[derive(Debug, Clone)]
 enum Kind {
+    Broadcast(Rank),
     Scatter(Rank),
     Gather(Rank),
     GatherAll,
@@ -52,6 +53,7 @@ enum Kind {
 impl Kind {
     fn operation(&self) -> Operation {
         match self {
+            Kind::Broadcast(_) => Operation::Broadcast,
             Kind::Scatter(_) => Operation::Scatter,
             Kind::Gather(_) => Operation::Gather,
             Kind::GatherAll => Operation::GatherAll,
@@ -70,6 +72,10 @@ impl Kind {
         let b = |f, t| Kind::block(case, f, t, nb);
         let cat = |it: &mut dyn Iterator<Item = Vec<u8>>| it.flatten().collect::<Vec<u8>>();
         match self {
+            Kind::Broadcast(root) => (
+                if me == *root { b(*root, 0) } else { Vec::new() },
+                b(*root, 0),
+            ),
             Kind::Scatter(root) => (
                 if me == *root {
                     cat(&mut (0..n).map(|r| b(*root, r)))
@@ -113,6 +119,7 @@ impl Kind {
         // SAFETY: passed on to the caller.
         unsafe {
             match self {
+                Kind::Broadcast(root) => team.coll_broadcast_nb(*root, dst, src, nb, f),
                 Kind::Scatter(root) => team.scatter_nb(*root, dst, src, nb, f),
                 Kind::Gather(root) => team.gather_nb(*root, dst, src, nb, f),
                 Kind::GatherAll => team.gather_all_nb(dst, src, nb, f),
@@ -127,6 +134,7 @@ impl Kind {
 fn kinds(n: Rank) -> Vec<Kind> {
     let mut all = vec![Kind::GatherAll, Kind::Exchange];
     for root in 0..n {
+        all.push(Kind::Broadcast(root));
         all.push(Kind::Scatter(root));
         all.push(Kind::Gather(root));
     }
@@ -178,6 +186,7 @@ fn local_round(team: &Team, sizes: &[usize], first_case: u64) {
         }
     }
     for op in [
+        Operation::Broadcast,
         Operation::Scatter,
         Operation::Gather,
         Operation::GatherAll,
@@ -299,6 +308,78 @@ fn single_addressing_shared_and_forced_methods() {
                         );
                     }
                     set_method(kind.operation(), None);
+                }
+            }
+            finalize(&team);
+        });
+    }
+}
+
+/// `gasnet_coll_broadcast_nb` left to the automatic choice with LOCAL addresses: a
+/// source in the root's segment (from 16 KiB, the GASNet-EX broadcast's direct copies
+/// from the root's segment) and one outside it, every root, every pair of sync modes.
+#[test]
+fn broadcast_automatic_choice_every_root_and_sync_mode() {
+    for n in 1..=5u32 {
+        spmd(n as usize, || {
+            let team = init("DESIGN_BCAST");
+            let (me, n) = (team.rank(), team.size());
+            let (seg, _) = attach(&team, MIB + 4096);
+            let inputs = [
+                CollFlags::IN_NOSYNC,
+                CollFlags::IN_MYSYNC,
+                CollFlags::IN_ALLSYNC,
+            ];
+            let outputs = [
+                CollFlags::OUT_NOSYNC,
+                CollFlags::OUT_MYSYNC,
+                CollFlags::OUT_ALLSYNC,
+            ];
+            let mut case = 1;
+            for root in 0..n {
+                for nb in [0usize, 100, 40_000, MIB] {
+                    for (input, output) in inputs
+                        .iter()
+                        .flat_map(|&i| outputs.iter().map(move |&o| (i, o)))
+                    {
+                        for in_segment in [true, false] {
+                            case += 1;
+                            let data = Kind::block(case, root, 0, nb);
+                            let src = if in_segment {
+                                if me == root {
+                                    // SAFETY: our own segment; its readers start after
+                                    // this rank's call, and the previous case ended
+                                    // with a barrier.
+                                    unsafe {
+                                        std::ptr::copy_nonoverlapping(data.as_ptr(), seg.addr(), nb)
+                                    };
+                                }
+                                seg.addr().cast_const()
+                            } else {
+                                data.as_ptr()
+                            };
+                            let mut dst = vec![0xEE; nb];
+                            let f = flags(input, output, CollFlags::LOCAL);
+                            // SAFETY: `src`, its segment and `dst` outlive the wait.
+                            unsafe {
+                                team.coll_broadcast_nb(
+                                    root,
+                                    dst.as_mut_ptr().into(),
+                                    src.into(),
+                                    nb,
+                                    f,
+                                )
+                            }
+                            .wait();
+                            assert!(
+                                dst == data,
+                                "root {root} size {nb} {f:?} in segment {in_segment}, \
+                                 rank {me} of {n}"
+                            );
+                            // OUT_NOSYNC: the root's source is free only once all synced.
+                            team.barrier();
+                        }
+                    }
                 }
             }
             finalize(&team);

@@ -1,15 +1,15 @@
 //! The flags and sync modes of the GASNet collectives design document: the flag
 //! categories ("Argument conventions: flags"), the input and output sync modes
-//! ("Synchronization modes"), each shown by a test in which one rank is delayed, with
-//! messages (LOCAL) and with the shared-memory method (SINGLE), and AGGREGATE ("Current
-//! proposal").
+//! ("Synchronization modes"), each shown by a test in which one rank is delayed (with
+//! scatter, gather-all and the broadcast), with messages (LOCAL) and with the
+//! shared-memory method (SINGLE), and AGGREGATE ("Current proposal").
 mod common;
 
 use std::time::{Duration, Instant};
 
-use gex::coll::{set_method, CollFlags, Method, Operation};
+use gex::coll::{set_method, Addr, CollFlags, Method, Operation};
 use gex::testing::spmd;
-use gex::{Client, Flags, Rank, Segment, Team};
+use gex::{Client, Event, Flags, Rank, Segment, Team};
 
 fn init(name: &str) -> Team {
     let (_client, _ep, team) = Client::init(name, Flags::NONE).unwrap();
@@ -176,9 +176,49 @@ fn read_volatile(bytes: &[u8]) -> Vec<u8> {
         .collect()
 }
 
+/// The rooted collectives of the sync-mode tests, from rank 0 with 8-byte blocks out of
+/// the 24 bytes `1..=24`.
+#[derive(Debug, Clone, Copy)]
+enum Rooted {
+    Scatter,
+    Broadcast,
+}
+
+impl Rooted {
+    /// The bytes rank `r` receives.
+    fn block(self, r: Rank) -> Vec<u8> {
+        let first = match self {
+            Rooted::Scatter => r as u8 * 8,
+            Rooted::Broadcast => 0,
+        };
+        (first + 1..first + 9).collect()
+    }
+
+    /// Starts the collective.
+    ///
+    /// # Safety
+    /// The buffers behind `dst` and `src` must outlive the event.
+    unsafe fn start(self, team: &Team, dst: Addr<'_>, src: Addr<'_>, f: CollFlags) -> Event {
+        // SAFETY: passed on to the caller.
+        unsafe {
+            match self {
+                Rooted::Scatter => team.scatter_nb(0, dst, src, 8, f),
+                Rooted::Broadcast => team.coll_broadcast_nb(0, dst, src, 8, f),
+            }
+        }
+    }
+
+    fn operation(self) -> Operation {
+        match self {
+            Rooted::Scatter => Operation::Scatter,
+            Rooted::Broadcast => Operation::Broadcast,
+        }
+    }
+}
+
 /// IN_ALLSYNC ("Data movement may begin only when all nodes have entered") against
-/// IN_MYSYNC and IN_NOSYNC: a scatter from rank 0 while the last rank is held before
-/// the call. With ALLSYNC rank 1's destination stays untouched until the last rank
+/// IN_MYSYNC and IN_NOSYNC: a scatter and a broadcast from rank 0 while the last rank
+/// is held before the call. With ALLSYNC rank 1's destination stays untouched until the last rank
 /// enters; with MYSYNC and NOSYNC it is written while that rank is still held.
 #[test]
 fn in_allsync_moves_nothing_before_every_rank_entered() {
@@ -191,11 +231,15 @@ fn in_allsync_moves_nothing_before_every_rank_entered() {
             seg: &seg,
             bases,
         };
-        for input in [
-            CollFlags::IN_ALLSYNC,
-            CollFlags::IN_MYSYNC,
-            CollFlags::IN_NOSYNC,
-        ] {
+        let cases = [Rooted::Scatter, Rooted::Broadcast].map(|op| {
+            [
+                CollFlags::IN_ALLSYNC,
+                CollFlags::IN_MYSYNC,
+                CollFlags::IN_NOSYNC,
+            ]
+            .map(|input| (op, input))
+        });
+        for (op, input) in cases.into_iter().flatten() {
             held.reset();
             // SAFETY: our own segment; nobody writes it before the collective.
             unsafe { std::ptr::write_bytes(seg.addr().add(DATA_AT), 0, 8) };
@@ -207,7 +251,12 @@ fn in_allsync_moves_nothing_before_every_rank_entered() {
             let f = flags(input, CollFlags::OUT_MYSYNC, CollFlags::LOCAL);
             // SAFETY: `src` and the segment outlive the wait.
             let ev = unsafe {
-                team.scatter_nb(0, seg.addr().add(DATA_AT).into(), src.as_ptr().into(), 8, f)
+                op.start(
+                    &team,
+                    seg.addr().add(DATA_AT).into(),
+                    src.as_ptr().into(),
+                    f,
+                )
             };
             if me == 1 {
                 if input == CollFlags::IN_ALLSYNC {
@@ -217,16 +266,13 @@ fn in_allsync_moves_nothing_before_every_rank_entered() {
                     );
                 } else {
                     until("the block of a rank that entered", || {
-                        read_volatile(held.data(8)) == [9, 10, 11, 12, 13, 14, 15, 16]
+                        read_volatile(held.data(8)) == op.block(1)
                     });
                 }
                 held.release();
             }
             ev.wait();
-            assert_eq!(
-                read_volatile(held.data(8)),
-                src[me as usize * 8..me as usize * 8 + 8]
-            );
+            assert_eq!(read_volatile(held.data(8)), op.block(me), "{op:?} {f:?}");
         }
         finalize(&team);
     });
@@ -293,8 +339,8 @@ fn in_mysync_reads_a_source_only_after_its_owner_entered() {
 }
 
 /// OUT_ALLSYNC ("can succeed as soon as all data movement has completed to and from
-/// all data areas") against OUT_MYSYNC: a scatter from rank 0 while the last rank is
-/// held before the call. With MYSYNC rank 0's event completes while the last rank has
+/// all data areas") against OUT_MYSYNC: a scatter and a broadcast from rank 0 while the
+/// last rank is held before the call. With MYSYNC rank 0's event completes while the last rank has
 /// not entered (its destination still empty, read one-sidedly); with ALLSYNC it cannot
 /// complete before the held rank's block arrived, and then that block is there.
 #[test]
@@ -309,11 +355,15 @@ fn out_allsync_completes_only_after_every_rank_got_its_data() {
             bases: bases.clone(),
         };
         let last = held.last();
-        for output in [
-            CollFlags::OUT_ALLSYNC,
-            CollFlags::OUT_MYSYNC,
-            CollFlags::OUT_NOSYNC,
-        ] {
+        let cases = [Rooted::Scatter, Rooted::Broadcast].map(|op| {
+            [
+                CollFlags::OUT_ALLSYNC,
+                CollFlags::OUT_MYSYNC,
+                CollFlags::OUT_NOSYNC,
+            ]
+            .map(|output| (op, output))
+        });
+        for (op, output) in cases.into_iter().flatten() {
             held.reset();
             // SAFETY: our own segment, before the collective.
             unsafe { std::ptr::write_bytes(seg.addr().add(DATA_AT), 0, 8) };
@@ -325,7 +375,12 @@ fn out_allsync_completes_only_after_every_rank_got_its_data() {
             let f = flags(CollFlags::IN_MYSYNC, output, CollFlags::LOCAL);
             // SAFETY: `src` and the segment outlive the wait.
             let mut ev = unsafe {
-                team.scatter_nb(0, seg.addr().add(DATA_AT).into(), src.as_ptr().into(), 8, f)
+                op.start(
+                    &team,
+                    seg.addr().add(DATA_AT).into(),
+                    src.as_ptr().into(),
+                    f,
+                )
             };
             if me == 0 {
                 let mut far = [0u8; 8];
@@ -338,9 +393,9 @@ fn out_allsync_completes_only_after_every_rank_got_its_data() {
                     team.get_blocking(&mut far, last, bases[last as usize] + DATA_AT, Flags::NONE)
                         .unwrap();
                     assert_eq!(
-                        far,
-                        [17, 18, 19, 20, 21, 22, 23, 24],
-                        "OUT_ALLSYNC completed before all data arrived"
+                        far.to_vec(),
+                        op.block(last),
+                        "{op:?}: OUT_ALLSYNC completed before all data arrived"
                     );
                 } else {
                     until("local completion", || ev.test());
@@ -353,18 +408,15 @@ fn out_allsync_completes_only_after_every_rank_got_its_data() {
                 ev.wait();
             }
             team.barrier();
-            assert_eq!(
-                read_volatile(held.data(8)),
-                src[me as usize * 8..me as usize * 8 + 8]
-            );
+            assert_eq!(read_volatile(held.data(8)), op.block(me), "{op:?} {f:?}");
         }
         finalize(&team);
     });
 }
 
 /// OUT_MYSYNC with the shared-memory method ("all data movement has completed to and
-/// from local data areas"): the root of a SINGLE scatter, whose source the others read,
-/// cannot complete while a reader is held; with OUT_NOSYNC it completes at once (its
+/// from local data areas"): the root of a SINGLE scatter or broadcast, whose source the
+/// others read, cannot complete while a reader is held; with OUT_NOSYNC it completes at once (its
 /// source is then synchronized only when every rank has synced).
 #[test]
 fn out_mysync_waits_for_the_readers_of_a_source() {
@@ -377,9 +429,11 @@ fn out_mysync_waits_for_the_readers_of_a_source() {
             seg: &seg,
             bases: bases.clone(),
         };
-        set_method(Operation::Scatter, Some(Method::Shared));
         let src_at = DATA_AT + 1024;
-        for output in [CollFlags::OUT_MYSYNC, CollFlags::OUT_NOSYNC] {
+        let cases = [Rooted::Scatter, Rooted::Broadcast]
+            .map(|op| [CollFlags::OUT_MYSYNC, CollFlags::OUT_NOSYNC].map(|output| (op, output)));
+        for (op, output) in cases.into_iter().flatten() {
+            set_method(op.operation(), Some(Method::Shared));
             held.reset();
             // SAFETY: our own segment, before the collective.
             unsafe {
@@ -397,7 +451,7 @@ fn out_mysync_waits_for_the_readers_of_a_source() {
             let f = flags(CollFlags::IN_MYSYNC, output, CollFlags::SINGLE);
             // SAFETY: the segment outlives the wait.
             let mut ev =
-                unsafe { team.scatter_nb(0, dsts.as_slice().into(), srcs.as_slice().into(), 8, f) };
+                unsafe { op.start(&team, dsts.as_slice().into(), srcs.as_slice().into(), f) };
             if me == 0 {
                 if output == CollFlags::OUT_MYSYNC {
                     stays(
@@ -411,10 +465,7 @@ fn out_mysync_waits_for_the_readers_of_a_source() {
             }
             ev.wait();
             team.barrier();
-            assert_eq!(
-                read_volatile(held.data(8)),
-                (me as u8 * 8 + 1..me as u8 * 8 + 9).collect::<Vec<_>>()
-            );
+            assert_eq!(read_volatile(held.data(8)), op.block(me), "{op:?} {f:?}");
         }
         finalize(&team);
     });

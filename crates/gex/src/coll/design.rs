@@ -1,6 +1,6 @@
 //! The collectives of the GASNet collectives design document
-//! (`gasnet-collectives-design.txt`, "Current proposal"): scatter, gather, gather-all,
-//! exchange, permute and prefix reduction over any team, each non-blocking with an
+//! (`gasnet-collectives-design.txt`, "Current proposal"): broadcast, scatter, gather,
+//! gather-all, exchange, permute and prefix reduction over any team, each non-blocking with an
 //! [`Event`] (the document's handle; `Event::test`/`wait` and
 //! `Event::test_some`/`wait_some`/`test_all`/`wait_all` are its try and wait syncs for
 //! one, some and all handles).
@@ -44,12 +44,13 @@
 //! event completes only when every member has completed at this rank.
 //!
 //! **Methods** ([`Method`], forced with [`set_method`] or the variables
-//! `GEX_COLL_SCATTER`, `GEX_COLL_GATHER`, `GEX_COLL_GATHER_ALL`, `GEX_COLL_EXCHANGE`,
-//! `GEX_COLL_PERMUTE`, `GEX_COLL_PREFIX_REDUCE`): flat and binomial trees for scatter
-//! and gather (`rooted`), dissemination and staggered gather-all (`gather_all`),
-//! staggered exchange, chain and doubling prefix reduction (`scan`), and the shared
-//! method (`shared`); every one works on any team size. The automatic choice is in
-//! `select`.
+//! `GEX_COLL_DESIGN_BROADCAST`, `GEX_COLL_SCATTER`, `GEX_COLL_GATHER`,
+//! `GEX_COLL_GATHER_ALL`, `GEX_COLL_EXCHANGE`, `GEX_COLL_PERMUTE`,
+//! `GEX_COLL_PREFIX_REDUCE`): flat and binomial trees for broadcast (the GASNet-EX
+//! broadcast's, `coll::broadcast`), scatter and gather (`rooted`), dissemination and
+//! staggered gather-all (`gather_all`), staggered exchange, chain and doubling prefix
+//! reduction (`scan`), and the shared method (`shared`); every one works on any team
+//! size. The automatic choice is in `select`.
 //!
 //! The files: `flags`, `select`, `movement` (the data-movement calls), `sync` (entry,
 //! exit, aggregates), `rooted`,

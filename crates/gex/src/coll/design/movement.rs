@@ -1,14 +1,15 @@
-//! The data-movement calls of the design document on [`Team`]: scatter, gather,
-//! gather-all, exchange and permute. Each resolves its addresses, picks its method
+//! The data-movement calls of the design document on [`Team`]: broadcast, scatter,
+//! gather, gather-all, exchange and permute. Each resolves its addresses, picks its method
 //! (`select`) and starts the operation of that method under the synchronizations of its
 //! flags (`sync`).
 
 use super::flags::Addr;
-use super::select::{method, Method, Operation};
+use super::select::{forced, method, Method, Operation};
 use super::shared::Pull;
 use super::{gather_all, launch, mapped, rooted, shared_op, total, tree_of, words, CollFlags};
+use crate::coll::broadcast::Broadcast;
 use crate::coll::engine::Collective;
-use crate::coll::{check_root, initiation};
+use crate::coll::{check_root, direct_possible, initiation};
 use crate::conduit::{Conduit, Rank};
 use crate::event::Event;
 use crate::team::Team;
@@ -25,6 +26,103 @@ macro_rules! reported {
 }
 
 impl Team {
+    /// The design document's `gasnet_coll_broadcast_nb`: `nbytes` at the root's `src`
+    /// to `dst` of every rank.
+    ///
+    /// With LOCAL addressing (or a message method forced) this is the GASNet-EX
+    /// broadcast's machinery ([`broadcast_nb`](Team::broadcast_nb)) under the flags'
+    /// sync modes: along a tree, or, left to the automatic choice, by direct copies
+    /// from the root's source when it lies in the root's segment and the team shares
+    /// memory. With SINGLE addresses that every rank maps, the shared method: each rank
+    /// copies straight from the root's segment, one copy per byte.
+    ///
+    /// # Safety
+    /// The root's `src` must be readable for `nbytes` bytes and every rank's `dst`
+    /// writable for `nbytes`, and not otherwise accessed (except reading `src`), until
+    /// the event completes on the owner (bulk lifetime; with OUT_NOSYNC, until it
+    /// completes on every rank); at the root they may only overlap by being equal.
+    /// SINGLE addresses must lie in the owners' segments.
+    #[track_caller]
+    pub unsafe fn coll_broadcast_nb(
+        &self,
+        root: Rank,
+        dst: Addr<'_>,
+        src: Addr<'_>,
+        nbytes: usize,
+        flags: CollFlags,
+    ) -> Event {
+        const CALL: &str = "Team::coll_broadcast_nb";
+        let rt = initiation(self, CALL);
+        check_root(CALL, root, self.size);
+        let modes = flags.check(CALL);
+        let (me, n) = (self.rank, self.size);
+        let d = dst.mine(CALL, "dst", modes, me, n);
+        let s = src.mine(CALL, "src", modes, me, n);
+        let srcs = mapped(rt, self, CALL, src.list(), |r| {
+            if r == root {
+                nbytes
+            } else {
+                0
+            }
+        });
+        let m = method(Operation::Broadcast, n, nbytes, srcs.is_some());
+        let w = words(
+            6,
+            flags,
+            m,
+            &[root.into(), nbytes as u64],
+            &[dst.list(), src.list()],
+        );
+        let inner: Box<dyn Collective> = match (m, srcs) {
+            (Method::Shared, Some(srcs)) => shared_op(
+                self,
+                modes,
+                (0..n)
+                    .map(|r| {
+                        let dst = if r == me { d as usize } else { 0 };
+                        (
+                            r,
+                            Pull {
+                                owner: root,
+                                src: srcs[root as usize],
+                                dst,
+                                len: nbytes,
+                            },
+                        )
+                    })
+                    .collect(),
+            ),
+            _ => {
+                let chunk = rt.conduit.am_max_medium();
+                let mut op = Broadcast::new(tree_of(m), me, n, root, d, nbytes, 0, chunk);
+                if me == root {
+                    if !std::ptr::eq(d, s) && nbytes > 0 {
+                        // SAFETY: the caller's contract: both are valid for `nbytes`
+                        // bytes and do not overlap unless equal (excluded here).
+                        unsafe { std::ptr::copy_nonoverlapping(s, d, nbytes) };
+                    }
+                    op.root_ready();
+                    // A forced method is run as named; the direct copies are the
+                    // automatic choice's.
+                    if forced(Operation::Broadcast).is_none()
+                        && direct_possible(rt, self, s, nbytes)
+                    {
+                        op.root_direct(s, n);
+                    }
+                }
+                Box::new(op)
+            }
+        };
+        reported!(
+            GASP_UPC_ALL_BROADCAST,
+            d,
+            s,
+            nbytes,
+            flags,
+            launch(rt, self, CALL, modes, &w, inner)
+        )
+    }
+
     /// The design document's `gasnet_coll_scatter_nb`: block `r` (`nbytes` at
     /// `src + r * nbytes`) of the root's `src` to `dst` of every rank `r`.
     ///

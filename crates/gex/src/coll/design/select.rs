@@ -31,6 +31,8 @@ pub const SCAN_CHAIN_MIN_BYTES: usize = 64 << 10;
 /// A collective of the design document, for choosing its method.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Operation {
+    /// [`Team::coll_broadcast_nb`](crate::Team::coll_broadcast_nb).
+    Broadcast,
     /// [`Team::scatter_nb`](crate::Team::scatter_nb).
     Scatter,
     /// [`Team::gather_nb`](crate::Team::gather_nb).
@@ -101,6 +103,8 @@ impl Operation {
     /// The environment variable that forces this collective's method for a job.
     pub fn variable(self) -> &'static str {
         match self {
+            // `GEX_COLL_BROADCAST` is the GASNet-EX broadcast's (`Kind::Broadcast`).
+            Operation::Broadcast => "GEX_COLL_DESIGN_BROADCAST",
             Operation::Scatter => "GEX_COLL_SCATTER",
             Operation::Gather => "GEX_COLL_GATHER",
             Operation::GatherAll => "GEX_COLL_GATHER_ALL",
@@ -113,7 +117,7 @@ impl Operation {
     /// The methods this collective has.
     pub fn methods(self) -> &'static [Method] {
         match self {
-            Operation::Scatter | Operation::Gather => {
+            Operation::Broadcast | Operation::Scatter | Operation::Gather => {
                 &[Method::Flat, Method::Binomial, Method::Shared]
             }
             Operation::GatherAll => &[Method::Dissemination, Method::Staggered, Method::Shared],
@@ -124,7 +128,7 @@ impl Operation {
     }
 
     fn slot(self) -> &'static AtomicU8 {
-        static SLOTS: [AtomicU8; 6] = [const { AtomicU8::new(UNSET) }; 6];
+        static SLOTS: [AtomicU8; 7] = [const { AtomicU8::new(UNSET) }; 7];
         &SLOTS[self as usize]
     }
 }
@@ -157,7 +161,7 @@ pub fn set_method(op: Operation, method: Option<Method>) {
 }
 
 /// The forced method of `op`, if any.
-fn forced(op: Operation) -> Option<Method> {
+pub(crate) fn forced(op: Operation) -> Option<Method> {
     let slot = op.slot();
     let mut v = slot.load(Ordering::Relaxed);
     if v == UNSET {
@@ -186,6 +190,10 @@ pub fn method(op: Operation, n: Rank, nbytes: usize, shared: bool) -> Method {
         None => {}
     }
     match op {
+        // A broadcast tree forwards each chunk as soon as it has it (pipelined), and a
+        // large one on one host goes direct (`coll::broadcast`): no size crossover.
+        Operation::Broadcast if n >= ROOTED_BINOMIAL_MIN_RANKS => Method::Binomial,
+        Operation::Broadcast => Method::Flat,
         Operation::Scatter | Operation::Gather => {
             if n >= ROOTED_BINOMIAL_MIN_RANKS && nbytes < ROOTED_FLAT_MIN_BYTES {
                 Method::Binomial
