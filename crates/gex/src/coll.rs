@@ -52,7 +52,7 @@ pub use design::select::{
     ROOTED_BINOMIAL_MIN_RANKS, ROOTED_FLAT_MIN_BYTES, SCAN_CHAIN_MIN_BYTES,
     SCAN_DOUBLING_MIN_RANKS,
 };
-pub use design::{Addr, CollFlags};
+pub use design::{Addr, AddrList, CollFlags};
 pub(crate) use engine::{advance, handler_entry};
 pub use reduce::{ReduceFn, Reduction};
 pub use split::ScratchQuery;

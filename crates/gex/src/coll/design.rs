@@ -37,6 +37,13 @@
 //!   it completes, so by the time the last rank syncs, every rank has completed and all
 //!   data movement is over.
 //!
+//! **Images** (the "i" calls: [`Team::broadcasti_nb`], [`Team::scatteri_nb`],
+//! [`Team::gatheri_nb`], [`Team::gather_alli_nb`], [`Team::exchangei_nb`]): after
+//! [`Team::coll_init`] declared how many images each rank holds, these take one address
+//! per image ([`AddrList`]: LOCAL, this rank's images'; SINGLE, every image's), with the
+//! blocks in node-major image order. They run the plain calls' methods with per-rank
+//! block counts (`images`). The document has no "i" permute or prefix reduction.
+//!
 //! **AGGREGATE**: a call with [`CollFlags::AGGREGATE`] starts at once (the document's
 //! "nbi access region" reading) and returns [`Event::invalid`], which stands for
 //! nothing: it must not be synchronized (its wait returns at once and says nothing about
@@ -52,13 +59,27 @@
 //! reduction (`scan`), and the shared method (`shared`); every one works on any team
 //! size. The automatic choice is in `select`.
 //!
-//! The files: `flags`, `select`, `movement` (the data-movement calls), `sync` (entry,
-//! exit, aggregates), `rooted`,
-//! `gather_all` (also the staggered exchange and permute), `scan`, `shared`.
+//! The files: `flags`, `select`, `movement` (the data-movement calls), `images` (the
+//! images and their address lists), `movement_images` (the "i" calls), `sync` (entry,
+//! exit, aggregates), `rooted`, `gather_all` (also the staggered exchange and permute),
+//! `scan`, `shared`.
+
+/// Runs `$body` (the event of a call) inside the call's GASP interval.
+macro_rules! reported {
+    ($tag:ident, $dst:expr, $src:expr, $nbytes:expr, $flags:expr, $body:expr) => {{
+        let (d, s, nb, fl) = ($dst as usize, $src as usize, $nbytes, $flags.bits() as i32);
+        let span = gasp::span!($tag, d, s, nb, fl);
+        let event: Event = $body;
+        gasp::end!(span, d, s, nb, fl, event.gasp_handle());
+        event
+    }};
+}
 
 mod flags;
 mod gather_all;
+mod images;
 mod movement;
+mod movement_images;
 mod rooted;
 mod scan;
 pub(crate) mod select;
@@ -69,6 +90,7 @@ use std::sync::{Arc, Mutex};
 
 pub use flags::{Addr, CollFlags};
 use flags::{Modes, Sync};
+pub use images::AddrList;
 use select::Method;
 use shared::Pull;
 

@@ -12,17 +12,43 @@ use crate::coll::engine::Collective;
 use crate::coll::{check_root, direct_possible, initiation};
 use crate::conduit::{Conduit, Rank};
 use crate::event::Event;
+use crate::runtime::Runtime;
 use crate::team::Team;
 
-/// Runs `$body` (the event of a call) inside the call's GASP interval.
-macro_rules! reported {
-    ($tag:ident, $dst:expr, $src:expr, $nbytes:expr, $flags:expr, $body:expr) => {{
-        let (d, s, nb, fl) = ($dst as usize, $src as usize, $nbytes, $flags.bits() as i32);
-        let span = gasp::span!($tag, d, s, nb, fl);
-        let event: Event = $body;
-        gasp::end!(span, d, s, nb, fl, event.gasp_handle());
-        event
-    }};
+/// The broadcast in messages of `nbytes` from the root's `src` into `dst`: the
+/// GASNet-EX broadcast along the tree of `m`, or by its direct copies when the method
+/// is the automatic choice and the root's source allows them.
+///
+/// # Safety
+/// At the root `src` must be readable for `nbytes` bytes until completion; `dst`
+/// writable for `nbytes` until completion; at the root they may only overlap by being
+/// equal.
+pub(super) unsafe fn broadcast_messages(
+    rt: &Runtime,
+    team: &Team,
+    m: Method,
+    root: Rank,
+    dst: *mut u8,
+    src: *const u8,
+    nbytes: usize,
+) -> Broadcast {
+    let (me, n) = (team.rank, team.size);
+    let chunk = rt.conduit.am_max_medium();
+    let mut op = Broadcast::new(tree_of(m), me, n, root, dst, nbytes, 0, chunk);
+    if me == root {
+        if !std::ptr::eq(dst, src) && nbytes > 0 {
+            // SAFETY: the caller's contract: both are valid for `nbytes` bytes and do
+            // not overlap unless equal (excluded here).
+            unsafe { std::ptr::copy_nonoverlapping(src, dst, nbytes) };
+        }
+        op.root_ready();
+        // A forced method is run as named; the direct copies are the automatic
+        // choice's.
+        if forced(Operation::Broadcast).is_none() && direct_possible(rt, team, src, nbytes) {
+            op.root_direct(src, n);
+        }
+    }
+    op
 }
 
 impl Team {
@@ -92,26 +118,8 @@ impl Team {
                     })
                     .collect(),
             ),
-            _ => {
-                let chunk = rt.conduit.am_max_medium();
-                let mut op = Broadcast::new(tree_of(m), me, n, root, d, nbytes, 0, chunk);
-                if me == root {
-                    if !std::ptr::eq(d, s) && nbytes > 0 {
-                        // SAFETY: the caller's contract: both are valid for `nbytes`
-                        // bytes and do not overlap unless equal (excluded here).
-                        unsafe { std::ptr::copy_nonoverlapping(s, d, nbytes) };
-                    }
-                    op.root_ready();
-                    // A forced method is run as named; the direct copies are the
-                    // automatic choice's.
-                    if forced(Operation::Broadcast).is_none()
-                        && direct_possible(rt, self, s, nbytes)
-                    {
-                        op.root_direct(s, n);
-                    }
-                }
-                Box::new(op)
-            }
+            // SAFETY: the caller's contract, passed on.
+            _ => Box::new(unsafe { broadcast_messages(rt, self, m, root, d, s, nbytes) }),
         };
         reported!(
             GASP_UPC_ALL_BROADCAST,
