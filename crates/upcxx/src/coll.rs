@@ -59,7 +59,8 @@ use crate::completion::{
     self, operation_cx, CompletionEvents, Completions, FutureList, HasOperation, Returned,
 };
 use crate::future::Future;
-use crate::runtime::state::Rank;
+use crate::global_ptr::GlobalPtr;
+use crate::runtime::state::{rt, Rank};
 use crate::team::{check_collective, Team};
 use ops::Lowered;
 pub use ops::{
@@ -251,6 +252,65 @@ pub unsafe fn broadcast_buffer_with<T: Pod, C: Completions<BroadcastBuffer>>(
     let futures = finish::<BroadcastBuffer, C, _>(cxs, event, || ());
     gasp::end!(span, id, root as i32, nbytes);
     futures
+}
+
+/// Broadcasts `count` elements at `buffer` of rank `root` to `buffer` of every rank of
+/// `team`, where each rank's `buffer` lies in its own shared segment (UPC++
+/// `broadcast(buffer, count, root, team)`, §12.2 ¶37, with the buffer named by a global
+/// pointer); the future is ready when the data are in this rank's buffer (at the root:
+/// when the buffer may be written again).
+///
+/// This is [`broadcast_buffer`] without `unsafe`: the segment stays mapped for the life
+/// of the job, so the collective cannot reach memory it does not own; as with
+/// [`rput`](crate::rput), ordering other accesses to the buffer before operation
+/// completion is the program's (dereferencing [`GlobalPtr::local`] is `unsafe`
+/// already). Because the root's source is in its segment, `gex` broadcasts a large
+/// buffer over ranks that share memory by direct copies from it.
+///
+/// ```
+/// use upcxx::{coll, world};
+///
+/// upcxx::init();
+/// let buf = upcxx::new_array_with::<u32>(4, |i| i as u32 * (upcxx::rank_me() + 1));
+/// coll::broadcast_global(buf, 4, 0, world()).wait();
+/// assert_eq!(upcxx::rget(buf.add(3)).wait(), 3);
+/// upcxx::delete_array(buf);
+/// upcxx::finalize();
+/// ```
+///
+/// # Panics
+/// If `buffer` is null or not this rank's (`where_() != rank_me()`), if its `count`
+/// elements are not in this rank's segment, as [`broadcast_with`] (a bad root, team or
+/// context), or if the ranks disagree on `count` (the job fails, naming the mismatch).
+#[track_caller]
+pub fn broadcast_global<T: Pod>(
+    buffer: GlobalPtr<T>,
+    count: usize,
+    root: Rank,
+    team: &Team,
+) -> Future<()> {
+    const CALL: &str = "broadcast_global";
+    if buffer.is_null() {
+        panic!("upcxx::{CALL}: the buffer is the null global pointer");
+    }
+    let me = crate::rank_me();
+    if buffer.where_() != me {
+        panic!(
+            "upcxx::{CALL}: the buffer is in the segment of rank {}, not of this rank {me} \
+             (each rank broadcasts from or into its own segment)",
+            buffer.where_()
+        );
+    }
+    let nbytes = bytes_of_count::<T>(CALL, count);
+    let Some(local) = rt(CALL).local_range(me, buffer.owner_addr(), nbytes) else {
+        panic!(
+            "upcxx::{CALL}: {count} elements at {buffer:?} do not lie in this rank's shared segment"
+        );
+    };
+    // SAFETY: `[local, local + nbytes)` is inside this rank's segment (checked above),
+    // which stays mapped for the life of the job and which Rust code reaches only
+    // through raw pointers; concurrent access is the program's to order, as for RMA.
+    unsafe { broadcast_buffer(local as *mut T, count, root, team) }
 }
 
 /// Reduces every rank's `value` with `op` to rank `root` of `team` (UPC++
