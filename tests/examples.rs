@@ -23,7 +23,13 @@ fn example(name: &str) -> PathBuf {
 
 /// Runs `name` on `ranks` ranks and returns its standard output; fails on a non-zero exit.
 fn run(name: &str, ranks: usize) -> String {
+    run_with(name, ranks, &[])
+}
+
+/// [`run`] with command-line arguments.
+fn run_with(name: &str, ranks: usize, args: &[&str]) -> String {
     let out = Command::new(example(name))
+        .args(args)
         .env("UPCXX_RANKS", ranks.to_string())
         .env_remove("UPCXX_RANK")
         .output()
@@ -93,6 +99,26 @@ fn stencil_matches_the_serial_result() {
             out.lines().last(),
             Some("verified"),
             "stencil on {n} ranks:\n{out}"
+        );
+    }
+}
+
+/// SUMMA on the 2x2 grid of 4 ranks, and on the largest square grid of 5 (one rank
+/// idle), matches the serial product and says so last.
+#[test]
+fn summa_matches_the_serial_product() {
+    for n in [4, 5] {
+        let out = run_with("summa", n, &["96"]);
+        assert_eq!(
+            out.lines().last(),
+            Some("verified"),
+            "summa on {n} ranks:\n{out}"
+        );
+        assert!(out.contains("GFLOP/s"), "summa on {n} ranks:\n{out}");
+        assert_eq!(
+            out.contains("largest square grid"),
+            n == 5,
+            "summa on {n} ranks:\n{out}"
         );
     }
 }
