@@ -15,6 +15,7 @@
 //! | `raw.pingpong_roundtrip`        | one cache line of rank 1's segment bounced with plain atomics (as in `gex.rs`): which cache regime the run saw | — |
 //! | `gex.am_short_roundtrip`        | request_short to rank 1, whose handler does reply_short; rank 0 polls (as in `gex.rs`) | raw pingpong (—) |
 //! | `upcxx.rpc_roundtrip`           | `upcxx::rpc(1, \|\| (), ()).wait()`; rank 1 makes user-level progress | `gex.am_short_roundtrip` (≤ 1.3×) |
+//! | `upcxx.dist_object_fetch`       | (to come) `fetch(1).wait()` of a `DistObject<u64>`; rank 1 makes user-level progress | `upcxx.rpc_roundtrip` (≤ 1.3×) |
 //! | `gex.put_pingpong_8B`           | put_blocking of an 8-byte flag into rank 1's segment, rank 1 spins on its own memory and puts it back (as in `gex.rs`) | raw pingpong (—) |
 //! | `upcxx.rput_pingpong_8B`        | the same with `upcxx::rput(flag, gp).wait()`, rank 1 spinning on `gp.local()` | `gex.put_pingpong_8B` (≤ 1.2×) |
 //! | `gex.get_8B`                    | get_blocking of a u64 of rank 1's segment         | raw pingpong (—)                   |
@@ -26,6 +27,12 @@
 //! | `upcxx.then_chain_per_future`   | rank 0 alone: a chain of N = 1000 `then`s on the non-ready future of one promise, then the promise's fulfilment runs them all; time / N | — |
 //! | `upcxx.when_all_per_future`     | rank 0 alone: `when_all` of a `Vec` of N = 1000 futures of promises, the N fulfilments and the `wait`; time / N (creating the promises is not timed) | — |
 //! | `upcxx.ready_future_then`       | rank 0 alone: `make_future(x).then(\|v\| v + 1).wait()` | —                           |
+//! | `coll.barrier`                  | both ranks: `Team::barrier_nb().wait()` on the `gex` team UPC++ runs on (as in `coll.rs`) | — |
+//! | `upcxx.barrier`                 | both ranks: `upcxx::coll::barrier(world())`       | `coll.barrier` (≤ 1.2×)            |
+//! | `coll.reduce_all_f64`           | both ranks: `reduce_to_all_nb(..).wait()` of one f64 with `Op::Add` (as in `coll.rs`) | — |
+//! | `upcxx.reduce_all_f64`          | both ranks: `upcxx::reduce_all(x, op_fast_add, world()).wait()` | `coll.reduce_all_f64` (≤ 1.2×) |
+//! | `coll.broadcast_1MiB`           | both ranks: `broadcast_nb(root, ..).wait()` of 1 MiB between segment blocks, the root alternating, as bandwidth per receiver (as in `coll.rs`) | — |
+//! | `upcxx.broadcast_1MiB`          | the same with `coll::broadcast_global(buf, 1 MiB, root, world()).wait()`, in place | `coll.broadcast_1MiB` (time ≤ 1.2×) |
 //!
 //! The rate target is absolute (there is no baseline it is a ratio of): the JSON result
 //! carries it as `target_value` (in the result's unit, msg/s) with `target_value_is`
@@ -39,10 +46,10 @@
 //! of `rpc_ff` and of a gex Medium of the same shape, and the gex round trip and stream
 //! with the wire format of an RPC (see `upcxx/diag.rs`).
 //!
-//! The figures are measured in three groups, each interleaved as in `gex.rs` (a
+//! The figures are measured in four groups, each interleaved as in `gex.rs` (a
 //! calibration phase for each figure, then rounds of one ~30 ms sample of each; medians
-//! of 9 samples after 2 warm-up rounds): the latencies and rates, the bandwidths, and
-//! the futures. On a VM the cost of a cache-line transfer between the two vCPUs can
+//! of 9 samples after 2 warm-up rounds): the latencies and rates, the bandwidths, the
+//! futures, and the collectives (see `upcxx/coll.rs`). On a VM the cost of a cache-line transfer between the two vCPUs can
 //! switch between two levels for seconds at a time; `raw.pingpong_roundtrip` says which
 //! one a run saw, and `PGAS_BENCH_VERBOSE=1` lists every sample, round by round.
 //!
@@ -55,8 +62,11 @@
 //! number.
 //!
 //! This file holds the rank's figures and the driver; `upcxx/ctx.rs` what the ranks
-//! allocate and exchange, `upcxx/diag.rs` the diagnostic figures.
+//! allocate and exchange, `upcxx/coll.rs` the collective figures, `upcxx/diag.rs` the
+//! diagnostic figures.
 
+#[path = "upcxx/coll.rs"]
+mod coll;
 mod common;
 #[path = "upcxx/ctx.rs"]
 mod ctx;
@@ -83,6 +93,8 @@ const SEGMENT: usize = 32 << 20;
 const FUTURES_N: usize = 1000;
 /// `upcxx.rpc_ff_rate` target, in msg/s.
 const RPC_FF_TARGET: f64 = 7e6;
+/// The UPC++ collectives' time is at most this multiple of the `gex` ones'.
+const COLL_VS_GEX: f64 = 1.2;
 /// Set (non-empty) to also measure the diagnostic figures (`diag.*`, see [`diag`]),
 /// interleaved with the latency and rate figures they take apart.
 const DIAG: &str = "PGAS_BENCH_DIAG";
@@ -144,6 +156,7 @@ fn rank_main(job: RankJob) {
         figures::raw_pingpong("raw.pingpong_roundtrip", word(ctx.rank1().raw_line)),
         figures::am_short_roundtrip("gex.am_short_roundtrip", team),
         rpc_roundtrip(&ctx),
+        // `upcxx.dist_object_fetch` goes here, next to the round trip it is related to.
         figures::put_pingpong(
             "gex.put_pingpong_8B",
             team,
@@ -168,6 +181,7 @@ fn rank_main(job: RankJob) {
     results.extend(measure(&ctx, bandwidth(&ctx)));
     let futures = vec![then_chain(), when_all_join(), ready_then()];
     results.extend(measure(&ctx, futures));
+    results.extend(measure(&ctx, coll::figures(&ctx)));
     if ctx.rank == 0 {
         common::write_rank_results(&job, &results);
     }
@@ -514,6 +528,21 @@ fn driver() -> i32 {
     report.relate("upcxx.rpc_ff_rate", "gex.am_medium_64B_rate", None);
     report.target_value("upcxx.rpc_ff_rate", RPC_FF_TARGET, TargetIs::Min);
     report.relate("upcxx.rput_bw_4MiB", "gex.put_bw_4MiB", None);
+    // Measured once `DistObject` exists (absent until then, and then ignored here).
+    report.relate(
+        "upcxx.dist_object_fetch",
+        "upcxx.rpc_roundtrip",
+        Some((1.3, TargetIs::Max)),
+    );
+    let max = Some((COLL_VS_GEX, TargetIs::Max));
+    report.relate("upcxx.barrier", "coll.barrier", max);
+    report.relate("upcxx.reduce_all_f64", "coll.reduce_all_f64", max);
+    // A bandwidth: at most 1.2x the time is at least 1/1.2 of the bandwidth.
+    report.relate(
+        "upcxx.broadcast_1MiB",
+        "coll.broadcast_1MiB",
+        Some((1.0 / COLL_VS_GEX, TargetIs::Min)),
+    );
     // Diagnostics (PGAS_BENCH_DIAG=1; absent otherwise, and then ignored here).
     report.relate("diag.rget_progress_result", "gex.get_8B", None);
     report.relate(

@@ -30,6 +30,8 @@ pub(crate) struct Ptrs {
     pub(crate) gex_bw: GlobalPtr<u8>,
     /// Where `upcxx.rput_bw_4MiB` puts (page-aligned).
     pub(crate) upc_bw: GlobalPtr<u8>,
+    /// The control words of the collective figures (rank 0's are used; see `coll.rs`).
+    pub(crate) coll_ctrl: GlobalPtr<u64>,
 }
 
 /// `Ptrs` as an RPC result.
@@ -40,6 +42,7 @@ pub(crate) type PtrsWire = (
     GlobalPtr<u64>,
     GlobalPtr<u8>,
     GlobalPtr<u8>,
+    GlobalPtr<u64>,
 );
 
 impl Ptrs {
@@ -66,6 +69,7 @@ impl Ptrs {
             get_word: line(),
             gex_bw: area(),
             upc_bw: area(),
+            coll_ctrl: crate::coll::control_words(),
         };
         // SAFETY: our own word; rank 0 only reads it.
         unsafe { p.get_word.local().write(GET_VALUE) };
@@ -80,6 +84,7 @@ impl Ptrs {
             self.get_word,
             self.gex_bw,
             self.upc_bw,
+            self.coll_ctrl,
         )
     }
 
@@ -91,6 +96,7 @@ impl Ptrs {
             get_word: w.3,
             gex_bw: w.4,
             upc_bw: w.5,
+            coll_ctrl: w.6,
         }
     }
 }
