@@ -102,6 +102,7 @@
 //! on the completion module, itself above the rest of `rpc`.
 
 mod completions;
+mod deferred;
 mod delivery;
 mod function;
 mod inbox;
@@ -116,7 +117,7 @@ use serde::Serialize;
 
 use crate::future::{fits_cell, Future, FutureValue, ReplyCell, State};
 use crate::runtime::state::{rt, Rank, Setup};
-use crate::serialization::{Error, Reader, Serialization, Writer};
+use crate::serialization::{Error, Reader, Rerun, Serialization, Writer};
 use function::function_offset;
 use inbox::{KIND_REPLY, KIND_REPLY_UNIT, KIND_RPC};
 use incoming::Incoming;
@@ -145,6 +146,16 @@ pub trait RpcArgs {
 
     #[doc(hidden)]
     fn decode<'de>(r: &mut Reader<'de>) -> Result<Self::Deserialized<'de>, Error>;
+
+    /// An element travels as the id of an object ([`Serialization::BY_ID`]).
+    #[doc(hidden)]
+    const BY_ID: bool;
+
+    #[doc(hidden)]
+    fn wait_until_here(
+        payload: &[u8],
+        make_rerun: &mut dyn FnMut() -> Rerun,
+    ) -> Result<bool, Error>;
 }
 
 /// A function that can be called by RPC with the argument tuple `A`: any `Fn` of the
@@ -183,6 +194,20 @@ macro_rules! rpc_arity {
             #[allow(unused_variables, clippy::unused_unit)]
             fn decode<'de>(r: &mut Reader<'de>) -> Result<Self::Deserialized<'de>, Error> {
                 Ok(($($T::decode(r)?,)*))
+            }
+
+            const BY_ID: bool = false $(|| $T::BY_ID)*;
+
+            #[allow(unused_variables, unused_mut)]
+            fn wait_until_here(
+                payload: &[u8],
+                make_rerun: &mut dyn FnMut() -> Rerun,
+            ) -> Result<bool, Error> {
+                let mut r = Reader::new(payload);
+                $(if $T::wait_until_here(&mut r, make_rerun)? {
+                    return Ok(true);
+                })*
+                Ok(false)
             }
         }
 
@@ -479,6 +504,9 @@ fn execute_as<F, A, const REPORT: bool>(
 /// # Safety
 /// `msg` must be an RPC message sent by `rpc_ff::<F, A>`.
 unsafe fn run_rpc_ff<F: RpcFn<A>, A: RpcArgs>(msg: &Incoming<'_>) {
+    if A::BY_ID && deferred::until_here::<A>(msg, run_rpc_ff::<F, A>) {
+        return;
+    }
     execute::<F, A>(msg, |fut| {
         if !fut.ready() {
             let page = msg.hold();
@@ -497,6 +525,9 @@ where
     A: RpcArgs,
     RpcValue<F, A>: Serialize + DeserializeOwned,
 {
+    if A::BY_ID && deferred::until_here::<A>(msg, run_rpc::<F, A>) {
+        return;
+    }
     let (src, cookie) = (msg.head.src, msg.head.cookie);
     execute::<F, A>(msg, |fut| match fut.into_ready() {
         Ok(v) => reply(src, cookie, &v),

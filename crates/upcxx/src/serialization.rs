@@ -88,7 +88,8 @@ mod view;
 
 pub use serde;
 
-pub use codec::{Error, Reader, Serialization, Writer};
+pub use codec::{Error, Reader, Rerun, Serialization, Writer};
+pub(crate) use codec::sealed;
 pub use seq_view::{make_seq_view, Elements, SeqView};
 pub use trivial::Trivial;
 pub use view::{make_view, View};
@@ -114,8 +115,18 @@ pub fn try_serialize_into<T: Serialization + ?Sized>(
 /// Deserializes a `T` from `bytes` produced by [`serialize`]. Views borrow `bytes`; a
 /// [`View`] is in place only if `bytes` starts at a 16-byte-aligned address (otherwise
 /// its elements are copied, see [`View::in_place`]).
+///
+/// A `&DistObject<T>` or `&Team` decodes only as an RPC argument: asking for one here
+/// fails the build.
 pub fn deserialize<'de, T: Serialization + ?Sized>(
     bytes: &'de [u8],
 ) -> Result<T::Deserialized<'de>, Error> {
+    const {
+        assert!(
+            !T::BY_ID,
+            "upcxx::serialization::deserialize: a &DistObject or &Team argument is \
+             this process's object only while an RPC runs; deserialize its id instead"
+        )
+    };
     T::decode(&mut Reader::new(bytes))
 }

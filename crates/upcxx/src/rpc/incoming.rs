@@ -35,3 +35,13 @@ impl Incoming<'_> {
         }
     }
 }
+
+impl PageHold {
+    /// The hold of a later run of a message of this page: the run keeps the page, and
+    /// so the message's payload, alive as long as this handle did.
+    pub(super) fn into_hold(self) -> Hold {
+        Hold {
+            slot: RefCell::new(Some(self._page)),
+        }
+    }
+}

@@ -135,7 +135,7 @@ impl<'a> Writer<'a> {
 
     /// Serializes `value` with the codec.
     #[inline]
-    pub(super) fn serde<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
+    pub(crate) fn serde<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
         postcard::serialize_with_flavor(value, Flavor(self)).map_err(Error::from)
     }
 }
@@ -207,16 +207,20 @@ impl<'de> Reader<'de> {
     }
 
     #[inline]
-    pub(super) fn serde<T: Deserialize<'de>>(&mut self) -> Result<T, Error> {
+    pub(crate) fn serde<T: Deserialize<'de>>(&mut self) -> Result<T, Error> {
         let (v, rest) = postcard::take_from_bytes::<T>(&self.buf[self.pos..])?;
         self.pos = self.buf.len() - rest.len();
         Ok(v)
     }
 }
 
-pub(super) mod sealed {
+pub(crate) mod sealed {
     pub trait Sealed {}
 }
+
+/// A deferred run of a message whose arguments name objects this process has not built
+/// yet (see [`Serialization::BY_ID`]).
+pub type Rerun = Box<dyn FnOnce()>;
 
 /// A value that can travel as an RPC argument (UPC++ *DefinitelySerializable*, §6.2):
 /// any serde type, a [`View`](super::View) or a [`SeqView`](super::SeqView). See the
@@ -231,6 +235,23 @@ pub trait Serialization: sealed::Sealed {
 
     #[doc(hidden)]
     fn decode<'de>(r: &mut Reader<'de>) -> Result<Self::Deserialized<'de>, Error>;
+
+    /// The value travels as the id of an object and decodes to this process's object
+    /// of that id (a `&DistObject<T>` or a `&Team` RPC argument, §9.3 ¶1): it decodes
+    /// only while an RPC runs, and may have to wait until the object is built here.
+    #[doc(hidden)]
+    const BY_ID: bool = false;
+
+    /// Reads past the value in `r`; if it names an object not built here yet, arranges
+    /// for `rerun()` (made by `make_rerun`) to run once it is, and returns true.
+    #[doc(hidden)]
+    fn wait_until_here(
+        r: &mut Reader<'_>,
+        make_rerun: &mut dyn FnMut() -> Rerun,
+    ) -> Result<bool, Error> {
+        let _ = make_rerun;
+        Self::decode(r).map(|_| false)
+    }
 }
 
 impl<T: Serialize + DeserializeOwned> sealed::Sealed for T {}

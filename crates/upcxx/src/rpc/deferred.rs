@@ -1,0 +1,51 @@
+//! RPCs that wait for the objects their arguments name.
+//!
+//! A `&DistObject<T>` or `&Team` argument travels as its id and is the target's own
+//! object when the function runs; if the target has not built that object yet, the
+//! call waits there until it does (§9.3 ¶1, §14.3 ¶2). Only argument tuples with such
+//! an element ([`RpcArgs::BY_ID`], known at compile time) come here.
+//!
+//! A waiting call keeps its receive page (as a call whose result is a future not yet
+//! ready does, §6.5 ¶6) and is run again, from the start, once the object it waited for
+//! is built: at the next user-level progress of the thread that builds it, which holds
+//! the master persona (§14.4 ¶4). It then checks its arguments again, and may wait for
+//! another one. Calls that wait do not hold back the calls that arrive after them:
+//! RPCs without such arguments keep their order, a waiting one runs when it can. Sits
+//! on `incoming` and `function`.
+
+use super::function::Entry;
+use super::incoming::Incoming;
+use super::RpcArgs;
+use crate::serialization::Rerun;
+
+/// Arranges for `entry` to run `msg` again once every object its arguments name is
+/// built here, and returns true; returns false if they all are.
+///
+/// # Panics
+/// If the arguments do not deserialize, or name an object dropped here.
+pub(super) fn until_here<A: RpcArgs>(msg: &Incoming<'_>, entry: Entry) -> bool {
+    let mut make_rerun = || -> Rerun {
+        let held = msg.hold();
+        let head = msg.head;
+        let (ptr, len) = (msg.payload.as_ptr(), msg.payload.len());
+        Box::new(move || {
+            let hold = held.into_hold();
+            // SAFETY: the payload lies in the receive page that `hold` keeps alive, whose
+            // buffer does not move once handed to the hold (`delivery::run_page`).
+            let payload = unsafe { std::slice::from_raw_parts(ptr, len) };
+            let msg = Incoming {
+                head,
+                payload,
+                hold: &hold,
+            };
+            // SAFETY: `entry` is the trampoline that ran this message before.
+            unsafe { entry(&msg) }
+        })
+    };
+    A::wait_until_here(msg.payload, &mut make_rerun).unwrap_or_else(|e| {
+        panic!(
+            "upcxx::rpc: the arguments from rank {} do not deserialize: {e}",
+            msg.head.src
+        )
+    })
+}
