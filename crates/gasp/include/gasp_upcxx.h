@@ -252,6 +252,18 @@ typedef enum {
  */
 #define GASP_UPCXX_TEAM_DESTROY 0x116
 
+/* Building this rank's member of a distributed object over team `team` (`upcxx::DistObject::new`, collective, without communication); the END adds the object's number among the team's distributed objects (its id is the pair). The futures of `DistId::when_here` waiting for it are readied inside.
+ *   GASP_START: uint64_t team
+ *   GASP_END:   uint64_t team, uint64_t object
+ */
+#define GASP_UPCXX_DIST_OBJECT_CONSTRUCT 0x120
+
+/* Initiating a fetch of the value of distributed object `object` of team `team` at team rank `rank` (`upcxx::DistObject::fetch`); the RPC it sends is reported inside, the wait for its value is the future's.
+ *   GASP_START: uint64_t team, uint64_t object, int rank
+ *   GASP_END:   uint64_t team, uint64_t object, int rank
+ */
+#define GASP_UPCXX_DIST_OBJECT_FETCH 0x121
+
 /* Sending an Active Message Request (`gex::Team::am_request_*`): `category` is 0 Short, 1 Medium, 2 Long; `nbytes` the payload.
  *   GASP_START: int target, int handler, int category, size_t nbytes
  *   GASP_END:   int target, int handler, int category, size_t nbytes

@@ -521,6 +521,17 @@ events! {
     /// Destroying team `team` (`upcxx::Team::destroy`, collective), entry barrier included.
     GASP_UPCXX_TEAM_DESTROY = 0x116, Upcxx, Interval, Blocking,
         start(team: U64), end(team: U64);
+    /// Building this rank's member of a distributed object over team `team`
+    /// (`upcxx::DistObject::new`, collective, without communication); the END adds the
+    /// object's number among the team's distributed objects (its id is the pair). The
+    /// futures of `DistId::when_here` waiting for it are readied inside.
+    GASP_UPCXX_DIST_OBJECT_CONSTRUCT = 0x120, Upcxx, Interval, Blocking,
+        start(team: U64), end(team: U64, object: U64);
+    /// Initiating a fetch of the value of distributed object `object` of team `team` at
+    /// team rank `rank` (`upcxx::DistObject::fetch`); the RPC it sends is reported
+    /// inside, the wait for its value is the future's.
+    GASP_UPCXX_DIST_OBJECT_FETCH = 0x121, Upcxx, Interval, Blocking,
+        start(team: U64, object: U64, rank: Rank), end(team: U64, object: U64, rank: Rank);
     /// Sending an Active Message Request (`gex::Team::am_request_*`): `category` is
     /// 0 Short, 1 Medium, 2 Long; `nbytes` the payload.
     GASP_GEX_AM_REQUEST = 0x200, Gex, Interval, Blocking,
