@@ -32,18 +32,19 @@
 //! Modules follow the chapters of the UPC++ v1.0 specification (draft 10):
 //! [`runtime`] (ch. 2), [`global_ptr`] (ch. 3), [`alloc`] (ch. 4), [`future`] (ch. 5),
 //! [`serialization`] (ch. 6), [`completion`] (ch. 7), [`rma`] (ch. 8), [`rpc`](mod@rpc) (ch. 9),
-//! [`persona`] (ch. 10), [`team`] (ch. 11), [`coll`] (ch. 12).
+//! [`persona`] (ch. 10), [`team`] (ch. 11), [`coll`] (ch. 12), [`dist_object`] (ch. 14).
 //!
 //! Imports point down these layers, lowest first: the runtime state and the per-thread
 //! state; global pointers, allocation and serialization; futures; RPC; personas;
-//! completions; RMA; user-level progress; teams and collectives; and `init`/`finalize`,
-//! which compose them.
+//! completions; RMA; user-level progress; teams and collectives; distributed objects;
+//! and `init`/`finalize`, which compose them.
 //! The one exception is futures ↔ progress: waiting on a future makes progress (see
 //! [`future`]).
 
 pub mod alloc;
 pub mod coll;
 pub mod completion;
+pub mod dist_object;
 pub mod future;
 pub mod global_ptr;
 pub mod persona;
@@ -68,6 +69,7 @@ pub use coll::{
     ReduceOp,
 };
 pub use completion::{operation_cx, remote_cx, source_cx};
+pub use dist_object::{DistId, DistObject};
 pub use future::{make_future, to_future, when_all, Future, FutureValue, Promise};
 pub use global_ptr::{to_global_ptr, try_global_ptr, AnyKind, GlobalPtr, Host, KindId, MemoryKind};
 pub use persona::{

@@ -1,0 +1,143 @@
+//! The distributed objects this process has built, by id (what [`DistId::here`] and
+//! [`DistId::when_here`] look up, and what an RPC argument decodes to), the numbering
+//! of each team's objects, and what waits for an object to be built.
+//!
+//! An object's value lives on the thread that built it, which held the master persona
+//! (§14.4 ¶4), and so are its entry, its waiters and its lookups: the thread that runs
+//! RPCs and calls `here` holds the master persona too. What every thread may ask, which
+//! ids were numbered and which of them are alive on which thread, is kept behind a lock,
+//! so that a lookup on a thread the object does not live on fails with a message rather
+//! than waiting forever.
+//!
+//! [`DistId::here`]: super::DistId::here
+//! [`DistId::when_here`]: super::DistId::when_here
+
+use std::any::Any;
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::sync::{Mutex, MutexGuard};
+
+use crate::serialization::Rerun;
+use crate::team::TeamId;
+use crate::thread;
+
+/// The name of a distributed object: its team and its number among the team's objects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(super) struct Key {
+    pub team: TeamId,
+    pub seq: u64,
+}
+
+impl std::fmt::Display for Key {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "dist_object #{} of {}", self.seq, self.team)
+    }
+}
+
+#[derive(Default)]
+struct Numbering {
+    /// The number the next object built over each team gets.
+    next: HashMap<TeamId, u64>,
+    /// The thread (`thread::thread_token`) of each object alive in this process.
+    live: HashMap<Key, u64>,
+}
+
+static NUMBERING: Mutex<Option<Numbering>> = Mutex::new(None);
+
+fn numbering() -> MutexGuard<'static, Option<Numbering>> {
+    NUMBERING.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A callback that gets the object once it is built (a `when_here` promise).
+type Arrival = Box<dyn FnOnce(&Rc<dyn Any>)>;
+
+#[derive(Default)]
+struct Waiting {
+    /// RPCs whose arguments name the object, run at the next user-level progress.
+    reruns: Vec<Rerun>,
+    /// `when_here` futures, readied by the constructor.
+    arrivals: Vec<Arrival>,
+}
+
+thread_local! {
+    /// The objects of this thread, by name: an `Rc<Inner<T>>` each.
+    static OBJECTS: RefCell<HashMap<Key, Rc<dyn Any>>> = RefCell::new(HashMap::new());
+    static WAITING: RefCell<HashMap<Key, Waiting>> = RefCell::new(HashMap::new());
+}
+
+/// Where an object stands in this process, as seen from the calling thread.
+pub(super) enum Status {
+    /// Built on this thread and not dropped.
+    Here(Rc<dyn Any>),
+    /// Not built here yet (or never will be, if this process is not a member).
+    NotYet,
+    /// Built and dropped.
+    Dropped,
+    /// Alive on another thread, which held the master persona when it built it.
+    OnOtherThread,
+}
+
+pub(super) fn status(key: Key) -> Status {
+    if let Some(obj) = OBJECTS.with(|o| o.borrow().get(&key).cloned()) {
+        return Status::Here(obj);
+    }
+    let numbering = numbering();
+    let Some(n) = numbering.as_ref() else {
+        return Status::NotYet;
+    };
+    if n.live.contains_key(&key) {
+        Status::OnOtherThread
+    } else if n.next.get(&key.team).is_some_and(|&next| key.seq < next) {
+        Status::Dropped
+    } else {
+        Status::NotYet
+    }
+}
+
+/// Numbers and records a new object of `team`, made by `make` from its name; runs the
+/// `when_here` callbacks waiting for it now and queues the RPCs waiting for it for this
+/// thread's next user-level progress (§14.4 ¶5).
+pub(super) fn register(team: TeamId, make: impl FnOnce(Key) -> Rc<dyn Any>) -> Key {
+    let key = {
+        let mut numbering = numbering();
+        let n = numbering.get_or_insert_with(Numbering::default);
+        let next = n.next.entry(team).or_insert(0);
+        let key = Key { team, seq: *next };
+        *next += 1;
+        n.live.insert(key, thread::thread_token());
+        key
+    };
+    let obj = make(key);
+    OBJECTS.with(|o| o.borrow_mut().insert(key, Rc::clone(&obj)));
+    let waiting = WAITING.with(|w| w.borrow_mut().remove(&key));
+    if let Some(waiting) = waiting {
+        for rerun in waiting.reruns {
+            thread::defer(rerun);
+        }
+        for arrival in waiting.arrivals {
+            arrival(&obj);
+        }
+    }
+    key
+}
+
+/// Forgets a dropped object: its name no longer finds it here.
+pub(super) fn unregister(key: Key) {
+    let obj = OBJECTS.with(|o| o.borrow_mut().remove(&key));
+    if let Some(n) = numbering().as_mut() {
+        n.live.remove(&key);
+    }
+    // The value may run code when dropped: not while the tables are borrowed.
+    drop(obj);
+}
+
+/// Runs `rerun` at the user-level progress after the object `key` is built here.
+pub(super) fn wait(key: Key, rerun: Rerun) {
+    WAITING.with(|w| w.borrow_mut().entry(key).or_default().reruns.push(rerun));
+}
+
+/// Calls `arrival` with the object `key` when it is built here.
+pub(super) fn when_here(key: Key, arrival: Arrival) {
+    WAITING.with(|w| w.borrow_mut().entry(key).or_default().arrivals.push(arrival));
+}
