@@ -88,8 +88,8 @@ mod view;
 
 pub use serde;
 
-pub use codec::{Error, Reader, Rerun, Serialization, Writer};
 pub(crate) use codec::sealed;
+pub use codec::{Error, Reader, Rerun, Serialization, Writer};
 pub use seq_view::{make_seq_view, Elements, SeqView};
 pub use trivial::Trivial;
 pub use view::{make_view, View};

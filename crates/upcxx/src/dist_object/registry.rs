@@ -139,5 +139,11 @@ pub(super) fn wait(key: Key, rerun: Rerun) {
 
 /// Calls `arrival` with the object `key` when it is built here.
 pub(super) fn when_here(key: Key, arrival: Arrival) {
-    WAITING.with(|w| w.borrow_mut().entry(key).or_default().arrivals.push(arrival));
+    WAITING.with(|w| {
+        w.borrow_mut()
+            .entry(key)
+            .or_default()
+            .arrivals
+            .push(arrival)
+    });
 }

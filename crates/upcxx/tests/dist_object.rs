@@ -1,0 +1,436 @@
+//! Distributed objects (UPC++ spec ch. 14) on 1 to 5 ranks and on split teams:
+//! construction and ids that agree (§14.2, §14.4 ¶3–¶21), deref (¶26–¶30), `fetch`
+//! (¶32–¶35), `dist_id::here` and `when_here` (¶43–¶49), `&DistObject` and `&Team` as
+//! arguments of `rpc`, `rpc_ff` and `as_rpc` (§9.3 ¶1, §14.3), a member built late,
+//! dropping (¶15–¶17), what misuse does, and the GASP events.
+
+mod common;
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+use std::time::Duration;
+
+use common::{all_gather, panic_text};
+use gex::testing::{spmd, spmd_outcome, SpmdOptions};
+use upcxx::{rank_me, rank_n, world, DistId, DistObject, Rank, Team};
+
+#[test]
+fn ids_agree_on_every_member_and_deref_gives_this_ranks_value() {
+    for ranks in 1..=5 {
+        spmd(ranks, || {
+            upcxx::init();
+            let me = rank_me();
+            let a = DistObject::new(me * 10);
+            let b = DistObject::new(String::from("b"));
+            assert_eq!(*a, me * 10);
+            assert_eq!(b.as_str(), "b");
+            assert_eq!(a.team().id(), world().id());
+            assert!(a.id().is_valid());
+            assert!(!DistId::<u32>::default().is_valid());
+            // Two objects built in the same order are numbered alike everywhere.
+            let ids = all_gather(&(a.id(), b.id().team_id(), format!("{:?}", b.id())));
+            assert!(ids.iter().all(|i| *i == ids[0]), "{ids:?}");
+            assert_ne!(format!("{:?}", a.id()), ids[0].2);
+            assert_eq!(*a.id().here(), me * 10);
+            assert_eq!(*a.id().when_here().wait(), me * 10);
+            upcxx::barrier();
+            upcxx::finalize();
+        });
+    }
+}
+
+#[test]
+fn fetch_returns_a_copy_of_each_members_value() {
+    for ranks in 1..=5 {
+        spmd(ranks, || {
+            upcxx::init();
+            let me = rank_me();
+            let obj = DistObject::new(vec![me; me as usize + 1]);
+            for r in 0..rank_n() {
+                assert_eq!(obj.fetch(r).wait(), vec![r; r as usize + 1]);
+            }
+            upcxx::barrier();
+            upcxx::finalize();
+        });
+    }
+}
+
+/// Objects over a split team are numbered per team, ranks are team ranks, and objects
+/// of the world built between them do not disturb their ids.
+#[test]
+fn objects_over_split_teams_use_team_ranks_and_ids() {
+    for ranks in [2, 4, 5] {
+        spmd(ranks, || {
+            upcxx::init();
+            let me = rank_me();
+            let half = world().split((me % 2) as i32, me as i32);
+            let h = DistObject::new_in(&half, me);
+            let w = DistObject::new(me + 100);
+            let h2 = DistObject::new_in(&half, me + 200);
+            assert_eq!(h.id().team_id(), half.id());
+            assert_eq!(h.team().rank_n(), half.rank_n());
+            for r in 0..half.rank_n() {
+                assert_eq!(h.fetch(r).wait(), half[r]);
+                assert_eq!(h2.fetch(r).wait(), half[r] + 200);
+            }
+            assert_eq!(w.fetch(0).wait(), 100);
+            let ids = all_gather(&(me % 2, h.id(), h2.id(), w.id()));
+            for other in &ids {
+                assert_eq!(other.3, w.id());
+                assert_eq!(other.0 == me % 2, (other.1, other.2) == (h.id(), h2.id()));
+            }
+            let msg = panic_text(|| {
+                let _ = h.fetch(half.rank_n());
+            });
+            assert!(
+                msg.contains("dist_object::fetch") && msg.contains("not a rank"),
+                "{msg}"
+            );
+            upcxx::barrier();
+            drop((h, h2));
+            half.destroy(upcxx::EntryBarrier::User);
+            upcxx::finalize();
+        });
+    }
+}
+
+#[test]
+fn dist_object_and_team_arguments_are_the_targets_own() {
+    for ranks in 1..=5 {
+        spmd(ranks, || {
+            upcxx::init();
+            let me = rank_me();
+            let n = rank_n();
+            let next = (me + 1) % n;
+            let half = world().split((me % 2) as i32, me as i32);
+            let hits = DistObject::new(Cell::new(0u32));
+            let got = upcxx::rpc(
+                next,
+                |h: &DistObject<Cell<u32>>, t: &Team, from: Rank| {
+                    h.set(h.get() + 1);
+                    (rank_me(), t.rank_me(), t.id().to_u64(), from)
+                },
+                (&hits, world(), me),
+            )
+            .wait();
+            assert_eq!(got, (next, next, world().id().to_u64(), me));
+            // A split team's id is the target's own team of that id.
+            let peer = half[(half.rank_me() + 1) % half.rank_n()];
+            let (rank_there, id_there) =
+                upcxx::rpc(peer, |t: &Team| (t.rank_me(), t.id()), (&half,)).wait();
+            assert_eq!(id_there, half.id());
+            assert_eq!(half[rank_there], peer);
+            upcxx::rpc_ff(
+                next,
+                |h: &DistObject<Cell<u32>>, by: u32| h.set(h.get() + by),
+                (&hits, 10u32),
+            );
+            // An rpc_ff is not ordered with the barrier: wait for it.
+            while hits.get() < 11 {
+                upcxx::progress(upcxx::ProgressLevel::User);
+            }
+            assert_eq!(hits.get(), 11);
+            upcxx::barrier();
+            half.destroy(upcxx::EntryBarrier::User);
+            upcxx::finalize();
+        });
+    }
+}
+
+/// `as_rpc` arguments outlive the call, so they are `'static`: the world team, or an
+/// object that lives as long as the program.
+#[test]
+fn as_rpc_takes_static_dist_object_and_team_arguments() {
+    spmd(3, || {
+        upcxx::init();
+        let me = rank_me();
+        let seen: &'static DistObject<Cell<u64>> =
+            Box::leak(Box::new(DistObject::new(Cell::new(0))));
+        let slot = upcxx::new_(0u64);
+        let slots = all_gather(&slot);
+        let next = (me + 1) % rank_n();
+        let cx = upcxx::remote_cx::as_rpc(
+            |s: &DistObject<Cell<u64>>, t: &Team, v: u64| s.set(v + u64::from(t.rank_n())),
+            (seen, world(), u64::from(me)),
+        ) | upcxx::operation_cx::as_future();
+        upcxx::rput_with(7u64, slots[next as usize], cx).wait();
+        upcxx::barrier();
+        let prev = (me + rank_n() - 1) % rank_n();
+        assert_eq!(seen.get(), u64::from(prev + rank_n()));
+        upcxx::barrier();
+        upcxx::delete_(slot);
+        upcxx::finalize();
+    });
+}
+
+/// §14.3: an RPC that names an object its target has not built yet waits there, without
+/// blocking the target's progress, and runs once the target builds it; `when_here`
+/// futures are ready inside the constructor (§14.4 ¶5).
+#[test]
+fn a_call_naming_an_object_built_late_waits_for_it() {
+    for ranks in [2, 3] {
+        spmd(ranks, || {
+            upcxx::init();
+            let me = rank_me();
+            if me != 1 {
+                let obj = DistObject::new(RefCell::new(Vec::<Rank>::new()));
+                let len = upcxx::rpc(
+                    1,
+                    |o: &DistObject<RefCell<Vec<Rank>>>, from: Rank| {
+                        o.borrow_mut().push(from);
+                        o.borrow().len()
+                    },
+                    (&obj, me),
+                );
+                upcxx::rpc_ff(
+                    1,
+                    |o: &DistObject<RefCell<Vec<Rank>>>| o.borrow_mut().push(999),
+                    (&obj,),
+                );
+                // RPCs from one rank arrive in order: once rank 1 has the id, the calls
+                // above have arrived there, before it built the object.
+                upcxx::rpc_ff(
+                    1,
+                    |id: DistId<RefCell<Vec<Rank>>>| LATE_ID.with(|l| l.set(Some(id))),
+                    (obj.id(),),
+                );
+                assert!(len.wait() >= 1);
+                upcxx::barrier();
+            } else {
+                // Progress for a while before building: the calls arrive and wait.
+                let until = std::time::Instant::now() + Duration::from_millis(200);
+                while std::time::Instant::now() < until || LATE_ID.with(|l| l.get()).is_none() {
+                    upcxx::progress(upcxx::ProgressLevel::User);
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                let id = LATE_ID.with(|l| l.get()).expect("the id arrived");
+                let arrived = Rc::new(Cell::new(false));
+                let flag = Rc::clone(&arrived);
+                let waiting = id.when_here();
+                assert!(!waiting.ready());
+                let _ = waiting.then(move |o| {
+                    flag.set(true);
+                    assert!(o.borrow().is_empty());
+                });
+                let msg = panic_text(|| {
+                    id.here();
+                });
+                assert!(msg.contains("not built here yet"), "{msg}");
+                let obj = DistObject::new(RefCell::new(Vec::new()));
+                assert!(arrived.get(), "when_here is ready inside the constructor");
+                assert_eq!(obj.id(), id);
+                assert!(obj.borrow().is_empty(), "the waiting calls run at progress");
+                let senders = rank_n() as usize - 1;
+                while obj.borrow().len() < 2 * senders {
+                    upcxx::progress(upcxx::ProgressLevel::User);
+                }
+                let mut got = obj.borrow().clone();
+                got.sort_unstable();
+                let mut want: Vec<Rank> = (0..rank_n()).filter(|&r| r != 1).collect();
+                want.extend(std::iter::repeat_n(999, senders));
+                assert_eq!(got, want);
+                upcxx::barrier();
+            }
+            upcxx::barrier();
+            upcxx::finalize();
+        });
+    }
+}
+
+thread_local! {
+    static LATE_ID: Cell<Option<DistId<RefCell<Vec<Rank>>>>> = const { Cell::new(None) };
+}
+
+/// §14.4 ¶17: dropping the handle `new` returned destroys the member here: its id no
+/// longer finds it; its value is dropped once no handle is left.
+#[test]
+fn dropping_the_object_destroys_this_ranks_member() {
+    for ranks in [1, 2] {
+        spmd(ranks, || {
+            upcxx::init();
+            let token = Rc::new(());
+            let obj = DistObject::new(Rc::clone(&token));
+            let id = obj.id();
+            let other = id.here();
+            assert_eq!(Rc::strong_count(&token), 2);
+            drop(other);
+            assert_eq!(
+                Rc::strong_count(&token),
+                2,
+                "a handle from here does not own it"
+            );
+            let kept = id.here();
+            drop(obj);
+            assert_eq!(
+                Rc::strong_count(&token),
+                2,
+                "a handle keeps the value alive"
+            );
+            for msg in [
+                panic_text(|| {
+                    id.here();
+                }),
+                panic_text(|| {
+                    let _ = id.when_here();
+                }),
+            ] {
+                assert!(msg.contains("was dropped here"), "{msg}");
+            }
+            drop(kept);
+            assert_eq!(Rc::strong_count(&token), 1);
+            // The numbering goes on: the next object is a new name.
+            let next = DistObject::new(0u8);
+            assert_ne!(format!("{:?}", next.id()), format!("{id:?}"));
+            upcxx::barrier();
+            upcxx::finalize();
+        });
+    }
+}
+
+/// An RPC naming an object its target dropped fails the job, naming the object.
+#[test]
+fn a_call_naming_an_object_dropped_on_its_target_fails_the_job() {
+    let mut opts = SpmdOptions::new(2);
+    opts.expect_failure = true;
+    let Some(outcome) = spmd_outcome(opts, || {
+        upcxx::init();
+        let obj = DistObject::new(5u32);
+        if rank_me() == 1 {
+            let id = obj.id();
+            drop(obj);
+            upcxx::barrier();
+            let _ = id;
+            loop {
+                upcxx::progress(upcxx::ProgressLevel::User);
+            }
+        }
+        upcxx::barrier();
+        obj.fetch(1).wait();
+        unreachable!("rank 1 dropped its member");
+    }) else {
+        return;
+    };
+    let report = outcome.failure.expect("the job fails");
+    assert!(report.contains("was dropped here"), "{report}");
+}
+
+/// An id whose member is never built here leaves `when_here` not ready; it holds up
+/// nothing else.
+#[test]
+fn when_here_on_an_id_that_never_arrives_stays_not_ready() {
+    spmd(2, || {
+        upcxx::init();
+        let real = DistObject::new(1u8);
+        let bytes = upcxx::serialization::serialize(&(real.id().team_id(), 1000u64));
+        let never: DistId<u8> = upcxx::serialization::deserialize::<DistId<u8>>(&bytes).unwrap();
+        let f = never.when_here();
+        for _ in 0..10 {
+            upcxx::progress(upcxx::ProgressLevel::User);
+        }
+        assert!(!f.ready());
+        assert_eq!(real.fetch(0).wait(), 1);
+        upcxx::barrier();
+        upcxx::finalize();
+    });
+}
+
+/// A name looked up as the wrong type fails naming both, never reinterprets the value.
+#[test]
+fn an_id_received_as_another_type_fails_naming_it() {
+    spmd(1, || {
+        upcxx::init();
+        let obj = DistObject::new(1u64);
+        let bytes = upcxx::serialization::serialize(&obj.id());
+        let wrong = upcxx::serialization::deserialize::<DistId<String>>(&bytes).unwrap();
+        let msg = panic_text(|| {
+            wrong.here();
+        });
+        assert!(
+            msg.contains("is not a DistObject<alloc::string::String>"),
+            "{msg}"
+        );
+        let msg = panic_text(|| {
+            DistId::<u8>::default().here();
+        });
+        assert!(msg.contains("invalid"), "{msg}");
+        upcxx::finalize();
+    });
+}
+
+/// GASP: construction and fetch are one `GASP_UPCXX_DIST_OBJECT_*` interval each at the
+/// caller's line, naming the team and the object.
+#[cfg(feature = "gasp")]
+mod gasp_events {
+    use std::sync::{Arc, Mutex, OnceLock};
+
+    use gasp::events::*;
+    use gasp::{Event, EventType, Tool};
+    use gex::testing::spmd;
+    use upcxx::{world, DistObject};
+
+    #[derive(Default)]
+    struct Recorder(Mutex<Vec<(u32, EventType, u32, Vec<String>)>>);
+
+    struct Shared(Arc<Recorder>);
+
+    impl Tool for Shared {
+        fn event_notify(&self, e: &Event<'_>) {
+            let args = e.args.iter().map(|a| format!("{a:?}")).collect();
+            self.0
+                 .0
+                .lock()
+                .unwrap()
+                .push((e.tag, e.ty, e.location.line(), args));
+        }
+        fn control(&self, _on: bool) -> bool {
+            true
+        }
+        fn create_event(&self, _name: &str, _desc: Option<&str>) -> u32 {
+            USEREVT_START
+        }
+    }
+
+    #[test]
+    fn construction_and_fetch_are_events_at_their_call_sites() {
+        for ranks in [1, 3] {
+            spmd(ranks, || {
+                static REC: OnceLock<Arc<Recorder>> = OnceLock::new();
+                let rec = REC.get_or_init(Arc::default).clone();
+                let shared = rec.clone();
+                gasp::register_tool(move |_, _| Box::new(Shared(shared)));
+                upcxx::init();
+                let mark = rec.0.lock().unwrap().len();
+                let l_new = line!() + 1;
+                let obj = DistObject::new(upcxx::rank_me());
+                let l_fetch = line!() + 1;
+                let v = obj.fetch(0);
+                assert_eq!(v.wait(), 0);
+                let team = format!("{:?}", gasp::Arg::U64(world().id().to_u64()));
+                let got: Vec<_> = rec.0.lock().unwrap()[mark..]
+                    .iter()
+                    .filter(|e| {
+                        e.0 == GASP_UPCXX_DIST_OBJECT_CONSTRUCT
+                            || e.0 == GASP_UPCXX_DIST_OBJECT_FETCH
+                            || e.0 == GASP_UPCXX_RPC_SEND
+                    })
+                    .cloned()
+                    .collect();
+                let construct = GASP_UPCXX_DIST_OBJECT_CONSTRUCT;
+                let fetch = GASP_UPCXX_DIST_OBJECT_FETCH;
+                let seq = format!("{:?}", gasp::Arg::U64(0));
+                let rank = format!("{:?}", gasp::Arg::Rank(0));
+                let fetch_args = vec![team.clone(), seq.clone(), rank];
+                // The RPC that fetch sends is part of its interval, not an event of its own.
+                let want = vec![
+                    (construct, EventType::Start, l_new, vec![team.clone()]),
+                    (construct, EventType::End, l_new, vec![team, seq]),
+                    (fetch, EventType::Start, l_fetch, fetch_args.clone()),
+                    (fetch, EventType::End, l_fetch, fetch_args),
+                ];
+                assert_eq!(got, want);
+                upcxx::barrier();
+                upcxx::finalize();
+            });
+        }
+    }
+}
