@@ -1,25 +1,24 @@
 //! A distributed hash table over RPC (the UPC++ programmer's guide's first example):
 //! `UPCXX_RANKS=4 cargo run --release --example dht [keys per rank]`.
 //!
-//! Each rank owns the part of the table whose keys hash to it, in a plain `HashMap` that
-//! lives on the thread holding its master persona (where RPCs run). `insert` and `find`
-//! are RPCs to the key's owner. Every rank inserts its keys (all in flight at once, then
-//! waits for all with `when_all`), then looks every one of them up and checks the value.
-//! Rank 0 prints the throughput and, as the last line, `verified` if every rank found
-//! every value it inserted; any mismatch makes the job fail.
+//! Each rank owns the part of the table whose keys hash to it, in a `HashMap` kept in a
+//! distributed object, as the guide keeps its `dist_object<unordered_map>`. `insert`
+//! and `find` are RPCs to the key's owner that take the `&DistObject` of the map, which
+//! the owner receives as its own member. Every rank inserts its keys (all in flight at
+//! once, then waits for all with `when_all`), then looks every one of them up and checks
+//! the value. Rank 0 prints the throughput and, as the last line, `verified` if every
+//! rank found every value it inserted (totals from `reduce_all`); any mismatch makes
+//! the job fail.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-use upcxx::{rank_me, rank_n, rpc, when_all, Future, Rank};
+use upcxx::{op_fast_add, rank_me, rank_n, rpc, when_all, world, DistObject, Future, Rank};
 
-thread_local! {
-    /// This rank's part of the table (used only by RPCs, which run on the master
-    /// persona's thread).
-    static LOCAL: RefCell<HashMap<String, String>> = RefCell::new(HashMap::new());
-}
+/// This rank's part of the table. RPCs mutate it, so it sits in a `RefCell`: a
+/// distributed object gives shared access only.
+type Map = DistObject<RefCell<HashMap<String, String>>>;
 
 /// The rank that owns `key`: FNV-1a, the same in every process (unlike `RandomState`).
 fn owner(key: &str) -> Rank {
@@ -30,22 +29,22 @@ fn owner(key: &str) -> Rank {
 }
 
 /// Stores `value` under `key` on its owner; ready once stored.
-fn insert(key: String, value: String) -> Future<()> {
+fn insert(map: &Map, key: String, value: String) -> Future<()> {
     rpc(
         owner(&key),
-        |key: String, value: String| {
-            LOCAL.with(|m| m.borrow_mut().insert(key, value));
+        |map: &Map, key: String, value: String| {
+            map.borrow_mut().insert(key, value);
         },
-        (key, value),
+        (map, key, value),
     )
 }
 
 /// Looks `key` up on its owner.
-fn find(key: String) -> Future<Option<String>> {
+fn find(map: &Map, key: String) -> Future<Option<String>> {
     rpc(
         owner(&key),
-        |key: String| LOCAL.with(|m| m.borrow().get(&key).cloned()),
-        (key,),
+        |map: &Map, key: String| map.borrow().get(&key).cloned(),
+        (map, key),
     )
 }
 
@@ -61,10 +60,6 @@ impl Rng {
     }
 }
 
-/// Totals reported to rank 0.
-static CHECKED: AtomicU64 = AtomicU64::new(0);
-static MISMATCHES: AtomicU64 = AtomicU64::new(0);
-
 fn main() {
     upcxx::init();
     let per_rank: u64 = std::env::args()
@@ -72,6 +67,7 @@ fn main() {
         .map(|s| s.parse().expect("keys per rank: a number"))
         .unwrap_or(10_000);
     let me = rank_me();
+    let map: Map = DistObject::new(RefCell::new(HashMap::new()));
     let mut rng =
         Rng(0x9e37_79b9_7f4a_7c15 ^ (u64::from(me) + 1).wrapping_mul(0x1234_5678_9abc_def1));
     let pairs: Vec<(String, String)> = (0..per_rank)
@@ -88,14 +84,15 @@ fn main() {
     let start = Instant::now();
     let inserted: Vec<Future<()>> = pairs
         .iter()
-        .map(|(k, v)| insert(k.clone(), v.clone()))
+        .map(|(k, v)| insert(&map, k.clone(), v.clone()))
         .collect();
     when_all(inserted).wait();
     upcxx::barrier();
     let insert_time = start.elapsed();
 
     let start = Instant::now();
-    let found: Vec<Future<Option<String>>> = pairs.iter().map(|(k, _)| find(k.clone())).collect();
+    let found: Vec<Future<Option<String>>> =
+        pairs.iter().map(|(k, _)| find(&map, k.clone())).collect();
     let values = when_all(found).wait();
     upcxx::barrier();
     let find_time = start.elapsed();
@@ -108,16 +105,8 @@ fn main() {
     if mismatches > 0 {
         eprintln!("rank {me}: {mismatches} of {per_rank} keys have a wrong or missing value");
     }
-    rpc(
-        0,
-        |checked: u64, bad: u64| {
-            CHECKED.fetch_add(checked, Ordering::Relaxed);
-            MISMATCHES.fetch_add(bad, Ordering::Relaxed);
-        },
-        (values.len() as u64, mismatches),
-    )
-    .wait();
-    upcxx::barrier();
+    let checked = upcxx::reduce_all(values.len() as u64, op_fast_add, world()).wait();
+    let bad = upcxx::reduce_all(mismatches, op_fast_add, world()).wait();
 
     if me == 0 {
         let ops = per_rank * u64::from(rank_n());
@@ -127,8 +116,6 @@ fn main() {
             ops as f64 / insert_time.as_secs_f64(),
             ops as f64 / find_time.as_secs_f64()
         );
-        let checked = CHECKED.load(Ordering::Relaxed);
-        let bad = MISMATCHES.load(Ordering::Relaxed);
         if checked != ops || bad != 0 {
             eprintln!("dht: {bad} mismatches in {checked} checked keys (expected {ops})");
             std::process::exit(1);
@@ -136,6 +123,8 @@ fn main() {
         println!("verified");
     }
     let failed = mismatches > 0;
+    upcxx::barrier();
+    drop(map);
     upcxx::finalize();
     if failed {
         std::process::exit(1);

@@ -90,6 +90,19 @@ fn dht_verifies_its_keys() {
     }
 }
 
+/// The histogram counts every sample exactly once and says so last.
+#[test]
+fn histogram_counts_every_sample() {
+    for n in [1, 2, 3, 4] {
+        let out = run("histogram", n);
+        assert_eq!(
+            out.lines().last(),
+            Some("verified"),
+            "histogram on {n} ranks:\n{out}"
+        );
+    }
+}
+
 /// The Jacobi stencil matches a single-rank computation and says so last.
 #[test]
 fn stencil_matches_the_serial_result() {
