@@ -121,9 +121,10 @@ fn main() {
     let wrong = upcxx::reduce_all(wrong, op_fast_add, world()).wait();
     if me == 0 {
         let all = samples * u64::from(n);
-        let (lo, hi) = (reference.iter().min(), reference.iter().max());
+        let lo = reference.iter().min().copied().unwrap_or(0);
+        let hi = reference.iter().max().copied().unwrap_or(0);
         println!(
-            "{n} ranks, {all} samples into {BUCKETS} buckets ({lo:?}..={hi:?} each): {:.0} updates/s",
+            "{n} ranks, {all} samples into {BUCKETS} buckets ({lo} to {hi} each): {:.0} updates/s",
             all as f64 / elapsed.as_secs_f64()
         );
         if total != all || wrong != 0 {

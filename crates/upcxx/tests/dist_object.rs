@@ -80,7 +80,7 @@ fn objects_over_split_teams_use_team_ranks_and_ids() {
                 assert_eq!(other.0 == me % 2, (other.1, other.2) == (h.id(), h2.id()));
             }
             let msg = panic_text(|| {
-                let _ = h.fetch(half.rank_n());
+                drop(h.fetch(half.rank_n()));
             });
             assert!(
                 msg.contains("dist_object::fetch") && msg.contains("not a rank"),
@@ -208,7 +208,7 @@ fn a_call_naming_an_object_built_late_waits_for_it() {
                 let flag = Rc::clone(&arrived);
                 let waiting = id.when_here();
                 assert!(!waiting.ready());
-                let _ = waiting.then(move |o| {
+                let checked = waiting.then(move |o| {
                     flag.set(true);
                     assert!(o.borrow().is_empty());
                 });
@@ -218,6 +218,7 @@ fn a_call_naming_an_object_built_late_waits_for_it() {
                 assert!(msg.contains("not built here yet"), "{msg}");
                 let obj = DistObject::new(RefCell::new(Vec::new()));
                 assert!(arrived.get(), "when_here is ready inside the constructor");
+                checked.wait();
                 assert_eq!(obj.id(), id);
                 assert!(obj.borrow().is_empty(), "the waiting calls run at progress");
                 let senders = rank_n() as usize - 1;
@@ -271,7 +272,7 @@ fn dropping_the_object_destroys_this_ranks_member() {
                     id.here();
                 }),
                 panic_text(|| {
-                    let _ = id.when_here();
+                    drop(id.when_here());
                 }),
             ] {
                 assert!(msg.contains("was dropped here"), "{msg}");
@@ -368,8 +369,11 @@ mod gasp_events {
     use gex::testing::spmd;
     use upcxx::{world, DistObject};
 
+    /// Tag, type, line and arguments of an event.
+    type Rec = (u32, EventType, u32, Vec<String>);
+
     #[derive(Default)]
-    struct Recorder(Mutex<Vec<(u32, EventType, u32, Vec<String>)>>);
+    struct Recorder(Mutex<Vec<Rec>>);
 
     struct Shared(Arc<Recorder>);
 
