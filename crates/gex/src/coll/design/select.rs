@@ -2,11 +2,23 @@
 //! environment variable or [`set_method`]), or automatically by team size and block
 //! size.
 //!
-//! The crossovers below are named constants so that the `coll` bench can measure them
-//! (it runs every method of each collective at several sizes and reports which is best);
-//! they are to be set from its results, and until then hold the values that the shapes
-//! of the algorithms suggest: trees pay off from three ranks, forwarding bytes stops
-//! paying off for large blocks.
+//! The crossovers are named constants, set from the `coll` bench's sweep
+//! (`PGAS_BENCH_SWEEP=1 cargo bench --bench coll`: every method of broadcast,
+//! reduce_to_all, gather_all and exchange at 8 B to 1 MiB, interleaved, on 2 and 4
+//! ranks of one 2-core host, so the 4-rank job runs two ranks per core):
+//!
+//! * gather_all: the staggered order beat dissemination at every size on 2 and 4 ranks
+//!   (by 1.04x to 1.27x at 8 B to 2 KiB, more above). Dissemination's `ceil(log2 n)`
+//!   rounds against the staggered `n - 1` sends can only pay off on larger teams,
+//!   which this host cannot measure; it is chosen from [`GATHER_ALL_DISSEMINATION_MIN_RANKS`]
+//!   ranks, for blocks below [`GATHER_ALL_STAGGERED_MIN_BYTES`].
+//! * SINGLE addressing on shared memory (`shared`): the one-copy method lost to the
+//!   message methods at small blocks (up to 2x at 8 B, from its synchronization) and won
+//!   from 2 KiB on 2 ranks and 32 KiB on 4 ranks (up to 3.6x); it is chosen from
+//!   [`SHARED_MIN_BYTES`].
+//! * Scatter, gather and prefix reduction are not in the sweep: their constants hold
+//!   what the shapes of the algorithms suggest (trees pay off from three ranks,
+//!   forwarding bytes stops paying off for large blocks).
 
 use std::sync::atomic::{AtomicU8, Ordering};
 
@@ -19,8 +31,13 @@ pub const ROOTED_BINOMIAL_MIN_RANKS: Rank = 3;
 /// byte up to `log2 n` times. To be measured by the `coll` bench.
 pub const ROOTED_FLAT_MIN_BYTES: usize = 64 << 10;
 /// From this block size, gather-all sends each block straight to every rank
-/// (staggered) instead of disseminating. To be measured by the `coll` bench.
+/// (staggered) instead of disseminating, whatever the team size.
 pub const GATHER_ALL_STAGGERED_MIN_BYTES: usize = 4 << 10;
+/// Below this many ranks gather-all is always staggered (measured on 2 and 4 ranks).
+pub const GATHER_ALL_DISSEMINATION_MIN_RANKS: Rank = 5;
+/// From this block size, SINGLE addressing on shared memory copies the blocks straight
+/// between segments (`shared`); below it the message methods win (measured).
+pub const SHARED_MIN_BYTES: usize = 16 << 10;
 /// From this many ranks, a prefix reduction uses recursive doubling instead of the
 /// chain. To be measured by the `coll` bench.
 pub const SCAN_DOUBLING_MIN_RANKS: Rank = 4;
@@ -186,7 +203,9 @@ pub fn method(op: Operation, n: Rank, nbytes: usize, shared: bool) -> Method {
     match forced(op) {
         Some(Method::Shared) if !shared => {}
         Some(m) => return m,
-        None if shared && op.methods().contains(&Method::Shared) => return Method::Shared,
+        None if shared && nbytes >= SHARED_MIN_BYTES && op.methods().contains(&Method::Shared) => {
+            return Method::Shared
+        }
         None => {}
     }
     match op {
@@ -201,7 +220,12 @@ pub fn method(op: Operation, n: Rank, nbytes: usize, shared: bool) -> Method {
                 Method::Flat
             }
         }
-        Operation::GatherAll if nbytes < GATHER_ALL_STAGGERED_MIN_BYTES => Method::Dissemination,
+        Operation::GatherAll
+            if n >= GATHER_ALL_DISSEMINATION_MIN_RANKS
+                && nbytes < GATHER_ALL_STAGGERED_MIN_BYTES =>
+        {
+            Method::Dissemination
+        }
         Operation::GatherAll | Operation::Exchange => Method::Staggered,
         Operation::Permute => Method::Flat,
         Operation::PrefixReduce => {
