@@ -15,7 +15,7 @@
 //! | `raw.pingpong_roundtrip`        | one cache line of rank 1's segment bounced with plain atomics (as in `gex.rs`): which cache regime the run saw | — |
 //! | `gex.am_short_roundtrip`        | request_short to rank 1, whose handler does reply_short; rank 0 polls (as in `gex.rs`) | raw pingpong (—) |
 //! | `upcxx.rpc_roundtrip`           | `upcxx::rpc(1, \|\| (), ()).wait()`; rank 1 makes user-level progress | `gex.am_short_roundtrip` (≤ 1.3×) |
-//! | `upcxx.dist_object_fetch`       | (to come) `fetch(1).wait()` of a `DistObject<u64>`; rank 1 makes user-level progress | `upcxx.rpc_roundtrip` (≤ 1.3×) |
+//! | `upcxx.dist_object_fetch`       | `fetch(1).wait()` of a `DistObject<u64>`; rank 1 makes user-level progress | `upcxx.rpc_roundtrip` (≤ 1.3×) |
 //! | `gex.put_pingpong_8B`           | put_blocking of an 8-byte flag into rank 1's segment, rank 1 spins on its own memory and puts it back (as in `gex.rs`) | raw pingpong (—) |
 //! | `upcxx.rput_pingpong_8B`        | the same with `upcxx::rput(flag, gp).wait()`, rank 1 spinning on `gp.local()` | `gex.put_pingpong_8B` (≤ 1.2×) |
 //! | `gex.get_8B`                    | get_blocking of a u64 of rank 1's segment         | raw pingpong (—)                   |
@@ -156,7 +156,7 @@ fn rank_main(job: RankJob) {
         figures::raw_pingpong("raw.pingpong_roundtrip", word(ctx.rank1().raw_line)),
         figures::am_short_roundtrip("gex.am_short_roundtrip", team),
         rpc_roundtrip(&ctx),
-        // `upcxx.dist_object_fetch` goes here, next to the round trip it is related to.
+        dist_object_fetch(&ctx),
         figures::put_pingpong(
             "gex.put_pingpong_8B",
             team,
@@ -222,6 +222,38 @@ fn rpc_roundtrip(ctx: &Ctx) -> Bench<'static> {
                 let x = black_box(0x5eed_1234_u64);
                 let got = upcxx::rpc(1, |x: u64| (upcxx::rank_me(), !x), (x,)).wait();
                 assert_eq!(got, (1, !x), "rpc round trip returned a wrong result");
+                checked = true;
+            }
+            t
+        },
+        move || stop_server(team),
+        serve_upcxx_until_stopped,
+    )
+}
+
+/// `fetch(1).wait()` of a `DistObject<u64>` built on both ranks before the figures
+/// (and kept for the rest of the job); rank 1 serves as for `rpc_roundtrip`.
+fn dist_object_fetch(ctx: &Ctx) -> Bench<'static> {
+    let team = ctx.team;
+    let object: &'static upcxx::DistObject<u64> = Box::leak(Box::new(upcxx::DistObject::new(
+        0xd15_0000 + u64::from(ctx.rank),
+    )));
+    let mut checked = false;
+    Bench::duo(
+        "upcxx.dist_object_fetch",
+        Unit::Latency,
+        move |iters| {
+            let t0 = Instant::now();
+            for _ in 0..iters {
+                black_box(object.fetch(1).wait());
+            }
+            let t = t0.elapsed();
+            if !checked {
+                assert_eq!(
+                    object.fetch(1).wait(),
+                    0xd15_0001,
+                    "fetch read a wrong value"
+                );
                 checked = true;
             }
             t
@@ -528,7 +560,6 @@ fn driver() -> i32 {
     report.relate("upcxx.rpc_ff_rate", "gex.am_medium_64B_rate", None);
     report.target_value("upcxx.rpc_ff_rate", RPC_FF_TARGET, TargetIs::Min);
     report.relate("upcxx.rput_bw_4MiB", "gex.put_bw_4MiB", None);
-    // Measured once `DistObject` exists (absent until then, and then ignored here).
     report.relate(
         "upcxx.dist_object_fetch",
         "upcxx.rpc_roundtrip",
