@@ -69,7 +69,7 @@ use bytemuck::{Pod, Zeroable};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-use crate::future::{make_future, Future, Promise};
+use crate::future::{make_future, Future, FutureValue, Promise};
 use crate::runtime::state::{check_init, Rank};
 use crate::team::{check_collective, world, Team, TeamId};
 use crate::thread;
@@ -178,9 +178,25 @@ impl<T: 'static> DistObject<T> {
             key.seq,
             rank
         );
-        let copy = crate::rpc::rpc(team[rank], |obj: &DistObject<T>| (T::clone(obj),), (self,));
+        let copy = crate::rpc::rpc(
+            team[rank],
+            |obj: &DistObject<T>| Fetched(T::clone(obj)),
+            (self,),
+        );
         gasp::end!(span, key.team.to_u64(), key.seq, rank);
-        copy.then(|(value,)| make_future(value))
+        copy
+    }
+}
+
+/// A copy of a member, as the RPC of [`DistObject::fetch`] returns it: its future is
+/// the future of `T` itself, for any `T` (not only the types [`FutureValue`] covers),
+/// so `fetch` needs no `then` to unwrap it.
+struct Fetched<T>(T);
+
+impl<T: 'static> FutureValue for Fetched<T> {
+    type Value = T;
+    fn into_future(self) -> Future<T> {
+        make_future(self.0)
     }
 }
 
