@@ -62,7 +62,7 @@
 //! The files: `flags`, `select`, `movement` (the data-movement calls), `images` (the
 //! images and their address lists), `movement_images` (the "i" calls), `sync` (entry,
 //! exit, aggregates), `rooted`, `gather_all` (also the staggered exchange and permute),
-//! `scan`, `shared`.
+//! `scan`, `shared`, `pulls` (the shared method's pulls of the data-movement calls).
 
 /// Runs `$body` (the event of a call) inside the call's GASP interval.
 macro_rules! reported {
@@ -80,6 +80,7 @@ mod gather_all;
 mod images;
 mod movement;
 mod movement_images;
+mod pulls;
 mod rooted;
 mod scan;
 pub(crate) mod select;

@@ -29,9 +29,21 @@ pub(crate) struct Images {
 }
 
 impl Images {
+    /// One image on each of `n` ranks: the plain calls' blocks, as images.
+    pub(crate) fn one_each(n: Rank) -> Images {
+        Images {
+            first: (0..=n as usize).collect(),
+        }
+    }
+
     /// How many images the team has (the document's `NImages`).
     pub(crate) fn total(&self) -> usize {
         self.first[self.first.len() - 1]
+    }
+
+    /// How many ranks the team has.
+    pub(crate) fn ranks(&self) -> Rank {
+        (self.first.len() - 1) as Rank
     }
 
     /// How many images rank `r` has.
@@ -54,9 +66,7 @@ impl Images {
     #[track_caller]
     pub(crate) fn sizes(&self, call: &str, nbytes: usize) -> Vec<usize> {
         super::total(call, nbytes, self.total() as Rank);
-        (0..self.first.len() as Rank - 1)
-            .map(|r| self.of(r) * nbytes)
-            .collect()
+        (0..self.ranks()).map(|r| self.of(r) * nbytes).collect()
     }
 }
 

@@ -3,10 +3,12 @@
 //! (`select`) and starts the operation of that method under the synchronizations of its
 //! flags (`sync`).
 
-use super::flags::Addr;
+use super::flags::{Addr, Modes};
+use super::images::Images;
 use super::select::{forced, method, Method, Operation};
 use super::shared::Pull;
-use super::{gather_all, launch, mapped, rooted, shared_op, total, tree_of, words, CollFlags};
+use super::CollFlags;
+use super::{gather_all, launch, mapped, pulls, rooted, shared_op, total, tree_of, words};
 use crate::coll::broadcast::Broadcast;
 use crate::coll::engine::Collective;
 use crate::coll::{check_root, direct_possible, initiation};
@@ -51,6 +53,89 @@ pub(super) unsafe fn broadcast_messages(
     op
 }
 
+/// The opening of a data-movement call named `call`: the runtime and the checked
+/// flags, after checking `root` (for the calls that have one).
+#[track_caller]
+pub(super) fn opening(
+    team: &Team,
+    call: &str,
+    root: Option<Rank>,
+    flags: CollFlags,
+) -> (&'static Runtime, Modes) {
+    let rt = initiation(team, call);
+    if let Some(root) = root {
+        check_root(call, root, team.size);
+    }
+    (rt, flags.check(call))
+}
+
+/// The digest words of a data-movement call: its kind, flags and method, its root (for
+/// the calls that have one), `nbytes` and the SINGLE lists of `dst` and `src`.
+pub(super) fn movement_words(
+    kind: u64,
+    flags: CollFlags,
+    m: Method,
+    root: Option<Rank>,
+    nbytes: usize,
+    lists: [&[usize]; 2],
+) -> Vec<u64> {
+    let args: Vec<u64> = root
+        .map(u64::from)
+        .into_iter()
+        .chain([nbytes as u64])
+        .collect();
+    words(kind, flags, m, &args, &lists)
+}
+
+/// The rooted operations' layout for method `m` from `root`, with `sizes[r]` bytes for
+/// rank `r`.
+pub(super) fn layout<'a>(
+    rt: &Runtime,
+    team: &Team,
+    m: Method,
+    root: Rank,
+    sizes: &'a [usize],
+) -> rooted::Layout<'a> {
+    rooted::Layout {
+        tree: tree_of(m),
+        me: team.rank,
+        n: team.size,
+        root,
+        sizes,
+        chunk: rt.conduit.am_max_medium(),
+    }
+}
+
+/// The staggered gather-all into `dst`, which holds rank `r`'s images' blocks of
+/// `nbytes` at `images.first(r) * nbytes`: this rank's (at `mine`) are copied into
+/// place now and sent to every other rank.
+///
+/// # Safety
+/// `mine` must be readable for this rank's images' blocks until completion, `dst`
+/// writable for every block until completion.
+pub(super) unsafe fn gather_all_staggered(
+    call: &'static str,
+    team: &Team,
+    images: &Images,
+    dst: *mut u8,
+    mine: *const u8,
+    nbytes: usize,
+) -> gather_all::Staggered {
+    let (me, n) = (team.rank, team.size);
+    let len = images.of(me) * nbytes;
+    // SAFETY: the caller's contract: `dst` is writable for every block.
+    unsafe { std::ptr::copy(mine, dst.add(images.first(me) * nbytes), len) };
+    let order = gather_all::Staggered::staggered(me, n);
+    gather_all::Staggered::new(
+        call,
+        dst,
+        order.clone().map(|to| (to, mine, len)).collect(),
+        order
+            .map(|from| (from, images.first(from) * nbytes, images.of(from) * nbytes))
+            .collect(),
+    )
+}
+
 impl Team {
     /// The design document's `gasnet_coll_broadcast_nb`: `nbytes` at the root's `src`
     /// to `dst` of every rank.
@@ -78,9 +163,7 @@ impl Team {
         flags: CollFlags,
     ) -> Event {
         const CALL: &str = "Team::coll_broadcast_nb";
-        let rt = initiation(self, CALL);
-        check_root(CALL, root, self.size);
-        let modes = flags.check(CALL);
+        let (rt, modes) = opening(self, CALL, Some(root), flags);
         let (me, n) = (self.rank, self.size);
         let d = dst.mine(CALL, "dst", modes, me, n);
         let s = src.mine(CALL, "src", modes, me, n);
@@ -92,32 +175,13 @@ impl Team {
             }
         });
         let m = method(Operation::Broadcast, n, nbytes, srcs.is_some());
-        let w = words(
-            6,
-            flags,
-            m,
-            &[root.into(), nbytes as u64],
-            &[dst.list(), src.list()],
-        );
+        let w = movement_words(6, flags, m, Some(root), nbytes, [dst.list(), src.list()]);
         let inner: Box<dyn Collective> = match (m, srcs) {
-            (Method::Shared, Some(srcs)) => shared_op(
-                self,
-                modes,
-                (0..n)
-                    .map(|r| {
-                        let dst = if r == me { d as usize } else { 0 };
-                        (
-                            r,
-                            Pull {
-                                owner: root,
-                                src: srcs[root as usize],
-                                dst,
-                                len: nbytes,
-                            },
-                        )
-                    })
-                    .collect(),
-            ),
+            (Method::Shared, Some(srcs)) => {
+                let from = (srcs[root as usize], 0);
+                let all = pulls::scatter(&Images::one_each(n), me, root, from, &[d], nbytes);
+                shared_op(self, modes, all)
+            }
             // SAFETY: the caller's contract, passed on.
             _ => Box::new(unsafe { broadcast_messages(rt, self, m, root, d, s, nbytes) }),
         };
@@ -149,9 +213,7 @@ impl Team {
         flags: CollFlags,
     ) -> Event {
         const CALL: &str = "Team::scatter_nb";
-        let rt = initiation(self, CALL);
-        check_root(CALL, root, self.size);
-        let modes = flags.check(CALL);
+        let (rt, modes) = opening(self, CALL, Some(root), flags);
         let (me, n) = (self.rank, self.size);
         let d = dst.mine(CALL, "dst", modes, me, n);
         let s = src.mine(CALL, "src", modes, me, n);
@@ -164,47 +226,18 @@ impl Team {
             |r| if r == root { all } else { 0 },
         );
         let m = method(Operation::Scatter, n, nbytes, srcs.is_some());
-        let w = words(
-            0,
-            flags,
-            m,
-            &[root.into(), nbytes as u64],
-            &[dst.list(), src.list()],
-        );
+        let w = movement_words(0, flags, m, Some(root), nbytes, [dst.list(), src.list()]);
         let inner: Box<dyn Collective> = match (m, srcs) {
-            (Method::Shared, Some(srcs)) => shared_op(
-                self,
-                modes,
-                (0..n)
-                    .map(|r| {
-                        let dst = if r == me { d as usize } else { 0 };
-                        (
-                            r,
-                            Pull {
-                                owner: root,
-                                src: srcs[root as usize] + r as usize * nbytes,
-                                dst,
-                                len: nbytes,
-                            },
-                        )
-                    })
-                    .collect(),
-            ),
+            (Method::Shared, Some(srcs)) => {
+                let from = (srcs[root as usize], nbytes);
+                let all = pulls::scatter(&Images::one_each(n), me, root, from, &[d], nbytes);
+                shared_op(self, modes, all)
+            }
             _ => {
                 let sizes = vec![nbytes; n as usize];
+                let at = layout(rt, self, m, root, &sizes);
                 // SAFETY: the caller's contract, passed on.
-                Box::new(unsafe {
-                    rooted::Scatter::new(
-                        tree_of(m),
-                        me,
-                        n,
-                        root,
-                        &sizes,
-                        d,
-                        s,
-                        rt.conduit.am_max_medium(),
-                    )
-                })
+                Box::new(unsafe { rooted::Scatter::new(at, d, s) })
             }
         };
         reported!(
@@ -233,60 +266,24 @@ impl Team {
         flags: CollFlags,
     ) -> Event {
         const CALL: &str = "Team::gather_nb";
-        let rt = initiation(self, CALL);
-        check_root(CALL, root, self.size);
-        let modes = flags.check(CALL);
+        let (rt, modes) = opening(self, CALL, Some(root), flags);
         let (me, n) = (self.rank, self.size);
         let d = dst.mine(CALL, "dst", modes, me, n);
         let s = src.mine(CALL, "src", modes, me, n);
         total(CALL, nbytes, n);
         let srcs = mapped(rt, self, CALL, src.list(), |_| nbytes);
         let m = method(Operation::Gather, n, nbytes, srcs.is_some());
-        let w = words(
-            1,
-            flags,
-            m,
-            &[root.into(), nbytes as u64],
-            &[dst.list(), src.list()],
-        );
+        let w = movement_words(1, flags, m, Some(root), nbytes, [dst.list(), src.list()]);
         let inner: Box<dyn Collective> = match (m, srcs) {
-            (Method::Shared, Some(srcs)) => shared_op(
-                self,
-                modes,
-                (0..n)
-                    .map(|r| {
-                        let dst = if me == root {
-                            d as usize + r as usize * nbytes
-                        } else {
-                            0
-                        };
-                        (
-                            root,
-                            Pull {
-                                owner: r,
-                                src: srcs[r as usize],
-                                dst,
-                                len: nbytes,
-                            },
-                        )
-                    })
-                    .collect(),
-            ),
+            (Method::Shared, Some(srcs)) => {
+                let all = pulls::gather(&Images::one_each(n), me, root, &srcs, d, nbytes);
+                shared_op(self, modes, all)
+            }
             _ => {
                 let sizes = vec![nbytes; n as usize];
+                let at = layout(rt, self, m, root, &sizes);
                 // SAFETY: the caller's contract, passed on.
-                Box::new(unsafe {
-                    rooted::Gather::new(
-                        tree_of(m),
-                        me,
-                        n,
-                        root,
-                        &sizes,
-                        d,
-                        s,
-                        rt.conduit.am_max_medium(),
-                    )
-                })
+                Box::new(unsafe { rooted::Gather::new(at, d, s) })
             }
         };
         reported!(
@@ -314,56 +311,24 @@ impl Team {
         flags: CollFlags,
     ) -> Event {
         const CALL: &str = "Team::gather_all_nb";
-        let rt = initiation(self, CALL);
-        let modes = flags.check(CALL);
+        let (rt, modes) = opening(self, CALL, None, flags);
         let (me, n) = (self.rank, self.size);
         let d = dst.mine(CALL, "dst", modes, me, n);
         let s = src.mine(CALL, "src", modes, me, n);
         total(CALL, nbytes, n);
         let srcs = mapped(rt, self, CALL, src.list(), |_| nbytes);
         let m = method(Operation::GatherAll, n, nbytes, srcs.is_some());
-        let w = words(2, flags, m, &[nbytes as u64], &[dst.list(), src.list()]);
+        let w = movement_words(2, flags, m, None, nbytes, [dst.list(), src.list()]);
         let chunk = rt.conduit.am_max_medium();
         let inner: Box<dyn Collective> = match (m, srcs) {
-            (Method::Shared, Some(srcs)) => shared_op(
-                self,
-                modes,
-                (0..n)
-                    .flat_map(|reader| (0..n).map(move |owner| (reader, owner)))
-                    .map(|(reader, owner)| {
-                        let dst = if reader == me {
-                            d as usize + owner as usize * nbytes
-                        } else {
-                            0
-                        };
-                        (
-                            reader,
-                            Pull {
-                                owner,
-                                src: srcs[owner as usize],
-                                dst,
-                                len: nbytes,
-                            },
-                        )
-                    })
-                    .collect(),
-            ),
-            (Method::Staggered, _) => {
-                // SAFETY: the caller's contract: `dst` is writable for every block.
-                unsafe { std::ptr::copy(s, d.add(me as usize * nbytes), nbytes) };
-                let order = gather_all::Staggered::staggered(me, n);
-                Box::new(gather_all::Staggered::new(
-                    CALL,
-                    d,
-                    order
-                        .clone()
-                        .map(|to| (to, s.cast_const(), nbytes))
-                        .collect(),
-                    order
-                        .map(|from| (from, from as usize * nbytes, nbytes))
-                        .collect(),
-                ))
+            (Method::Shared, Some(srcs)) => {
+                let all = pulls::all_to_all(&Images::one_each(n), me, &srcs, 0, &[d], nbytes);
+                shared_op(self, modes, all)
             }
+            (Method::Staggered, _) => Box::new(
+                // SAFETY: the caller's contract, passed on.
+                unsafe { gather_all_staggered(CALL, self, &Images::one_each(n), d, s, nbytes) },
+            ),
             // SAFETY: the caller's contract, passed on.
             _ => Box::new(unsafe {
                 gather_all::Dissemination::new(me, n, &vec![nbytes; n as usize], d, s, chunk)
@@ -394,40 +359,20 @@ impl Team {
         flags: CollFlags,
     ) -> Event {
         const CALL: &str = "Team::exchange_nb";
-        let rt = initiation(self, CALL);
-        let modes = flags.check(CALL);
+        let (rt, modes) = opening(self, CALL, None, flags);
         let (me, n) = (self.rank, self.size);
         let d = dst.mine(CALL, "dst", modes, me, n);
         let s = src.mine(CALL, "src", modes, me, n);
         let all = total(CALL, nbytes, n);
         let srcs = mapped(rt, self, CALL, src.list(), |_| all);
         let m = method(Operation::Exchange, n, nbytes, srcs.is_some());
-        let w = words(3, flags, m, &[nbytes as u64], &[dst.list(), src.list()]);
+        let w = movement_words(3, flags, m, None, nbytes, [dst.list(), src.list()]);
         let inner: Box<dyn Collective> = match (m, srcs) {
-            (Method::Shared, Some(srcs)) => shared_op(
-                self,
-                modes,
-                (0..n)
-                    .flat_map(|reader| (0..n).map(move |owner| (reader, owner)))
-                    .map(|(reader, owner)| {
-                        let dst = if reader == me {
-                            d as usize + owner as usize * nbytes
-                        } else {
-                            0
-                        };
-                        let src = srcs[owner as usize] + reader as usize * nbytes;
-                        (
-                            reader,
-                            Pull {
-                                owner,
-                                src,
-                                dst,
-                                len: nbytes,
-                            },
-                        )
-                    })
-                    .collect(),
-            ),
+            (Method::Shared, Some(srcs)) => {
+                let one = Images::one_each(n);
+                let all = pulls::all_to_all(&one, me, &srcs, nbytes, &[d], nbytes);
+                shared_op(self, modes, all)
+            }
             _ => {
                 let at = me as usize * nbytes;
                 // SAFETY: the caller's contract: both hold every block.
@@ -478,8 +423,7 @@ impl Team {
         flags: CollFlags,
     ) -> Event {
         const CALL: &str = "Team::permute_nb";
-        let rt = initiation(self, CALL);
-        let modes = flags.check(CALL);
+        let (rt, modes) = opening(self, CALL, None, flags);
         let (me, n) = (self.rank, self.size);
         let mut inverse = vec![Rank::MAX; n as usize];
         if perm.len() != n as usize {

@@ -4,13 +4,11 @@
 //! plain call with per-rank block counts; `images` has how.
 
 use super::flags::Addr;
-use super::images::{images_of, mapped_images, AddrList, Fanout, Images};
-use super::movement::broadcast_messages;
+use super::images::{images_of, mapped_images, AddrList, Fanout};
+use super::movement::{broadcast_messages, gather_all_staggered, layout, movement_words, opening};
 use super::select::{method, Method, Operation};
-use super::shared::Pull;
-use super::{gather_all, launch, mapped, rooted, shared_op, tree_of, words, CollFlags};
+use super::{gather_all, launch, mapped, pulls, rooted, shared_op, CollFlags};
 use crate::coll::engine::Collective;
-use crate::coll::{check_root, initiation};
 use crate::conduit::{Conduit, Rank};
 use crate::event::Event;
 use crate::team::Team;
@@ -36,12 +34,6 @@ fn replicate(to: &[*mut u8], len: usize) -> Vec<(usize, usize, usize)> {
         .collect()
 }
 
-/// Every image of the team as `(rank, index among the rank's images, team index)`,
-/// node-major.
-fn every_image(images: &Images, n: Rank) -> impl Iterator<Item = (Rank, usize, usize)> + '_ {
-    (0..n).flat_map(move |r| (0..images.of(r)).map(move |k| (r, k, images.first(r) + k)))
-}
-
 impl Team {
     /// The design document's `gasnet_coll_broadcasti_nb`: `nbytes` at the root's `src`
     /// to the `dst` of every image.
@@ -59,9 +51,7 @@ impl Team {
         flags: CollFlags,
     ) -> Event {
         const CALL: &str = "Team::broadcasti_nb";
-        let rt = initiation(self, CALL);
-        check_root(CALL, root, self.size);
-        let modes = flags.check(CALL);
+        let (rt, modes) = opening(self, CALL, Some(root), flags);
         let images = images_of(self, CALL);
         let (me, n) = (self.rank, self.size);
         let d = dst.mine(CALL, "dst", modes, &images, me);
@@ -74,34 +64,13 @@ impl Team {
             }
         });
         let m = method(Operation::Broadcast, n, nbytes, srcs.is_some());
-        let w = words(
-            7,
-            flags,
-            m,
-            &[root.into(), nbytes as u64],
-            &[dst.list(), src.list()],
-        );
+        let w = movement_words(7, flags, m, Some(root), nbytes, [dst.list(), src.list()]);
         let inner: Box<dyn Collective> = match (m, srcs) {
-            (Method::Shared, Some(srcs)) => shared_op(
-                self,
-                modes,
-                every_image(&images, n)
-                    .map(|(r, k, _)| {
-                        let dst = if r == me { d[k] as usize } else { 0 };
-                        let src = srcs[root as usize];
-                        let (owner, len) = (root, nbytes);
-                        (
-                            r,
-                            Pull {
-                                owner,
-                                src,
-                                dst,
-                                len,
-                            },
-                        )
-                    })
-                    .collect(),
-            ),
+            (Method::Shared, Some(srcs)) => {
+                let from = (srcs[root as usize], 0);
+                let all = pulls::scatter(&images, me, root, from, &d, nbytes);
+                shared_op(self, modes, all)
+            }
             _ => {
                 // SAFETY: the caller's contract, passed on (into the first image).
                 let op = unsafe { broadcast_messages(rt, self, m, root, d[0], s, nbytes) };
@@ -134,9 +103,7 @@ impl Team {
         flags: CollFlags,
     ) -> Event {
         const CALL: &str = "Team::scatteri_nb";
-        let rt = initiation(self, CALL);
-        check_root(CALL, root, self.size);
-        let modes = flags.check(CALL);
+        let (rt, modes) = opening(self, CALL, Some(root), flags);
         let images = images_of(self, CALL);
         let (me, n) = (self.rank, self.size);
         let d = dst.mine(CALL, "dst", modes, &images, me);
@@ -151,49 +118,19 @@ impl Team {
             |r| if r == root { all } else { 0 },
         );
         let m = method(Operation::Scatter, n, nbytes, srcs.is_some());
-        let w = words(
-            8,
-            flags,
-            m,
-            &[root.into(), nbytes as u64],
-            &[dst.list(), src.list()],
-        );
+        let w = movement_words(8, flags, m, Some(root), nbytes, [dst.list(), src.list()]);
         let inner: Box<dyn Collective> = match (m, srcs) {
-            (Method::Shared, Some(srcs)) => shared_op(
-                self,
-                modes,
-                every_image(&images, n)
-                    .map(|(r, k, i)| {
-                        let dst = if r == me { d[k] as usize } else { 0 };
-                        let src = srcs[root as usize] + i * nbytes;
-                        let (owner, len) = (root, nbytes);
-                        (
-                            r,
-                            Pull {
-                                owner,
-                                src,
-                                dst,
-                                len,
-                            },
-                        )
-                    })
-                    .collect(),
-            ),
+            (Method::Shared, Some(srcs)) => {
+                let from = (srcs[root as usize], nbytes);
+                let all = pulls::scatter(&images, me, root, from, &d, nbytes);
+                shared_op(self, modes, all)
+            }
             _ => {
                 let mut buf = vec![0u8; sizes[me as usize]];
                 // SAFETY: the caller's contract, passed on; `buf` lives in the
                 // operation until it completes.
                 let op = unsafe {
-                    rooted::Scatter::new(
-                        tree_of(m),
-                        me,
-                        n,
-                        root,
-                        &sizes,
-                        buf.as_mut_ptr(),
-                        s,
-                        rt.conduit.am_max_medium(),
-                    )
+                    rooted::Scatter::new(layout(rt, self, m, root, &sizes), buf.as_mut_ptr(), s)
                 };
                 let copies = d
                     .iter()
@@ -229,9 +166,7 @@ impl Team {
         flags: CollFlags,
     ) -> Event {
         const CALL: &str = "Team::gatheri_nb";
-        let rt = initiation(self, CALL);
-        check_root(CALL, root, self.size);
-        let modes = flags.check(CALL);
+        let (rt, modes) = opening(self, CALL, Some(root), flags);
         let images = images_of(self, CALL);
         let (me, n) = (self.rank, self.size);
         let d = dst.mine(CALL, "dst", modes, me, n);
@@ -239,52 +174,18 @@ impl Team {
         let sizes = images.sizes(CALL, nbytes);
         let srcs = mapped_images(rt, self, CALL, &images, src.list(), nbytes);
         let m = method(Operation::Gather, n, nbytes, srcs.is_some());
-        let w = words(
-            9,
-            flags,
-            m,
-            &[root.into(), nbytes as u64],
-            &[dst.list(), src.list()],
-        );
+        let w = movement_words(9, flags, m, Some(root), nbytes, [dst.list(), src.list()]);
         let inner: Box<dyn Collective> = match (m, srcs) {
-            (Method::Shared, Some(srcs)) => shared_op(
-                self,
-                modes,
-                every_image(&images, n)
-                    .map(|(r, _, i)| {
-                        let dst = if me == root {
-                            d as usize + i * nbytes
-                        } else {
-                            0
-                        };
-                        let (owner, src, len) = (r, srcs[i], nbytes);
-                        (
-                            root,
-                            Pull {
-                                owner,
-                                src,
-                                dst,
-                                len,
-                            },
-                        )
-                    })
-                    .collect(),
-            ),
+            (Method::Shared, Some(srcs)) => {
+                let all = pulls::gather(&images, me, root, &srcs, d, nbytes);
+                shared_op(self, modes, all)
+            }
             _ => {
                 // SAFETY: the caller's contract: every image's `src` is readable now.
                 let packed = unsafe { pack(&s, nbytes) };
                 // SAFETY: the caller's contract, passed on; `packed` is read here only.
                 Box::new(unsafe {
-                    rooted::Gather::new(
-                        tree_of(m),
-                        me,
-                        n,
-                        root,
-                        &sizes,
-                        d,
-                        packed.as_ptr(),
-                        rt.conduit.am_max_medium(),
-                    )
+                    rooted::Gather::new(layout(rt, self, m, root, &sizes), d, packed.as_ptr())
                 })
             }
         };
@@ -314,8 +215,7 @@ impl Team {
         flags: CollFlags,
     ) -> Event {
         const CALL: &str = "Team::gather_alli_nb";
-        let rt = initiation(self, CALL);
-        let modes = flags.check(CALL);
+        let (rt, modes) = opening(self, CALL, None, flags);
         let images = images_of(self, CALL);
         let (me, n) = (self.rank, self.size);
         let d = dst.mine(CALL, "dst", modes, &images, me);
@@ -324,54 +224,21 @@ impl Team {
         let all = images.total() * nbytes;
         let srcs = mapped_images(rt, self, CALL, &images, src.list(), nbytes);
         let m = method(Operation::GatherAll, n, nbytes, srcs.is_some());
-        let w = words(10, flags, m, &[nbytes as u64], &[dst.list(), src.list()]);
+        let w = movement_words(10, flags, m, None, nbytes, [dst.list(), src.list()]);
         let chunk = rt.conduit.am_max_medium();
         let inner: Box<dyn Collective> = match (m, srcs) {
-            (Method::Shared, Some(srcs)) => shared_op(
-                self,
-                modes,
-                every_image(&images, n)
-                    .flat_map(|(r, k, _)| every_image(&images, n).map(move |j| (r, k, j)))
-                    .map(|(r, k, (owner, _, j))| {
-                        let dst = if r == me {
-                            d[k] as usize + j * nbytes
-                        } else {
-                            0
-                        };
-                        let (src, len) = (srcs[j], nbytes);
-                        (
-                            r,
-                            Pull {
-                                owner,
-                                src,
-                                dst,
-                                len,
-                            },
-                        )
-                    })
-                    .collect(),
-            ),
+            (Method::Shared, Some(srcs)) => {
+                let all = pulls::all_to_all(&images, me, &srcs, 0, &d, nbytes);
+                shared_op(self, modes, all)
+            }
             (Method::Staggered, _) => {
                 // SAFETY: the caller's contract: every image's `src` is readable now.
                 let packed = unsafe { pack(&s, nbytes) };
-                let at = images.first(me) * nbytes;
                 // SAFETY: the caller's contract: the first image's `dst` holds every
-                // block.
-                unsafe {
-                    std::ptr::copy_nonoverlapping(packed.as_ptr(), d[0].add(at), packed.len())
+                // block; `packed` lives in the operation until it completes.
+                let op = unsafe {
+                    gather_all_staggered(CALL, self, &images, d[0], packed.as_ptr(), nbytes)
                 };
-                let order = gather_all::Staggered::staggered(me, n);
-                let op = gather_all::Staggered::new(
-                    CALL,
-                    d[0],
-                    order
-                        .clone()
-                        .map(|to| (to, packed.as_ptr(), packed.len()))
-                        .collect(),
-                    order
-                        .map(|from| (from, images.first(from) * nbytes, sizes[from as usize]))
-                        .collect(),
-                );
                 Box::new(Fanout::new(Box::new(op), vec![packed], replicate(&d, all)))
             }
             _ => {
@@ -411,8 +278,7 @@ impl Team {
         flags: CollFlags,
     ) -> Event {
         const CALL: &str = "Team::exchangei_nb";
-        let rt = initiation(self, CALL);
-        let modes = flags.check(CALL);
+        let (rt, modes) = opening(self, CALL, None, flags);
         let images = images_of(self, CALL);
         let (me, n) = (self.rank, self.size);
         let d = dst.mine(CALL, "dst", modes, &images, me);
@@ -421,33 +287,13 @@ impl Team {
         let all = images.total() * nbytes;
         let srcs = mapped_images(rt, self, CALL, &images, src.list(), all);
         let m = method(Operation::Exchange, n, nbytes, srcs.is_some());
-        let w = words(11, flags, m, &[nbytes as u64], &[dst.list(), src.list()]);
+        let w = movement_words(11, flags, m, None, nbytes, [dst.list(), src.list()]);
         let (mine, first) = (images.of(me), images.first(me));
         let inner: Box<dyn Collective> = match (m, srcs) {
-            (Method::Shared, Some(srcs)) => shared_op(
-                self,
-                modes,
-                every_image(&images, n)
-                    .flat_map(|(r, k, j)| every_image(&images, n).map(move |i| (r, k, j, i)))
-                    .map(|(r, k, j, (owner, _, i))| {
-                        let dst = if r == me {
-                            d[k] as usize + i * nbytes
-                        } else {
-                            0
-                        };
-                        let (src, len) = (srcs[i] + j * nbytes, nbytes);
-                        (
-                            r,
-                            Pull {
-                                owner,
-                                src,
-                                dst,
-                                len,
-                            },
-                        )
-                    })
-                    .collect(),
-            ),
+            (Method::Shared, Some(srcs)) => {
+                let all = pulls::all_to_all(&images, me, &srcs, nbytes, &d, nbytes);
+                shared_op(self, modes, all)
+            }
             _ => {
                 // Blocks between this rank's own images.
                 for (k, &from) in s.iter().enumerate() {

@@ -74,6 +74,18 @@ impl Shape {
     }
 }
 
+/// Where a rooted operation runs: along `tree` over a team of `n` from `root`, at team
+/// rank `me`, with `sizes[r]` bytes for rank `r`, in messages of at most `chunk` bytes.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Layout<'a> {
+    pub(crate) tree: Tree,
+    pub(crate) me: Rank,
+    pub(crate) n: Rank,
+    pub(crate) root: Rank,
+    pub(crate) sizes: &'a [usize],
+    pub(crate) chunk: usize,
+}
+
 /// A scatter in flight at this rank.
 pub(crate) struct Scatter {
     dst: usize,
@@ -96,17 +108,15 @@ impl Scatter {
     /// # Safety
     /// At the root `src` must be readable for the sum of `sizes` during this call;
     /// `dst` writable for `sizes[me]` bytes until the operation completes.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) unsafe fn new(
-        tree: Tree,
-        me: Rank,
-        n: Rank,
-        root: Rank,
-        sizes: &[usize],
-        dst: *mut u8,
-        src: *const u8,
-        chunk: usize,
-    ) -> Scatter {
+    pub(crate) unsafe fn new(at: Layout<'_>, dst: *mut u8, src: *const u8) -> Scatter {
+        let Layout {
+            tree,
+            me,
+            n,
+            root,
+            sizes,
+            chunk,
+        } = at;
         let shape = Shape::new(me, n, root, sizes);
         let (start, len) = shape.range(tree, shape.v);
         let buf = if me == root {
@@ -202,17 +212,15 @@ impl Gather {
     /// # Safety
     /// `src` must be readable for `sizes[me]` bytes during this call; at the root `dst`
     /// writable for the sum of `sizes` until the operation completes.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) unsafe fn new(
-        tree: Tree,
-        me: Rank,
-        n: Rank,
-        root: Rank,
-        sizes: &[usize],
-        dst: *mut u8,
-        src: *const u8,
-        chunk: usize,
-    ) -> Gather {
+    pub(crate) unsafe fn new(at: Layout<'_>, dst: *mut u8, src: *const u8) -> Gather {
+        let Layout {
+            tree,
+            me,
+            n,
+            root,
+            sizes,
+            chunk,
+        } = at;
         let shape = Shape::new(me, n, root, sizes);
         let (start, len) = shape.range(tree, shape.v);
         let mut buf = vec![0; len];
