@@ -7,37 +7,17 @@
 //! `coll_design_scan.rs`.
 mod common;
 
+use common::coll::{attach, finalize, flags, init, local};
+
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use common::pattern;
 use gex::coll::{set_method, Addr, CollFlags, Method, Operation};
 use gex::testing::spmd;
-use gex::{Client, Event, Flags, Rank, Segment, Team};
+use gex::{Event, Rank, Team};
 
 const MIB: usize = 1 << 20;
 const SIZES: [usize; 5] = [0, 1, 7, 3969, 70_001];
-
-fn init(name: &str) -> Team {
-    let (_client, _ep, team) = Client::init(name, Flags::NONE).unwrap();
-    team
-}
-
-fn finalize(team: &Team) {
-    team.barrier();
-    team.client().finalize();
-}
-
-fn flags(input: CollFlags, output: CollFlags, scope: CollFlags) -> CollFlags {
-    input | output | scope
-}
-
-fn local() -> CollFlags {
-    flags(
-        CollFlags::IN_MYSYNC,
-        CollFlags::OUT_MYSYNC,
-        CollFlags::LOCAL,
-    )
-}
 
 /// A data-movement collective with its single-valued arguments.
 #[derive(Debug, Clone)]
@@ -239,13 +219,6 @@ fn data_movement_on_split_teams() {
 const SRC_AT: usize = 0;
 fn dst_at(n: Rank, nb: usize) -> usize {
     (n as usize * nb).div_ceil(64) * 64 + 64
-}
-
-fn attach(team: &Team, bytes: usize) -> (Segment, Vec<usize>) {
-    let size = bytes.div_ceil(gex::PAGE_SIZE) * gex::PAGE_SIZE;
-    let seg = Segment::attach(team, size).unwrap();
-    let bases = common::segment_bases(team);
-    (seg, bases)
 }
 
 /// SINGLE addressing ("every node provides addresses for the source(s) and

@@ -6,22 +6,14 @@
 //! with LOCAL and SINGLE address lists; and `coll_init`'s own rules.
 mod common;
 
+use common::coll::{finalize, init, local};
+
 use common::pattern;
 use gex::coll::{set_method, Addr, AddrList, CollFlags, Method, Operation};
 use gex::testing::spmd;
-use gex::{Client, Event, Flags, Rank, Segment, Team};
+use gex::{Event, Rank, Segment, Team};
 
 const MIB: usize = 1 << 20;
-
-fn init(name: &str) -> Team {
-    let (_client, _ep, team) = Client::init(name, Flags::NONE).unwrap();
-    team
-}
-
-fn finalize(team: &Team) {
-    team.barrier();
-    team.client().finalize();
-}
 
 /// The images of rank `r`.
 fn count(r: Rank) -> usize {
@@ -194,10 +186,6 @@ fn kinds(n: Rank) -> Vec<Kind> {
         ]);
     }
     all
-}
-
-fn local() -> CollFlags {
-    CollFlags::IN_MYSYNC | CollFlags::OUT_MYSYNC | CollFlags::LOCAL
 }
 
 /// Every kind with LOCAL lists, the message methods of each forced in turn, all of a

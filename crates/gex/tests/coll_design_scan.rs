@@ -4,32 +4,12 @@
 //! operation, on 1 to 5 ranks, each method forced in turn.
 mod common;
 
-use gex::coll::{set_method, CollFlags, Method, Operation};
+use common::coll::{finalize, init, local};
+
+use gex::coll::{set_method, Method, Operation};
 use gex::ops::{Dt, Op};
 use gex::testing::spmd;
-use gex::{Client, Flags, Rank, Team};
-
-fn init(name: &str) -> Team {
-    let (_client, _ep, team) = Client::init(name, Flags::NONE).unwrap();
-    team
-}
-
-fn finalize(team: &Team) {
-    team.barrier();
-    team.client().finalize();
-}
-
-fn flags(input: CollFlags, output: CollFlags, scope: CollFlags) -> CollFlags {
-    input | output | scope
-}
-
-fn local() -> CollFlags {
-    flags(
-        CollFlags::IN_MYSYNC,
-        CollFlags::OUT_MYSYNC,
-        CollFlags::LOCAL,
-    )
-}
+use gex::{Rank, Team};
 
 /// A contribution for the prefix reductions: distinct per rank and element, small
 /// enough that sums of five are exact in `f32`.

@@ -5,40 +5,13 @@
 //! shared-memory method (SINGLE), and AGGREGATE ("Current proposal").
 mod common;
 
+use common::coll::{attach, finalize, flags, init, local};
+
 use std::time::{Duration, Instant};
 
 use gex::coll::{set_method, Addr, CollFlags, Method, Operation};
 use gex::testing::spmd;
-use gex::{Client, Event, Flags, Rank, Segment, Team};
-
-fn init(name: &str) -> Team {
-    let (_client, _ep, team) = Client::init(name, Flags::NONE).unwrap();
-    team
-}
-
-fn finalize(team: &Team) {
-    team.barrier();
-    team.client().finalize();
-}
-
-fn flags(input: CollFlags, output: CollFlags, scope: CollFlags) -> CollFlags {
-    input | output | scope
-}
-
-fn local() -> CollFlags {
-    flags(
-        CollFlags::IN_MYSYNC,
-        CollFlags::OUT_MYSYNC,
-        CollFlags::LOCAL,
-    )
-}
-
-fn attach(team: &Team, bytes: usize) -> (Segment, Vec<usize>) {
-    let size = bytes.div_ceil(gex::PAGE_SIZE) * gex::PAGE_SIZE;
-    let seg = Segment::attach(team, size).unwrap();
-    let bases = common::segment_bases(team);
-    (seg, bases)
-}
+use gex::{Event, Flags, Rank, Segment, Team};
 
 /// "There are no default values for these three categories of flags. The client must
 /// provide exactly one flag value from each": a missing or doubled category, and an

@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub(crate) mod am;
+pub(crate) mod coll;
 
 use std::cell::Cell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
