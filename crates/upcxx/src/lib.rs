@@ -83,10 +83,11 @@ pub use progress::{
 pub use rma::{
     rget, rget_into, rget_into_with, rget_with, rput, rput_slice, rput_slice_with, rput_with,
 };
-pub use rpc::{rpc, rpc_ff, rpc_ff_in, rpc_ff_with, rpc_in, rpc_with};
+pub use rpc::{rpc, rpc_ff, rpc_ff_with, rpc_with};
 pub use runtime::{backend, barrier, finalize, init, initialized, rank_me, rank_n, Rank};
 pub use serialization::{make_seq_view, make_view, SeqView, Trivial, View};
 pub use team::{local_team, local_team_contains, world, EntryBarrier, Team, TeamId, COLOR_NONE};
+pub use team::{rpc_ff_in, rpc_in};
 
 /// Drives a `std::future::Future` to completion on this thread, making user-level
 /// progress between polls, so `async` code can `.await` UPC++ futures.

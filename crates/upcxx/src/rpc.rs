@@ -118,7 +118,6 @@ use serde::Serialize;
 use crate::future::{fits_cell, Future, FutureValue, ReplyCell, State};
 use crate::runtime::state::{rt, Rank, Setup};
 use crate::serialization::{Error, Reader, Rerun, Serialization, Writer};
-use crate::team::Team;
 use function::function_offset;
 use inbox::{KIND_REPLY, KIND_REPLY_UNIT, KIND_RPC};
 use incoming::Incoming;
@@ -330,35 +329,6 @@ fn numbered_seq() -> u32 {
         b.set((next + 1, end));
         next
     })
-}
-
-/// [`rpc_ff`] to the process with rank `rank` in `team` (UPC++
-/// `rpc_ff(team, recipient, func, args...)`, §9.2).
-///
-/// # Panics
-/// As [`rpc_ff`]; if `rank` is not a rank of `team`.
-#[track_caller]
-pub fn rpc_ff_in<F, A>(team: &Team, rank: Rank, func: F, args: A)
-where
-    F: RpcFn<A>,
-    A: RpcArgs,
-{
-    rpc_ff(team[rank], func, args)
-}
-
-/// [`rpc`] to the process with rank `rank` in `team` (UPC++
-/// `rpc(team, recipient, func, args...)`, §9.3).
-///
-/// # Panics
-/// As [`rpc`]; if `rank` is not a rank of `team`.
-#[track_caller]
-pub fn rpc_in<F, A>(team: &Team, rank: Rank, func: F, args: A) -> Future<RpcValue<F, A>>
-where
-    F: RpcFn<A>,
-    A: RpcArgs,
-    RpcValue<F, A>: Serialize + DeserializeOwned,
-{
-    rpc(team[rank], func, args)
 }
 
 /// Runs `func(args...)` on `rank` during its master persona's user-level progress and

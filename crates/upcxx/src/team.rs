@@ -519,3 +519,32 @@ fn invalid_team(call: &str) -> ! {
          team::color_none; it can only be dropped (UPC++ spec §11.3.1 ¶22)"
     )
 }
+
+/// [`rpc_ff`](crate::rpc_ff) to the process with rank `rank` in `team` (UPC++
+/// `rpc_ff(team, recipient, func, args...)`, §9.2).
+///
+/// # Panics
+/// As [`rpc_ff`](crate::rpc_ff); if `rank` is not a rank of `team`.
+#[track_caller]
+pub fn rpc_ff_in<F, A>(team: &Team, rank: Rank, func: F, args: A)
+where
+    F: crate::rpc::RpcFn<A>,
+    A: crate::rpc::RpcArgs,
+{
+    crate::rpc::rpc_ff(team[rank], func, args)
+}
+
+/// [`rpc`](crate::rpc) to the process with rank `rank` in `team` (UPC++
+/// `rpc(team, recipient, func, args...)`, §9.3).
+///
+/// # Panics
+/// As [`rpc`](crate::rpc); if `rank` is not a rank of `team`.
+#[track_caller]
+pub fn rpc_in<F, A>(team: &Team, rank: Rank, func: F, args: A) -> Future<crate::rpc::RpcValue<F, A>>
+where
+    F: crate::rpc::RpcFn<A>,
+    A: crate::rpc::RpcArgs,
+    crate::rpc::RpcValue<F, A>: serde::Serialize + serde::de::DeserializeOwned,
+{
+    crate::rpc::rpc(team[rank], func, args)
+}
