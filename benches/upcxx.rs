@@ -1,6 +1,10 @@
 //! Multi-rank benchmarks of the UPC++ layer against the `gex` layer it runs on:
 //! `cargo bench --bench upcxx`.
 //!
+//! Over 600 lines on purpose: the file is the table of figures (its docs), each
+//! figure's short measuring function, and the driver that relates them; the shared
+//! parts live in `benches/common/` and `benches/upcxx/`.
+//!
 //! The bench process is the driver: it runs this same executable as one 2-rank job,
 //! prints a table and writes `<target>/bench-results/upcxx.json` (see `common/mod.rs`;
 //! same format as `gex.json`).

@@ -1,5 +1,8 @@
 //! The event table: every event tag this implementation reports, in one place.
 //!
+//! One file on purpose: the table is one list, read top to bottom, and it is the single
+//! source of the constants, the tools' lookups, the C header and the typed builders.
+//!
 //! GASP §3.5 asks for macros mapping symbolic event names to 32-bit tags, and §5.4 lists
 //! the UPC system events with their argument lists. This module is the single source of
 //! those facts: the Rust constants, the table the tools read ([`EVENTS`]), the C header

@@ -1,5 +1,8 @@
 //! Collectives (UPC++ spec ch. 12): barriers, broadcasts and reductions over any team.
 //!
+//! One file on purpose (the per-type operations are in `coll/ops.rs`): barrier, broadcast
+//! and the reductions share the initiation, completion and checking code shown here.
+//!
 //! ```
 //! use upcxx::team::world;
 //! use upcxx::{op_fast_add, operation_cx, Promise};
