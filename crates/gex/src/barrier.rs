@@ -15,12 +15,11 @@
 //! receiver accepts either. Within a host a round is one cache-line transfer.
 //! `GEX_COLL_BARRIER=am` forces messages everywhere.
 
-use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::Mutex;
 
 use crate::am::{AmEntry, AmIndex, AmRole, Token};
-use crate::conduit::{Conduit, Network, OpHandle};
+use crate::conduit::{Conduit, Network};
 use crate::context::check_may_communicate;
 use crate::event::Event;
 use crate::runtime::{runtime, Runtime};
@@ -29,30 +28,48 @@ use crate::team::Team;
 /// Internal handler index of barrier signals.
 pub(crate) const BARRIER_HANDLER: AmIndex = 1;
 const MAX_ROUNDS: usize = 32;
+const ROUND_BITS: u32 = 6;
 
 /// The barrier's state in this process (one primordial team).
 static STATE: BarrierState = BarrierState {
     arrivals: [const { [const { AtomicU32::new(0) }; MAX_ROUNDS] }; 2],
+    completed: AtomicU64::new(0),
+    awaiting: AtomicU64::new(0),
     inner: Mutex::new(Inner {
-        epoch: 0,
+        started: 0,
         round: 0,
         sent: false,
-        queue: VecDeque::new(),
     }),
 };
 
+/// Barriers are numbered in the order this rank initiates them (their epochs): they run
+/// one after another, so no rank is more than one barrier ahead of another in its
+/// rounds, and barrier `e` is complete once `completed > e`. An event of a barrier is
+/// its epoch, with nothing to allocate.
 struct BarrierState {
     arrivals: [[AtomicU32; MAX_ROUNDS]; 2],
+    /// How many barriers of this rank are complete: the epoch of the one under way, if
+    /// any.
+    completed: AtomicU64,
+    /// What the rounds wait for, when it is a signal: the round in the low
+    /// [`ROUND_BITS`] bits and the mark above, else 0. Read without `inner`, so a poll
+    /// that finds nothing arrived takes no lock.
+    awaiting: AtomicU64,
+    /// The rounds of barrier `completed`, advanced by one thread at a time.
     inner: Mutex<Inner>,
 }
 
 struct Inner {
-    epoch: u64,
+    /// How many barriers this rank has initiated.
+    started: u64,
     round: usize,
     sent: bool,
-    /// The barriers initiated here and not complete, oldest first: they run one after
-    /// another, so no rank is more than one barrier ahead of another in its rounds.
-    queue: VecDeque<Arc<OpHandle>>,
+}
+
+/// Whether barrier `epoch` of this rank is complete.
+#[inline]
+pub(crate) fn is_complete(epoch: u64) -> bool {
+    STATE.completed.load(Ordering::Acquire) > epoch
 }
 
 fn signal(_token: &Token<'_>, args: &[u32]) {
@@ -83,24 +100,41 @@ fn signal_words() -> bool {
 /// runtime by client initialization, and called by progress while a barrier is under
 /// way (between `barrier_nb` and the completion of its rounds).
 pub(crate) fn advance(rt: &Runtime) {
-    let Ok(mut st) = STATE.inner.try_lock() else {
-        return; // another thread is advancing it
-    };
+    let awaiting = STATE.awaiting.load(Ordering::Acquire);
+    if awaiting != 0 {
+        let (round, mark) = (
+            (awaiting & ((1 << ROUND_BITS) - 1)) as usize,
+            awaiting >> ROUND_BITS,
+        );
+        if rt.conduit.signal_value(round) < mark
+            && STATE.arrivals[((mark - 1) & 1) as usize][round].load(Ordering::Acquire) == 0
+        {
+            return; // nothing arrived
+        }
+    }
+    if let Ok(mut st) = STATE.inner.try_lock() {
+        advance_locked(rt, &mut st);
+    } // else another thread is advancing it
+}
+
+/// [`advance`] by the thread holding `inner`.
+fn advance_locked(rt: &Runtime, st: &mut Inner) {
     let (me, n) = (rt.conduit.rank(), rt.conduit.size());
-    while let Some(op) = st.queue.front().cloned() {
-        let parity = (st.epoch & 1) as usize;
+    // Only the thread holding `inner` changes `completed`.
+    let mut epoch = STATE.completed.load(Ordering::Relaxed);
+    while epoch < st.started {
+        let parity = (epoch & 1) as usize;
         if st.round == rounds(n) {
-            st.queue.pop_front();
-            st.epoch += 1;
+            epoch += 1;
             st.round = 0;
             st.sent = false;
             rt.stop_advancing(advance);
-            op.complete();
+            STATE.completed.store(epoch, Ordering::Release);
             continue;
         }
         // Barrier `epoch` marks its rounds' signal words with `epoch + 1`: the words
         // only grow, so a signal of a later barrier also satisfies this one's round.
-        let mark = st.epoch + 1;
+        let mark = epoch + 1;
         let word = st.round < rt.conduit.signal_slots() && signal_words();
         if !st.sent {
             let peer = ((me as u64 + (1u64 << st.round)) % n as u64) as u32;
@@ -129,10 +163,15 @@ pub(crate) fn advance(rt: &Runtime) {
         if !(word && rt.conduit.signal_value(st.round) >= mark) {
             let arrived = &STATE.arrivals[parity][st.round];
             if arrived.load(Ordering::Acquire) == 0 {
+                if word {
+                    let awaiting = mark << ROUND_BITS | st.round as u64;
+                    STATE.awaiting.store(awaiting, Ordering::Release);
+                }
                 return;
             }
             arrived.fetch_sub(1, Ordering::AcqRel);
         }
+        STATE.awaiting.store(0, Ordering::Relaxed);
         st.round += 1;
         st.sent = false;
     }
@@ -150,18 +189,20 @@ impl Team {
             return self.team_barrier_nb();
         }
         let span = gasp::span!(GASP_UPC_NOTIFY, 0, 0);
-        let op = OpHandle::new();
-        {
+        let epoch = {
             let mut st = STATE.inner.lock().unwrap_or_else(|e| e.into_inner());
-            st.queue.push_back(Arc::clone(&op));
+            let epoch = st.started;
+            st.started += 1;
             rt.start_advancing(advance);
-        }
+            // Signal the first round now if the barriers before it are done.
+            advance_locked(rt, &mut st);
+            epoch
+        };
         // Poll once even when the barrier needs no signal (one rank), so a program
         // that only synchronizes still runs the handlers of messages sent to it.
         rt.progress();
-        advance(rt);
         gasp::end!(span, 0, 0);
-        Event::barrier(op)
+        Event::barrier(epoch)
     }
 
     /// Blocks until every rank of the team has entered the barrier.

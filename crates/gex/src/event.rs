@@ -4,7 +4,8 @@
 //! An [`Event`] is the handle of one explicit-event (NB) operation. An operation the
 //! conduit finished before returning (every operation on shared memory) yields
 //! [`Event::invalid`], the spec's `GEX_EVENT_INVALID`, at no cost; a pending one holds
-//! the conduit's operation handles. `test` never polls; `wait` polls until done.
+//! the conduit's operation handles, or for the primordial team's barrier just its epoch
+//! (no allocation). `test` never polls; `wait` polls until done.
 //!
 //! Implicit-event (NBI) operations are tracked per thread, by [`EventCategory`], or in
 //! the thread's open access region, whose end yields one event for all of them.
@@ -20,7 +21,20 @@ use crate::runtime::{runtime, Runtime};
 #[must_use = "an event must be synchronized with test or wait"]
 #[derive(Debug, Default)]
 pub struct Event {
-    state: Option<Arc<EventState>>,
+    state: State,
+}
+
+#[derive(Debug, Default)]
+enum State {
+    /// `GEX_EVENT_INVALID`: nothing left to synchronize.
+    #[default]
+    Invalid,
+    /// Pending operations of the conduit.
+    Ops(Arc<EventState>),
+    /// The split-phase barrier of the primordial team with this epoch: waiting for it
+    /// is the barrier's wait half (GASP §5.4.2 `GASP_UPC_WAIT`), not the sync of a
+    /// non-blocking operation.
+    Barrier(u64),
 }
 
 #[derive(Debug, Default)]
@@ -29,57 +43,69 @@ struct EventState {
     ops: Vec<Arc<OpHandle>>,
     /// The local-completion leaf (source buffer reusable), when tracked separately.
     lc: Option<Arc<OpHandle>>,
-    /// The event of a split-phase barrier: waiting for it is the barrier's wait half
-    /// (GASP §5.4.2 `GASP_UPC_WAIT`), not the sync of a non-blocking operation.
-    barrier: bool,
 }
 
 impl Event {
     /// The event of an operation that is already complete (`GEX_EVENT_INVALID`).
     pub const fn invalid() -> Event {
-        Event { state: None }
+        Event {
+            state: State::Invalid,
+        }
     }
 
     pub(crate) fn from_completion(c: Completion) -> Event {
         match c {
             Completion::Done => Event::invalid(),
-            Completion::Pending(op) => Event::from_ops(vec![op], None, false),
+            Completion::Pending(op) => Event::from_ops(vec![op], None),
         }
     }
 
-    /// The event of a split-phase barrier, complete when `op` is (invalid if it already
-    /// is: there is nothing to wait for, as with any operation complete at return).
-    pub(crate) fn barrier(op: Arc<OpHandle>) -> Event {
-        Event::from_ops(vec![op], None, true)
+    /// The event of the primordial team's split-phase barrier of this epoch (invalid if
+    /// it is already complete: there is nothing to wait for, as with any operation
+    /// complete at return).
+    pub(crate) fn barrier(epoch: u64) -> Event {
+        if crate::barrier::is_complete(epoch) {
+            Event::invalid()
+        } else {
+            Event {
+                state: State::Barrier(epoch),
+            }
+        }
     }
 
-    fn from_ops(ops: Vec<Arc<OpHandle>>, lc: Option<Arc<OpHandle>>, barrier: bool) -> Event {
+    fn from_ops(ops: Vec<Arc<OpHandle>>, lc: Option<Arc<OpHandle>>) -> Event {
         if ops.iter().all(|o| o.is_done()) && lc.as_ref().is_none_or(|o| o.is_done()) {
             Event::invalid()
         } else {
             Event {
-                state: Some(Arc::new(EventState { ops, lc, barrier })),
+                state: State::Ops(Arc::new(EventState { ops, lc })),
             }
         }
     }
 
     /// The GASP handle of the operation (GASP §5.4.6): `GASP_NB_TRIVIAL` for an
-    /// operation already complete, else an id unique among pending events.
+    /// operation already complete, else an id unique among pending events (an address
+    /// for operations; a barrier's epoch with the top bit set, which no address has).
     pub(crate) fn gasp_handle(&self) -> u64 {
-        self.state
-            .as_ref()
-            .map_or(gasp::events::NB_TRIVIAL, |s| Arc::as_ptr(s) as u64)
+        match &self.state {
+            State::Invalid => gasp::events::NB_TRIVIAL,
+            State::Ops(s) => Arc::as_ptr(s) as u64,
+            State::Barrier(epoch) => epoch | 1 << 63,
+        }
     }
 
     /// True for `GEX_EVENT_INVALID`: nothing left to synchronize.
     pub fn is_invalid(&self) -> bool {
-        self.state.is_none()
+        matches!(self.state, State::Invalid)
     }
 
+    #[inline]
     fn is_done(&self) -> bool {
-        self.state
-            .as_ref()
-            .is_none_or(|s| s.ops.iter().all(|o| o.is_done()))
+        match &self.state {
+            State::Invalid => true,
+            State::Ops(s) => s.ops.iter().all(|o| o.is_done()),
+            State::Barrier(epoch) => crate::barrier::is_complete(*epoch),
+        }
     }
 
     /// GASNet-EX `gex_Event_Test`: true if complete (the event is then consumed and set
@@ -116,7 +142,7 @@ impl Event {
     /// `GASP_UPC_NB_SYNC` with its handle, or `GASP_UPC_WAIT` for a barrier's event.
     #[track_caller]
     fn sync_reported(&self, wait: impl FnOnce()) {
-        if self.state.as_ref().is_some_and(|s| s.barrier) {
+        if let State::Barrier(_) = self.state {
             let span = gasp::span!(GASP_UPC_WAIT, 0, 0);
             wait();
             gasp::end!(span, 0, 0);
@@ -211,12 +237,15 @@ impl Event {
         if category != EventCategory::LC {
             panic!("gex::Event::query_leaf: only EventCategory::LC has leaf events");
         }
-        match self.state.as_ref().and_then(|s| s.lc.clone()) {
+        let lc = match &self.state {
+            State::Ops(s) => s.lc.clone(),
+            State::Invalid | State::Barrier(_) => None,
+        };
+        match lc {
             Some(lc) if !lc.is_done() => Event {
-                state: Some(Arc::new(EventState {
+                state: State::Ops(Arc::new(EventState {
                     ops: vec![lc],
                     lc: None,
-                    barrier: false,
                 })),
             },
             _ => Event::invalid(),
@@ -391,7 +420,7 @@ pub fn nbi_begin_access_region() {
 pub fn nbi_end_access_region() -> Event {
     let ops = NBI.with(|n| n.borrow_mut().region.take());
     match ops {
-        Some(ops) => Event::from_ops(ops, None, false),
+        Some(ops) => Event::from_ops(ops, None),
         None => panic!("gex::nbi_end_access_region: no access region is open on this thread"),
     }
 }
