@@ -26,7 +26,7 @@
 //!
 //! The files: `tree` (the shapes), `chunks` (buffers in messages), `engine` (matching,
 //! messages, progress), `barrier`, `broadcast`, `reduce` (data types and operations),
-//! `reduction` (the reductions), `gather` and `split` (teams).
+//! `reduction` (the reductions) and `split` (teams).
 //!
 //! The collectives of the GASNet collectives design document (broadcast, scatter,
 //! gather, gather-all, exchange, permute, prefix reduction, with its sync modes, SINGLE and
@@ -37,7 +37,6 @@ mod broadcast;
 mod chunks;
 pub mod design;
 mod engine;
-mod gather;
 pub mod reduce;
 mod reduction;
 mod split;

@@ -226,3 +226,29 @@ fn total(call: &str, nbytes: usize, n: Rank) -> usize {
         panic!("gex::{call}: {n} blocks of {nbytes} bytes overflow the address space")
     })
 }
+
+/// Gathers `nbytes` at `mine` from every rank into `dst` (rank `r`'s block at
+/// `r * nbytes`), staggered: the exchange of a team split.
+///
+/// # Safety
+/// `mine` must be readable for `nbytes` and `dst` writable for `size() * nbytes` bytes
+/// until the operation completes.
+pub(in crate::coll) unsafe fn all_gather(
+    call: &'static str,
+    team: &crate::team::Team,
+    dst: *mut u8,
+    mine: *const u8,
+    nbytes: usize,
+) -> impl super::engine::Collective {
+    // SAFETY: the caller's contract, passed on.
+    unsafe {
+        movement::gather_all_staggered(
+            call,
+            team,
+            &images::Images::one_each(team.size),
+            dst,
+            mine,
+            nbytes,
+        )
+    }
+}

@@ -2,17 +2,12 @@
 //! the parent team and the team.
 //!
 //! A split exchanges one record per parent member, (color, key, the id the new team
-//! will have in that member's process): a flat gather at rank 0, then a broadcast of
-//! the table. Each member then computes its team alone: the members of its color,
+//! will have in that member's process), with the staggered gather-all of the design
+//! document's collectives. Each member then computes its team alone: the members of its color,
 //! ordered by key, ties broken by parent rank.
 
-use std::sync::{Arc, Mutex};
-
-use super::broadcast::Broadcast;
 use super::engine;
-use super::gather::Gather;
-use super::tree::Tree;
-use crate::conduit::{Conduit, Rank};
+use crate::conduit::Rank;
 use crate::context::check_may_communicate;
 use crate::event::Event;
 use crate::runtime::runtime;
@@ -73,38 +68,17 @@ impl Team {
         record[8..12].copy_from_slice(&key.to_le_bytes());
         record[12..].copy_from_slice(&new_id.to_le_bytes());
 
-        let n = self.size as usize;
-        let gathered = Arc::new(Mutex::new(vec![0u8; RECORD * n]));
-        let gather = Gather::new(record.to_vec(), n, Arc::clone(&gathered));
+        let mut table = vec![0u8; RECORD * self.size as usize];
+        // SAFETY: `record` and `table` outlive the wait below.
+        let exchange = unsafe {
+            super::design::all_gather(CALL, self, table.as_mut_ptr(), record.as_ptr(), RECORD)
+        };
         Event::from_completion(crate::conduit::Completion::Pending(engine::start(
             rt,
             self,
             CALL,
             engine::digest(&[5]),
-            Box::new(gather),
-        )))
-        .wait();
-        let mut table = gathered.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        let chunk = rt.conduit.am_max_medium();
-        let mut bcast = Broadcast::new(
-            Tree::Binomial,
-            self.rank,
-            self.size,
-            0,
-            table.as_mut_ptr(),
-            table.len(),
-            0,
-            chunk,
-        );
-        if self.rank == 0 {
-            bcast.root_ready();
-        }
-        Event::from_completion(crate::conduit::Completion::Pending(engine::start(
-            rt,
-            self,
-            CALL,
-            engine::digest(&[6]),
-            Box::new(bcast),
+            Box::new(exchange),
         )))
         .wait();
 

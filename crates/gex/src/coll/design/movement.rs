@@ -113,7 +113,7 @@ pub(super) fn layout<'a>(
 /// # Safety
 /// `mine` must be readable for this rank's images' blocks until completion, `dst`
 /// writable for every block until completion.
-pub(super) unsafe fn gather_all_staggered(
+pub(in crate::coll) unsafe fn gather_all_staggered(
     call: &'static str,
     team: &Team,
     images: &Images,
