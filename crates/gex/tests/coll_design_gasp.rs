@@ -2,7 +2,8 @@
 //! (gasp-1.4 §5.4.8: `GASP_UPC_ALL_BROADCAST`, `_SCATTER`, `_GATHER`, `_GATHER_ALL`,
 //! `_EXCHANGE`, `_PERMUTE`, `_PREFIX_REDUCE`), with 2 to 4 ranks: the profiler counts
 //! each collective once per rank at its call site, and the tracer draws each as one
-//! slice per rank, from its initiation to the sync of its event.
+//! slice per rank, from its initiation to the sync of its event. The multi-image ("i")
+//! calls report the event of their plain call, so each round makes those events twice.
 // The events are compiled only with the `gasp` feature.
 #![cfg(feature = "gasp")]
 
@@ -15,6 +16,15 @@ use gex::{Client, Flags, Rank};
 
 const ROUNDS: u64 = 3;
 
+/// How many calls of each event one round makes: the plain call, and its "i" call
+/// where the document has one (permute and prefix reduction have none).
+fn per_round(tag: u32) -> u64 {
+    match tag {
+        GASP_UPC_ALL_PERMUTE | GASP_UPC_ALL_PREFIX_REDUCE => 1,
+        _ => 2,
+    }
+}
+
 /// The events of the design document's collectives, with their names in the trace.
 const EVENTS: [(u32, &str); 7] = [
     (GASP_UPC_ALL_BROADCAST, "GASP_UPC_ALL_BROADCAST"),
@@ -26,10 +36,12 @@ const EVENTS: [(u32, &str); 7] = [
     (GASP_UPC_ALL_PREFIX_REDUCE, "GASP_UPC_ALL_PREFIX_REDUCE"),
 ];
 
-/// Per round: each of the design document's collectives once, with LOCAL addresses.
+/// Per round: each of the design document's collectives once, with LOCAL addresses,
+/// then each "i" call with one image per rank.
 fn collectives() {
     let (client, _ep, team) = Client::init("COLLDESIGNGASP", Flags::NONE).unwrap();
     let n = team.size();
+    team.coll_init(&vec![1; n as usize]);
     let f = CollFlags::IN_MYSYNC | CollFlags::OUT_MYSYNC | CollFlags::LOCAL;
     let perm: Vec<Rank> = (0..n).map(|r| (r + 1) % n).collect();
     for round in 0..ROUNDS {
@@ -67,6 +79,27 @@ fn collectives() {
             .wait();
         }
         assert_eq!(sum[0], u64::from(team.rank()) + 1);
+        let (d1, da) = (dst_one.as_mut_ptr(), dst_all.as_mut_ptr());
+        let (dsts, srcs) = ([d1], [one.as_ptr().cast_mut()]);
+        let (dsts, srcs) = (&dsts[..], &srcs[..]);
+        // SAFETY: as above; every list names one image, this rank's.
+        unsafe {
+            team.broadcasti_nb(0, dsts.into(), one.as_ptr().into(), 8, f)
+                .wait();
+            team.scatteri_nb(0, dsts.into(), all.as_ptr().into(), 8, f)
+                .wait();
+            team.gatheri_nb(0, da.into(), srcs.into(), 8, f).wait();
+            team.gather_alli_nb([da].as_slice().into(), srcs.into(), 8, f)
+                .wait();
+            team.exchangei_nb(
+                [da].as_slice().into(),
+                [all.as_ptr().cast_mut()].as_slice().into(),
+                8,
+                f,
+            )
+            .wait();
+        }
+        assert_eq!(dst_all, vec![round as u8; 8 * n as usize]);
     }
     team.barrier();
     client.finalize();
@@ -105,7 +138,8 @@ fn the_profiler_counts_each_design_collective_once_per_rank_at_its_call_site() {
                         .sum()
                 })
                 .collect();
-            assert_eq!(counts, vec![ROUNDS; ranks], "{name}, {ranks} ranks");
+            let want = ROUNDS * per_round(tag);
+            assert_eq!(counts, vec![want; ranks], "{name}, {ranks} ranks");
             for e in p.events.iter().filter(|e| e.tag == tag) {
                 assert!(
                     e.file.ends_with("coll_design_gasp.rs"),
@@ -123,7 +157,7 @@ fn the_tracer_draws_one_slice_per_rank_for_each_design_collective() {
         return;
     };
     let t: Trace = serde_json::from_str(&text).unwrap();
-    for (_, name) in EVENTS {
+    for (tag, name) in EVENTS {
         for pid in 0..3 {
             let of = |ph: &str| -> Vec<&str> {
                 t.trace_events
@@ -133,7 +167,11 @@ fn the_tracer_draws_one_slice_per_rank_for_each_design_collective() {
                     .collect()
             };
             let begins = of("b");
-            assert_eq!(begins.len() as u64, ROUNDS, "{name} on rank {pid}");
+            assert_eq!(
+                begins.len() as u64,
+                ROUNDS * per_round(tag),
+                "{name} on rank {pid}"
+            );
             let ends = of("e");
             for id in &begins {
                 assert_eq!(

@@ -1,8 +1,9 @@
 //! The flags and sync modes of the GASNet collectives design document: the flag
 //! categories ("Argument conventions: flags"), the input and output sync modes
 //! ("Synchronization modes"), each shown by a test in which one rank is delayed (with
-//! scatter, gather-all and the broadcast), with messages (LOCAL) and with the
-//! shared-memory method (SINGLE), and AGGREGATE ("Current proposal").
+//! scatter, gather-all and the broadcast, and the "i" scatter and broadcast), with
+//! messages (LOCAL) and with the shared-memory method (SINGLE), and AGGREGATE
+//! ("Current proposal").
 mod common;
 
 use common::coll::{attach, finalize, flags, init, local};
@@ -150,41 +151,58 @@ fn read_volatile(bytes: &[u8]) -> Vec<u8> {
 }
 
 /// The rooted collectives of the sync-mode tests, from rank 0 with 8-byte blocks out of
-/// the 24 bytes `1..=24`.
+/// the 24 bytes `1..=24`; the "i" calls with one image per rank (after `coll_init`).
 #[derive(Debug, Clone, Copy)]
 enum Rooted {
     Scatter,
     Broadcast,
+    ScatterI,
+    BroadcastI,
 }
 
 impl Rooted {
     /// The bytes rank `r` receives.
     fn block(self, r: Rank) -> Vec<u8> {
         let first = match self {
-            Rooted::Scatter => r as u8 * 8,
-            Rooted::Broadcast => 0,
+            Rooted::Scatter | Rooted::ScatterI => r as u8 * 8,
+            Rooted::Broadcast | Rooted::BroadcastI => 0,
         };
         (first + 1..first + 9).collect()
     }
 
-    /// Starts the collective.
+    /// Every case: the plain calls and the "i" calls.
+    const ALL: [Rooted; 4] = [
+        Rooted::Scatter,
+        Rooted::Broadcast,
+        Rooted::ScatterI,
+        Rooted::BroadcastI,
+    ];
+
+    /// Starts the collective; a plain call's addresses may be LOCAL or SINGLE, an "i"
+    /// call's are LOCAL (`dst` is this rank's one image).
     ///
     /// # Safety
     /// The buffers behind `dst` and `src` must outlive the event.
     unsafe fn start(self, team: &Team, dst: Addr<'_>, src: Addr<'_>, f: CollFlags) -> Event {
+        let image = |dst: Addr<'_>| match dst {
+            Addr::Local(p) => [p],
+            Addr::Single(_) => unreachable!("the \"i\" cases use LOCAL addresses"),
+        };
         // SAFETY: passed on to the caller.
         unsafe {
             match self {
                 Rooted::Scatter => team.scatter_nb(0, dst, src, 8, f),
                 Rooted::Broadcast => team.coll_broadcast_nb(0, dst, src, 8, f),
+                Rooted::ScatterI => team.scatteri_nb(0, image(dst)[..].into(), src, 8, f),
+                Rooted::BroadcastI => team.broadcasti_nb(0, image(dst)[..].into(), src, 8, f),
             }
         }
     }
 
     fn operation(self) -> Operation {
         match self {
-            Rooted::Scatter => Operation::Scatter,
-            Rooted::Broadcast => Operation::Broadcast,
+            Rooted::Scatter | Rooted::ScatterI => Operation::Scatter,
+            Rooted::Broadcast | Rooted::BroadcastI => Operation::Broadcast,
         }
     }
 }
@@ -204,7 +222,8 @@ fn in_allsync_moves_nothing_before_every_rank_entered() {
             seg: &seg,
             bases,
         };
-        let cases = [Rooted::Scatter, Rooted::Broadcast].map(|op| {
+        team.coll_init(&vec![1; team.size() as usize]);
+        let cases = Rooted::ALL.map(|op| {
             [
                 CollFlags::IN_ALLSYNC,
                 CollFlags::IN_MYSYNC,
@@ -328,7 +347,8 @@ fn out_allsync_completes_only_after_every_rank_got_its_data() {
             bases: bases.clone(),
         };
         let last = held.last();
-        let cases = [Rooted::Scatter, Rooted::Broadcast].map(|op| {
+        team.coll_init(&vec![1; team.size() as usize]);
+        let cases = Rooted::ALL.map(|op| {
             [
                 CollFlags::OUT_ALLSYNC,
                 CollFlags::OUT_MYSYNC,
