@@ -6,7 +6,7 @@
 
 #include <stdint.h>
 
-#define GASP_UPCXX_VERSION 3
+#define GASP_UPCXX_VERSION 4
 
 /* A pointer-to-shared: the owning rank and the address in the owner's address
  * space. Events pass a pointer to one (GASP section 5.4). */
@@ -263,6 +263,11 @@ typedef enum {
  *   GASP_END:   uint64_t team, uint64_t object, int rank
  */
 #define GASP_UPCXX_DIST_OBJECT_FETCH 0x121
+
+/* Destroying this rank's member of distributed object `object` of team `team` (dropping the `upcxx::DistObject` that `new` returned). A drop has no caller's line, so the event is reported at the line that built the object.
+ *   GASP_ATOMIC: uint64_t team, uint64_t object
+ */
+#define GASP_UPCXX_DIST_OBJECT_DESTROY 0x122
 
 /* Sending an Active Message Request (`gex::Team::am_request_*`): `category` is 0 Short, 1 Medium, 2 Long; `nbytes` the payload.
  *   GASP_START: int target, int handler, int category, size_t nbytes

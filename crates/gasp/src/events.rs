@@ -56,7 +56,7 @@
 
 /// The C header's `GASP_UPC_VERSION`-style number of this event list; bump it when an
 /// event is added (GASP §5.5).
-pub const EVENTS_VERSION: u32 = 3;
+pub const EVENTS_VERSION: u32 = 4;
 
 /// The first tag returned by `create_event` for user events (GASP §5.3's
 /// `GASP_UPC_USEREVT_START`).
@@ -535,6 +535,11 @@ events! {
     /// inside, the wait for its value is the future's.
     GASP_UPCXX_DIST_OBJECT_FETCH = 0x121, Upcxx, Interval, Blocking,
         start(team: U64, object: U64, rank: Rank), end(team: U64, object: U64, rank: Rank);
+    /// Destroying this rank's member of distributed object `object` of team `team`
+    /// (dropping the `upcxx::DistObject` that `new` returned). A drop has no caller's
+    /// line, so the event is reported at the line that built the object.
+    GASP_UPCXX_DIST_OBJECT_DESTROY = 0x122, Upcxx, Atomic, Blocking,
+        start(team: U64, object: U64);
     /// Sending an Active Message Request (`gex::Team::am_request_*`): `category` is
     /// 0 Short, 1 Medium, 2 Long; `nbytes` the payload.
     GASP_GEX_AM_REQUEST = 0x200, Gex, Interval, Blocking,

@@ -87,6 +87,9 @@ struct Inner<T> {
     id: DistId<T>,
     team: Team,
     value: T,
+    /// Where the object was built: the line its destruction is reported at.
+    #[cfg_attr(not(feature = "gasp"), allow(dead_code))]
+    built_at: &'static std::panic::Location<'static>,
 }
 
 impl<T: 'static> DistObject<T> {
@@ -119,12 +122,14 @@ impl<T: 'static> DistObject<T> {
         let team_id = team.id();
         check_collective(CALL);
         let span = gasp::span!(GASP_UPCXX_DIST_OBJECT_CONSTRUCT, team_id.to_u64());
+        let built_at = std::panic::Location::caller();
         let mut value = Some(value);
         let key = registry::register(team_id, |key| {
             let inner: Rc<dyn Any> = Rc::new(Inner {
                 id: DistId::of_key(key),
                 team: team.clone(),
                 value: value.take().expect("made once"),
+                built_at,
             });
             inner
         });
@@ -215,7 +220,14 @@ impl<T: 'static> Drop for DistObject<T> {
     /// [`DistId::here`], or one an RPC being run holds) is left.
     fn drop(&mut self) {
         if self.owner {
-            registry::unregister(self.inner.id.key());
+            let key = self.inner.id.key();
+            #[cfg(feature = "gasp")]
+            if gasp::enabled() {
+                let event = gasp::events::args::GASP_UPCXX_DIST_OBJECT_DESTROY;
+                let args = event.start(key.team.to_u64(), key.seq);
+                gasp::instrument::atomic(self.inner.built_at, args);
+            }
+            registry::unregister(key);
         }
     }
 }

@@ -395,7 +395,7 @@ mod gasp_events {
     }
 
     #[test]
-    fn construction_and_fetch_are_events_at_their_call_sites() {
+    fn construction_fetch_and_drop_are_events_at_their_call_sites() {
         for ranks in [1, 3] {
             spmd(ranks, || {
                 static REC: OnceLock<Arc<Recorder>> = OnceLock::new();
@@ -409,12 +409,15 @@ mod gasp_events {
                 let l_fetch = line!() + 1;
                 let v = obj.fetch(0);
                 assert_eq!(v.wait(), 0);
+                upcxx::barrier();
+                drop(obj);
                 let team = format!("{:?}", gasp::Arg::U64(world().id().to_u64()));
                 let got: Vec<_> = rec.0.lock().unwrap()[mark..]
                     .iter()
                     .filter(|e| {
                         e.0 == GASP_UPCXX_DIST_OBJECT_CONSTRUCT
                             || e.0 == GASP_UPCXX_DIST_OBJECT_FETCH
+                            || e.0 == GASP_UPCXX_DIST_OBJECT_DESTROY
                             || e.0 == GASP_UPCXX_RPC_SEND
                     })
                     .cloned()
@@ -424,12 +427,20 @@ mod gasp_events {
                 let seq = format!("{:?}", gasp::Arg::U64(0));
                 let rank = format!("{:?}", gasp::Arg::Rank(0));
                 let fetch_args = vec![team.clone(), seq.clone(), rank];
-                // The RPC that fetch sends is part of its interval, not an event of its own.
+                let destroy = GASP_UPCXX_DIST_OBJECT_DESTROY;
+                // The RPC that fetch sends is part of its interval, not an event of its
+                // own; the drop is reported at the line that built the object.
                 let want = vec![
                     (construct, EventType::Start, l_new, vec![team.clone()]),
-                    (construct, EventType::End, l_new, vec![team, seq]),
+                    (
+                        construct,
+                        EventType::End,
+                        l_new,
+                        vec![team.clone(), seq.clone()],
+                    ),
                     (fetch, EventType::Start, l_fetch, fetch_args.clone()),
                     (fetch, EventType::End, l_fetch, fetch_args),
+                    (destroy, EventType::Atomic, l_new, vec![team, seq]),
                 ];
                 assert_eq!(got, want);
                 upcxx::barrier();
