@@ -185,7 +185,9 @@ pub mod remote_cx {
     /// Run `func(args...)` on the target's master persona once the data are there
     /// (UPC++ `remote_cx::as_rpc`). As for [`crate::rpc::rpc_ff`], `func` is a
     /// function item or a non-capturing closure and `args` a tuple of serializable
-    /// values; its result is discarded (§7.2 ¶7).
+    /// values, `&DistObject` and `&Team` among them (§9.3 ¶1); its result is discarded
+    /// (§7.2 ¶7). The call is serialized when the operation starts, so the arguments
+    /// need to live only as long as the initiating call.
     pub fn as_rpc<F, A>(func: F, args: A) -> RpcCx<F, A>
     where
         RpcCx<F, A>: RemoteCall,

@@ -268,19 +268,75 @@ fn rpc_ff_reported<F: RpcFn<A>, A: RpcArgs>(rank: Rank, func: F, args: A) {
 #[track_caller]
 fn rpc_ff_as<F: RpcFn<A>, A: RpcArgs, const REPORT: bool>(rank: Rank, func: F, args: A) {
     assert_no_captures::<F>();
-    let rt = rt("rpc_ff");
-    let dest = world_rank("rpc_ff", rt, rank);
     drop(func);
     let entry = function_offset(run_rpc_ff::<F, A>);
+    send_ff::<REPORT>(rank, entry, A::EMPTY, |w| args.encode(w));
+}
+
+/// Sends the `rpc_ff` whose trampoline is `entry`, its arguments written by `encode`
+/// (nothing if `empty`), reporting its GASP event if `REPORT`.
+#[inline(always)]
+#[track_caller]
+fn send_ff<const REPORT: bool>(
+    rank: Rank,
+    entry: [u32; 2],
+    empty: bool,
+    encode: impl FnOnce(&mut Writer<'_>) -> Result<(), Error>,
+) {
+    let rt = rt("rpc_ff");
+    let dest = world_rank("rpc_ff", rt, rank);
     let seq = msg_seq::<REPORT>();
     let span = gasp::span_if!(REPORT, GASP_UPCXX_RPC_SEND, dest, 0, msgid(rt.rank, seq));
     let kind = first_arg(KIND_RPC, seq);
-    let sent = send(&rt.team, dest, kind, entry, [0; 4], A::EMPTY, |w| {
-        args.encode(w)
-    });
+    let sent = send(&rt.team, dest, kind, entry, [0; 4], empty, encode);
     let len = sent
         .unwrap_or_else(|e| panic!("upcxx::rpc_ff: the arguments could not be serialized: {e}"));
     gasp::end!(span, dest, len, msgid(rt.rank, seq));
+}
+
+/// An [`rpc_ff`] serialized now and sent later: what `remote_cx::as_rpc` keeps while
+/// its operation is in flight. It owns the serialized arguments, so the arguments
+/// themselves (a `&DistObject`, a `&Team`, a borrowed slice) need to live only as long
+/// as the initiating call, as UPC++ serializes them at initiation (§7.3 ¶12).
+#[doc(hidden)]
+pub struct PreparedRpcFf {
+    entry: [u32; 2],
+    empty: bool,
+    bytes: Vec<u8>,
+}
+
+impl PreparedRpcFf {
+    /// Serializes `func(args...)`.
+    ///
+    /// # Panics
+    /// If an argument fails to serialize.
+    pub(crate) fn new<F: RpcFn<A>, A: RpcArgs>(func: F, args: &A) -> PreparedRpcFf {
+        assert_no_captures::<F>();
+        drop(func);
+        let mut bytes = Vec::new();
+        if !A::EMPTY {
+            // With no slot, every byte goes to the spill vector.
+            let mut w = Writer::new(&mut [], Some(&mut bytes));
+            args.encode(&mut w).unwrap_or_else(|e| {
+                panic!("upcxx::remote_cx::as_rpc: the arguments could not be serialized: {e}")
+            });
+        }
+        PreparedRpcFf {
+            entry: function_offset(run_rpc_ff::<F, A>),
+            empty: A::EMPTY,
+            bytes,
+        }
+    }
+
+    /// Sends the call to `rank`'s master persona.
+    pub(crate) fn send(self, rank: Rank) {
+        let encode = |w: &mut Writer<'_>| w.raw(&self.bytes);
+        if crate::reported::enabled() {
+            send_ff::<true>(rank, self.entry, self.empty, encode);
+        } else {
+            send_ff::<false>(rank, self.entry, self.empty, encode);
+        }
+    }
 }
 
 /// The GASP message id of the RPC that rank `sender` numbered `seq`: unique in the job

@@ -137,30 +137,47 @@ fn dist_object_and_team_arguments_are_the_targets_own() {
     }
 }
 
-/// `as_rpc` arguments outlive the call, so they are `'static`: the world team, or an
-/// object that lives as long as the program.
+/// `as_rpc` with `&DistObject` and `&Team` arguments (§9.3 ¶1, §7.3): the call is
+/// serialized when the put starts, so the references need only outlive the initiating
+/// call, and they name the target's own objects (over the world and over a split team).
 #[test]
-fn as_rpc_takes_static_dist_object_and_team_arguments() {
-    spmd(3, || {
-        upcxx::init();
-        let me = rank_me();
-        let seen: &'static DistObject<Cell<u64>> =
-            Box::leak(Box::new(DistObject::new(Cell::new(0))));
-        let slot = upcxx::new_(0u64);
-        let slots = all_gather(&slot);
-        let next = (me + 1) % rank_n();
-        let cx = upcxx::remote_cx::as_rpc(
-            |s: &DistObject<Cell<u64>>, t: &Team, v: u64| s.set(v + u64::from(t.rank_n())),
-            (seen, world(), u64::from(me)),
-        ) | upcxx::operation_cx::as_future();
-        upcxx::rput_with(7u64, slots[next as usize], cx).wait();
-        upcxx::barrier();
-        let prev = (me + rank_n() - 1) % rank_n();
-        assert_eq!(seen.get(), u64::from(prev + rank_n()));
-        upcxx::barrier();
-        upcxx::delete_(slot);
-        upcxx::finalize();
-    });
+fn as_rpc_takes_dist_object_and_team_references() {
+    for ranks in [1, 3, 4] {
+        spmd(ranks, || {
+            upcxx::init();
+            let me = rank_me();
+            let seen = DistObject::new(Cell::new(0));
+            let halves = world().split((me % 2) as i32, me as i32);
+            let counted = DistObject::new_in(&halves, Cell::new(0u64));
+            let slot = upcxx::new_(0u64);
+            let slots = all_gather(&slot);
+            // The next rank of this rank's half: a member of the team sent by id.
+            let (hme, hn) = (halves.rank_me(), halves.rank_n());
+            let next = halves[(hme + 1) % hn];
+            let cx = upcxx::remote_cx::as_rpc(
+                |s: &DistObject<Cell<u64>>, t: &Team, c: &DistObject<Cell<u64>>, v: u64| {
+                    s.set(v + u64::from(t.rank_n()));
+                    c.set(c.get() + u64::from(c.team().rank_n()));
+                },
+                (&seen, &halves, &counted, u64::from(me)),
+            ) | upcxx::operation_cx::as_future();
+            upcxx::rput_with(7u64, slots[next as usize], cx).wait();
+            // Operation completion at the sender says nothing of the call's execution.
+            while counted.get() == 0 {
+                upcxx::progress(upcxx::ProgressLevel::User);
+            }
+            // Each rank ran one call, from the previous rank of its half, which saw this
+            // rank's own half team and objects.
+            let prev = halves[(hme + hn - 1) % hn];
+            assert_eq!(seen.get(), u64::from(prev) + u64::from(hn));
+            assert_eq!(counted.get(), u64::from(hn));
+            upcxx::barrier();
+            upcxx::delete_(slot);
+            drop(counted);
+            halves.destroy(upcxx::EntryBarrier::User);
+            upcxx::finalize();
+        });
+    }
 }
 
 /// §14.3: an RPC that names an object its target has not built yet waits there, without

@@ -3,7 +3,7 @@
 //! LPC callbacks and remote calls that can be notified. Sits on futures (promises).
 
 use crate::future::{Cons, FutureElements, Nil, Promise};
-use crate::runtime::state::Rank;
+use crate::rpc::PreparedRpcFf;
 
 /// The source-completion event (§7.1): the source buffer may be reused.
 #[derive(Debug, Clone, Copy)]
@@ -161,15 +161,15 @@ where
 }
 
 /// A function and arguments that `remote_cx::as_rpc` can run on the target: what
-/// [`crate::rpc::rpc_ff`] accepts, with owned (`'static`) arguments, because the call
-/// may be sent after the initiating call returned.
+/// [`crate::rpc::rpc_ff`] accepts. The call is serialized when the operation starts,
+/// so borrowed arguments (`&DistObject`, `&Team`) need only outlive the initiating call.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot be sent by `remote_cx::as_rpc`",
     note = "the function must be a fn item or a closure capturing nothing, taking the \
-            elements of the argument tuple; the arguments must be serializable and owned \
-            ('static)"
+            elements of the argument tuple; the arguments must be serializable"
 )]
-pub trait RemoteCall: 'static {
-    /// Sends the call to `target`'s master persona.
-    fn send(self, target: Rank);
+pub trait RemoteCall {
+    /// Serializes the call, to be sent when remote completion occurs.
+    #[doc(hidden)]
+    fn prepare(self) -> PreparedRpcFf;
 }

@@ -15,7 +15,7 @@ use super::protocol::{Armed, Completions};
 use crate::future::list::{Append, Cons, FutureList, Nil};
 use crate::future::{Future, Promise};
 use crate::persona::Persona;
-use crate::rpc::{RpcArgs, RpcFn};
+use crate::rpc::{PreparedRpcFf, RpcArgs, RpcFn};
 use crate::runtime::state::Rank;
 use crate::thread;
 
@@ -303,18 +303,16 @@ where
     RpcCx<F, A>: RemoteCall,
 {
     type Futures = Nil;
-    type Armed = Option<Self>;
+    type Armed = Option<PreparedRpcFf>;
     const EVENTS: u8 = REMOTE_EVENT;
 
-    fn arm(self) -> (Nil, Option<Self>) {
-        (Nil, Some(self))
+    /// Serializes the call now, while its borrowed arguments are alive.
+    fn arm(self) -> (Nil, Option<PreparedRpcFf>) {
+        (Nil, Some(self.prepare()))
     }
 }
 
-impl<Ev: CompletionEvents, F, A> Armed<Ev> for Option<RpcCx<F, A>>
-where
-    RpcCx<F, A>: RemoteCall,
-{
+impl<Ev: CompletionEvents> Armed<Ev> for Option<PreparedRpcFf> {
     fn source_done(&mut self) {}
     fn remote_done(&mut self, target: Rank) {
         if let Some(rpc) = self.take() {
@@ -346,12 +344,10 @@ impl<Ev: HasSource> Completions<Ev> for BlockingCx {
 
 impl<F, A> RemoteCall for RpcCx<F, A>
 where
-    F: RpcFn<A> + 'static,
-    A: RpcArgs + 'static,
+    F: RpcFn<A>,
+    A: RpcArgs,
 {
-    #[inline]
-    #[track_caller]
-    fn send(self, target: Rank) {
-        crate::rpc::rpc_ff(target, self.func, self.args);
+    fn prepare(self) -> PreparedRpcFf {
+        PreparedRpcFf::new(self.func, &self.args)
     }
 }
