@@ -5,11 +5,10 @@
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
 
 use crate::common::am::fill_pattern;
 use crate::common::figures::{page_aligned, Bench, Unit};
-use crate::common::{spin_until, Sampler};
+use crate::common::Sampler;
 use crate::ops::{self, RankOp};
 use gex::coll::{self, Algorithm, Kind, Method};
 use gex::{Rank, Segment, Team};
@@ -220,66 +219,21 @@ impl Choice {
     }
 }
 
-/// A collective figure: every rank performs `op(j)` for the same `j = 0, 1, 2, …` (the
-/// figure's operations, counted over all its phases), with `force` in effect. Rank 0
-/// times its runs; before each, it publishes in its segment the total it asked for,
-/// and the other ranks, which spin on it, perform the operations up to it, until rank
-/// 0 ends the phase.
+/// A collective figure ([`Bench::collective`]) in the next control slot, with `force`
+/// in effect.
 pub(crate) fn collective(
     ctx: &Ctx,
     name: String,
     unit: Unit,
     force: Option<(Choice, Option<Alternative>)>,
-    mut op: impl FnMut(u64) + 'static,
+    op: impl FnMut(u64) + 'static,
 ) -> Bench<'static> {
-    let (total, stops) = ctx.control();
     let choose = move || {
         if let Some((choice, alternative)) = force {
             choice.force(alternative);
         }
     };
-    let mut done = 0u64;
-    if ctx.world.rank() == 0 {
-        let mut stopped = 0u64;
-        let run = move |iters: u64| {
-            choose();
-            let start = done;
-            done += iters;
-            total.store(done, Ordering::Release);
-            let t0 = Instant::now();
-            for j in start..done {
-                op(j);
-            }
-            t0.elapsed()
-        };
-        let stop = move || {
-            stopped += 1;
-            stops.store(stopped, Ordering::Release);
-        };
-        Bench::team(name, unit, run, stop, || {})
-    } else {
-        let mut seen = 0u64;
-        let serve = move || loop {
-            let (mut s, mut t) = (0, 0);
-            // `stops` first: rank 0 stores its last total before it ends the phase.
-            spin_until(|| {
-                s = stops.load(Ordering::Acquire);
-                t = total.load(Ordering::Acquire);
-                t > done || s > seen
-            });
-            if t > done {
-                choose();
-                for j in done..t {
-                    op(j);
-                }
-                done = t;
-            } else {
-                seen = s;
-                return;
-            }
-        };
-        Bench::team(name, unit, |_| Duration::ZERO, || {}, serve)
-    }
+    Bench::collective(ctx.world.rank(), ctx.control(), name, unit, choose, op)
 }
 
 /// `coll.barrier` (on the primordial team) and `coll.barrier.team` (on the split team):

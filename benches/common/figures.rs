@@ -7,7 +7,7 @@ use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use gex::{Flags, Lc, Team};
+use gex::{Flags, Lc, Rank, Team};
 
 use super::am::{
     await_value, fill_pattern, serve_until_stopped, stop_server, sync_medium, H_MEDIUM, H_PING,
@@ -87,6 +87,65 @@ impl<'a> Bench<'a> {
         Bench {
             serve_all: true,
             ..Bench::duo(name, unit, run, stop, serve)
+        }
+    }
+
+    /// A collective figure: every rank performs `op(j)` for the same `j = 0, 1, 2, …`
+    /// (the figure's operations, counted over all its phases), each run after
+    /// `before()`. Rank 0 times its runs; before each, it publishes in `total` (a word
+    /// every rank reads) the number of operations it asked for so far, and the other
+    /// ranks, spinning on it, perform the operations up to it, until rank 0 ends the
+    /// phase by counting it in `stops`.
+    pub(crate) fn collective(
+        rank: Rank,
+        control: (&'static AtomicU64, &'static AtomicU64),
+        name: impl Into<String>,
+        unit: Unit,
+        mut before: impl FnMut() + 'static,
+        mut op: impl FnMut(u64) + 'static,
+    ) -> Bench<'static> {
+        let (total, stops) = control;
+        let mut done = 0u64;
+        if rank == 0 {
+            let mut stopped = 0u64;
+            let run = move |iters: u64| {
+                before();
+                let start = done;
+                done += iters;
+                total.store(done, Ordering::Release);
+                let t0 = Instant::now();
+                for j in start..done {
+                    op(j);
+                }
+                t0.elapsed()
+            };
+            let stop = move || {
+                stopped += 1;
+                stops.store(stopped, Ordering::Release);
+            };
+            Bench::team(name, unit, run, stop, || {})
+        } else {
+            let mut seen = 0u64;
+            let serve = move || loop {
+                let (mut s, mut t) = (0, 0);
+                // `stops` first: rank 0 stores its last total before it ends the phase.
+                spin_until(|| {
+                    s = stops.load(Ordering::Acquire);
+                    t = total.load(Ordering::Acquire);
+                    t > done || s > seen
+                });
+                if t > done {
+                    before();
+                    for j in done..t {
+                        op(j);
+                    }
+                    done = t;
+                } else {
+                    seen = s;
+                    return;
+                }
+            };
+            Bench::team(name, unit, |_| Duration::ZERO, || {}, serve)
         }
     }
 

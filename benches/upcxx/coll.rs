@@ -2,9 +2,10 @@
 //! `gex` collective it runs on, called directly on the same `gex` team, both ranks taking
 //! part in every operation; rank 0 times it.
 //!
-//! The protocol is `coll/figures.rs`'s: before each run rank 0 publishes, in a control
-//! word of its segment, how many operations it asked for so far, and rank 1, spinning on
-//! it, performs the same operations until rank 0 ends the phase with a second word. A
+//! The protocol is the `coll` bench's, [`Bench::collective`]: before each run rank 0
+//! publishes, in a control word of its segment, how many operations it asked for so far,
+//! and rank 1, spinning on it, performs the same operations until rank 0 ends the phase
+//! with a second word. A
 //! broadcast's root rotates (operation `j` is rooted at rank `j mod 2`), so the time is a
 //! broadcast's latency, counted as bandwidth per receiver.
 //!
@@ -14,7 +15,6 @@
 //! must hold the root's pattern; the first reduction's result must be the exact sum.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
 
 use gex::ops::{Dt, Op};
 use gex::{Flags, Rank};
@@ -22,7 +22,6 @@ use upcxx::GlobalPtr;
 
 use crate::common::am::{check_pattern, fill_pattern};
 use crate::common::figures::{Bench, Unit};
-use crate::common::spin_until;
 use crate::ctx::{word, Ctx};
 
 /// The size of the broadcast figures.
@@ -149,55 +148,15 @@ unsafe fn bytes(gp: GlobalPtr<u8>) -> &'static mut [u8] {
     unsafe { std::slice::from_raw_parts_mut(gp.local(), BCAST) }
 }
 
-/// A collective figure: both ranks perform `op(j)` for the same `j = 0, 1, 2, …` (the
-/// figure's operations, counted over all its phases); see the module documentation.
+/// A collective figure ([`Bench::collective`]) in `slot`.
 fn collective(
     slot: &Slot,
     name: &str,
     unit: Unit,
-    mut op: impl FnMut(u64) + 'static,
+    op: impl FnMut(u64) + 'static,
 ) -> Bench<'static> {
-    let (total, stops) = (slot.total, slot.stops);
-    let mut done = 0u64;
-    if slot.rank == 0 {
-        let mut stopped = 0u64;
-        let run = move |iters: u64| {
-            let start = done;
-            done += iters;
-            total.store(done, Ordering::Release);
-            let t0 = Instant::now();
-            for j in start..done {
-                op(j);
-            }
-            t0.elapsed()
-        };
-        let stop = move || {
-            stopped += 1;
-            stops.store(stopped, Ordering::Release);
-        };
-        Bench::team(name, unit, run, stop, || {})
-    } else {
-        let mut seen = 0u64;
-        let serve = move || loop {
-            let (mut s, mut t) = (0, 0);
-            // `stops` first: rank 0 stores its last total before it ends the phase.
-            spin_until(|| {
-                s = stops.load(Ordering::Acquire);
-                t = total.load(Ordering::Acquire);
-                t > done || s > seen
-            });
-            if t > done {
-                for j in done..t {
-                    op(j);
-                }
-                done = t;
-            } else {
-                seen = s;
-                return;
-            }
-        };
-        Bench::team(name, unit, |_| Duration::ZERO, || {}, serve)
-    }
+    let control = (slot.total, slot.stops);
+    Bench::collective(slot.rank, control, name, unit, || {}, op)
 }
 
 /// A barrier figure; before the first barrier each rank writes its arrival word, and
