@@ -82,12 +82,7 @@ impl Client {
         let rt = runtime("Client::finalize");
         check_may_communicate("Client::finalize");
         let span = gasp::span!(GASP_UPC_COLLECTIVE_EXIT, 0);
-        Team {
-            id: team::WORLD,
-            rank: rt.conduit.rank(),
-            size: rt.conduit.size(),
-        }
-        .barrier();
+        team::world(rt).barrier();
         gasp::end!(span, 0);
         #[cfg(feature = "gasp")]
         gasp::dispatch::finish();

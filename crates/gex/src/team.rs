@@ -17,7 +17,7 @@ use std::sync::{Arc, RwLock};
 use crate::client::{CData, CDataSlot, Client, Endpoint};
 use crate::conduit::{BoundSegment, Conduit, Rank};
 use crate::context::check_may_communicate;
-use crate::runtime::runtime;
+use crate::runtime::{runtime, Runtime};
 use crate::Flags;
 
 /// A team's id in this process (an index into the team table).
@@ -89,6 +89,16 @@ pub(crate) fn install_world(rank: Rank, size: Rank) -> Team {
         id: WORLD,
         rank,
         size,
+    }
+}
+
+/// The primordial team's handle, for the layers inside gex that address job ranks
+/// (finalization, the collective engine's sends).
+pub(crate) fn world(rt: &Runtime) -> Team {
+    Team {
+        id: WORLD,
+        rank: rt.conduit.rank(),
+        size: rt.conduit.size(),
     }
 }
 

@@ -31,7 +31,7 @@ use crate::conduit::Conduit;
 use crate::conduit::{OpHandle, Rank};
 use crate::event::Lc;
 use crate::runtime::Runtime;
-use crate::team::{Team, TeamData, TeamId, WORLD};
+use crate::team::{self, Team, TeamData, TeamId};
 use crate::Flags;
 
 /// Internal handler index of collective messages.
@@ -64,6 +64,7 @@ pub(crate) trait Collective: Send {
 
 /// The team as an operation sees it: its size, this rank, and sending to a member.
 pub(crate) struct Outbox<'a> {
+    rt: &'a Runtime,
     team: &'a TeamData,
     seq: u32,
     digest: u32,
@@ -89,8 +90,8 @@ impl Outbox<'_> {
     /// The address in this process of `[addr, addr + len)` of team rank `rank`'s
     /// segment (`addr` in that rank's address space), if this process maps it.
     pub(crate) fn translate(&self, rank: Rank, addr: usize, len: usize) -> Option<usize> {
-        let rt = crate::runtime::try_runtime()?;
-        rt.conduit
+        self.rt
+            .conduit
             .translate(self.team.members[rank as usize], addr, len)
             .ok()
     }
@@ -108,12 +109,8 @@ impl Outbox<'_> {
             (offset as u64 >> 32) as u32,
             self.digest,
         ];
-        let world = Team {
-            id: WORLD,
-            rank: 0,
-            size: Rank::MAX,
-        };
-        world
+        // Members are named by job rank: send through the primordial team.
+        team::world(self.rt)
             .request_medium(
                 self.team.members[to as usize],
                 COLL_HANDLER,
@@ -262,6 +259,7 @@ pub(crate) fn advance(rt: &Runtime) {
         let mut done = Vec::new();
         for (&seq, running) in ops.running.iter_mut() {
             let mut out = Outbox {
+                rt,
                 team: &data,
                 seq,
                 digest: running.digest,
