@@ -10,8 +10,9 @@
 //! is built: at the next user-level progress of the thread that builds it, which holds
 //! the master persona (§14.4 ¶4). It then checks its arguments again, and may wait for
 //! another one. Calls that wait do not hold back the calls that arrive after them:
-//! RPCs without such arguments keep their order, a waiting one runs when it can. Sits
-//! on `incoming` and `function`.
+//! RPCs without such arguments keep their order, a waiting one runs when it can. UPC++
+//! promises no order among RPCs (its progress engine's queues are unordered, §1.2 ¶1),
+//! so a program cannot tell the difference. Sits on `incoming` and `function`.
 
 use super::function::Entry;
 use super::incoming::Incoming;
