@@ -128,7 +128,9 @@ fn advance_locked(rt: &Runtime, st: &mut Inner) {
             epoch += 1;
             st.round = 0;
             st.sent = false;
-            rt.stop_advancing(advance);
+            if epoch == st.started {
+                rt.set_advancing(advance, false);
+            }
             STATE.completed.store(epoch, Ordering::Release);
             continue;
         }
@@ -193,7 +195,7 @@ impl Team {
             let mut st = STATE.inner.lock().unwrap_or_else(|e| e.into_inner());
             let epoch = st.started;
             st.started += 1;
-            rt.start_advancing(advance);
+            rt.set_advancing(advance, true);
             // Signal the first round now if the barriers before it are done.
             advance_locked(rt, &mut st);
             epoch

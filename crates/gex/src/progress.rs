@@ -40,11 +40,9 @@ impl Runtime {
     #[inline]
     pub(crate) fn progress(&self) -> usize {
         let n = self.conduit.poll(true, self.dispatch);
-        if self.advancing() {
-            for (advance, work) in self.advance.iter() {
-                if work.load(std::sync::atomic::Ordering::Relaxed) != 0 {
-                    advance(self);
-                }
+        for (advance, work) in self.advance.iter() {
+            if work.load(std::sync::atomic::Ordering::Relaxed) != 0 {
+                advance(self);
             }
         }
         n

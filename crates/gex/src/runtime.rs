@@ -21,10 +21,10 @@ pub(crate) struct Runtime {
     /// Runs one arrived message (the AM layer's dispatcher).
     pub(crate) dispatch: fn(&Inbound<'_>),
     /// What progress advances besides running messages, each with how much work it
-    /// has under way: progress calls only those with work.
+    /// has under way: progress calls only those with work. There are few registrants,
+    /// so an idle poll pays one load each, and announcing work changes only the
+    /// registrant's own word.
     pub(crate) advance: Box<[(Advance, AtomicUsize)]>,
-    /// How much work all of them have under way: an idle poll pays one load for all.
-    advancing: AtomicUsize,
 }
 
 impl Runtime {
@@ -40,34 +40,36 @@ impl Runtime {
                 .into_iter()
                 .map(|f| (f, AtomicUsize::new(0)))
                 .collect(),
-            advancing: AtomicUsize::new(0),
         }
     }
 
     /// Registrant `f` started work that progress must advance.
     pub(crate) fn start_advancing(&self, f: Advance) {
         self.registered(f).fetch_add(1, Ordering::Relaxed);
-        self.advancing.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Registrant `f` finished the work it announced.
     pub(crate) fn stop_advancing(&self, f: Advance) {
         self.registered(f).fetch_sub(1, Ordering::Relaxed);
-        self.advancing.fetch_sub(1, Ordering::Relaxed);
     }
 
+    /// Registrant `f` has work under way, or none: for a registrant that counts its
+    /// work itself under a lock of its own, so that announcing it is a plain store
+    /// rather than a locked read-modify-write. Not to be mixed with
+    /// [`start_advancing`](Self::start_advancing) for the same registrant.
+    #[inline]
+    pub(crate) fn set_advancing(&self, f: Advance, busy: bool) {
+        self.registered(f)
+            .store(usize::from(busy), Ordering::Relaxed);
+    }
+
+    #[inline]
     fn registered(&self, f: Advance) -> &AtomicUsize {
         self.advance
             .iter()
             .find(|(g, _)| std::ptr::fn_addr_eq(*g, f))
             .map(|(_, n)| n)
             .expect("the composition root registered it")
-    }
-
-    /// Whether any registrant of `advance` has work under way.
-    #[inline]
-    pub(crate) fn advancing(&self) -> bool {
-        self.advancing.load(Ordering::Relaxed) != 0
     }
 }
 
