@@ -122,6 +122,140 @@ pub(crate) fn exchange(ctx: &Ctx, name: String, nbytes: usize, alt: Option<Alter
     movement(ctx, name, nbytes, alt, Movement::Exchange)
 }
 
+/// A scatter of `nbytes` per rank from the root's [`MOVE_SRC`] (its pattern) to every
+/// rank's [`MOVE_DST`], operation `j` rooted at team rank `j mod n`, with
+/// `IN_MYSYNC | OUT_MYSYNC` and SINGLE addressing when `alt` is the shared method
+/// (LOCAL otherwise); the first `n` (one from each root) are checked on every rank.
+pub(crate) fn scatter(ctx: &Ctx, name: String, nbytes: usize, alt: Option<Alternative>) -> RankOp {
+    rooted(ctx, name, nbytes, alt, Rooted::Scatter)
+}
+
+/// A gather of `nbytes` per rank from every rank's [`MOVE_SRC`] into block `r` of the
+/// root's [`MOVE_DST`], the root rotating as for [`scatter`]; checked at each root.
+pub(crate) fn gather(ctx: &Ctx, name: String, nbytes: usize, alt: Option<Alternative>) -> RankOp {
+    rooted(ctx, name, nbytes, alt, Rooted::Gather)
+}
+
+/// The rooted collectives of the design document that move a block per rank.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Rooted {
+    Scatter,
+    Gather,
+}
+
+fn rooted(
+    ctx: &Ctx,
+    name: String,
+    nbytes: usize,
+    alt: Option<Alternative>,
+    what: Rooted,
+) -> RankOp {
+    let team = ctx.world;
+    let (me, n) = (team.rank() as usize, team.size() as usize);
+    let all = n * nbytes;
+    assert!(
+        all <= MOVE_BYTES,
+        "{name}: {n} blocks of {nbytes} bytes do not fit in the bench's areas"
+    );
+    let (src, dst) = (ctx.own(MOVE_SRC, all).cast_const(), ctx.own(MOVE_DST, all));
+    let single = alt.is_some_and(Alternative::single);
+    let (srcs, dsts) = (ctx.every(MOVE_SRC), ctx.every(MOVE_DST));
+    let scope = if single {
+        CollFlags::SINGLE
+    } else {
+        CollFlags::LOCAL
+    };
+    let flags = CollFlags::IN_MYSYNC | CollFlags::OUT_MYSYNC | scope;
+    Box::new(move |j| {
+        let root = (j % n as u64) as Rank;
+        let check = j < n as u64;
+        if check {
+            // SAFETY: the destination, between two operations (the last one completed).
+            unsafe { area(dst, all) }.fill(POISON);
+        }
+        let (d, s) = if single {
+            (Addr::Single(&dsts), Addr::Single(&srcs))
+        } else {
+            (Addr::Local(dst), Addr::Local(src.cast_mut()))
+        };
+        // SAFETY: every rank's source and destination are distinct areas of its segment
+        // of `all` bytes (so SINGLE addresses lie in the owners' segments); the sources
+        // are never written after setup, and a destination is used by nothing else until
+        // the event completes below: with OUT_MYSYNC, every movement into it is done.
+        let event = unsafe {
+            match what {
+                Rooted::Scatter => team.scatter_nb(root, d, s, nbytes, flags),
+                Rooted::Gather => team.gather_nb(root, d, s, nbytes, flags),
+            }
+        };
+        event.wait();
+        if check {
+            // SAFETY: as above, after the operation completed.
+            let got = unsafe { area(dst, all) };
+            let seed = |r: usize| MOVE_SEED + r as u64;
+            match what {
+                Rooted::Scatter => check_block(
+                    &got[..nbytes],
+                    seed(root as usize),
+                    me * nbytes,
+                    &format!("{name}: rank {me} receiving from rank {root}"),
+                ),
+                Rooted::Gather if me == root as usize => {
+                    for (r, block) in got.chunks_exact(nbytes.max(1)).enumerate() {
+                        check_block(block, seed(r), 0, &format!("{name}: root {me}, block {r}"));
+                    }
+                }
+                Rooted::Gather => {}
+            }
+        }
+    })
+}
+
+/// A prefix reduction of `count` f64 with `Op::Add` from every rank's [`RED_SRC`] to
+/// its [`RED_DST`] (rank `r` gets the sum over ranks `0..=r`), with
+/// `IN_MYSYNC | OUT_MYSYNC` and LOCAL addressing; the first is checked on every rank.
+pub(crate) fn prefix_reduce(ctx: &Ctx, name: String, count: usize) -> RankOp {
+    let team = ctx.world;
+    let me = team.rank();
+    let src = ctx.own(RED_SRC, count * 8).cast_const();
+    let dst = ctx.own(RED_DST, count * 8);
+    let flags = CollFlags::IN_MYSYNC | CollFlags::OUT_MYSYNC | CollFlags::LOCAL;
+    Box::new(move |j| {
+        if j == 0 {
+            // SAFETY: the destination, before the figure's first operation.
+            unsafe { area(dst, count * 8) }.fill(POISON);
+        }
+        // SAFETY: `src` and `dst` are distinct ranges of this rank's segment, valid for
+        // `count` f64 and used by nothing else until the event completes below.
+        unsafe {
+            team.prefix_reduce_nb(
+                Addr::Local(dst),
+                Addr::Local(src.cast_mut()),
+                Dt::Dbl,
+                8,
+                count,
+                Op::Add,
+                None,
+                flags,
+            )
+        }
+        .wait();
+        if j == 0 {
+            // SAFETY: as above, after the operation completed.
+            let result = unsafe { area(dst, count * 8) };
+            for (i, x) in result.chunks_exact(8).enumerate() {
+                let got = f64::from_ne_bytes(x.try_into().expect("8 bytes"));
+                let want: f64 = (0..=me).map(|r| reduce_input(r, i)).sum();
+                assert!(
+                    got == want,
+                    "{name}: rank {me} got {got} in element {i} of the prefix sum, \
+                     expected {want}"
+                );
+            }
+        }
+    })
+}
+
 /// The collectives that fill a block of every rank's destination from each rank.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Movement {

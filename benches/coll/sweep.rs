@@ -1,5 +1,6 @@
 //! The sweep (`PGAS_BENCH_SWEEP=1 cargo bench --bench coll`): every alternative of
-//! broadcast, reduce-to-all, gather-all and exchange at block sizes from 8 B to 1 MiB
+//! broadcast, reduce-to-all, gather-all, exchange, scatter, gather and prefix reduction
+//! at block sizes from 8 B to 1 MiB
 //! (8 B × 4^k, then 1 MiB), in each job after the suite, so that the automatic
 //! selection's crossovers can be set from where the fastest alternative changes.
 //!
@@ -17,6 +18,8 @@
 //! * reduce_to_all: `flat`, `binomial`.
 //! * gather_all: `dissemination`, `staggered` (LOCAL addressing), `shared` (SINGLE).
 //! * exchange: `staggered` (LOCAL), `shared` (SINGLE).
+//! * scatter, gather: `flat`, `binomial` (LOCAL), `shared` (SINGLE); the root rotates.
+//! * prefix_reduce: `chain`, `doubling` (f64 sums, LOCAL).
 //!
 //! The driver prints a table per job and collective: the time of each alternative, the
 //! fastest and by how much (the runner-up's time over its own), and the alternative the
@@ -89,6 +92,24 @@ const SWEPT: &[Swept] = &[
         choice: Choice::Method(coll::Operation::Exchange),
         segment: false,
         op: ops::exchange,
+    },
+    Swept {
+        name: "scatter",
+        choice: Choice::Method(coll::Operation::Scatter),
+        segment: false,
+        op: ops::scatter,
+    },
+    Swept {
+        name: "gather",
+        choice: Choice::Method(coll::Operation::Gather),
+        segment: false,
+        op: ops::gather,
+    },
+    Swept {
+        name: "prefix_reduce",
+        choice: Choice::Method(coll::Operation::PrefixReduce),
+        segment: false,
+        op: |ctx, name, nbytes, _| ops::prefix_reduce(ctx, name, nbytes / 8),
     },
 ];
 
