@@ -6,7 +6,7 @@
 
 #include <stdint.h>
 
-#define GASP_UPCXX_VERSION 4
+#define GASP_UPCXX_VERSION 5
 
 /* A pointer-to-shared: the owning rank and the address in the owner's address
  * space. Events pass a pointer to one (GASP section 5.4). */
@@ -269,6 +269,18 @@ typedef enum {
  */
 #define GASP_UPCXX_DIST_OBJECT_DESTROY 0x122
 
+/* Initiating a non-contiguous put of `n` bytes to rank `target` (`upcxx::rput_irregular`, `rput_regular`, `rput_strided`; UPC++ ch. 15): `shape` is 0 irregular, 1 regular, 2 strided, `runs` the contiguous runs of the description (the sum over both sides for irregular and regular, the elements for strided). GASP has no non-contiguous events.
+ *   GASP_START: int target, int shape, size_t runs, size_t n
+ *   GASP_END:   int target, int shape, size_t runs, size_t n, gasp_upc_nb_handle_t handle
+ */
+#define GASP_UPCXX_VIS_PUT 0x130
+
+/* Initiating a non-contiguous get of `n` bytes from rank `target` (`upcxx::rget_irregular`, `rget_regular`, `rget_strided`); the arguments as for `GASP_UPCXX_VIS_PUT`.
+ *   GASP_START: int target, int shape, size_t runs, size_t n
+ *   GASP_END:   int target, int shape, size_t runs, size_t n, gasp_upc_nb_handle_t handle
+ */
+#define GASP_UPCXX_VIS_GET 0x131
+
 /* Sending an Active Message Request (`gex::Team::am_request_*`): `category` is 0 Short, 1 Medium, 2 Long; `nbytes` the payload.
  *   GASP_START: int target, int handler, int category, size_t nbytes
  *   GASP_END:   int target, int handler, int category, size_t nbytes
@@ -322,5 +334,17 @@ typedef enum {
  *   GASP_END:   int team, int size
  */
 #define GASP_GEX_TM_DESTROY 0x208
+
+/* Initiating a VIS put of `n` bytes to rank `target` (`gex::Team::vector_put_*`, `indexed_put_*`, `strided_put_*`, every completion form; GASNet-EX `gex_VIS_*Put*`): `shape` is 0 vector, 1 indexed, 2 strided; `runs` the entries of both lists (vector, indexed) or the elements (strided). The END's handle is `GASP_NB_TRIVIAL` when the operation completed inside the call (always for the Blocking forms), `GASP_NB_IMPLICIT` for a pending NBI one.
+ *   GASP_START: int target, int shape, size_t runs, size_t n
+ *   GASP_END:   int target, int shape, size_t runs, size_t n, gasp_upc_nb_handle_t handle
+ */
+#define GASP_GEX_VIS_PUT 0x220
+
+/* Initiating a VIS get of `n` bytes from rank `target` (`gex::Team::vector_get_*`, `indexed_get_*`, `strided_get_*`); the arguments as for `GASP_GEX_VIS_PUT`.
+ *   GASP_START: int target, int shape, size_t runs, size_t n
+ *   GASP_END:   int target, int shape, size_t runs, size_t n, gasp_upc_nb_handle_t handle
+ */
+#define GASP_GEX_VIS_GET 0x221
 
 #endif /* GASP_UPCXX_H */

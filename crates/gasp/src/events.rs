@@ -56,7 +56,7 @@
 
 /// The C header's `GASP_UPC_VERSION`-style number of this event list; bump it when an
 /// event is added (GASP §5.5).
-pub const EVENTS_VERSION: u32 = 4;
+pub const EVENTS_VERSION: u32 = 5;
 
 /// The first tag returned by `create_event` for user events (GASP §5.3's
 /// `GASP_UPC_USEREVT_START`).
@@ -540,6 +540,20 @@ events! {
     /// line, so the event is reported at the line that built the object.
     GASP_UPCXX_DIST_OBJECT_DESTROY = 0x122, Upcxx, Atomic, Blocking,
         start(team: U64, object: U64);
+    /// Initiating a non-contiguous put of `n` bytes to rank `target` (`upcxx::rput_irregular`,
+    /// `rput_regular`, `rput_strided`; UPC++ ch. 15): `shape` is 0 irregular, 1 regular,
+    /// 2 strided, `runs` the contiguous runs of the description (the sum over both
+    /// sides for irregular and regular, the elements for strided). GASP has no
+    /// non-contiguous events.
+    GASP_UPCXX_VIS_PUT = 0x130, Upcxx, Interval, Initiate,
+        start(target: Rank, shape: Int, runs: Size, n: Bytes),
+        end(target: Rank, shape: Int, runs: Size, n: Bytes, handle: Handle);
+    /// Initiating a non-contiguous get of `n` bytes from rank `target`
+    /// (`upcxx::rget_irregular`, `rget_regular`, `rget_strided`); the arguments as for
+    /// `GASP_UPCXX_VIS_PUT`.
+    GASP_UPCXX_VIS_GET = 0x131, Upcxx, Interval, Initiate,
+        start(target: Rank, shape: Int, runs: Size, n: Bytes),
+        end(target: Rank, shape: Int, runs: Size, n: Bytes, handle: Handle);
     /// Sending an Active Message Request (`gex::Team::am_request_*`): `category` is
     /// 0 Short, 1 Medium, 2 Long; `nbytes` the payload.
     GASP_GEX_AM_REQUEST = 0x200, Gex, Interval, Blocking,
@@ -584,6 +598,20 @@ events! {
     /// Destroying team `team` of `size` ranks (`gex_TM_Destroy`, collective).
     GASP_GEX_TM_DESTROY = 0x208, Gex, Interval, Blocking,
         start(team: Int, size: Int), end(team: Int, size: Int);
+    /// Initiating a VIS put of `n` bytes to rank `target` (`gex::Team::vector_put_*`,
+    /// `indexed_put_*`, `strided_put_*`, every completion form; GASNet-EX
+    /// `gex_VIS_*Put*`): `shape` is 0 vector, 1 indexed, 2 strided; `runs` the entries
+    /// of both lists (vector, indexed) or the elements (strided). The END's handle is
+    /// `GASP_NB_TRIVIAL` when the operation completed inside the call (always for the
+    /// Blocking forms), `GASP_NB_IMPLICIT` for a pending NBI one.
+    GASP_GEX_VIS_PUT = 0x220, Gex, Interval, Initiate,
+        start(target: Rank, shape: Int, runs: Size, n: Bytes),
+        end(target: Rank, shape: Int, runs: Size, n: Bytes, handle: Handle);
+    /// Initiating a VIS get of `n` bytes from rank `target` (`gex::Team::vector_get_*`,
+    /// `indexed_get_*`, `strided_get_*`); the arguments as for `GASP_GEX_VIS_PUT`.
+    GASP_GEX_VIS_GET = 0x221, Gex, Interval, Initiate,
+        start(target: Rank, shape: Int, runs: Size, n: Bytes),
+        end(target: Rank, shape: Int, runs: Size, n: Bytes, handle: Handle);
 }
 
 /// The table entry of `tag`, if it is a system event.
@@ -613,6 +641,10 @@ pub fn is_communication(tag: u32) -> bool {
             | GASP_UPCXX_RPC_SEND
             | GASP_GEX_AM_REQUEST
             | GASP_GEX_AM_REPLY
+            | GASP_GEX_VIS_PUT
+            | GASP_GEX_VIS_GET
+            | GASP_UPCXX_VIS_PUT
+            | GASP_UPCXX_VIS_GET
     )
 }
 

@@ -225,3 +225,28 @@ fn reduction_types_are_numbered_in_the_spec_order() {
     assert_eq!(names[spec.len()..], ["GASP_GEX_REDUCTION_USER"]);
     assert_eq!((reduction::D, reduction::USER), (9, 11));
 }
+
+/// The non-contiguous transfers (GASNet-EX VIS, UPC++ ch. 15) have events of our own
+/// (GASP has none), initiations whose END names the handle, counted as communication
+/// with the target as the peer and `n` as the bytes.
+#[test]
+fn non_contiguous_transfers_are_communication_initiations() {
+    for tag in [
+        GASP_GEX_VIS_PUT,
+        GASP_GEX_VIS_GET,
+        GASP_UPCXX_VIS_PUT,
+        GASP_UPCXX_VIS_GET,
+    ] {
+        let e = by_tag(tag).unwrap();
+        assert_eq!((e.shape, e.timing), (Shape::Interval, Timing::Initiate));
+        assert_eq!(
+            e.start_args, "int target, int shape, size_t runs, size_t n",
+            "{}",
+            e.name
+        );
+        assert_eq!(e.end_arg_names().last(), Some("handle"));
+        assert!(is_communication(tag) && !runs_user_code(tag), "{}", e.name);
+    }
+    assert_eq!(by_tag(GASP_GEX_VIS_PUT).unwrap().layer, Layer::Gex);
+    assert_eq!(by_tag(GASP_UPCXX_VIS_GET).unwrap().layer, Layer::Upcxx);
+}
