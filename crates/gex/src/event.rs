@@ -73,6 +73,12 @@ impl Event {
         }
     }
 
+    /// The event of conduit operations that may still be pending (`GEX_EVENT_INVALID`
+    /// if none is).
+    pub(crate) fn from_pending(ops: Vec<Arc<OpHandle>>) -> Event {
+        Event::from_ops(ops, None)
+    }
+
     fn from_ops(ops: Vec<Arc<OpHandle>>, lc: Option<Arc<OpHandle>>) -> Event {
         if ops.iter().all(|o| o.is_done()) && lc.as_ref().is_none_or(|o| o.is_done()) {
             Event::invalid()

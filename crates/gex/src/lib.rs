@@ -33,7 +33,7 @@
 //! * [`am`]: Active Messages: registration, Short/Medium/Long Requests and Replies,
 //!   negotiated payloads. [`rma`]: put and get (Blocking, NB, NBI, value-based).
 //!   [`event`]: events, local completion, NBI categories and access regions.
-//!   [`hsl`]: handler-safe locks.
+//!   [`hsl`]: handler-safe locks. [`vis`]: vector, indexed and strided put and get.
 //! * [`client`]: client, endpoint, team and segment objects, job queries.
 //! * `progress` ([`poll`]), `runtime` (the process-wide state), `context` (restricted
 //!   contexts), `backoff`, `env`: the core below the operations.
@@ -64,6 +64,7 @@ mod runtime;
 pub mod team;
 #[cfg(feature = "testing")]
 pub mod testing;
+pub mod vis;
 
 pub use am::{AmCategory, AmEntry, AmIndex, AmRole, HandlerFn, LcKind, SrcDesc, Token, TokenInfo};
 pub use client::{
@@ -78,6 +79,7 @@ pub use hsl::Hsl;
 pub use init::exit;
 pub use progress::poll;
 pub use team::Team;
+pub use vis::{Memvec, VIS_MAX_PEERCOMPLETION};
 
 /// Segment sizes are multiples of this (GASNet `GASNET_PAGESIZE`).
 pub const PAGE_SIZE: usize = conduit::smp::layout::PAGE;
@@ -91,6 +93,9 @@ impl Flags {
     pub const NONE: Flags = Flags(0);
     /// Return [`NoOp`] instead of blocking for resources (GASNet-EX `GEX_FLAG_IMMEDIATE`).
     pub const IMMEDIATE: Flags = Flags(1);
+    /// Ask a VIS NB or NBI put for its local-completion leaf event, or for local
+    /// completion in the NBI category `LC` (GASNet-EX `GEX_FLAG_ENABLE_LEAF_LC`).
+    pub const ENABLE_LEAF_LC: Flags = Flags(1 << 12);
 
     /// The flags as the bit mask `gex_Flags_t` is.
     pub const fn bits(self) -> u32 {

@@ -428,3 +428,46 @@ pub fn lub_request_long() -> usize {
 pub fn lub_reply_long() -> usize {
     runtime("lub_reply_long").conduit.am_max_long()
 }
+
+/// Checks that `handler` is registered here as a 0-argument Medium Reply handler, as a
+/// VIS peer completion handler must be (`gex_VIS_SetPeerCompletionHandler`).
+#[track_caller]
+pub(crate) fn check_peer_completion_handler(call: &str, handler: AmIndex) {
+    use super::handler::{AmCategory, AmRole};
+    let Some(entry) = super::table::HANDLERS.get(handler) else {
+        panic!("gex::{call}: no handler is registered at index {handler}");
+    };
+    let medium = matches!(entry.category, AmCategory::Medium | AmCategory::MedLong);
+    let reply = matches!(entry.role, AmRole::Reply | AmRole::ReqRep);
+    if !medium || !reply || entry.nargs != 0 {
+        panic!(
+            "gex::{call}: handler {handler} ({}) must be registered as a 0-argument \
+             Medium Reply handler",
+            entry.name
+        );
+    }
+}
+
+/// Sends a VIS peer completion: `handler` as a 0-argument Medium on the Reply network
+/// of job rank `dest`, with `payload`. Sent from outside any handler, it waits for room
+/// as a Request would.
+#[track_caller]
+pub(crate) fn send_peer_completion(
+    rt: &Runtime,
+    call: &str,
+    dest: Rank,
+    handler: AmIndex,
+    payload: &[u8],
+) {
+    let sent = send(
+        rt,
+        call,
+        dest,
+        Network::Reply,
+        handler,
+        &[],
+        Payload::Medium(payload),
+        Flags::NONE,
+    );
+    sent.expect("a send without Flags::IMMEDIATE waits for room");
+}

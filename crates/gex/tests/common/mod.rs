@@ -3,6 +3,7 @@
 
 pub(crate) mod am;
 pub(crate) mod coll;
+pub(crate) mod vis;
 
 use std::cell::Cell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
