@@ -32,11 +32,12 @@
 //! Modules follow the chapters of the UPC++ v1.0 specification (draft 10):
 //! [`runtime`] (ch. 2), [`global_ptr`] (ch. 3), [`alloc`] (ch. 4), [`future`] (ch. 5),
 //! [`serialization`] (ch. 6), [`completion`] (ch. 7), [`rma`] (ch. 8), [`rpc`](mod@rpc) (ch. 9),
-//! [`persona`] (ch. 10), [`team`] (ch. 11), [`coll`] (ch. 12), [`dist_object`] (ch. 14).
+//! [`persona`] (ch. 10), [`team`] (ch. 11), [`coll`] (ch. 12), [`dist_object`] (ch. 14),
+//! [`vis`] (ch. 15).
 //!
 //! Imports point down these layers, lowest first: the runtime state and the per-thread
 //! state; global pointers, allocation and serialization; futures; RPC; personas;
-//! completions; RMA; user-level progress; teams and collectives; distributed objects;
+//! completions; RMA and non-contiguous RMA; user-level progress; teams and collectives; distributed objects;
 //! and `init`/`finalize`, which compose them.
 //! The one exception is futures ↔ progress: waiting on a future makes progress (see
 //! [`future`]).
@@ -56,6 +57,7 @@ pub mod runtime;
 pub mod serialization;
 pub mod team;
 mod thread;
+pub mod vis;
 
 pub use alloc::{
     allocate, allocate_typed, deallocate, delete_, delete_array, new_, new_array, new_array_with,
@@ -88,6 +90,11 @@ pub use runtime::{backend, barrier, finalize, init, initialized, rank_me, rank_n
 pub use serialization::{make_seq_view, make_view, SeqView, Trivial, View};
 pub use team::{local_team, local_team_contains, world, EntryBarrier, Team, TeamId, COLOR_NONE};
 pub use team::{rpc_ff_in, rpc_in};
+pub use vis::{
+    rget_irregular, rget_irregular_with, rget_regular, rget_regular_with, rget_strided,
+    rget_strided_with, rput_irregular, rput_irregular_with, rput_regular, rput_regular_with,
+    rput_strided, rput_strided_with,
+};
 
 /// Drives a `std::future::Future` to completion on this thread, making user-level
 /// progress between polls, so `async` code can `.await` UPC++ futures.

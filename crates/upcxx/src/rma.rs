@@ -351,7 +351,7 @@ pub fn rget_into_with<T: Pod, C: Completions<RgetInto>>(
 /// The owner and owner-space address of `gp`, or a panic naming `call` if it is null.
 #[inline]
 #[track_caller]
-fn target<T>(call: &str, gp: GlobalPtr<T>) -> (Rank, usize) {
+pub(crate) fn target<T>(call: &str, gp: GlobalPtr<T>) -> (Rank, usize) {
     if gp.is_null() {
         null_pointer(call);
     }
@@ -464,7 +464,7 @@ fn get_through_gex(rt: &Setup, dest: &mut [u8], rank: Rank, addr: usize) {
 /// Notifies `cxs` of a put to `rank` whose source completed during initiation and
 /// whose operation completion `event` stands for.
 #[inline]
-fn finish_put<Ev, C>(cxs: C, rank: Rank, mut event: gex::Event) -> Returned<C, Ev>
+pub(crate) fn finish_put<Ev, C>(cxs: C, rank: Rank, mut event: gex::Event) -> Returned<C, Ev>
 where
     Ev: CompletionEvents<OpValues = ()>,
     C: Completions<Ev>,
