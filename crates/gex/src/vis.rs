@@ -236,10 +236,8 @@ impl<'t> Mover<'t> {
     unsafe fn put(&mut self, addr: usize, src: *const u8, len: usize) {
         match self.target.local(addr) {
             // SAFETY: the range was checked against the segment, which is mapped at
-            // `dst` for the life of the job; `src` is the caller's. Overlap of source
-            // and destination is the program's error (undefined result, spec
-            // "Restrictions"), so a copy that tolerates it is used.
-            Some(dst) => unsafe { std::ptr::copy(src, dst, len) },
+            // `dst` for the life of the job; `src` is the caller's.
+            Some(dst) => unsafe { copy_run(src, dst, len) },
             None => {
                 // SAFETY: the caller's contract.
                 let bytes = unsafe { std::slice::from_raw_parts(src, len) };
@@ -257,7 +255,7 @@ impl<'t> Mover<'t> {
     unsafe fn get(&mut self, dst: *mut u8, addr: usize, len: usize) {
         match self.target.local(addr) {
             // SAFETY: as in `put`, with the roles exchanged.
-            Some(src) => unsafe { std::ptr::copy(src, dst, len) },
+            Some(src) => unsafe { copy_run(src, dst, len) },
             None => {
                 // SAFETY: the caller's contract.
                 let c = unsafe { self.target.rt.conduit.get(dst, self.target.job, addr, len) };
@@ -305,6 +303,26 @@ impl<'t> Mover<'t> {
                 let handle = e.gasp_handle();
                 (e, handle)
             }
+        }
+    }
+}
+
+/// Copies one run of `len` bytes. Overlap of source and destination is the program's
+/// error (an undefined result, spec "Restrictions"), but it must not be undefined
+/// behaviour: runs that do not overlap (all of them in a correct program) are copied
+/// with `memcpy`, the others with `memmove`.
+///
+/// # Safety
+/// `src` must be valid for `len` bytes of reads and `dst` for `len` bytes of writes.
+#[inline(always)]
+pub(crate) unsafe fn copy_run(src: *const u8, dst: *mut u8, len: usize) {
+    let (s, d) = (src as usize, dst as usize);
+    // SAFETY: (both arms) the caller's contract; the first only for disjoint ranges.
+    unsafe {
+        if s + len <= d || d + len <= s {
+            std::ptr::copy_nonoverlapping(src, dst, len)
+        } else {
+            std::ptr::copy(src, dst, len)
         }
     }
 }

@@ -59,21 +59,18 @@ fn run(
     remote: Remote<'_>,
     local: impl Iterator<Item = (usize, usize)> + Clone,
     local_entries: usize,
+    local_bytes: Option<usize>,
     flags: Flags,
 ) -> Event {
     check_flags(call, dir, form, flags);
     let target = Target::new(call, team, rank);
-    let mut remote_bytes = 0usize;
-    for (addr, len) in remote.ranges() {
-        target.check(addr, len);
-        remote_bytes = remote_bytes
-            .checked_add(len)
-            .unwrap_or_else(|| panic!("gex::{call}: the remote list's total size overflows"));
-    }
-    let local_bytes = local
-        .clone()
-        .try_fold(0usize, |n, (_, len)| n.checked_add(len))
-        .unwrap_or_else(|| panic!("gex::{call}: the local list's total size overflows"));
+    let (remote_bytes, in_order) = check_remote(call, &target, remote);
+    let local_bytes = local_bytes.unwrap_or_else(|| {
+        local
+            .clone()
+            .try_fold(0usize, |n, (_, len)| n.checked_add(len))
+            .unwrap_or_else(|| panic!("gex::{call}: the local list's total size overflows"))
+    });
     if local_bytes != remote_bytes {
         let (src, dst) = match dir {
             Dir::Put => (local_bytes, remote_bytes),
@@ -81,14 +78,22 @@ fn run(
         };
         panic!("gex::{call}: the source lists {src} bytes and the destination {dst}");
     }
-    if dir == Dir::Put {
+    if dir == Dir::Put && !in_order {
         check_disjoint(call, remote.ranges());
     }
     let peer = peer::take(call, dir);
     let runs = remote.entries() + local_entries;
     super::reported(target.job, dir, remote.kind(), runs, remote_bytes, || {
         let mut mover = Mover::new(&target);
-        walk(local, remote.ranges(), |l, r, n| {
+        let pairs = match remote {
+            // One local piece per entry, of its length (`check_uniform` and the equal
+            // totals make it so): a copy per pair, with no stream to cut.
+            Remote::Indexed(addrs, len) if local_entries == addrs.len() && len > 0 => {
+                Some((addrs, len))
+            }
+            _ => None,
+        };
+        let mut step = |l: usize, r: usize, n: usize| {
             // SAFETY: `l` is inside a local piece the caller lent (valid for reads to
             // put, writes to get, for as long as the call's contract says), `r` inside
             // a remote range checked above.
@@ -98,9 +103,37 @@ fn run(
                     Dir::Get => mover.get(l as *mut u8, r, n),
                 }
             }
-        });
+        };
+        match pairs {
+            Some((addrs, len)) => local.zip(addrs).for_each(|((l, _), &r)| step(l, r, len)),
+            None => walk(local, remote.ranges(), step),
+        }
         mover.finish(dir, form, peer)
     })
+}
+
+/// Checks every remote range of `call` against the target's segment; returns their
+/// total and whether they are in increasing order without overlap (the common case,
+/// which needs no other overlap check). One loop per kind, so that the common lists
+/// are checked at a few instructions per entry.
+#[track_caller]
+fn check_remote(call: &str, target: &Target, remote: Remote<'_>) -> (usize, bool) {
+    let (mut total, mut end, mut in_order) = (0usize, 0usize, true);
+    let mut entry = |addr: usize, len: usize| {
+        if len > 0 {
+            target.check(addr, len);
+            total = total
+                .checked_add(len)
+                .unwrap_or_else(|| panic!("gex::{call}: the remote list's total size overflows"));
+            in_order &= addr >= end;
+            end = addr + len;
+        }
+    };
+    match remote {
+        Remote::Vector(v) => v.iter().for_each(|m| entry(m.addr, m.len)),
+        Remote::Indexed(addrs, len) => addrs.iter().for_each(|&a| entry(a, len)),
+    }
+    (total, in_order)
 }
 
 /// Drops the event of a Blocking or NBI call: always invalid, there is nothing to sync.
@@ -141,19 +174,10 @@ fn walk(
     }
 }
 
-/// Panics naming `call` if two destination ranges overlap (spec "Restrictions": the
-/// result would be undefined). Ranges in increasing order are checked in one pass;
-/// others are sorted first.
+/// Panics naming `call` if two destination ranges, not in increasing order, overlap
+/// (spec "Restrictions": the result would be undefined).
 #[track_caller]
-fn check_disjoint(call: &str, ranges: impl Iterator<Item = (usize, usize)> + Clone) {
-    let mut end = 0;
-    if ranges.clone().all(|(a, n)| {
-        let ok = a >= end;
-        end = a + n;
-        ok
-    }) {
-        return;
-    }
+fn check_disjoint(call: &str, ranges: impl Iterator<Item = (usize, usize)>) {
     let mut sorted: Vec<(usize, usize)> = ranges.collect();
     sorted.sort_unstable();
     if let Some(w) = sorted.windows(2).find(|w| w[0].0 + w[0].1 > w[1].0) {
@@ -183,18 +207,20 @@ fn destinations<D: AsMut<[u8]>>(dst: &mut [D]) -> Vec<(usize, usize)> {
         .collect()
 }
 
-/// Checks that every local piece of an Indexed call has the same length.
+/// Checks that every local piece of an Indexed call has the same length; returns their
+/// total.
 #[track_caller]
-fn check_uniform(call: &str, lens: impl Iterator<Item = usize>) {
+fn check_uniform(call: &str, lens: impl ExactSizeIterator<Item = usize>) -> usize {
+    let count = lens.len();
     let mut lens = lens;
-    if let Some(first) = lens.next() {
-        if let Some(other) = lens.find(|&n| n != first) {
-            panic!(
-                "gex::{call}: the local pieces of an indexed transfer must have one length \
-                 ({first} and {other} bytes given)"
-            );
-        }
+    let Some(first) = lens.next() else { return 0 };
+    if let Some(other) = lens.find(|&n| n != first) {
+        panic!(
+            "gex::{call}: the local pieces of an indexed transfer must have one length \
+             ({first} and {other} bytes given)"
+        );
     }
+    count * first // the pieces are in memory: their total fits
 }
 
 impl Team {
@@ -220,6 +246,7 @@ impl Team {
             remote,
             sources(src),
             src.len(),
+            None,
             flags,
         ));
         Ok(())
@@ -251,6 +278,7 @@ impl Team {
             remote,
             sources(src),
             src.len(),
+            None,
             flags,
         ));
         Ok(())
@@ -282,6 +310,7 @@ impl Team {
             remote,
             sources(src),
             src.len(),
+            None,
             flags,
         ))
     }
@@ -309,6 +338,7 @@ impl Team {
             remote,
             local.into_iter(),
             n,
+            None,
             flags,
         ));
         Ok(())
@@ -339,6 +369,7 @@ impl Team {
             remote,
             local.into_iter(),
             n,
+            None,
             flags,
         ));
         Ok(())
@@ -369,6 +400,7 @@ impl Team {
             remote,
             local.into_iter(),
             n,
+            None,
             flags,
         ))
     }
@@ -386,7 +418,7 @@ impl Team {
         flags: Flags,
     ) -> Result<(), NoOp> {
         const CALL: &str = "Team::indexed_put_blocking";
-        check_uniform(CALL, src.iter().map(|s| s.as_ref().len()));
+        let total = check_uniform(CALL, src.iter().map(|s| s.as_ref().len()));
         let remote = Remote::Indexed(dst, dst_len);
         complete(run(
             CALL,
@@ -397,6 +429,7 @@ impl Team {
             remote,
             sources(src),
             src.len(),
+            Some(total),
             flags,
         ));
         Ok(())
@@ -418,7 +451,7 @@ impl Team {
         flags: Flags,
     ) -> Result<(), NoOp> {
         const CALL: &str = "Team::indexed_put_nbi";
-        check_uniform(CALL, src.iter().map(|s| s.as_ref().len()));
+        let total = check_uniform(CALL, src.iter().map(|s| s.as_ref().len()));
         let remote = Remote::Indexed(dst, dst_len);
         complete(run(
             CALL,
@@ -429,6 +462,7 @@ impl Team {
             remote,
             sources(src),
             src.len(),
+            Some(total),
             flags,
         ));
         Ok(())
@@ -450,7 +484,7 @@ impl Team {
         flags: Flags,
     ) -> Result<Event, NoOp> {
         const CALL: &str = "Team::indexed_put_nb";
-        check_uniform(CALL, src.iter().map(|s| s.as_ref().len()));
+        let total = check_uniform(CALL, src.iter().map(|s| s.as_ref().len()));
         let remote = Remote::Indexed(dst, dst_len);
         Ok(run(
             CALL,
@@ -461,6 +495,7 @@ impl Team {
             remote,
             sources(src),
             src.len(),
+            Some(total),
             flags,
         ))
     }
@@ -479,7 +514,7 @@ impl Team {
     ) -> Result<(), NoOp> {
         const CALL: &str = "Team::indexed_get_blocking";
         let local = destinations(dst);
-        check_uniform(CALL, local.iter().map(|p| p.1));
+        let total = check_uniform(CALL, local.iter().map(|p| p.1));
         let (n, remote) = (local.len(), Remote::Indexed(src, src_len));
         complete(run(
             CALL,
@@ -490,6 +525,7 @@ impl Team {
             remote,
             local.into_iter(),
             n,
+            Some(total),
             flags,
         ));
         Ok(())
@@ -511,7 +547,7 @@ impl Team {
     ) -> Result<(), NoOp> {
         const CALL: &str = "Team::indexed_get_nbi";
         let local = destinations(dst);
-        check_uniform(CALL, local.iter().map(|p| p.1));
+        let total = check_uniform(CALL, local.iter().map(|p| p.1));
         let (n, remote) = (local.len(), Remote::Indexed(src, src_len));
         complete(run(
             CALL,
@@ -522,6 +558,7 @@ impl Team {
             remote,
             local.into_iter(),
             n,
+            Some(total),
             flags,
         ));
         Ok(())
@@ -543,7 +580,7 @@ impl Team {
     ) -> Result<Event, NoOp> {
         const CALL: &str = "Team::indexed_get_nb";
         let local = destinations(dst);
-        check_uniform(CALL, local.iter().map(|p| p.1));
+        let total = check_uniform(CALL, local.iter().map(|p| p.1));
         let (n, remote) = (local.len(), Remote::Indexed(src, src_len));
         Ok(run(
             CALL,
@@ -554,6 +591,7 @@ impl Team {
             remote,
             local.into_iter(),
             n,
+            Some(total),
             flags,
         ))
     }
