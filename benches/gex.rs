@@ -24,6 +24,8 @@
 //! | `gex.get_8B`                    | get_blocking of 8 bytes from rank 1               | raw pingpong (—)                   |
 //! | `gex.put_bw_<size>`, `gex.get_bw_<size>` | put_blocking/get_blocking, rank 0 ↔ rank 1's segment, 8 B .. 4 MiB | raw memcpy (`put_bw_4MiB` ≥ 0.85×) |
 //! | `*_4ranks`                      | the same round trips in a 4-rank job              | the 2-rank figure (AM: ≤ 2.0×)     |
+//! | `vis.strided_transpose_put`     | a 1 MiB transposing strided put to rank 1 (`gex/vis.rs`) | `raw.strided_transpose_copy` (≥ 0.7×) |
+//! | `vis.indexed_put_64x64B`        | one indexed put of 64 blocks of 64 B to rank 1    | `vis.single_puts_64x64B` (≤ 0.8×)  |
 //!
 //! The figures are measured in two groups, latency (with the raw ping-pongs) and
 //! bandwidth (with memcpy), each interleaved: a calibration phase for each figure, then
@@ -44,6 +46,8 @@
 //! owner itself), so a broken path fails the job instead of reporting a great number.
 
 mod common;
+#[path = "gex/vis.rs"]
+mod vis;
 
 use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -217,6 +221,7 @@ fn rank_main(job: RankJob) {
         bandwidth.extend(put_bw(&ctx));
         bandwidth.extend(get_bw(&ctx));
         results.extend(measure(&ctx, bandwidth));
+        results.extend(measure(&ctx, vis::figures(&ctx)));
     } else {
         results.extend(measure(&ctx, latency));
     }
@@ -392,6 +397,16 @@ fn driver() -> i32 {
         report.relate(&format!("gex.put_bw_{s}"), raw_bw, target);
         report.relate(&format!("gex.get_bw_{s}"), raw_bw, None);
     }
+    report.relate(
+        "vis.strided_transpose_put",
+        "raw.strided_transpose_copy",
+        Some((0.7, TargetIs::Min)),
+    );
+    report.relate(
+        "vis.indexed_put_64x64B",
+        "vis.single_puts_64x64B",
+        Some((0.8, TargetIs::Max)),
+    );
     report.relate("raw.pingpong_roundtrip_4ranks", raw_rt, None);
     report.relate(
         "gex.am_short_roundtrip_4ranks",
