@@ -97,8 +97,8 @@ use crate::runtime::state::{rt, Rank};
 
 macro_rules! put_events {
     ($name:ident, $call:literal, $section:literal) => {
-        #[doc = concat!("The completion events of [`", $call, "_with`] (", $section,
-                                                    "): source, remote and operation, no values.")]
+        #[doc = concat!("The completion events of [`", $call, "_with`]")]
+        #[doc = concat!("(", $section, "): source, remote and operation, no values.")]
         #[derive(Debug)]
         pub enum $name {}
 
@@ -114,8 +114,8 @@ macro_rules! put_events {
 
 macro_rules! get_events {
     ($name:ident, $call:literal, $section:literal) => {
-        #[doc = concat!("The completion events of [`", $call, "_with`] (", $section,
-                                                            "): operation, no values.")]
+        #[doc = concat!("The completion events of [`", $call, "_with`]")]
+        #[doc = concat!("(", $section, "): operation, no values.")]
         #[derive(Debug)]
         pub enum $name {}
 
