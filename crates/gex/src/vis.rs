@@ -33,7 +33,9 @@
 //! offset of its base element in it, so a negative stride is expressible and the shape is
 //! checked against the slice. As in [`rma`](crate::rma), the Blocking calls borrow their
 //! buffers; the NB and NBI calls are `unsafe`, because a buffer must stay valid until the
-//! operation is synchronized.
+//! operation is synchronized (a put's source, until its local completion). The metadata
+//! (lists, strides, counts) are consumed before a call returns, which the spec requires
+//! only of the strided ones.
 //!
 //! # Checks, before any byte moves
 //!

@@ -257,8 +257,9 @@ impl Team {
     /// tracked as for `GEX_EVENT_GROUP`.
     ///
     /// # Safety
-    /// The pieces of `src` must stay valid and unmodified until the operation is
-    /// synchronized.
+    /// The pieces of `src` must stay valid and unmodified until local completion:
+    /// with [`Flags::ENABLE_LEAF_LC`], until [`EventCategory::LC`](crate::EventCategory::LC)
+    /// is synchronized; otherwise until the operation is.
     #[track_caller]
     pub unsafe fn vector_put_nbi<S: AsRef<[u8]>>(
         &self,
@@ -289,8 +290,9 @@ impl Team {
     /// ([`Event::query_leaf`]) is the local completion.
     ///
     /// # Safety
-    /// The pieces of `src` must stay valid and unmodified until the event is
-    /// synchronized.
+    /// The pieces of `src` must stay valid and unmodified until local completion:
+    /// with [`Flags::ENABLE_LEAF_LC`], until the event's `LC` leaf is synchronized;
+    /// otherwise until the event is.
     #[track_caller]
     pub unsafe fn vector_put_nb<S: AsRef<[u8]>>(
         &self,
@@ -439,8 +441,9 @@ impl Team {
     /// completion joins this thread's NBI puts.
     ///
     /// # Safety
-    /// The pieces of `src` must stay valid and unmodified until the operation is
-    /// synchronized.
+    /// The pieces of `src` must stay valid and unmodified until local completion:
+    /// with [`Flags::ENABLE_LEAF_LC`], until [`EventCategory::LC`](crate::EventCategory::LC)
+    /// is synchronized; otherwise until the operation is.
     #[track_caller]
     pub unsafe fn indexed_put_nbi<S: AsRef<[u8]>>(
         &self,
@@ -472,8 +475,9 @@ impl Team {
     /// event of its completion.
     ///
     /// # Safety
-    /// The pieces of `src` must stay valid and unmodified until the event is
-    /// synchronized.
+    /// The pieces of `src` must stay valid and unmodified until local completion:
+    /// with [`Flags::ENABLE_LEAF_LC`], until the event's `LC` leaf is synchronized;
+    /// otherwise until the event is.
     #[track_caller]
     pub unsafe fn indexed_put_nb<S: AsRef<[u8]>>(
         &self,

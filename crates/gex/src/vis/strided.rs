@@ -240,7 +240,9 @@ impl Team {
     /// [`Flags::ENABLE_LEAF_LC`], local completion is tracked as for `GEX_EVENT_GROUP`.
     ///
     /// # Safety
-    /// `src` must stay valid and unmodified until the operation is synchronized.
+    /// `src` must stay valid and unmodified until local completion: with
+    /// [`Flags::ENABLE_LEAF_LC`], until [`EventCategory::LC`](crate::EventCategory::LC) is
+    /// synchronized; otherwise until the operation is.
     #[allow(clippy::too_many_arguments)]
     #[track_caller]
     pub unsafe fn strided_put_nbi(
@@ -278,7 +280,9 @@ impl Team {
     /// ([`Event::query_leaf`]) is its local completion.
     ///
     /// # Safety
-    /// `src` must stay valid and unmodified until the event is synchronized.
+    /// `src` must stay valid and unmodified until local completion: with
+    /// [`Flags::ENABLE_LEAF_LC`], until the event's `LC` leaf is synchronized;
+    /// otherwise until the event is.
     #[allow(clippy::too_many_arguments)]
     #[track_caller]
     pub unsafe fn strided_put_nb(
