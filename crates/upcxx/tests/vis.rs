@@ -293,6 +293,30 @@ fn completions_of_every_kind() {
                 2,
                 remote_cx::as_rpc(landed, (next.add(300), 8u64, first)),
             );
+            // `as_buffered` and `as_blocking` source completion (§7.2.1): the source may be
+            // reused as soon as the call returns.
+            let mut reused = vals.clone();
+            let done = upcxx::rput_strided_with(
+                &reused,
+                0,
+                [8],
+                next.add(400),
+                [8],
+                [8],
+                source_cx::as_buffered() | operation_cx::as_future(),
+            );
+            reused.fill(0);
+            done.wait();
+            let done = upcxx::rput_regular_with(
+                [&vals[..]],
+                8,
+                [next.add(420)],
+                8,
+                source_cx::as_blocking() | operation_cx::as_future(),
+            );
+            done.wait();
+            assert_eq!(fetch(next.add(400), 8), vals);
+            assert_eq!(fetch(next.add(420), 8), vals);
             // Gets: a future, a promise and an LPC.
             let q = Promise::<()>::new();
             let l3 = lpcs.clone();
