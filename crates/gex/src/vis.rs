@@ -74,10 +74,12 @@
 //! # The copy loops
 //!
 //! A strided shape is first normalized (`vis/shape.rs`): levels of count 1 drop out,
-//! levels contiguous on both sides fold into the element, and adjacent levels that form
-//! one progression on both sides merge. The innermost remaining level is the one with
-//! the smallest destination stride, so writes stream; a transposing shape is then copied
-//! element by element with fixed-size loads and stores for the common element sizes.
+//! levels contiguous on both sides fold into the element, and a level that continues
+//! another's progression on both sides merges with it. The innermost remaining level is
+//! the one with the smallest destination stride, so writes stream; a transposing shape
+//! is then copied element by element with fixed-size loads and stores for the common
+//! element sizes. Vector and indexed lists are checked in one loop per list kind and
+//! each run is one `memcpy` (`memmove` where a run's source and destination overlap).
 //!
 //! # GASP
 //!
