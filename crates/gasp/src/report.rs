@@ -10,6 +10,10 @@
 //!   row = the rank that initiated the operation ([`Summary::matrix`]);
 //! * **when** (trace only): per rank, the intervals the operations occupied
 //!   ([`Summary::timeline`]).
+//! * **which line of the program**: per operation kind and call site (GASP §3.2
+//!   `filename`, `linenum`, `colnum`), the same sums ([`Summary::sites`]), with the
+//!   line's text once [`Summary::read_sources`] found the file; for a trace, each rank's
+//!   longest operations with their sites ([`Timeline::longest`]).
 //!
 //! # From a profile
 //!
@@ -47,9 +51,10 @@
 //!
 //! # Output
 //!
-//! [`top_costs`] is a plain-text table for the terminal, [`render_html`] one
-//! self-contained HTML page (inline CSS, inline SVG charts drawn with `plotters`, no
-//! external references) that opens from disk anywhere.
+//! [`top_costs`] is a plain-text table for the terminal (operation kinds, then call
+//! sites with their source lines), [`render_html`] one self-contained HTML page (inline
+//! CSS, inline SVG charts drawn with `plotters`, no external references) that opens from
+//! disk anywhere: the kinds table links each kind to the table of its call sites.
 //!
 //! ```
 //! use gasp::formats::{CommMatrix, Profile, ProfileRow, PROFILE_TOOL};
@@ -83,6 +88,7 @@
 
 mod charts;
 mod html;
+mod sites;
 mod summary;
 #[cfg(test)]
 mod tests;
@@ -96,6 +102,11 @@ use serde::Deserialize;
 use crate::formats::{CommMatrix, Profile, Trace, PROFILE_TOOL, TRACE_TOOL};
 
 pub use html::render_html;
+pub use sites::{Site, SiteCost, SourceLines, MAX_SOURCE_BYTES};
+
+/// Per rank, how many of its longest operations a trace's summary keeps
+/// ([`Timeline::longest`]).
+pub const LONGEST_PER_RANK: usize = 10;
 
 /// A file [`load`] recognized.
 #[derive(Clone, Debug, PartialEq)]
@@ -208,6 +219,8 @@ pub struct Summary {
     pub timeline: Option<Timeline>,
     /// Events the tracer dropped (its buffers were full); 0 for a profile.
     pub dropped: u64,
+    /// Every (operation kind, call site), costliest first (see [`sites`]).
+    pub sites: Vec<SiteCost>,
 }
 
 /// Per rank, the intervals its operations occupied (from a trace).
@@ -219,6 +232,23 @@ pub struct Timeline {
     pub lanes: Vec<Vec<Interval>>,
     /// End of the last event, nanoseconds since the trace epoch.
     pub end_ns: u64,
+    /// Per rank, its [`LONGEST_PER_RANK`] longest operations, in order of start.
+    pub longest: Vec<Vec<LongOp>>,
+}
+
+/// One of a rank's longest operations, with where the program called it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LongOp {
+    /// Its extent, nanoseconds since the trace epoch.
+    pub start_ns: u64,
+    /// Where it ended.
+    pub end_ns: u64,
+    /// The operation kind, an index into [`Timeline::kinds`].
+    pub kind: usize,
+    /// The call site, where the trace names one.
+    pub site: Option<Site>,
+    /// The text of the site's line (see [`Summary::read_sources`]).
+    pub source: Option<String>,
 }
 
 /// One operation's extent on its rank's lane, nanoseconds since the trace epoch.
@@ -236,6 +266,26 @@ impl Summary {
     /// The job's total rank-time: the sum of the ranks' run times.
     pub fn run_ns(&self) -> u64 {
         self.rank_time_ns.iter().sum()
+    }
+
+    /// Fills in the source text of every call site whose file `lines` can read.
+    pub fn read_sources(&mut self, lines: &mut SourceLines) {
+        for s in &mut self.sites {
+            s.source = lines.line(&s.site);
+        }
+        for op in self
+            .timeline
+            .iter_mut()
+            .flat_map(|t| &mut t.longest)
+            .flatten()
+        {
+            op.source = op.site.as_ref().and_then(|site| lines.line(site));
+        }
+    }
+
+    /// The call sites of one operation kind, costliest first.
+    pub fn sites_of<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a SiteCost> + 'a {
+        self.sites.iter().filter(move |s| s.name == name)
     }
 
     /// Total bytes and messages in the matrix.
@@ -298,7 +348,8 @@ pub(crate) fn percent(part: u64, whole: u64) -> String {
 
 /// A readable plain-text table of the `n` costliest operation kinds: kind, the ranks it
 /// occurred on, count, total time, mean time, and total as a share of the job's
-/// rank-time.
+/// rank-time; then the `n` costliest call sites (site, kind, ranks, count, total, mean,
+/// bytes), each followed by its line's text (`    | ...`) where it is known.
 pub fn top_costs(summary: &Summary, n: usize) -> String {
     let rows = cost_rows(summary);
     let run = summary.run_ns();
@@ -345,31 +396,84 @@ pub fn top_costs(summary: &Summary, n: usize) -> String {
             ]
         })
         .collect();
-    let mut width = header.clone().map(|h| h.chars().count());
-    for row in &cells {
-        for (w, c) in width.iter_mut().zip(row) {
-            *w = (*w).max(c.chars().count());
-        }
-    }
     let _ = writeln!(
         out,
         "top {} of {} operation kinds by total time",
         cells.len(),
         rows.len()
     );
-    for row in std::iter::once(&header).chain(&cells) {
+    text_table(&mut out, &header, &cells, 2, &[]);
+
+    let sites: Vec<&SiteCost> = summary.sites.iter().take(n).collect();
+    if sites.is_empty() {
+        return out;
+    }
+    let _ = writeln!(
+        out,
+        "\ntop {} of {} call sites by total time",
+        sites.len(),
+        summary.sites.len()
+    );
+    let header = [
+        "call site",
+        "kind",
+        "ranks",
+        "count",
+        "total",
+        "mean",
+        "bytes",
+    ]
+    .map(String::from);
+    let cells: Vec<[String; 7]> = sites
+        .iter()
+        .map(|s| {
+            [
+                s.site.to_string(),
+                s.name.clone(),
+                rank_list(&s.ranks),
+                s.count.to_string(),
+                fmt_ns(s.total_ns),
+                fmt_ns(s.mean_ns()),
+                fmt_bytes(s.bytes),
+            ]
+        })
+        .collect();
+    let sources: Vec<Option<&str>> = sites.iter().map(|s| s.source.as_deref()).collect();
+    text_table(&mut out, &header, &cells, 3, &sources);
+    out
+}
+
+/// Writes `header` and `cells` in aligned columns, the first `left` columns
+/// left-aligned (names), the others right-aligned (numbers). A row's entry in `below`,
+/// if any, is printed under it, indented (a call site's source line).
+fn text_table<const N: usize>(
+    out: &mut String,
+    header: &[String; N],
+    cells: &[[String; N]],
+    left: usize,
+    below: &[Option<&str>],
+) {
+    let mut width = header.clone().map(|h| h.chars().count());
+    for row in cells {
+        for (w, c) in width.iter_mut().zip(row) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let below = std::iter::once(None).chain(below.iter().copied().chain(std::iter::repeat(None)));
+    for (row, under) in std::iter::once(header).chain(cells).zip(below) {
         let mut line = String::new();
         for (i, (c, w)) in row.iter().zip(width).enumerate() {
-            // Names and ranks read left-aligned, numbers right-aligned.
-            if i < 2 {
+            if i < left {
                 let _ = write!(line, "{c:<w$}  ");
             } else {
                 let _ = write!(line, "{c:>w$}  ");
             }
         }
         let _ = writeln!(out, "{}", line.trim_end());
+        if let Some(text) = under {
+            let _ = writeln!(out, "    | {text}");
+        }
     }
-    out
 }
 
 /// Ranks as compact ranges: `0-3,6,8-9`.

@@ -5,7 +5,7 @@
 //! upcxx-run -n N [--segment-size SIZE] [--timeout SECS]
 //!           [--profile[=FILE] | --trace[=FILE] | --tool LIB.so]
 //!           [--profile-only FILE] [--exclude-local] PROGRAM [ARGS...]
-//! upcxx-run report FILE [-o OUT.html] [--top N]
+//! upcxx-run report FILE [-o OUT.html] [--top N] [--source-dir DIR]...
 //! ```
 //!
 //! Everything after `PROGRAM` is passed to every rank verbatim, including arguments that
@@ -18,9 +18,10 @@
 //! a summary. `--tool` attaches a C tool instead.
 //!
 //! `report` reads a profile (`upcxx-profile.json`) or a trace (`upcxx-trace.json`),
-//! prints the costliest operation kinds and writes one self-contained HTML page of charts
-//! (`gasp::report`), by default next to FILE with the extension `.html`. It exits with 1
-//! if the file cannot be read or written.
+//! prints the costliest operation kinds and call sites (with the text of each site's line
+//! where the source file is readable from here, or under a `--source-dir`) and writes one
+//! self-contained HTML page of tables and charts (`gasp::report`), by default next to FILE
+//! with the extension `.html`. It exits with 1 if the file cannot be read or written.
 //!
 //! # Subcommands
 //!
@@ -75,9 +76,15 @@ struct ReportArgs {
     #[arg(short = 'o', long = "output", value_name = "OUT.html")]
     output: Option<PathBuf>,
 
-    /// Number of operation kinds to print.
+    /// Number of operation kinds (and of call sites) to print.
     #[arg(long, value_name = "N", default_value_t = 15)]
     top: usize,
+
+    /// Where to look for the program's source files, to show the text of each call
+    /// site's line (repeatable; paths as recorded are tried first, relative to the
+    /// current directory).
+    #[arg(long = "source-dir", value_name = "DIR")]
+    source_dirs: Vec<PathBuf>,
 }
 
 /// Arguments of running a job (the default action).
@@ -193,13 +200,16 @@ fn report(args: &ReportArgs) -> i32 {
         );
         return 1;
     }
-    let summary = match gasp::report::load(&args.file) {
+    let mut summary = match gasp::report::load(&args.file) {
         Ok(loaded) => loaded.summary(),
         Err(e) => {
             eprintln!("{NAME}: {e}");
             return 1;
         }
     };
+    summary.read_sources(&mut gasp::report::SourceLines::new(
+        args.source_dirs.iter().cloned(),
+    ));
     if let Err(e) = std::fs::write(&output, gasp::report::render_html(&summary)) {
         eprintln!("{NAME}: {}: cannot write the report: {e}", output.display());
         return 1;

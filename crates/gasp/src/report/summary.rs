@@ -6,7 +6,8 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde_json::{Map, Value};
 
-use super::{Input, Interval, OpCost, Summary, Timeline};
+use super::sites::{Site, SiteTable};
+use super::{Input, Interval, LongOp, OpCost, Summary, Timeline, LONGEST_PER_RANK};
 use crate::formats::{CommMatrix, Profile, Trace, TraceEvent};
 
 impl Summary {
@@ -28,12 +29,22 @@ impl Summary {
         .max()
         .unwrap_or(0);
         let mut ops: BTreeMap<String, Vec<OpCost>> = BTreeMap::new();
+        let mut sites = SiteTable::default();
         for row in &p.events {
             let cost = &mut ops
                 .entry(row.name.clone())
                 .or_insert_with(|| vec![OpCost::default(); ranks])[row.rank as usize];
             cost.count += row.count;
             cost.total_ns += row.total_ns;
+            if !row.file.is_empty() {
+                let site = Site {
+                    file: row.file.clone(),
+                    line: row.line,
+                    column: row.column,
+                };
+                let rank = row.rank as usize;
+                sites.add(rank, &row.name, &site, row.count, row.total_ns, row.bytes);
+            }
         }
         let mut rank_time_ns = p.rank_time_ns.clone();
         rank_time_ns.resize(ranks, 0);
@@ -49,6 +60,7 @@ impl Summary {
             },
             timeline: None,
             dropped: 0,
+            sites: sites.into_sorted(),
         }
     }
 
@@ -87,15 +99,17 @@ impl Summary {
             match e.ph.as_str() {
                 "X" => {
                     let end = ts + e.dur.map_or(0, us_to_ns);
-                    acc.operation(rank, &e.name, end - ts);
-                    acc.interval(rank, &e.name, ts, end);
+                    let site = Site::from_args(&e.args);
+                    acc.operation(rank, &e.name, end - ts, site.as_ref(), &e.args);
+                    acc.interval(rank, &e.name, ts, end, site);
                     acc.message(rank, &e.args, false);
                 }
                 "b" => {
                     let counted =
                         initiations.contains(&(e.pid, e.tid, e.name.as_str(), e.ts.to_bits()));
+                    let site = Site::from_args(&e.args);
                     if !counted {
-                        acc.operation(rank, &e.name, 0);
+                        acc.operation(rank, &e.name, 0, site.as_ref(), &e.args);
                         acc.message(rank, &e.args, false);
                     }
                     acc.end_ns = acc.end_ns.max(ts);
@@ -104,19 +118,22 @@ impl Summary {
                         name: &e.name,
                         start: ts,
                         counted,
+                        site,
                     });
                 }
                 "e" => {
                     let key = (e.pid, e.cat.as_str(), e.id.as_deref().unwrap_or(""));
                     if let Some(b) = open.get_mut(&key).and_then(Vec::pop) {
                         if !b.counted {
-                            acc.add_time(rank, b.name, ts.saturating_sub(b.start));
+                            let ns = ts.saturating_sub(b.start);
+                            acc.add_time(rank, b.name, ns, b.site.as_ref());
                         }
-                        acc.interval(rank, b.name, b.start, ts);
+                        acc.interval(rank, b.name, b.start, ts, b.site);
                     }
                 }
                 "i" => {
-                    acc.operation(rank, &e.name, 0);
+                    let site = Site::from_args(&e.args);
+                    acc.operation(rank, &e.name, 0, site.as_ref(), &e.args);
                     acc.message(rank, &e.args, true);
                     acc.end_ns = acc.end_ns.max(ts);
                 }
@@ -130,6 +147,7 @@ impl Summary {
             lane.sort_by_key(|i| (i.start_ns, Reverse(i.end_ns)));
         }
         acc.timeline.end_ns = acc.end_ns;
+        acc.timeline.longest = acc.longest.into_iter().map(longest).collect();
         Summary {
             input: Input::Trace,
             command: t.other_data.command.clone(),
@@ -139,6 +157,7 @@ impl Summary {
             matrix: acc.matrix,
             timeline: Some(acc.timeline),
             dropped: t.other_data.dropped,
+            sites: acc.sites.into_sorted(),
         }
     }
 }
@@ -152,6 +171,24 @@ struct Begun<'a> {
     start: u64,
     /// Whether an `X` of its initiation already counted it.
     counted: bool,
+    site: Option<Site>,
+}
+
+/// A rank's [`LONGEST_PER_RANK`] longest operations, in order of start (ties: the
+/// earlier start is kept).
+fn longest(mut ops: Vec<LongOp>) -> Vec<LongOp> {
+    keep_longest(&mut ops);
+    ops.sort_by_key(|o| (o.start_ns, Reverse(o.end_ns)));
+    ops
+}
+
+/// Cuts `ops` down to its [`LONGEST_PER_RANK`] longest, in no particular order.
+fn keep_longest(ops: &mut Vec<LongOp>) {
+    if ops.len() > LONGEST_PER_RANK {
+        let key = |o: &LongOp| (Reverse(o.end_ns.saturating_sub(o.start_ns)), o.start_ns);
+        ops.select_nth_unstable_by_key(LONGEST_PER_RANK - 1, key);
+        ops.truncate(LONGEST_PER_RANK);
+    }
 }
 
 /// The summary of a trace under construction.
@@ -162,6 +199,9 @@ struct Accumulator {
     timeline: Timeline,
     kind_index: HashMap<String, usize>,
     end_ns: u64,
+    sites: SiteTable,
+    /// Per rank, every interval as a candidate for [`Timeline::longest`].
+    longest: Vec<Vec<LongOp>>,
 }
 
 impl Accumulator {
@@ -179,6 +219,8 @@ impl Accumulator {
             },
             kind_index: HashMap::new(),
             end_ns: 0,
+            sites: SiteTable::default(),
+            longest: vec![Vec::new(); ranks],
         }
     }
 
@@ -190,17 +232,38 @@ impl Accumulator {
         &mut self.ops.get_mut(name).expect("inserted above")[rank]
     }
 
-    fn operation(&mut self, rank: usize, name: &str, ns: u64) {
+    fn operation(
+        &mut self,
+        rank: usize,
+        name: &str,
+        ns: u64,
+        site: Option<&Site>,
+        args: &Map<String, Value>,
+    ) {
         let cost = self.cost(rank, name);
         cost.count += 1;
         cost.total_ns += ns;
+        if let Some(site) = site {
+            let bytes = arg_u64(args, "bytes").unwrap_or(0);
+            self.sites.add(rank, name, site, 1, ns, bytes);
+        }
     }
 
-    fn add_time(&mut self, rank: usize, name: &str, ns: u64) {
+    fn add_time(&mut self, rank: usize, name: &str, ns: u64, site: Option<&Site>) {
         self.cost(rank, name).total_ns += ns;
+        if let Some(site) = site {
+            self.sites.add(rank, name, site, 0, ns, 0);
+        }
     }
 
-    fn interval(&mut self, rank: usize, name: &str, start_ns: u64, end_ns: u64) {
+    fn interval(
+        &mut self,
+        rank: usize,
+        name: &str,
+        start_ns: u64,
+        end_ns: u64,
+        site: Option<Site>,
+    ) {
         let kind = match self.kind_index.get(name) {
             Some(&k) => k,
             None => {
@@ -215,6 +278,17 @@ impl Accumulator {
             end_ns,
             kind,
         });
+        self.longest[rank].push(LongOp {
+            start_ns,
+            end_ns,
+            kind,
+            site,
+            source: None,
+        });
+        // Bounded memory however long the trace: cut back whenever it grows past 4×.
+        if self.longest[rank].len() >= 4 * LONGEST_PER_RANK {
+            keep_longest(&mut self.longest[rank]);
+        }
         self.end_ns = self.end_ns.max(end_ns);
     }
 

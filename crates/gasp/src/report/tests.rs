@@ -1,3 +1,7 @@
+//! Tests of the report, from summaries to the text and the page. One file past 600
+//! lines: every test builds on the same two fixtures ([`profile`], [`trace`]), so the
+//! cases stay side by side rather than split by output.
+
 use serde_json::json;
 
 use super::charts::{downsample, MAX_RECTS};
@@ -282,8 +286,9 @@ fn top_costs_table() {
     for column in ["ranks", "count", "total", "mean", "% of run"] {
         assert!(lines[header].contains(column), "{text}");
     }
-    // Only the costliest kind: 6 ms of a 30 ms job.
-    let body = &lines[header + 1..];
+    // Only the costliest kind: 6 ms of a 30 ms job; the call sites follow a blank line.
+    let end = lines[header..].iter().position(|l| l.is_empty()).unwrap() + header;
+    let body = &lines[header + 1..end];
     assert_eq!(body.len(), 1, "{text}");
     let cols: Vec<&str> = body[0]
         .split("  ")
@@ -485,4 +490,164 @@ fn empty_inputs_still_render() {
     assert_eq!(count(&render_html(&s), "<svg"), 3);
     let s = Summary::from_profile(&Profile::default());
     assert_eq!(count(&render_html(&s), "<svg"), 2);
+}
+
+/// A temporary source file of `lines`, removed when dropped.
+struct SourceFile(std::path::PathBuf);
+
+impl SourceFile {
+    fn new(name: &str, lines: &[&str]) -> Self {
+        let dir = std::env::temp_dir().join(format!("gasp-report-src-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(name);
+        std::fs::write(&path, lines.join("\n")).unwrap();
+        SourceFile(path)
+    }
+}
+
+impl Drop for SourceFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+#[test]
+fn profile_sites_sum_over_ranks_costliest_first() {
+    let s = Summary::from_profile(&profile());
+    let sites: Vec<(&str, u32, u64, u64, &[usize])> = s
+        .sites
+        .iter()
+        .map(|c| {
+            (
+                c.name.as_str(),
+                c.site.line,
+                c.count,
+                c.total_ns,
+                c.ranks.as_slice(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        sites,
+        [
+            ("GASP_UPC_BARRIER", 30, 3, 6_000_000, &[0, 1, 2][..]),
+            ("GASP_UPC_GET", 10, 4, 4_000, &[0][..]),
+            ("GASP_UPC_GET", 20, 6, 2_000, &[0][..]),
+        ]
+    );
+    assert_eq!(s.sites[1].site.to_string(), "main.rs:10:0");
+    assert_eq!(s.sites_of("GASP_UPC_GET").count(), 2);
+}
+
+#[test]
+fn sources_are_read_under_the_given_roots_and_shown_under_their_sites() {
+    let file = SourceFile::new(
+        "sites.rs",
+        &["fn main() {", "    let v: Vec<u8> = get();", "}"],
+    );
+    let dir = file.0.parent().unwrap().to_path_buf();
+    let mut p = profile();
+    for r in &mut p.events {
+        r.file = "sites.rs".into();
+        r.line = if r.name == "GASP_UPC_GET" { 2 } else { 9 };
+    }
+    let mut s = Summary::from_profile(&p);
+    // Not readable as recorded (relative to the current directory): no text.
+    s.read_sources(&mut SourceLines::new([]));
+    assert!(s.sites.iter().all(|c| c.source.is_none()));
+    s.read_sources(&mut SourceLines::new([dir.join("nowhere"), dir.clone()]));
+    let get = s.sites_of("GASP_UPC_GET").next().unwrap();
+    assert_eq!(get.source.as_deref(), Some("let v: Vec<u8> = get();"));
+    // Line 9 is past the end of the file.
+    assert_eq!(s.sites_of("GASP_UPC_BARRIER").next().unwrap().source, None);
+
+    let text = top_costs(&s, 10);
+    let at = text
+        .lines()
+        .position(|l| l.starts_with("sites.rs:2:0"))
+        .unwrap();
+    assert_eq!(
+        text.lines().nth(at + 1),
+        Some("    | let v: Vec<u8> = get();"),
+        "{text}"
+    );
+    let html = render_html(&s);
+    assert!(
+        html.contains("<code>let v: Vec&lt;u8&gt; = get();</code>"),
+        "{html}"
+    );
+}
+
+#[test]
+fn html_links_each_kind_to_its_sites() {
+    let html = render_html(&Summary::from_profile(&profile()));
+    // Barrier is the costliest kind (index 0), GET the next.
+    assert!(html.contains("<a href=\"#sites-of-kind-0\">GASP_UPC_BARRIER</a>"));
+    assert!(html.contains("<a href=\"#sites-of-kind-1\">GASP_UPC_GET</a>"));
+    let at = html
+        .find("<h3 id=\"sites-of-kind-1\">GASP_UPC_GET")
+        .unwrap();
+    let table = &html[at..at + html[at..].find("</table>").unwrap()];
+    assert_eq!(table.matches("<tr class=\"site\">").count(), 2);
+    assert!(table.contains("<code>main.rs:10:0</code>"));
+    assert!(!table.contains("main.rs:30:0"));
+}
+
+#[test]
+fn trace_sites_take_async_time_at_the_end() {
+    let site = json!({"file": "t.rs", "line": 4, "column": 2, "peer": 1, "bytes": 16});
+    let t = Trace {
+        trace_events: vec![
+            with_args(with_id(event("b", "rget", 0, 1.0), "1"), site.clone()),
+            with_id(event("e", "rget", 0, 4.0), "1"),
+            with_args(complete("rput", 1, 2.0, 0.5), site),
+        ],
+        ..trace()
+    };
+    let s = Summary::from_trace(&t);
+    let rget = s.sites_of("rget").next().unwrap();
+    assert_eq!((rget.count, rget.total_ns, rget.bytes), (1, 3_000, 16));
+    assert_eq!(rget.site.to_string(), "t.rs:4:2");
+    let rput = s.sites_of("rput").next().unwrap();
+    assert_eq!((rput.ranks.as_slice(), rput.total_ns), (&[1][..], 500));
+    let longest = &s.timeline.as_ref().unwrap().longest;
+    assert_eq!(longest[0][0].site.as_ref().map(|s| s.line), Some(4));
+}
+
+#[test]
+fn longest_keeps_each_ranks_longest_operations_in_order_of_start() {
+    // 40 operations on rank 0, the i-th lasting (i * 7 % 40) µs.
+    let events: Vec<TraceEvent> = (0..40)
+        .map(|i| {
+            let mut e = complete("op", 0, 100.0 * i as f64, (i * 7 % 40) as f64);
+            e.args = json!({"file": "x.rs", "line": i + 1})
+                .as_object()
+                .unwrap()
+                .clone();
+            e
+        })
+        .collect();
+    let s = Summary::from_trace(&Trace {
+        trace_events: events,
+        ..trace()
+    });
+    let kept = &s.timeline.as_ref().unwrap().longest[0];
+    assert_eq!(kept.len(), LONGEST_PER_RANK);
+    let mut want: Vec<u64> = (0..40u64).filter(|i| i * 7 % 40 >= 30).collect();
+    want.sort();
+    let got: Vec<u64> = kept.iter().map(|o| o.start_ns / 100_000).collect();
+    assert_eq!(got, want);
+    for o in kept {
+        assert_eq!(
+            o.site.as_ref().unwrap().line as u64,
+            o.start_ns / 100_000 + 1
+        );
+    }
+    let html = render_html(&s);
+    let at = html.find("<h3 id=\"longest-rank-0\">").unwrap();
+    let table = &html[at..at + html[at..].find("</table>").unwrap()];
+    assert_eq!(
+        table.matches("<tr class=\"site\">").count(),
+        LONGEST_PER_RANK
+    );
 }

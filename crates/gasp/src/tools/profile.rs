@@ -283,7 +283,9 @@ pub fn merge(ranks: u32, parts: Vec<Profile>) -> Profile {
 /// The short table of the costliest events printed at the end of a profiled run (the
 /// same table as `upcxx-run report`).
 pub fn summary(profile: &Profile) -> String {
-    let summary = crate::report::Summary::from_profile(profile);
+    let mut summary = crate::report::Summary::from_profile(profile);
+    // Call sites' lines, from files readable where the launcher runs.
+    summary.read_sources(&mut crate::report::SourceLines::new([]));
     crate::report::top_costs(&summary, 10)
 }
 
