@@ -84,7 +84,9 @@
 //!
 //! At initialization the runtime attaches, in order of preference, the tool the
 //! program registered ([`register_tool`]) or the one `GASP_TOOL` names: `profile`,
-//! `trace` or a C library's path. `GASP_PROFILE_ONLY=FILE` limits the system events
+//! `trace`, `tracing` (with the cargo feature `tracing`: `tools::tracing`, which also
+//! has the `tracing` layer that reports the program's spans as user events) or a C
+//! library's path. `GASP_PROFILE_ONLY=FILE` limits the system events
 //! reported to the names in FILE (§3.1.2 `--profile-only`); `GASP_EXCLUDE_LOCAL=1`
 //! leaves out accesses to the local team's memory (§3.1.1 `--profile`; the default is
 //! `--profile-local`). `upcxx-run --profile`, `--trace`, `--tool`, `--profile-only` and

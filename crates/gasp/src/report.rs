@@ -219,7 +219,7 @@ pub struct Summary {
     pub timeline: Option<Timeline>,
     /// Events the tracer dropped (its buffers were full); 0 for a profile.
     pub dropped: u64,
-    /// Every (operation kind, call site), costliest first (see [`sites`]).
+    /// Every (operation kind, call site), costliest first ([`SiteCost`]).
     pub sites: Vec<SiteCost>,
 }
 

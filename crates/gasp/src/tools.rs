@@ -20,6 +20,8 @@
 pub mod profile;
 mod slots;
 pub mod trace;
+#[cfg(feature = "tracing")]
+pub mod tracing;
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -105,6 +107,10 @@ pub(crate) fn builtin(
     Ok(match Kind::from_name(name) {
         Some(Kind::Profile) => Selected::Profile(profile::Profiler::new(info, args)),
         Some(Kind::Trace) => Selected::Trace(trace::Tracer::new(info, args)),
+        #[cfg(feature = "tracing")]
+        None if name == tracing::TOOL_NAME => {
+            Selected::Other(Box::new(tracing::Forwarder::new(info, None)))
+        }
         None => Selected::Other(Box::new(crate::ctool::CTool::load(name, info, args)?)),
     })
 }
