@@ -1,7 +1,7 @@
 //! What the GASP instrumentation costs: `cargo bench --bench gasp`.
 //!
 //! `gex` and `upcxx` report a GASP event around every public operation when their
-//! `gasp` feature is on (the default). This bench measures two operations in four
+//! `gasp` feature is on (the default). This bench measures two operations in five
 //! variants:
 //!
 //! | variant   | build                         | tool                          |
@@ -10,6 +10,7 @@
 //! | `notool`  | default features              | none: an operation tests one flag, or none (`rput` and its wait) |
 //! | `profile` | default features              | `GASP_TOOL=profile`           |
 //! | `trace`   | default features              | `GASP_TOOL=trace`             |
+//! | `tracing` | default features (`gasp/tracing` through the dev-dependency) | `GASP_TOOL=tracing`, no subscriber set: `tracing`'s no-op one |
 //!
 //! | result                      | what (ns per call, rank 0 of a 2-rank job)  | baseline (target)            |
 //! |-----------------------------|---------------------------------------------|------------------------------|
@@ -21,6 +22,9 @@
 //! | `gasp.rpc_roundtrip_notool` | the same                                     | `_off` (≤ 1.05×)             |
 //! | `gasp.rpc_roundtrip_profile`| the same                                     | `_off` (≤ 1.3×)              |
 //! | `gasp.rpc_roundtrip_trace`  | the same                                     | `_off` (≤ 1.4×)              |
+//! | `gasp.rpc_roundtrip_tracing`| the same                                     | `_off` (≤ 1.5×)              |
+//!
+//! `gasp.rput_8B_tracing` is reported too, without a target.
 //!
 //! The rput targets are costs per event: GASP §3 calls each begin, end or atomic
 //! notification (`gasp_event_notify`) an event, and the issue allows a profiler 50 ns
@@ -184,9 +188,10 @@ fn driver() -> i32 {
     let machine = common::machine_note();
     let (rounds, sample_ms) = settings();
     eprintln!(
-        "gasp bench: 2-rank jobs of {KERNEL}, 4 variants x {rounds} rounds (up to {rounds} \
+        "gasp bench: 2-rank jobs of {KERNEL}, {} variants x {rounds} rounds (up to {rounds} \
          more while a faster state lacks samples), {SAMPLES_PER_JOB} samples of \
-         ~{sample_ms} ms per figure and job; {machine}"
+         ~{sample_ms} ms per figure and job; {machine}",
+        Variant::ALL.len()
     );
     let mut report = Report::new(BENCH, 2);
     let target = common::target_dir();

@@ -1,4 +1,4 @@
-//! What the bench compares: the four build and tool variants and the two operations.
+//! What the bench compares: the five build and tool variants and the two operations.
 
 /// A build and tool combination.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -7,14 +7,18 @@ pub(crate) enum Variant {
     NoTool,
     Profile,
     Trace,
+    /// `GASP_TOOL=tracing`: the `tracing` forwarder, with no subscriber set (`tracing`'s
+    /// no-op default).
+    Tracing,
 }
 
 impl Variant {
-    pub(crate) const ALL: [Variant; 4] = [
+    pub(crate) const ALL: [Variant; 5] = [
         Variant::Off,
         Variant::NoTool,
         Variant::Profile,
         Variant::Trace,
+        Variant::Tracing,
     ];
 
     pub(crate) fn name(self) -> &'static str {
@@ -23,6 +27,7 @@ impl Variant {
             Variant::NoTool => "notool",
             Variant::Profile => "profile",
             Variant::Trace => "trace",
+            Variant::Tracing => "tracing",
         }
     }
 
@@ -31,7 +36,7 @@ impl Variant {
     }
 
     pub(crate) fn has_tool(self) -> bool {
-        matches!(self, Variant::Profile | Variant::Trace)
+        matches!(self, Variant::Profile | Variant::Trace | Variant::Tracing)
     }
 
     /// The `GASP_TOOL` value.
@@ -40,6 +45,7 @@ impl Variant {
             Variant::Off | Variant::NoTool => "",
             Variant::Profile => "profile",
             Variant::Trace => "trace",
+            Variant::Tracing => "tracing",
         }
     }
 
