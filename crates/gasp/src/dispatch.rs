@@ -87,6 +87,27 @@ thread_local! {
     static IN_TOOL: Cell<bool> = const { Cell::new(false) };
 }
 
+/// The bit of the per-thread depth that instrumentation control sets
+/// ([`crate::region`]): with it the depth is never 0, so the thread's library events are
+/// not reported, and spans save and restore it with the rest of the depth. An RPC body
+/// or handler (an `Execute` span) starts from depth 0, so it is instrumented wherever it
+/// runs, as code outside the region's text.
+const UNINSTRUMENTED: u32 = 1 << 30;
+
+/// Sets (`on == false`) or clears [`UNINSTRUMENTED`] on this thread; returns whether it
+/// was clear (the thread's events were instrumented).
+pub(crate) fn set_instrumented(on: bool) -> bool {
+    DEPTH.with(|d| {
+        let depth = d.get();
+        d.set(if on {
+            depth & !UNINSTRUMENTED
+        } else {
+            depth | UNINSTRUMENTED
+        });
+        depth & UNINSTRUMENTED == 0
+    })
+}
+
 /// Environment variable naming the tool: `profile`, `trace`, or the path of a C shared
 /// library exporting the GASP functions.
 pub const GASP_TOOL: &str = "GASP_TOOL";

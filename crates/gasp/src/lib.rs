@@ -75,6 +75,7 @@
 //! * [`instrument`]: the macros `gex` and `upcxx` report their events with.
 //! * [`tool`]: the [`Tool`] trait (the tool side of §3.2–3.4) and what it receives.
 //! * [`dispatch`]: which events reach the tool; user events; measurement control.
+//! * [`region`]: instrumentation control of a region (`#pragma pupc off`/`on`, §5.1).
 //! * [`ctool`]: C tools loaded at run time (`GASP_TOOL=/path/libtool.so`).
 //! * [`tools`]: the built-in profiler and tracer, and merging the ranks' outputs.
 //! * [`timer`]: global timers. [`formats`]: the files the tools write; [`report`]:
@@ -98,6 +99,7 @@ pub mod events;
 pub mod formats;
 pub mod header;
 pub mod instrument;
+pub mod region;
 pub mod report;
 pub mod timer;
 pub mod tool;
@@ -109,5 +111,6 @@ pub use dispatch::{
     set_language, Span, UserEvent,
 };
 pub use events::{USEREVT_END, USEREVT_START};
+pub use region::{instrumentation_off, set_instrumentation, InstrumentationOff};
 pub use timer::{tick_granularity_us, ticks_now, ticks_to_ns, ticks_to_us, Ticks};
 pub use tool::{Arg, Event, EventType, GPtr, InitInfo, Language, Tool};
