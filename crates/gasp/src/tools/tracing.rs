@@ -183,8 +183,15 @@ thread_local! {
 
 impl Tool for Forwarder {
     fn event_notify(&self, event: &Event<'_>) {
-        if !self.measuring.load(Ordering::Relaxed) && event.ty != EventType::End {
-            return; // §3.3: not measuring (an END still closes its span)
+        if !self.measuring.load(Ordering::Relaxed) {
+            // §3.3: not measuring. A START still holds its place, so that its END (maybe
+            // after measuring resumed) closes nothing else; an END still closes its span.
+            match event.ty {
+                EventType::Start => OPEN.with(|open| open.borrow_mut().push((event.tag, None))),
+                EventType::End => self.forward(event),
+                EventType::Atomic => {}
+            }
+            return;
         }
         match &self.dispatch {
             Some(d) => ::tracing::dispatcher::with_default(d, || self.forward(event)),
