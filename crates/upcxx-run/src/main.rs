@@ -41,6 +41,8 @@ use std::time::Duration;
 use clap::{Parser, Subcommand};
 use gex::job::{self, JobSpec};
 
+mod otf2;
+
 /// Runs PROGRAM as an N-rank job on this host.
 #[derive(Debug, Parser)]
 #[command(
@@ -85,6 +87,12 @@ struct ReportArgs {
     /// current directory).
     #[arg(long = "source-dir", value_name = "DIR")]
     source_dirs: Vec<PathBuf>,
+
+    /// Also write a trace as an OTF2 archive in DIR (DIR/NAME.otf2, NAME being FILE's
+    /// name without its extension), for Vampir and the other OTF2 tools (needs the
+    /// feature `otf2`).
+    #[arg(long, value_name = "DIR")]
+    otf2: Option<PathBuf>,
 }
 
 /// Arguments of running a job (the default action).
@@ -115,7 +123,9 @@ struct RunArgs {
     )]
     profile: Option<PathBuf>,
 
-    /// Trace the run: every event, as a Chrome/Perfetto trace written to FILE.
+    /// Trace the run: every event, as a Chrome/Perfetto trace written to FILE; a FILE
+    /// ending in .otf2 is an OTF2 archive (FILE.otf2, FILE.def, FILE/), with the trace
+    /// beside it as FILE.json (needs the feature `otf2`).
     #[arg(
         long,
         value_name = "FILE",
@@ -200,13 +210,31 @@ fn report(args: &ReportArgs) -> i32 {
         );
         return 1;
     }
-    let mut summary = match gasp::report::load(&args.file) {
-        Ok(loaded) => loaded.summary(),
+    let loaded = match gasp::report::load(&args.file) {
+        Ok(loaded) => loaded,
         Err(e) => {
             eprintln!("{NAME}: {e}");
             return 1;
         }
     };
+    if let Some(dir) = &args.otf2 {
+        let gasp::report::Loaded::Trace(trace) = &loaded else {
+            eprintln!(
+                "{NAME}: --otf2: {} is a profile; OTF2 needs a trace (upcxx-run --trace)",
+                args.file.display()
+            );
+            return 1;
+        };
+        let name = args
+            .file
+            .file_stem()
+            .map_or_else(|| "trace".into(), |s| s.to_string_lossy().into_owned());
+        if let Err(e) = write_otf2(trace, dir, &name) {
+            eprintln!("{NAME}: --otf2 {}: {e}", dir.display());
+            return 1;
+        }
+    }
+    let mut summary = loaded.summary();
     summary.read_sources(&mut gasp::report::SourceLines::new(
         args.source_dirs.iter().cloned(),
     ));
@@ -219,6 +247,39 @@ fn report(args: &ReportArgs) -> i32 {
     let _ = write!(stdout, "{}", gasp::report::top_costs(&summary, args.top));
     let _ = writeln!(stdout, "\nreport written to {}", output.display());
     0
+}
+
+/// Writes `dir/name.otf2` and says so on stderr, as the launcher reports its files.
+fn write_otf2(trace: &gasp::formats::Trace, dir: &Path, name: &str) -> Result<(), String> {
+    if !otf2::AVAILABLE {
+        return otf2::write(trace, dir, name).map(|_| ());
+    }
+    let anchor = if dir == Path::new(".") {
+        PathBuf::from(format!("{name}.otf2"))
+    } else {
+        dir.join(format!("{name}.otf2"))
+    };
+    if anchor.exists() || dir.join(name).exists() {
+        return Err(format!(
+            "{} already exists; OTF2 does not overwrite an archive",
+            anchor.display()
+        ));
+    }
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create the directory: {e}"))?;
+    let w = otf2::write(trace, dir, name)?;
+    eprintln!(
+        "{NAME}: OTF2 archive written to {} ({} locations, {} regions, {} records)",
+        anchor.display(),
+        w.locations,
+        w.regions,
+        w.records
+    );
+    Ok(())
+}
+
+/// The trace file of `--trace=FILE.otf2`: `FILE.json`.
+fn otf2_trace_json(archive: &Path) -> Option<PathBuf> {
+    (archive.extension()? == "otf2").then(|| archive.with_extension("json"))
 }
 
 /// `dir/upcxx-profile.json` → `dir/upcxx-profile.html`.
@@ -244,6 +305,10 @@ fn run(args: RunArgs) -> i32 {
             return 2;
         }
     };
+    let otf2_target = args
+        .trace
+        .as_ref()
+        .and_then(|t| Some((t.clone(), otf2_trace_json(t)?)));
     let mut command = args.command.into_iter();
     let Some(program) = command.next() else {
         // Unreachable: clap requires at least one value.
@@ -260,13 +325,35 @@ fn run(args: RunArgs) -> i32 {
         name: NAME.to_owned(),
         forward_signals: true,
     };
-    match job::run(&spec) {
+    let code = match job::run(&spec) {
         Ok(outcome) => outcome.exit_code,
         Err(e) => {
             eprintln!("{NAME}: {e}");
-            job::launch_error_exit_code(&e)
+            return job::launch_error_exit_code(&e);
+        }
+    };
+    if let Some((archive, json)) = otf2_target {
+        let trace = match gasp::report::load(&json) {
+            Ok(gasp::report::Loaded::Trace(t)) => t,
+            Ok(_) => return code.max(1),
+            Err(e) => {
+                eprintln!("{NAME}: {e}");
+                return code.max(1);
+            }
+        };
+        let dir = match archive.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        let name = archive
+            .file_stem()
+            .map_or_else(|| "trace".into(), |s| s.to_string_lossy().into_owned());
+        if let Err(e) = write_otf2(&trace, &dir, &name) {
+            eprintln!("{NAME}: --trace={}: {e}", archive.display());
+            return code.max(1);
         }
     }
+    code
 }
 
 /// The ranks' environment for the GASP options (see `gasp::dispatch` and `gex::job`).
@@ -279,7 +366,14 @@ fn tool_env(args: &RunArgs) -> Result<Vec<(OsString, OsString)>, String> {
     }
     if let Some(out) = &args.trace {
         set(gasp::dispatch::GASP_TOOL, "trace".into());
-        set(gasp::tools::GASP_OUT, out.clone().into_os_string());
+        let json = match otf2_trace_json(out) {
+            Some(_) if !otf2::AVAILABLE => {
+                return Err(format!("--trace={}: {}", out.display(), otf2::UNAVAILABLE))
+            }
+            Some(json) => json,
+            None => out.clone(),
+        };
+        set(gasp::tools::GASP_OUT, json.into_os_string());
     }
     if let Some(lib) = &args.tool {
         // The ranks may run in another directory: pass an absolute path.
@@ -427,6 +521,26 @@ mod tests {
             default_report_path(Path::new("trace")),
             PathBuf::from("trace.html")
         );
+    }
+
+    #[test]
+    fn otf2_traces_go_to_a_json_file_beside_the_archive() {
+        assert_eq!(
+            otf2_trace_json(Path::new("run/job.otf2")),
+            Some(PathBuf::from("run/job.json"))
+        );
+        assert_eq!(otf2_trace_json(Path::new("job.json")), None);
+        let a = parse(&["-n", "2", "--trace=run/job.otf2", "prog"]).unwrap();
+        let r = parse_report(&["report", "t.json", "--otf2", "out"]).unwrap();
+        assert_eq!(r.otf2, Some(PathBuf::from("out")));
+        if otf2::AVAILABLE {
+            let env = tool_env(&a).unwrap();
+            assert!(env.contains(&("GASP_OUT".into(), "run/job.json".into())));
+        } else {
+            // Refused before anything runs, saying why.
+            let e = tool_env(&a).unwrap_err();
+            assert!(e.contains("OTF2 export is off"), "{e}");
+        }
     }
 
     #[test]
