@@ -1,9 +1,10 @@
 //! GASP and `tracing` both ways on a UPC++ program of 2 ranks (`gasp::tools::tracing`):
 //!
-//! * the forwarder makes each interval event (gasp-1.4 §3.2 START … END) a span entered
-//!   and closed on its thread, with the call site as the span's `file` and `line`, the
-//!   column and the START's arguments as fields, and each atomic event a `tracing`
-//!   event; measurement control (§3.3) stops it;
+//! * the forwarder (registered by the program, or `GASP_TOOL=tracing` with the
+//!   program's global subscriber) makes each interval event (gasp-1.4 §3.2 START …
+//!   END) a span entered and closed on its thread, with the call site as the span's
+//!   `file` and `line`, the column and the START's arguments as fields, and each atomic
+//!   event a `tracing` event; measurement control (§3.3) stops it;
 //! * the layer makes the program's own spans (`#[tracing::instrument]`) GASP user
 //!   events (§5.3), which the built-in profiler counts and the tracer draws around the
 //!   communication they contain.
@@ -148,6 +149,37 @@ fn gasp_events_reach_a_tracing_subscriber_as_spans_and_events() {
         let atomics: Vec<&Seen> = seen.events.iter().filter(|e| e.name == PHASE).collect();
         assert_eq!(atomics.len(), 1, "{atomics:?}");
         assert_eq!(atomics[0].fields["arg0"], "7");
+        drop(seen);
+        upcxx::finalize();
+    }) else {
+        return;
+    };
+    assert_eq!(outcome.exit_code, 0, "{:?}", outcome.failure);
+}
+
+#[test]
+fn gasp_tool_tracing_forwards_to_the_programs_global_subscriber() {
+    let mut opts = SpmdOptions::new(2);
+    opts.env.push(("GASP_TOOL".into(), "tracing".into()));
+    let Some(outcome) = spmd_outcome(opts, || {
+        let recorder = Recorder::default();
+        let seen = recorder.0.clone();
+        tracing::subscriber::set_global_default(tracing_subscriber::registry().with(recorder))
+            .expect("the only subscriber");
+        upcxx::init();
+        let peer = (rank_me() + 1) % rank_n();
+        for i in 0..ITERS {
+            assert_eq!(upcxx::rpc(peer, |x: u64| x + 1, (i,)).wait(), i + 1);
+        }
+        upcxx::barrier();
+        let seen = seen.lock().unwrap();
+        let sends = seen
+            .spans
+            .iter()
+            .filter(|s| s.name == "GASP_UPCXX_RPC_SEND" && s.file == Some(file!()))
+            .count() as u64;
+        assert_eq!(sends, ITERS);
+        assert_eq!(seen.closed.get("GASP_UPCXX_RPC_SEND"), Some(&ITERS));
         drop(seen);
         upcxx::finalize();
     }) else {
