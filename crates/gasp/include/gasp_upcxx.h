@@ -6,7 +6,7 @@
 
 #include <stdint.h>
 
-#define GASP_UPCXX_VERSION 5
+#define GASP_UPCXX_VERSION 6
 
 /* A pointer-to-shared: the owning rank and the address in the owner's address
  * space. Events pass a pointer to one (GASP section 5.4). */
@@ -281,6 +281,24 @@ typedef enum {
  */
 #define GASP_UPCXX_VIS_GET 0x131
 
+/* Initiating an atomic operation of an atomic domain (`upcxx::AtomicDomain::load`, `store`, `compare_exchange`, `fetch_add`, ...; UPC++ ch. 13) on the `nbytes`-byte object at `target`: `op` is the `gex` operation code (`gex_OP_t`), `dt` the data type (`gex_DT_t`), `operand1` and `operand2` the operands' bits (0 where the operation takes fewer). The wait for its value is the future's.
+ *   GASP_START: gasp_upcxx_gptr_t *target, int op, int dt, uint64_t operand1, uint64_t operand2, size_t nbytes
+ *   GASP_END:   gasp_upcxx_gptr_t *target, int op, int dt, uint64_t operand1, uint64_t operand2, size_t nbytes
+ */
+#define GASP_UPCXX_ATOMIC_OP 0x140
+
+/* Constructing this rank's representative of an atomic domain over team `team` (`upcxx::AtomicDomain::new`, collective) for the operations `ops` (a bit set of `gex_OP_t`) on data type `dt`.
+ *   GASP_START: uint64_t team, int dt, int ops
+ *   GASP_END:   uint64_t team, int dt, int ops
+ */
+#define GASP_UPCXX_ATOMIC_DOMAIN_CONSTRUCT 0x141
+
+/* Destroying an atomic domain over team `team` (`upcxx::AtomicDomain::destroy`, collective), entry barrier included.
+ *   GASP_START: uint64_t team
+ *   GASP_END:   uint64_t team
+ */
+#define GASP_UPCXX_ATOMIC_DOMAIN_DESTROY 0x142
+
 /* Sending an Active Message Request (`gex::Team::am_request_*`): `category` is 0 Short, 1 Medium, 2 Long; `nbytes` the payload.
  *   GASP_START: int target, int handler, int category, size_t nbytes
  *   GASP_END:   int target, int handler, int category, size_t nbytes
@@ -346,5 +364,23 @@ typedef enum {
  *   GASP_END:   int target, int shape, size_t runs, size_t n, gasp_upc_nb_handle_t handle
  */
 #define GASP_GEX_VIS_GET 0x221
+
+/* Initiating a remote atomic operation (`gex_AD_OpNB_*`, `gex_AD_OpNBI_*`) on the `nbytes`-byte object at `target`: `result` is the initiator's output location of a fetching operation (0 for none), `op` the operation (`gex_OP_t`), `dt` the data type (`gex_DT_t`), `operand1` and `operand2` the operands' bits (0 where the operation takes fewer). The END's handle is `GASP_NB_TRIVIAL` when the operation was complete at return.
+ *   GASP_START: gasp_upcxx_gptr_t *target, void *result, int op, int dt, uint64_t operand1, uint64_t operand2, size_t nbytes
+ *   GASP_END:   gasp_upcxx_gptr_t *target, void *result, int op, int dt, uint64_t operand1, uint64_t operand2, size_t nbytes, gasp_upc_nb_handle_t handle
+ */
+#define GASP_GEX_AD_OP 0x230
+
+/* Creating an atomic domain over team `team` (`gex_AD_Create`, collective) for the operations `ops` (a bit set of `gex_OP_t`) on data type `dt`, with `flags`.
+ *   GASP_START: int team, int dt, int ops, int flags
+ *   GASP_END:   int team, int dt, int ops, int flags
+ */
+#define GASP_GEX_AD_CREATE 0x231
+
+/* Destroying an atomic domain over team `team` (`gex_AD_Destroy`, collective).
+ *   GASP_START: int team
+ *   GASP_END:   int team
+ */
+#define GASP_GEX_AD_DESTROY 0x232
 
 #endif /* GASP_UPCXX_H */

@@ -56,7 +56,7 @@
 
 /// The C header's `GASP_UPC_VERSION`-style number of this event list; bump it when an
 /// event is added (GASP §5.5).
-pub const EVENTS_VERSION: u32 = 5;
+pub const EVENTS_VERSION: u32 = 6;
 
 /// The first tag returned by `create_event` for user events (GASP §5.3's
 /// `GASP_UPC_USEREVT_START`).
@@ -554,6 +554,23 @@ events! {
     GASP_UPCXX_VIS_GET = 0x131, Upcxx, Interval, Initiate,
         start(target: Rank, shape: Int, runs: Size, n: Bytes),
         end(target: Rank, shape: Int, runs: Size, n: Bytes, handle: Handle);
+    /// Initiating an atomic operation of an atomic domain (`upcxx::AtomicDomain::load`,
+    /// `store`, `compare_exchange`, `fetch_add`, ...; UPC++ ch. 13) on the `nbytes`-byte
+    /// object at `target`: `op` is the `gex` operation code (`gex_OP_t`), `dt` the data
+    /// type (`gex_DT_t`), `operand1` and `operand2` the operands' bits (0 where the
+    /// operation takes fewer). The wait for its value is the future's.
+    GASP_UPCXX_ATOMIC_OP = 0x140, Upcxx, Interval, Blocking,
+        start(target: GPtr, op: Int, dt: Int, operand1: U64, operand2: U64, nbytes: Bytes),
+        end(target: GPtr, op: Int, dt: Int, operand1: U64, operand2: U64, nbytes: Bytes);
+    /// Constructing this rank's representative of an atomic domain over team `team`
+    /// (`upcxx::AtomicDomain::new`, collective) for the operations `ops` (a bit set of
+    /// `gex_OP_t`) on data type `dt`.
+    GASP_UPCXX_ATOMIC_DOMAIN_CONSTRUCT = 0x141, Upcxx, Interval, Blocking,
+        start(team: U64, dt: Int, ops: Int), end(team: U64, dt: Int, ops: Int);
+    /// Destroying an atomic domain over team `team` (`upcxx::AtomicDomain::destroy`,
+    /// collective), entry barrier included.
+    GASP_UPCXX_ATOMIC_DOMAIN_DESTROY = 0x142, Upcxx, Interval, Blocking,
+        start(team: U64), end(team: U64);
     /// Sending an Active Message Request (`gex::Team::am_request_*`): `category` is
     /// 0 Short, 1 Medium, 2 Long; `nbytes` the payload.
     GASP_GEX_AM_REQUEST = 0x200, Gex, Interval, Blocking,
@@ -612,6 +629,25 @@ events! {
     GASP_GEX_VIS_GET = 0x221, Gex, Interval, Initiate,
         start(target: Rank, shape: Int, runs: Size, n: Bytes),
         end(target: Rank, shape: Int, runs: Size, n: Bytes, handle: Handle);
+    /// Initiating a remote atomic operation (`gex_AD_OpNB_*`, `gex_AD_OpNBI_*`) on the
+    /// `nbytes`-byte object at `target`: `result` is the initiator's output location of
+    /// a fetching operation (0 for none), `op` the operation (`gex_OP_t`), `dt` the data
+    /// type (`gex_DT_t`), `operand1` and `operand2` the operands' bits (0 where the
+    /// operation takes fewer). The END's handle is `GASP_NB_TRIVIAL` when the operation
+    /// was complete at return.
+    GASP_GEX_AD_OP = 0x230, Gex, Interval, Initiate,
+        start(target: GPtr, result: Ptr, op: Int, dt: Int, operand1: U64, operand2: U64,
+            nbytes: Bytes),
+        end(target: GPtr, result: Ptr, op: Int, dt: Int, operand1: U64, operand2: U64,
+            nbytes: Bytes, handle: Handle);
+    /// Creating an atomic domain over team `team` (`gex_AD_Create`, collective) for the
+    /// operations `ops` (a bit set of `gex_OP_t`) on data type `dt`, with `flags`.
+    GASP_GEX_AD_CREATE = 0x231, Gex, Interval, Blocking,
+        start(team: Int, dt: Int, ops: Int, flags: Int),
+        end(team: Int, dt: Int, ops: Int, flags: Int);
+    /// Destroying an atomic domain over team `team` (`gex_AD_Destroy`, collective).
+    GASP_GEX_AD_DESTROY = 0x232, Gex, Interval, Blocking,
+        start(team: Int), end(team: Int);
 }
 
 /// The table entry of `tag`, if it is a system event.
@@ -629,8 +665,8 @@ pub fn runs_user_code(tag: u32) -> bool {
     matches!(tag, GASP_UPCXX_RPC_EXECUTE | GASP_GEX_AM_HANDLER)
 }
 
-/// Whether `tag` is an operation one rank directs at another (a put, get, RPC or AM
-/// send): these fill the communication matrix, counted at the initiator.
+/// Whether `tag` is an operation one rank directs at another (a put, get, RPC, AM send
+/// or remote atomic): these fill the communication matrix, counted at the initiator.
 pub fn is_communication(tag: u32) -> bool {
     matches!(
         tag,
@@ -645,6 +681,8 @@ pub fn is_communication(tag: u32) -> bool {
             | GASP_GEX_VIS_GET
             | GASP_UPCXX_VIS_PUT
             | GASP_UPCXX_VIS_GET
+            | GASP_GEX_AD_OP
+            | GASP_UPCXX_ATOMIC_OP
     )
 }
 

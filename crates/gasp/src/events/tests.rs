@@ -250,3 +250,37 @@ fn non_contiguous_transfers_are_communication_initiations() {
     assert_eq!(by_tag(GASP_GEX_VIS_PUT).unwrap().layer, Layer::Gex);
     assert_eq!(by_tag(GASP_UPCXX_VIS_GET).unwrap().layer, Layer::Upcxx);
 }
+
+/// Remote atomics (ours: GASP 1.4 has no atomic events) are communication: the
+/// profiler's matrix finds the peer in the target and the bytes in `nbytes`; creating
+/// and destroying a domain are blocking collectives that are not.
+#[test]
+fn atomic_operations_are_communication_and_domains_are_not() {
+    for tag in [GASP_GEX_AD_OP, GASP_UPCXX_ATOMIC_OP] {
+        let e = by_tag(tag).unwrap();
+        assert!(is_communication(tag) && !runs_user_code(tag), "{}", e.name);
+        assert!(
+            e.start_args.contains("gasp_upcxx_gptr_t *target"),
+            "{}",
+            e.name
+        );
+        assert!(e.start_args.contains("size_t nbytes"), "{}", e.name);
+    }
+    assert_eq!(by_tag(GASP_GEX_AD_OP).unwrap().timing, Timing::Initiate);
+    assert!(by_tag(GASP_GEX_AD_OP).unwrap().end_args.ends_with("handle"));
+    let op =
+        args::GASP_GEX_AD_OP.start(crate::GPtr::new(3, 0x40), 0x1000, 1 << 10, 1 << 2, 5, 0, 8);
+    assert_eq!(op.args()[0], crate::Arg::GPtr(crate::GPtr::new(3, 0x40)));
+    assert_eq!(op.args()[6], crate::Arg::Bytes(8));
+    for tag in [
+        GASP_GEX_AD_CREATE,
+        GASP_GEX_AD_DESTROY,
+        GASP_UPCXX_ATOMIC_DOMAIN_CONSTRUCT,
+        GASP_UPCXX_ATOMIC_DOMAIN_DESTROY,
+    ] {
+        let e = by_tag(tag).unwrap();
+        assert_eq!((e.shape, e.timing), (Shape::Interval, Timing::Blocking));
+        assert!(e.start_args.starts_with("int team") || e.start_args.starts_with("uint64_t team"));
+        assert!(!is_communication(tag), "{}", e.name);
+    }
+}
