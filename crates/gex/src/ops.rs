@@ -7,7 +7,8 @@
 //! way: [`Op::valid_for_reduction`] and [`Op::valid_for_atomic`].
 //!
 //! As in the spec, every code is a distinct bit ([`Dt::bit`], [`Op::bit`]), so sets of
-//! codes (the operations an atomic domain supports) combine with bit-wise OR without loss.
+//! codes (the operations an atomic domain supports, an [`OpSet`]) combine with bit-wise
+//! OR without loss.
 
 /// A data type of atomics and reductions (GASNet-EX `gex_DT_t`).
 ///
@@ -350,6 +351,80 @@ impl Op {
     }
 }
 
+/// A set of operation codes (a `gex_OP_t` holding a bit-wise OR of `GEX_OP_*`, as
+/// `gex_AD_Create` takes it): `Op::FAdd | Op::Get`, or [`OpSet::of`] a list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct OpSet(u32);
+
+impl OpSet {
+    /// The empty set.
+    pub const EMPTY: OpSet = OpSet(0);
+
+    /// The set of the operations in `ops`.
+    pub const fn of(ops: &[Op]) -> OpSet {
+        let mut bits = 0;
+        let mut i = 0;
+        while i < ops.len() {
+            bits |= ops[i].bit();
+            i += 1;
+        }
+        OpSet(bits)
+    }
+
+    /// Whether `op` is in the set.
+    pub const fn contains(self, op: Op) -> bool {
+        self.0 & op.bit() != 0
+    }
+
+    /// The set as the bit mask `gex_OP_t` is.
+    pub const fn bits(self) -> u32 {
+        self.0
+    }
+
+    /// Whether the set is empty.
+    pub const fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+
+    /// The operations of the set, in the spec's order.
+    pub fn iter(self) -> impl Iterator<Item = Op> {
+        Op::ALL.into_iter().filter(move |op| self.contains(*op))
+    }
+}
+
+impl From<Op> for OpSet {
+    fn from(op: Op) -> OpSet {
+        OpSet(op.bit())
+    }
+}
+
+impl std::ops::BitOr<Op> for Op {
+    type Output = OpSet;
+    fn bitor(self, rhs: Op) -> OpSet {
+        OpSet(self.bit() | rhs.bit())
+    }
+}
+
+impl std::ops::BitOr<Op> for OpSet {
+    type Output = OpSet;
+    fn bitor(self, rhs: Op) -> OpSet {
+        OpSet(self.0 | rhs.bit())
+    }
+}
+
+impl std::ops::BitOr for OpSet {
+    type Output = OpSet;
+    fn bitor(self, rhs: OpSet) -> OpSet {
+        OpSet(self.0 | rhs.0)
+    }
+}
+
+impl FromIterator<Op> for OpSet {
+    fn from_iter<I: IntoIterator<Item = Op>>(iter: I) -> OpSet {
+        iter.into_iter().fold(OpSet::EMPTY, |set, op| set | op)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -368,6 +443,17 @@ mod tests {
             acc | op.bit()
         });
         assert_eq!(ops.count_ones() as usize, Op::ALL.len());
+    }
+
+    #[test]
+    fn op_sets_combine_with_or_and_list_their_members() {
+        let set = Op::FAdd | Op::Get | Op::Cas;
+        assert_eq!(set, OpSet::of(&[Op::Cas, Op::Get, Op::FAdd]));
+        assert_eq!(set.bits(), Op::FAdd.bit() | Op::Get.bit() | Op::Cas.bit());
+        assert!(set.contains(Op::Get) && !set.contains(Op::Add));
+        assert_eq!(set.iter().collect::<Vec<_>>(), [Op::FAdd, Op::Cas, Op::Get]);
+        assert_eq!(set.iter().collect::<OpSet>(), set);
+        assert!(OpSet::EMPTY.is_empty() && !OpSet::from(Op::Add).is_empty());
     }
 
     #[test]
