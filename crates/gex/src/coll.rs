@@ -228,6 +228,19 @@ fn event_of(handle: Arc<OpHandle>) -> Event {
 }
 
 impl Team {
+    /// Starts a barrier over any team (the primordial one included) on which the
+    /// members check that they agree on `words`, the single-valued arguments of the
+    /// collective call `call` it is part of: ranks that disagree fail the job with a
+    /// message naming the call. For collectives outside this module that move no data
+    /// (`gex_AD_Create`); `words[0]` should name the call, so that no other
+    /// collective's digest matches.
+    #[track_caller]
+    pub(crate) fn agreement_nb(&self, call: &'static str, words: &[u64]) -> Event {
+        let rt = initiation(self, call);
+        let op = Box::new(barrier::Barrier::new(self.size));
+        event_of(engine::start(rt, self, call, engine::digest(words), op))
+    }
+
     /// Starts a barrier over a team that is not the primordial one (GASNet-EX
     /// `gex_Coll_BarrierNB`): the dissemination barrier of the collective engine.
     #[track_caller]

@@ -34,6 +34,7 @@
 //!   negotiated payloads. [`rma`]: put and get (Blocking, NB, NBI, value-based).
 //!   [`event`]: events, local completion, NBI categories and access regions.
 //!   [`hsl`]: handler-safe locks. [`vis`]: vector, indexed and strided put and get.
+//!   [`atomic`]: atomic domains and remote atomics.
 //! * [`client`]: client, endpoint, team and segment objects, job queries.
 //! * `progress` ([`poll`]), `runtime` (the process-wide state), `context` (restricted
 //!   contexts), `backoff`, `env`: the core below the operations.
@@ -45,6 +46,7 @@
 //! above it.
 
 pub mod am;
+pub mod atomic;
 mod backoff;
 pub mod barrier;
 pub mod client;
@@ -67,6 +69,7 @@ pub mod testing;
 pub mod vis;
 
 pub use am::{AmCategory, AmEntry, AmIndex, AmRole, HandlerFn, LcKind, SrcDesc, Token, TokenInfo};
+pub use atomic::{AtomicDomain, AtomicType};
 pub use client::{
     host_info, job_rank, job_size, max_segment_size, my_position, nbrhd_info, Client, Endpoint,
     InitError, Segment,
@@ -96,6 +99,28 @@ impl Flags {
     /// Ask a VIS NB or NBI put for its local-completion leaf event, or for local
     /// completion in the NBI category `LC` (GASNet-EX `GEX_FLAG_ENABLE_LEAF_LC`).
     pub const ENABLE_LEAF_LC: Flags = Flags(1 << 12);
+    /// Asserts that the target of a remote atomic is the calling rank
+    /// (GASNet-EX `GEX_FLAG_AD_MY_RANK`); exclusive with [`Flags::AD_MY_NBRHD`].
+    pub const AD_MY_RANK: Flags = Flags(1 << 16);
+    /// Asserts that the target of a remote atomic is in the calling process's
+    /// neighborhood (GASNet-EX `GEX_FLAG_AD_MY_NBRHD`).
+    pub const AD_MY_NBRHD: Flags = Flags(1 << 17);
+    /// Asks `AtomicDomain::create` to favor targets on the calling rank (GASNet-EX
+    /// `GEX_FLAG_AD_FAVOR_MY_RANK`); one of three exclusive hints.
+    pub const AD_FAVOR_MY_RANK: Flags = Flags(1 << 18);
+    /// Asks `AtomicDomain::create` to favor targets in the caller's neighborhood
+    /// (GASNet-EX `GEX_FLAG_AD_FAVOR_MY_NBRHD`).
+    pub const AD_FAVOR_MY_NBRHD: Flags = Flags(1 << 19);
+    /// Asks `AtomicDomain::create` to favor targets in other neighborhoods (GASNet-EX
+    /// `GEX_FLAG_AD_FAVOR_REMOTE`).
+    pub const AD_FAVOR_REMOTE: Flags = Flags(1 << 20);
+    /// The remote atomic performs an "acquire" (GASNet-EX `GEX_FLAG_AD_ACQ`).
+    pub const AD_ACQ: Flags = Flags(1 << 21);
+    /// The remote atomic performs a "release" (GASNet-EX `GEX_FLAG_AD_REL`).
+    pub const AD_REL: Flags = Flags(1 << 22);
+    /// The target rank of a remote atomic is a job rank, not a rank of the domain's
+    /// team (GASNet-EX `GEX_FLAG_RANK_IS_JOBRANK`).
+    pub const RANK_IS_JOBRANK: Flags = Flags(1 << 23);
 
     /// The flags as the bit mask `gex_Flags_t` is.
     pub const fn bits(self) -> u32 {
@@ -105,6 +130,11 @@ impl Flags {
     /// Whether every flag in `other` is set in `self`.
     pub const fn contains(self, other: Flags) -> bool {
         self.0 & other.0 == other.0
+    }
+
+    /// The flags of `self` that are not in `other`.
+    pub const fn without(self, other: Flags) -> Flags {
+        Flags(self.0 & !other.0)
     }
 }
 

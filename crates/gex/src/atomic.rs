@@ -1,0 +1,646 @@
+//! Atomic domains and remote atomic operations (GASNet-EX spec, "Remote Atomics":
+//! "Atomic Domains", `gex_AD_Create`, `gex_AD_Destroy`, the `gex_AD_Query*` calls,
+//! CData, and "Remote Atomic Operations", `gex_AD_OpNB_*`, `gex_AD_OpNBI_*`).
+//!
+//! ```
+//! use gex::ops::Op;
+//! use gex::{AtomicDomain, Client, Flags, Segment};
+//!
+//! let (client, _ep, team) = Client::init("AD_DOC", Flags::NONE).unwrap();
+//! let _segment = Segment::attach(&team, 1 << 16).unwrap();
+//! // Collective: every rank of the team, the same type, operations and flags.
+//! let ad = AtomicDomain::create(&team, gex::ops::Dt::I64, Op::FAdd | Op::Set, Flags::NONE);
+//! let word = team.segment_bound(0).unwrap().owner_addr;
+//! if team.rank() == 0 {
+//!     ad.op_blocking(0, word, Op::Set, 40i64, 0, Flags::NONE);
+//! }
+//! team.barrier();
+//! let before = ad.op_blocking(0, word, Op::FAdd, 1i64, 0, Flags::AD_ACQ);
+//! assert!(before >= Some(40));
+//! team.barrier();
+//! ad.destroy();
+//! client.finalize();
+//! ```
+//!
+//! # The API
+//!
+//! An [`AtomicDomain`] is a handle (the spec's `gex_AD_t`), cheap to clone. The spec's
+//! typed families `gex_AD_OpNB_[DATATYPE]` and `gex_AD_OpNBI_[DATATYPE]` are one generic
+//! call each, [`AtomicDomain::op_nb`] and [`AtomicDomain::op_nbi`], over the sealed
+//! trait [`AtomicType`] of the six data types; the type must be the domain's (checked
+//! at every call). Those two write the fetched value into caller memory that must
+//! outlive the call until the operation is synchronized, so they are `unsafe`, as the
+//! NB and NBI gets of `rma` are. [`AtomicDomain::op_blocking`], which the spec does not
+//! have, is the safe form: it returns the fetched value.
+//!
+//! Every call checks, before anything happens, and panics naming the call: a domain
+//! destroyed or of another type, an operation not in the domain's set, a rank outside
+//! the team (or, with [`Flags::RANK_IS_JOBRANK`], a job rank that is not a member), a
+//! target misaligned for the type or outside the target's bound segment, a missing or
+//! misaligned result location for a fetching operation, flags the call does not take,
+//! and a `MY_RANK`/`MY_NBRHD` assertion that does not hold.
+//!
+//! # How an operation runs
+//!
+//! On one host every segment is mapped in every process (the conduit's `translate`
+//! gives the local address), so an operation is a CPU atomic on the shared mapping,
+//! computed by [`AtomicType::apply`] (`atomic/compute.rs`), the one function a conduit
+//! without such a mapping would run in an Active Message handler on the target. Such a
+//! conduit does not exist yet: `translate` is where its unmapped targets would fail.
+//!
+//! The operation is complete when the call returns. NB calls still return an
+//! [`Event`] (the spec's `GEX_EVENT_INVALID` for a synchronous completion), and NBI
+//! calls count in the NBI machinery under the spec's categories: `GEX_EC_PUT` for
+//! `GEX_OP_SET`, `GEX_EC_GET` for `GEX_OP_GET`, `GEX_EC_RMW` for every other operation.
+//! `GEX_FLAG_IMMEDIATE` never finds resources lacking, so no call returns [`NoOp`].
+//!
+//! # What the spec allows, and what this implementation does
+//!
+//! * **Coherence with other accesses.** The spec guarantees atomicity only among
+//!   operations on the same domain, and forbids any other access to the target during
+//!   an "atomic access phase". Ours are CPU atomics, which are also atomic with respect
+//!   to other CPU atomics (another domain, `std::sync::atomic` on the same word), but
+//!   programs must not rely on that: the spec does not grant it.
+//! * **Ordering.** Without flags an operation is `Relaxed`. `GEX_FLAG_AD_REL` makes it a
+//!   release, `GEX_FLAG_AD_ACQ` an acquire, both an `AcqRel` read-modify-write; a `GET`
+//!   with `REL` is a release fence and a load, a `SET` with `ACQ` a store and an acquire
+//!   fence. As the operation is complete at return, initiation and synchronization are
+//!   the same point for the ordering the spec defines.
+//! * **`MY_RANK`, `MY_NBRHD`, `FAVOR_*`** are hints to the implementation; on shared
+//!   memory every path is the same. The `MY_*` assertions are checked nevertheless (a
+//!   false one is the caller's bug), the `FAVOR_*` ones only for exclusivity.
+//! * **Integers** follow C arithmetic, except that signed overflow, undefined in C,
+//!   wraps.
+//! * **Floating point** (the spec lists deviations from IEEE 754 it permits): `(F)CAS`
+//!   compares bits, as if on integers (so `-0.0` does not match `0.0`, and a NaN
+//!   matches the same NaN); `MIN`/`MAX` are the spec's C expressions in floating point,
+//!   `(op0 < op1) ? op0 : op1` and `(op0 > op1) ? op0 : op1`, so when either value is a
+//!   NaN, or they compare equal (`-0.0` and `0.0`), the result is `op1`. Signalling
+//!   NaNs are not treated specially.
+//!
+//! GASP: every operation reports `GASP_GEX_AD_OP`, an initiation whose END carries its
+//! handle; creation and destruction report `GASP_GEX_AD_CREATE` and
+//! `GASP_GEX_AD_DESTROY` (our events: GASP 1.4 has none for atomics).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use gasp::GPtr;
+
+use crate::client::{CData, CDataSlot};
+use crate::conduit::{Completion, Conduit, Rank};
+use crate::context;
+use crate::event::{self, Event, EventCategory};
+use crate::ops::{Dt, Op, OpSet};
+use crate::rma::address_error;
+use crate::runtime::runtime;
+use crate::team::Team;
+use crate::{Flags, NoOp};
+
+mod compute;
+
+pub use compute::{AtomicType, MemOrder};
+
+/// The flags `gex_AD_Create` takes: one of the `FAVOR` hints at most.
+const CREATE_FLAGS: [Flags; 3] = [
+    Flags::AD_FAVOR_MY_RANK,
+    Flags::AD_FAVOR_MY_NBRHD,
+    Flags::AD_FAVOR_REMOTE,
+];
+
+/// The flags `gex_AD_Op*` take.
+const OP_FLAGS: Flags = Flags(
+    Flags::IMMEDIATE.bits()
+        | Flags::AD_MY_RANK.bits()
+        | Flags::AD_MY_NBRHD.bits()
+        | Flags::AD_ACQ.bits()
+        | Flags::AD_REL.bits()
+        | Flags::RANK_IS_JOBRANK.bits(),
+);
+
+/// An atomic domain (GASNet-EX `gex_AD_t`): a team, one data type and a set of
+/// operations, through which remote atomics on that type are made.
+#[derive(Debug, Clone)]
+pub struct AtomicDomain {
+    state: Arc<State>,
+}
+
+#[derive(Debug)]
+struct State {
+    team: Team,
+    dt: Dt,
+    ops: OpSet,
+    flags: Flags,
+    /// The job rank of each member, by team rank; `None` for the primordial team,
+    /// whose ranks are job ranks. Kept here so that an operation looks up no table.
+    members: Option<Box<[Rank]>>,
+    /// This process's job rank.
+    me: Rank,
+    destroyed: AtomicBool,
+    cdata: CDataSlot,
+    /// The team's name for GASP events.
+    gasp_team: i32,
+}
+
+impl AtomicDomain {
+    /// GASNet-EX `gex_AD_Create`: creates a domain for the operations `ops` on data type
+    /// `dt` over `team`, with at most one of the `FAVOR` hints in `flags`. Collective
+    /// over the team: every member passes the same `dt`, `ops` and `flags` (checked: a
+    /// mismatch fails the job) and the call returns once all have entered it.
+    ///
+    /// # Panics
+    /// If `dt` is [`Dt::User`], `ops` is empty or holds an operation not valid for
+    /// atomics on `dt` ([`Op::valid_for_atomic`]), `flags` holds anything but one
+    /// `FAVOR` hint, the team was destroyed, or in a restricted context.
+    #[track_caller]
+    pub fn create(team: &Team, dt: Dt, ops: impl Into<OpSet>, flags: Flags) -> AtomicDomain {
+        const CALL: &str = "AtomicDomain::create";
+        let ops = ops.into();
+        let rt = runtime(CALL);
+        context::check_may_communicate(CALL);
+        let data = team.data(CALL);
+        if !dt.is_builtin() {
+            panic!(
+                "gex::{CALL}: {} is not a data type of remote atomics",
+                dt.name()
+            );
+        }
+        if ops.is_empty() {
+            panic!("gex::{CALL}: the set of operations is empty");
+        }
+        if let Some(op) = ops.iter().find(|op| !op.valid_for_atomic(dt)) {
+            panic!(
+                "gex::{CALL}: {} is not an atomic operation on {} (GASNet-EX \"Operation \
+                 codes for atomics and reductions\")",
+                op.name(),
+                dt.name()
+            );
+        }
+        let favor = CREATE_FLAGS.iter().filter(|f| flags.contains(**f)).count();
+        let others = CREATE_FLAGS.iter().fold(flags, |rest, f| rest.without(*f));
+        if favor > 1 || others != Flags::NONE {
+            panic!(
+                "gex::{CALL}: flags {:#x} are not one of GEX_FLAG_AD_FAVOR_{{MY_RANK,MY_NBRHD,\
+                 REMOTE}} (which exclude each other)",
+                flags.bits()
+            );
+        }
+        let gasp_team = data.shared_name();
+        let (d, o, f) = (dt.bit() as i32, ops.bits() as i32, flags.bits() as i32);
+        let span = gasp::span!(GASP_GEX_AD_CREATE, gasp_team, d, o, f);
+        let words = [
+            0xAD,
+            u64::from(dt.bit()),
+            u64::from(ops.bits()),
+            u64::from(flags.bits()),
+        ];
+        team.agreement_nb(CALL, &words).wait();
+        let domain = AtomicDomain {
+            state: Arc::new(State {
+                team: *team,
+                dt,
+                ops,
+                flags,
+                members: (!team.is_primordial()).then(|| data.members.clone()),
+                me: rt.conduit.rank(),
+                destroyed: AtomicBool::new(false),
+                cdata: CDataSlot::default(),
+                gasp_team,
+            }),
+        };
+        gasp::end!(span, gasp_team, d, o, f);
+        domain
+    }
+
+    /// GASNet-EX `gex_AD_Destroy`: collective over the domain's team, without barrier
+    /// synchronization. Every operation on the domain must be complete everywhere
+    /// before any rank calls it (in practice: synchronize, then a barrier). Every later
+    /// use of the domain, through any of its handles, fails naming the call.
+    ///
+    /// # Panics
+    /// If the domain was destroyed already, or in a restricted context.
+    #[track_caller]
+    pub fn destroy(&self) {
+        const CALL: &str = "AtomicDomain::destroy";
+        runtime(CALL);
+        context::check_may_communicate(CALL);
+        let st = self.live(CALL);
+        let span = gasp::span!(GASP_GEX_AD_DESTROY, st.gasp_team);
+        st.destroyed.store(true, Ordering::Release);
+        gasp::end!(span, st.gasp_team);
+    }
+
+    /// GASNet-EX `gex_AD_QueryFlags`: the flags passed at creation.
+    #[track_caller]
+    pub fn flags(&self) -> Flags {
+        self.live("AtomicDomain::flags").flags
+    }
+
+    /// GASNet-EX `gex_AD_QueryTM`: the team passed at creation.
+    #[track_caller]
+    pub fn team(&self) -> Team {
+        self.live("AtomicDomain::team").team
+    }
+
+    /// GASNet-EX `gex_AD_QueryDT`: the data type passed at creation.
+    #[track_caller]
+    pub fn dt(&self) -> Dt {
+        self.live("AtomicDomain::dt").dt
+    }
+
+    /// GASNet-EX `gex_AD_QueryOps`: the set of operations passed at creation.
+    #[track_caller]
+    pub fn ops(&self) -> OpSet {
+        self.live("AtomicDomain::ops").ops
+    }
+
+    /// GASNet-EX `gex_AD_SetCData`.
+    #[track_caller]
+    pub fn set_cdata(&self, data: Option<CData>) {
+        self.live("AtomicDomain::set_cdata").cdata.set(data)
+    }
+
+    /// GASNet-EX `gex_AD_QueryCData`: `None` for a new domain.
+    #[track_caller]
+    pub fn cdata(&self) -> Option<CData> {
+        self.live("AtomicDomain::cdata").cdata.get()
+    }
+
+    /// GASNet-EX `gex_AD_OpNB_[DATATYPE]`: performs `opcode` atomically on the `T` at
+    /// `tgt_addr` (an address in the target's address space, inside its bound segment)
+    /// of team rank `tgt_rank` (a job rank with [`Flags::RANK_IS_JOBRANK`]), with
+    /// `operand1` and `operand2` where the operation takes them (ignored otherwise). A
+    /// fetching operation writes the value the target held before (`op0`) to `result`
+    /// by the time the returned event is synchronized. `flags` may hold `IMMEDIATE`,
+    /// one of `AD_MY_RANK`/`AD_MY_NBRHD`, `AD_ACQ`, `AD_REL` and `RANK_IS_JOBRANK`.
+    ///
+    /// # Safety
+    /// For a fetching operation `result` must be valid for writes of a `T` and not
+    /// otherwise accessed until the event is synchronized; it is ignored (and may be
+    /// null) for the others.
+    ///
+    /// # Panics
+    /// See the [module documentation](self): every check is made before the operation.
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    #[track_caller]
+    pub unsafe fn op_nb<T: AtomicType>(
+        &self,
+        result: *mut T,
+        tgt_rank: Rank,
+        tgt_addr: usize,
+        opcode: Op,
+        operand1: T,
+        operand2: T,
+        flags: Flags,
+    ) -> Result<Event, NoOp> {
+        // SAFETY: the caller's contract, passed on.
+        unsafe {
+            self.nb(
+                "AtomicDomain::op_nb",
+                result,
+                tgt_rank,
+                tgt_addr,
+                opcode,
+                operand1,
+                operand2,
+                flags,
+            )
+        }
+    }
+
+    /// [`op_nb`](AtomicDomain::op_nb) for the call `call`.
+    ///
+    /// # Safety
+    /// As for [`op_nb`](AtomicDomain::op_nb).
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    #[track_caller]
+    unsafe fn nb<T: AtomicType>(
+        &self,
+        call: &'static str,
+        result: *mut T,
+        tgt_rank: Rank,
+        tgt_addr: usize,
+        opcode: Op,
+        operand1: T,
+        operand2: T,
+        flags: Flags,
+    ) -> Result<Event, NoOp> {
+        let target = self.check::<T>(call, result, tgt_rank, tgt_addr, opcode, flags);
+        let span = gasp::span!(
+            GASP_GEX_AD_OP,
+            GPtr::new(target.rank, tgt_addr),
+            result as usize,
+            opcode.bit() as i32,
+            T::DT.bit() as i32,
+            operand1.to_bits(),
+            operand2.to_bits(),
+            std::mem::size_of::<T>()
+        );
+        // SAFETY: `check` found the target in a mapped segment and aligned; `result` is
+        // the caller's to keep valid.
+        let c = unsafe { run(&target, result, opcode, operand1, operand2, flags) };
+        let e = Event::from_completion(c);
+        gasp::end!(
+            span,
+            GPtr::new(target.rank, tgt_addr),
+            result as usize,
+            opcode.bit() as i32,
+            T::DT.bit() as i32,
+            operand1.to_bits(),
+            operand2.to_bits(),
+            std::mem::size_of::<T>(),
+            e.gasp_handle()
+        );
+        Ok(e)
+    }
+
+    /// GASNet-EX `gex_AD_OpNBI_[DATATYPE]`: [`op_nb`](AtomicDomain::op_nb) with implicit
+    /// completion, synchronized with `nbi_wait`/`nbi_test` of `EventCategory::PUT` for
+    /// `GEX_OP_SET`, `EventCategory::GET` for `GEX_OP_GET` and `EventCategory::RMW` for
+    /// every other operation, or by the end of an access region.
+    ///
+    /// # Safety
+    /// As for [`op_nb`](AtomicDomain::op_nb), until the operation is synchronized.
+    ///
+    /// # Panics
+    /// See the [module documentation](self).
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    #[track_caller]
+    pub unsafe fn op_nbi<T: AtomicType>(
+        &self,
+        result: *mut T,
+        tgt_rank: Rank,
+        tgt_addr: usize,
+        opcode: Op,
+        operand1: T,
+        operand2: T,
+        flags: Flags,
+    ) -> Result<(), NoOp> {
+        const CALL: &str = "AtomicDomain::op_nbi";
+        let target = self.check::<T>(CALL, result, tgt_rank, tgt_addr, opcode, flags);
+        let span = gasp::span!(
+            GASP_GEX_AD_OP,
+            GPtr::new(target.rank, tgt_addr),
+            result as usize,
+            opcode.bit() as i32,
+            T::DT.bit() as i32,
+            operand1.to_bits(),
+            operand2.to_bits(),
+            std::mem::size_of::<T>()
+        );
+        // SAFETY: as in `op_nb`.
+        let c = unsafe { run(&target, result, opcode, operand1, operand2, flags) };
+        let handle = event::nbi_handle(&c);
+        event::track_nbi(nbi_category(opcode), c);
+        gasp::end!(
+            span,
+            GPtr::new(target.rank, tgt_addr),
+            result as usize,
+            opcode.bit() as i32,
+            T::DT.bit() as i32,
+            operand1.to_bits(),
+            operand2.to_bits(),
+            std::mem::size_of::<T>(),
+            handle
+        );
+        Ok(())
+    }
+
+    /// [`op_nb`](AtomicDomain::op_nb) and a wait for its event, safe: returns the
+    /// fetched value (`op0`) of a fetching operation, `None` for the others. Not in the
+    /// spec, which has no blocking remote atomics; reported as the NB call and its sync.
+    ///
+    /// # Panics
+    /// See the [module documentation](self). `IMMEDIATE` is not taken: the call blocks.
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    #[track_caller]
+    pub fn op_blocking<T: AtomicType>(
+        &self,
+        tgt_rank: Rank,
+        tgt_addr: usize,
+        opcode: Op,
+        operand1: T,
+        operand2: T,
+        flags: Flags,
+    ) -> Option<T> {
+        const CALL: &str = "AtomicDomain::op_blocking";
+        if flags.contains(Flags::IMMEDIATE) {
+            panic!("gex::{CALL}: GEX_FLAG_IMMEDIATE is not taken by a blocking call");
+        }
+        let mut out = std::mem::MaybeUninit::<T>::uninit();
+        // SAFETY: `out` lives until the event is synchronized, below, and is read only
+        // after that, for a fetching operation, which wrote it.
+        unsafe {
+            self.nb(
+                CALL,
+                out.as_mut_ptr(),
+                tgt_rank,
+                tgt_addr,
+                opcode,
+                operand1,
+                operand2,
+                flags,
+            )
+            .unwrap_or_else(|NoOp| unreachable!("no IMMEDIATE"))
+            .wait();
+            opcode.is_fetching().then(|| out.assume_init())
+        }
+    }
+
+    /// The domain's state, or a panic naming `call` if it was destroyed.
+    #[inline]
+    #[track_caller]
+    fn live(&self, call: &str) -> &State {
+        let st = &*self.state;
+        if st.destroyed.load(Ordering::Acquire) {
+            destroyed(call);
+        }
+        st
+    }
+
+    /// Every check of an operation, before it happens; where the target is.
+    #[inline]
+    #[track_caller]
+    fn check<T: AtomicType>(
+        &self,
+        call: &'static str,
+        result: *mut T,
+        tgt_rank: Rank,
+        tgt_addr: usize,
+        opcode: Op,
+        flags: Flags,
+    ) -> Target {
+        let rt = runtime(call);
+        context::check_may_communicate(call);
+        let st = self.live(call);
+        if T::DT != st.dt {
+            type_mismatch(call, T::DT, st.dt);
+        }
+        if !st.ops.contains(opcode) {
+            not_in_set(call, opcode, st.ops);
+        }
+        if flags.without(OP_FLAGS) != Flags::NONE
+            || flags.contains(Flags::AD_MY_RANK | Flags::AD_MY_NBRHD)
+        {
+            bad_flags(call, flags);
+        }
+        let rank = st.job_rank(call, tgt_rank, flags);
+        if flags.contains(Flags::AD_MY_RANK) && rank != st.me {
+            false_assertion(call, "GEX_FLAG_AD_MY_RANK", tgt_rank);
+        }
+        if flags.contains(Flags::AD_MY_NBRHD) && rt.conduit.nbrhd().0.binary_search(&rank).is_err()
+        {
+            false_assertion(call, "GEX_FLAG_AD_MY_NBRHD", tgt_rank);
+        }
+        let size = std::mem::size_of::<T>();
+        if tgt_addr & (size - 1) != 0 {
+            misaligned(call, "target", tgt_addr, T::DT);
+        }
+        if opcode.is_fetching() {
+            if result.is_null() {
+                panic!(
+                    "gex::{call}: {} fetches, but the result location is null",
+                    opcode.name()
+                );
+            }
+            if !result.is_aligned() {
+                misaligned(call, "result", result as usize, T::DT);
+            }
+        }
+        let local = match rt.conduit.translate(rank, tgt_addr, size) {
+            Ok(local) => local,
+            Err(e) => address_error(call, tgt_rank, tgt_addr, size, e),
+        };
+        Target { rank, local }
+    }
+}
+
+impl State {
+    /// The job rank of the target `rank`, or a panic naming `call`.
+    #[inline]
+    #[track_caller]
+    fn job_rank(&self, call: &str, rank: Rank, flags: Flags) -> Rank {
+        if flags.contains(Flags::RANK_IS_JOBRANK) {
+            let member = match &self.members {
+                None => rank < self.team.size(),
+                Some(members) => members.contains(&rank),
+            };
+            if !member {
+                panic!(
+                    "gex::{call}: job rank {rank} (GEX_FLAG_RANK_IS_JOBRANK) is not a member \
+                     of the domain's team"
+                );
+            }
+            return rank;
+        }
+        match &self.members {
+            None if rank < self.team.size() => rank,
+            Some(members) if (rank as usize) < members.len() => members[rank as usize],
+            _ => panic!(
+                "gex::{call}: rank {rank} is not in the domain's team (size {})",
+                self.team.size()
+            ),
+        }
+    }
+}
+
+/// A checked target: its job rank and its address in this process.
+struct Target {
+    rank: Rank,
+    local: usize,
+}
+
+/// Performs the operation on a checked target and stores a fetched value in `result`.
+///
+/// # Safety
+/// `target` comes from [`AtomicDomain::check`] for `T` and `opcode`; for a fetching
+/// operation `result` is valid for writes of a `T`.
+#[inline]
+unsafe fn run<T: AtomicType>(
+    target: &Target,
+    result: *mut T,
+    opcode: Op,
+    operand1: T,
+    operand2: T,
+    flags: Flags,
+) -> Completion {
+    let order = MemOrder {
+        acquire: flags.contains(Flags::AD_ACQ),
+        release: flags.contains(Flags::AD_REL),
+    };
+    // SAFETY: the target is a `T` in a segment mapped for the life of the job, aligned
+    // (checked), and in an atomic access phase accessed only by atomics (the spec's
+    // rule for the caller); `opcode` is in the domain's set, valid for `T::DT`.
+    let op0 = unsafe { T::apply(target.local as *mut T, opcode, operand1, operand2, order) };
+    if opcode.is_fetching() {
+        // SAFETY: the caller's contract; non-null and aligned (checked).
+        unsafe { result.write(op0) };
+    }
+    Completion::Done
+}
+
+/// The NBI category of an operation ("Remote Atomic Operations", "Return value").
+fn nbi_category(op: Op) -> EventCategory {
+    match op {
+        Op::Set => EventCategory::PUT,
+        Op::Get => EventCategory::GET,
+        _ => EventCategory::RMW,
+    }
+}
+
+#[cold]
+#[track_caller]
+fn destroyed(call: &str) -> ! {
+    panic!("gex::{call}: the atomic domain was destroyed (gex_AD_Destroy)")
+}
+
+#[cold]
+#[track_caller]
+fn type_mismatch(call: &str, got: Dt, domain: Dt) -> ! {
+    panic!(
+        "gex::{call}: the operation's type {} is not the domain's {} (they must be equal)",
+        got.name(),
+        domain.name()
+    )
+}
+
+#[cold]
+#[track_caller]
+fn not_in_set(call: &str, op: Op, ops: OpSet) -> ! {
+    let names: Vec<&str> = ops.iter().map(Op::name).collect();
+    panic!(
+        "gex::{call}: {} is not in the domain's set of operations ({})",
+        op.name(),
+        names.join(" | ")
+    )
+}
+
+#[cold]
+#[track_caller]
+fn bad_flags(call: &str, flags: Flags) -> ! {
+    panic!(
+        "gex::{call}: flags {:#x} are not IMMEDIATE, AD_ACQ, AD_REL, RANK_IS_JOBRANK and at \
+         most one of AD_MY_RANK and AD_MY_NBRHD",
+        flags.bits()
+    )
+}
+
+#[cold]
+#[track_caller]
+fn false_assertion(call: &str, flag: &str, rank: Rank) -> ! {
+    panic!("gex::{call}: {flag} asserts where the target is, but rank {rank} is not there")
+}
+
+#[cold]
+#[track_caller]
+fn misaligned(call: &str, what: &str, addr: usize, dt: Dt) -> ! {
+    panic!(
+        "gex::{call}: the {what} address {addr:#x} is not aligned for {} ({} bytes)",
+        dt.name(),
+        dt.size().unwrap_or(0)
+    )
+}
