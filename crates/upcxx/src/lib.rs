@@ -32,17 +32,19 @@
 //! Modules follow the chapters of the UPC++ v1.0 specification (draft 10):
 //! [`runtime`] (ch. 2), [`global_ptr`] (ch. 3), [`alloc`] (ch. 4), [`future`] (ch. 5),
 //! [`serialization`] (ch. 6), [`completion`] (ch. 7), [`rma`] (ch. 8), [`rpc`](mod@rpc) (ch. 9),
-//! [`persona`] (ch. 10), [`team`] (ch. 11), [`coll`] (ch. 12), [`dist_object`] (ch. 14),
-//! [`vis`] (ch. 15).
+//! [`persona`] (ch. 10), [`team`] (ch. 11), [`coll`] (ch. 12), [`atomic`] (ch. 13),
+//! [`dist_object`] (ch. 14), [`vis`] (ch. 15).
 //!
 //! Imports point down these layers, lowest first: the runtime state and the per-thread
 //! state; global pointers, allocation and serialization; futures; RPC; personas;
-//! completions; RMA and non-contiguous RMA; user-level progress; teams and collectives; distributed objects;
+//! completions; RMA and non-contiguous RMA; user-level progress; teams and collectives;
+//! atomics; distributed objects;
 //! and `init`/`finalize`, which compose them.
 //! The one exception is futures ↔ progress: waiting on a future makes progress (see
 //! [`future`]).
 
 pub mod alloc;
+pub mod atomic;
 pub mod coll;
 pub mod completion;
 pub mod dist_object;
@@ -63,6 +65,7 @@ pub use alloc::{
     allocate, allocate_typed, deallocate, delete_, delete_array, new_, new_array, new_array_with,
     shared_segment_size, shared_segment_used, try_new_, try_new_array, try_new_array_with,
 };
+pub use atomic::{AtomicDomain, AtomicOp};
 pub use coll::{
     barrier_async, barrier_async_with, broadcast, broadcast_buffer, broadcast_buffer_with,
     broadcast_with, op_fast_add, op_fast_bit_and, op_fast_bit_or, op_fast_bit_xor, op_fast_max,

@@ -30,6 +30,9 @@ pub trait AtomicType:
     /// The GASNet-EX data type (`GEX_DT_*`).
     const DT: Dt;
 
+    /// Zero: the operand to pass where an operation takes none.
+    const ZERO: Self;
+
     /// The value's bits, zero-extended (how GASP events carry operands).
     fn to_bits(self) -> u64;
 
@@ -123,6 +126,7 @@ macro_rules! integer {
 
         impl AtomicType for $t {
             const DT: Dt = Dt::$dt;
+            const ZERO: $t = 0;
 
             #[inline]
             fn to_bits(self) -> u64 {
@@ -184,6 +188,7 @@ macro_rules! float {
 
         impl AtomicType for $t {
             const DT: Dt = Dt::$dt;
+            const ZERO: $t = 0.0;
 
             #[inline]
             fn to_bits(self) -> u64 {

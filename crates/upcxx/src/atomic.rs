@@ -1,0 +1,683 @@
+//! Atomics (UPC++ spec ch. 13): atomic domains and their operations.
+//!
+//! ```
+//! use std::sync::atomic::Ordering;
+//! use upcxx::{AtomicDomain, AtomicOp};
+//!
+//! upcxx::init();
+//! // Collective over the world (§13.3 ¶4): the type and the operations it will use.
+//! let mut ad = AtomicDomain::<i64>::new(&[AtomicOp::Load, AtomicOp::FetchAdd, AtomicOp::Store]);
+//! // Rank 0's counter, which every rank finds through a distributed object.
+//! let counters = upcxx::DistObject::new(upcxx::new_(0i64));
+//! let counter = counters.fetch(0).wait();
+//! // Every operation is non-blocking; by default a future of operation completion,
+//! // with the value read for the fetching ones (§13.1 ¶11).
+//! let before = ad.fetch_add(counter, 2, Ordering::Relaxed).wait();
+//! assert!(before % 2 == 0);
+//! upcxx::barrier();
+//! assert_eq!(ad.load(counter, Ordering::Acquire).wait(), 2 * upcxx::rank_n() as i64);
+//! // Collective destruction after an entry barrier (§13.3 ¶13), before finalize.
+//! ad.destroy(upcxx::EntryBarrier::User);
+//! upcxx::finalize();
+//! ```
+//!
+//! # Design
+//!
+//! * An [`AtomicDomain<T>`] wraps a `gex` atomic domain (`gex_AD_t`) over the team's
+//!   `gex` team, created with the `gex` operations that the [`AtomicOp`]s name. `T` is
+//!   one of the six types of §13.1 ¶3, the sealed [`gex::AtomicType`]; an operation
+//!   outside the domain's set (or, at construction, one not permitted for `T`, Tables
+//!   13.1 and 13.2) is a panic naming the call, as is a memory order the operation does
+//!   not take, a null or misaligned pointer, a target outside the domain's team, a
+//!   destroyed domain or team.
+//! * Every operation goes to `gex` with its target named by world rank
+//!   (`GEX_FLAG_RANK_IS_JOBRANK`). To a target of the local team, which this process
+//!   maps (every target, on shared memory), `gex` performs it as a CPU atomic on the
+//!   mapping, with no message; the same call would send one to a target elsewhere.
+//! * Memory orders map onto `GEX_FLAG_AD_ACQ` and `GEX_FLAG_AD_REL` (§13.3 ¶28, ¶34,
+//!   ¶40, ¶48): `Relaxed`, `Acquire`, `Release`, `AcqRel` where the operation takes
+//!   them; `SeqCst` is not among the orders of ch. 13.
+//! * Completions are those of ch. 7, operation completion only, through the machinery
+//!   of [`crate::completion`]: a future (the default), a promise or an LPC, carrying
+//!   the value read for `load`, `compare_exchange` and the `fetch_*` operations. An
+//!   operation is complete when the call returns, so notifications come at the next
+//!   user-level progress, as for `rput`.
+//! * §13.3 ¶20: a domain must be destroyed before it is dropped, unless UPC++ was
+//!   finalized since its creation; dropping a live domain while UPC++ is initialized
+//!   panics.
+//!
+//! GASP: each operation reports `GASP_UPCXX_ATOMIC_OP` at the caller's location (the
+//! `gex` operation inside is not reported, as for every UPC++ operation);
+//! construction and destruction report `GASP_UPCXX_ATOMIC_DOMAIN_CONSTRUCT` and
+//! `GASP_UPCXX_ATOMIC_DOMAIN_DESTROY`.
+
+use std::marker::PhantomData;
+use std::sync::atomic::Ordering;
+
+use gex::ops::{Op, OpSet};
+use gex::AtomicType;
+
+use crate::completion::{
+    self, operation_cx, CompletionEvents, Completions, FutureList, HasOperation, Returned,
+};
+use crate::future::Future;
+use crate::global_ptr::GlobalPtr;
+use crate::runtime::state::{check_init, initialized};
+use crate::team::{check_collective, world, EntryBarrier, Team};
+
+/// The operations of an atomic domain (UPC++ `atomic_op`, §13.3 ¶1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AtomicOp {
+    /// `atomic_op::load`.
+    Load,
+    /// `atomic_op::store`.
+    Store,
+    /// `atomic_op::compare_exchange`.
+    CompareExchange,
+    /// `atomic_op::add`.
+    Add,
+    /// `atomic_op::fetch_add`.
+    FetchAdd,
+    /// `atomic_op::sub`.
+    Sub,
+    /// `atomic_op::fetch_sub`.
+    FetchSub,
+    /// `atomic_op::mul`.
+    Mul,
+    /// `atomic_op::fetch_mul`.
+    FetchMul,
+    /// `atomic_op::min`.
+    Min,
+    /// `atomic_op::fetch_min`.
+    FetchMin,
+    /// `atomic_op::max`.
+    Max,
+    /// `atomic_op::fetch_max`.
+    FetchMax,
+    /// `atomic_op::bit_and` (integer types only).
+    BitAnd,
+    /// `atomic_op::fetch_bit_and` (integer types only).
+    FetchBitAnd,
+    /// `atomic_op::bit_or` (integer types only).
+    BitOr,
+    /// `atomic_op::fetch_bit_or` (integer types only).
+    FetchBitOr,
+    /// `atomic_op::bit_xor` (integer types only).
+    BitXor,
+    /// `atomic_op::fetch_bit_xor` (integer types only).
+    FetchBitXor,
+    /// `atomic_op::inc`.
+    Inc,
+    /// `atomic_op::fetch_inc`.
+    FetchInc,
+    /// `atomic_op::dec`.
+    Dec,
+    /// `atomic_op::fetch_dec`.
+    FetchDec,
+}
+
+impl AtomicOp {
+    /// Every operation, in the order of §13.3 ¶1.
+    pub const ALL: [AtomicOp; 23] = [
+        AtomicOp::Load,
+        AtomicOp::Store,
+        AtomicOp::CompareExchange,
+        AtomicOp::Add,
+        AtomicOp::FetchAdd,
+        AtomicOp::Sub,
+        AtomicOp::FetchSub,
+        AtomicOp::Mul,
+        AtomicOp::FetchMul,
+        AtomicOp::Min,
+        AtomicOp::FetchMin,
+        AtomicOp::Max,
+        AtomicOp::FetchMax,
+        AtomicOp::BitAnd,
+        AtomicOp::FetchBitAnd,
+        AtomicOp::BitOr,
+        AtomicOp::FetchBitOr,
+        AtomicOp::BitXor,
+        AtomicOp::FetchBitXor,
+        AtomicOp::Inc,
+        AtomicOp::FetchInc,
+        AtomicOp::Dec,
+        AtomicOp::FetchDec,
+    ];
+
+    /// The `gex` operation that performs it: `load` is `GEX_OP_GET`, `store`
+    /// `GEX_OP_SET`, `compare_exchange` `GEX_OP_FCAS`, the others their namesakes.
+    pub const fn gex_op(self) -> Op {
+        match self {
+            AtomicOp::Load => Op::Get,
+            AtomicOp::Store => Op::Set,
+            AtomicOp::CompareExchange => Op::FCas,
+            AtomicOp::Add => Op::Add,
+            AtomicOp::FetchAdd => Op::FAdd,
+            AtomicOp::Sub => Op::Sub,
+            AtomicOp::FetchSub => Op::FSub,
+            AtomicOp::Mul => Op::Mult,
+            AtomicOp::FetchMul => Op::FMult,
+            AtomicOp::Min => Op::Min,
+            AtomicOp::FetchMin => Op::FMin,
+            AtomicOp::Max => Op::Max,
+            AtomicOp::FetchMax => Op::FMax,
+            AtomicOp::BitAnd => Op::And,
+            AtomicOp::FetchBitAnd => Op::FAnd,
+            AtomicOp::BitOr => Op::Or,
+            AtomicOp::FetchBitOr => Op::FOr,
+            AtomicOp::BitXor => Op::Xor,
+            AtomicOp::FetchBitXor => Op::FXor,
+            AtomicOp::Inc => Op::Inc,
+            AtomicOp::FetchInc => Op::FInc,
+            AtomicOp::Dec => Op::Dec,
+            AtomicOp::FetchDec => Op::FDec,
+        }
+    }
+
+    /// The spec's name, e.g. `"fetch_add"`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            AtomicOp::Load => "load",
+            AtomicOp::Store => "store",
+            AtomicOp::CompareExchange => "compare_exchange",
+            AtomicOp::Add => "add",
+            AtomicOp::FetchAdd => "fetch_add",
+            AtomicOp::Sub => "sub",
+            AtomicOp::FetchSub => "fetch_sub",
+            AtomicOp::Mul => "mul",
+            AtomicOp::FetchMul => "fetch_mul",
+            AtomicOp::Min => "min",
+            AtomicOp::FetchMin => "fetch_min",
+            AtomicOp::Max => "max",
+            AtomicOp::FetchMax => "fetch_max",
+            AtomicOp::BitAnd => "bit_and",
+            AtomicOp::FetchBitAnd => "fetch_bit_and",
+            AtomicOp::BitOr => "bit_or",
+            AtomicOp::FetchBitOr => "fetch_bit_or",
+            AtomicOp::BitXor => "bit_xor",
+            AtomicOp::FetchBitXor => "fetch_bit_xor",
+            AtomicOp::Inc => "inc",
+            AtomicOp::FetchInc => "fetch_inc",
+            AtomicOp::Dec => "dec",
+            AtomicOp::FetchDec => "fetch_dec",
+        }
+    }
+
+    /// The name of the call, for messages: `"atomic_domain::fetch_add"`.
+    const fn call(self) -> &'static str {
+        macro_rules! calls {
+            ($($op:ident $name:literal),*) => {
+                match self { $(AtomicOp::$op => concat!("atomic_domain::", $name),)* }
+            };
+        }
+        calls!(
+            Load "load", Store "store", CompareExchange "compare_exchange", Add "add",
+            FetchAdd "fetch_add", Sub "sub", FetchSub "fetch_sub", Mul "mul",
+            FetchMul "fetch_mul", Min "min", FetchMin "fetch_min", Max "max",
+            FetchMax "fetch_max", BitAnd "bit_and", FetchBitAnd "fetch_bit_and",
+            BitOr "bit_or", FetchBitOr "fetch_bit_or", BitXor "bit_xor",
+            FetchBitXor "fetch_bit_xor", Inc "inc", FetchInc "fetch_inc", Dec "dec",
+            FetchDec "fetch_dec"
+        )
+    }
+
+    /// Whether `T` is permitted for the operation (Tables 13.1 and 13.2: the bit-wise
+    /// operations take the integer types only).
+    pub fn permits<T: AtomicType>(self) -> bool {
+        self.gex_op().valid_for_atomic(T::DT)
+    }
+
+    /// The memory orders the operation takes: `load` relaxed or acquire (§13.3 ¶25),
+    /// `store` relaxed or release (¶31), the others any but `SeqCst` (¶37, ¶43).
+    fn takes(self, order: Ordering) -> bool {
+        match self {
+            AtomicOp::Load => matches!(order, Ordering::Relaxed | Ordering::Acquire),
+            AtomicOp::Store => matches!(order, Ordering::Relaxed | Ordering::Release),
+            _ => !matches!(order, Ordering::SeqCst),
+        }
+    }
+}
+
+/// The completion events of a fetching atomic (`load`, `compare_exchange`, `fetch_*`):
+/// operation completion, producing the value read (§13.3 ¶27, ¶39, ¶47).
+#[derive(Debug)]
+pub struct AtomicFetch<T>(PhantomData<fn() -> T>);
+
+impl<T: 'static> CompletionEvents for AtomicFetch<T> {
+    const NAME: &'static str = "atomic_domain fetching operation";
+    type OpValues = (T,);
+}
+impl<T: 'static> HasOperation for AtomicFetch<T> {}
+
+/// The completion events of a non-fetching atomic (`store`, `add`, `inc`, ...):
+/// operation completion, no value (§13.3 ¶33, ¶47).
+#[derive(Debug)]
+pub enum AtomicUpdate {}
+
+impl CompletionEvents for AtomicUpdate {
+    const NAME: &'static str = "atomic_domain non-fetching operation";
+    type OpValues = ();
+}
+impl HasOperation for AtomicUpdate {}
+
+/// An atomic domain over a team, for the operations given at construction on `T`
+/// (UPC++ `atomic_domain<T>`, §13.3 ¶2): this process's representative.
+#[derive(Debug)]
+pub struct AtomicDomain<T: AtomicType> {
+    gex: gex::AtomicDomain,
+    team: Team,
+    ops: Vec<AtomicOp>,
+    destroyed: bool,
+    _type: PhantomData<fn() -> T>,
+}
+
+impl<T: AtomicType> AtomicDomain<T> {
+    /// Constructs an atomic domain over the world for `ops` (UPC++ `atomic_domain(ops,
+    /// world())`, §13.3 ¶4). Collective over the world, on the thread holding the
+    /// master persona.
+    ///
+    /// # Panics
+    /// If an operation is not permitted for `T` (§13.3 ¶6), off the master persona's
+    /// thread (¶5), or in the restricted context.
+    #[track_caller]
+    pub fn new(ops: &[AtomicOp]) -> AtomicDomain<T> {
+        AtomicDomain::new_in(ops, world())
+    }
+
+    /// Constructs an atomic domain over `team` for `ops` (UPC++ `atomic_domain(ops,
+    /// team)`, §13.3 ¶4): collective over `team`; every member passes the same `ops`
+    /// (checked: a mismatch fails the job). Makes internal progress only (¶8).
+    ///
+    /// # Panics
+    /// As [`new`](AtomicDomain::new), or if `team` is invalid or destroyed.
+    #[track_caller]
+    pub fn new_in(ops: &[AtomicOp], team: &Team) -> AtomicDomain<T> {
+        const CALL: &str = "atomic_domain::atomic_domain";
+        check_init(CALL);
+        let gex_team = team.gex(CALL);
+        check_collective(CALL);
+        if let Some(op) = ops.iter().find(|op| !op.permits::<T>()) {
+            panic!(
+                "upcxx::{CALL}: atomic_op::{} is not permitted for {} (UPC++ spec §13.3 ¶6, \
+                 Table 13.1)",
+                op.name(),
+                std::any::type_name::<T>()
+            );
+        }
+        let set: OpSet = ops.iter().map(|op| op.gex_op()).collect();
+        let team_arg = team.id().to_u64();
+        let (dt, bits) = (T::DT.bit() as i32, set.bits() as i32);
+        let span = gasp::span!(GASP_UPCXX_ATOMIC_DOMAIN_CONSTRUCT, team_arg, dt, bits);
+        // An empty set is a domain no operation may use; gex asks for at least one.
+        let gex_set = if set.is_empty() { Op::Get.into() } else { set };
+        let gex = gex::AtomicDomain::create(&gex_team, T::DT, gex_set, gex::Flags::NONE);
+        gasp::end!(span, team_arg, dt, bits);
+        AtomicDomain {
+            gex,
+            team: team.clone(),
+            ops: ops.to_vec(),
+            destroyed: false,
+            _type: PhantomData,
+        }
+    }
+
+    /// Destroys this process's state of the domain (UPC++ `atomic_domain::destroy`,
+    /// §13.3 ¶13), after the entry barrier `lev`: collective over the domain's team, on
+    /// the master persona's thread. Every operation on the domain must have completed
+    /// by the end of the entry barrier (¶15). Later operations fail, naming the call.
+    ///
+    /// # Panics
+    /// If the domain was destroyed already, off the master persona's thread (¶14), or
+    /// in the restricted context.
+    #[track_caller]
+    pub fn destroy(&mut self, lev: EntryBarrier) {
+        const CALL: &str = "atomic_domain::destroy";
+        check_init(CALL);
+        self.check_live(CALL);
+        let team = self.team.gex(CALL);
+        check_collective(CALL);
+        let team_arg = self.team.id().to_u64();
+        let span = gasp::span!(GASP_UPCXX_ATOMIC_DOMAIN_DESTROY, team_arg);
+        match lev {
+            EntryBarrier::User => {
+                let mut ev = team.barrier_nb();
+                crate::progress::wait_until(|| ev.test());
+            }
+            EntryBarrier::Internal => team.barrier_nb().wait(),
+            EntryBarrier::None => {}
+        }
+        self.destroyed = true;
+        self.gex.destroy();
+        gasp::end!(span, team_arg);
+    }
+
+    /// The operations given at construction.
+    pub fn ops(&self) -> &[AtomicOp] {
+        &self.ops
+    }
+
+    /// The team given at construction.
+    pub fn team(&self) -> &Team {
+        &self.team
+    }
+
+    #[inline]
+    #[track_caller]
+    fn check_live(&self, call: &str) {
+        if self.destroyed {
+            panic!("upcxx::{call}: the atomic domain was destroyed (atomic_domain::destroy)");
+        }
+    }
+
+    /// Initiates `op` on `p` with operands `val1`, `val2`: every check, then the `gex`
+    /// operation. Returns the value read (for a non-fetching operation, unspecified)
+    /// and the target's world rank.
+    #[inline]
+    #[track_caller]
+    fn initiate(
+        &self,
+        op: AtomicOp,
+        p: GlobalPtr<T>,
+        val1: T,
+        val2: T,
+        order: Ordering,
+    ) -> (T, u32) {
+        let call = op.call();
+        check_init(call);
+        crate::thread::check_not_restricted(call);
+        self.check_live(call);
+        self.team.gex(call);
+        if !self.ops.contains(&op) {
+            not_in_domain(op, &self.ops);
+        }
+        if !op.takes(order) {
+            panic!(
+                "upcxx::{call}: memory order {order:?} is not one this \
+                 operation takes (UPC++ spec §13.3)"
+            );
+        }
+        if p.is_null() {
+            panic!("upcxx::{call}: the global pointer is null");
+        }
+        let (rank, addr) = (p.where_(), p.owner_addr());
+        if !self.team.contains_world(rank) {
+            panic!(
+                "upcxx::{call}: the target's rank {rank} is not a member of \
+                 the domain's team {}",
+                self.team.id()
+            );
+        }
+        if addr % std::mem::align_of::<T>() != 0 {
+            panic!(
+                "upcxx::{call}: the global pointer {addr:#x} is not aligned \
+                 for {}",
+                std::any::type_name::<T>()
+            );
+        }
+        let gop = op.gex_op();
+        let gptr = gasp::GPtr::new(rank, addr);
+        let (o, d, n) = (
+            gop.bit() as i32,
+            T::DT.bit() as i32,
+            std::mem::size_of::<T>(),
+        );
+        let (b1, b2) = (val1.to_bits(), val2.to_bits());
+        let span = gasp::span!(GASP_UPCXX_ATOMIC_OP, gptr, o, d, b1, b2, n);
+        let mut flags = gex::Flags::RANK_IS_JOBRANK;
+        if matches!(order, Ordering::Acquire | Ordering::AcqRel) {
+            flags = flags | gex::Flags::AD_ACQ;
+        }
+        if matches!(order, Ordering::Release | Ordering::AcqRel) {
+            flags = flags | gex::Flags::AD_REL;
+        }
+        let value = self.gex.op_blocking(rank, addr, gop, val1, val2, flags);
+        gasp::end!(span, gptr, o, d, b1, b2, n);
+        (value.unwrap_or(val1), rank)
+    }
+
+    #[inline]
+    #[track_caller]
+    fn fetching<C: Completions<AtomicFetch<T>>>(
+        &self,
+        op: AtomicOp,
+        p: GlobalPtr<T>,
+        val1: T,
+        val2: T,
+        order: Ordering,
+        cxs: C,
+    ) -> Returned<C, AtomicFetch<T>> {
+        let (value, rank) = self.initiate(op, p, val1, val2, order);
+        cxs.completed_at_initiation(rank, (value,)).into_return()
+    }
+
+    #[inline]
+    #[track_caller]
+    fn updating<C: Completions<AtomicUpdate>>(
+        &self,
+        op: AtomicOp,
+        p: GlobalPtr<T>,
+        val: T,
+        order: Ordering,
+        cxs: C,
+    ) -> Returned<C, AtomicUpdate> {
+        let (_, rank) = self.initiate(op, p, val, val, order);
+        cxs.completed_at_initiation(rank, ()).into_return()
+    }
+
+    /// Atomically reads the value at `p` (UPC++ `atomic_domain::load`, §13.3 ¶23):
+    /// `order` is `Relaxed` or `Acquire`. Returns a future of the value.
+    #[inline]
+    #[track_caller]
+    pub fn load(&self, p: GlobalPtr<T>, order: Ordering) -> Future<T> {
+        self.load_with(p, order, operation_cx::as_future())
+    }
+
+    /// [`load`](AtomicDomain::load) with completions (operation completion only, with
+    /// the value).
+    #[inline]
+    #[track_caller]
+    pub fn load_with<C: Completions<AtomicFetch<T>>>(
+        &self,
+        p: GlobalPtr<T>,
+        order: Ordering,
+        cxs: C,
+    ) -> Returned<C, AtomicFetch<T>> {
+        const {
+            assert!(
+                completion::requests_op_or_remote::<AtomicFetch<T>, C>(),
+                "load needs an operation_cx request (UPC++ spec §7.2.1)"
+            )
+        };
+        // The operand is ignored by GEX_OP_GET.
+        self.fetching(AtomicOp::Load, p, T::ZERO, T::ZERO, order, cxs)
+    }
+
+    /// Atomically writes `val` to `p` (UPC++ `atomic_domain::store`, §13.3 ¶30):
+    /// `order` is `Relaxed` or `Release`. Returns a future of operation completion.
+    #[inline]
+    #[track_caller]
+    pub fn store(&self, p: GlobalPtr<T>, val: T, order: Ordering) -> Future<()> {
+        self.store_with(p, val, order, operation_cx::as_future())
+    }
+
+    /// [`store`](AtomicDomain::store) with completions (operation completion only).
+    #[inline]
+    #[track_caller]
+    pub fn store_with<C: Completions<AtomicUpdate>>(
+        &self,
+        p: GlobalPtr<T>,
+        val: T,
+        order: Ordering,
+        cxs: C,
+    ) -> Returned<C, AtomicUpdate> {
+        const {
+            assert!(
+                completion::requests_op_or_remote::<AtomicUpdate, C>(),
+                "store needs an operation_cx request (UPC++ spec §7.2.1)"
+            )
+        };
+        self.updating(AtomicOp::Store, p, val, order, cxs)
+    }
+
+    /// Atomically replaces the value at `p` by `val2` if it equals `val1` (UPC++
+    /// `atomic_domain::compare_exchange`, §13.3 ¶36); returns a future of the value
+    /// read. Floating-point values compare as their bits (§13.2).
+    #[inline]
+    #[track_caller]
+    pub fn compare_exchange(
+        &self,
+        p: GlobalPtr<T>,
+        val1: T,
+        val2: T,
+        order: Ordering,
+    ) -> Future<T> {
+        self.compare_exchange_with(p, val1, val2, order, operation_cx::as_future())
+    }
+
+    /// [`compare_exchange`](AtomicDomain::compare_exchange) with completions.
+    #[inline]
+    #[track_caller]
+    pub fn compare_exchange_with<C: Completions<AtomicFetch<T>>>(
+        &self,
+        p: GlobalPtr<T>,
+        val1: T,
+        val2: T,
+        order: Ordering,
+        cxs: C,
+    ) -> Returned<C, AtomicFetch<T>> {
+        const {
+            assert!(
+                completion::requests_op_or_remote::<AtomicFetch<T>, C>(),
+                "compare_exchange needs an operation_cx request (UPC++ spec §7.2.1)"
+            )
+        };
+        self.fetching(AtomicOp::CompareExchange, p, val1, val2, order, cxs)
+    }
+}
+
+/// The binary and unary operations of §13.3 ¶42 (Tables 13.1 and 13.2), each as a
+/// default-completion form and a `_with` form.
+macro_rules! operations {
+    (binary $($op:ident $name:ident $name_with:ident $fetch:ident $fetch_with:ident $what:literal;)*) => {
+        impl<T: AtomicType> AtomicDomain<T> {$(
+            #[doc = concat!("Atomically replaces the value at `p` by ", $what, " (UPC++ `atomic_domain::", stringify!($name), "`, §13.3 ¶42); returns a future of operation completion.")]
+            #[inline]
+            #[track_caller]
+            pub fn $name(&self, p: GlobalPtr<T>, val: T, order: Ordering) -> Future<()> {
+                self.$name_with(p, val, order, operation_cx::as_future())
+            }
+
+            #[doc = concat!("[`", stringify!($name), "`](AtomicDomain::", stringify!($name), ") with completions (operation completion only).")]
+            #[inline]
+            #[track_caller]
+            pub fn $name_with<C: Completions<AtomicUpdate>>(&self, p: GlobalPtr<T>, val: T, order: Ordering, cxs: C) -> Returned<C, AtomicUpdate> {
+                const { assert!(completion::requests_op_or_remote::<AtomicUpdate, C>(), "atomics need an operation_cx request (UPC++ spec §7.2.1)") };
+                let op = AtomicOp::$op;
+                self.updating(op, p, val, order, cxs)
+            }
+
+            #[doc = concat!("As [`", stringify!($name), "`](AtomicDomain::", stringify!($name), "), returning a future of the value read (UPC++ `atomic_domain::", stringify!($fetch), "`).")]
+            #[inline]
+            #[track_caller]
+            pub fn $fetch(&self, p: GlobalPtr<T>, val: T, order: Ordering) -> Future<T> {
+                self.$fetch_with(p, val, order, operation_cx::as_future())
+            }
+
+            #[doc = concat!("[`", stringify!($fetch), "`](AtomicDomain::", stringify!($fetch), ") with completions (operation completion only, with the value read).")]
+            #[inline]
+            #[track_caller]
+            pub fn $fetch_with<C: Completions<AtomicFetch<T>>>(&self, p: GlobalPtr<T>, val: T, order: Ordering, cxs: C) -> Returned<C, AtomicFetch<T>> {
+                const { assert!(completion::requests_op_or_remote::<AtomicFetch<T>, C>(), "atomics need an operation_cx request (UPC++ spec §7.2.1)") };
+                let op = operations!(@fetch $op);
+                self.fetching(op, p, val, val, order, cxs)
+            }
+        )*}
+    };
+    (unary $($op:ident $name:ident $name_with:ident $fetch:ident $fetch_with:ident $what:literal;)*) => {
+        impl<T: AtomicType> AtomicDomain<T> {$(
+            #[doc = concat!("Atomically replaces the value at `p` by ", $what, " (UPC++ `atomic_domain::", stringify!($name), "`, §13.3 ¶42); returns a future of operation completion.")]
+            #[inline]
+            #[track_caller]
+            pub fn $name(&self, p: GlobalPtr<T>, order: Ordering) -> Future<()> {
+                self.$name_with(p, order, operation_cx::as_future())
+            }
+
+            #[doc = concat!("[`", stringify!($name), "`](AtomicDomain::", stringify!($name), ") with completions (operation completion only).")]
+            #[inline]
+            #[track_caller]
+            pub fn $name_with<C: Completions<AtomicUpdate>>(&self, p: GlobalPtr<T>, order: Ordering, cxs: C) -> Returned<C, AtomicUpdate> {
+                const { assert!(completion::requests_op_or_remote::<AtomicUpdate, C>(), "atomics need an operation_cx request (UPC++ spec §7.2.1)") };
+                self.updating(AtomicOp::$op, p, T::ZERO, order, cxs)
+            }
+
+            #[doc = concat!("As [`", stringify!($name), "`](AtomicDomain::", stringify!($name), "), returning a future of the value read (UPC++ `atomic_domain::", stringify!($fetch), "`).")]
+            #[inline]
+            #[track_caller]
+            pub fn $fetch(&self, p: GlobalPtr<T>, order: Ordering) -> Future<T> {
+                self.$fetch_with(p, order, operation_cx::as_future())
+            }
+
+            #[doc = concat!("[`", stringify!($fetch), "`](AtomicDomain::", stringify!($fetch), ") with completions (operation completion only, with the value read).")]
+            #[inline]
+            #[track_caller]
+            pub fn $fetch_with<C: Completions<AtomicFetch<T>>>(&self, p: GlobalPtr<T>, order: Ordering, cxs: C) -> Returned<C, AtomicFetch<T>> {
+                const { assert!(completion::requests_op_or_remote::<AtomicFetch<T>, C>(), "atomics need an operation_cx request (UPC++ spec §7.2.1)") };
+                let op = operations!(@fetch $op);
+                self.fetching(op, p, T::ZERO, T::ZERO, order, cxs)
+            }
+        )*}
+    };
+    (@fetch Add) => { AtomicOp::FetchAdd };
+    (@fetch Sub) => { AtomicOp::FetchSub };
+    (@fetch Mul) => { AtomicOp::FetchMul };
+    (@fetch Min) => { AtomicOp::FetchMin };
+    (@fetch Max) => { AtomicOp::FetchMax };
+    (@fetch BitAnd) => { AtomicOp::FetchBitAnd };
+    (@fetch BitOr) => { AtomicOp::FetchBitOr };
+    (@fetch BitXor) => { AtomicOp::FetchBitXor };
+    (@fetch Inc) => { AtomicOp::FetchInc };
+    (@fetch Dec) => { AtomicOp::FetchDec };
+}
+
+operations! {binary
+    Add add add_with fetch_add fetch_add_with "its sum with `val` (`+`)";
+    Sub sub sub_with fetch_sub fetch_sub_with "its difference with `val` (`-`)";
+    Mul mul mul_with fetch_mul fetch_mul_with "its product with `val` (`*`)";
+    Min min min_with fetch_min fetch_min_with "the smaller of it and `val` (`std::min`)";
+    Max max max_with fetch_max fetch_max_with "the larger of it and `val` (`std::max`)";
+    BitAnd bit_and bit_and_with fetch_bit_and fetch_bit_and_with "its bit-wise and with `val` (`&`; integer types only)";
+    BitOr bit_or bit_or_with fetch_bit_or fetch_bit_or_with "its bit-wise or with `val` (`|`; integer types only)";
+    BitXor bit_xor bit_xor_with fetch_bit_xor fetch_bit_xor_with "its bit-wise exclusive or with `val` (`^`; integer types only)";
+}
+
+operations! {unary
+    Inc inc inc_with fetch_inc fetch_inc_with "itself plus one (`++`)";
+    Dec dec dec_with fetch_dec fetch_dec_with "itself minus one (`--`)";
+}
+
+impl<T: AtomicType> Drop for AtomicDomain<T> {
+    /// §13.3 ¶20: a domain must have been destroyed unless UPC++ was finalized since
+    /// its creation.
+    fn drop(&mut self) {
+        if !self.destroyed && initialized() && !std::thread::panicking() {
+            panic!(
+                "upcxx::atomic_domain::~atomic_domain: the atomic domain over {} was dropped \
+                 without destroy() while UPC++ is initialized (UPC++ spec §13.3 ¶20)",
+                self.team.id()
+            );
+        }
+    }
+}
+
+#[cold]
+#[track_caller]
+fn not_in_domain(op: AtomicOp, ops: &[AtomicOp]) -> ! {
+    let names: Vec<&str> = ops.iter().map(|o| o.name()).collect();
+    panic!(
+        "upcxx::{}: atomic_op::{} is not among the domain's operations ({}) (UPC++ spec \
+         §13.3)",
+        op.call(),
+        op.name(),
+        names.join(", ")
+    )
+}
