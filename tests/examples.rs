@@ -135,3 +135,26 @@ fn summa_matches_the_serial_product() {
         );
     }
 }
+
+/// GUPS applies every update with remote atomics and with RPC batches, finds every word
+/// of both tables back at its start after the second pass, prints both rates and says
+/// `verified` last.
+#[test]
+fn gups_verifies_both_variants() {
+    for n in [2, 3] {
+        let out = run_with("gups", n, &["10"]);
+        assert_eq!(
+            out.lines().last(),
+            Some("verified"),
+            "gups on {n} ranks:\n{out}"
+        );
+        for variant in ["atomics", "rpc"] {
+            assert!(
+                out.lines().any(|l| l.trim_start().starts_with(variant)
+                    && l.contains("GUP/s")
+                    && l.contains(" 0 errors")),
+                "gups on {n} ranks printed no {variant} rate:\n{out}"
+            );
+        }
+    }
+}
