@@ -26,6 +26,9 @@
 //! | `*_4ranks`                      | the same round trips in a 4-rank job              | the 2-rank figure (AM: ≤ 2.0×)     |
 //! | `vis.strided_transpose_put`     | a 1 MiB transposing strided put to rank 1 (`gex/vis.rs`) | `raw.strided_transpose_copy` (≥ 0.7×) |
 //! | `vis.indexed_put_64x64B`        | one indexed put of 64 blocks of 64 B to rank 1    | `vis.single_puts_64x64B` (≤ 0.8×)  |
+//! | `raw.atomic_fetch_add_i64`      | a CPU fetch-add on a word of a cache line of rank 1's segment that rank 1 keeps touching (`common/atomics.rs`) | — |
+//! | `atomic.fetch_add_i64`          | a blocking `GEX_OP_FADD` of an i64 atomic domain on the same line of rank 1's segment | raw fetch-add (≤ 1.5×) |
+//! | `atomic.fetch_add_i64_rate`     | both ranks make `GEX_OP_FADD`s on one word of rank 0's segment; operations per second of the job | — |
 //!
 //! The figures are measured in two groups, latency (with the raw ping-pongs) and
 //! bandwidth (with memcpy), each interleaved: a calibration phase for each figure, then
@@ -74,6 +77,10 @@ const LINES_OFF: usize = 2 * 4096;
 /// 8 bytes that rank 1 writes and rank 0 gets.
 const GET_OFF: usize = 3 * 4096;
 const GET_VALUE: u64 = 0x0123_4567_89ab_cdef;
+/// The atomic figures' lines (`common/atomics.rs`): in rank 1's segment the target
+/// line (raw word, gex word, rank 1's word) and rank 1's stop flag; in rank 0's the
+/// word of the rate figure and its control words, one line each.
+const ATOMIC_OFF: usize = 4 * 4096;
 /// What rank 0 gets (`BW_MAX` bytes that rank 1 writes at setup; rank 1's segment).
 const GET_AREA: usize = 1 << 20;
 /// Where rank 0 puts (rank 1's segment; see `put_offsets`).
@@ -216,6 +223,7 @@ fn rank_main(job: RankJob) {
             ctx.remote(1, GET_OFF),
             GET_VALUE,
         ));
+        latency.extend(atomic_figures(&ctx));
         results.extend(measure(&ctx, latency));
         let mut bandwidth = vec![figures::raw_memcpy(ctx.name("raw.memcpy_4MiB"), BW_MAX)];
         bandwidth.extend(put_bw(&ctx));
@@ -234,6 +242,45 @@ fn rank_main(job: RankJob) {
 /// [`figures::measure`] on this job's team, its barrier ending each phase.
 fn measure(ctx: &Ctx, benches: Vec<Bench<'_>>) -> Vec<Measured> {
     figures::measure(ctx.rank(), ctx.sampler, || ctx.team.barrier(), benches)
+}
+
+/// The atomic figures (collective: every rank creates the domain).
+fn atomic_figures(ctx: &Ctx) -> Vec<Bench<'static>> {
+    use common::atomics::{self, Line, RateControl};
+    let ad = gex::AtomicDomain::create(
+        &ctx.team,
+        gex::ops::Dt::I64,
+        gex::ops::Op::FAdd | gex::ops::Op::Get,
+        Flags::NONE,
+    );
+    let line = |target| Line {
+        target: ctx.peer_word(1, ATOMIC_OFF + target),
+        touched: ctx.peer_word(1, ATOMIC_OFF + 16),
+        stop: ctx.peer_word(1, ATOMIC_OFF + 64),
+    };
+    let word = |k: usize| ctx.peer_word(0, ATOMIC_OFF + 64 * k);
+    let control = RateControl {
+        go: word(1),
+        iters: word(2),
+        done: word(3),
+        stop: word(4),
+    };
+    vec![
+        atomics::raw_fetch_add(ctx.name("raw.atomic_fetch_add_i64"), line(0)),
+        atomics::gex_fetch_add(
+            ctx.name("atomic.fetch_add_i64"),
+            ad.clone(),
+            ctx.remote(1, ATOMIC_OFF + 8),
+            line(8),
+        ),
+        atomics::gex_fetch_add_rate(
+            ctx.name("atomic.fetch_add_i64_rate"),
+            ad,
+            0,
+            ctx.remote(0, ATOMIC_OFF),
+            control,
+        ),
+    ]
 }
 
 /// The raw ping-pong with the protocol of `gex.put_pingpong_8B`: rank 0 writes a word
@@ -406,6 +453,11 @@ fn driver() -> i32 {
         "vis.indexed_put_64x64B",
         "vis.single_puts_64x64B",
         Some((0.8, TargetIs::Max)),
+    );
+    report.relate(
+        "atomic.fetch_add_i64",
+        "raw.atomic_fetch_add_i64",
+        Some((1.5, TargetIs::Max)),
     );
     report.relate("raw.pingpong_roundtrip_4ranks", raw_rt, None);
     report.relate(

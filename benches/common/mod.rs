@@ -22,11 +22,12 @@
 //! (a broken communication path) panics, which fails its job.
 //!
 //! The harness is `measure.rs` (samples and medians), `jobs.rs` (driver and ranks) and
-//! `report.rs` (baselines, targets, table, JSON), re-exported here; `am.rs`, `figures.rs`
-//! and `states.rs` hold what several benches measure and how they judge it.
+//! `report.rs` (baselines, targets, table, JSON), re-exported here; `am.rs`, `figures.rs`,
+//! `atomics.rs` and `states.rs` hold what several benches measure and how they judge it.
 #![allow(dead_code)]
 
 pub(crate) mod am;
+pub(crate) mod atomics;
 pub(crate) mod figures;
 mod jobs;
 mod measure;
