@@ -30,10 +30,12 @@
 //!   13.1 and 13.2) is a panic naming the call, as is a memory order the operation does
 //!   not take, a null or misaligned pointer, a target outside the domain's team, a
 //!   destroyed domain or team.
-//! * Every operation goes to `gex` with its target named by world rank
-//!   (`GEX_FLAG_RANK_IS_JOBRANK`). To a target of the local team, which this process
-//!   maps (every target, on shared memory), `gex` performs it as a CPU atomic on the
-//!   mapping, with no message; the same call would send one to a target elsewhere.
+//! * An operation on a target of the local team, whose segment this process maps
+//!   (every target, on shared memory), is a CPU atomic on the mapping, with no message,
+//!   computed by the one function that also computes `gex`'s (`gex::AtomicType::apply`).
+//!   Any other target, and every operation while a GASP tool is attached (as for
+//!   `rput`, see [`crate::rma`]), goes to the `gex` domain, with the target named by
+//!   world rank (`GEX_FLAG_RANK_IS_JOBRANK`).
 //! * Memory orders map onto `GEX_FLAG_AD_ACQ` and `GEX_FLAG_AD_REL` (§13.3 ¶28, ¶34,
 //!   ¶40, ¶48): `Relaxed`, `Acquire`, `Release`, `AcqRel` where the operation takes
 //!   them; `SeqCst` is not among the orders of ch. 13.
@@ -54,6 +56,7 @@
 use std::marker::PhantomData;
 use std::sync::atomic::Ordering;
 
+use gex::atomic::MemOrder;
 use gex::ops::{Op, OpSet};
 use gex::AtomicType;
 
@@ -62,7 +65,7 @@ use crate::completion::{
 };
 use crate::future::Future;
 use crate::global_ptr::GlobalPtr;
-use crate::runtime::state::{check_init, initialized};
+use crate::runtime::state::{check_init, initialized, rt};
 use crate::team::{check_collective, world, EntryBarrier, Team};
 
 /// The operations of an atomic domain (UPC++ `atomic_op`, §13.3 ¶1).
@@ -266,7 +269,11 @@ impl HasOperation for AtomicUpdate {}
 pub struct AtomicDomain<T: AtomicType> {
     gex: gex::AtomicDomain,
     team: Team,
+    /// Whether the team is the world, of which every rank is a member.
+    world: bool,
     ops: Vec<AtomicOp>,
+    /// `ops` as the `gex` operations.
+    set: OpSet,
     destroyed: bool,
     _type: PhantomData<fn() -> T>,
 }
@@ -315,7 +322,9 @@ impl<T: AtomicType> AtomicDomain<T> {
         AtomicDomain {
             gex,
             team: team.clone(),
+            world: team.id() == world().id(),
             ops: ops.to_vec(),
+            set,
             destroyed: false,
             _type: PhantomData,
         }
@@ -387,7 +396,7 @@ impl<T: AtomicType> AtomicDomain<T> {
         crate::thread::check_not_restricted(call);
         self.check_live(call);
         self.team.gex(call);
-        if !self.ops.contains(&op) {
+        if !self.set.contains(op.gex_op()) {
             not_in_domain(op, &self.ops);
         }
         if !op.takes(order) {
@@ -400,7 +409,7 @@ impl<T: AtomicType> AtomicDomain<T> {
             panic!("upcxx::{call}: the global pointer is null");
         }
         let (rank, addr) = (p.where_(), p.owner_addr());
-        if !self.team.contains_world(rank) {
+        if !self.world && !self.team.contains_world(rank) {
             panic!(
                 "upcxx::{call}: the target's rank {rank} is not a member of \
                  the domain's team {}",
@@ -415,6 +424,26 @@ impl<T: AtomicType> AtomicDomain<T> {
             );
         }
         let gop = op.gex_op();
+        let order = MemOrder {
+            acquire: matches!(order, Ordering::Acquire | Ordering::AcqRel),
+            release: matches!(order, Ordering::Release | Ordering::AcqRel),
+        };
+        let value = match rt(call).direct_range(rank, addr, std::mem::size_of::<T>()) {
+            // SAFETY: the word is inside the mapping of `rank`'s segment (for the life
+            // of the job), aligned for `T` (checked), and accessed only by atomics of
+            // this domain (§13.1 ¶2, ¶6: the program's obligation); `gop` is in the
+            // domain's set and permitted for `T` (checked at construction).
+            Some(local) => unsafe { T::apply(local as *mut T, gop, val1, val2, order) },
+            None => self.through_gex(rank, addr, gop, val1, val2, order),
+        };
+        (value, rank)
+    }
+
+    /// An operation on a target this process does not map directly, or any operation
+    /// while a tool is attached: the `gex` domain's, reported.
+    #[inline(never)]
+    #[track_caller]
+    fn through_gex(&self, rank: u32, addr: usize, gop: Op, val1: T, val2: T, order: MemOrder) -> T {
         let gptr = gasp::GPtr::new(rank, addr);
         let (o, d, n) = (
             gop.bit() as i32,
@@ -424,15 +453,16 @@ impl<T: AtomicType> AtomicDomain<T> {
         let (b1, b2) = (val1.to_bits(), val2.to_bits());
         let span = gasp::span!(GASP_UPCXX_ATOMIC_OP, gptr, o, d, b1, b2, n);
         let mut flags = gex::Flags::RANK_IS_JOBRANK;
-        if matches!(order, Ordering::Acquire | Ordering::AcqRel) {
+        if order.acquire {
             flags = flags | gex::Flags::AD_ACQ;
         }
-        if matches!(order, Ordering::Release | Ordering::AcqRel) {
+        if order.release {
             flags = flags | gex::Flags::AD_REL;
         }
         let value = self.gex.op_blocking(rank, addr, gop, val1, val2, flags);
         gasp::end!(span, gptr, o, d, b1, b2, n);
-        (value.unwrap_or(val1), rank)
+        // A non-fetching operation's value is not used.
+        value.unwrap_or(val1)
     }
 
     #[inline]
