@@ -24,6 +24,8 @@
 //! | `upcxx.rput_pingpong_8B`        | the same with `upcxx::rput(flag, gp).wait()`, rank 1 spinning on `gp.local()` | `gex.put_pingpong_8B` (≤ 1.2×) |
 //! | `gex.get_8B`                    | get_blocking of a u64 of rank 1's segment         | raw pingpong (—)                   |
 //! | `upcxx.rget_8B`                 | `upcxx::rget(gp).wait()` of a u64 on rank 1       | `gex.get_8B` (≤ 1.2×)              |
+//! | `atomic.fetch_add_i64`          | a blocking `GEX_OP_FADD` on a line of rank 1's segment that rank 1 keeps touching (as in `gex.rs`) | — |
+//! | `upcxx.atomic_fetch_add_i64`    | `AtomicDomain::<i64>::fetch_add(gp, 1, Relaxed).wait()` on the same line (`upcxx/atomic.rs`) | `atomic.fetch_add_i64` (≤ 1.2×) |
 //! | `gex.am_medium_64B_rate`        | rank 0 streams 64-byte Medium requests to polling rank 1 (as in `gex.rs`) | —          |
 //! | `upcxx.rpc_ff_rate`             | rank 0 streams `upcxx::rpc_ff(1, f, (seq,))`, rank 1 (making user-level progress) counts them; a sample ends when an `rpc` returns the count | `gex.am_medium_64B_rate` (—), absolute target ≥ 7e6 msg/s |
 //! | `gex.put_bw_4MiB`               | put_blocking of 4 MiB into rank 1's segment       | —                                  |
@@ -66,9 +68,11 @@
 //! number.
 //!
 //! This file holds the rank's figures and the driver; `upcxx/ctx.rs` what the ranks
-//! allocate and exchange, `upcxx/coll.rs` the collective figures, `upcxx/diag.rs` the
-//! diagnostic figures.
+//! allocate and exchange, `upcxx/coll.rs` the collective figures, `upcxx/atomic.rs` the
+//! atomic ones, `upcxx/diag.rs` the diagnostic figures.
 
+#[path = "upcxx/atomic.rs"]
+mod atomic;
 #[path = "upcxx/coll.rs"]
 mod coll;
 mod common;
@@ -156,6 +160,7 @@ fn rank_main(job: RankJob) {
         peer,
     };
 
+    let atomics = atomic::Atomics::new(&ctx);
     let mut latency = vec![
         figures::raw_pingpong("raw.pingpong_roundtrip", word(ctx.rank1().raw_line)),
         figures::am_short_roundtrip("gex.am_short_roundtrip", team),
@@ -178,6 +183,7 @@ fn rank_main(job: RankJob) {
         figures::am_medium_rate("gex.am_medium_64B_rate", team),
         rpc_ff_rate(&ctx),
     ];
+    latency.extend(atomics.figures(&ctx));
     if std::env::var_os(DIAG).is_some_and(|v| !v.is_empty()) {
         latency.extend(diag(&ctx));
     }
@@ -186,6 +192,7 @@ fn rank_main(job: RankJob) {
     let futures = vec![then_chain(), when_all_join(), ready_then()];
     results.extend(measure(&ctx, futures));
     results.extend(measure(&ctx, coll::figures(&ctx)));
+    atomics.destroy();
     if ctx.rank == 0 {
         common::write_rank_results(&job, &results);
     }
@@ -561,6 +568,11 @@ fn driver() -> i32 {
         Some((1.2, TargetIs::Max)),
     );
     report.relate("upcxx.rget_8B", "gex.get_8B", Some((1.2, TargetIs::Max)));
+    report.relate(
+        "upcxx.atomic_fetch_add_i64",
+        "atomic.fetch_add_i64",
+        Some((1.2, TargetIs::Max)),
+    );
     report.relate("upcxx.rpc_ff_rate", "gex.am_medium_64B_rate", None);
     report.target_value("upcxx.rpc_ff_rate", RPC_FF_TARGET, TargetIs::Min);
     report.relate("upcxx.rput_bw_4MiB", "gex.put_bw_4MiB", None);

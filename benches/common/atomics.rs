@@ -64,15 +64,27 @@ fn checked_run(line: Line, mut fetch_add: impl FnMut() -> u64) -> impl FnMut(u64
     }
 }
 
-/// `raw.atomic_fetch_add_i64`: a CPU fetch-add on the target word of rank 1's line.
-pub(crate) fn raw_fetch_add(name: impl Into<String>, line: Line) -> Bench<'static> {
+/// A latency figure of `fetch_add` on `line`'s target word, with rank 1 touching the
+/// line: the shape of every fetch-add figure.
+pub(crate) fn fetch_add_latency<'a>(
+    name: impl Into<String>,
+    line: Line,
+    fetch_add: impl FnMut() -> u64 + 'a,
+) -> Bench<'a> {
     Bench::duo(
         name,
         Unit::Latency,
-        checked_run(line, move || line.target.fetch_add(1, Ordering::AcqRel)),
+        checked_run(line, fetch_add),
         move || line.stop.store(1, Ordering::Release),
         move || touch_until_stopped(line),
     )
+}
+
+/// `raw.atomic_fetch_add_i64`: a CPU fetch-add on the target word of rank 1's line.
+pub(crate) fn raw_fetch_add(name: impl Into<String>, line: Line) -> Bench<'static> {
+    fetch_add_latency(name, line, move || {
+        line.target.fetch_add(1, Ordering::AcqRel)
+    })
 }
 
 /// `atomic.fetch_add_i64`: a blocking `GEX_OP_FADD` of the i64 domain `ad` on the
@@ -83,16 +95,10 @@ pub(crate) fn gex_fetch_add(
     addr: usize,
     line: Line,
 ) -> Bench<'static> {
-    Bench::duo(
-        name,
-        Unit::Latency,
-        checked_run(line, move || {
-            ad.op_blocking(1, addr, Op::FAdd, 1i64, 0, Flags::NONE)
-                .expect("FADD fetches") as u64
-        }),
-        move || line.stop.store(1, Ordering::Release),
-        move || touch_until_stopped(line),
-    )
+    fetch_add_latency(name, line, move || {
+        ad.op_blocking(1, addr, Op::FAdd, 1i64, 0, Flags::NONE)
+            .expect("FADD fetches") as u64
+    })
 }
 
 /// The control words of [`gex_fetch_add_rate`], in rank 0's segment, each on a line of
