@@ -3,7 +3,8 @@
 //! `gex_AD_OpNB_*`, `gex_AD_OpNBI_*`) with 1 to 4 ranks: every data type × operation ×
 //! flag against a sequential model, on every target rank and in NB, NBI and blocking
 //! form; contention on shared words whose final values prove atomicity; split teams
-//! and `GEX_FLAG_RANK_IS_JOBRANK`; every erroneous call; the GASP events.
+//! and `GEX_FLAG_RANK_IS_JOBRANK`; every erroneous call. The GASP events are tested in
+//! `atomic_gasp.rs`.
 mod common;
 
 use std::fmt::Debug;
@@ -570,112 +571,6 @@ fn nbi_operations_complete_in_their_categories_and_regions() {
         assert!(gex::nbi_test(EventCategory::ALL));
         team.barrier();
         ad.destroy();
-        client.finalize();
-    });
-}
-
-/// GASP: every operation reports `GASP_GEX_AD_OP` (target, result, op, type, operands,
-/// size; the END adds the handle), creation and destruction their own events, with
-/// the caller's location.
-#[cfg(feature = "gasp")]
-#[test]
-fn every_atomic_operation_reports_its_gasp_event() {
-    use gasp::events::*;
-    use gasp::{Arg, Event, EventType, GPtr, InitInfo, Tool};
-    use std::sync::{Arc, Mutex};
-
-    /// Tag, type, line and arguments of one event.
-    type Seen = (u32, EventType, u32, Vec<String>);
-    #[derive(Default)]
-    struct Rec(Mutex<Vec<Seen>>);
-    struct Shared(Arc<Rec>);
-    impl Tool for Shared {
-        fn event_notify(&self, e: &Event<'_>) {
-            let args = e.args.iter().map(|a| format!("{a:?}")).collect();
-            self.0
-                 .0
-                .lock()
-                .unwrap()
-                .push((e.tag, e.ty, e.location.line(), args));
-        }
-        fn control(&self, _on: bool) -> bool {
-            true
-        }
-        fn create_event(&self, _name: &str, _desc: Option<&str>) -> u32 {
-            USEREVT_START
-        }
-    }
-    spmd(2, || {
-        let rec = Arc::new(Rec::default());
-        let shared = rec.clone();
-        gasp::register_tool(move |_: &InitInfo, _| Box::new(Shared(shared)));
-        let (client, _ep, team) = Client::init("AD_GASP", Flags::NONE).unwrap();
-        let _seg = Segment::attach(&team, SEG).unwrap();
-        let tgt = 1 - team.rank();
-        let w = common::segment_bases(&team)[tgt as usize] + 8 * team.rank() as usize;
-        let create_line = line!() + 1;
-        let ad = AtomicDomain::create(&team, Dt::I32, Op::FAdd | Op::Inc, Flags::NONE);
-        let mut out = 0i32;
-        let nb_line = line!() + 2;
-        // SAFETY: `out` outlives the wait.
-        unsafe { ad.op_nb(&mut out, tgt, w, Op::FAdd, -3, 0, Flags::NONE) }
-            .unwrap()
-            .wait();
-        let nbi_line = line!() + 2;
-        // SAFETY: INC does not fetch.
-        unsafe { ad.op_nbi(std::ptr::null_mut(), tgt, w, Op::Inc, 0i32, 0, Flags::NONE) }.unwrap();
-        nbi_wait(EventCategory::RMW);
-        team.barrier();
-        let destroy_line = line!() + 1;
-        ad.destroy();
-        let got = rec.0.lock().unwrap().clone();
-        let ours: Vec<_> = got
-            .iter()
-            .filter(|e| [GASP_GEX_AD_OP, GASP_GEX_AD_CREATE, GASP_GEX_AD_DESTROY].contains(&e.0))
-            .cloned()
-            .collect();
-        let target = GPtr {
-            rank: tgt,
-            addr: w as u64,
-        };
-        let op_args = |result: usize, op: Op, a: i32| {
-            [
-                Arg::GPtr(target),
-                Arg::Ptr(result),
-                Arg::Int(op.bit() as i32),
-                Arg::Int(Dt::I32.bit() as i32),
-                Arg::U64(u64::from(a as u32)),
-                Arg::U64(0),
-                Arg::Bytes(4),
-            ]
-            .iter()
-            .map(|a| format!("{a:?}"))
-            .collect::<Vec<_>>()
-        };
-        let mut end_nb = op_args(&out as *const i32 as usize, Op::FAdd, -3);
-        end_nb.push(format!("{:?}", Arg::Handle(NB_TRIVIAL)));
-        let mut end_nbi = op_args(0, Op::Inc, 0);
-        end_nbi.push(format!("{:?}", Arg::Handle(NB_TRIVIAL)));
-        let kinds: Vec<(u32, EventType, u32)> = ours.iter().map(|e| (e.0, e.1, e.2)).collect();
-        assert_eq!(
-            kinds,
-            [
-                (GASP_GEX_AD_CREATE, EventType::Start, create_line),
-                (GASP_GEX_AD_CREATE, EventType::End, create_line),
-                (GASP_GEX_AD_OP, EventType::Start, nb_line),
-                (GASP_GEX_AD_OP, EventType::End, nb_line),
-                (GASP_GEX_AD_OP, EventType::Start, nbi_line),
-                (GASP_GEX_AD_OP, EventType::End, nbi_line),
-                (GASP_GEX_AD_DESTROY, EventType::Start, destroy_line),
-                (GASP_GEX_AD_DESTROY, EventType::End, destroy_line),
-            ]
-        );
-        assert_eq!(
-            ours[2].3,
-            op_args(&out as *const i32 as usize, Op::FAdd, -3)
-        );
-        assert_eq!(ours[3].3, end_nb);
-        assert_eq!(ours[5].3, end_nbi);
         client.finalize();
     });
 }

@@ -46,7 +46,6 @@ pub trait AtomicType:
     /// and for the duration of the call accessed only atomically (the atomic access
     /// phase of GASNet-EX). `op` must be valid for atomics with `Self::DT`
     /// ([`Op::valid_for_atomic`]).
-    #[doc(hidden)]
     unsafe fn apply(target: *mut Self, op: Op, op1: Self, op2: Self, order: MemOrder) -> Self;
 }
 
