@@ -11,7 +11,7 @@ use std::fmt::Debug;
 
 use common::expect_panic;
 use gex::ops::{Dt, Op, OpSet};
-use gex::testing::spmd;
+use gex::testing::{spmd, spmd_outcome, SpmdOptions};
 use gex::{nbi_wait, AtomicDomain, AtomicType, Client, EventCategory, Flags, Segment, Team};
 
 const SEG: usize = 256 * gex::PAGE_SIZE;
@@ -573,4 +573,31 @@ fn nbi_operations_complete_in_their_categories_and_regions() {
         ad.destroy();
         client.finalize();
     });
+}
+
+/// `gex_AD_Create`: "The 'dt', 'ops' and 'flags' parameters are each single-valued".
+/// Ranks that pass different operation sets fail the job with a message naming the
+/// call, instead of creating domains that disagree.
+#[test]
+fn create_with_different_arguments_fails_the_job() {
+    let mut opts = SpmdOptions::new(2);
+    opts.expect_failure = true;
+    let Some(outcome) = spmd_outcome(opts, || {
+        let (_client, _ep, team) = Client::init("AD_MISMATCH", Flags::NONE).unwrap();
+        let ops = if team.rank() == 0 {
+            Op::Add | Op::Get
+        } else {
+            Op::Add | Op::Set
+        };
+        let _ad = AtomicDomain::create(&team, Dt::I64, ops, Flags::NONE);
+        team.barrier();
+        unreachable!("the ranks disagree");
+    }) else {
+        return;
+    };
+    let report = outcome.failure.expect("the job fails");
+    assert!(
+        report.contains("gex::AtomicDomain::create") && report.contains("different"),
+        "{report}"
+    );
 }
