@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
 use crate::conduit::{
-    AddressError, AmHeader, BoundSegment, Category, Completion, Conduit, Inbound, Network, Rank,
+    AddressError, AmHeader, BoundSegment, Completion, Conduit, Inbound, Network, Rank,
 };
 
 pub(crate) mod layout;
@@ -27,7 +27,7 @@ pub(crate) mod spawn;
 
 use crate::backoff::Backoff;
 use layout::{JobLayout, RankState, Region, REPLY_SLOTS, REQUEST_SLOTS, SLOT_HEADER, SLOT_SIZE};
-use queue::{Queue, Reserved, SlotHeader};
+use queue::{Queue, Reserved, SlotBounds, SlotHeader, SlotPayload};
 use region::Joined;
 
 /// Largest number of messages handled per queue in one poll, so one busy sender cannot
@@ -114,6 +114,20 @@ impl SmpConduit {
             .ok_or(AddressError::NoSegment)
     }
 
+    /// What a slot's header is checked against (see `queue::decode`). The segment is
+    /// this rank's whole segment area in the region (mapped whatever part of it is
+    /// attached), known from the start: a Long payload may arrive before this rank has
+    /// built its table of the attached segments.
+    fn slot_bounds(&self) -> SlotBounds {
+        SlotBounds {
+            ranks: self.size,
+            segment: (
+                self.region.segment(self.rank as usize) as usize,
+                self.region.layout().segment_size,
+            ),
+        }
+    }
+
     fn drain(&self, inbox: &Inbox, network: Network, dispatch: fn(&Inbound<'_>)) -> usize {
         // The common empty poll reads one shared cache line and writes nothing.
         if inbox
@@ -135,6 +149,7 @@ impl SmpConduit {
         let _unbusy = Unbusy(&inbox.busy);
         let mut head = inbox.head.load(Ordering::Relaxed);
         let start = head;
+        let bounds = self.slot_bounds();
         while head - start < POLL_BATCH {
             let Some(slot) = inbox.queue.peek(head) else {
                 break;
@@ -146,31 +161,31 @@ impl SmpConduit {
             // SAFETY: the slot was published (seq == head + 1) and is owned by the
             // consumer until `release`; its header fields were written before publish.
             let h = unsafe { &*(slot as *const SlotHeader) };
-            let category = match h.kind & 3 {
-                0 => Category::Short,
-                1 => Category::Medium,
-                _ => Category::Long,
-            };
-            let nbytes = h.nbytes as usize;
-            let payload: &[u8] = match category {
-                Category::Short => &[],
-                // SAFETY: the sender wrote nbytes (<= max medium) bytes after the header.
-                Category::Medium => unsafe {
-                    std::slice::from_raw_parts(slot.add(SLOT_HEADER), nbytes)
+            let m = queue::decode(h, &bounds).unwrap_or_else(|why| {
+                fatal(&format!(
+                    "rank {}: a corrupt message in the {network:?} queue (slot {head}): {why}",
+                    self.rank
+                ))
+            });
+            let payload: &[u8] = match m.payload {
+                SlotPayload::None => &[],
+                // SAFETY: `decode` checked that len <= SLOT_PAYLOAD, the bytes after the
+                // header inside the slot, which the sender wrote before publishing.
+                SlotPayload::Inline(len) => unsafe {
+                    std::slice::from_raw_parts(slot.add(SLOT_HEADER), len)
                 },
-                // SAFETY: the sender delivered nbytes at dest_addr in our segment (checked
-                // against our segment by the sender) before publishing the header.
-                Category::Long if nbytes > 0 => unsafe {
-                    std::slice::from_raw_parts(h.dest_addr as usize as *const u8, nbytes)
+                // SAFETY: `decode` checked that the bytes lie inside our segment; the
+                // sender delivered them there before publishing the header.
+                SlotPayload::At { addr, len } => unsafe {
+                    std::slice::from_raw_parts(addr as *const u8, len)
                 },
-                Category::Long => &[],
             };
             let msg = Inbound {
-                src: h.src,
-                handler: h.handler,
-                category,
+                src: m.src,
+                handler: m.handler,
+                category: m.category,
                 network,
-                args: &h.args[..h.nargs as usize],
+                args: &h.args[..m.nargs],
                 payload,
                 dest_addr: h.dest_addr as usize,
             };

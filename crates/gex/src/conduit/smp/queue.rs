@@ -21,7 +21,8 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::layout::{QUEUE_HEADER, SLOT_SIZE};
+use super::layout::{QUEUE_HEADER, SLOT_HEADER, SLOT_SIZE};
+use crate::conduit::Category;
 
 /// The first bytes of every slot.
 #[repr(C)]
@@ -40,7 +41,109 @@ pub(crate) struct SlotHeader {
     pub args: [u32; 16],
 }
 
-const _: () = assert!(std::mem::size_of::<SlotHeader>() <= super::layout::SLOT_HEADER);
+const _: () = assert!(std::mem::size_of::<SlotHeader>() <= SLOT_HEADER);
+
+/// The largest Medium payload a slot holds: what follows the header.
+pub(crate) const SLOT_PAYLOAD: usize = SLOT_SIZE - SLOT_HEADER;
+
+/// Where a message's payload is, once its header was checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SlotPayload {
+    /// A Short message, or a Long one of no bytes.
+    None,
+    /// A Medium payload of this many bytes right after the header.
+    Inline(usize),
+    /// A Long payload already delivered at this address of the receiver's segment.
+    At { addr: usize, len: usize },
+}
+
+/// A published slot's header, checked: what `drain` hands to the dispatcher.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct SlotMessage {
+    pub src: u32,
+    /// 0: an abandoned negotiated-payload slot, nothing else of it is read.
+    pub handler: u8,
+    pub category: Category,
+    pub nargs: usize,
+    pub payload: SlotPayload,
+}
+
+/// What the receiver knows that bounds a slot's fields.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SlotBounds {
+    /// Ranks of the job: a sender's rank is below.
+    pub ranks: u32,
+    /// The receiver's own segment area, `(base, size)` in its address space.
+    pub segment: (usize, usize),
+}
+
+/// Checks the header of a published slot against `bounds` before any field of it is
+/// used as an index, a length or an address.
+///
+/// A slot is written by another process of the job; a header that fails these checks
+/// cannot come from a correct sender (memory corruption, a rank of another build), and
+/// the error names the field that is wrong so the receiver can fail saying so rather
+/// than read out of bounds.
+pub(crate) fn decode(h: &SlotHeader, bounds: &SlotBounds) -> Result<SlotMessage, String> {
+    if h.handler == 0 {
+        // An abandoned negotiated-payload slot: the sender wrote only the handler.
+        return Ok(SlotMessage {
+            src: h.src,
+            handler: 0,
+            category: Category::Short,
+            nargs: 0,
+            payload: SlotPayload::None,
+        });
+    }
+    if h.src >= bounds.ranks {
+        return Err(format!(
+            "sender rank {} is not a rank of this {}-rank job",
+            h.src, bounds.ranks
+        ));
+    }
+    let nargs = usize::from(h.nargs);
+    if nargs > h.args.len() {
+        return Err(format!(
+            "{nargs} arguments, more than the {} a slot holds",
+            h.args.len()
+        ));
+    }
+    let nbytes = h.nbytes as usize;
+    let (category, payload) = match h.kind {
+        0 if nbytes == 0 => (Category::Short, SlotPayload::None),
+        0 => return Err(format!("a Short message with {nbytes} payload bytes")),
+        1 if nbytes <= SLOT_PAYLOAD => (Category::Medium, SlotPayload::Inline(nbytes)),
+        1 => {
+            return Err(format!(
+                "a Medium payload of {nbytes} bytes, more than the {SLOT_PAYLOAD} a slot holds"
+            ))
+        }
+        2 if nbytes == 0 => (Category::Long, SlotPayload::None),
+        2 => {
+            let (base, size) = bounds.segment;
+            let addr = usize::try_from(h.dest_addr).unwrap_or(usize::MAX);
+            let inside = addr
+                .checked_sub(base)
+                .and_then(|off| off.checked_add(nbytes))
+                .is_some_and(|end| end <= size);
+            if !inside {
+                return Err(format!(
+                    "a Long payload of {nbytes} bytes at {addr:#x}, outside this rank's \
+                     segment [{base:#x}, +{size:#x})"
+                ));
+            }
+            (Category::Long, SlotPayload::At { addr, len: nbytes })
+        }
+        k => return Err(format!("unknown message category {k}")),
+    };
+    Ok(SlotMessage {
+        src: h.src,
+        handler: h.handler,
+        category,
+        nargs,
+        payload,
+    })
+}
 
 /// One queue as seen from this process.
 #[derive(Clone, Copy)]
@@ -246,5 +349,119 @@ mod tests {
         }
         producers.into_iter().for_each(|p| p.join().unwrap());
         assert_eq!(next, [1000; 3]);
+    }
+
+    mod fuzz {
+        //! Property tests of [`decode`]: random and mutated slot headers are accepted
+        //! only with fields that index, size and address inside their bounds, or
+        //! rejected with a reason; never a panic. Cases: `PROPTEST_CASES` (default 256
+        //! per test).
+        use super::super::*;
+        use proptest::prelude::*;
+
+        /// Bytes of a header that `decode` reads (the rest of the slot is payload).
+        const HEADER_BYTES: usize = std::mem::size_of::<SlotHeader>();
+
+        /// A header with these raw bytes, in an aligned buffer.
+        fn header_from(bytes: &[u8]) -> Box<[u64; HEADER_BYTES / 8]> {
+            let mut words = Box::new([0u64; HEADER_BYTES / 8]);
+            for (i, b) in bytes.iter().take(HEADER_BYTES).enumerate() {
+                words[i / 8] |= u64::from(*b) << (8 * (i % 8));
+            }
+            words
+        }
+
+        fn check(
+            words: &[u64; HEADER_BYTES / 8],
+            bounds: &SlotBounds,
+        ) -> Result<(), TestCaseError> {
+            // SAFETY: the buffer is a SlotHeader's size and 8-byte aligned, and every bit
+            // pattern is a valid SlotHeader (integers only).
+            let h = unsafe { &*(words.as_ptr() as *const SlotHeader) };
+            match decode(h, bounds) {
+                Ok(m) if m.handler == 0 => prop_assert_eq!(m.payload, SlotPayload::None),
+                Ok(m) => {
+                    prop_assert!(m.src < bounds.ranks);
+                    prop_assert!(m.nargs <= h.args.len());
+                    match m.payload {
+                        SlotPayload::None => prop_assert_ne!(m.category, Category::Medium),
+                        SlotPayload::Inline(n) => prop_assert!(n <= SLOT_PAYLOAD),
+                        SlotPayload::At { addr, len } => {
+                            let (base, size) = bounds.segment;
+                            prop_assert!(addr >= base && addr - base + len <= size);
+                        }
+                    }
+                }
+                Err(why) => prop_assert!(!why.is_empty()),
+            }
+            Ok(())
+        }
+
+        /// A header a correct sender writes.
+        fn valid(kind: u8, nargs: u8, nbytes: u32, dest: u64) -> Vec<u8> {
+            let mut b = vec![0u8; HEADER_BYTES];
+            b[8..12].copy_from_slice(&1u32.to_le_bytes()); // src
+            b[12] = 7; // handler
+            b[13] = kind;
+            b[14] = nargs;
+            b[16..20].copy_from_slice(&nbytes.to_le_bytes());
+            b[24..32].copy_from_slice(&dest.to_le_bytes());
+            b
+        }
+
+        fn bounds() -> impl Strategy<Value = SlotBounds> {
+            (
+                1u32..8,
+                0usize..1 << 40,
+                prop_oneof![Just(0usize), 1usize..1 << 30],
+            )
+                .prop_map(|(ranks, base, size)| SlotBounds {
+                    ranks,
+                    segment: (base, size),
+                })
+        }
+
+        proptest! {
+            #[test]
+            fn random_headers(bytes in proptest::collection::vec(any::<u8>(), 0..=HEADER_BYTES),
+                              bounds in bounds()) {
+                check(&header_from(&bytes), &bounds)?;
+            }
+
+            #[test]
+            fn mutated_headers(kind in 0u8..3, nargs in 0u8..=16, nbytes in 0u32..=SLOT_PAYLOAD as u32,
+                               flips in proptest::collection::vec((8usize..HEADER_BYTES, any::<u8>()), 1..4),
+                               bounds in bounds()) {
+                let base = bounds.segment.0 as u64;
+                let mut bytes = valid(kind, nargs, if kind == 0 { 0 } else { nbytes }, base);
+                let unmutated = header_from(&bytes);
+                check(&unmutated, &bounds)?;
+                for (at, x) in flips {
+                    bytes[at] ^= x;
+                }
+                check(&header_from(&bytes), &bounds)?;
+            }
+        }
+
+        #[test]
+        fn each_field_is_checked() {
+            let segment = SlotBounds {
+                ranks: 2,
+                segment: (1 << 20, 4096),
+            };
+            let reason = |b: Vec<u8>| {
+                let w = header_from(&b);
+                // SAFETY: as in `check`.
+                decode(unsafe { &*(w.as_ptr() as *const SlotHeader) }, &segment).unwrap_err()
+            };
+            let mut b = valid(1, 2, 8, 0);
+            b[8] = 2;
+            assert!(reason(b).contains("sender rank 2"));
+            assert!(reason(valid(1, 17, 8, 0)).contains("17 arguments"));
+            assert!(reason(valid(1, 0, SLOT_PAYLOAD as u32 + 1, 0)).contains("Medium payload"));
+            assert!(reason(valid(0, 0, 1, 0)).contains("Short message"));
+            assert!(reason(valid(2, 0, 8, (1 << 20) + 4090)).contains("outside"));
+            assert!(reason(valid(3, 0, 0, 0)).contains("unknown message category 3"));
+        }
     }
 }
