@@ -86,4 +86,46 @@ mod tests {
         assert!(parse_ranks(OsStr::new("0")).is_err());
         assert!(parse_ranks(OsStr::new("four")).is_err());
     }
+
+    mod fuzz {
+        //! Property tests of the size and rank parsers: any string is a value in range
+        //! or an error that quotes it; never a panic. Cases: `PROPTEST_CASES`.
+        use super::super::*;
+        use proptest::prelude::*;
+
+        /// Strings near the valid ones: numbers, fractions, units, signs, spaces.
+        fn size_like() -> impl Strategy<Value = String> {
+            (
+                "[ +-]?[0-9]{0,25}(\\.[0-9]{0,6})?",
+                " ?",
+                "(|[kKmMgGtTpPeEzZyY]|[kKmMgGtTpPeE]i?[bB]|B|bytes|Q)",
+                " *",
+            )
+                .prop_map(|(n, sp, unit, tail)| format!("{n}{sp}{unit}{tail}"))
+        }
+
+        proptest! {
+            #[test]
+            fn sizes_parse_or_say_why(s in prop_oneof![size_like(), any::<String>()]) {
+                match parse_size(&s) {
+                    Ok(n) => prop_assert!(n > 0),
+                    Err(e) => prop_assert!(e.contains("size"), "{e}"),
+                }
+            }
+
+            #[test]
+            fn ranks_parse_or_say_why(s in prop_oneof!["[ +-]?[0-9]{0,22} ?", any::<String>()]) {
+                match parse_ranks(OsStr::new(&s)) {
+                    Ok(n) => prop_assert!(n >= 1),
+                    Err(e) => prop_assert!(!e.is_empty()),
+                }
+            }
+
+            #[test]
+            fn binary_units_scale(n in 1u64..1 << 20, unit in 0usize..4) {
+                let (suffix, shift) = [("", 0), ("K", 10), ("M", 20), ("G", 30)][unit];
+                prop_assert_eq!(parse_size(&format!("{n}{suffix}")), Ok((n << shift) as usize));
+            }
+        }
+    }
 }

@@ -565,4 +565,121 @@ mod tests {
             assert_eq!(e.exit_code(), 2, "{args:?}");
         }
     }
+
+    mod fuzz {
+        //! Property tests of the command line: random and mutated argument lists parse
+        //! into arguments in range or are rejected with clap's usage error (exit status
+        //! 2), never a panic. Cases: `PROPTEST_CASES`.
+        use super::*;
+        use proptest::prelude::*;
+
+        /// Words the launcher knows, numbers near their limits, and arbitrary text.
+        fn word() -> impl Strategy<Value = String> {
+            prop_oneof![
+                prop::sample::select(vec![
+                    "-n",
+                    "-n2",
+                    "--ranks",
+                    "--ranks=3",
+                    "--segment-size",
+                    "--timeout",
+                    "--profile",
+                    "--profile=p.json",
+                    "--trace",
+                    "--trace=t.json",
+                    "--tool",
+                    "--profile-only",
+                    "--exclude-local",
+                    "--",
+                    "report",
+                    "-o",
+                    "--top",
+                    "prog",
+                    "-v",
+                    "0",
+                    "1",
+                    "5",
+                    "4294967296",
+                    "-1",
+                    "1.5",
+                    "0.0",
+                    "NaN",
+                    "inf",
+                    "1e400",
+                    "64M",
+                    "0K",
+                    "18446744073709551616",
+                    "",
+                ])
+                .prop_map(str::to_owned),
+                "[0-9.eE+-]{1,24}",
+                any::<String>(),
+            ]
+        }
+
+        fn check(args: &[String]) -> Result<(), TestCaseError> {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            match parse_cli(&args) {
+                Ok(Cli {
+                    run: Some(a),
+                    command: None,
+                }) => {
+                    prop_assert!(a.ranks >= 1 && u32::try_from(a.ranks).is_ok());
+                    prop_assert!(!a.command.is_empty());
+                    prop_assert_ne!(a.segment_size, Some(0));
+                    prop_assert_ne!(a.timeout, Some(Duration::ZERO));
+                    // The tool settings are checked, not trusted: a path that is not
+                    // there is an error naming the option.
+                    if let Err(e) = tool_env(&a) {
+                        prop_assert!(e.starts_with("--"), "{e}");
+                    }
+                }
+                Ok(Cli {
+                    run: None,
+                    command: Some(Command::Report(r)),
+                }) => {
+                    prop_assert!(!r.file.as_os_str().is_empty() || args.contains(&""));
+                }
+                Ok(other) => prop_assert!(false, "{args:?} parsed as {other:?}"),
+                Err(e) => prop_assert!(matches!(e.exit_code(), 0 | 2), "{e}"),
+            }
+            Ok(())
+        }
+
+        proptest! {
+            #[test]
+            fn random_command_lines(args in prop::collection::vec(word(), 0..8)) {
+                check(&args)?;
+            }
+
+            #[test]
+            fn mutated_command_lines(
+                ranks in 1u32..6,
+                edits in prop::collection::vec((0usize..10, word(), 0u8..3), 1..4),
+            ) {
+                let mut args: Vec<String> =
+                    ["-n", &ranks.to_string(), "--segment-size", "16M", "--timeout", "2", "prog", "x"]
+                        .map(str::to_owned)
+                        .to_vec();
+                check(&args)?;
+                for (at, w, op) in edits {
+                    let at = at.min(args.len());
+                    match op {
+                        0 => args.insert(at, w),
+                        1 if at < args.len() => args[at] = w,
+                        _ => args.truncate(at),
+                    }
+                }
+                check(&args)?;
+            }
+
+            #[test]
+            fn timeouts_parse_or_say_why(s in prop_oneof!["[ +-]?[0-9]{0,30}(\\.[0-9]{0,8})?([eE][+-]?[0-9]{1,4})?", any::<String>()]) {
+                match parse_timeout(&s) {
+                    Ok(d) => prop_assert!(!d.is_zero()),
+                    Err(e) => prop_assert!(e.contains("seconds"), "{e}"),
+                }
+            }
+        }
+    }
 }

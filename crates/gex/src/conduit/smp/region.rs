@@ -205,7 +205,9 @@ impl InheritedRegion {
         }
         let ranks = header.ranks.load(Ordering::Relaxed) as usize;
         let segment_size = header.segment_size.load(Ordering::Relaxed) as usize;
-        let layout = JobLayout::new(ranks, segment_size);
+        // The header is another process's writing: sums of its fields must not overflow.
+        let layout = checked_layout(ranks, segment_size)
+            .map_err(|e| invalid(format!("{GEX_SHM_FD}: the job header is corrupt: {e}")))?;
         if layout.total_size() > len || rank >= ranks {
             return Err(invalid(format!(
                 "job region does not match: {len} bytes, {ranks} ranks, rank {rank}"
