@@ -82,6 +82,8 @@
 //! from the crate.
 
 mod codec;
+#[cfg(test)]
+mod fuzz;
 mod seq_view;
 mod trivial;
 mod view;

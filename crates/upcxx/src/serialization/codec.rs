@@ -13,7 +13,15 @@ pub struct Error(pub(super) ErrorRepr);
 #[derive(Debug)]
 pub(super) enum ErrorRepr {
     Codec(postcard::Error),
-    Truncated { wanted: usize, left: usize },
+    Truncated {
+        wanted: usize,
+        left: usize,
+    },
+    /// A sequence claims more elements than its bytes can hold.
+    Count {
+        elements: usize,
+        bytes: usize,
+    },
     Full,
 }
 
@@ -24,6 +32,10 @@ impl std::fmt::Display for Error {
             ErrorRepr::Truncated { wanted, left } => write!(
                 f,
                 "deserialization failed: needed {wanted} more bytes, {left} left"
+            ),
+            ErrorRepr::Count { elements, bytes } => write!(
+                f,
+                "deserialization failed: {elements} elements claimed in {bytes} bytes"
             ),
             ErrorRepr::Full => f.write_str("serialization failed: the output buffer is full"),
         }

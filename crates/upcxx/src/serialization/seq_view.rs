@@ -7,7 +7,7 @@ use std::marker::PhantomData;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-use super::codec::{sealed, Error, Reader, Serialization, Writer};
+use super::codec::{sealed, Error, ErrorRepr, Reader, Serialization, Writer};
 
 /// A view of a sequence whose elements need real (de)serialization (UPC++ `view<T>` with
 /// `deserializing_iterator<T>`, §6.5 ¶4). The sender makes one from any cloneable
@@ -190,6 +190,15 @@ where
         let n = r.len()?;
         let nbytes = r.len()?;
         let bytes = r.take(nbytes)?;
+        // Every element takes at least one byte unless `T` encodes in none: a larger
+        // count cannot come from `encode`, and would make the iterator's exact size (and
+        // so a `collect`'s allocation) a lie.
+        if n > nbytes && postcard::from_bytes::<T>(&[]).is_err() {
+            return Err(Error(ErrorRepr::Count {
+                elements: n,
+                bytes: nbytes,
+            }));
+        }
         Ok(SeqView {
             iter: Elements {
                 bytes,
