@@ -87,6 +87,8 @@
 //! ```
 
 mod charts;
+#[cfg(test)]
+mod fuzz;
 mod html;
 mod sites;
 mod summary;
@@ -144,22 +146,48 @@ struct ProbeInfo {
 const EXPECTED: &str = "expected a profile (\"tool\": \"upcxx-profile\") or a trace \
                         (\"otherData\": {\"tool\": \"upcxx-trace\"})";
 
+/// The most ranks a report shows: its summary holds ranks×ranks matrices, so a file
+/// that names a larger rank (a corrupt one, most likely) is refused rather than made to
+/// allocate them.
+pub const MAX_RANKS: usize = 4096;
+
 /// Reads a profile or a trace, telling them apart by their `tool` field.
 ///
 /// Errors name the file and say what was expected.
 pub fn load(path: impl AsRef<Path>) -> Result<Loaded, String> {
     let path = path.as_ref();
+    let data = std::fs::read(path).map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+    parse(path, &data)
+}
+
+/// [`load`] of a file's contents, `path` naming it in errors.
+pub fn parse(path: &Path, data: &[u8]) -> Result<Loaded, String> {
+    let loaded = parse_any(path, data)?;
+    let ranks = match &loaded {
+        Loaded::Profile(p) => summary::profile_ranks(p),
+        Loaded::Trace(t) => summary::trace_ranks(t),
+    };
+    if ranks > MAX_RANKS {
+        return Err(format!(
+            "{}: names rank {}, more than the {MAX_RANKS} ranks a report shows",
+            path.display(),
+            ranks - 1
+        ));
+    }
+    Ok(loaded)
+}
+
+fn parse_any(path: &Path, data: &[u8]) -> Result<Loaded, String> {
     let shown = path.display();
-    let data = std::fs::read(path).map_err(|e| format!("{shown}: cannot read: {e}"))?;
-    let probe: Probe = serde_json::from_slice(&data)
+    let probe: Probe = serde_json::from_slice(data)
         .map_err(|e| format!("{shown}: not a JSON object ({e}); {EXPECTED}"))?;
     let trace_tool = probe.other_data.and_then(|o| o.tool);
     if probe.tool.as_deref() == Some(PROFILE_TOOL) {
-        serde_json::from_slice(&data)
+        serde_json::from_slice(data)
             .map(Loaded::Profile)
             .map_err(|e| format!("{shown}: malformed {PROFILE_TOOL} file: {e}"))
     } else if trace_tool.as_deref() == Some(TRACE_TOOL) {
-        serde_json::from_slice(&data)
+        serde_json::from_slice(data)
             .map(Loaded::Trace)
             .map_err(|e| format!("{shown}: malformed {TRACE_TOOL} file: {e}"))
     } else {
@@ -265,7 +293,7 @@ pub struct Interval {
 impl Summary {
     /// The job's total rank-time: the sum of the ranks' run times.
     pub fn run_ns(&self) -> u64 {
-        self.rank_time_ns.iter().sum()
+        saturating_sum(self.rank_time_ns.iter().copied())
     }
 
     /// Fills in the source text of every call site whose file `lines` can read.
@@ -290,7 +318,7 @@ impl Summary {
 
     /// Total bytes and messages in the matrix.
     pub fn comm_totals(&self) -> (u64, u64) {
-        let sum = |m: &Vec<Vec<u64>>| m.iter().flatten().sum();
+        let sum = |m: &Vec<Vec<u64>>| saturating_sum(m.iter().flatten().copied());
         (sum(&self.matrix.bytes), sum(&self.matrix.messages))
     }
 }
@@ -325,8 +353,8 @@ pub fn cost_rows(summary: &Summary) -> Vec<CostRow> {
             ranks: (0..per_rank.len())
                 .filter(|&r| per_rank[r].count > 0)
                 .collect(),
-            count: per_rank.iter().map(|c| c.count).sum(),
-            total_ns: per_rank.iter().map(|c| c.total_ns).sum(),
+            count: saturating_sum(per_rank.iter().map(|c| c.count)),
+            total_ns: saturating_sum(per_rank.iter().map(|c| c.total_ns)),
         })
         .collect();
     rows.sort_by(|a, b| {
@@ -338,6 +366,12 @@ pub fn cost_rows(summary: &Summary) -> Vec<CostRow> {
 }
 
 /// `part` as a percentage of `whole`, or `-` when there is no whole.
+/// The sum of `values`, or `u64::MAX` where it would overflow: the counts and times of
+/// a file are summed as read, and a file may hold anything.
+pub(crate) fn saturating_sum(values: impl IntoIterator<Item = u64>) -> u64 {
+    values.into_iter().fold(0, u64::saturating_add)
+}
+
 pub(crate) fn percent(part: u64, whole: u64) -> String {
     if whole == 0 {
         "-".to_owned()

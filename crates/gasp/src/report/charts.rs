@@ -17,7 +17,7 @@ use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint};
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use super::{fmt_bytes, time_unit, CostRow, Summary, Timeline};
+use super::{fmt_bytes, saturating_sum, time_unit, CostRow, Summary, Timeline};
 
 /// Width of every chart, pixels.
 const WIDTH: u32 = 1000;
@@ -159,10 +159,14 @@ pub(super) fn time_per_rank(s: &Summary, colours: &KindColours) -> Result<Chart,
     for (name, per_rank) in &s.ops {
         let slot = colours.slot(name);
         for (rank, cost) in per_rank.iter().take(n).enumerate() {
-            stacks[rank][slot] += cost.total_ns;
+            stacks[rank][slot] = stacks[rank][slot].saturating_add(cost.total_ns);
         }
     }
-    let top = stacks.iter().map(|s| s.iter().sum()).max().unwrap_or(0);
+    let top = stacks
+        .iter()
+        .map(|s| saturating_sum(s.iter().copied()))
+        .max()
+        .unwrap_or(0);
     let (scale, unit) = time_unit(top);
     let ymax = (top as f64 / scale * 1.05).max(1.0);
     let x_axis = IndexAxis::new(
@@ -192,8 +196,8 @@ pub(super) fn time_per_rank(s: &Summary, colours: &KindColours) -> Result<Chart,
             .map_err(drawing_error)?;
         for (slot, style) in colours.slots.iter().enumerate() {
             let bars = stacks.iter().enumerate().filter_map(|(rank, stack)| {
-                let base: u64 = stack[..slot].iter().sum();
-                let top = base + stack[slot];
+                let base = saturating_sum(stack[..slot].iter().copied());
+                let top = base.saturating_add(stack[slot]);
                 let x = rank as f64;
                 (stack[slot] > 0).then(|| {
                     Rectangle::new(
@@ -223,7 +227,8 @@ pub(super) fn comm_heatmap(s: &Summary) -> Result<Chart, String> {
     let mut cells = vec![vec![0u64; g]; g];
     for (src, row) in s.matrix.bytes.iter().take(n).enumerate() {
         for (dst, &b) in row.iter().take(n).enumerate() {
-            cells[group(src)][group(dst)] += b;
+            let cell = &mut cells[group(src)][group(dst)];
+            *cell = cell.saturating_add(b);
         }
     }
     let max = cells.iter().flatten().copied().max().unwrap_or(0);
@@ -353,7 +358,7 @@ pub(super) fn timeline(t: &Timeline, colours: &KindColours) -> Result<Chart, Str
             .map(|lane| {
                 lane.iter()
                     .map(|i| {
-                        let stop = i.end_ns.max(i.start_ns + min_ns);
+                        let stop = i.end_ns.max(i.start_ns.saturating_add(min_ns));
                         (i.start_ns, stop, slot_of[i.kind])
                     })
                     .collect()

@@ -121,9 +121,10 @@ impl SiteTable {
                 row.ranks.insert(at, rank);
             }
         }
-        row.count += count;
-        row.total_ns += ns;
-        row.bytes += bytes;
+        // Sums of a file's values: saturating, as everywhere in the summary.
+        row.count = row.count.saturating_add(count);
+        row.total_ns = row.total_ns.saturating_add(ns);
+        row.bytes = row.bytes.saturating_add(bytes);
     }
 
     /// The sites, costliest first: by total time, then count, then kind and site.

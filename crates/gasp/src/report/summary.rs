@@ -16,26 +16,15 @@ impl Summary {
     /// The rank count is the largest of the declared count and every rank index the file
     /// mentions, so a file with a stale `ranks` still has a place for each row.
     pub fn from_profile(p: &Profile) -> Summary {
-        let ranks = [
-            p.ranks as usize,
-            p.rank_time_ns.len(),
-            p.matrix.bytes.len(),
-            p.matrix.messages.len(),
-        ]
-        .into_iter()
-        .chain(p.events.iter().map(|r| r.rank as usize + 1))
-        .chain(p.matrix.bytes.iter().map(Vec::len))
-        .chain(p.matrix.messages.iter().map(Vec::len))
-        .max()
-        .unwrap_or(0);
+        let ranks = profile_ranks(p);
         let mut ops: BTreeMap<String, Vec<OpCost>> = BTreeMap::new();
         let mut sites = SiteTable::default();
         for row in &p.events {
             let cost = &mut ops
                 .entry(row.name.clone())
                 .or_insert_with(|| vec![OpCost::default(); ranks])[row.rank as usize];
-            cost.count += row.count;
-            cost.total_ns += row.total_ns;
+            cost.count = cost.count.saturating_add(row.count);
+            cost.total_ns = cost.total_ns.saturating_add(row.total_ns);
             if !row.file.is_empty() {
                 let site = Site {
                     file: row.file.clone(),
@@ -67,18 +56,7 @@ impl Summary {
     /// The summary of a trace: costs, matrix and timeline from its events.
     pub fn from_trace(t: &Trace) -> Summary {
         let events = &t.trace_events;
-        let ranks = events
-            .iter()
-            .flat_map(|e| {
-                [
-                    Some(e.pid as usize + 1),
-                    arg_u64(&e.args, "peer").map(|p| p as usize + 1),
-                ]
-            })
-            .flatten()
-            .chain([t.other_data.ranks as usize])
-            .max()
-            .unwrap_or(0);
+        let ranks = trace_ranks(t);
         // Stable: events with equal timestamps keep their order in the file, so a `b`
         // written before its zero-length `e` still opens first.
         let mut order: Vec<&TraceEvent> = events.iter().collect();
@@ -98,7 +76,7 @@ impl Summary {
             let ts = us_to_ns(e.ts);
             match e.ph.as_str() {
                 "X" => {
-                    let end = ts + e.dur.map_or(0, us_to_ns);
+                    let end = ts.saturating_add(e.dur.map_or(0, us_to_ns));
                     let site = Site::from_args(&e.args);
                     acc.operation(rank, &e.name, end - ts, site.as_ref(), &e.args);
                     acc.interval(rank, &e.name, ts, end, site);
@@ -160,6 +138,39 @@ impl Summary {
             sites: acc.sites.into_sorted(),
         }
     }
+}
+
+/// The rank count of a profile: the largest of the declared count and every rank index
+/// the file mentions, so a file with a stale `ranks` still has a place for each row.
+pub(super) fn profile_ranks(p: &Profile) -> usize {
+    [
+        p.ranks as usize,
+        p.rank_time_ns.len(),
+        p.matrix.bytes.len(),
+        p.matrix.messages.len(),
+    ]
+    .into_iter()
+    .chain(p.events.iter().map(|r| r.rank as usize + 1))
+    .chain(p.matrix.bytes.iter().map(Vec::len))
+    .chain(p.matrix.messages.iter().map(Vec::len))
+    .max()
+    .unwrap_or(0)
+}
+
+/// The rank count of a trace: the declared count, every `pid` and every `peer`.
+pub(super) fn trace_ranks(t: &Trace) -> usize {
+    t.trace_events
+        .iter()
+        .flat_map(|e| {
+            [
+                Some(e.pid as usize + 1),
+                arg_u64(&e.args, "peer").map(|p| (p as usize).saturating_add(1)),
+            ]
+        })
+        .flatten()
+        .chain([t.other_data.ranks as usize])
+        .max()
+        .unwrap_or(0)
 }
 
 /// Async operations begun and not yet ended, by (pid, cat, id), innermost last.
@@ -241,8 +252,8 @@ impl Accumulator {
         args: &Map<String, Value>,
     ) {
         let cost = self.cost(rank, name);
-        cost.count += 1;
-        cost.total_ns += ns;
+        cost.count = cost.count.saturating_add(1);
+        cost.total_ns = cost.total_ns.saturating_add(ns);
         if let Some(site) = site {
             let bytes = arg_u64(args, "bytes").unwrap_or(0);
             self.sites.add(rank, name, site, 1, ns, bytes);
@@ -250,7 +261,8 @@ impl Accumulator {
     }
 
     fn add_time(&mut self, rank: usize, name: &str, ns: u64, site: Option<&Site>) {
-        self.cost(rank, name).total_ns += ns;
+        let cost = self.cost(rank, name);
+        cost.total_ns = cost.total_ns.saturating_add(ns);
         if let Some(site) = site {
             self.sites.add(rank, name, site, 0, ns, 0);
         }
@@ -303,8 +315,10 @@ impl Accumulator {
             return;
         }
         let peer = peer as usize;
-        self.matrix.messages[rank][peer] += 1;
-        self.matrix.bytes[rank][peer] += bytes.unwrap_or(0);
+        let messages = &mut self.matrix.messages[rank][peer];
+        *messages = messages.saturating_add(1);
+        let total = &mut self.matrix.bytes[rank][peer];
+        *total = total.saturating_add(bytes.unwrap_or(0));
     }
 }
 
