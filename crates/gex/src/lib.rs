@@ -63,6 +63,7 @@ pub mod ops;
 mod progress;
 pub mod rma;
 mod runtime;
+mod sync;
 pub mod team;
 #[cfg(feature = "testing")]
 pub mod testing;
