@@ -101,6 +101,7 @@ pub mod header;
 pub mod instrument;
 pub mod region;
 pub mod report;
+mod sync;
 pub mod timer;
 pub mod tool;
 pub mod tools;
