@@ -57,6 +57,7 @@ pub mod rma;
 pub mod rpc;
 pub mod runtime;
 pub mod serialization;
+mod sync;
 pub mod team;
 mod thread;
 pub mod vis;

@@ -21,10 +21,11 @@
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use crate::future::{Future, FutureValue, State};
+use crate::sync;
 pub use crate::thread::in_restricted_context;
 use crate::thread::{look_again, restricted, set_holds_master, shared_work_queued, thread_token};
 
@@ -33,8 +34,52 @@ type Lpc = Box<dyn FnOnce() + Send>;
 struct PersonaInner {
     /// Thread token of the thread holding the persona, 0 when none.
     holder: AtomicU64,
-    inbox: Mutex<VecDeque<Lpc>>,
-    queued: AtomicUsize,
+    inbox: LpcQueue<Lpc>,
+}
+
+/// The LPCs queued on a persona: pushed by any thread, taken in batches by the thread
+/// holding it, with a count that tells that thread whether to look without locking.
+/// (Generic so that its loom tests can queue plain values.)
+struct LpcQueue<T> {
+    queue: sync::Mutex<VecDeque<T>>,
+    /// Items pushed and not yet taken; incremented after the push, so it may read 0
+    /// for an item already queued (the next poll finds it) and, briefly, wrap below
+    /// 0 when a take moves an item whose increment has not happened yet.
+    queued: sync::AtomicUsize,
+}
+
+impl<T> LpcQueue<T> {
+    fn new() -> LpcQueue<T> {
+        LpcQueue {
+            queue: sync::Mutex::new(VecDeque::new()),
+            queued: sync::AtomicUsize::new(0),
+        }
+    }
+
+    fn push(&self, item: T) {
+        self.queue
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push_back(item);
+        self.queued.fetch_add(1, sync::Ordering::Release);
+    }
+
+    /// True if items may be queued (no lock taken).
+    fn nonempty(&self) -> bool {
+        self.queued.load(sync::Ordering::Acquire) != 0
+    }
+
+    /// Swaps the queued items into `batch` (empty), which the queue keeps for its next
+    /// pushes' storage. Returns how many were taken.
+    fn take(&self, batch: &mut VecDeque<T>) -> usize {
+        std::mem::swap(
+            &mut *self.queue.lock().unwrap_or_else(|e| e.into_inner()),
+            batch,
+        );
+        let n = batch.len();
+        self.queued.fetch_sub(n, sync::Ordering::AcqRel);
+        n
+    }
 }
 
 /// A UPC++ persona: a target for LPCs, held by at most one thread at a time.
@@ -69,8 +114,7 @@ impl Persona {
         Persona {
             inner: Arc::new(PersonaInner {
                 holder: AtomicU64::new(0),
-                inbox: Mutex::new(VecDeque::new()),
-                queued: AtomicUsize::new(0),
+                inbox: LpcQueue::new(),
             }),
         }
     }
@@ -83,12 +127,7 @@ impl Persona {
     /// Queues `f` to run on this persona during the user-level progress of the thread
     /// holding it (UPC++ `persona::lpc_ff`). Callable from any thread.
     pub fn lpc_ff(&self, f: impl FnOnce() + Send + 'static) {
-        self.inner
-            .inbox
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push_back(Box::new(f));
-        self.inner.queued.fetch_add(1, Ordering::Release);
+        self.inner.inbox.push(Box::new(f));
         shared_work_queued();
     }
 
@@ -121,16 +160,11 @@ impl Persona {
     /// Runs the LPCs queued on this persona; returns how many ran. The queue is swapped
     /// with an empty one kept per thread, so neither side reallocates in steady state.
     fn drain(&self) -> usize {
-        if self.inner.queued.load(Ordering::Acquire) == 0 {
+        if !self.inner.inbox.nonempty() {
             return 0;
         }
         let mut batch = SPARE.with(|s| std::mem::take(&mut *s.borrow_mut()));
-        std::mem::swap(
-            &mut *self.inner.inbox.lock().unwrap_or_else(|e| e.into_inner()),
-            &mut batch,
-        );
-        let n = batch.len();
-        self.inner.queued.fetch_sub(n, Ordering::AcqRel);
+        let n = self.inner.inbox.take(&mut batch);
         while let Some(f) = batch.pop_front() {
             restricted(f);
         }
@@ -219,7 +253,7 @@ pub(crate) fn drain_held_personas() -> usize {
         let busy = STACK.with(|s| {
             s.borrow()
                 .get(i)
-                .filter(|p| p.inner.queued.load(Ordering::Acquire) > 0)
+                .filter(|p| p.inner.inbox.nonempty())
                 .cloned()
         });
         if let Some(p) = busy {
@@ -455,4 +489,49 @@ where
     R::Value: Send,
 {
     persona.lpc(f)
+}
+
+/// The LPC queue under every interleaving (up to `LOOM_MAX_PREEMPTIONS` preemptions) of
+/// threads queueing on a persona and the thread holding it taking batches.
+#[cfg(all(test, loom))]
+mod loom_tests {
+    use super::*;
+
+    #[test]
+    fn loom_every_lpc_is_taken_exactly_once() {
+        let explored = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = Arc::clone(&explored);
+        loom::model(move || {
+            counted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let q = Arc::new(LpcQueue::new());
+            let senders: Vec<_> = [[1, 2], [3, 4]]
+                .into_iter()
+                .map(|items| {
+                    let q = Arc::clone(&q);
+                    loom::thread::spawn(move || items.into_iter().for_each(|i| q.push(i)))
+                })
+                .collect();
+            // The holder polls while the senders run: a batch holds whole pushes.
+            let mut got = Vec::new();
+            let mut batch = VecDeque::new();
+            if q.nonempty() {
+                q.take(&mut batch);
+                got.extend(batch.drain(..));
+            }
+            senders.into_iter().for_each(|s| s.join().unwrap());
+            // Once the senders are done, the count says so and the rest is there.
+            assert!(q.nonempty() || got.len() == 4, "{got:?}");
+            q.take(&mut batch);
+            got.extend(batch.drain(..));
+            assert!(!q.nonempty(), "the count returns to 0");
+            // Each sender's items in its order, each exactly once.
+            let pos = |x: i32| got.iter().position(|&g| g == x).expect("taken");
+            assert!(pos(1) < pos(2) && pos(3) < pos(4), "{got:?}");
+            assert_eq!(got.len(), 4, "{got:?}");
+        });
+        println!(
+            "loom: {} interleavings explored",
+            explored.load(std::sync::atomic::Ordering::Relaxed)
+        );
+    }
 }

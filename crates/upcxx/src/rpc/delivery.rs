@@ -87,7 +87,11 @@ thread_local! {
 }
 
 /// RPCs received by the handlers of threads that do not hold the master persona.
+#[cfg(not(loom))]
 static SHARED_RPCS: Inbox = Inbox::new();
+/// Loom's primitives are not `const` (this inbox is not used by the loom tests).
+#[cfg(loom)]
+static SHARED_RPCS: std::sync::LazyLock<Inbox> = std::sync::LazyLock::new(Inbox::new);
 
 /// Queues an RPC for the master persona (AM handler).
 pub(super) fn queue_rpc(head: &Head, payload: &[u8]) {
