@@ -158,3 +158,21 @@ fn gups_verifies_both_variants() {
         }
     }
 }
+
+/// The soak workload, briefly: every value checked, memory flat (the example fails
+/// otherwise), on 1, 3 and 5 ranks.
+#[test]
+fn soak_checks_everything_and_keeps_memory_flat() {
+    for n in [1, 3, 5] {
+        let out = run_with("soak", n, &["1"]);
+        assert_eq!(
+            out.lines().last(),
+            Some("verified"),
+            "soak on {n} ranks:\n{out}"
+        );
+        assert!(
+            out.contains("segments returned to their start usage: true"),
+            "soak on {n} ranks:\n{out}"
+        );
+    }
+}
