@@ -3,7 +3,7 @@
 //! resident memory and `shared_segment_used` of every rank compared at start and end.
 //!
 //! `UPCXX_RANKS=4 cargo run --release --example soak [SECONDS]` (or `SOAK_SECONDS`;
-//! default 10). For an hour: `UPCXX_RANKS=4 cargo run --release --example soak 3600`.
+//! default 10; `SOAK_FLOOD`: `rpc_ff`s per rank and round, default 2000). For an hour: `UPCXX_RANKS=4 cargo run --release --example soak 3600`.
 //!
 //! A round, on every rank:
 //!
@@ -37,7 +37,8 @@ use upcxx::{
 const RSS_TOLERANCE: u64 = 4 << 20;
 /// Words each rank puts into its neighbour per round.
 const PUT_WORDS: usize = 512;
-/// `rpc_ff`s each rank sends per round.
+/// `rpc_ff`s each rank sends per round, unless `SOAK_FLOOD` says otherwise (the fault
+/// tests flood harder, to keep the message queues full).
 const FLOOD: u64 = 2_000;
 
 /// `rpc_ff`s this rank received.
@@ -71,7 +72,7 @@ struct Blocks {
 
 /// One round; returns the number of values checked. Panics on a wrong one.
 /// `through`: `RECEIVED` at the end of the previous round, updated.
-fn round(round: u64, through: &mut u64) -> u64 {
+fn round(round: u64, through: &mut u64, flood: u64) -> u64 {
     let (me, n) = (upcxx::rank_me(), upcxx::rank_n());
     let len = 64 + (round as usize * 97 + me as usize * 31) % 4096;
     let data = new_array_with(len, |i| pattern(me, round, i));
@@ -127,7 +128,7 @@ fn round(round: u64, through: &mut u64) -> u64 {
     // A flood of rpc_ff, counted on arrival, checked by a reduction of the counts sent.
     let mut sent = vec![0u64; n as usize];
     let mut x = 0x2545_f491_4f6c_dd1d ^ (round << 8) ^ u64::from(me);
-    for _ in 0..FLOOD {
+    for _ in 0..flood {
         x ^= x << 13;
         x ^= x >> 7;
         x ^= x << 17;
@@ -175,8 +176,12 @@ fn main() {
         .unwrap_or(10.0);
     let me = upcxx::rank_me();
 
+    let flood = std::env::var("SOAK_FLOOD")
+        .ok()
+        .map(|s| s.trim().parse().expect("soak: SOAK_FLOOD must be a number"))
+        .unwrap_or(FLOOD);
     let mut through = 0;
-    let mut checked = round(0, &mut through);
+    let mut checked = round(0, &mut through, flood);
     barrier();
     let (rss0, seg0) = (resident_bytes(), upcxx::shared_segment_used());
     let start = Instant::now();
@@ -187,7 +192,7 @@ fn main() {
         if broadcast(more, 0, &world()).wait() == 0 {
             break;
         }
-        checked += round(rounds, &mut through);
+        checked += round(rounds, &mut through, flood);
         rounds += 1;
     }
     barrier();
