@@ -189,7 +189,7 @@ fn main() {
     let mut rounds = 1;
     loop {
         let more = u8::from(start.elapsed() < limit);
-        if broadcast(more, 0, &world()).wait() == 0 {
+        if broadcast(more, 0, world()).wait() == 0 {
             break;
         }
         checked += round(rounds, &mut through, flood);

@@ -58,10 +58,21 @@ fn region_fds(pid: u32) -> Vec<(String, String)> {
         .collect()
 }
 
+/// A running job's launcher; the job is killed when this is dropped (the ranks die
+/// with their launcher).
+struct Job(Child);
+
+impl Drop for Job {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// A 3-rank job that runs long enough to be inspected, and its rank pids once each
 /// has mapped the region (and so closed its descriptor).
-fn running_job() -> (Child, Vec<u32>) {
-    let launcher = Command::new(built(&["upcxx-run"]))
+fn running_job() -> (Job, Vec<u32>) {
+    let launcher = Job(Command::new(built(&["upcxx-run"]))
         .args(["-n", "3", "--timeout", "60"])
         .arg(built(&["examples", "soak"]))
         .arg("30")
@@ -70,10 +81,10 @@ fn running_job() -> (Child, Vec<u32>) {
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
-        .expect("upcxx-run starts");
+        .expect("upcxx-run starts"));
     let end = Instant::now() + Duration::from_secs(10);
     loop {
-        let ranks = children(launcher.id());
+        let ranks = children(launcher.0.id());
         let mapped = |pid: &u32| {
             std::fs::read_to_string(format!("/proc/{pid}/maps"))
                 .is_ok_and(|m| m.contains("memfd:gex-job"))
@@ -102,11 +113,6 @@ fn sh_as(uid: Option<u32>, script: &str) -> (bool, String) {
     )
 }
 
-fn end(mut launcher: Child) {
-    launcher.kill().expect("kill the launcher");
-    launcher.wait().expect("reap it");
-}
-
 #[test]
 fn the_job_region_has_no_name_and_only_the_launcher_holds_it() {
     let (launcher, ranks) = running_job();
@@ -122,7 +128,7 @@ fn the_job_region_has_no_name_and_only_the_launcher_holds_it() {
     assert!(named.is_empty(), "named job memory in /dev/shm: {named:?}");
     assert!(std::fs::File::open("/dev/shm/gex-job").is_err());
     // The launcher holds exactly one descriptor of it, unlinked from the start.
-    let held = region_fds(launcher.id());
+    let held = region_fds(launcher.0.id());
     assert_eq!(held.len(), 1, "the launcher's region descriptors: {held:?}");
     assert!(held[0].1.ends_with("(deleted)"), "{held:?}");
     // The ranks mapped it and closed their copies (checked by `running_job`), so a
@@ -130,7 +136,7 @@ fn the_job_region_has_no_name_and_only_the_launcher_holds_it() {
     for r in &ranks {
         assert!(region_fds(*r).is_empty(), "rank pid {r} holds the region");
     }
-    end(launcher);
+    drop(launcher);
 }
 
 #[test]
@@ -141,10 +147,10 @@ fn another_user_cannot_reach_the_job_memory() {
         return;
     }
     let (launcher, ranks) = running_job();
-    let (fd, _) = region_fds(launcher.id())
+    let (fd, _) = region_fds(launcher.0.id())
         .pop()
         .expect("the launcher's descriptor");
-    let through_fd = format!("exec 3< /proc/{}/fd/{fd}", launcher.id());
+    let through_fd = format!("exec 3< /proc/{}/fd/{fd}", launcher.0.id());
     let through_mem = format!("exec 3< /proc/{}/mem", ranks[0]);
     // The same user can (it may read any of its own processes' memory) ...
     assert!(sh_as(None, &through_fd).0, "the owner opens the region");
@@ -154,5 +160,5 @@ fn another_user_cannot_reach_the_job_memory() {
         assert!(!ok, "another user ran `{script}`");
         assert!(err.contains("Permission denied"), "`{script}`: {err}");
     }
-    end(launcher);
+    drop(launcher);
 }

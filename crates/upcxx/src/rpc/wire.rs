@@ -404,7 +404,10 @@ mod tests {
             Mutation::Swap(i, j) => frags.swap(i % n, j % n),
             Mutation::Offset(i, o) => frags[i % n].1 = o % (2 * frags[0].0 as usize + 2),
             Mutation::Total(i, t) => frags[i % n].0 = t % (2 * frags[0].0 + 2),
-            Mutation::Grow(i, k) => frags[i % n].2.extend(std::iter::repeat(0xee).take(k)),
+            Mutation::Grow(i, k) => {
+                let f = &mut frags[i % n].2;
+                f.resize(f.len() + k, 0xee);
+            }
             Mutation::Shrink(i, k) => {
                 let f = &mut frags[i % n].2;
                 f.truncate(f.len().saturating_sub(k));
