@@ -14,8 +14,10 @@
 //!   cores, usually) flood each other with `rpc_ff` hard enough to keep the 256-slot
 //!   queues full; the soak example counts every message (exactly once, by reduction).
 //!
-//! A full segment heap is `crates/upcxx/tests/alloc.rs` (`exhaustion_is_reported`): the
-//! program gets `None` (or a panic naming the call), frees, and allocates again.
+//! A full segment heap is `crates/upcxx/tests/alloc.rs` (`exhaustion_is_reported` on
+//! one rank, `a_full_heap_on_every_rank_is_an_error_the_job_survives` on three): the
+//! program gets `None` (or a panic naming the call), keeps communicating, frees, and
+//! allocates again.
 //!
 //! Randomness comes from `FAULT_SEED` (printed on failure), or the clock.
 //!

@@ -424,3 +424,55 @@ fn allocation_from_several_threads() {
         upcxx::finalize();
     });
 }
+
+/// Every rank of a job fills its segment at once: allocation fails with `None` on
+/// each, communication goes on (a put into a full segment's existing block, RPCs), and
+/// after freeing, every rank allocates again, up to the same amount.
+#[test]
+fn a_full_heap_on_every_rank_is_an_error_the_job_survives() {
+    gex::testing::spmd_with(small_segment(3), || {
+        upcxx::init();
+        let (me, n) = (rank_me(), upcxx::rank_n());
+        let base = shared_segment_used();
+        // Blocks of 4 KiB, then of one word, until nothing fits.
+        let fill = || {
+            let mut blocks = Vec::new();
+            for words in [512, 1] {
+                while let Some(p) = allocate_typed::<u64>(words) {
+                    blocks.push(p);
+                }
+            }
+            blocks
+        };
+        let blocks = fill();
+        assert!(blocks.len() > 200, "rank {me}: {} blocks", blocks.len());
+        assert!(try_new_(0u64).is_none(), "rank {me}: the segment is full");
+        // Still communicating: every rank's first block is written by its left
+        // neighbour, and RPCs round-trip.
+        let firsts = all_gather(&blocks[0]);
+        let right = (me + 1) % n;
+        upcxx::rput(u64::from(me) + 100, firsts[right as usize]).wait();
+        assert_eq!(
+            upcxx::rpc(right, |x: u32| x + 1, (me,)).wait(),
+            me + 1,
+            "rank {me}: rpc with full segments"
+        );
+        upcxx::barrier();
+        let left = (me + n - 1) % n;
+        // SAFETY: this rank's block, written by the left neighbour before the barrier.
+        assert_eq!(unsafe { blocks[0].local().read() }, u64::from(left) + 100);
+        upcxx::barrier();
+        let count = blocks.len();
+        for b in blocks {
+            deallocate(b);
+        }
+        assert_eq!(shared_segment_used(), base, "rank {me}: all freed");
+        let again = fill();
+        assert_eq!(again.len(), count, "rank {me}: the same room after freeing");
+        for b in again {
+            deallocate(b);
+        }
+        upcxx::barrier();
+        upcxx::finalize();
+    });
+}
