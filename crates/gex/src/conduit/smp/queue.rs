@@ -484,9 +484,6 @@ mod loom_tests {
     use loom::thread;
     use std::sync::atomic::AtomicUsize;
 
-    /// Interleavings explored by the tests of this module (printed by each test).
-    static EXPLORED: AtomicUsize = AtomicUsize::new(0);
-
     /// A queue of `capacity` slots whose atomics are loom's, constructed in place as
     /// the shared region would hold them, with one more atomic per slot after the
     /// header standing for the payload (written Relaxed, so only `seq`'s
@@ -583,13 +580,15 @@ mod loom_tests {
         got
     }
 
+    /// Runs `f` under loom and prints how many interleavings it explored.
     fn model(f: impl Fn() + Sync + Send + 'static) {
-        let before = EXPLORED.load(std::sync::atomic::Ordering::Relaxed);
+        let explored = std::sync::Arc::new(AtomicUsize::new(0));
+        let counted = std::sync::Arc::clone(&explored);
         loom::model(move || {
-            EXPLORED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            counted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             f();
         });
-        let n = EXPLORED.load(std::sync::atomic::Ordering::Relaxed) - before;
+        let n = explored.load(std::sync::atomic::Ordering::Relaxed);
         println!("loom: {n} interleavings explored");
     }
 
