@@ -16,7 +16,8 @@
 //! `GEX_COLL_BARRIER=am` forces messages everywhere.
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::Mutex;
+
+use spin::mutex::SpinMutex;
 
 use crate::am::{AmEntry, AmIndex, AmRole, Token};
 use crate::conduit::{Conduit, Network};
@@ -35,7 +36,7 @@ static STATE: BarrierState = BarrierState {
     arrivals: [const { [const { AtomicU32::new(0) }; MAX_ROUNDS] }; 2],
     completed: AtomicU64::new(0),
     awaiting: AtomicU64::new(0),
-    inner: Mutex::new(Inner {
+    inner: SpinMutex::new(Inner {
         started: 0,
         round: 0,
         sent: false,
@@ -55,8 +56,13 @@ struct BarrierState {
     /// [`ROUND_BITS`] bits and the mark above, else 0. Read without `inner`, so a poll
     /// that finds nothing arrived takes no lock.
     awaiting: AtomicU64,
-    /// The rounds of barrier `completed`, advanced by one thread at a time.
-    inner: Mutex<Inner>,
+    /// The rounds of barrier `completed`, advanced by one thread at a time. A spin lock
+    /// rather than `std::sync::Mutex`, whose unlock is a locked swap: on x86 that waits
+    /// until the round's signal, just stored into another rank's line, has left the
+    /// store buffer, putting a cache-line transfer on the barrier's critical path. A
+    /// spin lock is released with a plain store. Threads of one process contend for it
+    /// only when several start or advance barriers at once, for a few instructions.
+    inner: SpinMutex<Inner>,
 }
 
 struct Inner {
@@ -112,7 +118,7 @@ pub(crate) fn advance(rt: &Runtime) {
             return; // nothing arrived
         }
     }
-    if let Ok(mut st) = STATE.inner.try_lock() {
+    if let Some(mut st) = STATE.inner.try_lock() {
         advance_locked(rt, &mut st);
     } // else another thread is advancing it
 }
@@ -192,7 +198,7 @@ impl Team {
         }
         let span = gasp::span!(GASP_UPC_NOTIFY, 0, 0);
         let epoch = {
-            let mut st = STATE.inner.lock().unwrap_or_else(|e| e.into_inner());
+            let mut st = STATE.inner.lock();
             let epoch = st.started;
             st.started += 1;
             rt.set_advancing(advance, true);
