@@ -55,7 +55,8 @@ use crate::Flags;
 pub use design::select::{
     method, set_method, Method, Operation, GATHER_ALL_DISSEMINATION_MIN_RANKS,
     GATHER_ALL_STAGGERED_MIN_BYTES, ROOTED_BINOMIAL_MIN_RANKS, ROOTED_FLAT_MIN_BYTES,
-    SCAN_CHAIN_MIN_BYTES, SCAN_DOUBLING_MIN_RANKS, SHARED_MIN_BYTES,
+    SCAN_CHAIN_MIN_BYTES, SCAN_DOUBLING_MIN_RANKS, SCATTER_GATHER_BINOMIAL_MIN_RANKS,
+    SHARED_MIN_BYTES,
 };
 pub use design::{Addr, AddrList, CollFlags};
 pub(crate) use engine::{advance, handler_entry};

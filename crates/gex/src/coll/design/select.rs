@@ -4,8 +4,9 @@
 //!
 //! The crossovers are named constants, set from the `coll` bench's sweep
 //! (`PGAS_BENCH_SWEEP=1 cargo bench --bench coll`: every method of broadcast,
-//! reduce_to_all, gather_all and exchange at 8 B to 1 MiB, interleaved, on 2 and 4
-//! ranks of one 2-core host, so the 4-rank job runs two ranks per core):
+//! reduce_to_all, gather_all, exchange, scatter, gather and prefix reduction at 8 B to
+//! 1 MiB, interleaved, on 2 and 4 ranks of one 2-core host, so the 4-rank job runs two
+//! ranks per core):
 //!
 //! * gather_all: the staggered order beat dissemination at every size on 2 and 4 ranks
 //!   (by 1.04x to 1.27x at 8 B to 2 KiB, more above). Dissemination's `ceil(log2 n)`
@@ -16,19 +17,33 @@
 //!   message methods at small blocks (up to 2x at 8 B, from its synchronization) and won
 //!   from 2 KiB on 2 ranks and 32 KiB on 4 ranks (up to 3.6x); it is chosen from
 //!   [`SHARED_MIN_BYTES`].
-//! * Scatter, gather and prefix reduction are not in the sweep: their constants hold
-//!   what the shapes of the algorithms suggest (trees pay off from three ranks,
-//!   forwarding bytes stops paying off for large blocks).
+//! * Scatter and gather: on 2 ranks the trees are the flat exchange. On 4 ranks the
+//!   binomial tree never won clearly: scatter's trees were within 1.17x of each other up
+//!   to 32 KiB, flat won above (1.03x to 1.32x), and gather's binomial tree took about
+//!   2x flat's time at every size from 8 B to 8 KiB, because its inner ranks wait for
+//!   their whole subtree before forwarding. The binomial tree is kept for teams of
+//!   [`SCATTER_GATHER_BINOMIAL_MIN_RANKS`] and more (where `ceil(log2 n)` levels against
+//!   `n - 1` exchanges at the root must pay off, unmeasurable on this host), for blocks
+//!   below [`ROOTED_FLAT_MIN_BYTES`] (flat won from 128 KiB on 4 ranks).
+//! * Prefix reduction: the chain beat recursive doubling at every size from 32 B to
+//!   1 MiB on 4 ranks (by 1.2x to 2.5x; doubling combines every element `log2 n` times
+//!   and sends twice as many messages) and tied it on 2 ranks, where both are one
+//!   exchange. Doubling is chosen from [`SCAN_DOUBLING_MIN_RANKS`] ranks, below
+//!   [`SCAN_CHAIN_MIN_BYTES`], where its `log2 n` rounds against the chain's `n - 1`
+//!   must pay off; unmeasurable on this host.
 
 use std::sync::atomic::{AtomicU8, Ordering};
 
 use crate::conduit::Rank;
 
-/// From this many ranks, a rooted collective (scatter, gather) uses the binomial tree.
-/// To be measured by the `coll` bench.
+/// From this many ranks, the design document's broadcast uses the binomial tree, as
+/// the GASNet-EX broadcast does (`coll::broadcast`, measured there).
 pub const ROOTED_BINOMIAL_MIN_RANKS: Rank = 3;
-/// From this block size, a rooted collective goes flat again: a tree forwards every
-/// byte up to `log2 n` times. To be measured by the `coll` bench.
+/// From this many ranks, scatter and gather use the binomial tree (flat measured as
+/// fast or faster on 4 ranks; see the module documentation).
+pub const SCATTER_GATHER_BINOMIAL_MIN_RANKS: Rank = 5;
+/// From this block size, scatter and gather go flat again: a tree forwards every byte
+/// up to `log2 n` times (flat measured faster from 128 KiB on 4 ranks).
 pub const ROOTED_FLAT_MIN_BYTES: usize = 64 << 10;
 /// From this block size, gather-all sends each block straight to every rank
 /// (staggered) instead of disseminating, whatever the team size.
@@ -39,10 +54,10 @@ pub const GATHER_ALL_DISSEMINATION_MIN_RANKS: Rank = 5;
 /// between segments (`shared`); below it the message methods win (measured).
 pub const SHARED_MIN_BYTES: usize = 16 << 10;
 /// From this many ranks, a prefix reduction uses recursive doubling instead of the
-/// chain. To be measured by the `coll` bench.
-pub const SCAN_DOUBLING_MIN_RANKS: Rank = 4;
+/// chain (the chain measured faster on 4 ranks; see the module documentation).
+pub const SCAN_DOUBLING_MIN_RANKS: Rank = 5;
 /// From this size, a prefix reduction uses the chain again: doubling moves and combines
-/// every byte `log2 n` times. To be measured by the `coll` bench.
+/// every byte `log2 n` times (the chain measured faster at every size on 4 ranks).
 pub const SCAN_CHAIN_MIN_BYTES: usize = 64 << 10;
 
 /// A collective of the design document, for choosing its method.
@@ -214,7 +229,7 @@ pub fn method(op: Operation, n: Rank, nbytes: usize, shared: bool) -> Method {
         Operation::Broadcast if n >= ROOTED_BINOMIAL_MIN_RANKS => Method::Binomial,
         Operation::Broadcast => Method::Flat,
         Operation::Scatter | Operation::Gather => {
-            if n >= ROOTED_BINOMIAL_MIN_RANKS && nbytes < ROOTED_FLAT_MIN_BYTES {
+            if n >= SCATTER_GATHER_BINOMIAL_MIN_RANKS && nbytes < ROOTED_FLAT_MIN_BYTES {
                 Method::Binomial
             } else {
                 Method::Flat
