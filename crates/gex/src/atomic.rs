@@ -332,6 +332,34 @@ impl AtomicDomain {
         operand2: T,
         flags: Flags,
     ) -> Result<Event, NoOp> {
+        let args = (tgt_rank, tgt_addr, opcode, operand1, operand2, flags);
+        // SAFETY: the caller's contract, passed on.
+        let e = unsafe {
+            self.initiate(call, result, args, |c| {
+                let e = Event::from_completion(c);
+                let handle = e.gasp_handle();
+                (e, handle)
+            })
+        };
+        Ok(e)
+    }
+
+    /// Checks and performs an operation inside its GASP event, handing its completion
+    /// to `finish`, which returns what the call returns and the operation's GASP handle
+    /// (the one place the three forms share).
+    ///
+    /// # Safety
+    /// As for [`op_nb`](AtomicDomain::op_nb), until `finish`'s completion is
+    /// synchronized.
+    #[inline]
+    #[track_caller]
+    unsafe fn initiate<T: AtomicType, R>(
+        &self,
+        call: &'static str,
+        result: *mut T,
+        (tgt_rank, tgt_addr, opcode, operand1, operand2, flags): (Rank, usize, Op, T, T, Flags),
+        finish: impl FnOnce(Completion) -> (R, u64),
+    ) -> R {
         let target = self.check::<T>(call, result, tgt_rank, tgt_addr, opcode, flags);
         let span = gasp::span!(
             GASP_GEX_AD_OP,
@@ -346,7 +374,7 @@ impl AtomicDomain {
         // SAFETY: `check` found the target in a mapped segment and aligned; `result` is
         // the caller's to keep valid.
         let c = unsafe { run(&target, result, opcode, operand1, operand2, flags) };
-        let e = Event::from_completion(c);
+        let (r, _handle) = finish(c);
         gasp::end!(
             span,
             GPtr::new(target.rank, tgt_addr),
@@ -356,9 +384,9 @@ impl AtomicDomain {
             operand1.to_bits(),
             operand2.to_bits(),
             std::mem::size_of::<T>(),
-            e.gasp_handle()
+            _handle
         );
-        Ok(e)
+        r
     }
 
     /// GASNet-EX `gex_AD_OpNBI_[DATATYPE]`: [`op_nb`](AtomicDomain::op_nb) with implicit
@@ -385,38 +413,22 @@ impl AtomicDomain {
         flags: Flags,
     ) -> Result<(), NoOp> {
         const CALL: &str = "AtomicDomain::op_nbi";
-        let target = self.check::<T>(CALL, result, tgt_rank, tgt_addr, opcode, flags);
-        let span = gasp::span!(
-            GASP_GEX_AD_OP,
-            GPtr::new(target.rank, tgt_addr),
-            result as usize,
-            opcode.bit() as i32,
-            T::DT.bit() as i32,
-            operand1.to_bits(),
-            operand2.to_bits(),
-            std::mem::size_of::<T>()
-        );
-        // SAFETY: as in `op_nb`.
-        let c = unsafe { run(&target, result, opcode, operand1, operand2, flags) };
-        let handle = event::nbi_handle(&c);
-        event::track_nbi(nbi_category(opcode), c);
-        gasp::end!(
-            span,
-            GPtr::new(target.rank, tgt_addr),
-            result as usize,
-            opcode.bit() as i32,
-            T::DT.bit() as i32,
-            operand1.to_bits(),
-            operand2.to_bits(),
-            std::mem::size_of::<T>(),
-            handle
-        );
+        let args = (tgt_rank, tgt_addr, opcode, operand1, operand2, flags);
+        // SAFETY: the caller's contract, passed on.
+        unsafe {
+            self.initiate(CALL, result, args, |c| {
+                let handle = event::nbi_handle(&c);
+                event::track_nbi(nbi_category(opcode), c);
+                ((), handle)
+            })
+        };
         Ok(())
     }
 
     /// [`op_nb`](AtomicDomain::op_nb) and a wait for its event, safe: returns the
     /// fetched value (`op0`) of a fetching operation, `None` for the others. Not in the
-    /// spec, which has no blocking remote atomics; reported as the NB call and its sync.
+    /// spec, which has no blocking remote atomics; reported as one `GASP_GEX_AD_OP`
+    /// whose END comes after the operation completed (with a trivial handle).
     ///
     /// # Panics
     /// See the [module documentation](self). `IMMEDIATE` is not taken: the call blocks.
@@ -436,22 +448,17 @@ impl AtomicDomain {
         if flags.contains(Flags::IMMEDIATE) {
             panic!("gex::{CALL}: GEX_FLAG_IMMEDIATE is not taken by a blocking call");
         }
+        let rt = runtime(CALL);
         let mut out = std::mem::MaybeUninit::<T>::uninit();
-        // SAFETY: `out` lives until the event is synchronized, below, and is read only
+        let args = (tgt_rank, tgt_addr, opcode, operand1, operand2, flags);
+        // SAFETY: `out` lives until the operation is complete, below, and is read only
         // after that, for a fetching operation, which wrote it.
         unsafe {
-            self.nb(
-                CALL,
-                out.as_mut_ptr(),
-                tgt_rank,
-                tgt_addr,
-                opcode,
-                operand1,
-                operand2,
-                flags,
-            )
-            .unwrap_or_else(|NoOp| unreachable!("no IMMEDIATE"))
-            .wait();
+            self.initiate(CALL, out.as_mut_ptr(), args, |c| {
+                // Complete before the event's END: nothing is left to synchronize.
+                event::complete_blocking(rt, c);
+                ((), gasp::events::NB_TRIVIAL)
+            });
             opcode.is_fetching().then(|| out.assume_init())
         }
     }
