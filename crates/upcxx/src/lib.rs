@@ -91,7 +91,7 @@ pub use rma::{
 };
 pub use rpc::{rpc, rpc_ff, rpc_ff_with, rpc_with};
 pub use runtime::{backend, barrier, finalize, init, initialized, rank_me, rank_n, Rank};
-pub use serialization::{make_seq_view, make_view, SeqView, Trivial, View};
+pub use serialization::{by_ref, make_seq_view, make_view, ByRef, SeqView, Trivial, View};
 pub use team::{local_team, local_team_contains, world, EntryBarrier, Team, TeamId, COLOR_NONE};
 pub use team::{rpc_ff_in, rpc_in};
 pub use vis::{

@@ -65,8 +65,12 @@
 //!
 //! # What is an RPC argument
 //!
-//! [`Serialization`] is implemented for every serde type, for [`View`] and for
-//! [`SeqView`]. Its associated type [`Serialization::Deserialized`] is what the target
+//! [`Serialization`] is implemented for every serde type, for [`View`], for
+//! [`SeqView`] and for [`ByRef`], a borrowed argument made with [`by_ref`]
+//! (`by_ref(name.as_str())`, `by_ref(&values[..])`, `by_ref(&my_struct)`): it is
+//! serialized straight from the borrow, as UPC++ serializes `const&` arguments, and the
+//! target receives the owned value (`by_ref.rs` says why this is a wrapper rather than
+//! impls for references). Its associated type [`Serialization::Deserialized`] is what the target
 //! receives: the type itself for serde types, a view borrowing the receive buffer for
 //! views. It is sealed: make your types serializable by implementing serde's traits.
 //!
@@ -77,10 +81,11 @@
 //! # Layout
 //!
 //! `codec.rs` (errors, writer, reader, the [`Serialization`] trait) is the leaf;
-//! [`Trivial`] (`trivial.rs`), [`View`] (`view.rs`) and [`SeqView`] (`seq_view.rs`)
-//! each sit on it. This file holds the free functions. The module imports nothing else
+//! [`Trivial`] (`trivial.rs`), [`View`] (`view.rs`), [`SeqView`] (`seq_view.rs`) and
+//! [`ByRef`] (`by_ref.rs`) each sit on it. This file holds the free functions. The module imports nothing else
 //! from the crate.
 
+mod by_ref;
 mod codec;
 #[cfg(test)]
 mod fuzz;
@@ -90,6 +95,7 @@ mod view;
 
 pub use serde;
 
+pub use by_ref::{by_ref, Borrowed, ByRef};
 pub(crate) use codec::sealed;
 pub use codec::{Error, Reader, Rerun, Serialization, Writer};
 pub use seq_view::{make_seq_view, Elements, SeqView};

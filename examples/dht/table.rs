@@ -1,0 +1,82 @@
+//! The distributed hash table of `dht.rs`, shared with the `app` bench (which includes
+//! this file with `#[path]`, so that it measures the example's own code).
+//!
+//! Each rank owns the part of the table whose keys hash to it, in a map kept in a
+//! distributed object, as the UPC++ programmer's guide keeps its
+//! `dist_object<unordered_map>`. `insert` and `find` are RPCs to the key's owner that
+//! take the `&DistObject` of the map, which the owner receives as its own member, and
+//! the key and value by reference ([`upcxx::by_ref`]): they are serialized from the
+//! caller's strings, which it keeps, and the owner receives owned `String`s to store.
+
+use std::cell::RefCell;
+
+use rustc_hash::FxHashMap;
+use upcxx::{by_ref, rank_n, rpc, DistObject, Future, Rank};
+
+/// This rank's part of the table. RPCs mutate it, so it sits in a `RefCell`: a
+/// distributed object gives shared access only. The keys are this program's own, not
+/// an adversary's, so the map uses the fast Fx hash rather than the DoS-resistant
+/// default.
+pub(crate) type Map = DistObject<RefCell<FxHashMap<String, String>>>;
+
+/// This rank's part of a new, empty table. Collective (it builds a distributed object).
+pub(crate) fn new_map() -> Map {
+    DistObject::new(RefCell::new(FxHashMap::default()))
+}
+
+/// The rank that owns `key`: FNV-1a, the same in every process (unlike `RandomState`),
+/// and independent of the map's own hash, so that the keys a rank owns still spread over
+/// all of its map's buckets.
+pub(crate) fn owner(key: &str) -> Rank {
+    let h = key.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+    });
+    (h % u64::from(rank_n())) as Rank
+}
+
+/// Stores `value` under `key` on its owner; ready once stored.
+pub(crate) fn insert(map: &Map, key: &str, value: &str) -> Future<()> {
+    rpc(
+        owner(key),
+        |map: &Map, key: String, value: String| {
+            map.borrow_mut().insert(key, value);
+        },
+        (map, by_ref(key), by_ref(value)),
+    )
+}
+
+/// Looks `key` up on its owner.
+pub(crate) fn find(map: &Map, key: &str) -> Future<Option<String>> {
+    rpc(
+        owner(key),
+        |map: &Map, key: String| map.borrow().get(&key).cloned(),
+        (map, by_ref(key)),
+    )
+}
+
+/// Rank `rank`'s `n` key-value pairs: distinct across ranks, the same on every run.
+pub(crate) fn pairs(rank: Rank, n: u64) -> Vec<(String, String)> {
+    let mut rng =
+        Rng(0x9e37_79b9_7f4a_7c15 ^ (u64::from(rank) + 1).wrapping_mul(0x1234_5678_9abc_def1));
+    (0..n)
+        .map(|i| {
+            let r = rng.next();
+            (
+                format!("key-{rank}-{i}-{r:x}"),
+                format!("value-{:x}", r.rotate_left(17)),
+            )
+        })
+        .collect()
+}
+
+/// A small deterministic generator (xorshift64*), seeded per rank.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+}
