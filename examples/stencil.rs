@@ -2,199 +2,38 @@
 //!
 //! Run it with `UPCXX_RANKS=4 cargo run --release --example stencil`.
 //!
-//! The rod of `ranks × LOCAL` points is cut into one block per rank. Each rank keeps its
-//! block, plus a ghost cell at either end, in its shared segment, twice: the current and
-//! the next time step. A step updates the block from the current buffer into the next
-//! and then writes the block's two edge values into the neighbours' ghost cells of
-//! *their* next buffer with `rput`. Each put carries a `remote_cx::as_rpc` completion
-//! that counts the arrival at the neighbour once the value is there (UPC++ spec §8.2.1:
-//! the write happens before the RPC), so a rank starts step `t + 1` as soon as both of
-//! its ghosts for it have landed: no barrier per step.
-//!
-//! Why two buffers are enough: a rank can run at most one step ahead of a neighbour (it
-//! needs the neighbour's edge value of the previous step), so when the left neighbour
-//! writes our next buffer's ghost during its step `t`, we are reading only the current
-//! buffer, and the value it overwrites there was consumed a step ago.
+//! The rod and its steps are in `stencil/rod.rs` (shared with the `app` bench): each
+//! rank updates its block of the rod and puts its edge values into its neighbours'
+//! ghost cells, each put with a `remote_cx::as_rpc` completion that counts the arrival,
+//! so no barrier is needed per step.
 //!
 //! At the end rank 0 fetches every block with `rget_into` and compares the result with
 //! the same iteration run serially on the whole rod, printing `verified` last.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::OnceLock;
+#[path = "stencil/rod.rs"]
+mod rod;
 
-use upcxx::{operation_cx, remote_cx, Future, GlobalPtr, ProgressLevel};
+use rod::{Rod, LOCAL};
 
-/// Points per rank.
-const LOCAL: usize = 4096;
 /// Time steps.
 const STEPS: usize = 1000;
-/// Diffusion number (stable for ≤ 0.5).
-const ALPHA: f64 = 0.25;
-/// Fixed temperatures beyond the rod's ends (Dirichlet boundaries).
-const LEFT_END: f64 = 100.0;
-const RIGHT_END: f64 = -20.0;
-
-/// Ghost values received from the left and the right neighbour, counted by the
-/// `as_rpc` completions of their puts.
-static FROM_LEFT: AtomicU64 = AtomicU64::new(0);
-static FROM_RIGHT: AtomicU64 = AtomicU64::new(0);
-
-/// This rank's two buffers, for neighbours to ask for.
-static BUFFERS: OnceLock<[GlobalPtr<f64>; 2]> = OnceLock::new();
-
-/// The remote completion of a ghost-cell put: runs at the receiver once the value is
-/// in place.
-fn ghost_arrived(from_left: bool) {
-    let counter = if from_left { &FROM_LEFT } else { &FROM_RIGHT };
-    counter.fetch_add(1, Ordering::Release);
-}
-
-/// The temperature of point `i` of the rod at the start: rough, so that every halo
-/// exchange matters.
-fn initial(i: usize) -> f64 {
-    ((i * 37) % 101) as f64 - 50.0
-}
-
-/// Answers a neighbour's request for this rank's buffers.
-fn buffers() -> [GlobalPtr<f64>; 2] {
-    *BUFFERS.get().expect("set before the barrier")
-}
-
-/// One Jacobi step: `next[i]` for the points `1..=n` of `cur` (which has ghost cells at
-/// `0` and `n + 1`); `next` holds only the `n` points.
-fn step(cur: &[f64], next: &mut [f64]) {
-    for (i, out) in next.iter_mut().enumerate() {
-        let (l, c, r) = (cur[i], cur[i + 1], cur[i + 2]);
-        *out = c + ALPHA * (l - 2.0 * c + r);
-    }
-}
-
-/// Makes user-level progress (running the arrival RPCs) until `counter` reaches `n`.
-fn wait_for(counter: &AtomicU64, n: usize) {
-    while counter.load(Ordering::Acquire) < n as u64 {
-        upcxx::progress(ProgressLevel::User);
-    }
-}
 
 fn main() {
     upcxx::init();
-    let me = upcxx::rank_me();
-    let ranks = upcxx::rank_n();
-    let bufs: [GlobalPtr<f64>; 2] = [upcxx::new_array(LOCAL + 2), upcxx::new_array(LOCAL + 2)];
-    // SAFETY: this rank's own fresh array; nobody else knows of it yet.
-    let first = unsafe { std::slice::from_raw_parts_mut(bufs[0].local().add(1), LOCAL) };
-    for (i, x) in first.iter_mut().enumerate() {
-        *x = initial(me as usize * LOCAL + i);
-    }
-    // The outer ghost cells of the rod's end blocks hold the boundary values for good;
-    // the others start with the neighbours' first values (which every rank can
-    // compute), and receive later steps' values by `rput`.
-    let left_ghost = if me == 0 {
-        LEFT_END
-    } else {
-        initial(me as usize * LOCAL - 1)
-    };
-    let right_ghost = if me + 1 == ranks {
-        RIGHT_END
-    } else {
-        initial((me as usize + 1) * LOCAL)
-    };
-    for b in bufs {
-        // SAFETY: as above.
-        unsafe {
-            b.local().write(left_ghost);
-            b.local().add(LOCAL + 1).write(right_ghost);
-        }
-    }
-    BUFFERS.set(bufs).expect("set once");
+    let mut rod = Rod::new();
+    rod.steps(STEPS);
     upcxx::barrier();
-    let left = (me > 0).then(|| upcxx::rpc(me - 1, buffers, ()).wait());
-    let right = (me + 1 < ranks).then(|| upcxx::rpc(me + 1, buffers, ()).wait());
-
-    for t in 0..STEPS {
-        // The ghosts of the current buffer come from the neighbours' step t - 1.
-        if left.is_some() {
-            wait_for(&FROM_LEFT, t);
-        }
-        if right.is_some() {
-            wait_for(&FROM_RIGHT, t);
-        }
-        let (cur, next) = (bufs[t % 2], bufs[(t + 1) % 2]);
-        // SAFETY: nobody writes the current buffer during this step (its ghosts arrived
-        // above, and the neighbours' next writes go to the other buffer), and nobody
-        // else touches the points of the next buffer; the neighbours may be writing
-        // its ghost cells, which `next` leaves out.
-        let (cur, next) = unsafe {
-            (
-                std::slice::from_raw_parts(cur.local(), LOCAL + 2),
-                std::slice::from_raw_parts_mut(next.local().add(1), LOCAL),
-            )
-        };
-        step(cur, next);
-        let mut puts: Vec<Future<()>> = Vec::with_capacity(2);
-        if let Some(l) = left {
-            // Our first point is the left neighbour's right ghost.
-            let ghost = l[(t + 1) % 2].add(LOCAL + 1);
-            puts.push(upcxx::rput_with(
-                next[0],
-                ghost,
-                remote_cx::as_rpc(ghost_arrived, (false,)) | operation_cx::as_future(),
-            ));
-        }
-        if let Some(r) = right {
-            let ghost = r[(t + 1) % 2];
-            puts.push(upcxx::rput_with(
-                next[LOCAL - 1],
-                ghost,
-                remote_cx::as_rpc(ghost_arrived, (true,)) | operation_cx::as_future(),
-            ));
-        }
-        upcxx::when_all(puts).wait();
+    if upcxx::rank_me() == 0 {
+        let ranks = upcxx::rank_n();
+        let [q1, q2, q3] = rod.verify();
+        println!(
+            "stencil: {ranks} ranks x {LOCAL} points ({} in all), {STEPS} steps; the parallel \
+             result equals the serial one; temperature at the rod's quarter points: \
+             {q1:.3} {q2:.3} {q3:.3}",
+            Rod::points()
+        );
+        println!("verified");
     }
-    upcxx::barrier();
-
-    if me == 0 {
-        verify();
-    }
-    upcxx::barrier();
-    for b in bufs {
-        upcxx::delete_array(b);
-    }
+    rod.free();
     upcxx::finalize();
-}
-
-/// Fetches every rank's final block and compares the rod with a serial run.
-fn verify() {
-    let ranks = upcxx::rank_n() as usize;
-    let n = ranks * LOCAL;
-    let mut parallel = vec![0.0; n];
-    for (r, block) in parallel.chunks_mut(LOCAL).enumerate() {
-        let theirs = upcxx::rpc(r as upcxx::Rank, buffers, ()).wait();
-        upcxx::rget_into(theirs[STEPS % 2].add(1), block).wait();
-    }
-    let mut cur: Vec<f64> = (0..n + 2).map(|i| initial(i.saturating_sub(1))).collect();
-    cur[0] = LEFT_END;
-    cur[n + 1] = RIGHT_END;
-    let mut next = cur.clone();
-    for _ in 0..STEPS {
-        step(&cur, &mut next[1..=n]);
-        std::mem::swap(&mut cur, &mut next);
-    }
-    let worst = parallel
-        .iter()
-        .zip(&cur[1..=n])
-        .map(|(p, s)| (p - s).abs())
-        .fold(0.0, f64::max);
-    println!(
-        "stencil: {ranks} ranks x {LOCAL} points, {STEPS} steps; max |parallel - serial| = {worst:e}; \
-         temperature at the rod's quarter points: {:.3} {:.3} {:.3}",
-        cur[n / 4],
-        cur[n / 2],
-        cur[3 * n / 4]
-    );
-    assert!(
-        worst <= 1e-12,
-        "the parallel result differs from the serial one by {worst}"
-    );
-    println!("verified");
 }
