@@ -82,16 +82,17 @@ mod ctx;
 mod diag;
 
 use std::hint::black_box;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use common::am::*;
 use common::figures::{self, page_aligned, Bench, Unit};
+use common::rpc::serve_upcxx_until_stopped;
 use common::{spin_until, Measured, RankJob, Report, Sampler, TargetIs};
 use ctx::{my_ptrs, owner_addr, word, Ctx, Ptrs, BW, GET_VALUE, MINE};
 use diag::{diag, mcount, mping, mpong, msync, H_MCOUNT, H_MPING, H_MPONG, H_MSYNC};
 use gex::{AmCategory, AmEntry, AmRole, Flags};
-use upcxx::{GlobalPtr, ProgressLevel, Promise};
+use upcxx::{GlobalPtr, Promise};
 
 const BENCH: &str = "upcxx";
 const JOB: &str = "full";
@@ -181,7 +182,7 @@ fn rank_main(job: RankJob) {
         ),
         upcxx_rget_8b(&ctx),
         figures::am_medium_rate("gex.am_medium_64B_rate", team),
-        rpc_ff_rate(&ctx),
+        common::rpc::rpc_ff_rate("upcxx.rpc_ff_rate", team),
     ];
     latency.extend(atomics.figures(&ctx));
     if std::env::var_os(DIAG).is_some_and(|v| !v.is_empty()) {
@@ -203,16 +204,6 @@ fn rank_main(job: RankJob) {
 /// each phase.
 fn measure(ctx: &Ctx, benches: Vec<Bench<'_>>) -> Vec<Measured> {
     figures::measure(ctx.rank, ctx.sampler, upcxx::barrier, benches)
-}
-
-/// Rank 1's side of the RPC figures: make user-level progress (running the RPCs) until
-/// rank 0 says stop (its stop is a gex AM, run by the poll inside progress).
-fn serve_upcxx_until_stopped() {
-    spin_until(|| {
-        upcxx::progress(ProgressLevel::User);
-        STOP.load(Ordering::Relaxed)
-    });
-    STOP.store(false, Ordering::Relaxed);
 }
 
 /// `upcxx::rpc(1, || (), ()).wait()`: an empty function on rank 1 and the empty reply.
@@ -323,57 +314,6 @@ fn upcxx_rget_8b(ctx: &Ctx) -> Bench<'static> {
         }
         t
     })
-}
-
-/// Rank 1: `rpc_ff` messages run, and how many carried an unexpected sequence number
-/// (run by the master persona only; atomics for the statics).
-static FF_RECEIVED: AtomicU64 = AtomicU64::new(0);
-static FF_BAD: AtomicU64 = AtomicU64::new(0);
-
-fn ff_count(seq: u64) {
-    let n = FF_RECEIVED.load(Ordering::Relaxed) + 1;
-    if seq != n {
-        FF_BAD.fetch_add(1, Ordering::Relaxed);
-    }
-    FF_RECEIVED.store(n, Ordering::Relaxed);
-}
-
-/// Rank 0 streams `rpc_ff(1, ff_count, (seq,))`; rank 1 makes user-level progress and
-/// counts. A sample ends with an `rpc` returning rank 1's count (RPCs from one rank run
-/// in order, so every earlier `rpc_ff` has run), which rank 0 checks.
-fn rpc_ff_rate(ctx: &Ctx) -> Bench<'static> {
-    let team = ctx.team;
-    let mut sent = 0u64;
-    Bench::duo(
-        "upcxx.rpc_ff_rate",
-        Unit::Rate("msg/s"),
-        move |iters| {
-            let t0 = Instant::now();
-            for _ in 0..iters {
-                sent += 1;
-                upcxx::rpc_ff(1, ff_count, (sent,));
-            }
-            let (received, bad) = upcxx::rpc(
-                1,
-                || {
-                    (
-                        FF_RECEIVED.load(Ordering::Relaxed),
-                        FF_BAD.load(Ordering::Relaxed),
-                    )
-                },
-                (),
-            )
-            .wait();
-            let t = t0.elapsed();
-            assert!(
-                received == sent && bad == 0,
-                "rpc_ff stream: sent {sent}, rank 1 ran {received} ({bad} out of sequence)"
-            );
-            t
-        },
-        move || stop_server(team),
-        serve_upcxx_until_stopped,
-    )
 }
 
 const GEX_SEED: u64 = 0x5eed_0003;

@@ -22,6 +22,8 @@ pub(crate) enum Unit {
     /// Latency of one of the `n` items an operation handles.
     PerItem(usize),
     Rate(&'static str),
+    /// Rate of the `n` items an operation handles.
+    ItemRate(&'static str, usize),
     Bandwidth(usize),
 }
 
@@ -209,6 +211,10 @@ pub(crate) fn measure(
                 Measured::latency_ns(b.name.clone(), &per)
             }
             Unit::Rate(unit) => Measured::rate(b.name.clone(), unit, &ns),
+            Unit::ItemRate(unit, n) => {
+                let per: Vec<f64> = ns.iter().map(|&t| t / n as f64).collect();
+                Measured::rate(b.name.clone(), unit, &per)
+            }
             Unit::Bandwidth(bytes) => Measured::bandwidth_gbs(b.name.clone(), bytes, &ns),
         })
         .collect()

@@ -23,7 +23,8 @@
 //!
 //! The harness is `measure.rs` (samples and medians), `jobs.rs` (driver and ranks) and
 //! `report.rs` (baselines, targets, table, JSON), re-exported here; `am.rs`, `figures.rs`,
-//! `atomics.rs` and `states.rs` hold what several benches measure and how they judge it.
+//! `atomics.rs`, `rpc.rs` and `states.rs` hold what several benches measure and how they
+//! judge it.
 #![allow(dead_code)]
 
 pub(crate) mod am;
@@ -32,6 +33,7 @@ pub(crate) mod figures;
 mod jobs;
 mod measure;
 mod report;
+pub(crate) mod rpc;
 pub(crate) mod states;
 
 pub(crate) use jobs::*;

@@ -1,0 +1,334 @@
+//! Application kernels against the figures of the layer they are built on:
+//! `cargo bench --bench app`.
+//!
+//! The bench process is the driver: it runs this same executable as a 2-rank job and as
+//! a 4-rank job (the same suite; the 4-rank results are suffixed `_4ranks`, as in
+//! `coll.rs`), then prints a table and writes `<target>/bench-results/app.json` (see
+//! `common/mod.rs`; same format as the other benches).
+//!
+//! The kernels are the examples' own code, included with `#[path]`: the table of
+//! `examples/dht.rs` (`examples/dht/table.rs`) and the rod of `examples/stencil.rs`
+//! (`examples/stencil/rod.rs`). Every rank of the job takes part in each kernel figure
+//! ([`Bench::collective`]); one operation is the whole kernel on every rank followed by
+//! a barrier, and rank 0 times it.
+//!
+//! | result                      | what                                                  | baseline (target)                   |
+//! |-----------------------------|-------------------------------------------------------|-------------------------------------|
+//! | `raw.hashmap_insert_rate`   | rank 0 alone: its keys and values (cloned, as the owner receives them) inserted into a local `FxHashMap`, the dht's own map type, holding them already: the compute floor of an insert | — |
+//! | `gex.am_medium_64B_rate`    | rank 0 streams 64-byte Medium requests to polling rank 1 (as in `gex.rs`) | — |
+//! | `upcxx.rpc_ff_rate`         | rank 0 streams `rpc_ff(1, f, (seq,))` (as in `upcxx.rs`) | `gex.am_medium_64B_rate` (2 ranks: ≥ 1.0×) |
+//! | `upcxx.rpc_inflight_rate`   | rank 0 starts [`INFLIGHT`] round-trip `rpc(1, \|x\| x + 1, (x,))`, then one `when_all` of their futures, and again; per RPC | `upcxx.rpc_ff_rate` (2 ranks: ≥ 0.5×) |
+//! | `app.dht_insert`            | every rank inserts its [`KEYS`] keys with the example's `insert` (all in flight, one `when_all`), then a barrier; keys/s over the job | `upcxx.rpc_ff_rate` (2 ranks: ≥ 0.3×) |
+//! | `app.dht_find`              | every rank looks its keys up with `find` and checks the values; keys/s over the job | `upcxx.rpc_ff_rate` (2 ranks: ≥ 0.3×) |
+//! | `app.stencil`               | [`STEPS`] time steps of the example's rod (4096 points per rank); cell updates/s over the job | — |
+//!
+//! The keys stay in the tables between operations (the first, untimed operation of a
+//! figure fills them), so every timed insert replaces a value: the table's size, and
+//! so its cache behaviour, is the same in every sample, as for the raw map. The note
+//! under the table relates `app.dht_insert` to `raw.hashmap_insert_rate`.
+//!
+//! All the figures of a job are measured in one group, interleaved as in `gex.rs` (a
+//! calibration phase for each, then rounds of one sample of each), so their ratios
+//! come from the same stretches of time. A kernel's operation lasts longer than a
+//! sample's target time, so each of its samples is one operation.
+//!
+//! Data is checked: `app.dht_find` checks every value it finds (so it also checks the
+//! inserts), the stencil's rod is compared with a serial run after its first
+//! operation, `upcxx.rpc_ff_rate` and `upcxx.rpc_inflight_rate` check every message
+//! and result, the Medium stream its payloads.
+
+#[path = "../examples/dht/table.rs"]
+mod dht;
+#[path = "../examples/stencil/rod.rs"]
+mod rod;
+mod common;
+
+use std::cell::RefCell;
+use std::hint::black_box;
+use std::rc::Rc;
+use std::sync::atomic::AtomicU64;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use common::figures::{self, Bench, Unit};
+use common::{Measured, RankJob, Report, Sampler, TargetIs};
+use rustc_hash::FxHashMap;
+use upcxx::{GlobalPtr, Rank};
+
+const BENCH: &str = "app";
+const JOB: &str = "app";
+/// The jobs: 2 ranks and 4 ranks.
+const JOBS: [usize; 2] = [2, 4];
+/// Each rank's shared segment (UPC++ takes all of it for its heap).
+const SEGMENT: usize = 32 << 20;
+/// Keys each rank inserts and finds.
+const KEYS: u64 = 100_000;
+/// Round-trip RPCs in flight at once in `upcxx.rpc_inflight_rate`.
+const INFLIGHT: usize = 10_000;
+/// Time steps of the rod per `app.stencil` operation.
+const STEPS: usize = 100;
+/// Each collective figure's control words (the total, then the phases ended) sit in a
+/// pair of cache lines of rank 0's segment.
+const CTRL_STRIDE: usize = 128;
+const KERNELS: usize = 3;
+
+/// Rank 0's control words, for the other ranks to ask for.
+static CONTROL: OnceLock<GlobalPtr<u64>> = OnceLock::new();
+
+/// Rank 0's control words (in an array, which is a `FutureValue` as a lone pointer is
+/// not).
+fn control() -> [GlobalPtr<u64>; 1] {
+    [*CONTROL.get().expect("set before the barrier")]
+}
+
+/// A u64 of some rank's segment as an atomic, through this process's mapping.
+fn word(gp: GlobalPtr<u64>) -> &'static AtomicU64 {
+    let p = gp.local();
+    assert!(!p.is_null() && p as usize & 7 == 0);
+    // SAFETY: an 8-byte aligned word of a segment (mapped for the life of the process)
+    // that the figures only access through atomics.
+    unsafe { &*(p as *const AtomicU64) }
+}
+
+/// The control words of kernel figure `k`.
+fn slot(base: GlobalPtr<u64>, k: usize) -> (&'static AtomicU64, &'static AtomicU64) {
+    assert!(k < KERNELS);
+    let at = |off: usize| word(base.add(off / 8));
+    (at(k * CTRL_STRIDE), at(k * CTRL_STRIDE + 64))
+}
+
+fn rank_main(job: RankJob) {
+    upcxx::init();
+    let team = upcxx::backend::gex_team();
+    team.endpoint()
+        .register_handlers(&mut common::am::handlers())
+        .expect("register the bench's gex handlers");
+    let rank = upcxx::rank_me();
+    if rank == 0 {
+        let gp = upcxx::allocate(KERNELS * CTRL_STRIDE, CTRL_STRIDE)
+            .expect("segment space for the control words")
+            .cast::<u64>();
+        // SAFETY: a fresh block of our segment that nobody else knows yet.
+        unsafe { std::ptr::write_bytes(gp.local(), 0, KERNELS * CTRL_STRIDE / 8) };
+        CONTROL.set(gp).expect("set once");
+    }
+    upcxx::barrier(); // handlers registered and control words published
+    let [base] = upcxx::rpc(0, control, ()).wait();
+    let sampler = Sampler::from_env();
+
+    // Kept for the rest of the job, as the figures are.
+    let map: &'static dht::Map = Box::leak(Box::new(dht::new_map()));
+    let pairs: &'static [(String, String)] = dht::pairs(rank, KEYS).leak();
+    let rod = Rc::new(RefCell::new(rod::Rod::new()));
+    upcxx::barrier();
+
+    let figures = vec![
+        hashmap_insert_rate(rank),
+        figures::am_medium_rate("gex.am_medium_64B_rate", team),
+        common::rpc::rpc_ff_rate("upcxx.rpc_ff_rate", team),
+        common::rpc::rpc_inflight_rate("upcxx.rpc_inflight_rate", team, INFLIGHT),
+        dht_insert(rank, slot(base, 0), map, pairs),
+        dht_find(rank, slot(base, 1), map, pairs),
+        stencil(rank, slot(base, 2), Rc::clone(&rod)),
+    ];
+    let results: Vec<Measured> =
+        figures::measure(rank, sampler, upcxx::barrier, figures);
+    if rank == 0 {
+        common::write_rank_results(&job, &results);
+    }
+    let rod = Rc::into_inner(rod).expect("the figures are gone");
+    rod.into_inner().free();
+    upcxx::finalize();
+}
+
+/// `raw.hashmap_insert_rate`: rank 0's own keys and values, cloned, into a local map of
+/// the dht's type that holds them already; per key.
+fn hashmap_insert_rate(rank: Rank) -> Bench<'static> {
+    let pairs = dht::pairs(rank, KEYS);
+    let mut map: FxHashMap<String, String> = FxHashMap::default();
+    let mut next = 0usize;
+    Bench::solo(
+        "raw.hashmap_insert_rate",
+        Unit::Rate("keys/s"),
+        move |iters| {
+            if map.is_empty() {
+                for (k, v) in &pairs {
+                    map.insert(k.clone(), v.clone());
+                }
+            }
+            let t0 = Instant::now();
+            for _ in 0..iters {
+                let (k, v) = &pairs[next];
+                black_box(map.insert(k.clone(), v.clone()));
+                next = (next + 1) % pairs.len();
+            }
+            let t = t0.elapsed();
+            assert_eq!(map.len(), pairs.len(), "the local map lost keys");
+            t
+        },
+    )
+}
+
+/// Keys inserted or found per operation over the job.
+fn job_keys() -> usize {
+    KEYS as usize * upcxx::rank_n() as usize
+}
+
+/// `app.dht_insert`: every rank inserts all its keys (all in flight, one `when_all`),
+/// then a barrier.
+fn dht_insert(
+    rank: Rank,
+    control: (&'static AtomicU64, &'static AtomicU64),
+    map: &'static dht::Map,
+    pairs: &'static [(String, String)],
+) -> Bench<'static> {
+    kernel(
+        rank,
+        control,
+        "app.dht_insert",
+        Unit::ItemRate("keys/s", job_keys()),
+        move |_| {
+            let inserted: Vec<_> = pairs.iter().map(|(k, v)| dht::insert(map, k, v)).collect();
+            upcxx::when_all(inserted).wait();
+            upcxx::barrier();
+        },
+    )
+}
+
+/// `app.dht_find`: every rank looks all its keys up and checks the values, then a
+/// barrier.
+fn dht_find(
+    rank: Rank,
+    control: (&'static AtomicU64, &'static AtomicU64),
+    map: &'static dht::Map,
+    pairs: &'static [(String, String)],
+) -> Bench<'static> {
+    kernel(
+        rank,
+        control,
+        "app.dht_find",
+        Unit::ItemRate("keys/s", job_keys()),
+        move |_| {
+            let found: Vec<_> = pairs.iter().map(|(k, _)| dht::find(map, k)).collect();
+            let values = upcxx::when_all(found).wait();
+            let wrong = pairs
+                .iter()
+                .zip(&values)
+                .filter(|((_, want), got)| got.as_deref() != Some(want.as_str()))
+                .count();
+            assert_eq!(wrong, 0, "dht: {wrong} keys have a wrong or missing value");
+            upcxx::barrier();
+        },
+    )
+}
+
+/// `app.stencil`: [`STEPS`] steps of the rod, then a barrier; rank 0 verifies the rod
+/// after the first operation (while the other ranks wait for the next).
+fn stencil(
+    rank: Rank,
+    control: (&'static AtomicU64, &'static AtomicU64),
+    rod: Rc<RefCell<rod::Rod>>,
+) -> Bench<'static> {
+    kernel(
+        rank,
+        control,
+        "app.stencil",
+        Unit::ItemRate("cells/s", STEPS * rod::Rod::points()),
+        move |j| {
+            rod.borrow_mut().steps(STEPS);
+            upcxx::barrier();
+            if j == 0 && rank == 0 {
+                rod.borrow().verify();
+            }
+        },
+    )
+}
+
+/// A kernel figure: every rank runs `op(j)` for the same `j` ([`Bench::collective`]).
+fn kernel(
+    rank: Rank,
+    control: (&'static AtomicU64, &'static AtomicU64),
+    name: &str,
+    unit: Unit,
+    op: impl FnMut(u64) + 'static,
+) -> Bench<'static> {
+    Bench::collective(rank, control, name, unit, || {}, op)
+}
+
+// ---------------------------------------------------------------------------------------
+// Driver
+// ---------------------------------------------------------------------------------------
+
+/// The suffix of the results of a job of `ranks` ranks.
+fn suffix(ranks: usize) -> String {
+    if ranks > 2 {
+        format!("_{ranks}ranks")
+    } else {
+        String::new()
+    }
+}
+
+fn driver() -> i32 {
+    let machine = common::machine_note();
+    let sampler = Sampler::from_env();
+    eprintln!(
+        "app bench: a 2-rank and a 4-rank job; {} samples of ~{} ms per figure; {machine}",
+        sampler.samples,
+        sampler.sample_time.as_millis()
+    );
+    let timeout = Duration::from_secs(600);
+    let mut report = Report::new(BENCH, 2);
+    for ranks in JOBS {
+        let sfx = suffix(ranks);
+        match common::run_job(BENCH, JOB, ranks, SEGMENT, timeout) {
+            Ok(results) => report.add(results.into_iter().map(|mut m| {
+                m.name.push_str(&sfx);
+                m
+            })),
+            Err(e) => report.errors.push(e),
+        }
+    }
+
+    let mut notes = Vec::new();
+    for ranks in JOBS {
+        let sfx = suffix(ranks);
+        let target = |t: f64| (ranks == 2).then_some((t, TargetIs::Min));
+        let ff = format!("upcxx.rpc_ff_rate{sfx}");
+        report.relate(&ff, &format!("gex.am_medium_64B_rate{sfx}"), target(1.0));
+        report.relate(&format!("upcxx.rpc_inflight_rate{sfx}"), &ff, target(0.5));
+        report.relate(&format!("app.dht_insert{sfx}"), &ff, target(0.3));
+        report.relate(&format!("app.dht_find{sfx}"), &ff, target(0.3));
+        let value = |name: &str| {
+            report
+                .entries
+                .iter()
+                .find(|e| e.measured.name == name)
+                .map(|e| e.measured.value)
+        };
+        if let (Some(insert), Some(raw)) = (
+            value(&format!("app.dht_insert{sfx}")),
+            value(&format!("raw.hashmap_insert_rate{sfx}")),
+        ) {
+            notes.push(format!(
+                "{ranks} ranks: app.dht_insert is {:.3}x raw.hashmap_insert_rate ({:.3}x per rank)",
+                insert / raw,
+                insert / raw / ranks as f64
+            ));
+        }
+    }
+    report.finish(
+        &format!(
+            "app benchmarks: every rank of a 2-rank job (*_4ranks: of a 4-rank job) in each \
+             kernel, timed at rank 0; baselines between ranks 0 and 1 of the same job; {machine}"
+        ),
+        &notes,
+    )
+}
+
+fn main() {
+    if let Some(job) = common::rank_job(JOB) {
+        rank_main(job);
+        return;
+    }
+    std::process::exit(driver());
+}
