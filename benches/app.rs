@@ -37,11 +37,11 @@
 //! operation, `upcxx.rpc_ff_rate` and `upcxx.rpc_inflight_rate` check every message
 //! and result, the Medium stream its payloads.
 
+mod common;
 #[path = "../examples/dht/table.rs"]
 mod dht;
 #[path = "../examples/stencil/rod.rs"]
 mod rod;
-mod common;
 
 use std::cell::RefCell;
 use std::hint::black_box;
@@ -131,8 +131,7 @@ fn rank_main(job: RankJob) {
         dht_find(rank, slot(base, 1), map, pairs),
         stencil(rank, slot(base, 2), Rc::clone(&rod)),
     ];
-    let results: Vec<Measured> =
-        figures::measure(rank, sampler, upcxx::barrier, figures);
+    let results: Vec<Measured> = figures::measure(rank, sampler, upcxx::barrier, figures);
     if rank == 0 {
         common::write_rank_results(&job, &results);
     }
