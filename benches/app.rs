@@ -186,11 +186,7 @@ fn dht_insert(
         control,
         "app.dht_insert",
         Unit::ItemRate("keys/s", job_keys()),
-        move |_| {
-            let inserted: Vec<_> = pairs.iter().map(|(k, v)| dht::insert(map, k, v)).collect();
-            upcxx::when_all(inserted).wait();
-            upcxx::barrier();
-        },
+        move |_| dht::insert_all(map, pairs),
     )
 }
 
@@ -208,15 +204,13 @@ fn dht_find(
         "app.dht_find",
         Unit::ItemRate("keys/s", job_keys()),
         move |_| {
-            let found: Vec<_> = pairs.iter().map(|(k, _)| dht::find(map, k)).collect();
-            let values = upcxx::when_all(found).wait();
+            let values = dht::find_all(map, pairs);
             let wrong = pairs
                 .iter()
                 .zip(&values)
                 .filter(|((_, want), got)| got.as_deref() != Some(want.as_str()))
                 .count();
             assert_eq!(wrong, 0, "dht: {wrong} keys have a wrong or missing value");
-            upcxx::barrier();
         },
     )
 }

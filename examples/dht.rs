@@ -14,8 +14,8 @@ mod table;
 
 use std::time::Instant;
 
-use table::{find, insert, new_map, pairs};
-use upcxx::{op_fast_add, rank_me, rank_n, when_all, world, Future};
+use table::{find_all, insert_all, new_map, pairs};
+use upcxx::{op_fast_add, rank_me, rank_n, world};
 
 fn main() {
     upcxx::init();
@@ -29,15 +29,11 @@ fn main() {
 
     upcxx::barrier();
     let start = Instant::now();
-    let inserted: Vec<Future<()>> = pairs.iter().map(|(k, v)| insert(&map, k, v)).collect();
-    when_all(inserted).wait();
-    upcxx::barrier();
+    insert_all(&map, &pairs);
     let insert_time = start.elapsed();
 
     let start = Instant::now();
-    let found: Vec<Future<Option<String>>> = pairs.iter().map(|(k, _)| find(&map, k)).collect();
-    let values = when_all(found).wait();
-    upcxx::barrier();
+    let values = find_all(&map, &pairs);
     let find_time = start.elapsed();
 
     let mismatches = pairs

@@ -11,7 +11,7 @@
 use std::cell::RefCell;
 
 use rustc_hash::FxHashMap;
-use upcxx::{by_ref, rank_n, rpc, DistObject, Future, Rank};
+use upcxx::{by_ref, rank_n, rpc, when_all, DistObject, Future, Rank};
 
 /// This rank's part of the table. RPCs mutate it, so it sits in a `RefCell`: a
 /// distributed object gives shared access only. The keys are this program's own, not
@@ -52,6 +52,27 @@ pub(crate) fn find(map: &Map, key: &str) -> Future<Option<String>> {
         |map: &Map, key: String| map.borrow().get(&key).cloned(),
         (map, by_ref(key)),
     )
+}
+
+/// Inserts every pair (all in flight at once, then one `when_all`), then waits in a
+/// barrier until every rank has, serving their inserts meanwhile. Collective. Never
+/// inlined, so that a profiler can be told to count this phase alone (see the `app`
+/// bench).
+#[inline(never)]
+pub(crate) fn insert_all(map: &Map, pairs: &[(String, String)]) {
+    let inserted: Vec<Future<()>> = pairs.iter().map(|(k, v)| insert(map, k, v)).collect();
+    when_all(inserted).wait();
+    upcxx::barrier();
+}
+
+/// Looks every key of `pairs` up (all in flight at once, then one `when_all`), then waits
+/// in a barrier as [`insert_all`] does; returns the values found. Collective.
+#[inline(never)]
+pub(crate) fn find_all(map: &Map, pairs: &[(String, String)]) -> Vec<Option<String>> {
+    let found: Vec<Future<Option<String>>> = pairs.iter().map(|(k, _)| find(map, k)).collect();
+    let values = when_all(found).wait();
+    upcxx::barrier();
+    values
 }
 
 /// Rank `rank`'s `n` key-value pairs: distinct across ranks, the same on every run.

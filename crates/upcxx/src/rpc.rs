@@ -201,15 +201,24 @@ macro_rules! rpc_arity {
 
             const BY_ID: bool = false $(|| $T::BY_ID)*;
 
+            // Only the elements up to the last by-id one are read: reading an element
+            // means decoding it (serde has no skipping), and the ones after it (a key,
+            // a value) would be decoded, allocated and dropped for nothing.
             #[allow(unused_variables, unused_mut)]
             fn wait_until_here(
                 payload: &[u8],
                 make_rerun: &mut dyn FnMut() -> Rerun,
             ) -> Result<bool, Error> {
+                let by_id: &[bool] = &[$($T::BY_ID),*];
                 let mut r = Reader::new(payload);
-                $(if $T::wait_until_here(&mut r, make_rerun)? {
-                    return Ok(true);
-                })*
+                $(
+                    if !by_id[$i..].contains(&true) {
+                        return Ok(false);
+                    }
+                    if $T::wait_until_here(&mut r, make_rerun)? {
+                        return Ok(true);
+                    }
+                )*
                 Ok(false)
             }
         }
