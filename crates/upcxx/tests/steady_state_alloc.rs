@@ -44,6 +44,33 @@ fn round_trips_and_rma_do_not_allocate_in_the_steady_state() {
     });
 }
 
+/// Thousands of round trips in flight, joined by one `when_all` of their futures, cost
+/// a few allocations per join (the vectors, the join), none per future.
+#[test]
+fn when_all_of_round_trips_allocates_per_join_not_per_future() {
+    spmd(1, || {
+        upcxx::init();
+        let me = rank_me();
+        const N: u64 = 2000;
+        let joins = steady_allocations(|i| {
+            if i % 100 != 0 {
+                return;
+            }
+            let futures: Vec<_> = (0..N)
+                .map(|k| upcxx::rpc(me, |x: u64| x * 2, (i + k,)))
+                .collect();
+            let values = upcxx::when_all(futures).wait();
+            assert!(values.iter().zip(i..).all(|(&v, x)| v == 2 * x));
+        });
+        // 10 joins of N futures each.
+        assert!(
+            joins <= 10 * 8,
+            "10 joins of {N} futures allocated {joins} times"
+        );
+        upcxx::finalize();
+    });
+}
+
 #[test]
 fn the_counter_sees_allocations() {
     // Guards the test above against a counter that never counts.

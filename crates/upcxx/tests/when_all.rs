@@ -69,3 +69,30 @@ fn user_types_join_as_one_value() {
     let all: (Point, u8) = value(when_all((make_future(Point(1, 2)), make_future(3u8))));
     assert_eq!(all, (Point(1, 2), 3));
 }
+
+/// §5.8.1 ¶53 over the futures of round-trip RPCs to every rank, some of whose replies
+/// already arrived when they are joined: the values come in the order of the futures.
+#[test]
+fn when_all_of_rpc_futures_gives_their_values_in_order() {
+    gex::testing::spmd(3, || {
+        upcxx::init();
+        let me = u64::from(upcxx::rank_me());
+        let call = |k: u64| {
+            let rank = (k % u64::from(upcxx::rank_n())) as upcxx::Rank;
+            upcxx::rpc(rank, |x: u64| (upcxx::rank_me(), x + 1), (me * 10_000 + k,))
+        };
+        let mut futures: Vec<_> = (0..500).map(call).collect();
+        // Let some replies arrive before the join.
+        for _ in 0..50 {
+            upcxx::progress(upcxx::ProgressLevel::User);
+        }
+        futures.extend((500..1000).map(call));
+        let values = upcxx::when_all(futures).wait();
+        for (k, (rank, v)) in values.into_iter().enumerate() {
+            let k = k as u64;
+            assert_eq!((u64::from(rank), v), (k % 3, me * 10_000 + k + 1));
+        }
+        upcxx::barrier();
+        upcxx::finalize();
+    });
+}

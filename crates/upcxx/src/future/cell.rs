@@ -28,6 +28,12 @@
 //! future that owns the cell still lives, copied) when it arrives, and whose readiness
 //! is then signalled at the next user-level progress.
 //!
+//! A `when_all` over a vector of cell futures (the round trips a program starts in
+//! bulk, then joins) needs no forward state per future either: it *joins* each cell that
+//! has no value yet to one [`CellJoin`], a counter of the values still to come, and the
+//! last value defers the join's completion, which takes every value out of its cell.
+//! One allocation per `when_all`, none per future.
+//!
 //! Cells are never freed: a future may point at one until it is dropped, and they are
 //! few (as many as the thread ever had futures pending at once).
 //!
@@ -72,6 +78,45 @@ pub(crate) struct ReplyCell {
     /// `Rc::into_raw` of the forward `State<T>`, if any.
     forward: Cell<*const ()>,
     next_free: Cell<Option<&'static ReplyCell>>,
+    /// The `when_all` that counts this cell's value, if any.
+    join: Cell<Option<Rc<CellJoin>>>,
+}
+
+/// A `when_all` over cell futures (see the module documentation): how many values are
+/// still to come, and what to run, at the next user-level progress, once they all are.
+pub(super) struct CellJoin {
+    left: Cell<usize>,
+    finish: Cell<Option<Box<dyn FnOnce()>>>,
+}
+
+impl CellJoin {
+    /// A join waiting for `left` values.
+    pub(super) fn new(left: usize) -> Rc<CellJoin> {
+        Rc::new(CellJoin {
+            left: Cell::new(left),
+            finish: Cell::new(None),
+        })
+    }
+
+    /// Sets what runs once every value arrived: at the next user-level progress, now
+    /// deferred if none is still to come.
+    pub(super) fn finish_with(&self, finish: Box<dyn FnOnce()>) {
+        if self.left.get() == 0 {
+            thread::defer(finish);
+        } else {
+            self.finish.set(Some(finish));
+        }
+    }
+
+    fn arrived(&self) {
+        let left = self.left.get() - 1;
+        self.left.set(left);
+        if left == 0 {
+            if let Some(finish) = self.finish.take() {
+                thread::defer(finish);
+            }
+        }
+    }
 }
 
 const _: () = assert!(std::mem::align_of::<ReplyCell>() >= CELL_ALIGN);
@@ -88,6 +133,7 @@ impl ReplyCell {
             stage: Cell::new(Stage::Free),
             forward: Cell::new(std::ptr::null()),
             next_free: Cell::new(None),
+            join: Cell::new(None),
         }
     }
 
@@ -190,6 +236,15 @@ impl ReplyCell {
         }
     }
 
+    /// Makes `join` count this cell's value when it arrives.
+    ///
+    /// # Safety
+    /// The cell must be `Waiting`, and the caller its future, which the join owns.
+    pub(super) unsafe fn join(&self, join: &Rc<CellJoin>) {
+        debug_assert_eq!(self.stage.get(), Stage::Waiting);
+        self.join.set(Some(Rc::clone(join)));
+    }
+
     /// The forward state of a `Waiting` cell, created if there is none yet.
     ///
     /// # Safety
@@ -220,6 +275,7 @@ impl ReplyCell {
     /// The cell must have been claimed for a future of value type `T`, on this thread,
     /// and not yet have received its value.
     pub(crate) unsafe fn arrive<T: 'static>(&'static self, value: T) {
+        let join = self.join.take();
         let raw = self.forward.replace(std::ptr::null()).cast::<State<T>>();
         // SAFETY: as in `forward_state`: the cell's own reference, taken back once.
         let forward = (!raw.is_null()).then(|| unsafe { Rc::from_raw(raw) });
@@ -246,6 +302,9 @@ impl ReplyCell {
             }
             (Stage::Abandoned, None) => self.free(),
             (s, _) => unreachable!("a value arrived for a cell in stage {s:?}"),
+        }
+        if let Some(join) = join {
+            join.arrived();
         }
     }
 }

@@ -25,7 +25,8 @@
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use super::handle::{make_future, Future};
+use super::cell::CellJoin;
+use super::handle::{make_future, Future, Repr};
 use super::list::{Append, FutureList};
 use super::state::State;
 use super::value::FutureElements;
@@ -141,6 +142,9 @@ when_all_tuple!(a: A, b: B, c: C, d: D, e: E, f: F, g: G, h: H);
 impl<T: 'static> WhenAll for Vec<Future<T>> {
     type Output = Vec<T>;
     fn join(self) -> Future<Vec<T>> {
+        if !self.is_empty() && self.iter().all(|f| matches!(f.repr, Repr::Reply(_))) {
+            return join_cells(self);
+        }
         let n = self.len();
         let slots: Rc<RefCell<Vec<Option<T>>>> =
             Rc::new(RefCell::new((0..n).map(|_| None).collect()));
@@ -158,6 +162,33 @@ impl<T: 'static> WhenAll for Vec<Future<T>> {
         satisfy_when_all(&state, &slots);
         Future::from_state(state)
     }
+}
+
+/// `when_all` over futures whose values all come in reply cells (the round-trip RPCs a
+/// program starts in bulk): one [`CellJoin`] counts the values still to come, instead
+/// of a callback and a forward state per future (see `cell.rs`), and once they all
+/// arrived, the next user-level progress moves them out of their cells into the result.
+fn join_cells<T: 'static>(futures: Vec<Future<T>>) -> Future<Vec<T>> {
+    let cell_of = |f: &Future<T>| match f.repr {
+        Repr::Reply(cell) => cell,
+        _ => unreachable!("only cell futures are joined here"),
+    };
+    let pending = || futures.iter().map(cell_of).filter(|c| !c.arrived());
+    let join = CellJoin::new(pending().count());
+    for cell in pending() {
+        // SAFETY: the cell's future owns it, it has no value yet, and the future moves
+        // into the join's completion below.
+        unsafe { cell.join(&join) };
+    }
+    let mut futures = futures;
+    let state = State::<Vec<T>>::new(1);
+    let out = Rc::clone(&state);
+    join.finish_with(Box::new(move || {
+        let values = futures.iter_mut().map(Future::take_value).collect();
+        out.set_value(values);
+        out.satisfy(1, "when_all");
+    }));
+    Future::from_state(state)
 }
 
 /// Satisfies one dependency of a `when_all` over a `Vec`; the last one first moves the
