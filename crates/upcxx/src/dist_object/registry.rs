@@ -18,6 +18,8 @@ use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::{Mutex, MutexGuard};
 
+use rustc_hash::FxHashMap;
+
 use crate::serialization::Rerun;
 use crate::team::TeamId;
 use crate::thread;
@@ -61,9 +63,11 @@ struct Waiting {
 }
 
 thread_local! {
-    /// The objects of this thread, by name: an `Rc<Inner<T>>` each.
-    static OBJECTS: RefCell<HashMap<Key, Rc<dyn Any>>> = RefCell::new(HashMap::new());
-    static WAITING: RefCell<HashMap<Key, Waiting>> = RefCell::new(HashMap::new());
+    /// The objects of this thread, by name: an `Rc<Inner<T>>` each. Every RPC with a
+    /// `&DistObject` argument looks its object up here, so the map hashes with Fx, not
+    /// the DoS-resistant default: the keys are ids the job itself numbered.
+    static OBJECTS: RefCell<FxHashMap<Key, Rc<dyn Any>>> = RefCell::new(FxHashMap::default());
+    static WAITING: RefCell<FxHashMap<Key, Waiting>> = RefCell::new(FxHashMap::default());
 }
 
 /// Where an object stands in this process, as seen from the calling thread.
