@@ -414,32 +414,12 @@ fn bad_input_names_the_call_and_changes_nothing() {
 #[cfg(feature = "gasp")]
 #[test]
 fn atomic_operations_report_their_gasp_events() {
+    use common::recorder::{Recorder, Shared};
     use gasp::events::*;
-    use gasp::{Arg, Event, EventType, GPtr, Tool};
+    use gasp::{Arg, EventType, GPtr};
 
-    /// Tag, type, line and arguments of one event.
-    type Seen = (u32, EventType, u32, Vec<String>);
-    #[derive(Default)]
-    struct Rec(Mutex<Vec<Seen>>);
-    struct Shared(Arc<Rec>);
-    impl Tool for Shared {
-        fn event_notify(&self, e: &Event<'_>) {
-            let args = e.args.iter().map(|a| format!("{a:?}")).collect();
-            self.0
-                 .0
-                .lock()
-                .unwrap()
-                .push((e.tag, e.ty, e.location.line(), args));
-        }
-        fn control(&self, _on: bool) -> bool {
-            true
-        }
-        fn create_event(&self, _name: &str, _desc: Option<&str>) -> u32 {
-            USEREVT_START
-        }
-    }
     gex::testing::spmd(2, || {
-        let rec = Arc::new(Rec::default());
+        let rec = Arc::new(Recorder::default());
         let shared = rec.clone();
         gasp::register_tool(move |_, _| Box::new(Shared(shared)));
         upcxx::init();

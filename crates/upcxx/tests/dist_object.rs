@@ -379,37 +379,13 @@ fn an_id_received_as_another_type_fails_naming_it() {
 /// caller's line, naming the team and the object.
 #[cfg(feature = "gasp")]
 mod gasp_events {
-    use std::sync::{Arc, Mutex, OnceLock};
+    use std::sync::{Arc, OnceLock};
 
+    use crate::common::recorder::{Recorder, Shared};
     use gasp::events::*;
-    use gasp::{Event, EventType, Tool};
+    use gasp::EventType;
     use gex::testing::spmd;
     use upcxx::{world, DistObject};
-
-    /// Tag, type, line and arguments of an event.
-    type Rec = (u32, EventType, u32, Vec<String>);
-
-    #[derive(Default)]
-    struct Recorder(Mutex<Vec<Rec>>);
-
-    struct Shared(Arc<Recorder>);
-
-    impl Tool for Shared {
-        fn event_notify(&self, e: &Event<'_>) {
-            let args = e.args.iter().map(|a| format!("{a:?}")).collect();
-            self.0
-                 .0
-                .lock()
-                .unwrap()
-                .push((e.tag, e.ty, e.location.line(), args));
-        }
-        fn control(&self, _on: bool) -> bool {
-            true
-        }
-        fn create_event(&self, _name: &str, _desc: Option<&str>) -> u32 {
-            USEREVT_START
-        }
-    }
 
     #[test]
     fn construction_fetch_and_drop_are_events_at_their_call_sites() {

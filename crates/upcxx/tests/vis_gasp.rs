@@ -6,37 +6,13 @@
 
 mod common;
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
+use common::recorder::{Rec, Recorder, Shared};
 use gasp::events::*;
-use gasp::{Arg, Event, EventType, Tool};
+use gasp::{Arg, EventType};
 use gex::testing::spmd;
 use upcxx::{rank_me, rank_n, GlobalPtr};
-
-/// One received event: tag, type, line, arguments.
-type Rec = (u32, EventType, u32, Vec<String>);
-
-#[derive(Default)]
-struct Recorder(Mutex<Vec<Rec>>);
-
-struct Shared(Arc<Recorder>);
-
-impl Tool for Shared {
-    fn event_notify(&self, e: &Event<'_>) {
-        let args = e.args.iter().map(|a| format!("{a:?}")).collect();
-        self.0
-             .0
-            .lock()
-            .unwrap()
-            .push((e.tag, e.ty, e.location.line(), args));
-    }
-    fn control(&self, _on: bool) -> bool {
-        true
-    }
-    fn create_event(&self, _name: &str, _desc: Option<&str>) -> u32 {
-        USEREVT_START
-    }
-}
 
 fn pair(tag: u32, line: u32, args: [Arg<'_>; 4]) -> Vec<Rec> {
     let start: Vec<String> = args.iter().map(|a| format!("{a:?}")).collect();

@@ -1,6 +1,9 @@
 //! Helpers shared by the multi-rank tests of `upcxx`.
 #![allow(dead_code)]
 
+#[cfg(feature = "gasp")]
+pub(crate) mod recorder;
+
 use std::panic::AssertUnwindSafe;
 
 use serde::de::DeserializeOwned;
