@@ -5,7 +5,7 @@
 //! bytes. We keep the same split: everything in `gex` outside this module talks to the
 //! transport only through [`Conduit`], so a new transport (the `mpi` conduit for jobs
 //! spanning hosts, which keeps shared memory inside each host) is one new implementation
-//! of this trait (a folder beside `smp/`) and a `cfg` switch of [`Selected`], the one
+//! of this trait (`mpi.rs`, beside `smp/`) and a variant of [`Selected`], the one
 //! selection point, with no change above it.
 //!
 //! **Architecture invariant:** nothing in this module or below it imports from the rest
@@ -29,10 +29,19 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+#[cfg(feature = "mpi")]
+pub(crate) mod mpi;
+#[cfg(feature = "mpi")]
+mod select;
 pub(crate) mod smp;
 
-/// The conduit this build uses: the one place a build selects its transport.
+/// The conduit this build uses: the one place a build selects its transport. Without
+/// the `mpi` feature it is the smp conduit itself, so every call is direct.
+#[cfg(not(feature = "mpi"))]
 pub(crate) type Selected = smp::SmpConduit;
+/// With the `mpi` feature, the conduit is chosen at start-up (see [`select`]).
+#[cfg(feature = "mpi")]
+pub(crate) use select::Selected;
 
 /// A rank: a position in the job or in a team (GASNet-EX `gex_Rank_t`).
 pub type Rank = u32;
@@ -132,7 +141,15 @@ pub struct BoundSegment {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum AddressError {
     NoSegment,
-    OutOfSegment { owner_addr: usize, size: usize },
+    OutOfSegment {
+        owner_addr: usize,
+        size: usize,
+    },
+    /// Inside the segment, but the segment is not mapped in this process (another
+    /// host): an operation that needs a local address cannot reach it.
+    // Only the mpi conduit has segments that are not mapped.
+    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+    NotMapped,
 }
 
 /// The transport used by the `gex` upper half. See the module documentation.
@@ -161,6 +178,10 @@ pub(crate) trait Conduit: Send + Sync + Sized + 'static {
     fn bound_segment(&self, rank: Rank) -> Option<BoundSegment>;
     /// The local address of `[addr, addr + len)` in `rank`'s segment, when mapped here.
     fn translate(&self, rank: Rank, addr: usize, len: usize) -> Result<usize, AddressError>;
+    /// Whether `[addr, addr + len)` lies in `rank`'s segment, mapped here or not.
+    fn check_range(&self, rank: Rank, addr: usize, len: usize) -> Result<(), AddressError> {
+        self.translate(rank, addr, len).map(|_| ())
+    }
 
     fn am_max_medium(&self) -> usize;
     fn am_max_long(&self) -> usize;

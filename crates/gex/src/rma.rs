@@ -47,6 +47,10 @@ pub(crate) fn address_error(call: &str, rank: Rank, addr: usize, len: usize, e: 
             "gex::{call}: [{addr:#x}, {addr:#x}+{len}) is outside the segment of rank {rank} \
              ([{owner_addr:#x}, {owner_addr:#x}+{size}))"
         ),
+        AddressError::NotMapped => panic!(
+            "gex::{call}: [{addr:#x}, {addr:#x}+{len}) of rank {rank} is on another host, and \
+             this operation needs it mapped here (not supported by the mpi conduit yet)"
+        ),
     }
 }
 

@@ -106,7 +106,7 @@ fn bad_args(rt: &Runtime, call: &str, dest: Rank, handler: AmIndex, args: &[u32]
 
 #[track_caller]
 pub(super) fn check_long(rt: &Runtime, call: &str, dest: Rank, payload: &[u8], dest_addr: usize) {
-    if let Err(e) = rt.conduit.translate(dest, dest_addr, payload.len()) {
+    if let Err(e) = rt.conduit.check_range(dest, dest_addr, payload.len()) {
         crate::rma::address_error(call, dest, dest_addr, payload.len(), e);
     }
 }

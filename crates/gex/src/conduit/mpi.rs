@@ -1,0 +1,602 @@
+//! The `mpi` conduit: a job started by `mpirun` or `srun`, possibly across hosts, with
+//! shared memory between the ranks of each host (GASNet-EX's mpi conduit with PSHM).
+//!
+//! **Selection.** A binary built with the `mpi` feature uses this conduit when the
+//! environment shows an MPI launcher ([`launched`]: `OMPI_COMM_WORLD_SIZE`, `PMI_SIZE`,
+//! `PMIX_RANK`) and no `UPCXX_RANK` of our own launcher; otherwise the smp conduit.
+//!
+//! **Bootstrap.** Rank and size come from `MPI_COMM_WORLD`. The host team is
+//! `MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)`, cut into teams of at most
+//! `GEX_MPI_HOST_RANKS` consecutive members when that variable is set (1: every rank is
+//! its own host), so the network path can be tested on one machine. Neighbourhood and
+//! host are the same team (`gex_System_QueryNbrhdInfo`, `QueryHostInfo`); the hosts are
+//! numbered by their lowest job rank.
+//!
+//! **Segments.** Each rank's segment is its part of one `MPI_Win_allocate_shared` window
+//! over its host team; `MPI_Win_shared_query` gives the local address of every host
+//! member's part, so [`Conduit::translate`] answers for same-host ranks only, and puts,
+//! gets and Long payloads to them are `memcpy`s. For the other ranks a second window,
+//! `MPI_Win_create` over the same memory on `MPI_COMM_WORLD`, is locked once
+//! (`MPI_Win_lock_all`, MPI-3 passive target, MPI 4.1 §12.5.3) and each put or get is an
+//! `MPI_Put`/`MPI_Get` followed by `MPI_Win_flush`: complete at return, so the upper
+//! half's events need nothing from `poll`. RMA chose windows over AMs because they need
+//! no protocol of our own and no help from the target's progress.
+//!
+//! **Active Messages** travel over MPI point-to-point on every path, within a host too
+//! (the smp queues are not used here yet). A message is one buffer of [`MSG_SIZE`]
+//! bytes: a header (`am::WireHeader`) and up to `MSG_SIZE - HEADER` bytes of Medium payload. The
+//! Request and Reply networks are two tags, so a rank that only drains Replies never
+//! matches a Request. Each network has a ring of [`RECV_DEPTH`] pre-posted
+//! `MPI_Irecv(MPI_ANY_SOURCE)`; `poll` tests the oldest (MPI matches in posting order,
+//! so messages are handled in arrival order), hands it to the dispatcher without holding
+//! the lock, and posts its buffer again. Sends are `MPI_Isend`s kept until `MPI_Test`
+//! completes them.
+//!
+//! **Flow control** is by credits: a rank may have at most [`CREDITS`] messages per
+//! peer and network that the peer has not yet handled; the receiver returns credits in
+//! batches of `CREDITS / 2` on a third tag, handled by every poll. An exhausted peer
+//! makes `am_reserve` report back-pressure, as a full smp queue does, and the upper half
+//! polls. Per peer, a rank keeps two counters per network: nothing else grows with the
+//! job.
+//!
+//! **Threads.** Every MPI call is made under one lock (`MPI_THREAD_SERIALIZED`), and no
+//! thread is started: progress happens in `poll`, which is called from library calls.
+//!
+//! **Not done yet:** AMs within a host over the smp queues; atomics, the `signal` words
+//! of the barrier and the upcxx runtime's direct access across hosts (they need a local
+//! mapping: [`Conduit::translate`] reports [`AddressError::NotMapped`]); message
+//! aggregation; teardown on a dying rank beyond what `mpirun` does; the checks that ranks
+//! agree on the segment size.
+//!
+//! The files: `boot` (the MPI calls of the bootstrap, and the error path of every
+//! call), `am` (the AM transport: wire format, receive rings, credits); this file holds
+//! the conduit's state, the segments and RMA.
+//!
+//! All MPI calls go through rsmpi's raw bindings (`mpi::ffi`): its safe API has no
+//! shared-memory windows or passive-target RMA, and one style of call keeps the locking
+//! rule visible.
+
+use std::collections::VecDeque;
+use std::ffi::{c_int, c_void};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use ::mpi::ffi;
+use parking_lot::Mutex;
+
+mod am;
+mod boot;
+
+pub(crate) use am::Outbound;
+use am::{net_index, Buf, State, HEADER};
+use boot::{allgather_u64, check, comm_rank_size, fatal, host_cap};
+
+use crate::conduit::{
+    AddressError, AmHeader, BoundSegment, Completion, Conduit, Inbound, Network, Rank,
+};
+
+/// Bytes of one message buffer (header and Medium payload).
+pub(crate) const MSG_SIZE: usize = 4096;
+/// Pre-posted receives per network.
+const RECV_DEPTH: usize = 8;
+/// Messages per peer and network that may be unhandled by the peer.
+const CREDITS: u32 = 16;
+/// Pre-posted receives of credit returns.
+const CREDIT_DEPTH: usize = 4;
+/// Largest number of messages handled per network in one poll.
+const POLL_BATCH: usize = 32;
+
+/// The environment variable capping the host team's size.
+pub(crate) const GEX_MPI_HOST_RANKS: &str = "GEX_MPI_HOST_RANKS";
+
+/// Whether this process was started by an MPI launcher (and not by ours).
+pub(crate) fn launched() -> bool {
+    if std::env::var_os(crate::env::UPCXX_RANK).is_some() {
+        return false;
+    }
+    ["OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"]
+        .iter()
+        .any(|v| std::env::var_os(v).is_some())
+}
+
+/// Where one rank's segment lives.
+#[derive(Debug, Clone, Copy)]
+struct PeerSegment {
+    owner_base: usize,
+    /// Set when the segment is mapped here (same host).
+    local_base: Option<usize>,
+    size: usize,
+}
+
+/// The windows over the segments.
+struct Windows {
+    shared: ffi::MPI_Win,
+    world: ffi::MPI_Win,
+}
+
+/// The MPI conduit. See the module documentation.
+pub(crate) struct MpiConduit {
+    rank: Rank,
+    size: Rank,
+    host_comm: ffi::MPI_Comm,
+    host_ranks: Vec<Rank>,
+    host_index: Rank,
+    hosts: Rank,
+    my_host: Rank,
+    max_segment: usize,
+    state: Mutex<State>,
+    /// Messages sent per peer and network that the peer has not returned credit for.
+    in_flight: Box<[[AtomicU32; 2]]>,
+    windows: Mutex<Option<Windows>>,
+    segments: std::sync::OnceLock<Box<[PeerSegment]>>,
+    my_segment: Mutex<Option<(usize, usize)>>,
+}
+
+// SAFETY: the MPI handles are plain identifiers; every call that uses them is made under
+// `state` or `windows` (MPI_THREAD_SERIALIZED), or during the single-threaded bootstrap.
+unsafe impl Send for MpiConduit {}
+// SAFETY: as for `Send`.
+unsafe impl Sync for MpiConduit {}
+
+impl MpiConduit {
+    fn world() -> ffi::MPI_Comm {
+        // SAFETY: reading an MPI constant.
+        unsafe { ffi::RSMPI_COMM_WORLD }
+    }
+
+    fn peer_segment(&self, rank: Rank) -> Result<&PeerSegment, AddressError> {
+        self.segments
+            .get()
+            .and_then(|s| s.get(rank as usize))
+            .filter(|s| s.size > 0)
+            .ok_or(AddressError::NoSegment)
+    }
+
+    /// The displacement of `[addr, addr + len)` in `rank`'s segment.
+    fn displacement(&self, rank: Rank, addr: usize, len: usize) -> Result<usize, AddressError> {
+        let s = self.peer_segment(rank)?;
+        let offset = addr.wrapping_sub(s.owner_base);
+        if offset > s.size || len > s.size - offset {
+            return Err(AddressError::OutOfSegment {
+                owner_addr: s.owner_base,
+                size: s.size,
+            });
+        }
+        Ok(offset)
+    }
+
+    /// Runs an RMA operation on the world window and waits for its completion there.
+    fn rma(&self, target: Rank, op: impl FnOnce(ffi::MPI_Win) -> c_int, call: &str) {
+        let windows = self.windows.lock();
+        let w = windows
+            .as_ref()
+            .unwrap_or_else(|| fatal("RMA before the segments were attached"));
+        check(op(w.world), call);
+        // SAFETY: the window is locked (lock_all) for the life of the job.
+        unsafe {
+            check(
+                ffi::MPI_Win_flush(target as c_int, w.world),
+                "MPI_Win_flush",
+            )
+        };
+    }
+}
+
+impl Conduit for MpiConduit {
+    type Outbound = Outbound;
+
+    fn bootstrap() -> MpiConduit {
+        let mut provided = 0;
+        // SAFETY: MPI is initialized once per process, here (Client::init refuses a
+        // second initialization).
+        unsafe {
+            check(
+                ffi::MPI_Init_thread(
+                    std::ptr::null_mut(),
+                    std::ptr::null_mut(),
+                    ffi::RSMPI_THREAD_SERIALIZED,
+                    &mut provided,
+                ),
+                "MPI_Init_thread",
+            );
+        }
+        // SAFETY: reading MPI constants.
+        if provided < unsafe { ffi::RSMPI_THREAD_SERIALIZED } {
+            fatal("the MPI library does not provide MPI_THREAD_SERIALIZED");
+        }
+        let world = Self::world();
+        let (rank, size) = comm_rank_size(world);
+        let mut node = world;
+        // SAFETY: valid communicators and out-pointer.
+        unsafe {
+            check(
+                ffi::MPI_Comm_split_type(
+                    world,
+                    ffi::RSMPI_COMM_TYPE_SHARED,
+                    rank,
+                    ffi::RSMPI_INFO_NULL,
+                    &mut node,
+                ),
+                "MPI_Comm_split_type",
+            );
+        }
+        let host_comm = match host_cap() {
+            None => node,
+            Some(cap) => {
+                let (node_rank, _) = comm_rank_size(node);
+                let mut capped = node;
+                // SAFETY: valid communicator and out-pointer.
+                unsafe {
+                    check(
+                        ffi::MPI_Comm_split(node, node_rank / cap, node_rank, &mut capped),
+                        "MPI_Comm_split",
+                    );
+                }
+                capped
+            }
+        };
+        let (host_index, _) = comm_rank_size(host_comm);
+        let host_ranks: Vec<Rank> = allgather_u64(host_comm, rank as u64)
+            .into_iter()
+            .map(|r| r as Rank)
+            .collect();
+        // Hosts are named by their lowest job rank and numbered in that order.
+        let leaders = allgather_u64(world, host_ranks[0] as u64);
+        let mut distinct = leaders.clone();
+        distinct.sort_unstable();
+        distinct.dedup();
+        let my_host = distinct
+            .binary_search(&(host_ranks[0] as u64))
+            .expect("own leader gathered") as Rank;
+        let max_segment = crate::env::segment_size_from_env()
+            .unwrap_or_else(|e| fatal(&format!("cannot join the job: {e}")));
+        let mut st = State {
+            recvs: [VecDeque::new(), VecDeque::new()],
+            credit_recvs: VecDeque::new(),
+            sends: Vec::new(),
+            credit_sends: Vec::new(),
+            free: Vec::new(),
+            handled: vec![[0; 2]; size as usize],
+            finalized: false,
+        };
+        for network in [Network::Request, Network::Reply] {
+            for _ in 0..RECV_DEPTH {
+                st.recvs[net_index(network)].push_back(Self::post(Buf::new(), network));
+            }
+        }
+        for _ in 0..CREDIT_DEPTH {
+            st.credit_recvs
+                .push_back(Self::post_credit(Box::new([0; 2])));
+        }
+        // Every rank's receives are posted before anyone sends.
+        // SAFETY: valid communicator.
+        unsafe { check(ffi::MPI_Barrier(world), "MPI_Barrier") };
+        MpiConduit {
+            rank: rank as Rank,
+            size: size as Rank,
+            host_comm,
+            host_ranks,
+            host_index: host_index as Rank,
+            hosts: distinct.len() as Rank,
+            my_host,
+            max_segment,
+            state: Mutex::new(st),
+            in_flight: (0..size)
+                .map(|_| [AtomicU32::new(0), AtomicU32::new(0)])
+                .collect(),
+            windows: Mutex::new(None),
+            segments: std::sync::OnceLock::new(),
+            my_segment: Mutex::new(None),
+        }
+    }
+
+    fn rank(&self) -> Rank {
+        self.rank
+    }
+    fn size(&self) -> Rank {
+        self.size
+    }
+    fn nbrhd(&self) -> (&[Rank], Rank) {
+        (&self.host_ranks, self.host_index)
+    }
+    fn host(&self) -> (&[Rank], Rank) {
+        (&self.host_ranks, self.host_index)
+    }
+    fn nbrhd_set(&self) -> (Rank, Rank, Rank, Rank) {
+        (self.hosts, self.my_host, self.hosts, self.my_host)
+    }
+
+    fn max_segment_size(&self) -> usize {
+        self.max_segment
+    }
+
+    fn attach_segment(&self, size: usize) -> usize {
+        let mut base: *mut c_void = std::ptr::null_mut();
+        // SAFETY: reading an MPI constant.
+        let mut win = unsafe { ffi::RSMPI_WIN_NULL };
+        let _serial = self.state.lock();
+        // SAFETY: collective over the host team (Segment::attach is collective); valid
+        // out-pointers.
+        unsafe {
+            check(
+                ffi::MPI_Win_allocate_shared(
+                    size as ffi::MPI_Aint,
+                    1,
+                    ffi::RSMPI_INFO_NULL,
+                    self.host_comm,
+                    (&mut base as *mut *mut c_void).cast(),
+                    &mut win,
+                ),
+                "MPI_Win_allocate_shared",
+            );
+        }
+        *self.windows.lock() = Some(Windows {
+            shared: win,
+            // SAFETY: reading an MPI constant.
+            world: unsafe { ffi::RSMPI_WIN_NULL },
+        });
+        *self.my_segment.lock() = Some((base as usize, size));
+        base as usize
+    }
+
+    fn segments_attached(&self) {
+        let (base, size) = self.my_segment.lock().expect("attach_segment ran");
+        let _serial = self.state.lock();
+        let world = Self::world();
+        let bases = allgather_u64(world, base as u64);
+        let sizes = allgather_u64(world, size as u64);
+        let mut windows = self.windows.lock();
+        let w = windows.as_mut().expect("attach_segment ran");
+        let mut table: Vec<PeerSegment> = (0..self.size as usize)
+            .map(|r| PeerSegment {
+                owner_base: bases[r] as usize,
+                local_base: None,
+                size: sizes[r] as usize,
+            })
+            .collect();
+        for (i, &r) in self.host_ranks.iter().enumerate() {
+            let (mut len, mut unit) = (0 as ffi::MPI_Aint, 0 as c_int);
+            let mut p: *mut c_void = std::ptr::null_mut();
+            // SAFETY: `i` is a rank of the shared window's communicator.
+            unsafe {
+                check(
+                    ffi::MPI_Win_shared_query(
+                        w.shared,
+                        i as c_int,
+                        &mut len,
+                        &mut unit,
+                        (&mut p as *mut *mut c_void).cast(),
+                    ),
+                    "MPI_Win_shared_query",
+                );
+            }
+            table[r as usize].local_base = Some(p as usize);
+        }
+        // SAFETY: collective over the world; the memory is this rank's segment, alive
+        // until finalize frees the windows.
+        unsafe {
+            check(
+                ffi::MPI_Win_create(
+                    base as *mut c_void,
+                    size as ffi::MPI_Aint,
+                    1,
+                    ffi::RSMPI_INFO_NULL,
+                    world,
+                    &mut w.world,
+                ),
+                "MPI_Win_create",
+            );
+            check(ffi::MPI_Win_lock_all(0, w.world), "MPI_Win_lock_all");
+        }
+        let _ = self.segments.set(table.into_boxed_slice());
+    }
+
+    fn bound_segment(&self, rank: Rank) -> Option<BoundSegment> {
+        let s = self.peer_segment(rank).ok()?;
+        Some(BoundSegment {
+            owner_addr: s.owner_base,
+            local_addr: s.local_base,
+            size: s.size,
+        })
+    }
+
+    fn translate(&self, rank: Rank, addr: usize, len: usize) -> Result<usize, AddressError> {
+        let offset = self.displacement(rank, addr, len)?;
+        match self.peer_segment(rank)?.local_base {
+            Some(local) => Ok(local + offset),
+            None => Err(AddressError::NotMapped),
+        }
+    }
+
+    fn check_range(&self, rank: Rank, addr: usize, len: usize) -> Result<(), AddressError> {
+        self.displacement(rank, addr, len).map(|_| ())
+    }
+
+    fn am_max_medium(&self) -> usize {
+        MSG_SIZE - HEADER
+    }
+
+    fn am_max_long(&self) -> usize {
+        self.max_segment
+    }
+
+    fn am_reserve(&self, dest: Rank, network: Network) -> Option<Outbound> {
+        let credits = &self.in_flight[dest as usize][net_index(network)];
+        if credits.fetch_add(1, Ordering::AcqRel) >= CREDITS {
+            credits.fetch_sub(1, Ordering::AcqRel);
+            return None;
+        }
+        let buf = self.state.lock().free.pop().unwrap_or_else(Buf::new);
+        Some(Outbound { buf, dest, network })
+    }
+
+    fn am_buffer(&self, out: &Outbound) -> *mut u8 {
+        // SAFETY: the payload area follows the header inside the buffer.
+        unsafe { out.buf.0.as_ptr().cast::<u8>().cast_mut().add(HEADER) }
+    }
+
+    fn am_commit(&self, out: Outbound, header: &AmHeader<'_>) {
+        self.send(out, header);
+    }
+
+    fn long_payload(
+        &self,
+        dest: Rank,
+        dest_addr: usize,
+        src: &[u8],
+    ) -> Result<Completion, AddressError> {
+        self.put(dest, dest_addr, src)
+    }
+
+    fn poll(&self, requests: bool, dispatch: fn(&Inbound<'_>)) -> usize {
+        let mut n = self.drain(Network::Reply, dispatch);
+        if requests {
+            n += self.drain(Network::Request, dispatch);
+        }
+        n
+    }
+
+    fn put(&self, dest: Rank, dest_addr: usize, src: &[u8]) -> Result<Completion, AddressError> {
+        match self.translate(dest, dest_addr, src.len()) {
+            Ok(local) => {
+                // SAFETY: inside the shared mapping of dest's segment (translate).
+                unsafe { std::ptr::copy(src.as_ptr(), local as *mut u8, src.len()) };
+            }
+            Err(AddressError::NotMapped) => {
+                let disp = self.displacement(dest, dest_addr, src.len())?;
+                for (i, chunk) in src.chunks(1 << 30).enumerate() {
+                    self.rma(
+                        dest,
+                        // SAFETY: the target range is inside dest's window (checked);
+                        // the source is read before the flush returns.
+                        |win| unsafe {
+                            ffi::MPI_Put(
+                                chunk.as_ptr().cast(),
+                                chunk.len() as c_int,
+                                ffi::RSMPI_UINT8_T,
+                                dest as c_int,
+                                (disp + (i << 30)) as ffi::MPI_Aint,
+                                chunk.len() as c_int,
+                                ffi::RSMPI_UINT8_T,
+                                win,
+                            )
+                        },
+                        "MPI_Put",
+                    );
+                }
+            }
+            Err(e) => return Err(e),
+        }
+        Ok(Completion::Done)
+    }
+
+    unsafe fn get(
+        &self,
+        dest: *mut u8,
+        src: Rank,
+        src_addr: usize,
+        len: usize,
+    ) -> Result<Completion, AddressError> {
+        match self.translate(src, src_addr, len) {
+            Ok(local) => {
+                // SAFETY: inside the mapping (translate); the caller guarantees `dest`.
+                unsafe { std::ptr::copy(local as *const u8, dest, len) };
+            }
+            Err(AddressError::NotMapped) => {
+                let disp = self.displacement(src, src_addr, len)?;
+                let mut done = 0;
+                while done < len {
+                    let chunk = (len - done).min(1 << 30);
+                    self.rma(
+                        src,
+                        // SAFETY: the source range is inside src's window (checked); the
+                        // caller guarantees `dest` for `len` bytes.
+                        |win| unsafe {
+                            ffi::MPI_Get(
+                                dest.add(done).cast(),
+                                chunk as c_int,
+                                ffi::RSMPI_UINT8_T,
+                                src as c_int,
+                                (disp + done) as ffi::MPI_Aint,
+                                chunk as c_int,
+                                ffi::RSMPI_UINT8_T,
+                                win,
+                            )
+                        },
+                        "MPI_Get",
+                    );
+                    done += chunk;
+                }
+            }
+            Err(e) => return Err(e),
+        }
+        Ok(Completion::Done)
+    }
+
+    fn signal(&self, _dest: Rank, _slot: usize, _value: u64) -> bool {
+        // No signal words yet: the barrier sends messages instead.
+        false
+    }
+
+    fn signal_value(&self, _slot: usize) -> u64 {
+        0
+    }
+
+    fn signal_slots(&self) -> usize {
+        0
+    }
+
+    fn finalize(&self) {
+        let mut st = self.state.lock();
+        if st.finalized {
+            return;
+        }
+        st.finalized = true;
+        // Sends complete once matched; the peers' receives stay posted until they too
+        // finalize, so waiting here cannot block on a peer that is gone.
+        for (req, _) in st.sends.iter_mut() {
+            // SAFETY: a pending send request.
+            unsafe { check(ffi::MPI_Wait(req, ffi::RSMPI_STATUS_IGNORE), "MPI_Wait") };
+        }
+        for (req, _) in st.credit_sends.iter_mut() {
+            // SAFETY: a pending send request.
+            unsafe { check(ffi::MPI_Wait(req, ffi::RSMPI_STATUS_IGNORE), "MPI_Wait") };
+        }
+        let world = Self::world();
+        // SAFETY: every rank finalizes; after this barrier no rank sends again.
+        unsafe { check(ffi::MPI_Barrier(world), "MPI_Barrier") };
+        let State {
+            recvs,
+            credit_recvs,
+            ..
+        } = &mut *st;
+        let posted = recvs
+            .iter_mut()
+            .flat_map(|q| q.iter_mut().map(|p| &mut p.req))
+            .chain(credit_recvs.iter_mut().map(|(r, _)| r));
+        for req in posted {
+            // SAFETY: a pending receive, cancelled and then completed.
+            unsafe {
+                check(ffi::MPI_Cancel(req), "MPI_Cancel");
+                check(ffi::MPI_Wait(req, ffi::RSMPI_STATUS_IGNORE), "MPI_Wait");
+            }
+        }
+        if let Some(mut w) = self.windows.lock().take() {
+            // SAFETY: collective; no RMA is under way (the upper half's barrier).
+            unsafe {
+                check(ffi::MPI_Win_unlock_all(w.world), "MPI_Win_unlock_all");
+                check(ffi::MPI_Win_free(&mut w.world), "MPI_Win_free");
+                check(ffi::MPI_Win_free(&mut w.shared), "MPI_Win_free");
+            }
+        }
+        // SAFETY: the last MPI call of this process.
+        unsafe { check(ffi::MPI_Finalize(), "MPI_Finalize") };
+    }
+
+    fn record_failure(&self, message: &str) {
+        eprintln!("gex: rank {} failed: {message}", self.rank);
+    }
+
+    fn aborted(&self) -> bool {
+        false
+    }
+}
