@@ -67,6 +67,20 @@ fn gex_hello_prints_one_line_per_rank() {
 }
 
 #[test]
+fn gex_network_checks_every_transfer_between_every_pair() {
+    for n in 1..=5 {
+        let out = run("gex_network", n);
+        assert!(
+            out.contains(&format!(
+                "{n} ranks: AMs, puts and gets between every pair verified"
+            )),
+            "gex_network with {n} ranks:\n{out}"
+        );
+        assert_eq!(out.matches(": host 0 of 1").count(), n, "{out}");
+    }
+}
+
+#[test]
 fn rpc_hello_runs_on_every_rank_count() {
     for n in 1..=4 {
         let out = run("rpc_hello", n);

@@ -1,0 +1,133 @@
+//! Every kind of gex transfer between every pair of ranks, each checked: Short, Medium
+//! and Long Active Messages with their Replies, and puts and gets large and small. It
+//! prints the job's host structure (`gex_System_QueryMyPosition`) and `verified`.
+//!
+//! Run as `UPCXX_RANKS=4 gex_network`, or, built with the `mpi` feature, as
+//! `mpirun -n 4 gex_network` (add `-x GEX_MPI_HOST_RANKS=1` so that every rank is its
+//! own host and every transfer between ranks goes over the network path).
+
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use gex::{AmCategory, AmEntry, AmRole, Client, Flags, Lc, Segment, Token};
+
+const PING: u8 = 201;
+const PONG: u8 = 200;
+const MEDIUM: u8 = 202;
+const LONG: u8 = 203;
+/// Bytes of each Medium payload, and of each Long payload.
+const MEDIUM_LEN: usize = 1000;
+const LONG_LEN: usize = 8192;
+/// Where Long payloads from rank `s` land: `LONG_AT + s * LONG_LEN`.
+const LONG_AT: usize = 64 << 10;
+/// Where the put from the previous rank lands.
+const PUT_AT: usize = 1 << 20;
+/// Bytes of the large put (past MPI's eager limits).
+const PUT_LEN: usize = 256 << 10;
+
+static PONGS: AtomicU32 = AtomicU32::new(0);
+static BAD: AtomicU32 = AtomicU32::new(0);
+
+/// The byte `i` of the payload from `src` to `dst`.
+fn pattern(src: u32, dst: u32, i: usize) -> u8 {
+    (i as u32).wrapping_mul(31).wrapping_add(src * 7 + dst * 13) as u8
+}
+
+fn payload(src: u32, dst: u32, len: usize) -> Vec<u8> {
+    (0..len).map(|i| pattern(src, dst, i)).collect()
+}
+
+fn ping(token: &Token<'_>, args: &[u32]) {
+    token.reply_short(PONG, &[args[0]], Flags::NONE).unwrap();
+}
+
+fn pong(_token: &Token<'_>, args: &[u32]) {
+    if args[0] != gex::job_rank() {
+        BAD.fetch_add(1, Ordering::Relaxed);
+    }
+    PONGS.fetch_add(1, Ordering::Relaxed);
+}
+
+fn check_payload(token: &Token<'_>, bytes: &[u8], args: &[u32]) {
+    let src = token.src_rank();
+    let want = payload(src, gex::job_rank(), args[0] as usize);
+    if bytes != want.as_slice() {
+        eprintln!(
+            "gex_network: rank {}: a bad payload from rank {src}",
+            gex::job_rank()
+        );
+        BAD.fetch_add(1, Ordering::Relaxed);
+    }
+    token.reply_short(PONG, &[src], Flags::NONE).unwrap();
+}
+
+fn main() {
+    let (client, ep, team) = Client::init("NETWORK", Flags::NONE).expect("gex::Client::init");
+    ep.register_handlers(&mut [
+        AmEntry::short("ping", AmRole::Request, 1, ping).at(PING),
+        AmEntry::short("pong", AmRole::Reply, 1, pong).at(PONG),
+        AmEntry::payload(
+            "medium",
+            AmCategory::Medium,
+            AmRole::Request,
+            1,
+            check_payload,
+        )
+        .at(MEDIUM),
+        AmEntry::payload("long", AmCategory::Long, AmRole::Request, 1, check_payload).at(LONG),
+    ])
+    .expect("gex::Endpoint::register_handlers");
+    let seg = Segment::attach(&team, 2 << 20).expect("gex::Segment::attach");
+    let (me, n) = (team.rank(), team.size());
+    let position = gex::my_position();
+    println!(
+        "rank {me} of {n}: host {} of {}",
+        position.host_set_rank, position.host_set_size
+    );
+
+    for r in 0..n {
+        team.request_short(r, PING, &[me], Flags::NONE).unwrap();
+        let m = payload(me, r, MEDIUM_LEN);
+        team.request_medium(r, MEDIUM, &m, Lc::Now, Flags::NONE, &[MEDIUM_LEN as u32])
+            .unwrap();
+        let l = payload(me, r, LONG_LEN);
+        let at = team.segment_bound(r).unwrap().owner_addr + LONG_AT + me as usize * LONG_LEN;
+        team.request_long(r, LONG, &l, at, Lc::Now, Flags::NONE, &[LONG_LEN as u32])
+            .unwrap();
+    }
+    while PONGS.load(Ordering::Relaxed) < 3 * n {
+        gex::poll();
+    }
+
+    // A small and a large put into the next rank, read back by a get, and read in place
+    // by their target after the barrier.
+    let next = (me + 1) % n;
+    let base = team.segment_bound(next).unwrap().owner_addr;
+    let big = payload(me, next, PUT_LEN);
+    team.put_blocking(next, base + PUT_AT, &big, Flags::NONE)
+        .unwrap();
+    team.put_blocking(next, base + 8, &u64::from(me).to_le_bytes(), Flags::NONE)
+        .unwrap();
+    let mut back = vec![0u8; PUT_LEN];
+    team.get_blocking(&mut back, next, base + PUT_AT, Flags::NONE)
+        .unwrap();
+    let mut word = [0u8; 8];
+    team.get_blocking(&mut word, next, base + 8, Flags::NONE)
+        .unwrap();
+    team.barrier();
+    let prev = (me + n - 1) % n;
+    // SAFETY: this rank's segment, written by the previous rank before the barrier.
+    let mine = unsafe { std::slice::from_raw_parts(seg.addr().add(PUT_AT), PUT_LEN) };
+    let ok = back == big
+        && u64::from_le_bytes(word) == u64::from(me)
+        && mine == payload(prev, me, PUT_LEN).as_slice()
+        && BAD.load(Ordering::Relaxed) == 0;
+    team.barrier();
+    if !ok {
+        eprintln!("gex_network: rank {me}: a transfer delivered wrong bytes");
+        gex::exit(1);
+    }
+    if me == 0 {
+        println!("{n} ranks: AMs, puts and gets between every pair verified");
+    }
+    client.finalize();
+}
