@@ -1,0 +1,178 @@
+//! The mpi conduit: real programs started by `mpirun` (feature `mpi`).
+//!
+//! The multi-rank tests elsewhere start their ranks themselves (`gex::testing::spmd`,
+//! `upcxx-run`), which is the smp conduit's job start; here the examples, built with
+//! the feature, run as `mpirun -n N` jobs on 2 to 4 ranks:
+//!
+//! * [`examples_run_under_mpirun`]: `gex_hello`, `gex_network` (AMs of every category,
+//!   puts and gets between every pair, checked), `rpc_hello`, `dht` and `stencil`, with
+//!   all ranks on one host (shared-memory segments).
+//! * [`the_network_path_carries_every_transfer`]: `gex_hello` and `gex_network` with
+//!   `GEX_MPI_HOST_RANKS=1`, so every rank is its own host and every transfer between
+//!   ranks goes over MPI point-to-point and RMA; the job reports one host per rank.
+//! * [`a_plain_start_uses_the_smp_conduit`]: the same binary started without `mpirun`
+//!   (one rank, and `UPCXX_RANKS=3`) runs on the smp conduit.
+//!
+//! Build first: `cargo build --features mpi --examples`, then
+//! `cargo test --features mpi --test mpi` (`.ci/run` does both).
+#![cfg(feature = "mpi")]
+
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// How long one job may run.
+const LIMIT: Duration = Duration::from_secs(120);
+
+fn example(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable");
+    let dir = exe
+        .parent()
+        .and_then(|d| d.parent())
+        .expect("target/<profile>");
+    let path = dir.join("examples").join(name);
+    assert!(
+        path.exists(),
+        "{} was not built: run `cargo build --features mpi --examples` first",
+        path.display()
+    );
+    path
+}
+
+/// Runs `cmd` to completion within [`LIMIT`], killing it past that.
+fn run(mut cmd: Command, what: &str) -> Output {
+    // A test run under an MPI launcher must not pass its own rank to the job.
+    for v in [
+        "OMPI_COMM_WORLD_SIZE",
+        "PMI_SIZE",
+        "PMIX_RANK",
+        "UPCXX_RANK",
+    ] {
+        cmd.env_remove(v);
+    }
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{what}: cannot start: {e}"));
+    let start = Instant::now();
+    while child.try_wait().expect("wait").is_none() {
+        if start.elapsed() > LIMIT {
+            let _ = child.kill();
+            let out = child.wait_with_output().expect("output");
+            panic!(
+                "{what}: still running after {LIMIT:?}\n{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().expect("output")
+}
+
+/// `mpirun -n ranks` of an example, with `GEX_MPI_HOST_RANKS=cap` if given; returns
+/// its standard output after checking that it succeeded.
+fn mpirun(name: &str, ranks: u32, cap: Option<u32>) -> String {
+    let mut cmd = Command::new("mpirun");
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        cmd.arg("--allow-run-as-root");
+    }
+    cmd.args(["--oversubscribe", "-n", &ranks.to_string()]);
+    if let Some(cap) = cap {
+        cmd.args(["-x", &format!("GEX_MPI_HOST_RANKS={cap}")]);
+    }
+    cmd.arg(example(name));
+    let what = format!("mpirun -n {ranks} {name} (host cap {cap:?})");
+    let out = run(cmd, &what);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{what}: {}\n{stdout}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+/// The `host h of H` lines of `gex_network`, one per rank.
+fn hosts(stdout: &str) -> Vec<(u32, u32)> {
+    stdout
+        .lines()
+        .filter_map(|l| {
+            let rest = l.split(": host ").nth(1)?;
+            let (h, total) = rest.split_once(" of ")?;
+            Some((h.parse().ok()?, total.trim().parse().ok()?))
+        })
+        .collect()
+}
+
+#[test]
+fn examples_run_under_mpirun() {
+    for ranks in 2..=4 {
+        let out = mpirun("gex_hello", ranks, None);
+        for r in 0..ranks {
+            assert!(
+                out.contains(&format!("Hello from rank {r} of {ranks}")),
+                "gex_hello on {ranks} ranks: rank {r} missing:\n{out}"
+            );
+        }
+        let out = mpirun("gex_network", ranks, None);
+        assert!(out.contains("verified"), "gex_network: {out}");
+        assert_eq!(hosts(&out), vec![(0, 1); ranks as usize], "{out}");
+        let out = mpirun("rpc_hello", ranks, None);
+        for r in 0..ranks {
+            let caller = (r + ranks - 1) % ranks;
+            assert!(
+                out.contains(&format!("Hello from rank {r}, called by rank {caller}")),
+                "rpc_hello on {ranks} ranks:\n{out}"
+            );
+        }
+        for name in ["dht", "stencil"] {
+            let out = mpirun(name, ranks, None);
+            assert!(out.contains("verified"), "{name} on {ranks} ranks:\n{out}");
+        }
+    }
+}
+
+#[test]
+fn the_network_path_carries_every_transfer() {
+    for ranks in 2..=4 {
+        let out = mpirun("gex_hello", ranks, Some(1));
+        assert_eq!(
+            out.matches("Hello from rank").count(),
+            ranks as usize,
+            "{out}"
+        );
+        let out = mpirun("gex_network", ranks, Some(1));
+        assert!(out.contains("verified"), "gex_network: {out}");
+        let mut seen = hosts(&out);
+        seen.sort_unstable();
+        let want: Vec<(u32, u32)> = (0..ranks).map(|h| (h, ranks)).collect();
+        assert_eq!(seen, want, "one host per rank:\n{out}");
+    }
+    // Hosts of two ranks: 3 ranks make one host of two and one of one.
+    let out = mpirun("gex_network", 3, Some(2));
+    assert!(out.contains("verified"), "gex_network: {out}");
+    let mut seen = hosts(&out);
+    seen.sort_unstable();
+    assert_eq!(seen, vec![(0, 2), (0, 2), (1, 2)], "{out}");
+}
+
+#[test]
+fn a_plain_start_uses_the_smp_conduit() {
+    let out = run(Command::new(example("gex_hello")), "gex_hello");
+    assert!(out.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "Hello from rank 0 of 1"
+    );
+    let mut cmd = Command::new(example("gex_network"));
+    cmd.env("UPCXX_RANKS", "3");
+    let out = run(cmd, "UPCXX_RANKS=3 gex_network");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(stdout.contains("3 ranks: AMs, puts and gets"), "{stdout}");
+    assert_eq!(hosts(&stdout), vec![(0, 1); 3], "{stdout}");
+}
