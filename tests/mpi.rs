@@ -10,6 +10,9 @@
 //! * [`the_network_path_carries_every_transfer`]: `gex_hello` and `gex_network` with
 //!   `GEX_MPI_HOST_RANKS=1`, so every rank is its own host and every transfer between
 //!   ranks goes over MPI point-to-point and RMA; the job reports one host per rank.
+//! * [`upcxx_across_hosts_is_a_clear_error`]: the UPC++ runtime needs every segment
+//!   mapped, which ranks on other hosts are not (yet): `rpc_hello` with
+//!   `GEX_MPI_HOST_RANKS=1` fails naming `upcxx::init`, and does not hang.
 //! * [`a_plain_start_uses_the_smp_conduit`]: the same binary started without `mpirun`
 //!   (one rank, and `UPCXX_RANKS=3`) runs on the smp conduit.
 //!
@@ -74,6 +77,19 @@ fn run(mut cmd: Command, what: &str) -> Output {
 /// `mpirun -n ranks` of an example, with `GEX_MPI_HOST_RANKS=cap` if given; returns
 /// its standard output after checking that it succeeded.
 fn mpirun(name: &str, ranks: u32, cap: Option<u32>) -> String {
+    let (out, what) = mpirun_output(name, ranks, cap);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{what}: {}\n{stdout}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+/// The output of `mpirun -n ranks name`, and how to name the run.
+fn mpirun_output(name: &str, ranks: u32, cap: Option<u32>) -> (Output, String) {
     let mut cmd = Command::new("mpirun");
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } == 0 {
@@ -85,15 +101,7 @@ fn mpirun(name: &str, ranks: u32, cap: Option<u32>) -> String {
     }
     cmd.arg(example(name));
     let what = format!("mpirun -n {ranks} {name} (host cap {cap:?})");
-    let out = run(cmd, &what);
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "{what}: {}\n{stdout}{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
+    (run(cmd, &what), what)
 }
 
 /// The `host h of H` lines of `gex_network`, one per rank.
@@ -158,6 +166,18 @@ fn the_network_path_carries_every_transfer() {
     let mut seen = hosts(&out);
     seen.sort_unstable();
     assert_eq!(seen, vec![(0, 2), (0, 2), (1, 2)], "{out}");
+}
+
+#[test]
+fn upcxx_across_hosts_is_a_clear_error() {
+    let (out, what) = mpirun_output("rpc_hello", 2, Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{what} succeeded");
+    assert!(
+        stderr.contains("upcxx::init: the segment of rank")
+            && stderr.contains("is on another host"),
+        "{what}:\n{stderr}"
+    );
 }
 
 #[test]

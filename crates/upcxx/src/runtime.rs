@@ -49,7 +49,14 @@ pub fn init() {
                 .expect("every rank attached a segment");
             PeerSegment {
                 owner_base: b.owner_addr,
-                local_base: b.local_addr.expect("smp maps every segment"),
+                // The runtime reaches every segment directly; the mpi conduit maps
+                // only those of the ranks on this host.
+                local_base: b.local_addr.unwrap_or_else(|| {
+                    panic!(
+                        "upcxx::init: the segment of rank {r} is on another host; UPC++ \
+                         needs every segment mapped here (not supported across hosts yet)"
+                    )
+                }),
                 size: b.size,
             }
         })
