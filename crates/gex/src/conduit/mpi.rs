@@ -46,7 +46,9 @@
 //! of the barrier and the upcxx runtime's direct access across hosts (they need a local
 //! mapping: [`Conduit::translate`] reports [`AddressError::NotMapped`]); message
 //! aggregation; teardown on a dying rank beyond what `mpirun` does; the checks that ranks
-//! agree on the segment size.
+//! agree on the segment size. [`Conduit::finalize`] ends with collective calls
+//! (`MPI_Barrier`, `MPI_Win_free`, `MPI_Finalize`), so a rank's `gex::exit(0)` waits
+//! there until every rank finalizes.
 //!
 //! The files: `boot` (the MPI calls of the bootstrap, and the error path of every
 //! call), `am` (the AM transport: wire format, receive rings, credits); this file holds
