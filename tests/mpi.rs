@@ -13,6 +13,8 @@
 //! * [`upcxx_across_hosts_is_a_clear_error`]: the UPC++ runtime needs every segment
 //!   mapped, which ranks on other hosts are not (yet): `rpc_hello` with
 //!   `GEX_MPI_HOST_RANKS=1` fails naming `upcxx::init`, and does not hang.
+//! * [`a_bad_host_cap_is_a_clear_error`]: `GEX_MPI_HOST_RANKS=0` ends the job with a
+//!   message naming the variable.
 //! * [`a_plain_start_uses_the_smp_conduit`]: the same binary started without `mpirun`
 //!   (one rank, and `UPCXX_RANKS=3`) runs on the smp conduit.
 //!
@@ -178,6 +180,24 @@ fn upcxx_across_hosts_is_a_clear_error() {
             && stderr.contains("is on another host"),
         "{what}:\n{stderr}"
     );
+}
+
+#[test]
+fn a_bad_host_cap_is_a_clear_error() {
+    for cap in [0, 5000] {
+        let (out, what) = mpirun_output("gex_hello", 2, Some(cap));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        if cap == 0 {
+            assert!(!out.status.success(), "{what} succeeded");
+            assert!(
+                stderr.contains("GEX_MPI_HOST_RANKS=0 is not a positive number of ranks"),
+                "{what}:\n{stderr}"
+            );
+        } else {
+            // A cap above the host's size changes nothing.
+            assert!(out.status.success(), "{what}:\n{stderr}");
+        }
+    }
 }
 
 #[test]
