@@ -125,9 +125,11 @@ pub(crate) struct MpiConduit {
     hosts: Rank,
     my_host: Rank,
     max_segment: usize,
+    /// The AM transport's state; holding its lock is what allows an MPI call.
     state: Mutex<State>,
     /// Messages sent per peer and network that the peer has not returned credit for.
     in_flight: Box<[[AtomicU32; 2]]>,
+    /// Taken only with `state` held.
     windows: Mutex<Option<Windows>>,
     segments: std::sync::OnceLock<Box<[PeerSegment]>>,
     my_segment: Mutex<Option<(usize, usize)>>,
@@ -168,6 +170,9 @@ impl MpiConduit {
 
     /// Runs an RMA operation on the world window and waits for its completion there.
     fn rma(&self, target: Rank, op: impl FnOnce(ffi::MPI_Win) -> c_int, call: &str) {
+        // Every MPI call is made under `state` (MPI_THREAD_SERIALIZED); `windows` is
+        // always taken after it.
+        let _serial = self.state.lock();
         let windows = self.windows.lock();
         let w = windows
             .as_ref()
