@@ -455,6 +455,7 @@ impl Conduit for MpiConduit {
     }
 
     fn poll(&self, requests: bool, dispatch: fn(&Inbound<'_>)) -> usize {
+        self.progress();
         let mut n = self.drain(Network::Reply, dispatch);
         if requests {
             n += self.drain(Network::Request, dispatch);

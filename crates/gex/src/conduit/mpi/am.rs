@@ -201,6 +201,14 @@ impl MpiConduit {
         st.credit_sends.push((req, b));
     }
 
+    /// Completes sends and applies credits, once per poll.
+    pub(super) fn progress(&self) {
+        let mut st = self.state.lock();
+        if !st.finalized {
+            self.progress_locked(&mut st);
+        }
+    }
+
     /// Handles up to `POLL_BATCH` arrived messages of one network.
     pub(super) fn drain(&self, network: Network, dispatch: fn(&Inbound<'_>)) -> usize {
         let net = net_index(network);
@@ -211,7 +219,6 @@ impl MpiConduit {
                 if st.finalized {
                     return n;
                 }
-                self.progress_locked(&mut st);
                 let Some(head) = st.recvs[net].front_mut() else {
                     return n;
                 };
