@@ -1,5 +1,6 @@
 //! Every kind of gex transfer between every pair of ranks, each checked: Short, Medium
-//! and Long Active Messages with their Replies, and puts and gets large and small. It
+//! and Long Active Messages with their Replies (and a flood of Short ones, past any
+//! flow-control window), and puts and gets large and small. It
 //! prints the job's host structure (`gex_System_QueryMyPosition`) and `verified`.
 //!
 //! Run as `UPCXX_RANKS=4 gex_network`, or, built with the `mpi` feature, as
@@ -23,6 +24,9 @@ const LONG_AT: usize = 64 << 10;
 const PUT_AT: usize = 1 << 20;
 /// Bytes of the large put (past MPI's eager limits).
 const PUT_LEN: usize = 256 << 10;
+/// Short requests sent to every rank without waiting: many times the messages a
+/// conduit lets be in flight to one peer, so its flow control must hold them back.
+const FLOOD: u32 = 500;
 
 static PONGS: AtomicU32 = AtomicU32::new(0);
 static BAD: AtomicU32 = AtomicU32::new(0);
@@ -85,7 +89,9 @@ fn main() {
     );
 
     for r in 0..n {
-        team.request_short(r, PING, &[me], Flags::NONE).unwrap();
+        for _ in 0..FLOOD {
+            team.request_short(r, PING, &[me], Flags::NONE).unwrap();
+        }
         let m = payload(me, r, MEDIUM_LEN);
         team.request_medium(r, MEDIUM, &m, Lc::Now, Flags::NONE, &[MEDIUM_LEN as u32])
             .unwrap();
@@ -94,7 +100,7 @@ fn main() {
         team.request_long(r, LONG, &l, at, Lc::Now, Flags::NONE, &[LONG_LEN as u32])
             .unwrap();
     }
-    while PONGS.load(Ordering::Relaxed) < 3 * n {
+    while PONGS.load(Ordering::Relaxed) < (FLOOD + 2) * n {
         gex::poll();
     }
 
