@@ -15,6 +15,8 @@
 //!   `GEX_MPI_HOST_RANKS=1` fails naming `upcxx::init`, and does not hang.
 //! * [`a_bad_host_cap_is_a_clear_error`]: `GEX_MPI_HOST_RANKS=0` ends the job with a
 //!   message naming the variable.
+//! * [`ranks_that_disagree_on_the_segment_size_end_the_job`]: an MPMD `mpirun` line
+//!   giving the ranks different `UPCXX_SEGMENT_SIZE`s stops at start-up, naming both.
 //! * [`a_plain_start_uses_the_smp_conduit`]: the same binary started without `mpirun`
 //!   (one rank, and `UPCXX_RANKS=3`) runs on the smp conduit.
 //!
@@ -198,6 +200,34 @@ fn a_bad_host_cap_is_a_clear_error() {
             assert!(out.status.success(), "{what}:\n{stderr}");
         }
     }
+}
+
+#[test]
+fn ranks_that_disagree_on_the_segment_size_end_the_job() {
+    let mut cmd = Command::new("mpirun");
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        cmd.arg("--allow-run-as-root");
+    }
+    let exe = example("gex_hello");
+    cmd.args(["--oversubscribe", "-n", "2", "-x", "UPCXX_SEGMENT_SIZE=64M"])
+        .arg(&exe)
+        .args([":", "-n", "1", "-x", "UPCXX_SEGMENT_SIZE=32M"])
+        .arg(&exe);
+    let out = run(cmd, "mpirun with two segment sizes");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "the job ran:\n{stderr}");
+    assert!(
+        stderr.contains(
+            "the ranks disagree on the segment size (UPCXX_SEGMENT_SIZE): rank 0 \
+             has 67108864 bytes, rank 2 has 33554432"
+        ),
+        "{stderr}"
+    );
+    assert!(
+        !String::from_utf8_lossy(&out.stdout).contains("Hello"),
+        "a rank started its program"
+    );
 }
 
 #[test]

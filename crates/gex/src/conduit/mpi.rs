@@ -10,7 +10,8 @@
 //! `GEX_MPI_HOST_RANKS` consecutive members when that variable is set (1: every rank is
 //! its own host), so the network path can be tested on one machine. Neighbourhood and
 //! host are the same team (`gex_System_QueryNbrhdInfo`, `QueryHostInfo`); the hosts are
-//! numbered by their lowest job rank.
+//! numbered by their lowest job rank. Ranks that read different segment sizes
+//! (`UPCXX_SEGMENT_SIZE`) end the job at start-up, naming one that differs.
 //!
 //! **Segments.** Each rank's segment is its part of one `MPI_Win_allocate_shared` window
 //! over its host team; `MPI_Win_shared_query` gives the local address of every host
@@ -45,8 +46,8 @@
 //! **Not done yet:** AMs within a host over the smp queues; atomics, the `signal` words
 //! of the barrier and the upcxx runtime's direct access across hosts (they need a local
 //! mapping: [`Conduit::translate`] reports [`AddressError::NotMapped`]); message
-//! aggregation; teardown on a dying rank beyond what `mpirun` does; the checks that ranks
-//! agree on the segment size. [`Conduit::finalize`] ends with collective calls
+//! aggregation; teardown on a dying rank beyond what `mpirun` does.
+//! [`Conduit::finalize`] ends with collective calls
 //! (`MPI_Barrier`, `MPI_Win_free`, `MPI_Finalize`), so a rank's `gex::exit(0)` waits
 //! there until every rank finalizes.
 //!
@@ -255,7 +256,24 @@ impl Conduit for MpiConduit {
             .binary_search(&(host_ranks[0] as u64))
             .expect("own leader gathered") as Rank;
         let max_segment = crate::env::segment_size_from_env()
-            .unwrap_or_else(|e| fatal(&format!("cannot join the job: {e}")));
+            .unwrap_or_else(|e| fatal(&format!("rank {rank}: cannot join the job: {e}")));
+        // The launcher of the smp conduit sizes every rank alike; under mpirun each rank
+        // reads its own environment, so they must be compared.
+        let sizes = allgather_u64(world, max_segment as u64);
+        if let Some(other) = sizes.iter().position(|&s| s != sizes[0]) {
+            if rank == 0 {
+                eprintln!(
+                    "gex: the ranks disagree on the segment size ({}): rank 0 has {} \
+                     bytes, rank {other} has {}",
+                    crate::env::UPCXX_SEGMENT_SIZE,
+                    sizes[0],
+                    sizes[other]
+                );
+            }
+            // SAFETY: valid communicator; every rank takes this branch (same data).
+            unsafe { check(ffi::MPI_Barrier(world), "MPI_Barrier") };
+            fatal("the job cannot start");
+        }
         let mut st = State {
             recvs: [VecDeque::new(), VecDeque::new()],
             credit_recvs: VecDeque::new(),
