@@ -17,6 +17,7 @@
 //!   message naming the variable.
 //! * [`ranks_that_disagree_on_the_segment_size_end_the_job`]: an MPMD `mpirun` line
 //!   giving the ranks different `UPCXX_SEGMENT_SIZE`s stops at start-up, naming both.
+//! * [`upcxx_run_starts_the_job_through_mpirun`]: `upcxx-run --conduit mpi -n 3`.
 //! * [`a_plain_start_uses_the_smp_conduit`]: the same binary started without `mpirun`
 //!   (one rank, and `UPCXX_RANKS=3`) runs on the smp conduit.
 //!
@@ -31,19 +32,23 @@ use std::time::{Duration, Instant};
 /// How long one job may run.
 const LIMIT: Duration = Duration::from_secs(120);
 
-fn example(name: &str) -> PathBuf {
+fn built(path: &[&str], how: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("test executable");
     let dir = exe
         .parent()
         .and_then(|d| d.parent())
         .expect("target/<profile>");
-    let path = dir.join("examples").join(name);
+    let path: PathBuf = path.iter().fold(dir.to_path_buf(), |p, c| p.join(c));
     assert!(
         path.exists(),
-        "{} was not built: run `cargo build --features mpi --examples` first",
+        "{} was not built: run `{how}` first",
         path.display()
     );
     path
+}
+
+fn example(name: &str) -> PathBuf {
+    built(&["examples", name], "cargo build --features mpi --examples")
 }
 
 /// Runs `cmd` to completion within [`LIMIT`], killing it past that.
@@ -228,6 +233,39 @@ fn ranks_that_disagree_on_the_segment_size_end_the_job() {
         !String::from_utf8_lossy(&out.stdout).contains("Hello"),
         "a rank started its program"
     );
+}
+
+#[test]
+fn upcxx_run_starts_the_job_through_mpirun() {
+    let launcher = built(&["upcxx-run"], "cargo build -p upcxx-run");
+    let launch = |args: &[&str]| {
+        let mut cmd = Command::new(&launcher);
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } == 0 {
+            // What mpirun's --allow-run-as-root says, for the mpirun it starts.
+            cmd.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+                .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+        }
+        cmd.env("GEX_MPI_HOST_RANKS", "1")
+            .args(args)
+            .arg(example("gex_network"));
+        run(cmd, &format!("upcxx-run {args:?} gex_network"))
+    };
+    let out = launch(&["--conduit", "mpi", "-n", "3", "--timeout", "100"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("3 ranks: AMs, puts and gets"), "{stdout}");
+    // Only the mpi conduit reads the host cap: three hosts show it is the one running.
+    let mut seen = hosts(&stdout);
+    seen.sort_unstable();
+    assert_eq!(seen, vec![(0, 3), (1, 3), (2, 3)], "{stdout}");
+    let out = launch(&["--conduit", "mpi", "-n", "2", "--profile"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not available with --conduit mpi"));
 }
 
 #[test]

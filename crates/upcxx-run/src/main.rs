@@ -2,7 +2,7 @@
 //! files the built-in tools wrote.
 //!
 //! ```text
-//! upcxx-run -n N [--segment-size SIZE] [--timeout SECS]
+//! upcxx-run -n N [--conduit smp|mpi] [--segment-size SIZE] [--timeout SECS]
 //!           [--profile[=FILE] | --trace[=FILE] | --tool LIB.so]
 //!           [--profile-only FILE] [--exclude-local] PROGRAM [ARGS...]
 //! upcxx-run report FILE [-o OUT.html] [--top N] [--source-dir DIR]...
@@ -16,6 +16,9 @@
 //! `gex`/`upcxx` must have their default `gasp` feature); the launcher merges the ranks'
 //! outputs into one file (default `upcxx-profile.json` / `upcxx-trace.json`) and prints
 //! a summary. `--tool` attaches a C tool instead.
+//!
+//! `--conduit mpi` runs the job through `mpirun` instead (see `mpi.rs`), for a program
+//! built with the `mpi` feature; the default, `smp`, is this launcher's own job start.
 //!
 //! `report` reads a profile (`upcxx-profile.json`) or a trace (`upcxx-trace.json`),
 //! prints the costliest operation kinds and call sites (with the text of each site's line
@@ -41,6 +44,7 @@ use std::time::Duration;
 use clap::{Parser, Subcommand};
 use gex::job::{self, JobSpec};
 
+mod mpi;
 mod otf2;
 
 /// Runs PROGRAM as an N-rank job on this host.
@@ -102,6 +106,11 @@ struct RunArgs {
     #[arg(short = 'n', long = "ranks", value_name = "N", value_parser = parse_ranks)]
     ranks: usize,
 
+    /// How the ranks are started and communicate: smp (this launcher, shared memory)
+    /// or mpi (through mpirun; the program must be built with the feature `mpi`).
+    #[arg(long, value_enum, default_value_t = Conduit::Smp)]
+    conduit: Conduit,
+
     /// Shared segment size per rank, e.g. 64M, 2G, 1GiB, 4096 (binary units).
     /// [default: $UPCXX_SEGMENT_SIZE, else 128M]
     #[arg(long, value_name = "SIZE", value_parser = job::parse_size)]
@@ -159,6 +168,13 @@ struct RunArgs {
         value_parser = clap::value_parser!(OsString)
     )]
     command: Vec<OsString>,
+}
+
+/// The `--conduit` choices.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Conduit {
+    Smp,
+    Mpi,
 }
 
 fn parse_ranks(s: &str) -> Result<usize, String> {
@@ -298,6 +314,9 @@ fn run(args: RunArgs) -> i32 {
             }
         },
     };
+    if args.conduit == Conduit::Mpi {
+        return mpi::run(&args, segment_size);
+    }
     let env = match tool_env(&args) {
         Ok(env) => env,
         Err(e) => {
@@ -442,6 +461,15 @@ mod tests {
             a.command,
             ["prog", "-n", "5", "--timeout", "x", "--", "-v"].map(OsString::from)
         );
+    }
+
+    #[test]
+    fn the_conduit_is_smp_unless_mpi_is_asked_for() {
+        assert_eq!(parse(&["-n", "2", "prog"]).unwrap().conduit, Conduit::Smp);
+        let a = parse(&["--conduit", "mpi", "-n", "2", "prog", "--conduit", "smp"]).unwrap();
+        assert_eq!(a.conduit, Conduit::Mpi);
+        assert_eq!(a.command, ["prog", "--conduit", "smp"].map(OsString::from));
+        assert!(parse(&["--conduit", "ibv", "-n", "2", "prog"]).is_err());
     }
 
     #[test]
