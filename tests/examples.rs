@@ -190,3 +190,36 @@ fn soak_checks_everything_and_keeps_memory_flat() {
         );
     }
 }
+
+/// A program built without the `mpi` feature, started by an MPI launcher as one of
+/// several processes, fails saying so instead of running each process alone.
+#[cfg(not(feature = "mpi"))]
+#[test]
+fn a_build_without_mpi_refuses_an_mpi_launcher() {
+    for var in ["OMPI_COMM_WORLD_SIZE", "PMI_SIZE"] {
+        let out = Command::new(example("gex_hello"))
+            .env(var, "2")
+            .env_remove("UPCXX_RANKS")
+            .env_remove("UPCXX_RANK")
+            .output()
+            .expect("example starts");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{var}: ran anyway\n{stderr}");
+        assert!(
+            stderr.contains("built without the `mpi` feature"),
+            "{var}: {stderr}"
+        );
+    }
+    // One process is a job of one, as a plain start.
+    let out = Command::new(example("gex_hello"))
+        .env("OMPI_COMM_WORLD_SIZE", "1")
+        .env_remove("UPCXX_RANKS")
+        .env_remove("UPCXX_RANK")
+        .output()
+        .expect("example starts");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

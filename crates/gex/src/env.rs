@@ -13,6 +13,16 @@ pub const UPCXX_RANKS: &str = "UPCXX_RANKS";
 /// no size is given explicitly. See [`parse_size()`].
 pub const UPCXX_SEGMENT_SIZE: &str = "UPCXX_SEGMENT_SIZE";
 
+/// How many processes an MPI launcher started with this one (`mpirun` of Open MPI sets
+/// `OMPI_COMM_WORLD_SIZE`, MPICH's and Slurm's PMI `PMI_SIZE`), if one did.
+pub(crate) fn mpi_launcher_size() -> Option<u64> {
+    ["OMPI_COMM_WORLD_SIZE", "PMI_SIZE"].iter().find_map(|v| {
+        std::env::var(v)
+            .ok()
+            .and_then(|s| s.trim().parse::<u64>().ok())
+    })
+}
+
 /// Default segment size per rank when neither `--segment-size` nor
 /// `UPCXX_SEGMENT_SIZE` is given (the same default as UPC++'s shared heap).
 pub const DEFAULT_SEGMENT_SIZE: usize = 128 << 20;

@@ -265,6 +265,19 @@ impl Joined {
                 ),
             ));
         }
+        // A build whose conduit does not speak MPI started by an MPI launcher: every
+        // process would run alone as rank 0 of 1. (With the `mpi` feature such a start
+        // selects the mpi conduit and never comes here.)
+        if let Some(n) = crate::env::mpi_launcher_size().filter(|&n| n > 1) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "started by an MPI launcher as one of {n} processes, but this program \
+                     was built without the `mpi` feature, so each process would run alone: \
+                     rebuild it with `--features mpi`, or start it with upcxx-run"
+                ),
+            ));
+        }
         Ok(Joined::Own(JobRegion::create(1, segment_size()?)?))
     }
 
