@@ -48,16 +48,16 @@
 //!
 //! The arguments are a tuple (`()`, `(a,)`, `(a, b)`, ... up to 8 elements) of values
 //! that implement [`Serialization`] (any serde type, [`View`](crate::serialization::View),
-//! [`SeqView`](crate::serialization::SeqView), [`ByRef`](crate::ByRef)); the function takes them as separate
-//! parameters, views with a lifetime the function must accept generically
-//! (`|v: View<'_, f64>, scale: f64| ...`). A value the caller keeps is passed by
-//! reference with [`by_ref`](crate::by_ref) (`(by_ref(key.as_str()),)`), which
-//! serializes it from the borrow as UPC++ does its `const&` arguments; the function
-//! receives the owned value (`String` for a `str`, `Vec<T>` for a `[T]`). Arguments are
-//! serialized before `rpc` returns (§9.3 ¶3, source completion "as buffered"): directly into the network layer's send
-//! buffer when they fit in one Medium Active Message, otherwise into a reused per-thread
-//! buffer sent as fragments that the target reassembles. There is no size limit besides
-//! 4 GiB per message.
+//! [`SeqView`](crate::serialization::SeqView), [`ByRef`](crate::ByRef)); the function
+//! takes them as separate parameters, views with a lifetime the function must accept
+//! generically (`|v: View<'_, f64>, scale: f64| ...`). A value the caller keeps is
+//! passed by reference with [`by_ref`](crate::by_ref) (`(by_ref(key.as_str()),)`),
+//! which serializes it from the borrow as UPC++ does its `const&` arguments; the
+//! function receives the owned value (`String` for a `str`, `Vec<T>` for a `[T]`).
+//! Arguments are serialized before `rpc` returns (§9.3 ¶3, source completion "as
+//! buffered"): directly into the network layer's send buffer when they fit in one
+//! Medium Active Message, otherwise into a reused per-thread buffer sent as fragments
+//! that the target reassembles. There is no size limit besides 4 GiB per message.
 //!
 //! # Execution and results
 //!
@@ -309,7 +309,8 @@ fn send_ff<const REPORT: bool>(
 /// An [`rpc_ff`] serialized now and sent later: what `remote_cx::as_rpc` keeps while
 /// its operation is in flight. It owns the serialized arguments, so the arguments
 /// themselves (a `&DistObject`, a `&Team`, a borrowed slice) need to live only as long
-/// as the initiating call, as UPC++ serializes them at initiation (§7.3 ¶12).
+/// as the initiating call, where UPC++ copies them into the completion object (§7.3
+/// ¶15: each argument is CopyConstructible, or a `dist_object&` or `team&`).
 #[doc(hidden)]
 pub struct PreparedRpcFf {
     entry: [u32; 2],
