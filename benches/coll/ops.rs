@@ -122,6 +122,48 @@ pub(crate) fn exchange(ctx: &Ctx, name: String, nbytes: usize, alt: Option<Alter
     movement(ctx, name, nbytes, alt, Movement::Exchange)
 }
 
+/// The areas [`MOVE_SRC`] and [`MOVE_DST`] of a data-movement figure, with
+/// `IN_MYSYNC | OUT_MYSYNC` and SINGLE addressing when `alt` is the shared method
+/// (LOCAL otherwise).
+struct Areas {
+    src: *const u8,
+    dst: *mut u8,
+    /// Every rank's areas in its owner's address space (SINGLE).
+    srcs: Vec<usize>,
+    dsts: Vec<usize>,
+    single: bool,
+    flags: CollFlags,
+}
+
+impl Areas {
+    /// This rank's `src_len` bytes of source and `dst_len` of destination.
+    fn new(ctx: &Ctx, alt: Option<Alternative>, src_len: usize, dst_len: usize) -> Areas {
+        let single = alt.is_some_and(Alternative::single);
+        let scope = if single {
+            CollFlags::SINGLE
+        } else {
+            CollFlags::LOCAL
+        };
+        Areas {
+            src: ctx.own(MOVE_SRC, src_len).cast_const(),
+            dst: ctx.own(MOVE_DST, dst_len),
+            srcs: ctx.every(MOVE_SRC),
+            dsts: ctx.every(MOVE_DST),
+            single,
+            flags: CollFlags::IN_MYSYNC | CollFlags::OUT_MYSYNC | scope,
+        }
+    }
+
+    /// The destination and source arguments of the operation.
+    fn addrs(&self) -> (Addr<'_>, Addr<'_>) {
+        if self.single {
+            (Addr::Single(&self.dsts), Addr::Single(&self.srcs))
+        } else {
+            (Addr::Local(self.dst), Addr::Local(self.src.cast_mut()))
+        }
+    }
+}
+
 /// A scatter of `nbytes` per rank from the root's [`MOVE_SRC`] (its pattern) to every
 /// rank's [`MOVE_DST`], operation `j` rooted at team rank `j mod n`, with
 /// `IN_MYSYNC | OUT_MYSYNC` and SINGLE addressing when `alt` is the shared method
@@ -157,15 +199,8 @@ fn rooted(
         all <= MOVE_BYTES,
         "{name}: {n} blocks of {nbytes} bytes do not fit in the bench's areas"
     );
-    let (src, dst) = (ctx.own(MOVE_SRC, all).cast_const(), ctx.own(MOVE_DST, all));
-    let single = alt.is_some_and(Alternative::single);
-    let (srcs, dsts) = (ctx.every(MOVE_SRC), ctx.every(MOVE_DST));
-    let scope = if single {
-        CollFlags::SINGLE
-    } else {
-        CollFlags::LOCAL
-    };
-    let flags = CollFlags::IN_MYSYNC | CollFlags::OUT_MYSYNC | scope;
+    let areas = Areas::new(ctx, alt, all, all);
+    let (dst, flags) = (areas.dst, areas.flags);
     Box::new(move |j| {
         let root = (j % n as u64) as Rank;
         let check = j < n as u64;
@@ -173,11 +208,7 @@ fn rooted(
             // SAFETY: the destination, between two operations (the last one completed).
             unsafe { area(dst, all) }.fill(POISON);
         }
-        let (d, s) = if single {
-            (Addr::Single(&dsts), Addr::Single(&srcs))
-        } else {
-            (Addr::Local(dst), Addr::Local(src.cast_mut()))
-        };
+        let (d, s) = areas.addrs();
         // SAFETY: every rank's source and destination are distinct areas of its segment
         // of `all` bytes (so SINGLE addresses lie in the owners' segments); the sources
         // are never written after setup, and a destination is used by nothing else until
@@ -284,28 +315,14 @@ fn movement(
         Movement::GatherAll => nbytes,
         Movement::Exchange => all,
     };
-    let (src, dst) = (
-        ctx.own(MOVE_SRC, src_len).cast_const(),
-        ctx.own(MOVE_DST, all),
-    );
-    let single = alt.is_some_and(Alternative::single);
-    let (srcs, dsts) = (ctx.every(MOVE_SRC), ctx.every(MOVE_DST));
-    let scope = if single {
-        CollFlags::SINGLE
-    } else {
-        CollFlags::LOCAL
-    };
-    let flags = CollFlags::IN_MYSYNC | CollFlags::OUT_MYSYNC | scope;
+    let areas = Areas::new(ctx, alt, src_len, all);
+    let (dst, flags) = (areas.dst, areas.flags);
     Box::new(move |j| {
         if j == 0 {
             // SAFETY: the destination, before the figure's first operation.
             unsafe { area(dst, all) }.fill(POISON);
         }
-        let (d, s) = if single {
-            (Addr::Single(&dsts), Addr::Single(&srcs))
-        } else {
-            (Addr::Local(dst), Addr::Local(src.cast_mut()))
-        };
+        let (d, s) = areas.addrs();
         // SAFETY: every rank's source holds `src_len` bytes and its destination `all`,
         // distinct areas of its segment (so SINGLE addresses lie in the owners'
         // segments); the sources are never written after setup, and a destination is
