@@ -130,6 +130,53 @@ fn rpc_to_self_runs_only_during_later_progress() {
     });
 }
 
+thread_local! {
+    static ORDER: RefCell<Vec<u32>> = const { RefCell::new(Vec::new()) };
+}
+
+/// A rank's RPCs to itself are delivered by the sender, without the network, small and
+/// fragment-sized alike: they still run only during user-level progress (§9.3 ¶7), in the
+/// order they were sent, with their arguments whole.
+#[test]
+fn rpcs_to_self_run_in_the_order_sent_at_any_size() {
+    for n in [1, 3] {
+        spmd(n, || {
+            upcxx::init();
+            const SENT: u32 = 40;
+            for i in 0..SENT {
+                // Every third one is larger than one Active Message.
+                let big: Vec<u8> = if i.is_multiple_of(3) {
+                    (0..200_000u32).map(|j| (j ^ i) as u8).collect()
+                } else {
+                    Vec::new()
+                };
+                rpc_ff(
+                    rank_me(),
+                    |i: u32, big: Vec<u8>| {
+                        if i.is_multiple_of(3) {
+                            assert_eq!(big.len(), 200_000, "message {i}");
+                            assert!(big.iter().zip(0u32..).all(|(&b, j)| b == (j ^ i) as u8));
+                        }
+                        ORDER.with(|o| o.borrow_mut().push(i));
+                    },
+                    (i, big),
+                );
+            }
+            assert!(ORDER.with(|o| o.borrow().is_empty()), "ran inside rpc_ff");
+            let echo = rpc(
+                rank_me(),
+                |v: Vec<u64>| v,
+                ((0..100_000u64).collect::<Vec<_>>(),),
+            );
+            progress_until(|| ORDER.with(|o| o.borrow().len()) == SENT as usize);
+            ORDER.with(|o| assert!(o.borrow().iter().copied().eq(0..SENT), "{:?}", o.borrow()));
+            assert!(echo.wait().into_iter().eq(0..100_000u64));
+            upcxx::barrier();
+            upcxx::finalize();
+        });
+    }
+}
+
 static INNER: AtomicBool = AtomicBool::new(false);
 
 /// §9.3 ¶7: also not synchronously when the caller is itself inside user-level progress
