@@ -79,9 +79,49 @@ fn progress_at(level: ProgressLevel) {
         ProgressLevel::Internal => internal_progress(),
         ProgressLevel::User => {
             check_not_restricted("progress(User)");
-            user_progress();
+            let worked = user_progress() > 0;
+            polite(worked);
         }
     }
+}
+
+/// Idle `progress(User)` calls in a row after which, on an oversubscribed host, each
+/// idle call yields the processor.
+const IDLE_BEFORE_YIELD: u32 = 64;
+
+thread_local! {
+    /// `progress(User)` calls in a row that found nothing to do.
+    static IDLE_CALLS: Cell<u32> = const { Cell::new(0) };
+}
+
+/// Makes a program's own waiting loop (`while !flag { progress(User) }`) polite when
+/// this host runs more ranks than it has processors: after [`IDLE_BEFORE_YIELD`] idle
+/// calls in a row, each idle call yields, so the rank whose message is awaited gets the
+/// processor instead of waiting for the spinner's time slice to end. Waits inside the
+/// library back off on their own (`wait_until`); with a processor per rank, nothing
+/// changes.
+#[inline]
+fn polite(worked: bool) {
+    if worked {
+        IDLE_CALLS.set(0);
+        return;
+    }
+    let idle = IDLE_CALLS.get().saturating_add(1);
+    IDLE_CALLS.set(idle);
+    if idle > IDLE_BEFORE_YIELD && oversubscribed() {
+        std::thread::yield_now();
+    }
+}
+
+/// Whether this host runs more ranks (the local team) than the processors this process
+/// may use.
+#[cold]
+fn oversubscribed() -> bool {
+    static OVERSUBSCRIBED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *OVERSUBSCRIBED.get_or_init(|| {
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        crate::local_team().rank_n() as usize > cpus
+    })
 }
 
 /// The reported instance of [`progress`]: see [the reported instance](gasp::instrument#the-reported-instance-of-an-operation).
