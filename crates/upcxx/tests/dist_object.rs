@@ -137,6 +137,49 @@ fn dist_object_and_team_arguments_are_the_targets_own() {
     }
 }
 
+/// Many calls in a row naming objects, alternating between two objects of one type and
+/// one of another, each find their own target object (the target reuses the handle of
+/// the object named by the previous call only when it is the same object).
+#[test]
+fn calls_in_a_row_on_several_objects_each_find_their_own() {
+    for ranks in [1, 2, 3] {
+        spmd(ranks, || {
+            upcxx::init();
+            let me = rank_me();
+            let next = (me + 1) % rank_n();
+            let a = DistObject::new(Cell::new(0u64));
+            let b = DistObject::new(Cell::new(0u64));
+            let c = DistObject::new(RefCell::new(Vec::<u64>::new()));
+            let mut futures = Vec::new();
+            for i in 0..300u64 {
+                let add = |o: &DistObject<Cell<u64>>, by: u64| {
+                    o.set(o.get() + by);
+                    o.get()
+                };
+                futures.push(match i % 5 {
+                    0 | 1 => upcxx::rpc(next, add, (&a, 1)),
+                    2 => upcxx::rpc(next, add, (&b, 1000)),
+                    _ => upcxx::rpc(
+                        next,
+                        |o: &DistObject<RefCell<Vec<u64>>>, i: u64| {
+                            o.borrow_mut().push(i);
+                            i
+                        },
+                        (&c, i),
+                    ),
+                });
+            }
+            upcxx::when_all(futures).wait();
+            upcxx::barrier();
+            assert_eq!(a.get(), 120, "two in five calls add 1 to a");
+            assert_eq!(b.get(), 60 * 1000, "one in five adds 1000 to b");
+            let expect: Vec<u64> = (0..300).filter(|i| i % 5 >= 3).collect();
+            assert_eq!(*c.borrow(), expect);
+            upcxx::finalize();
+        });
+    }
+}
+
 /// `as_rpc` with `&DistObject` and `&Team` arguments (§9.3 ¶1, §7.3): the call is
 /// serialized when the put starts, so the references need only outlive the initiating
 /// call, and they name the target's own objects (over the world and over a split team).

@@ -46,6 +46,23 @@ fn keep<'de, H: 'static>(handle: H) -> &'de H {
     unsafe { &*ptr }
 }
 
+/// The handle of the object `id` names if the last one kept is it and it is still built
+/// here: consecutive RPCs on one object (a table's inserts) then share one handle, with
+/// no handle cloned, boxed or type-checked again.
+fn kept_object<'de, T: 'static>(id: &DistId<T>) -> Option<&'de DistObject<T>> {
+    let key = id.key();
+    let kept = KEPT.with(|k| {
+        k.borrow()
+            .last()
+            .and_then(|h| h.downcast_ref::<DistObject<T>>())
+            .filter(|h| h.id().key() == key)
+            .map(|h| h as *const DistObject<T>)
+    })?;
+    // SAFETY: as in `keep`: the boxed handle stays in `KEPT`, unmoved, until this
+    // thread's next user-level progress, which the `'de` borrow does not outlive.
+    super::registry::is_here(key).then(|| unsafe { &*kept })
+}
+
 impl<T: 'static> sealed::Sealed for &DistObject<T> {}
 
 impl<T: 'static> Serialization for &DistObject<T> {
@@ -59,6 +76,9 @@ impl<T: 'static> Serialization for &DistObject<T> {
 
     fn decode<'de>(r: &mut Reader<'de>) -> Result<&'de DistObject<T>, Error> {
         let id: DistId<T> = r.serde()?;
+        if let Some(kept) = kept_object(&id) {
+            return Ok(kept);
+        }
         Ok(keep(id.lookup("rpc").unwrap_or_else(|| {
             panic!("upcxx::rpc: {} is not built here", id.key())
         })))
@@ -69,7 +89,9 @@ impl<T: 'static> Serialization for &DistObject<T> {
         make_rerun: &mut dyn FnMut() -> Rerun,
     ) -> Result<bool, Error> {
         let id: DistId<T> = r.serde()?;
-        if id.lookup("rpc").is_some() {
+        // Built here: `decode` finds it (and checks its type). Otherwise, a dropped
+        // object or one on another thread makes `lookup` panic with the reason.
+        if super::registry::is_here(id.key()) || id.lookup("rpc").is_some() {
             return Ok(false);
         }
         super::registry::wait(id.key(), make_rerun());

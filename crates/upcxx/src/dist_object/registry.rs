@@ -82,6 +82,13 @@ pub(super) enum Status {
     OnOtherThread,
 }
 
+/// Whether the object named `key` is built on this thread and not dropped: the one
+/// lookup of an RPC argument that names an object already in hand (`by_id.rs`).
+#[inline]
+pub(super) fn is_here(key: Key) -> bool {
+    OBJECTS.with(|o| o.borrow().contains_key(&key))
+}
+
 pub(super) fn status(key: Key) -> Status {
     if let Some(obj) = OBJECTS.with(|o| o.borrow().get(&key).cloned()) {
         return Status::Here(obj);
