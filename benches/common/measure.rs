@@ -71,11 +71,11 @@ impl Measured {
         }
     }
 
-    pub(super) fn to_json(&self) -> Value {
+    pub(crate) fn to_json(&self) -> Value {
         json!({"name": self.name, "value": self.value, "unit": self.unit, "samples": self.samples})
     }
 
-    pub(super) fn from_json(v: &Value) -> Option<Measured> {
+    pub(crate) fn from_json(v: &Value) -> Option<Measured> {
         Some(Measured {
             name: v.get("name")?.as_str()?.to_owned(),
             value: v.get("value")?.as_f64()?,
