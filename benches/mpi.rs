@@ -1,0 +1,368 @@
+//! The gex and UPC++ figures over the mpi conduit, within a host and between hosts,
+//! against raw MPI and the smp conduit measured in the same run:
+//! `cargo bench --features mpi --bench mpi`.
+//!
+//! The bench process is the driver: it runs this same executable as three 2-rank jobs,
+//! then prints a table and writes `<target>/bench-results/mpi.json` (see
+//! `common/mod.rs`; same format as `gex.json`):
+//!
+//! * `smp`: gex's own launcher, the smp conduit (figures `smp.*`);
+//! * `host`: `mpirun -n 2` with `GEX_MPI_HOST_RANKS=2`, both ranks on one host:
+//!   shared-memory segments, AMs over MPI point-to-point (`mpi.host.*`, and the raw
+//!   baselines `raw.mpi.host.*`);
+//! * `net`: the same with `GEX_MPI_HOST_RANKS=1`, each rank its own "host", so every
+//!   transfer takes the network path (MPI RMA and point-to-point) even on one machine
+//!   (`mpi.net.*`, `raw.mpi.net.*`).
+//!
+//! The `mpirun --oversubscribe` prefix (with `--allow-run-as-root` as root) is replaced
+//! by the words of `GEX_MPIRUN` when it is set, so that a multi-host set-up can pass its
+//! own (the net job then spans real hosts); the bench adds `-n 2`, `--timeout`, and
+//! `-x` for each variable it sets. Each job checks that its ranks are on the hosts it
+//! claims (one host, or two).
+//!
+//! The figures (`kernels.rs`) are the same code on every path: nothing is read or written
+//! through a mapping of the other rank's segment, rank 1 polls while rank 0 measures,
+//! and the collectives learn their operation count from an AM:
+//!
+//! | figure (`<path>.` + …) | what                                                     | target |
+//! |------------------------|----------------------------------------------------------|--------|
+//! | `am_short_roundtrip`   | request_short to rank 1, whose handler replies; rank 0 polls for the reply | net: ≤ 1.3× `send_recv_pingpong` |
+//! | `rpc_roundtrip`        | `upcxx::rpc(1, \|x\| x + 1, (n,)).wait()`, rank 1 in user-level progress | net: ≤ 1.3× `send_recv_pingpong` |
+//! | `put_8B`               | `put_blocking` of 8 bytes into rank 1's segment          | net: ≤ 1.3× `put_flush_8B` |
+//! | `get_8B`               | `get_blocking` of 8 bytes of rank 1's segment            | net: `get_flush_8B` (—) |
+//! | `put_bw_1MiB`          | `put_blocking` of 1 MiB, as bandwidth                    | net: `put_flush_bw_1MiB` (—) |
+//! | `fetch_add_i64`        | a blocking `GEX_OP_FADD` of an i64 domain on a word of rank 1's segment | net: `fetch_and_op_i64` (—) |
+//! | `barrier`              | `Team::barrier_nb().wait()`, both ranks                  | net: ≤ 1.3× `barrier` (raw) |
+//! | `broadcast_1MiB`       | `Team::broadcast_nb` of 1 MiB, the root alternating, time per broadcast | net: `bcast_1MiB` (—) |
+//!
+//! Within a host every `mpi.host.<figure>` is related to `smp.<figure>`: time ≤ 1.2×
+//! (bandwidth ≥ 1/1.2×). The raw baselines (`mpi/raw.rs`, MPI calls through rsmpi's
+//! `mpi::ffi` on a communicator and window of their own, in the same processes) are
+//! `send_recv_pingpong` (`MPI_Send`/`MPI_Recv` of 8 bytes and back), `put_flush_8B` and
+//! `put_flush_bw_1MiB` (`MPI_Put` + `MPI_Win_flush`), `get_flush_8B` (`MPI_Get` +
+//! `MPI_Win_flush`), `fetch_and_op_i64` (`MPI_Fetch_and_op` + `MPI_Win_flush`),
+//! `barrier` (`MPI_Barrier`) and `bcast_1MiB` (`MPI_Bcast`, the root alternating).
+//!
+//! A figure a path cannot measure is reported under the table and in the JSON's
+//! `"unsupported"` list (`name`, `why`), never as a number: UPC++ needs every segment
+//! mapped (`upcxx::init` refuses ranks on other hosts), so the net job runs gex alone
+//! and has no `rpc_roundtrip`; gex atomics are probed once per job (`fetch_add_i64`
+//! appears when an atomic reaches the other rank's segment from this path).
+//!
+//! `PGAS_BENCH_MPI_JOBS` names the jobs to run (comma-separated, default
+//! `smp,host,net`).
+//!
+//! Within each job the gex figures and the raw baselines are measured interleaved, as in
+//! `gex.rs`: a calibration phase for each, then rounds of one ~30 ms sample of each
+//! (medians of 9 samples after 2 warm-up rounds; `PGAS_BENCH_SAMPLES`,
+//! `PGAS_BENCH_SAMPLE_MS`). The smp figures come from a job of their own in the same run
+//! (two conduits cannot share a process), so the within-host ratios are not interleaved
+//! sample by sample.
+//!
+//! Data is checked in every figure (the pong carries the ping's sequence number, RPCs
+//! and fetch-adds return values checked one by one, puts are read back and checked by
+//! rank 1 in its own memory, gets return what rank 1 wrote, the first barrier orders a
+//! put, the first broadcast from each root lands in a poisoned buffer), so a broken path
+//! fails its job instead of reporting a great number.
+
+mod common;
+#[path = "mpi/kernels.rs"]
+mod kernels;
+#[path = "mpi/launch.rs"]
+mod launch;
+#[path = "mpi/raw.rs"]
+mod raw;
+
+use std::time::Duration;
+
+use common::{Report, Sampler, TargetIs};
+use gex::{Client, Flags, Segment, Team};
+use kernels::{Area, Figures, AREA_BYTES};
+use launch::{RankJob, Unsupported, GEX_MPI_HOST_RANKS};
+use serde_json::json;
+
+const BENCH: &str = "mpi";
+/// Each rank's segment (the area of `kernels.rs`, and UPC++'s own allocations).
+const SEGMENT: usize = 32 << 20;
+
+/// Bytes of the put bandwidth figures.
+pub(crate) const BW_BYTES: usize = 1 << 20;
+/// Bytes of the broadcast figures.
+pub(crate) const BCAST_BYTES: usize = 1 << 20;
+/// What rank 1 holds for the get figures.
+pub(crate) const GET_VALUE: u64 = 0x0123_4567_89ab_cdef;
+/// The pattern of the put bandwidth figures.
+pub(crate) const BW_SEED: u64 = 0x5eed_0a00;
+
+/// The jobs: where their ranks run.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Path {
+    Smp,
+    Host,
+    Net,
+}
+
+impl Path {
+    const ALL: [Path; 3] = [Path::Smp, Path::Host, Path::Net];
+
+    fn job(self) -> &'static str {
+        match self {
+            Path::Smp => "smp",
+            Path::Host => "host",
+            Path::Net => "net",
+        }
+    }
+
+    fn from_job(job: &str) -> Path {
+        Path::ALL
+            .into_iter()
+            .find(|p| p.job() == job)
+            .unwrap_or_else(|| panic!("mpi bench: unknown job {job}"))
+    }
+
+    /// The prefix of its gex figures.
+    fn prefix(self) -> &'static str {
+        match self {
+            Path::Smp => "smp.",
+            Path::Host => "mpi.host.",
+            Path::Net => "mpi.net.",
+        }
+    }
+
+    /// The prefix of its raw MPI baselines.
+    fn raw_prefix(self) -> &'static str {
+        match self {
+            Path::Smp => "",
+            Path::Host => "raw.mpi.host.",
+            Path::Net => "raw.mpi.net.",
+        }
+    }
+
+    /// Hosts the job's 2 ranks must span.
+    fn hosts(self) -> usize {
+        if self == Path::Net {
+            2
+        } else {
+            1
+        }
+    }
+}
+
+/// Why the net job has no `rpc_roundtrip`.
+const NO_UPCXX: &str = "UPC++ needs every segment mapped in every process (upcxx::init \
+                        refuses ranks on other hosts), so this job runs gex alone";
+
+// ---------------------------------------------------------------------------------------
+// Rank side
+// ---------------------------------------------------------------------------------------
+
+fn rank_main(job: RankJob) {
+    let path = Path::from_job(&job.job);
+    if path == Path::Net {
+        let (client, ep, team) = Client::init("MPIBENCH", Flags::NONE).expect("gex::Client::init");
+        ep.register_handlers(&mut kernels::handlers())
+            .expect("register the bench's handlers");
+        let segment = Segment::attach(&team, SEGMENT).expect("attach the segment");
+        let barrier = move || team.barrier();
+        let area = Area::exchange(team, segment.addr(), barrier);
+        run_figures(&job, path, area, &barrier, false);
+        client.finalize();
+    } else {
+        upcxx::init();
+        let team = upcxx::backend::gex_team();
+        team.endpoint()
+            .register_handlers(&mut kernels::handlers())
+            .expect("register the bench's handlers");
+        let mine = upcxx::allocate(AREA_BYTES, 4096).expect("segment space for the area");
+        let area = Area::exchange(team, mine.local(), upcxx::barrier);
+        run_figures(&job, path, area, &upcxx::barrier, true);
+        upcxx::finalize();
+    }
+}
+
+fn check_placement(team: Team, path: Path) {
+    assert_eq!(team.size(), 2, "the mpi benchmarks need exactly 2 ranks");
+    let on_my_host = gex::host_info().members.len();
+    let hosts = if on_my_host == 2 { 1 } else { 2 };
+    assert_eq!(
+        hosts,
+        path.hosts(),
+        "job {}: its 2 ranks are on {hosts} host(s), it needs {} (see GEX_MPIRUN)",
+        path.job(),
+        path.hosts()
+    );
+}
+
+fn run_figures(job: &RankJob, path: Path, area: Area, barrier: &dyn Fn(), upcxx: bool) {
+    let team = area.team;
+    check_placement(team, path);
+    let raw = (path != Path::Smp).then(raw::Raw::new);
+    let ad = kernels::atomic_domain(&team);
+    barrier();
+    let probe = kernels::probe_atomics(area, &ad);
+    let everywhere = match &raw {
+        Some(r) => r.all(probe.is_ok()),
+        None => probe.is_ok(),
+    };
+    let atomics = match probe {
+        Ok(()) if everywhere => Ok(ad.clone()),
+        Ok(()) => Err("gex atomics do not reach rank 0's segment from rank 1".to_owned()),
+        Err(why) => Err(why),
+    };
+    barrier();
+    let figures = Figures {
+        area,
+        upcxx,
+        atomics,
+    };
+    let (mut benches, unsupported) = kernels::figures(&figures, path.prefix(), NO_UPCXX);
+    if let Some(r) = raw {
+        benches.extend(raw::figures(r, path.raw_prefix()));
+    }
+    let sampler = Sampler::from_env();
+    let results = common::figures::measure(team.rank(), sampler, barrier, benches);
+    ad.destroy();
+    if let Some(r) = raw {
+        r.free();
+    }
+    if team.rank() == 0 {
+        launch::write_rank_results(job, &results, &unsupported);
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Driver
+// ---------------------------------------------------------------------------------------
+
+/// The figures of every path, and whether they are bandwidths (a higher ratio is
+/// better) or times.
+const FIGURES: [(&str, bool); 8] = [
+    ("am_short_roundtrip", false),
+    ("rpc_roundtrip", false),
+    ("put_8B", false),
+    ("get_8B", false),
+    ("put_bw_1MiB", true),
+    ("fetch_add_i64", false),
+    ("barrier", false),
+    ("broadcast_1MiB", false),
+];
+
+/// Between hosts: each figure's raw baseline, with its target.
+const NET_BASELINES: [(&str, &str, Option<f64>); 8] = [
+    ("am_short_roundtrip", "send_recv_pingpong", Some(1.3)),
+    ("rpc_roundtrip", "send_recv_pingpong", Some(1.3)),
+    ("put_8B", "put_flush_8B", Some(1.3)),
+    ("get_8B", "get_flush_8B", None),
+    ("put_bw_1MiB", "put_flush_bw_1MiB", None),
+    ("fetch_add_i64", "fetch_and_op_i64", None),
+    ("barrier", "barrier", Some(1.3)),
+    ("broadcast_1MiB", "bcast_1MiB", None),
+];
+
+/// Names the jobs to run, comma-separated (default: `smp,host,net`).
+const BENCH_MPI_JOBS: &str = "PGAS_BENCH_MPI_JOBS";
+
+/// The jobs [`BENCH_MPI_JOBS`] names, in the order of [`Path::ALL`].
+fn jobs() -> Vec<Path> {
+    let Ok(list) = std::env::var(BENCH_MPI_JOBS) else {
+        return Path::ALL.to_vec();
+    };
+    let named: Vec<Path> = list.split(',').map(|j| Path::from_job(j.trim())).collect();
+    Path::ALL
+        .into_iter()
+        .filter(|p| named.contains(p))
+        .collect()
+}
+
+/// Within a host: every figure against the smp conduit's.
+const HOST_VS_SMP: f64 = 1.2;
+
+fn driver() -> i32 {
+    let machine = common::machine_note();
+    let sampler = Sampler::from_env();
+    eprintln!(
+        "mpi bench: 2-rank jobs on the smp conduit, then under {} within a host and \
+         between hosts; {} samples of ~{} ms per figure; {machine}",
+        launch::mpirun_prefix().join(" "),
+        sampler.samples,
+        sampler.sample_time.as_millis()
+    );
+    let timeout = Duration::from_secs(300);
+    let seg = SEGMENT.to_string();
+    let mut report = Report::new(BENCH, 2);
+    let mut unsupported: Vec<Unsupported> = Vec::new();
+    for path in jobs() {
+        let outcome = match path {
+            Path::Smp => launch::run_smp_job(BENCH, path.job(), 2, SEGMENT, timeout),
+            Path::Host | Path::Net => {
+                let cap = if path == Path::Net { "1" } else { "2" };
+                let env = [
+                    (gex::job::UPCXX_SEGMENT_SIZE, seg.clone()),
+                    (GEX_MPI_HOST_RANKS, cap.to_owned()),
+                ];
+                launch::run_mpi_job(BENCH, path.job(), 2, &env, timeout)
+            }
+        };
+        match outcome {
+            Ok((results, missing)) => {
+                report.add(results);
+                unsupported.extend(missing);
+            }
+            Err(e) => report.errors.push(e),
+        }
+    }
+
+    for (figure, bandwidth) in FIGURES {
+        let target = if bandwidth {
+            (1.0 / HOST_VS_SMP, TargetIs::Min)
+        } else {
+            (HOST_VS_SMP, TargetIs::Max)
+        };
+        report.relate(
+            &format!("mpi.host.{figure}"),
+            &format!("smp.{figure}"),
+            Some(target),
+        );
+    }
+    for (figure, baseline, target) in NET_BASELINES {
+        report.relate(
+            &format!("mpi.net.{figure}"),
+            &format!("raw.mpi.net.{baseline}"),
+            target.map(|t| (t, TargetIs::Max)),
+        );
+    }
+
+    report.section(
+        "unsupported",
+        json!(unsupported
+            .iter()
+            .map(|u| json!({"name": u.name, "why": u.why}))
+            .collect::<Vec<_>>()),
+    );
+    let notes: Vec<String> = unsupported
+        .iter()
+        .map(|u| format!("{}: unsupported: {}", u.name, u.why))
+        .collect();
+    report.finish(
+        &format!(
+            "mpi benchmarks: smp.* on the smp conduit, mpi.host.* and raw.mpi.host.* under \
+             mpirun on one host, mpi.net.* and raw.mpi.net.* with GEX_MPI_HOST_RANKS=1 (the \
+             network path); 2 ranks; {machine}"
+        ),
+        &notes,
+    )
+}
+
+fn main() {
+    // Started by hand: `upcxx-run -n 2` is the smp job, `mpirun -n 2` the host job.
+    let by_hand = if std::env::var_os(gex::job::UPCXX_RANK).is_some() {
+        Path::Smp
+    } else {
+        Path::Host
+    };
+    if let Some(job) = launch::rank_job(by_hand.job()) {
+        rank_main(job);
+        return;
+    }
+    std::process::exit(driver());
+}

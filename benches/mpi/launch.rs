@@ -1,0 +1,212 @@
+//! Starting the jobs of the `mpi` bench and handing their results back: the smp job
+//! through gex's own launcher (`common::run_job`'s way), the mpi jobs through `mpirun`
+//! (or the command in [`GEX_MPIRUN`]), and the results file every rank 0 writes, which
+//! besides the measured figures names those the job could not measure.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::common::{Measured, BENCH_JOB, BENCH_OUT};
+
+/// Replaces the `mpirun --oversubscribe [--allow-run-as-root]` prefix of the mpi jobs'
+/// command: split at white space, then `-n 2`, the `-x` environment options and the
+/// program follow. A multi-host set-up passes its own (a host file, a mapping).
+pub(crate) const GEX_MPIRUN: &str = "GEX_MPIRUN";
+/// The conduit's cap on the host team (`crates/gex/src/conduit/mpi.rs`).
+pub(crate) const GEX_MPI_HOST_RANKS: &str = "GEX_MPI_HOST_RANKS";
+/// The variables by which an MPI launcher shows itself to its ranks (the ones the mpi
+/// conduit looks for, `conduit::mpi::launched`).
+const MPI_LAUNCHER_VARS: [&str; 3] = ["OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"];
+
+/// A figure a job did not measure, and why (the operation is not available on its
+/// path): reported as such, never as a number.
+#[derive(Debug, Clone)]
+pub(crate) struct Unsupported {
+    pub(crate) name: String,
+    pub(crate) why: String,
+}
+
+/// What a rank process was started to do.
+pub(crate) struct RankJob {
+    pub(crate) job: String,
+    /// Where rank 0 writes its results; `None` when started by hand (`mpirun -n 2
+    /// <bench binary>`): rank 0 then prints them.
+    pub(crate) out: Option<PathBuf>,
+}
+
+/// `Some` when this process is a rank of a job: started by gex's launcher
+/// (`UPCXX_RANK`) or by an MPI launcher; the job is the one named in [`BENCH_JOB`], else
+/// `default_job`.
+pub(crate) fn rank_job(default_job: &str) -> Option<RankJob> {
+    let ours = std::env::var_os(gex::job::UPCXX_RANK).is_some();
+    let mpi = MPI_LAUNCHER_VARS
+        .iter()
+        .any(|v| std::env::var_os(v).is_some());
+    if !ours && !mpi {
+        return None;
+    }
+    Some(RankJob {
+        job: std::env::var(BENCH_JOB).unwrap_or_else(|_| default_job.to_owned()),
+        out: std::env::var_os(BENCH_OUT).map(PathBuf::from),
+    })
+}
+
+/// Rank 0's side: hands `results` and `unsupported` to the driver, or prints them.
+pub(crate) fn write_rank_results(job: &RankJob, results: &[Measured], unsupported: &[Unsupported]) {
+    let Some(path) = &job.out else {
+        for m in results {
+            println!("{:<40} {:>14} {}", m.name, m.value, m.unit);
+        }
+        for u in unsupported {
+            println!("{:<40} unsupported: {}", u.name, u.why);
+        }
+        return;
+    };
+    let v = json!({
+        "job": job.job,
+        "results": results.iter().map(Measured::to_json).collect::<Vec<_>>(),
+        "unsupported": unsupported
+            .iter()
+            .map(|u| json!({"name": u.name, "why": u.why}))
+            .collect::<Vec<_>>(),
+    });
+    let text = serde_json::to_string(&v).expect("results serialize");
+    std::fs::write(path, text)
+        .unwrap_or_else(|e| panic!("cannot write bench results to {}: {e}", path.display()));
+}
+
+/// What a job reported.
+pub(crate) type JobResults = (Vec<Measured>, Vec<Unsupported>);
+
+fn read_results(job: &str, text: &str) -> Result<JobResults, String> {
+    let v: Value =
+        serde_json::from_str(text).map_err(|e| format!("job {job}: bad results file: {e}"))?;
+    let results = v
+        .get("results")
+        .and_then(Value::as_array)
+        .ok_or_else(|| format!("job {job}: results file has no results"))?
+        .iter()
+        .map(|r| Measured::from_json(r).ok_or_else(|| format!("job {job}: bad result {r}")))
+        .collect::<Result<Vec<_>, _>>()?;
+    let unsupported = v
+        .get("unsupported")
+        .and_then(Value::as_array)
+        .map_or(&[][..], Vec::as_slice)
+        .iter()
+        .map(|u| Unsupported {
+            name: u["name"].as_str().unwrap_or("?").to_owned(),
+            why: u["why"].as_str().unwrap_or("?").to_owned(),
+        })
+        .collect();
+    Ok((results, unsupported))
+}
+
+fn out_path(bench: &str, job: &str) -> PathBuf {
+    std::env::temp_dir().join(format!(
+        "pgas-bench-{bench}-{job}-{}.json",
+        std::process::id()
+    ))
+}
+
+fn collect(job: &str, out: &Path, failure: Option<String>) -> Result<JobResults, String> {
+    let text = std::fs::read_to_string(out);
+    let _ = std::fs::remove_file(out);
+    if let Some(failure) = failure {
+        return Err(format!("job {job} failed: {failure}"));
+    }
+    let text = text.map_err(|e| format!("job {job}: rank 0 wrote no results ({e})"))?;
+    read_results(job, &text)
+}
+
+/// Runs `ranks` ranks of this executable as job `job` with gex's own launcher (the smp
+/// conduit), as `common::run_job` does.
+pub(crate) fn run_smp_job(
+    bench: &str,
+    job: &str,
+    ranks: usize,
+    segment_size: usize,
+    timeout: Duration,
+) -> Result<JobResults, String> {
+    let exe =
+        std::env::current_exe().map_err(|e| format!("cannot find the bench executable: {e}"))?;
+    let out = out_path(bench, job);
+    let _ = std::fs::remove_file(&out);
+    let spec = gex::job::JobSpec {
+        program: exe,
+        args: Vec::new(),
+        ranks,
+        segment_size,
+        timeout: Some(timeout),
+        env: vec![
+            (OsString::from(BENCH_JOB), OsString::from(job)),
+            (OsString::from(BENCH_OUT), out.clone().into_os_string()),
+        ],
+        name: format!("bench {bench}/{job}"),
+        forward_signals: true,
+    };
+    let outcome = gex::job::run(&spec).map_err(|e| format!("cannot start job {job}: {e}"))?;
+    collect(job, &out, outcome.failure.map(|f| f.to_string()))
+}
+
+/// The launch prefix: [`GEX_MPIRUN`] split at white space, else `mpirun --oversubscribe`
+/// (any number of ranks on any number of cores), with `--allow-run-as-root` when this
+/// process runs as root (Open MPI refuses otherwise).
+pub(crate) fn mpirun_prefix() -> Vec<String> {
+    if let Some(v) = std::env::var(GEX_MPIRUN)
+        .ok()
+        .filter(|v| !v.trim().is_empty())
+    {
+        return v.split_whitespace().map(str::to_owned).collect();
+    }
+    let mut p = vec!["mpirun".to_owned(), "--oversubscribe".to_owned()];
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        p.push("--allow-run-as-root".to_owned());
+    }
+    p
+}
+
+/// Runs `ranks` ranks of this executable under the MPI launcher as job `job`, with
+/// `env` set in every rank (exported to the local ranks, and forwarded with `-x` to
+/// ranks on other hosts).
+pub(crate) fn run_mpi_job(
+    bench: &str,
+    job: &str,
+    ranks: usize,
+    env: &[(&str, String)],
+    timeout: Duration,
+) -> Result<JobResults, String> {
+    let exe =
+        std::env::current_exe().map_err(|e| format!("cannot find the bench executable: {e}"))?;
+    let out = out_path(bench, job);
+    let _ = std::fs::remove_file(&out);
+    let prefix = mpirun_prefix();
+    let mut cmd = Command::new(&prefix[0]);
+    cmd.args(&prefix[1..]);
+    cmd.args(["-n", &ranks.to_string()]);
+    // mpirun's timeout is in whole seconds.
+    cmd.args(["--timeout", &timeout.as_secs().max(1).to_string()]);
+    let out_s = out.to_string_lossy().into_owned();
+    let all = env
+        .iter()
+        .map(|(k, v)| (*k, v.clone()))
+        .chain([(BENCH_JOB, job.to_owned()), (BENCH_OUT, out_s)]);
+    for (k, v) in all {
+        cmd.env(k, &v);
+        cmd.args(["-x", k]);
+    }
+    cmd.arg(&exe);
+    // A driver itself started under an MPI launcher must not hand its rank to the job.
+    for v in MPI_LAUNCHER_VARS {
+        cmd.env_remove(v);
+    }
+    let status = cmd
+        .status()
+        .map_err(|e| format!("cannot start job {job} with {}: {e}", prefix[0]))?;
+    let failure = (!status.success()).then(|| format!("{} exited with {status}", prefix[0]));
+    collect(job, &out, failure)
+}

@@ -1,0 +1,501 @@
+//! The raw MPI baselines: the same operations as the gex figures, made directly with
+//! MPI calls (rsmpi's `mpi::ffi`, as the conduit makes them) in the same processes and
+//! interleaved with the gex figures, on a communicator and a window of their own.
+//!
+//! The calls: `MPI_Send`/`MPI_Recv` ping-pong of 8 bytes; `MPI_Put` of 8 bytes and of
+//! 1 MiB and `MPI_Get` of 8 bytes, each followed by `MPI_Win_flush` (remote completion,
+//! what gex's blocking put and get wait for), in a passive-target epoch opened once
+//! (`MPI_Win_lock_all`, MPI 4.1 §12.5.3) on an `MPI_Win_create` window (as the
+//! conduit's, see [`Raw::new`]);
+//! `MPI_Fetch_and_op` of an `MPI_INT64_T` with `MPI_SUM`, then `MPI_Win_flush`;
+//! `MPI_Barrier`; `MPI_Bcast` of 1 MiB, the root alternating between the two ranks.
+//!
+//! Rank 1 waits for rank 0's messages in a blocking `MPI_Recv` (where Open MPI makes
+//! progress, as the gex figures' rank 1 polls), and the collective figures learn from
+//! such a message how many operations to join. Every figure checks its data: the pong
+//! carries the ping's value plus one, puts are read back with `MPI_Get`, gets return
+//! what rank 1 wrote, each fetch-add returns the previous one's value plus one, the
+//! first barrier orders a put before it, the first two broadcasts (one per root) arrive
+//! in a poisoned buffer and must hold their root's pattern.
+
+use std::ffi::{c_int, c_void};
+use std::time::Instant;
+
+use mpi::ffi;
+
+use crate::common::am::{check_pattern, fill_pattern};
+use crate::common::figures::{page_aligned, Bench, Unit};
+use crate::{BCAST_BYTES, BW_BYTES, BW_SEED, GET_VALUE};
+
+/// Tags on the baselines' communicator.
+const TAG_CTL: c_int = 1;
+const TAG_PING: c_int = 2;
+
+/// Offsets in the window.
+const PUT_OFF: usize = 0;
+const GET_OFF: usize = 64;
+const FADD_OFF: usize = 128;
+const ARRIVE_OFF: usize = 192;
+const BW_OFF: usize = 4096;
+const WIN_BYTES: usize = BW_OFF + BW_BYTES;
+/// Seeds of the broadcast patterns (plus the root's rank).
+const BCAST_SEED: u64 = 0x5eed_0b00;
+const POISON: u8 = 0xee;
+
+#[track_caller]
+fn check(rc: c_int, call: &str) {
+    assert_eq!(rc, 0, "{call} failed (MPI error {rc})");
+}
+
+/// The baselines' communicator and window (the calls are made only from the thread
+/// that runs the figures, and never while a gex call runs: the conduit initialized MPI
+/// with `MPI_THREAD_SERIALIZED`).
+#[derive(Clone, Copy)]
+pub(crate) struct Raw {
+    comm: ffi::MPI_Comm,
+    win: ffi::MPI_Win,
+    base: *mut u8,
+    rank: c_int,
+}
+
+impl Raw {
+    /// Collective over `MPI_COMM_WORLD`: a duplicate of it (so these messages never
+    /// meet the conduit's), and the window, locked for the life of the job. The window
+    /// is made as the conduit makes its window for the ranks of other hosts,
+    /// `MPI_Win_create` over memory allocated beforehand, so that a baseline differs
+    /// from its gex figure by the conduit's own work only (Open MPI serves an
+    /// `MPI_Win_allocate` window whose ranks share a machine through shared memory,
+    /// a path the conduit's window does not get).
+    pub(crate) fn new() -> Raw {
+        // SAFETY: MPI is initialized (the conduit's bootstrap); valid out-pointers; the
+        // window's memory is MPI's, WIN_BYTES long.
+        unsafe {
+            let mut comm = ffi::RSMPI_COMM_WORLD;
+            check(
+                ffi::MPI_Comm_dup(ffi::RSMPI_COMM_WORLD, &mut comm),
+                "MPI_Comm_dup",
+            );
+            let mut rank = 0;
+            check(ffi::MPI_Comm_rank(comm, &mut rank), "MPI_Comm_rank");
+            let base = page_aligned(WIN_BYTES, 0).as_mut_ptr();
+            let mut win = std::mem::zeroed();
+            check(
+                ffi::MPI_Win_create(
+                    base.cast::<c_void>(),
+                    WIN_BYTES as ffi::MPI_Aint,
+                    1,
+                    ffi::RSMPI_INFO_NULL,
+                    comm,
+                    &mut win,
+                ),
+                "MPI_Win_create",
+            );
+            (base.add(GET_OFF) as *mut u64).write(GET_VALUE);
+            check(ffi::MPI_Win_lock_all(0, win), "MPI_Win_lock_all");
+            check(ffi::MPI_Win_sync(win), "MPI_Win_sync");
+            check(ffi::MPI_Barrier(comm), "MPI_Barrier");
+            Raw {
+                comm,
+                win,
+                base,
+                rank,
+            }
+        }
+    }
+
+    /// Collective: ends the epoch, frees the window and the communicator.
+    pub(crate) fn free(mut self) {
+        // SAFETY: every rank calls this after its last figure.
+        unsafe {
+            check(ffi::MPI_Win_unlock_all(self.win), "MPI_Win_unlock_all");
+            check(ffi::MPI_Win_free(&mut self.win), "MPI_Win_free");
+            check(ffi::MPI_Comm_free(&mut self.comm), "MPI_Comm_free");
+        }
+    }
+
+    /// Collective: whether `ok` holds on every rank.
+    pub(crate) fn all(&self, ok: bool) -> bool {
+        let mine = c_int::from(ok);
+        let mut all = 0;
+        // SAFETY: one int in, one out, on every rank of the communicator.
+        unsafe {
+            check(
+                ffi::MPI_Allreduce(
+                    (&mine as *const c_int).cast(),
+                    (&mut all as *mut c_int).cast(),
+                    1,
+                    ffi::RSMPI_INT32_T,
+                    ffi::RSMPI_LAND,
+                    self.comm,
+                ),
+                "MPI_Allreduce",
+            )
+        };
+        all != 0
+    }
+
+    fn send(&self, to: c_int, tag: c_int, v: u64) {
+        // SAFETY: 8 bytes from a live u64.
+        unsafe {
+            check(
+                ffi::MPI_Send(
+                    (&v as *const u64).cast(),
+                    1,
+                    ffi::RSMPI_UINT64_T,
+                    to,
+                    tag,
+                    self.comm,
+                ),
+                "MPI_Send",
+            )
+        };
+    }
+
+    fn recv(&self, from: c_int, tag: c_int) -> u64 {
+        let mut v = 0u64;
+        // SAFETY: 8 bytes into a live u64.
+        unsafe {
+            check(
+                ffi::MPI_Recv(
+                    (&mut v as *mut u64).cast(),
+                    1,
+                    ffi::RSMPI_UINT64_T,
+                    from,
+                    tag,
+                    self.comm,
+                    ffi::RSMPI_STATUS_IGNORE,
+                ),
+                "MPI_Recv",
+            )
+        };
+        v
+    }
+
+    fn flush(&self, target: c_int) {
+        // SAFETY: the window is locked (lock_all) until `free`.
+        unsafe { check(ffi::MPI_Win_flush(target, self.win), "MPI_Win_flush") };
+    }
+
+    fn put(&self, src: &[u8], target: c_int, disp: usize) {
+        // SAFETY: `src` is live until the flush that follows every call; the target
+        // range lies inside the window.
+        unsafe {
+            check(
+                ffi::MPI_Put(
+                    src.as_ptr().cast(),
+                    src.len() as c_int,
+                    ffi::RSMPI_UINT8_T,
+                    target,
+                    disp as ffi::MPI_Aint,
+                    src.len() as c_int,
+                    ffi::RSMPI_UINT8_T,
+                    self.win,
+                ),
+                "MPI_Put",
+            )
+        };
+    }
+
+    fn get(&self, dst: &mut [u8], target: c_int, disp: usize) {
+        // SAFETY: as for `put`, `dst` written until the flush.
+        unsafe {
+            check(
+                ffi::MPI_Get(
+                    dst.as_mut_ptr().cast(),
+                    dst.len() as c_int,
+                    ffi::RSMPI_UINT8_T,
+                    target,
+                    disp as ffi::MPI_Aint,
+                    dst.len() as c_int,
+                    ffi::RSMPI_UINT8_T,
+                    self.win,
+                ),
+                "MPI_Get",
+            )
+        };
+    }
+
+    fn barrier(&self) {
+        // SAFETY: every rank of the communicator makes the same calls.
+        unsafe { check(ffi::MPI_Barrier(self.comm), "MPI_Barrier") };
+    }
+
+    /// A word of this rank's window, read after `MPI_Win_sync` (unified model).
+    fn own_word(&self, off: usize) -> u64 {
+        // SAFETY: inside the window, 8-byte aligned; the sync orders the remote
+        // accesses that completed before it.
+        unsafe {
+            check(ffi::MPI_Win_sync(self.win), "MPI_Win_sync");
+            (self.base.add(off) as *const u64).read_volatile()
+        }
+    }
+
+    /// Rank 1's part of a figure only rank 0 acts in: wait in `MPI_Recv` for the stop.
+    fn wait_stop(self) -> impl FnMut() {
+        move || {
+            self.recv(0, TAG_CTL);
+        }
+    }
+
+    fn stop(self) -> impl FnMut() {
+        move || self.send(1, TAG_CTL, 0)
+    }
+
+    /// `MPI_Send`/`MPI_Recv` ping-pong of one u64: rank 0 sends the odd `n`, rank 1
+    /// answers `n + 1`, which rank 0 checks; `u64::MAX` stops rank 1.
+    pub(crate) fn send_recv_pingpong(self, name: String) -> Bench<'static> {
+        let mut n = 1u64;
+        Bench::duo(
+            name,
+            Unit::Latency,
+            move |iters| {
+                let t0 = Instant::now();
+                for _ in 0..iters {
+                    self.send(1, TAG_PING, n);
+                    let got = self.recv(1, TAG_PING);
+                    assert_eq!(got, n + 1, "send/recv ping-pong: wrong pong");
+                    n += 2;
+                }
+                t0.elapsed()
+            },
+            move || self.send(1, TAG_PING, u64::MAX),
+            move || loop {
+                let v = self.recv(0, TAG_PING);
+                if v == u64::MAX {
+                    return;
+                }
+                self.send(0, TAG_PING, v + 1);
+            },
+        )
+    }
+
+    /// `MPI_Put` of 8 bytes to rank 1, then `MPI_Win_flush`; the last value put is read
+    /// back with `MPI_Get` once.
+    pub(crate) fn put_flush_8b(self, name: String) -> Bench<'static> {
+        let mut n = 0u64;
+        let mut checked = false;
+        Bench::duo(
+            name,
+            Unit::Latency,
+            move |iters| {
+                let t0 = Instant::now();
+                for _ in 0..iters {
+                    n += 1;
+                    self.put(&n.to_ne_bytes(), 1, PUT_OFF);
+                    self.flush(1);
+                }
+                let t = t0.elapsed();
+                if !checked {
+                    let mut back = [0u8; 8];
+                    self.get(&mut back, 1, PUT_OFF);
+                    self.flush(1);
+                    assert_eq!(u64::from_ne_bytes(back), n, "MPI_Put: wrong data");
+                    checked = true;
+                }
+                t
+            },
+            self.stop(),
+            self.wait_stop(),
+        )
+    }
+
+    /// `MPI_Get` of 8 bytes that rank 1 wrote at setup, then `MPI_Win_flush`; checked
+    /// once.
+    pub(crate) fn get_flush_8b(self, name: String) -> Bench<'static> {
+        let mut word = [0u8; 8];
+        let mut checked = false;
+        Bench::duo(
+            name,
+            Unit::Latency,
+            move |iters| {
+                let t0 = Instant::now();
+                for _ in 0..iters {
+                    self.get(&mut word, 1, GET_OFF);
+                    self.flush(1);
+                }
+                let t = t0.elapsed();
+                if !checked {
+                    assert_eq!(u64::from_ne_bytes(word), GET_VALUE, "MPI_Get: wrong data");
+                    checked = true;
+                }
+                t
+            },
+            self.stop(),
+            self.wait_stop(),
+        )
+    }
+
+    /// `MPI_Put` of [`BW_BYTES`] to rank 1, then `MPI_Win_flush`, as bandwidth; read
+    /// back once.
+    pub(crate) fn put_flush_bw(self, name: String) -> Bench<'static> {
+        let src = page_aligned(BW_BYTES, 0);
+        fill_pattern(src, BW_SEED);
+        let src: &'static [u8] = src;
+        let mut checked = false;
+        Bench::duo(
+            name,
+            Unit::Bandwidth(BW_BYTES),
+            move |iters| {
+                let t0 = Instant::now();
+                for _ in 0..iters {
+                    self.put(src, 1, BW_OFF);
+                    self.flush(1);
+                }
+                let t = t0.elapsed();
+                if !checked {
+                    let back = page_aligned(BW_BYTES, 0);
+                    self.get(back, 1, BW_OFF);
+                    self.flush(1);
+                    check_pattern(back, BW_SEED, "MPI_Put of 1 MiB read back");
+                    checked = true;
+                }
+                t
+            },
+            self.stop(),
+            self.wait_stop(),
+        )
+    }
+
+    /// `MPI_Fetch_and_op` of 1 (`MPI_SUM`, `MPI_INT64_T`) on a word of rank 1, then
+    /// `MPI_Win_flush`; nobody else adds to it, so each returns the previous plus one.
+    pub(crate) fn fetch_and_op(self, name: String) -> Bench<'static> {
+        let mut next = 0i64;
+        Bench::duo(
+            name,
+            Unit::Latency,
+            move |iters| {
+                let one = 1i64;
+                let t0 = Instant::now();
+                for _ in 0..iters {
+                    let mut old = -1i64;
+                    // SAFETY: one i64 each way; `old` is live until the flush.
+                    unsafe {
+                        check(
+                            ffi::MPI_Fetch_and_op(
+                                (&one as *const i64).cast(),
+                                (&mut old as *mut i64).cast(),
+                                ffi::RSMPI_INT64_T,
+                                1,
+                                FADD_OFF as ffi::MPI_Aint,
+                                ffi::RSMPI_SUM,
+                                self.win,
+                            ),
+                            "MPI_Fetch_and_op",
+                        )
+                    };
+                    self.flush(1);
+                    assert_eq!(old, next, "MPI_Fetch_and_op: wrong value fetched");
+                    next += 1;
+                }
+                t0.elapsed()
+            },
+            self.stop(),
+            self.wait_stop(),
+        )
+    }
+
+    /// A collective figure: rank 0 tells rank 1 how many operations to join (before
+    /// timing), then both perform `op(j)` for the same `j = 0, 1, 2, …`; 0 operations
+    /// end rank 1's part.
+    fn collective(self, name: String, unit: Unit, op: impl FnMut(u64) + 'static) -> Bench<'static> {
+        let op = std::rc::Rc::new(std::cell::RefCell::new(op));
+        let mut done = 0u64;
+        let mut served = 0u64;
+        let serve_op = op.clone();
+        Bench::duo(
+            name,
+            unit,
+            move |iters| {
+                self.send(1, TAG_CTL, iters);
+                let mut op = op.borrow_mut();
+                let t0 = Instant::now();
+                for j in done..done + iters {
+                    op(j);
+                }
+                done += iters;
+                t0.elapsed()
+            },
+            self.stop(),
+            move || loop {
+                let n = self.recv(0, TAG_CTL);
+                if n == 0 {
+                    return;
+                }
+                let mut op = serve_op.borrow_mut();
+                for j in served..served + n {
+                    op(j);
+                }
+                served += n;
+            },
+        )
+    }
+
+    /// `MPI_Barrier`; before the first, each rank puts 1 into the other's arrival word,
+    /// which it must find set after it.
+    pub(crate) fn barrier_figure(self, name: String) -> Bench<'static> {
+        let other = 1 - self.rank;
+        self.collective(name, Unit::Latency, move |j| {
+            if j == 0 {
+                self.put(&1u64.to_ne_bytes(), other, ARRIVE_OFF);
+                self.flush(other);
+            }
+            self.barrier();
+            if j == 0 {
+                assert_eq!(
+                    self.own_word(ARRIVE_OFF),
+                    1,
+                    "MPI_Barrier: rank {} left before rank {other} entered",
+                    self.rank
+                );
+            }
+        })
+    }
+
+    /// `MPI_Bcast` of [`BCAST_BYTES`], operation `j` rooted at rank `j mod 2`: the root
+    /// sends its pattern, the other receives into its destination (checked for
+    /// `j < 2`, poisoned before).
+    pub(crate) fn bcast(self, name: String) -> Bench<'static> {
+        let src = page_aligned(BCAST_BYTES, 0);
+        fill_pattern(src, BCAST_SEED + self.rank as u64);
+        let dst = page_aligned(BCAST_BYTES, POISON);
+        self.collective(name, Unit::Latency, move |j| {
+            let root = (j % 2) as c_int;
+            let buf = if root == self.rank {
+                src.as_mut_ptr()
+            } else {
+                dst.as_mut_ptr()
+            };
+            // SAFETY: a live buffer of BCAST_BYTES on every rank.
+            unsafe {
+                check(
+                    ffi::MPI_Bcast(
+                        buf.cast(),
+                        BCAST_BYTES as c_int,
+                        ffi::RSMPI_UINT8_T,
+                        root,
+                        self.comm,
+                    ),
+                    "MPI_Bcast",
+                )
+            };
+            if j < 2 && root != self.rank {
+                let what = format!("MPI_Bcast: rank {} receiving from {root}", self.rank);
+                check_pattern(dst, BCAST_SEED + root as u64, &what);
+            }
+        })
+    }
+}
+
+/// The baselines of one job, in the order they are measured, named `<prefix><figure>`.
+pub(crate) fn figures(raw: Raw, prefix: &str) -> Vec<Bench<'static>> {
+    let n = |s: &str| format!("{prefix}{s}");
+    vec![
+        raw.send_recv_pingpong(n("send_recv_pingpong")),
+        raw.put_flush_8b(n("put_flush_8B")),
+        raw.get_flush_8b(n("get_flush_8B")),
+        raw.put_flush_bw(n("put_flush_bw_1MiB")),
+        raw.fetch_and_op(n("fetch_and_op_i64")),
+        raw.barrier_figure(n("barrier")),
+        raw.bcast(n("bcast_1MiB")),
+    ]
+}
