@@ -44,10 +44,12 @@
 //! `barrier` (`MPI_Barrier`) and `bcast_1MiB` (`MPI_Bcast`, the root alternating).
 //!
 //! A figure a path cannot measure is reported under the table and in the JSON's
-//! `"unsupported"` list (`name`, `why`), never as a number: UPC++ needs every segment
-//! mapped (`upcxx::init` refuses ranks on other hosts), so the net job runs gex alone
-//! and has no `rpc_roundtrip`; gex atomics are probed once per job (`fetch_add_i64`
-//! appears when an atomic reaches the other rank's segment from this path).
+//! `"unsupported"` list (`name`, `why`), never as a number. Each mpi job first runs with
+//! UPC++; if `upcxx::init` refuses the placement (a UPC++ that needs every segment
+//! mapped, with ranks on other hosts), the driver runs it again with gex alone, without
+//! `rpc_roundtrip`, giving `upcxx::init`'s message as the reason. gex atomics are probed
+//! once per job: `fetch_add_i64` is measured when an atomic reaches the other rank's
+//! segment from the job's path, and otherwise reported with the probe's panic message.
 //!
 //! `PGAS_BENCH_MPI_JOBS` names the jobs to run (comma-separated, default
 //! `smp,host,net`).
@@ -148,9 +150,9 @@ impl Path {
     }
 }
 
-/// Why the net job has no `rpc_roundtrip`.
-const NO_UPCXX: &str = "UPC++ needs every segment mapped in every process (upcxx::init \
-                        refuses ranks on other hosts), so this job runs gex alone";
+/// Set (by the driver) when a job runs gex alone, without UPC++ (and so without
+/// `rpc_roundtrip`); its value says why.
+const BENCH_MPI_NO_UPCXX: &str = "PGAS_BENCH_MPI_NO_UPCXX";
 
 // ---------------------------------------------------------------------------------------
 // Rank side
@@ -158,14 +160,14 @@ const NO_UPCXX: &str = "UPC++ needs every segment mapped in every process (upcxx
 
 fn rank_main(job: RankJob) {
     let path = Path::from_job(&job.job);
-    if path == Path::Net {
+    if let Ok(why) = std::env::var(BENCH_MPI_NO_UPCXX) {
         let (client, ep, team) = Client::init("MPIBENCH", Flags::NONE).expect("gex::Client::init");
         ep.register_handlers(&mut kernels::handlers())
             .expect("register the bench's handlers");
         let segment = Segment::attach(&team, SEGMENT).expect("attach the segment");
         let barrier = move || team.barrier();
         let area = Area::exchange(team, segment.addr(), barrier);
-        run_figures(&job, path, area, &barrier, false);
+        run_figures(&job, path, area, &barrier, Err(why));
         client.finalize();
     } else {
         upcxx::init();
@@ -175,7 +177,7 @@ fn rank_main(job: RankJob) {
             .expect("register the bench's handlers");
         let mine = upcxx::allocate(AREA_BYTES, 4096).expect("segment space for the area");
         let area = Area::exchange(team, mine.local(), upcxx::barrier);
-        run_figures(&job, path, area, &upcxx::barrier, true);
+        run_figures(&job, path, area, &upcxx::barrier, Ok(()));
         upcxx::finalize();
     }
 }
@@ -193,7 +195,14 @@ fn check_placement(team: Team, path: Path) {
     );
 }
 
-fn run_figures(job: &RankJob, path: Path, area: Area, barrier: &dyn Fn(), upcxx: bool) {
+/// `upcxx`: `Ok` when UPC++ runs in this job, else why not.
+fn run_figures(
+    job: &RankJob,
+    path: Path,
+    area: Area,
+    barrier: &dyn Fn(),
+    upcxx: Result<(), String>,
+) {
     let team = area.team;
     check_placement(team, path);
     let raw = (path != Path::Smp).then(raw::Raw::new);
@@ -215,7 +224,7 @@ fn run_figures(job: &RankJob, path: Path, area: Area, barrier: &dyn Fn(), upcxx:
         upcxx,
         atomics,
     };
-    let (mut benches, unsupported) = kernels::figures(&figures, path.prefix(), NO_UPCXX);
+    let (mut benches, unsupported) = kernels::figures(&figures, path.prefix());
     if let Some(r) = raw {
         benches.extend(raw::figures(r, path.raw_prefix()));
     }
@@ -296,11 +305,25 @@ fn driver() -> i32 {
             Path::Smp => launch::run_smp_job(BENCH, path.job(), 2, SEGMENT, timeout),
             Path::Host | Path::Net => {
                 let cap = if path == Path::Net { "1" } else { "2" };
-                let env = [
+                let mut env = vec![
                     (gex::job::UPCXX_SEGMENT_SIZE, seg.clone()),
                     (GEX_MPI_HOST_RANKS, cap.to_owned()),
                 ];
-                launch::run_mpi_job(BENCH, path.job(), 2, &env, timeout)
+                let first = launch::run_mpi_job(BENCH, path.job(), 2, &env, timeout, true);
+                match first {
+                    // UPC++ refused the placement: the same job again with gex alone.
+                    Err(e) if e.contains("upcxx::init:") => {
+                        let why = e
+                            .lines()
+                            .find_map(|l| l.split_once("upcxx::init:"))
+                            .map_or(e.as_str(), |(_, why)| why)
+                            .trim()
+                            .to_owned();
+                        env.push((BENCH_MPI_NO_UPCXX, format!("upcxx::init: {why}")));
+                        launch::run_mpi_job(BENCH, path.job(), 2, &env, timeout, false)
+                    }
+                    outcome => outcome,
+                }
             }
         };
         match outcome {

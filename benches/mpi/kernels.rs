@@ -397,30 +397,25 @@ fn broadcast(a: Area, name: String) -> Bench<'static> {
 /// What the gex and UPC++ figures of one job need.
 pub(crate) struct Figures {
     pub(crate) area: Area,
-    /// Whether UPC++ runs in this job (the RPC figure).
-    pub(crate) upcxx: bool,
+    /// `Ok` when UPC++ runs in this job (the RPC figure), else why not.
+    pub(crate) upcxx: Result<(), String>,
     /// `Ok` when gex atomics reach the other rank's segment (see [`probe_atomics`]).
     pub(crate) atomics: Result<AtomicDomain, String>,
 }
 
 /// The figures of one job in the order they are measured, named `<prefix><figure>`,
 /// and those it cannot measure.
-pub(crate) fn figures(
-    f: &Figures,
-    prefix: &str,
-    no_upcxx: &str,
-) -> (Vec<Bench<'static>>, Vec<Unsupported>) {
+pub(crate) fn figures(f: &Figures, prefix: &str) -> (Vec<Bench<'static>>, Vec<Unsupported>) {
     let n = |s: &str| format!("{prefix}{s}");
     let a = f.area;
     let mut unsupported = Vec::new();
     let mut v = vec![figures::am_short_roundtrip(n("am_short_roundtrip"), a.team)];
-    if f.upcxx {
-        v.push(rpc_roundtrip(a.team, n("rpc_roundtrip")));
-    } else {
-        unsupported.push(Unsupported {
+    match &f.upcxx {
+        Ok(()) => v.push(rpc_roundtrip(a.team, n("rpc_roundtrip"))),
+        Err(why) => unsupported.push(Unsupported {
             name: n("rpc_roundtrip"),
-            why: no_upcxx.to_owned(),
-        });
+            why: why.clone(),
+        }),
     }
     v.push(put_8b(a, n("put_8B")));
     v.push(get_8b(a, n("get_8B")));
