@@ -17,10 +17,12 @@
 //! The `mpirun --oversubscribe` prefix (with `--allow-run-as-root` as root) is replaced
 //! by the words of `GEX_MPIRUN` when it is set, so that a multi-host set-up can pass its
 //! own (the net job then spans real hosts); the bench adds `-n 2`, `--timeout`, and
-//! `-x` for each variable it sets. Each job checks that its ranks are on the hosts it
-//! claims (one host, or two).
+//! `-x` for each variable it sets (Open MPI's options, as `upcxx-run --conduit mpi`
+//! uses). Each job checks that its ranks are on the hosts it claims (one host, or two):
+//! a prefix that spreads the ranks over hosts fails the host job, so run it with
+//! `PGAS_BENCH_MPI_JOBS=smp,net` (below).
 //!
-//! The figures (`kernels.rs`) are the same code on every path: nothing is read or written
+//! The figures (`mpi/kernels.rs`) are the same code on every path: nothing is read or written
 //! through a mapping of the other rank's segment, rank 1 polls while rank 0 measures,
 //! and the collectives learn their operation count from an AM:
 //!
@@ -37,7 +39,8 @@
 //!
 //! Within a host every `mpi.host.<figure>` is related to `smp.<figure>`: time ≤ 1.2×
 //! (bandwidth ≥ 1/1.2×). The raw baselines (`mpi/raw.rs`, MPI calls through rsmpi's
-//! `mpi::ffi` on a communicator and window of their own, in the same processes) are
+//! `mpi::ffi` on a communicator and an `MPI_Win_create` window of their own, made as
+//! the conduit makes its window, in the same processes) are
 //! `send_recv_pingpong` (`MPI_Send`/`MPI_Recv` of 8 bytes and back), `put_flush_8B` and
 //! `put_flush_bw_1MiB` (`MPI_Put` + `MPI_Win_flush`), `get_flush_8B` (`MPI_Get` +
 //! `MPI_Win_flush`), `fetch_and_op_i64` (`MPI_Fetch_and_op` + `MPI_Win_flush`),
