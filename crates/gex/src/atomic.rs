@@ -42,17 +42,35 @@
 //!
 //! # How an operation runs
 //!
-//! On one host every segment is mapped in every process (the conduit's `translate`
-//! gives the local address), so an operation is a CPU atomic on the shared mapping,
-//! computed by [`AtomicType::apply`] (`atomic/compute.rs`), the one function a conduit
-//! without such a mapping would run in an Active Message handler on the target. Such a
-//! conduit does not exist yet: `translate` is where its unmapped targets would fail.
+//! Where the target's segment is mapped in this process (every segment on one host:
+//! the conduit's `translate` gives the local address), an operation is a CPU atomic on
+//! the shared mapping, computed by [`AtomicType::apply`] (`atomic/compute.rs`), and is
+//! complete when the call returns. NB calls then return [`Event::invalid`] (the spec's
+//! `GEX_EVENT_INVALID` for a synchronous completion).
 //!
-//! The operation is complete when the call returns. NB calls still return an
-//! [`Event`] (the spec's `GEX_EVENT_INVALID` for a synchronous completion), and NBI
-//! calls count in the NBI machinery under the spec's categories: `GEX_EC_PUT` for
-//! `GEX_OP_SET`, `GEX_EC_GET` for `GEX_OP_GET`, `GEX_EC_RMW` for every other operation.
-//! `GEX_FLAG_IMMEDIATE` never finds resources lacking, so no call returns [`NoOp`].
+//! Where it is not (the mpi conduit, a target on another host), the operation is an
+//! Active Message round trip (`atomic/remote.rs`): a Request carries it to the target's
+//! owner, whose handler runs the same `apply` on its own mapping of the word and
+//! replies with the fetched value; the operation completes when the Reply has stored
+//! it. NB calls return an event that completes then, NBI calls count as pending in
+//! their category until then, and `op_blocking` polls until then. Every check is made
+//! at the initiator, before the Request is sent. These operations need the target to
+//! make progress (to poll), which the spec allows (see `atomic/remote.rs`).
+//!
+//! Either way every operation on a word is a CPU atomic made on the owner's host, so
+//! operations of ranks on that host (through the mapping) and of ranks elsewhere
+//! (through messages) are all atomic with respect to each other. That is why remote
+//! words are not updated with MPI's own atomics (`MPI_Fetch_and_op`,
+//! `MPI_Compare_and_swap`): MPI accumulate operations are atomic only with respect to
+//! other MPI accumulates on the same window, not to CPU atomics of ranks that map the
+//! memory. (It also keeps clear of MPI libraries whose one-sided compare-and-swap is
+//! unreliable over shared-memory windows.)
+//!
+//! NBI calls count under the spec's categories: `GEX_EC_PUT` for `GEX_OP_SET`,
+//! `GEX_EC_GET` for `GEX_OP_GET`, `GEX_EC_RMW` for every other operation.
+//! `GEX_FLAG_IMMEDIATE` returns [`NoOp`], having done nothing, only when a message to
+//! another host finds no room in the owner's queue; a mapped target never lacks
+//! resources.
 //!
 //! # What the spec allows, and what this implementation does
 //!
@@ -64,10 +82,14 @@
 //! * **Ordering.** Without flags an operation is `Relaxed`. `GEX_FLAG_AD_REL` makes it a
 //!   release, `GEX_FLAG_AD_ACQ` an acquire, both an `AcqRel` read-modify-write; a `GET`
 //!   with `REL` is a release fence and a load, a `SET` with `ACQ` a store and an acquire
-//!   fence. As the operation is complete at return, initiation and synchronization are
-//!   the same point for the ordering the spec defines.
-//! * **`MY_RANK`, `MY_NBRHD`, `FAVOR_*`** are hints to the implementation; on shared
-//!   memory every path is the same. The `MY_*` assertions are checked nevertheless (a
+//!   fence. On a mapped target the operation is complete at return, so initiation and
+//!   synchronization are the same point for the ordering the spec defines. Through a
+//!   message, the owner's handler applies the same ordering there; the Request is sent
+//!   after the initiator's earlier accesses and the Reply handler stores the result
+//!   before it marks the operation complete (a release that the synchronizing thread
+//!   acquires), so accesses ordered before or after the operation stay so.
+//! * **`MY_RANK`, `MY_NBRHD`, `FAVOR_*`** are hints to the implementation; the path
+//!   is chosen by where the target is mapped, not by them. The `MY_*` assertions are checked nevertheless (a
 //!   false one is the caller's bug), the `FAVOR_*` ones only for exclusivity.
 //! * **Integers** follow C arithmetic, except that signed overflow, undefined in C,
 //!   wraps.
@@ -79,7 +101,8 @@
 //!   NaNs are not treated specially.
 //!
 //! The files: this one holds the domain and the calls, `atomic/check.rs` the checks
-//! every operation makes and their messages, `atomic/compute.rs` the computation.
+//! every operation makes and their messages, `atomic/compute.rs` the computation,
+//! `atomic/remote.rs` the messages to the owner of a target this process does not map.
 //!
 //! GASP: every operation reports `GASP_GEX_AD_OP`, an initiation whose END carries its
 //! handle; creation and destruction report `GASP_GEX_AD_CREATE` and
@@ -101,6 +124,9 @@ use crate::{Flags, NoOp};
 
 mod check;
 mod compute;
+mod remote;
+
+pub(crate) use remote::handler_entries;
 
 use check::Target;
 
@@ -334,14 +360,16 @@ impl AtomicDomain {
     ) -> Result<Event, NoOp> {
         let args = (tgt_rank, tgt_addr, opcode, operand1, operand2, flags);
         // SAFETY: the caller's contract, passed on.
-        let e = unsafe {
-            self.initiate(call, result, args, |c| {
-                let e = Event::from_completion(c);
-                let handle = e.gasp_handle();
-                (e, handle)
+        unsafe {
+            self.initiate(call, result, args, |c| match c {
+                Ok(c) => {
+                    let e = Event::from_completion(c);
+                    let handle = e.gasp_handle();
+                    (Ok(e), handle)
+                }
+                Err(NoOp) => (Err(NoOp), gasp::events::NB_TRIVIAL),
             })
-        };
-        Ok(e)
+        }
     }
 
     /// Checks and performs an operation inside its GASP event, handing its completion
@@ -358,7 +386,7 @@ impl AtomicDomain {
         call: &'static str,
         result: *mut T,
         (tgt_rank, tgt_addr, opcode, operand1, operand2, flags): (Rank, usize, Op, T, T, Flags),
-        finish: impl FnOnce(Completion) -> (R, u64),
+        finish: impl FnOnce(Result<Completion, NoOp>) -> (R, u64),
     ) -> R {
         let target = self.check::<T>(call, result, tgt_rank, tgt_addr, opcode, flags);
         let span = gasp::span!(
@@ -371,9 +399,13 @@ impl AtomicDomain {
             operand2.to_bits(),
             std::mem::size_of::<T>()
         );
-        // SAFETY: `check` found the target in a mapped segment and aligned; `result` is
+        // SAFETY: `check` found the target inside its segment and aligned; `result` is
         // the caller's to keep valid.
-        let c = unsafe { run(&target, result, opcode, operand1, operand2, flags) };
+        let c = unsafe {
+            run(
+                call, &target, tgt_addr, result, opcode, operand1, operand2, flags,
+            )
+        };
         let (r, _handle) = finish(c);
         gasp::end!(
             span,
@@ -416,13 +448,15 @@ impl AtomicDomain {
         let args = (tgt_rank, tgt_addr, opcode, operand1, operand2, flags);
         // SAFETY: the caller's contract, passed on.
         unsafe {
-            self.initiate(CALL, result, args, |c| {
-                let handle = event::nbi_handle(&c);
-                event::track_nbi(nbi_category(opcode), c);
-                ((), handle)
+            self.initiate(CALL, result, args, |c| match c {
+                Ok(c) => {
+                    let handle = event::nbi_handle(&c);
+                    event::track_nbi(nbi_category(opcode), c);
+                    (Ok(()), handle)
+                }
+                Err(NoOp) => (Err(NoOp), gasp::events::NB_TRIVIAL),
             })
-        };
-        Ok(())
+        }
     }
 
     /// [`op_nb`](AtomicDomain::op_nb) and a wait for its event, safe: returns the
@@ -456,6 +490,7 @@ impl AtomicDomain {
         unsafe {
             self.initiate(CALL, out.as_mut_ptr(), args, |c| {
                 // Complete before the event's END: nothing is left to synchronize.
+                let c = c.expect("a call without IMMEDIATE waits for room");
                 event::complete_blocking(rt, c);
                 ((), gasp::events::NB_TRIVIAL)
             });
@@ -464,33 +499,55 @@ impl AtomicDomain {
     }
 }
 
-/// Performs the operation on a checked target and stores a fetched value in `result`.
+/// Performs the operation on a checked target: on the mapping here, storing a fetched
+/// value in `result` (complete at return), or by a message to the owner of a target
+/// this process does not map (`remote`); `NoOp` only for the latter, with `IMMEDIATE`.
 ///
 /// # Safety
-/// `target` comes from [`AtomicDomain::check`] for `T` and `opcode`; for a fetching
-/// operation `result` is valid for writes of a `T`.
+/// `target` comes from [`AtomicDomain::check`] for `T` and `opcode`, at `addr`; for a
+/// fetching operation `result` is valid for writes of a `T` until completion.
+#[allow(clippy::too_many_arguments)]
 #[inline]
 unsafe fn run<T: AtomicType>(
+    call: &str,
     target: &Target,
+    addr: usize,
     result: *mut T,
     opcode: Op,
     operand1: T,
     operand2: T,
     flags: Flags,
-) -> Completion {
+) -> Result<Completion, NoOp> {
     let order = MemOrder {
         acquire: flags.contains(Flags::AD_ACQ),
         release: flags.contains(Flags::AD_REL),
     };
+    let Some(local) = target.local else {
+        // SAFETY: the target is checked; `result` is the caller's to keep valid.
+        return unsafe {
+            remote::send(
+                runtime(call),
+                call,
+                target.rank,
+                addr,
+                result,
+                opcode,
+                operand1,
+                operand2,
+                order,
+                flags,
+            )
+        };
+    };
     // SAFETY: the target is a `T` in a segment mapped for the life of the job, aligned
     // (checked), and in an atomic access phase accessed only by atomics (the spec's
     // rule for the caller); `opcode` is in the domain's set, valid for `T::DT`.
-    let op0 = unsafe { T::apply(target.local as *mut T, opcode, operand1, operand2, order) };
+    let op0 = unsafe { T::apply(local as *mut T, opcode, operand1, operand2, order) };
     if opcode.is_fetching() {
         // SAFETY: the caller's contract; non-null and aligned (checked).
         unsafe { result.write(op0) };
     }
-    Completion::Done
+    Ok(Completion::Done)
 }
 
 /// The NBI category of an operation ("Remote Atomic Operations", "Return value").

@@ -64,9 +64,12 @@ impl Client {
         ));
         ObjectState::new(name, flags).install();
         install_panic_hook();
+        let [atomic_request, atomic_reply] = crate::atomic::handler_entries();
         crate::am::register_internal(&mut [
             crate::barrier::handler_entry(),
             crate::coll::handler_entry(),
+            atomic_request,
+            atomic_reply,
         ]);
         #[cfg(feature = "gasp")]
         attach_gasp_tool(rt);

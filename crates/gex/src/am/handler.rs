@@ -216,6 +216,11 @@ pub struct Token<'a> {
 }
 
 impl Token<'_> {
+    /// The runtime the handler runs in (for the library's own handlers).
+    pub(crate) fn runtime(&self) -> &'static Runtime {
+        self.rt
+    }
+
     /// GASNet-EX `gex_Token_Info`: all queries are supported.
     pub fn info(&self) -> TokenInfo {
         TokenInfo {

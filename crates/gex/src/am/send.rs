@@ -448,6 +448,29 @@ pub(crate) fn check_peer_completion_handler(call: &str, handler: AmIndex) {
     }
 }
 
+/// Sends a Short Request of one of the library's own handlers to job rank `dest`
+/// (waiting for room unless `flags` has `IMMEDIATE`).
+#[track_caller]
+pub(crate) fn send_internal(
+    rt: &Runtime,
+    call: &str,
+    dest: Rank,
+    handler: AmIndex,
+    args: &[u32],
+    flags: Flags,
+) -> Result<(), NoOp> {
+    send(
+        rt,
+        call,
+        dest,
+        Network::Request,
+        handler,
+        args,
+        Payload::None,
+        flags,
+    )
+}
+
 /// Sends a VIS peer completion: `handler` as a 0-argument Medium on the Reply network
 /// of job rank `dest`, with `payload`. Sent from outside any handler, it waits for room
 /// as a Request would.

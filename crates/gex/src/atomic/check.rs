@@ -3,7 +3,7 @@
 
 use std::sync::atomic::Ordering;
 
-use crate::conduit::{Conduit, Rank};
+use crate::conduit::{AddressError, Conduit, Rank};
 use crate::context;
 use crate::ops::{Dt, Op, OpSet};
 use crate::rma::address_error;
@@ -73,8 +73,11 @@ impl AtomicDomain {
                 misaligned(call, "result", result as usize, T::DT);
             }
         }
+        // `translate` checks the range first, so `NotMapped` (another host) means it is
+        // inside the target's segment (`Conduit::check_range`).
         let local = match rt.conduit.translate(rank, tgt_addr, size) {
-            Ok(local) => local,
+            Ok(local) => Some(local),
+            Err(AddressError::NotMapped) => None,
             Err(e) => address_error(call, tgt_rank, tgt_addr, size, e),
         };
         Target { rank, local }
@@ -110,10 +113,11 @@ impl State {
     }
 }
 
-/// A checked target: its job rank and its address in this process.
+/// A checked target: its job rank and its address in this process, if this process
+/// maps it (`None`: the owner is on another host).
 pub(super) struct Target {
     pub(super) rank: Rank,
-    pub(super) local: usize,
+    pub(super) local: Option<usize>,
 }
 
 #[cold]

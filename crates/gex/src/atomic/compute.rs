@@ -36,6 +36,9 @@ pub trait AtomicType:
     /// The value's bits, zero-extended (how GASP events carry operands).
     fn to_bits(self) -> u64;
 
+    /// The value whose [`to_bits`](AtomicType::to_bits) are the low bits of `bits`.
+    fn from_bits(bits: u64) -> Self;
+
     /// Performs `op` atomically on the object at `target` with operands `op1` and `op2`
     /// (ignored where the operation takes fewer), ordered by `order` (see
     /// [`MemOrder`]); returns the value the object held before (`op0`) for fetching
@@ -134,6 +137,12 @@ macro_rules! integer {
             }
 
             #[inline]
+            fn from_bits(bits: u64) -> $t {
+                // Truncation keeps the low bits, the value's own.
+                bits as $t
+            }
+
+            #[inline]
             unsafe fn apply(target: *mut $t, op: Op, op1: $t, op2: $t, order: MemOrder) -> $t {
                 // SAFETY: the caller's contract: `target` is valid, aligned and accessed
                 // only atomically; the atomic type has the layout of the integer.
@@ -192,6 +201,11 @@ macro_rules! float {
             #[inline]
             fn to_bits(self) -> u64 {
                 u64::from(<$t>::to_bits(self))
+            }
+
+            #[inline]
+            fn from_bits(bits: u64) -> $t {
+                <$t>::from_bits(bits as $bits)
             }
 
             #[inline]

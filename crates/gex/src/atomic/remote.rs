@@ -1,0 +1,262 @@
+//! Remote atomics on a target this process does not map: an Active Message round trip
+//! to the target's owner, which runs the operation on its own mapping of the word.
+//!
+//! The initiator sends a Short Request to [`REQUEST_HANDLER`] carrying the operation,
+//! the data type, the ordering flags, the target address, both operands and the address
+//! of a [`Pending`] record kept by the initiator. The owner's handler computes the
+//! operation with the same [`AtomicType::apply`] every other path uses, on its local
+//! address of the word, and replies to [`REPLY_HANDLER`] with the record's address and
+//! the fetched value. The Reply handler writes the value to the caller's result
+//! location and then marks the record's [`OpHandle`] complete, which is the completion
+//! of the operation's event or NBI category.
+//!
+//! The owner's handler runs only when the owner makes progress (polls, waits, or makes
+//! any call that polls), so these operations need the target's attentiveness. The spec
+//! allows it: it requires no particular implementation of remote atomics ("Remote
+//! Atomics": a domain lets the implementation pick the best one for its operations and
+//! type, NIC offload or CPU), and Active Messages, the mechanism GASNet-EX itself falls
+//! back on where no offload exists, make progress only inside library calls
+//! ("explicit polling and test/wait operations"). A Request handler may send its one
+//! Reply ("Calls from restricted context"), which is all the owner's handler does.
+
+use std::sync::Arc;
+
+use crate::am::{AmEntry, AmIndex, AmRole, Token};
+use crate::conduit::{Completion, Conduit, OpHandle, Rank};
+use crate::ops::{Dt, Op};
+use crate::runtime::Runtime;
+use crate::{Flags, NoOp};
+
+use super::{AtomicType, MemOrder};
+
+/// The library's handler index of an atomic's Request (run by the target's owner).
+pub(crate) const REQUEST_HANDLER: AmIndex = 3;
+/// The library's handler index of its Reply (run by the initiator).
+pub(crate) const REPLY_HANDLER: AmIndex = 4;
+
+/// Arguments of the Request: record (2), address (2), op, type, order, operands (2 + 2).
+const REQUEST_ARGS: usize = 11;
+/// Arguments of the Reply: record (2), fetched value (2).
+const REPLY_ARGS: usize = 4;
+
+const ACQUIRE: u32 = 1;
+const RELEASE: u32 = 2;
+
+/// What the initiator keeps of an operation in flight, until its Reply.
+struct Pending {
+    done: Arc<OpHandle>,
+    /// Where a fetching operation's value goes (null for the others).
+    result: *mut u8,
+    /// The size of the value (the data type's).
+    size: usize,
+}
+
+/// The entries of the two handlers (registered by client initialization). Unreported:
+/// the operation is reported as itself (`GASP_GEX_AD_OP`), not as its messages.
+pub(crate) fn handler_entries() -> [AmEntry; 2] {
+    [
+        AmEntry::short(
+            "gex remote atomic",
+            AmRole::Request,
+            REQUEST_ARGS,
+            on_request,
+        )
+        .unreported()
+        .at(REQUEST_HANDLER),
+        AmEntry::short(
+            "gex remote atomic reply",
+            AmRole::Reply,
+            REPLY_ARGS,
+            on_reply,
+        )
+        .unreported()
+        .at(REPLY_HANDLER),
+    ]
+}
+
+fn split(v: u64) -> [u32; 2] {
+    [v as u32, (v >> 32) as u32]
+}
+
+fn join(lo: u32, hi: u32) -> u64 {
+    u64::from(lo) | u64::from(hi) << 32
+}
+
+/// Sends the operation to `rank`, the owner of `addr` (an aligned `T` inside its
+/// segment, checked by the caller), and returns its pending completion; or `NoOp`,
+/// having done nothing, if `flags` has `IMMEDIATE` and the owner's queue is full.
+///
+/// # Safety
+/// For a fetching operation `result` must be valid for writes of a `T` until the
+/// completion is done.
+#[allow(clippy::too_many_arguments)]
+#[inline(never)]
+pub(super) unsafe fn send<T: AtomicType>(
+    rt: &Runtime,
+    call: &str,
+    rank: Rank,
+    addr: usize,
+    result: *mut T,
+    opcode: Op,
+    operand1: T,
+    operand2: T,
+    order: MemOrder,
+    flags: Flags,
+) -> Result<Completion, NoOp> {
+    let done = OpHandle::new();
+    let pending = Box::new(Pending {
+        done: done.clone(),
+        result: if opcode.is_fetching() {
+            result.cast()
+        } else {
+            std::ptr::null_mut()
+        },
+        size: std::mem::size_of::<T>(),
+    });
+    let record = Box::into_raw(pending) as u64;
+    let bits = u32::from(order.acquire) * ACQUIRE + u32::from(order.release) * RELEASE;
+    let [r0, r1] = split(record);
+    let [a0, a1] = split(addr as u64);
+    let [x0, x1] = split(operand1.to_bits());
+    let [y0, y1] = split(operand2.to_bits());
+    let args = [
+        r0,
+        r1,
+        a0,
+        a1,
+        opcode.bit(),
+        T::DT.bit(),
+        bits,
+        x0,
+        x1,
+        y0,
+        y1,
+    ];
+    // The request is ordered after every access this thread made before (a release
+    // needs nothing more: the message carries them); the owner's handler orders the
+    // operation itself.
+    let immediate = if flags.contains(Flags::IMMEDIATE) {
+        Flags::IMMEDIATE
+    } else {
+        Flags::NONE
+    };
+    let sent = crate::am::send_internal(rt, call, rank, REQUEST_HANDLER, &args, immediate);
+    match sent {
+        Ok(()) => Ok(Completion::Pending(done)),
+        Err(NoOp) => {
+            // SAFETY: the record was not sent: this is its only owner.
+            drop(unsafe { Box::from_raw(record as usize as *mut Pending) });
+            Err(NoOp)
+        }
+    }
+}
+
+/// The owner's handler: runs the operation on its mapping and replies with `op0`.
+fn on_request(token: &Token<'_>, args: &[u32]) {
+    let addr = join(args[2], args[3]) as usize;
+    let op = *Op::ALL
+        .iter()
+        .find(|o| o.bit() == args[4])
+        .expect("a remote atomic names an operation code");
+    let dt = *Dt::ALL
+        .iter()
+        .find(|d| d.bit() == args[5])
+        .expect("a remote atomic names a data type");
+    let order = MemOrder {
+        acquire: args[6] & ACQUIRE != 0,
+        release: args[6] & RELEASE != 0,
+    };
+    let (op1, op2) = (join(args[7], args[8]), join(args[9], args[10]));
+    let rt = token.runtime();
+    let size = dt.size().expect("atomics are on built-in types");
+    // The initiator checked the range against this segment; it is this rank's own, so
+    // it is mapped here.
+    let local = rt
+        .conduit
+        .translate(rt.conduit.rank(), addr, size)
+        .unwrap_or_else(|e| {
+            panic!(
+                "gex: a remote atomic from rank {} names {addr:#x}, not in this segment ({e:?})",
+                token.src_rank()
+            )
+        });
+    // SAFETY: `local` is an aligned word of this rank's segment (checked by the
+    // initiator against this segment), mapped for the life of the job and, in an
+    // atomic access phase, accessed only by atomics; `op` is valid for `dt` (checked at
+    // the domain's creation by the initiator).
+    let op0 = unsafe {
+        match dt {
+            Dt::I32 => apply::<i32>(local, op, op1, op2, order),
+            Dt::U32 => apply::<u32>(local, op, op1, op2, order),
+            Dt::I64 => apply::<i64>(local, op, op1, op2, order),
+            Dt::U64 => apply::<u64>(local, op, op1, op2, order),
+            Dt::Flt => apply::<f32>(local, op, op1, op2, order),
+            Dt::Dbl => apply::<f64>(local, op, op1, op2, order),
+            Dt::User => unreachable!("atomics are on built-in types"),
+        }
+    };
+    let [v0, v1] = split(op0);
+    token
+        .reply_short(REPLY_HANDLER, &[args[0], args[1], v0, v1], Flags::NONE)
+        .expect("a Reply without IMMEDIATE waits for room");
+}
+
+/// [`AtomicType::apply`] on bits.
+///
+/// # Safety
+/// As for [`AtomicType::apply`], `local` holding a `T`.
+unsafe fn apply<T: AtomicType>(local: usize, op: Op, op1: u64, op2: u64, order: MemOrder) -> u64 {
+    let (a, b) = (T::from_bits(op1), T::from_bits(op2));
+    // SAFETY: the caller's contract.
+    unsafe { T::apply(local as *mut T, op, a, b, order) }.to_bits()
+}
+
+/// The initiator's handler: stores the fetched value, then completes the operation.
+fn on_reply(_token: &Token<'_>, args: &[u32]) {
+    let record = join(args[0], args[1]) as usize as *mut Pending;
+    // SAFETY: the record was leaked by `send` in this process and travelled to the
+    // owner and back unchanged; each Request gets one Reply, so this is its one use.
+    let pending = unsafe { Box::from_raw(record) };
+    if !pending.result.is_null() {
+        let value = join(args[2], args[3]);
+        // SAFETY: the result location is valid for writes of the value's type, aligned
+        // for it (checked at initiation), until completion (`send`'s contract).
+        unsafe { write_value(pending.result, pending.size, value) };
+    }
+    pending.done.complete();
+}
+
+/// Writes the low `size` bytes of `value` as a native integer of that size.
+///
+/// # Safety
+/// `dest` is valid for writes of `size` bytes, aligned for them.
+unsafe fn write_value(dest: *mut u8, size: usize, value: u64) {
+    // SAFETY: the caller's contract.
+    unsafe {
+        match size {
+            4 => dest.cast::<u32>().write(value as u32),
+            8 => dest.cast::<u64>().write(value),
+            _ => unreachable!("atomic types are 4 or 8 bytes"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_keep_their_bits_through_the_arguments() {
+        for v in [0u64, 1, u64::MAX, 0x8000_0000_0000_0001, 0xdead_beef] {
+            let [lo, hi] = split(v);
+            assert_eq!(join(lo, hi), v);
+        }
+        assert_eq!(f32::from_bits((-1.5f32).to_bits()), -1.5);
+        assert_eq!(<f64 as AtomicType>::from_bits((-2.5f64).to_bits()), -2.5);
+        assert_eq!(<i32 as AtomicType>::from_bits((-7i32).to_bits()), -7);
+        let mut out = 0u32;
+        // SAFETY: a live, aligned u32.
+        unsafe { write_value((&mut out as *mut u32).cast(), 4, (-7i32).to_bits()) };
+        assert_eq!(out as i32, -7);
+    }
+}
