@@ -207,7 +207,9 @@ fn check_root(call: &str, root: Rank, n: Rank) {
 }
 
 /// Whether the root may broadcast `src` by direct copies: large enough, in its own
-/// segment, and every member of the team shares memory with it.
+/// segment (always mapped here: `translate` checks only the range), and every member of
+/// the team shares memory with it (so every member maps the root's segment; a team
+/// spanning hosts on the mpi conduit takes the message path).
 fn direct_possible(rt: &Runtime, team: &Team, src: *const u8, nbytes: usize) -> bool {
     if nbytes < broadcast::DIRECT_MIN || team.size < 2 {
         return false;

@@ -186,6 +186,9 @@ impl Collective for Broadcast {
             }
             Direct::Receiver { src, copied, acked } => {
                 if !*copied {
+                    // The root chose the direct method only if every member shares
+                    // memory with it (`coll::direct_possible`), so this rank maps the
+                    // root's segment, on the mpi conduit too.
                     let from = out
                         .translate(self.root, *src, self.nbytes)
                         .unwrap_or_else(|| {

@@ -160,9 +160,19 @@ fn words(
     w
 }
 
+/// Whether every member of `team` shares memory with this rank (then every member
+/// maps every member's segment, as neighbourhoods are symmetric, and all of them make
+/// the same choice of a method that reads through the mappings). On a team spanning
+/// hosts (the mpi conduit) it is false on every member, even where some sources happen
+/// to be mapped, so no member picks a shared-memory method the others cannot follow.
+pub(crate) fn on_one_nbrhd(rt: &Runtime, team: &Team, call: &str) -> bool {
+    let (nbrhd, _) = rt.conduit.nbrhd();
+    (0..team.size).all(|r| nbrhd.binary_search(&team.job_rank_of(call, r)).is_ok())
+}
+
 /// The addresses in this process of every rank's source, `len(r)` bytes at `list[r]`
-/// (an owner-space address), if all are mapped here (ranks with `len(r) == 0` need
-/// nothing).
+/// (an owner-space address), if the team is on one neighbourhood ([`on_one_nbrhd`])
+/// and all are inside their segments (ranks with `len(r) == 0` need nothing).
 fn mapped(
     rt: &Runtime,
     team: &Team,
@@ -170,7 +180,7 @@ fn mapped(
     list: &[usize],
     len: impl Fn(Rank) -> usize,
 ) -> Option<Vec<usize>> {
-    if list.is_empty() {
+    if list.is_empty() || !on_one_nbrhd(rt, team, call) {
         return None;
     }
     (0..team.size)

@@ -228,7 +228,9 @@ impl AddrList<'_> {
 }
 
 /// The addresses in this process of every image's `len` bytes at `list[i]` (an
-/// owner-space address), if all are mapped here.
+/// owner-space address), if the team is on one neighbourhood (see
+/// [`on_one_nbrhd`](super::on_one_nbrhd): the same answer on every member) and all are
+/// inside their segments.
 pub(crate) fn mapped_images(
     rt: &Runtime,
     team: &Team,
@@ -237,7 +239,7 @@ pub(crate) fn mapped_images(
     list: &[usize],
     len: usize,
 ) -> Option<Vec<usize>> {
-    if list.is_empty() {
+    if list.is_empty() || !super::on_one_nbrhd(rt, team, call) {
         return None;
     }
     (0..images.total())
