@@ -168,7 +168,8 @@ impl<T, K: MemoryKind> GlobalPtr<T, K> {
 
     /// UPC++ spec §3.2 ¶34 `is_local`: whether this process can load and store the
     /// referenced memory. True for null without consulting the runtime; otherwise true
-    /// for host memory of any rank of the local team (with the smp conduit, every rank).
+    /// for host memory of any rank of the local team (with the smp conduit, every rank;
+    /// with the mpi conduit, the ranks of this host), false for ranks on other hosts.
     ///
     /// Device memory (a [`KindId`] other than `Host`) is never local: the host cannot
     /// load or store it (the spec leaves this unspecified).
@@ -181,7 +182,11 @@ impl<T, K: MemoryKind> GlobalPtr<T, K> {
         if self.is_null() {
             return true;
         }
-        self.kind == KindId::Host && (self.rank as usize) < rt("GlobalPtr::is_local").peers.len()
+        self.kind == KindId::Host
+            && rt("GlobalPtr::is_local")
+                .peers
+                .get(self.rank as usize)
+                .is_some_and(|p| p.is_mapped())
     }
 
     /// UPC++ spec §3.2 ¶43 `local()`: the raw pointer through which this process
@@ -191,9 +196,9 @@ impl<T, K: MemoryKind> GlobalPtr<T, K> {
     /// written concurrently by other ranks, or freed.
     ///
     /// # Panics
-    /// If the pointer is not [`is_local`](Self::is_local) (device memory, or a rank
-    /// outside the job), if its address is outside its owner's segment, or if UPC++ is
-    /// not initialized (null needs no runtime).
+    /// If the pointer is not [`is_local`](Self::is_local) (device memory, a rank on
+    /// another host, or a rank outside the job), if its address is outside its owner's
+    /// segment, or if UPC++ is not initialized (null needs no runtime).
     #[inline]
     #[track_caller]
     pub fn local(self) -> *mut T {
@@ -446,7 +451,7 @@ fn lookup<T>(call: &str, ptr: *mut T) -> Option<GlobalPtr<T>> {
     contains(peer.local_base, peer.size).then(|| to_global(rank))
 }
 
-/// The local team's segments as (local base, rank), sorted by local base. Built once:
+/// The local team's (mapped) segments as (local base, rank), sorted by local base. Built once:
 /// the runtime, and so the table of peers, exists once per process.
 #[track_caller]
 fn local_index(call: &str) -> &'static [(usize, Rank)] {
@@ -457,6 +462,7 @@ fn local_index(call: &str) -> &'static [(usize, Rank)] {
             .peers
             .iter()
             .zip(0..)
+            .filter(|(p, _)| p.is_mapped())
             .map(|(p, r)| (p.local_base, r))
             .collect();
         v.sort_unstable();
@@ -477,14 +483,21 @@ fn bad_rank(call: &str, rank: Rank, size: Rank) -> ! {
 }
 
 /// The failure of `call` on a pointer this process does not map: a rank outside the
-/// job, or an address outside its owner's segment.
+/// job, an address outside its owner's segment, or a rank on another host.
 #[cold]
 #[track_caller]
 fn not_mapped(call: &str, rt: &Setup, rank: Rank, addr: usize) -> ! {
-    match rt.peers.get(rank as usize) {
-        None => bad_rank(call, rank, rt.size),
-        Some(peer) => outside_segment(call, rank, addr, peer.owner_base, peer.size),
+    let Some(&(base, size)) = rt.bounds.get(rank as usize) else {
+        bad_rank(call, rank, rt.size)
+    };
+    if addr.wrapping_sub(base) > size {
+        outside_segment(call, rank, addr, base, size)
     }
+    panic!(
+        "upcxx::{call}: rank {rank} is on another host (not in local_team()), so this \
+         process cannot load or store its memory at {addr:#x}; use rput/rget, atomics or \
+         an rpc (check GlobalPtr::is_local first)"
+    )
 }
 
 #[cold]

@@ -3,8 +3,10 @@
 //! `init` may be called several times; each call must be matched by a `finalize`, and
 //! only the first `init` and the last `finalize` do work (§2.2 ¶3–¶5). The first `init`
 //! creates the `gex` client, attaches the whole shared segment the launcher provided,
-//! builds the table that makes `GlobalPtr::local` O(1), and makes the calling thread
-//! hold the master persona, and makes the world and local teams. The last `finalize` is a barrier that keeps making
+//! builds the table that makes `GlobalPtr::local` O(1) (every rank's segment, those of
+//! the local team mapped: across hosts, on the mpi conduit, the others are reached
+//! through `gex` only), makes the calling thread hold the master persona, and makes the
+//! world and local teams. The last `finalize` is a barrier that keeps making
 //! user-level progress (so RPCs aimed at this rank still run) and then releases the
 //! rank. The communication layer cannot be initialized twice in one process, so `init`
 //! after the last `finalize` is an error.
@@ -42,25 +44,26 @@ pub fn init() {
     crate::rpc::register_handlers(&endpoint);
     let segment = gex::Segment::attach(&team, gex::max_segment_size())
         .unwrap_or_else(|e| panic!("upcxx::init: {e}"));
-    let peers = (0..team.size())
+    let bounds: Vec<gex::BoundSegment> = (0..team.size())
         .map(|r| {
-            let b = team
-                .segment_bound(r)
-                .expect("every rank attached a segment");
-            PeerSegment {
+            team.segment_bound(r)
+                .expect("every rank attached a segment")
+        })
+        .collect();
+    // The mpi conduit maps only the segments of this host's ranks (the local team);
+    // the others are reached through `gex`.
+    let peers = bounds
+        .iter()
+        .map(|b| match b.local_addr {
+            Some(local_base) => PeerSegment {
                 owner_base: b.owner_addr,
-                // The runtime reaches every segment directly; the mpi conduit maps
-                // only those of the ranks on this host.
-                local_base: b.local_addr.unwrap_or_else(|| {
-                    panic!(
-                        "upcxx::init: the segment of rank {r} is on another host; UPC++ \
-                         needs every segment mapped here (not supported across hosts yet)"
-                    )
-                }),
+                local_base,
                 size: b.size,
-            }
+            },
+            None => PeerSegment::UNMAPPED,
         })
         .collect::<Vec<_>>();
+    let bounds = bounds.iter().map(|b| (b.owner_addr, b.size)).collect();
     // The tool, if any, was attached by `gex::Client::init`.
     let direct = if crate::reported::enabled() {
         Vec::new()
@@ -74,6 +77,7 @@ pub fn init() {
         client,
         team,
         peers,
+        bounds,
         direct,
         rank,
         size,

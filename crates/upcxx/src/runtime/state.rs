@@ -16,13 +16,37 @@ pub(crate) struct PeerSegment {
     pub size: usize,
 }
 
+impl PeerSegment {
+    /// The entry of a segment this process does not map (a rank on another host): the
+    /// empty range at address 0, which holds no non-null address. Every lookup is of a
+    /// non-null address (null pointers are refused or answered before), so a lookup
+    /// misses it with the same instructions that test any segment's bounds: the
+    /// shared-memory fast paths pay nothing for the ranks they cannot reach.
+    pub(crate) const UNMAPPED: PeerSegment = PeerSegment {
+        owner_base: 0,
+        local_base: 0,
+        size: 0,
+    };
+
+    /// Whether this process maps the segment (a rank of the local team: attached
+    /// segments are never empty).
+    #[inline]
+    pub(crate) fn is_mapped(&self) -> bool {
+        self.size != 0
+    }
+}
+
 /// What `init` set up for this rank: the `gex` client and world team, the segments
 /// this process maps, this rank and the world size. Read by every call through [`rt`].
 pub(crate) struct Setup {
     pub client: gex::Client,
     pub team: gex::Team,
-    /// The segments this process maps, indexed by rank: the local team's.
+    /// Every rank's segment as this process reaches it, indexed by rank: the local
+    /// team's (this host's) mapped, the others [`PeerSegment::UNMAPPED`].
     pub peers: Vec<PeerSegment>,
+    /// Every rank's segment in its owner's address space (`owner_base`, `size`), mapped
+    /// here or not: for the checks and messages about ranks on other hosts.
+    pub bounds: Vec<(usize, usize)>,
     /// The segments `rput`/`rget` copy to and from directly: `peers`, or none while a
     /// GASP tool is attached (the operations then go through `gex`, where they are
     /// reported). Keeping the choice in the table spares the copies a flag test.
@@ -32,9 +56,9 @@ pub(crate) struct Setup {
 }
 
 impl Setup {
-    /// Where this process reaches `len` bytes at `addr` in `rank`'s segment, if it maps
-    /// that segment (`rank` is in the local team) and the whole range is inside it
-    /// (`len` 0: `addr` may be one past the segment's end).
+    /// Where this process reaches `len` bytes at the non-null `addr` in `rank`'s
+    /// segment, if it maps that segment (`rank` is in the local team) and the whole
+    /// range is inside it (`len` 0: `addr` may be one past the segment's end).
     #[inline]
     pub(crate) fn local_range(&self, rank: Rank, addr: usize, len: usize) -> Option<usize> {
         range_in(&self.peers, rank, addr, len)
@@ -48,6 +72,7 @@ impl Setup {
     }
 }
 
+/// `addr` must not be 0 (see [`PeerSegment::UNMAPPED`]).
 #[inline(always)]
 fn range_in(peers: &[PeerSegment], rank: Rank, addr: usize, len: usize) -> Option<usize> {
     let peer = peers.get(rank as usize)?;
