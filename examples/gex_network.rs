@@ -1,6 +1,7 @@
 //! Every kind of gex transfer between every pair of ranks, each checked: Short, Medium
 //! and Long Active Messages with their Replies (and a flood of Short ones, past any
-//! flow-control window), and puts and gets large and small. It
+//! flow-control window), puts and gets large and small, and a VIS put whose peer
+//! completion handler checks, on the target, that the data landed first. It
 //! prints the job's host structure (`gex_System_QueryMyPosition`) and `verified`.
 //!
 //! Run as `UPCXX_RANKS=4 gex_network`, or, built with the `mpi` feature, as
@@ -9,12 +10,16 @@
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use gex::{AmCategory, AmEntry, AmRole, Client, Flags, Lc, Segment, Token};
+use std::sync::atomic::AtomicUsize;
+
+use gex::vis::set_peer_completion_handler;
+use gex::{AmCategory, AmEntry, AmRole, Client, Flags, Lc, Memvec, Segment, Token};
 
 const PING: u8 = 201;
 const PONG: u8 = 200;
 const MEDIUM: u8 = 202;
 const LONG: u8 = 203;
+const VIS_LANDED: u8 = 204;
 /// Bytes of each Medium payload, and of each Long payload.
 const MEDIUM_LEN: usize = 1000;
 const LONG_LEN: usize = 8192;
@@ -24,12 +29,18 @@ const LONG_AT: usize = 64 << 10;
 const PUT_AT: usize = 1 << 20;
 /// Bytes of the large put (past MPI's eager limits).
 const PUT_LEN: usize = 256 << 10;
+/// Where the VIS put from the previous rank lands, and its length.
+const VIS_AT: usize = 1536 << 10;
+const VIS_LEN: usize = 3000;
 /// Short requests sent to every rank without waiting: many times the messages a
 /// conduit lets be in flight to one peer, so its flow control must hold them back.
 const FLOOD: u32 = 500;
 
 static PONGS: AtomicU32 = AtomicU32::new(0);
 static BAD: AtomicU32 = AtomicU32::new(0);
+static VIS_DONE: AtomicU32 = AtomicU32::new(0);
+/// This rank's segment, for the peer completion handler.
+static SEGMENT: AtomicUsize = AtomicUsize::new(0);
 
 /// The byte `i` of the payload from `src` to `dst`.
 fn pattern(src: u32, dst: u32, i: usize) -> u8 {
@@ -64,6 +75,24 @@ fn check_payload(token: &Token<'_>, bytes: &[u8], args: &[u32]) {
     token.reply_short(PONG, &[src], Flags::NONE).unwrap();
 }
 
+/// The peer completion handler of the VIS put: its payload names the sender, whose
+/// bytes must already be in place.
+fn vis_landed(_token: &Token<'_>, bytes: &[u8], _args: &[u32]) {
+    let src = u32::from_le_bytes(bytes[..4].try_into().expect("4 bytes"));
+    let at = SEGMENT.load(Ordering::Relaxed) + VIS_AT;
+    // SAFETY: this rank's segment, written by the put this handler completes.
+    let landed = unsafe { std::slice::from_raw_parts(at as *const u8, VIS_LEN) };
+    if landed != payload(src, gex::job_rank(), VIS_LEN).as_slice() {
+        eprintln!(
+            "gex_network: rank {}: the peer completion of rank {src}'s VIS put ran before \
+             its data",
+            gex::job_rank()
+        );
+        BAD.fetch_add(1, Ordering::Relaxed);
+    }
+    VIS_DONE.fetch_add(1, Ordering::Release);
+}
+
 fn main() {
     let (client, ep, team) = Client::init("NETWORK", Flags::NONE).expect("gex::Client::init");
     ep.register_handlers(&mut [
@@ -78,9 +107,18 @@ fn main() {
         )
         .at(MEDIUM),
         AmEntry::payload("long", AmCategory::Long, AmRole::Request, 1, check_payload).at(LONG),
+        AmEntry::payload(
+            "vis landed",
+            AmCategory::Medium,
+            AmRole::Reply,
+            0,
+            vis_landed,
+        )
+        .at(VIS_LANDED),
     ])
     .expect("gex::Endpoint::register_handlers");
     let seg = Segment::attach(&team, 2 << 20).expect("gex::Segment::attach");
+    SEGMENT.store(seg.addr() as usize, Ordering::Relaxed);
     let (me, n) = (team.rank(), team.size());
     let position = gex::my_position();
     println!(
@@ -119,6 +157,20 @@ fn main() {
     let mut word = [0u8; 8];
     team.get_blocking(&mut word, next, base + 8, Flags::NONE)
         .unwrap();
+    // A VIS put of two pieces into one run of the next rank, announced by its peer
+    // completion handler (which checks there that the data came first).
+    let vis = payload(me, next, VIS_LEN);
+    set_peer_completion_handler(VIS_LANDED, &me.to_le_bytes(), Flags::NONE);
+    team.vector_put_blocking(
+        next,
+        &[Memvec::new(base + VIS_AT, VIS_LEN)],
+        &[&vis[..1000], &vis[1000..]],
+        Flags::NONE,
+    )
+    .unwrap();
+    while VIS_DONE.load(Ordering::Acquire) < 1 {
+        gex::poll();
+    }
     team.barrier();
     let prev = (me + n - 1) % n;
     // SAFETY: this rank's segment, written by the previous rank before the barrier.
