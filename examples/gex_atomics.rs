@@ -8,8 +8,8 @@
 //! Run as `UPCXX_RANKS=4 gex_atomics`, or, built with the `mpi` feature, as
 //! `mpirun -n 4 -x GEX_MPI_HOST_RANKS=2 gex_atomics` (two hosts of two ranks).
 //!
-//! `gex_atomics outside` instead makes one atomic on the next rank at an address past
-//! its segment, which must fail naming the call before anything is sent.
+//! `gex_atomics outside` instead makes rank 1 aim one atomic at rank 2 (of 3 ranks at
+//! least), past its segment, which must fail naming the call before anything is sent.
 //!
 //! Every rank makes, on the words of every owner `o`, [`ROUNDS`] rounds of:
 //! * `FADD 1` on an `i64` counter (blocking, NB and NBI in turn), accumulating the
@@ -82,10 +82,12 @@ fn main() {
     let base = |r: Rank| team.segment_bound(r).expect("attached").owner_addr;
 
     if std::env::args().nth(1).as_deref() == Some("outside") {
-        let next = (me + 1) % n;
-        let past = base(next) + team.segment_bound(next).unwrap().size;
-        d.i64
-            .op_blocking(next, past, Op::FAdd, 1i64, 0, Flags::NONE);
+        // Rank 1 fails alone (the others wait until the job is stopped).
+        if me == 1 {
+            let past = base(2) + team.segment_bound(2).unwrap().size;
+            d.i64.op_blocking(2, past, Op::FAdd, 1i64, 0, Flags::NONE);
+        }
+        team.barrier();
         unreachable!("an atomic outside the segment was made");
     }
 
@@ -111,16 +113,14 @@ fn main() {
         .op_blocking(me, mine + FLOAT, Op::Set, 0.0f64, 0.0, Flags::NONE);
     team.barrier();
 
-    // Start at a different owner on every rank, so that every word is hammered by
-    // ranks of both hosts at once.
+    // Each round visits every owner, starting at a different one on every rank, so
+    // that every word is hammered by ranks of both hosts at once.
     let (mut fetched_sum, mut tag_sum, mut tag_xor) = (0i64, 0u64, 0u64);
-    for k in 0..n {
-        let o = (me + k) % n;
-        let (f, s, x) = hammer(&team, &d, o, base(o));
-        fetched_sum += f;
-        tag_sum = tag_sum.wrapping_add(s);
-        tag_xor ^= x;
-    }
+    let owners: Vec<(Rank, usize)> = (0..n).map(|k| (me + k) % n).map(|o| (o, base(o))).collect();
+    let (f, s, x) = hammer(&team, &d, &owners);
+    fetched_sum += f;
+    tag_sum = tag_sum.wrapping_add(s);
+    tag_xor ^= x;
     let at0 = base(0);
     d.i64
         .op_blocking(0, at0 + FETCHED_SUM, Op::Add, fetched_sum, 0, Flags::NONE);
@@ -139,14 +139,15 @@ fn main() {
     client.finalize();
 }
 
-/// One rank's rounds on owner `o`'s words at `b`; returns the sum of the fetched
-/// counters, and the sum and xor of the fetched tags.
-fn hammer(team: &Team, d: &Domains, o: Rank, b: usize) -> (i64, u64, u64) {
+/// One rank's rounds on the words of every owner `o` (at `b`), each round visiting all
+/// owners so that every word is updated by every rank at once; returns the sum of the
+/// fetched counters, and the sum and xor of the fetched tags.
+fn hammer(team: &Team, d: &Domains, owners: &[(Rank, usize)]) -> (i64, u64, u64) {
     let me = team.rank();
     let (mut fetched, mut tags, mut tag_xor) = (0i64, 0u64, 0u64);
     let mut events: Vec<Event> = Vec::new();
     let mut outs: Vec<Box<i64>> = Vec::new();
-    for round in 0..ROUNDS {
+    for (round, &(o, b)) in (0..ROUNDS).flat_map(|r| owners.iter().map(move |ob| (r, ob))) {
         match round % 3 {
             0 => {
                 fetched += d

@@ -14,8 +14,8 @@
 //!   `load` and `compare_exchange` on one word, from ranks on its host and elsewhere at
 //!   once; the totals are exact only if both paths are atomic with each other.
 //!
-//! `upcxx_hosts local-elsewhere` instead calls `GlobalPtr::local` on a pointer to a
-//! rank on another host, which must fail naming the call.
+//! `upcxx_hosts local-elsewhere` instead makes rank 0 call `GlobalPtr::local` on a
+//! pointer to the first rank on another host, which must fail naming the call.
 
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -59,11 +59,16 @@ fn main() {
     }
 
     if std::env::args().nth(1).as_deref() == Some("local-elsewhere") {
-        let Some(far) = (0..n).find(|&r| !local_team_contains(r)) else {
-            panic!("upcxx_hosts: every rank is on this host");
-        };
-        let p = all[far as usize].local();
-        unreachable!("GlobalPtr::local gave {p:p} for rank {far} on another host");
+        // Rank 0 fails alone (the others wait until the job is stopped).
+        if me == 0 {
+            let Some(far) = (0..n).find(|&r| !local_team_contains(r)) else {
+                panic!("upcxx_hosts: every rank is on this host");
+            };
+            let p = all[far as usize].local();
+            unreachable!("GlobalPtr::local gave {p:p} for rank {far} on another host");
+        }
+        barrier();
+        unreachable!("rank 0 went on");
     }
 
     // RMA: this rank's tag into every array, then every tag back.
@@ -82,10 +87,11 @@ fn main() {
         }
     }
 
-    // Atomics: every rank on every counter, starting at a different owner.
-    for k in 0..n {
-        let counter = all[((me + k) % n) as usize].add(COUNTER);
-        for round in 0..ROUNDS {
+    // Atomics: every rank on every counter at once, each round visiting every owner
+    // (starting at a different one on every rank).
+    for round in 0..ROUNDS {
+        for k in 0..n {
+            let counter = all[((me + k) % n) as usize].add(COUNTER);
             if round % 2 == 0 {
                 ad.fetch_add(counter, 1, Relaxed).wait();
             } else {
