@@ -7,12 +7,19 @@
 //! * [`examples_run_under_mpirun`]: `gex_hello`, `gex_network` (AMs of every category,
 //!   puts and gets between every pair, checked), `rpc_hello`, `dht` and `stencil`, with
 //!   all ranks on one host (shared-memory segments).
-//! * [`the_network_path_carries_every_transfer`]: `gex_hello` and `gex_network` with
-//!   `GEX_MPI_HOST_RANKS=1`, so every rank is its own host and every transfer between
-//!   ranks goes over MPI point-to-point and RMA; the job reports one host per rank.
-//! * [`upcxx_across_hosts_is_a_clear_error`]: the UPC++ runtime needs every segment
-//!   mapped, which ranks on other hosts are not (yet): `rpc_hello` with
-//!   `GEX_MPI_HOST_RANKS=1` fails naming `upcxx::init`, and does not hang.
+//! * [`the_network_path_carries_every_transfer`]: `gex_hello` and `gex_network` (with
+//!   a VIS put's peer completion) with `GEX_MPI_HOST_RANKS=1`, so every rank is its
+//!   own host and every transfer between ranks goes over MPI point-to-point and RMA;
+//!   the job reports one host per rank.
+//! * [`upcxx_programs_run_across_hosts`]: `rpc_hello`, `dht`, `stencil`, `gups`,
+//!   `histogram` and `summa` (which needs 4 ranks) with `GEX_MPI_HOST_RANKS=1` and `=2`
+//!   on 3 and 4 ranks, each checking its own result; `upcxx_hosts` checks `is_local`
+//!   against the local team (the host), `rput`/`rget` and an atomic domain to every
+//!   rank, and that `GlobalPtr::local` of a pointer to another host fails naming it.
+//! * [`atomics_of_both_paths_are_atomic_together`]: `gex_atomics`, every rank updating
+//!   words of every rank, with hosts of 1 and 2 ranks: ranks on the owner's host use
+//!   CPU atomics on the mapping, the others messages to the owner, and the final
+//!   values are exact; an atomic past a remote segment fails naming the call.
 //! * [`a_bad_host_cap_is_a_clear_error`]: `GEX_MPI_HOST_RANKS=0` ends the job with a
 //!   message naming the variable.
 //! * [`ranks_that_disagree_on_the_segment_size_end_the_job`]: an MPMD `mpirun` line
@@ -86,7 +93,12 @@ fn run(mut cmd: Command, what: &str) -> Output {
 /// `mpirun -n ranks` of an example, with `GEX_MPI_HOST_RANKS=cap` if given; returns
 /// its standard output after checking that it succeeded.
 fn mpirun(name: &str, ranks: u32, cap: Option<u32>) -> String {
-    let (out, what) = mpirun_output(name, ranks, cap);
+    mpirun_args(name, &[], ranks, cap)
+}
+
+/// [`mpirun`] with arguments for the example.
+fn mpirun_args(name: &str, args: &[&str], ranks: u32, cap: Option<u32>) -> String {
+    let (out, what) = mpirun_output_args(name, args, ranks, cap);
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
         out.status.success(),
@@ -99,6 +111,11 @@ fn mpirun(name: &str, ranks: u32, cap: Option<u32>) -> String {
 
 /// The output of `mpirun -n ranks name`, and how to name the run.
 fn mpirun_output(name: &str, ranks: u32, cap: Option<u32>) -> (Output, String) {
+    mpirun_output_args(name, &[], ranks, cap)
+}
+
+/// [`mpirun_output`] with arguments for the example.
+fn mpirun_output_args(name: &str, args: &[&str], ranks: u32, cap: Option<u32>) -> (Output, String) {
     let mut cmd = Command::new("mpirun");
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } == 0 {
@@ -108,8 +125,8 @@ fn mpirun_output(name: &str, ranks: u32, cap: Option<u32>) -> (Output, String) {
     if let Some(cap) = cap {
         cmd.args(["-x", &format!("GEX_MPI_HOST_RANKS={cap}")]);
     }
-    cmd.arg(example(name));
-    let what = format!("mpirun -n {ranks} {name} (host cap {cap:?})");
+    cmd.arg(example(name)).args(args);
+    let what = format!("mpirun -n {ranks} {name} {args:?} (host cap {cap:?})");
     (run(cmd, &what), what)
 }
 
@@ -177,16 +194,92 @@ fn the_network_path_carries_every_transfer() {
     assert_eq!(seen, vec![(0, 2), (0, 2), (1, 2)], "{out}");
 }
 
-#[test]
-fn upcxx_across_hosts_is_a_clear_error() {
-    let (out, what) = mpirun_output("rpc_hello", 2, Some(1));
+/// The hosts a cap makes of `ranks` ranks: consecutive runs of at most `cap`.
+fn local_teams(ranks: u32, cap: u32) -> Vec<Vec<u32>> {
+    (0..ranks)
+        .map(|r| {
+            let first = r / cap * cap;
+            (first..(first + cap).min(ranks)).collect()
+        })
+        .collect()
+}
+
+/// Checks that a failed run's standard error names what it must.
+#[track_caller]
+fn fails_with(out: &Output, what: &str, message: &str) {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{what} succeeded");
-    assert!(
-        stderr.contains("upcxx::init: the segment of rank")
-            && stderr.contains("is on another host"),
-        "{what}:\n{stderr}"
+    assert!(stderr.contains(message), "{what}:\n{stderr}");
+}
+
+#[test]
+fn upcxx_programs_run_across_hosts() {
+    for cap in [1, 2] {
+        for ranks in [3, 4] {
+            let out = mpirun("rpc_hello", ranks, Some(cap));
+            for r in 0..ranks {
+                let caller = (r + ranks - 1) % ranks;
+                assert!(
+                    out.contains(&format!("Hello from rank {r}, called by rank {caller}")),
+                    "rpc_hello on {ranks} ranks, cap {cap}:\n{out}"
+                );
+            }
+            for (name, args) in [
+                ("dht", &[][..]),
+                ("stencil", &[]),
+                ("gups", &["8"]),
+                ("histogram", &["20000"]),
+            ] {
+                let out = mpirun_args(name, args, ranks, Some(cap));
+                assert!(
+                    out.trim_end().ends_with("verified"),
+                    "{name} on {ranks} ranks, cap {cap}:\n{out}"
+                );
+            }
+            if ranks == 4 {
+                let out = mpirun("summa", ranks, Some(cap));
+                assert!(
+                    out.contains("0 of 256 sampled entries wrong")
+                        && out.trim_end().ends_with("verified"),
+                    "summa, cap {cap}:\n{out}"
+                );
+            }
+            let out = mpirun("upcxx_hosts", ranks, Some(cap));
+            assert!(out.contains("verified"), "upcxx_hosts, cap {cap}:\n{out}");
+            for (r, team) in local_teams(ranks, cap).iter().enumerate() {
+                let line = format!("rank {r} of {ranks}: local team {team:?}");
+                assert!(out.contains(&line), "{line} missing:\n{out}");
+            }
+        }
+    }
+    let (out, what) = mpirun_output_args("upcxx_hosts", &["local-elsewhere"], 4, Some(2));
+    fails_with(
+        &out,
+        &what,
+        "upcxx::GlobalPtr::local: rank 2 is on another host (not in local_team())",
     );
+}
+
+#[test]
+fn atomics_of_both_paths_are_atomic_together() {
+    for (ranks, cap) in [(4, 2), (3, 2), (3, 1), (4, 1)] {
+        let out = mpirun("gex_atomics", ranks, Some(cap));
+        assert!(
+            out.contains(&format!(
+                "{ranks} ranks: atomics of both paths on shared words"
+            )) && out.trim_end().ends_with("verified"),
+            "gex_atomics on {ranks} ranks, cap {cap}:\n{out}"
+        );
+        let mut seen = hosts(&out);
+        seen.sort_unstable();
+        let hosts_n = ranks.div_ceil(cap);
+        let want: Vec<(u32, u32)> = (0..ranks).map(|r| (r / cap, hosts_n)).collect();
+        assert_eq!(seen, want, "{out}");
+    }
+    // Rank 1 aims past the segment of rank 2, on the other host: refused before sending.
+    let (out, what) = mpirun_output_args("gex_atomics", &["outside"], 4, Some(2));
+    fails_with(&out, &what, "gex::AtomicDomain::op_blocking: [");
+    fails_with(&out, &what, "+8) is outside the segment of rank 2");
 }
 
 #[test]
