@@ -47,9 +47,11 @@ pub(crate) fn address_error(call: &str, rank: Rank, addr: usize, len: usize, e: 
             "gex::{call}: [{addr:#x}, {addr:#x}+{len}) is outside the segment of rank {rank} \
              ([{owner_addr:#x}, {owner_addr:#x}+{size}))"
         ),
+        // Every operation falls back to messages for such a target; this is for one
+        // that needs a local address by its nature.
         AddressError::NotMapped => panic!(
             "gex::{call}: [{addr:#x}, {addr:#x}+{len}) of rank {rank} is on another host, and \
-             this operation needs it mapped here (not supported by the mpi conduit yet)"
+             this operation needs it mapped here"
         ),
     }
 }

@@ -43,10 +43,15 @@
 //! **Threads.** Every MPI call is made under one lock (`MPI_THREAD_SERIALIZED`), and no
 //! thread is started: progress happens in `poll`, which is called from library calls.
 //!
-//! **Not done yet:** AMs within a host over the smp queues; atomics, the `signal` words
-//! of the barrier and the upcxx runtime's direct access across hosts (they need a local
-//! mapping: [`Conduit::translate`] reports [`AddressError::NotMapped`]); message
-//! aggregation; teardown on a dying rank beyond what `mpirun` does.
+//! **Across hosts** [`Conduit::translate`] reports [`AddressError::NotMapped`] (after
+//! checking the range, which [`Conduit::check_range`] does alone), and every caller
+//! falls back: remote atomics become Active Messages to the owner, collectives use
+//! messages unless the whole team is on one host, and the upcxx runtime reaches those
+//! segments through gex. (The barrier signals by messages everywhere: [`Conduit::signal`]
+//! has no words here.)
+//!
+//! **Not done yet:** AMs within a host over the smp queues; message aggregation;
+//! teardown on a dying rank beyond what `mpirun` does.
 //! [`Conduit::finalize`] ends with collective calls
 //! (`MPI_Barrier`, `MPI_Win_free`, `MPI_Finalize`), so a rank's `gex::exit(0)` waits
 //! there until every rank finalizes.

@@ -5,7 +5,9 @@
 //! VIS operation this thread initiates takes it, and once that operation's data are at
 //! the target sends the handler as a 0-argument Medium Reply carrying the payload
 //! (always after the data: on shared memory the data are copied through the mapping
-//! before the message is published). Copying the payload at arming time meets the
+//! before the message is published; to another host, the operation waits for every
+//! conduit put it made to complete at the target, which the mpi conduit's are at
+//! return, before the message is sent). Copying the payload at arming time meets the
 //! spec's rule that the payload stay valid until completion without asking the caller.
 
 use std::cell::RefCell;
