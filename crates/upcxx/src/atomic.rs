@@ -42,8 +42,11 @@
 //! * Completions are those of ch. 7, operation completion only, through the machinery
 //!   of [`crate::completion`]: a future (the default), a promise or an LPC, carrying
 //!   the value read for `load`, `compare_exchange` and the `fetch_*` operations. An
-//!   operation is complete when the call returns, so notifications come at the next
-//!   user-level progress, as for `rput`.
+//!   operation on a mapped word is complete when the call returns, so notifications
+//!   come at the next user-level progress, as for `rput`; one on another host (the
+//!   `gex` domain sends it to the owner, see `gex::atomic`) completes when the owner's
+//!   reply arrives, and the first user-level progress after that notifies. Such
+//!   operations are therefore pipelined: a program may start many and wait once.
 //! * §13.3 ¶20: a domain must be destroyed before it is dropped, unless UPC++ was
 //!   finalized since its creation; dropping a live domain while UPC++ is initialized
 //!   panics.
@@ -71,6 +74,39 @@ use crate::team::{check_collective, world, EntryBarrier, Team};
 mod op;
 
 pub use op::AtomicOp;
+
+/// How an operation started: complete, with the value read, or (through `gex`, to a
+/// rank on another host) pending until `event` completes, the value then at `result`.
+enum Started<T> {
+    Done(T),
+    Pending { event: gex::Event, result: *mut T },
+}
+
+impl<T: AtomicType> Started<T> {
+    /// Arms `cxs` and notifies them, with `values` of the value read, once the pending
+    /// operation completes (found by the user-level progress of this thread).
+    fn finish<Ev: CompletionEvents, C: Completions<Ev>>(
+        self,
+        cxs: C,
+        rank: crate::Rank,
+        values: impl FnOnce(T) -> Ev::OpValues + 'static,
+    ) -> Returned<C, Ev> {
+        let Started::Pending { mut event, result } = self else {
+            unreachable!("finish is for a pending operation")
+        };
+        let (futures, armed) = cxs.arm();
+        completion::notify_when_outgoing(
+            move || event.test(),
+            rank,
+            armed,
+            // SAFETY: called once, after the event completed: `gex` wrote the value
+            // (or left the initial one) and no longer uses the box, which
+            // `through_gex` leaked for this.
+            move || values(*unsafe { Box::from_raw(result) }),
+        );
+        futures.into_return()
+    }
+}
 
 /// The completion events of a fetching atomic (`load`, `compare_exchange`, `fetch_*`):
 /// operation completion, producing the value read (§13.3 ¶27, ¶39, ¶47).
@@ -209,9 +245,9 @@ impl<T: AtomicType> AtomicDomain<T> {
         }
     }
 
-    /// Initiates `op` on `p` with operands `val1`, `val2`: every check, then the `gex`
-    /// operation. Returns the value read (for a non-fetching operation, unspecified)
-    /// and the target's world rank.
+    /// Initiates `op` on `p` with operands `val1`, `val2`: every check, then the
+    /// operation. Returns how it started (with the value read, for a non-fetching
+    /// operation unspecified) and the target's world rank.
     #[inline]
     #[track_caller]
     fn initiate(
@@ -221,7 +257,7 @@ impl<T: AtomicType> AtomicDomain<T> {
         val1: T,
         val2: T,
         order: Ordering,
-    ) -> (T, u32) {
+    ) -> (Started<T>, u32) {
         let call = op.call();
         check_init(call);
         crate::thread::check_not_restricted(call);
@@ -260,21 +296,34 @@ impl<T: AtomicType> AtomicDomain<T> {
             release: matches!(order, Ordering::Release | Ordering::AcqRel),
         };
         let value = match rt(call).direct_range(rank, addr, std::mem::size_of::<T>()) {
-            // SAFETY: the word is inside the mapping of `rank`'s segment (for the life
-            // of the job), aligned for `T` (checked), and accessed only by atomics of
-            // this domain (§13.1 ¶2, ¶6: the program's obligation); `gop` is in the
-            // domain's set and permitted for `T` (checked at construction).
-            Some(local) => unsafe { T::apply(local as *mut T, gop, val1, val2, order) },
+            Some(local) => {
+                // SAFETY: the word is inside the mapping of `rank`'s segment (for the
+                // life of the job), aligned for `T` (checked), and accessed only by
+                // atomics of this domain (§13.1 ¶2, ¶6: the program's obligation); `gop`
+                // is in the domain's set and permitted for `T` (checked at construction).
+                let v = unsafe { T::apply(local as *mut T, gop, val1, val2, order) };
+                Started::Done(v)
+            }
             None => self.through_gex(rank, addr, gop, val1, val2, order),
         };
         (value, rank)
     }
 
     /// An operation on a target this process does not map directly, or any operation
-    /// while a tool is attached: the `gex` domain's, reported.
+    /// while a tool is attached: the `gex` domain's NB operation, reported. Complete at
+    /// return where the target is mapped; to another host it completes when the owner's
+    /// reply arrives, which the caller's completions then wait for.
     #[inline(never)]
     #[track_caller]
-    fn through_gex(&self, rank: u32, addr: usize, gop: Op, val1: T, val2: T, order: MemOrder) -> T {
+    fn through_gex(
+        &self,
+        rank: u32,
+        addr: usize,
+        gop: Op,
+        val1: T,
+        val2: T,
+        order: MemOrder,
+    ) -> Started<T> {
         let gptr = gasp::GPtr::new(rank, addr);
         let (o, d, n) = (
             gop.bit() as i32,
@@ -290,10 +339,20 @@ impl<T: AtomicType> AtomicDomain<T> {
         if order.release {
             flags = flags | gex::Flags::AD_REL;
         }
-        let value = self.gex.op_blocking(rank, addr, gop, val1, val2, flags);
+        // The fetched value's home until the operation completes (a non-fetching
+        // operation writes nothing; the initial value is then the unused result).
+        let result = Box::into_raw(Box::new(val1));
+        // SAFETY: `result` stays allocated and unread until the event completes: it is
+        // read and freed only by `Started::finish` after that (or here, if complete).
+        let started = unsafe { self.gex.op_nb(result, rank, addr, gop, val1, val2, flags) };
+        let event = started.expect("gex returns NoOp only for Flags::IMMEDIATE");
         gasp::end!(span, gptr, o, d, b1, b2, n);
-        // A non-fetching operation's value is not used.
-        value.unwrap_or(val1)
+        if event.is_invalid() {
+            // SAFETY: complete: the box is ours again.
+            Started::Done(*unsafe { Box::from_raw(result) })
+        } else {
+            Started::Pending { event, result }
+        }
     }
 
     #[inline]
@@ -307,8 +366,11 @@ impl<T: AtomicType> AtomicDomain<T> {
         order: Ordering,
         cxs: C,
     ) -> Returned<C, AtomicFetch<T>> {
-        let (value, rank) = self.initiate(op, p, val1, val2, order);
-        cxs.completed_at_initiation(rank, (value,)).into_return()
+        let (started, rank) = self.initiate(op, p, val1, val2, order);
+        match started {
+            Started::Done(value) => cxs.completed_at_initiation(rank, (value,)).into_return(),
+            pending => pending.finish(cxs, rank, |v| (v,)),
+        }
     }
 
     #[inline]
@@ -321,8 +383,11 @@ impl<T: AtomicType> AtomicDomain<T> {
         order: Ordering,
         cxs: C,
     ) -> Returned<C, AtomicUpdate> {
-        let (_, rank) = self.initiate(op, p, val, val, order);
-        cxs.completed_at_initiation(rank, ()).into_return()
+        let (started, rank) = self.initiate(op, p, val, val, order);
+        match started {
+            Started::Done(_) => cxs.completed_at_initiation(rank, ()).into_return(),
+            pending => pending.finish(cxs, rank, |_| ()),
+        }
     }
 
     /// Atomically reads the value at `p` (UPC++ `atomic_domain::load`, §13.3 ¶23):
