@@ -66,6 +66,11 @@
 //! memory. (It also keeps clear of MPI libraries whose one-sided compare-and-swap is
 //! unreliable over shared-memory windows.)
 //!
+//! `GEX_AD_PATH=am` in the environment makes domains created afterwards send every
+//! operation to the owner, mapped or not (the owner itself included), so that the
+//! message path is tested and measured on one host; `auto`, the default, chooses by
+//! the mapping.
+//!
 //! NBI calls count under the spec's categories: `GEX_EC_PUT` for `GEX_OP_SET`,
 //! `GEX_EC_GET` for `GEX_OP_GET`, `GEX_EC_RMW` for every other operation.
 //! `GEX_FLAG_IMMEDIATE` returns [`NoOp`], having done nothing, only when a message to
@@ -167,6 +172,9 @@ struct State {
     members: Option<Box<[Rank]>>,
     /// This process's job rank.
     me: Rank,
+    /// Whether every operation goes by message, mapped target or not
+    /// (`GEX_AD_PATH=am`).
+    messages: bool,
     destroyed: AtomicBool,
     cdata: CDataSlot,
     /// The team's name for GASP events.
@@ -234,6 +242,7 @@ impl AtomicDomain {
                 flags,
                 members: (!team.is_primordial()).then(|| data.members.clone()),
                 me: rt.conduit.rank(),
+                messages: remote::forced(),
                 destroyed: AtomicBool::new(false),
                 cdata: CDataSlot::default(),
                 gasp_team,

@@ -3,15 +3,17 @@
 //! `gex_AD_OpNB_*`, `gex_AD_OpNBI_*`) with 1 to 4 ranks: every data type × operation ×
 //! flag against a sequential model, on every target rank and in NB, NBI and blocking
 //! form; contention on shared words whose final values prove atomicity; split teams
-//! and `GEX_FLAG_RANK_IS_JOBRANK`; every erroneous call. The GASP events are tested in
-//! `atomic_gasp.rs`.
+//! and `GEX_FLAG_RANK_IS_JOBRANK`; every erroneous call. The model, contention, NBI
+//! and error tests run on both paths: CPU atomics on the mapping, and messages to the
+//! owner (`GEX_AD_PATH=am`, the path of targets on other hosts). The GASP events are
+//! tested in `atomic_gasp.rs`.
 mod common;
 
 use std::fmt::Debug;
 
 use common::expect_panic;
 use gex::ops::{Dt, Op, OpSet};
-use gex::testing::{spmd, spmd_outcome, SpmdOptions};
+use gex::testing::{spmd, spmd_outcome, spmd_with, SpmdOptions};
 use gex::{nbi_wait, AtomicDomain, AtomicType, Client, EventCategory, Flags, Segment, Team};
 
 const SEG: usize = 256 * gex::PAGE_SIZE;
@@ -145,14 +147,22 @@ fn every_operation<T: Model>(team: &Team, bases: &[usize]) {
                             // SAFETY: `out` lives until the event is waited for below.
                             let ev =
                                 unsafe { ad.op_nb(out.as_mut_ptr(), tgt, addr, op, a, b, *flags) };
-                            ev.expect("no NoOp on shared memory").wait();
+                            let ev = ev.expect(
+                                "no NoOp: one operation in flight per rank never fills a queue",
+                            );
+                            // On the mapping it is complete at return; by message it
+                            // waits for the owner's reply, which needs a poll.
+                            assert_eq!(ev.is_invalid(), !by_messages(), "op_nb's event");
+                            ev.wait();
                             // SAFETY: written by a fetching operation, now synchronized.
                             op.is_fetching().then(|| unsafe { out.assume_init() })
                         }
                         _ => {
                             // SAFETY: `out` lives until `nbi_wait` below.
                             unsafe { ad.op_nbi(out.as_mut_ptr(), tgt, addr, op, a, b, *flags) }
-                                .expect("no NoOp on shared memory");
+                                .expect(
+                                    "no NoOp: one operation in flight per rank never fills a queue",
+                                );
                             nbi_wait(EventCategory::ALL);
                             // SAFETY: as above.
                             op.is_fetching().then(|| unsafe { out.assume_init() })
@@ -188,8 +198,8 @@ fn every_operation<T: Model>(team: &Team, bases: &[usize]) {
 /// MIN/MAX with NaN and -0.0 and (F)CAS on bits.
 #[test]
 fn every_type_operation_and_flag_matches_a_sequential_model() {
-    for n in 1..=4 {
-        spmd(n, || {
+    for (n, path) in (1..=4).flat_map(|n| PATHS.map(|p| (n, p))) {
+        spmd_with(on_path(n, path), || {
             let (client, _ep, team) = Client::init("AD_MODEL", Flags::NONE).unwrap();
             let _seg = Segment::attach(&team, SEG).unwrap();
             let bases = common::segment_bases(&team);
@@ -206,15 +216,32 @@ fn every_type_operation_and_flag_matches_a_sequential_model() {
 
 const ROUNDS: u64 = 20_000;
 
+/// The paths of operations (`GEX_AD_PATH`): CPU atomics on the mapping, and Active
+/// Messages to the owner (the path of targets on other hosts, taken here for all).
+const PATHS: [&str; 2] = ["auto", "am"];
+
+/// Whether this rank runs with `GEX_AD_PATH=am`.
+fn by_messages() -> bool {
+    std::env::var("GEX_AD_PATH").is_ok_and(|p| p == "am")
+}
+
+fn on_path(n: usize, path: &str) -> SpmdOptions {
+    let mut opts = SpmdOptions::new(n);
+    opts.env.push(("GEX_AD_PATH".into(), path.into()));
+    opts
+}
+
 /// "These operations are guaranteed to be atomic with respect to all other accesses to
 /// the same target location made using the same AD, from any rank": every rank hammers
 /// the same words in rank 0's segment with ADD, INC, XOR, FADD and a CAS loop; the
 /// totals come out exact, and the values FINC fetched are all distinct. A racing
-/// read-modify-write would lose updates and fail these.
+/// read-modify-write would lose updates and fail these. On both paths; by messages
+/// with fewer rounds, as each operation is a round trip.
 #[test]
 fn contention_on_shared_words_loses_no_update() {
-    for n in 2..=4 {
-        spmd(n, || {
+    for (n, path) in (2..=4).flat_map(|n| PATHS.map(|p| (n, p))) {
+        let rounds = if path == "am" { ROUNDS / 10 } else { ROUNDS };
+        spmd_with(on_path(n, path), || {
             let (client, _ep, team) = Client::init("AD_CONTEND", Flags::NONE).unwrap();
             let seg = Segment::attach(&team, SEG).unwrap();
             let base = team.segment_bound(0).unwrap().owner_addr;
@@ -231,11 +258,11 @@ fn contention_on_shared_words_loses_no_update() {
             let (add, xor, finc, cas, inc, fadd) =
                 (base, base + 8, base + 16, base + 24, base + 32, base + 40);
             team.barrier();
-            let mut fetched = Vec::with_capacity(ROUNDS as usize);
+            let mut fetched = Vec::with_capacity(rounds as usize);
             let rank_bits = |r: u32, i: u64| {
                 (i.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ u64::from(r)) | 1 << (r + 40)
             };
-            for i in 0..ROUNDS {
+            for i in 0..rounds {
                 u64s.op_blocking(0, add, Op::Add, u64::from(me) + 1, 0, Flags::NONE);
                 u64s.op_blocking(0, xor, Op::Xor, rank_bits(me, i), 0, Flags::NONE);
                 fetched.push(
@@ -268,7 +295,7 @@ fn contention_on_shared_words_loses_no_update() {
             // The FINC values of each rank rise (one rank's operations are ordered by
             // their completion) and go to rank 0 for the distinctness check.
             assert!(fetched.windows(2).all(|w| w[0] < w[1]));
-            let theirs = base + 4096 + me as usize * ROUNDS as usize * 8;
+            let theirs = base + 4096 + me as usize * rounds as usize * 8;
             team.put_blocking(0, theirs, bytemuck_bytes(&fetched), Flags::NONE)
                 .unwrap();
             team.barrier();
@@ -277,15 +304,15 @@ fn contention_on_shared_words_loses_no_update() {
                 u64s.op_blocking(0, addr, Op::Get, 0u64, 0, Flags::NONE)
                     .unwrap()
             };
-            assert_eq!(get(add), ROUNDS * n * (n + 1) / 2);
+            assert_eq!(get(add), rounds * n * (n + 1) / 2);
             assert_eq!(
                 get(xor),
-                (0..size).fold(0, |acc, r| (0..ROUNDS)
+                (0..size).fold(0, |acc, r| (0..rounds)
                     .fold(acc, |x, i| x ^ rank_bits(r, i)))
             );
-            assert_eq!(get(finc), ROUNDS * n);
-            assert_eq!(get(cas), ROUNDS * n);
-            let incs = (0..ROUNDS)
+            assert_eq!(get(finc), rounds * n);
+            assert_eq!(get(cas), rounds * n);
+            let incs = (0..rounds)
                 .map(|i| if i % 3 == 2 { -1 } else { 1 })
                 .sum::<i64>()
                 * n as i64;
@@ -299,10 +326,10 @@ fn contention_on_shared_words_loses_no_update() {
             assert_eq!(
                 f64s.op_blocking(0, fadd, Op::Get, 0.0, 0.0, Flags::NONE)
                     .unwrap(),
-                (ROUNDS * n) as f64
+                (rounds * n) as f64
             );
             if me == 0 {
-                let total = (ROUNDS * n) as usize;
+                let total = (rounds * n) as usize;
                 // SAFETY: the ranks' puts completed before the barrier; nothing writes
                 // this part of the segment any more.
                 let all = unsafe {
@@ -402,11 +429,12 @@ fn queries_cdata_and_split_teams_with_job_ranks() {
 /// an operation outside the domain's set, another type, a misaligned or out-of-segment
 /// target, a bad rank, a null result for a fetching operation, flags the call does not
 /// take, a false `MY_RANK` assertion, a destroyed domain; and creation with an invalid
-/// type, operation set or flags. The target word is unchanged afterwards.
+/// type, operation set or flags. The target word is unchanged afterwards. On both
+/// paths: the checks are the initiator's, made before any message is sent.
 #[test]
 fn erroneous_calls_name_the_call_and_change_nothing() {
-    for n in 1..=3 {
-        spmd(n, || {
+    for (n, path) in (1..=3).flat_map(|n| PATHS.map(|p| (n, p))) {
+        spmd_with(on_path(n, path), || {
             common::quiet_expected_panics();
             let (client, _ep, team) = Client::init("AD_ERRORS", Flags::NONE).unwrap();
             let _seg = Segment::attach(&team, SEG).unwrap();
@@ -538,7 +566,13 @@ fn erroneous_calls_name_the_call_and_change_nothing() {
 /// `GEX_EC_GET` for GET, `GEX_EC_RMW` for the rest) or the region's event.
 #[test]
 fn nbi_operations_complete_in_their_categories_and_regions() {
-    spmd(2, || {
+    for path in PATHS {
+        spmd_with(on_path(2, path), nbi_operations);
+    }
+}
+
+fn nbi_operations() {
+    {
         let (client, _ep, team) = Client::init("AD_NBI", Flags::NONE).unwrap();
         let _seg = Segment::attach(&team, SEG).unwrap();
         let bases = common::segment_bases(&team);
@@ -572,7 +606,7 @@ fn nbi_operations_complete_in_their_categories_and_regions() {
         team.barrier();
         ad.destroy();
         client.finalize();
-    });
+    }
 }
 
 /// `gex_AD_Create`: "The 'dt', 'ops' and 'flags' parameters are each single-valued".

@@ -76,7 +76,7 @@ impl AtomicDomain {
         // `translate` checks the range first, so `NotMapped` (another host) means it is
         // inside the target's segment (`Conduit::check_range`).
         let local = match rt.conduit.translate(rank, tgt_addr, size) {
-            Ok(local) => Some(local),
+            Ok(local) => (!st.messages).then_some(local),
             Err(AddressError::NotMapped) => None,
             Err(e) => address_error(call, tgt_rank, tgt_addr, size, e),
         };

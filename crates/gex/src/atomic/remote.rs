@@ -51,6 +51,24 @@ struct Pending {
     size: usize,
 }
 
+/// The environment variable that chooses the path of operations on mapped targets:
+/// `auto` (the default: the mapping) or `am` (messages, for tests and benchmarks).
+pub(crate) const GEX_AD_PATH: &str = "GEX_AD_PATH";
+
+/// Whether `GEX_AD_PATH` asks for messages on every path (read once).
+///
+/// # Panics
+/// If the variable holds anything but `auto` or `am`.
+pub(super) fn forced() -> bool {
+    static FORCED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *FORCED.get_or_init(|| match std::env::var(GEX_AD_PATH) {
+        Err(_) => false,
+        Ok(v) if v.trim().is_empty() || v.trim() == "auto" => false,
+        Ok(v) if v.trim() == "am" => true,
+        Ok(v) => panic!("gex: {GEX_AD_PATH}={v} is not a path of remote atomics (auto, am)"),
+    })
+}
+
 /// The entries of the two handlers (registered by client initialization). Unreported:
 /// the operation is reported as itself (`GASP_GEX_AD_OP`), not as its messages.
 pub(crate) fn handler_entries() -> [AmEntry; 2] {
@@ -169,8 +187,8 @@ fn on_request(token: &Token<'_>, args: &[u32]) {
     let (op1, op2) = (join(args[7], args[8]), join(args[9], args[10]));
     let rt = token.runtime();
     let size = dt.size().expect("atomics are on built-in types");
-    // The initiator checked the range against this segment; it is this rank's own, so
-    // it is mapped here.
+    // The initiator checked the range against this segment, this rank's own, so it is
+    // mapped here.
     let local = rt
         .conduit
         .translate(rt.conduit.rank(), addr, size)
