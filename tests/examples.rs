@@ -28,8 +28,14 @@ fn run(name: &str, ranks: usize) -> String {
 
 /// [`run`] with command-line arguments.
 fn run_with(name: &str, ranks: usize, args: &[&str]) -> String {
+    run_env(name, ranks, args, &[])
+}
+
+/// [`run_with`] with environment variables.
+fn run_env(name: &str, ranks: usize, args: &[&str], env: &[(&str, &str)]) -> String {
     let out = Command::new(example(name))
         .args(args)
+        .envs(env.iter().copied())
         .env("UPCXX_RANKS", ranks.to_string())
         .env_remove("UPCXX_RANK")
         .output()
@@ -77,6 +83,31 @@ fn gex_network_checks_every_transfer_between_every_pair() {
             "gex_network with {n} ranks:\n{out}"
         );
         assert_eq!(out.matches(": host 0 of 1").count(), n, "{out}");
+    }
+}
+
+#[test]
+fn gex_atomics_totals_are_exact_on_both_paths() {
+    for n in 1..=4 {
+        for path in ["auto", "am"] {
+            let out = run_env("gex_atomics", n, &[], &[("GEX_AD_PATH", path)]);
+            assert!(
+                out.contains(&format!("{n} ranks: atomics of both paths on shared words"))
+                    && out.trim_end().ends_with("verified"),
+                "gex_atomics with {n} ranks, GEX_AD_PATH={path}:\n{out}"
+            );
+        }
+    }
+}
+
+#[test]
+fn upcxx_hosts_finds_every_rank_local_on_one_host() {
+    for n in 1..=4 {
+        let out = run("upcxx_hosts", n);
+        assert!(out.trim_end().ends_with("verified"), "{out}");
+        let all: Vec<usize> = (0..n).collect();
+        let line = format!("local team {all:?}");
+        assert_eq!(out.matches(&line).count(), n, "{line}:\n{out}");
     }
 }
 
