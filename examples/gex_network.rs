@@ -1,7 +1,9 @@
 //! Every kind of gex transfer between every pair of ranks, each checked: Short, Medium
 //! and Long Active Messages with their Replies (and a flood of Short ones, past any
-//! flow-control window), puts and gets large and small, and a VIS put whose peer
-//! completion handler checks, on the target, that the data landed first. It
+//! flow-control window), puts and gets large and small, a VIS put whose peer
+//! completion handler checks, on the target, that the data landed first, and a
+//! broadcast and an all-to-all exchange with every rank's segment address given
+//! (SINGLE), whose method every rank must choose alike whatever it maps. It
 //! prints the job's host structure (`gex_System_QueryMyPosition`) and `verified`.
 //!
 //! Run as `UPCXX_RANKS=4 gex_network`, or, built with the `mpi` feature, as
@@ -12,6 +14,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use std::sync::atomic::AtomicUsize;
 
+use gex::coll::CollFlags;
 use gex::vis::set_peer_completion_handler;
 use gex::{AmCategory, AmEntry, AmRole, Client, Flags, Lc, Memvec, Segment, Token};
 
@@ -32,6 +35,15 @@ const PUT_LEN: usize = 256 << 10;
 /// Where the VIS put from the previous rank lands, and its length.
 const VIS_AT: usize = 1536 << 10;
 const VIS_LEN: usize = 3000;
+/// The broadcast's source (on rank 0) and destination, and its length: past the size
+/// from which ranks that map every source read it directly.
+const BCAST_SRC: usize = 256 << 10;
+const BCAST_DST: usize = 320 << 10;
+const BCAST_LEN: usize = 32 << 10;
+/// The exchange's source and destination, and the bytes of each block.
+const XCHG_SRC: usize = 384 << 10;
+const XCHG_DST: usize = 640 << 10;
+const XCHG_LEN: usize = 16 << 10;
 /// Short requests sent to every rank without waiting: many times the messages a
 /// conduit lets be in flight to one peer, so its flow control must hold them back.
 const FLOOD: u32 = 500;
@@ -170,6 +182,52 @@ fn main() {
     .unwrap();
     while VIS_DONE.load(Ordering::Acquire) < 1 {
         gex::poll();
+    }
+
+    // Collectives with SINGLE addresses: rank 0's block to every rank, and block `j` of
+    // every rank `i` to block `i` of rank `j`.
+    let bases: Vec<usize> = (0..n)
+        .map(|r| team.segment_bound(r).unwrap().owner_addr)
+        .collect();
+    let at = |off: usize| -> Vec<usize> { bases.iter().map(|b| b + off).collect() };
+    let local = |off: usize| seg.addr().wrapping_add(off);
+    let blocks: Vec<u8> = (0..n).flat_map(|j| payload(me, j, XCHG_LEN)).collect();
+    // SAFETY: this rank's segment, which nothing else touches before the collectives.
+    unsafe {
+        if me == 0 {
+            let b = payload(0, n, BCAST_LEN);
+            std::ptr::copy_nonoverlapping(b.as_ptr(), local(BCAST_SRC), BCAST_LEN);
+        }
+        std::ptr::copy_nonoverlapping(blocks.as_ptr(), local(XCHG_SRC), blocks.len());
+    }
+    let sync = CollFlags::IN_ALLSYNC | CollFlags::OUT_ALLSYNC | CollFlags::SINGLE;
+    let (src, dst) = (at(BCAST_SRC), at(BCAST_DST));
+    // SAFETY: every address is inside its owner's segment, untouched until completion.
+    unsafe {
+        team.coll_broadcast_nb(
+            0,
+            dst.as_slice().into(),
+            src.as_slice().into(),
+            BCAST_LEN,
+            sync,
+        )
+    }
+    .wait();
+    let (src, dst) = (at(XCHG_SRC), at(XCHG_DST));
+    // SAFETY: as above, `n * XCHG_LEN` bytes on every rank.
+    unsafe { team.exchange_nb(dst.as_slice().into(), src.as_slice().into(), XCHG_LEN, sync) }
+        .wait();
+    // SAFETY: this rank's segment, written by the completed collectives (OUT_ALLSYNC).
+    let (bcast, xchg) = unsafe {
+        (
+            std::slice::from_raw_parts(local(BCAST_DST), BCAST_LEN),
+            std::slice::from_raw_parts(local(XCHG_DST), n as usize * XCHG_LEN),
+        )
+    };
+    let want: Vec<u8> = (0..n).flat_map(|i| payload(i, me, XCHG_LEN)).collect();
+    if bcast != payload(0, n, BCAST_LEN).as_slice() || xchg != want.as_slice() {
+        eprintln!("gex_network: rank {me}: a collective delivered wrong bytes");
+        BAD.fetch_add(1, Ordering::Relaxed);
     }
     team.barrier();
     let prev = (me + n - 1) % n;
