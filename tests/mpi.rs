@@ -8,9 +8,10 @@
 //!   puts and gets between every pair, checked), `rpc_hello`, `dht` and `stencil`, with
 //!   all ranks on one host (shared-memory segments).
 //! * [`the_network_path_carries_every_transfer`]: `gex_hello` and `gex_network` (with
-//!   a VIS put's peer completion) with `GEX_MPI_HOST_RANKS=1`, so every rank is its
-//!   own host and every transfer between ranks goes over MPI point-to-point and RMA;
-//!   the job reports one host per rank.
+//!   a VIS put's peer completion and SINGLE-addressed collectives) with
+//!   `GEX_MPI_HOST_RANKS=1`, so every rank is its own host and every transfer between
+//!   ranks goes over MPI point-to-point and RMA; the job reports one host per rank;
+//!   and with hosts of two ranks, where some ranks map a source and others do not.
 //! * [`upcxx_programs_run_across_hosts`]: `rpc_hello`, `dht`, `stencil`, `gups`,
 //!   `histogram` and `summa` (which needs 4 ranks) with `GEX_MPI_HOST_RANKS=1` and `=2`
 //!   on 3 and 4 ranks, each checking its own result; `upcxx_hosts` checks `is_local`
@@ -192,6 +193,8 @@ fn the_network_path_carries_every_transfer() {
     let mut seen = hosts(&out);
     seen.sort_unstable();
     assert_eq!(seen, vec![(0, 2), (0, 2), (1, 2)], "{out}");
+    let out = mpirun("gex_network", 4, Some(2));
+    assert!(out.contains("verified"), "gex_network: {out}");
 }
 
 /// The hosts a cap makes of `ranks` ranks: consecutive runs of at most `cap`.
