@@ -94,8 +94,9 @@
 //!   before it marks the operation complete (a release that the synchronizing thread
 //!   acquires), so accesses ordered before or after the operation stay so.
 //! * **`MY_RANK`, `MY_NBRHD`, `FAVOR_*`** are hints to the implementation; the path
-//!   is chosen by where the target is mapped, not by them. The `MY_*` assertions are checked nevertheless (a
-//!   false one is the caller's bug), the `FAVOR_*` ones only for exclusivity.
+//!   is chosen by where the target is mapped, not by them. The `MY_*` assertions are
+//!   checked nevertheless (a false one is the caller's bug), the `FAVOR_*` ones only
+//!   for exclusivity.
 //! * **Integers** follow C arithmetic, except that signed overflow, undefined in C,
 //!   wraps.
 //! * **Floating point** (the spec lists deviations from IEEE 754 it permits): `(F)CAS`

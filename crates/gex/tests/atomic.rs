@@ -6,7 +6,8 @@
 //! and `GEX_FLAG_RANK_IS_JOBRANK`; every erroneous call. The model, contention, NBI
 //! and error tests run on both paths: CPU atomics on the mapping, and messages to the
 //! owner (`GEX_AD_PATH=am`, the path of targets on other hosts). The GASP events are
-//! tested in `atomic_gasp.rs`.
+//! tested in `atomic_gasp.rs`. One file, past 600 lines: every test here shares the
+//! model and the word layout above them.
 mod common;
 
 use std::fmt::Debug;
