@@ -1,0 +1,193 @@
+//! The standard traits of [`GlobalPtr`]: plain data (`Clone`, `Copy`, `Default`),
+//! comparison and hashing (UPC++ spec §3.2 ¶74–¶84), printing (¶86), serialization
+//! (¶6) and pointer arithmetic (¶52–¶69). Implemented by hand so that they hold
+//! whatever `T` is.
+
+use std::cmp::Ordering;
+use std::fmt;
+use std::hash::{Hash, Hasher};
+use std::ops::{Add, AddAssign, Sub, SubAssign};
+
+use serde::de::Error as _;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use super::{address_overflow, GlobalPtr, KindId, MemoryKind};
+use crate::runtime::state::Rank;
+
+impl<T, K: MemoryKind> Clone for GlobalPtr<T, K> {
+    #[inline]
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T, K: MemoryKind> Copy for GlobalPtr<T, K> {}
+
+/// UPC++ spec §3.2 ¶12: the default pointer is null.
+impl<T, K: MemoryKind> Default for GlobalPtr<T, K> {
+    #[inline]
+    fn default() -> Self {
+        Self::null()
+    }
+}
+
+/// UPC++ spec §3.2 ¶74–¶76: equal iff both null, or same rank, kind and address.
+impl<T, K: MemoryKind> PartialEq for GlobalPtr<T, K> {
+    #[inline]
+    fn eq(&self, other: &Self) -> bool {
+        self.key() == other.key()
+    }
+}
+
+impl<T, K: MemoryKind> Eq for GlobalPtr<T, K> {}
+
+impl<T, K: MemoryKind> GlobalPtr<T, K> {
+    #[inline]
+    fn key(&self) -> (Rank, KindId, usize) {
+        (self.rank, self.kind, self.addr)
+    }
+}
+
+/// UPC++ spec §3.2 ¶77, ¶84: the strict total order of `std::less`, by (rank, kind,
+/// address); within one array it orders by index, as the comparison operators do.
+impl<T, K: MemoryKind> Ord for GlobalPtr<T, K> {
+    #[inline]
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.key().cmp(&other.key())
+    }
+}
+
+/// UPC++ spec §3.2 ¶74 `operator<` & co.: see [`Ord`].
+impl<T, K: MemoryKind> PartialOrd for GlobalPtr<T, K> {
+    #[inline]
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// UPC++ spec §3.2 ¶83 `std::hash<global_ptr>`: consistent with equality.
+impl<T, K: MemoryKind> Hash for GlobalPtr<T, K> {
+    #[inline]
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.key().hash(state)
+    }
+}
+
+/// UPC++ spec §3.2 ¶86 `operator<<`: `(gp: rank 2, 0x7f0000001000)`, `(gp: rank 2,
+/// cuda_device, 0x...)` for device memory, `(gp: null)`. Equal pointers and only equal
+/// pointers print alike.
+impl<T, K: MemoryKind> fmt::Display for GlobalPtr<T, K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.is_null() {
+            f.write_str("(gp: null)")
+        } else if self.kind == KindId::Host {
+            write!(f, "(gp: rank {}, {:#x})", self.rank, self.addr)
+        } else {
+            write!(
+                f,
+                "(gp: rank {}, {}, {:#x})",
+                self.rank, self.kind, self.addr
+            )
+        }
+    }
+}
+
+impl<T, K: MemoryKind> fmt::Debug for GlobalPtr<T, K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "GlobalPtr<{}, {:?}>{self}",
+            std::any::type_name::<T>(),
+            K::default()
+        )
+    }
+}
+
+/// UPC++ spec §3.2 ¶6 (DefinitelyTriviallySerializable): a pointer travels as
+/// `(rank, kind, address)`.
+impl<T, K: MemoryKind> Serialize for GlobalPtr<T, K> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        (self.rank, self.kind as u8, self.addr as u64).serialize(s)
+    }
+}
+
+impl<'de, T, K: MemoryKind> Deserialize<'de> for GlobalPtr<T, K> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let (rank, kind, addr) = <(Rank, u8, u64)>::deserialize(d)?;
+        let addr = usize::try_from(addr)
+            .map_err(|_| D::Error::custom(format!("global pointer address {addr:#x} too wide")))?;
+        let kind = KindId::from_u8(kind)
+            .filter(|&k| k != KindId::Any)
+            .ok_or_else(|| D::Error::custom(format!("invalid memory kind {kind}")))?;
+        if addr != 0 && K::ID != KindId::Any && kind != K::ID {
+            return Err(D::Error::custom(format!(
+                "a pointer to {kind} memory cannot be a GlobalPtr of kind {}",
+                K::ID
+            )));
+        }
+        Ok(GlobalPtr::from_parts(rank, addr, kind))
+    }
+}
+
+// Arithmetic operators (UPC++ spec §3.2 ¶52, ¶58, ¶64, ¶69).
+
+/// UPC++ spec §3.2 ¶52 `ptr + diff`.
+impl<T, K: MemoryKind> Add<isize> for GlobalPtr<T, K> {
+    type Output = Self;
+    #[inline]
+    #[track_caller]
+    fn add(self, n: isize) -> Self {
+        self.offset_by("GlobalPtr + isize", n)
+    }
+}
+
+/// UPC++ spec §3.2 ¶52 `diff + ptr`.
+impl<T, K: MemoryKind> Add<GlobalPtr<T, K>> for isize {
+    type Output = GlobalPtr<T, K>;
+    #[inline]
+    #[track_caller]
+    fn add(self, p: GlobalPtr<T, K>) -> GlobalPtr<T, K> {
+        p.offset_by("isize + GlobalPtr", self)
+    }
+}
+
+/// UPC++ spec §3.2 ¶52 `operator+=`, ¶69 `operator++` (`+= 1`).
+impl<T, K: MemoryKind> AddAssign<isize> for GlobalPtr<T, K> {
+    #[inline]
+    #[track_caller]
+    fn add_assign(&mut self, n: isize) {
+        *self = self.offset_by("GlobalPtr += isize", n);
+    }
+}
+
+/// UPC++ spec §3.2 ¶58 `ptr - diff`.
+impl<T, K: MemoryKind> Sub<isize> for GlobalPtr<T, K> {
+    type Output = Self;
+    #[inline]
+    #[track_caller]
+    fn sub(self, n: isize) -> Self {
+        match n.checked_neg() {
+            Some(m) => self.offset_by("GlobalPtr - isize", m),
+            None => address_overflow("GlobalPtr - isize", self.rank, self.addr),
+        }
+    }
+}
+
+/// UPC++ spec §3.2 ¶58 `operator-=`, ¶69 `operator--` (`-= 1`).
+impl<T, K: MemoryKind> SubAssign<isize> for GlobalPtr<T, K> {
+    #[inline]
+    #[track_caller]
+    fn sub_assign(&mut self, n: isize) {
+        *self = *self - n;
+    }
+}
+
+/// UPC++ spec §3.2 ¶64 `ptr - ptr`: see [`GlobalPtr::offset_from`].
+impl<T, K: MemoryKind> Sub for GlobalPtr<T, K> {
+    type Output = isize;
+    #[inline]
+    #[track_caller]
+    fn sub(self, origin: Self) -> isize {
+        self.offset_from(origin)
+    }
+}
