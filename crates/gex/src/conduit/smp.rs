@@ -11,9 +11,10 @@
 //!
 //! The files: `layout` (where everything lies in the region), `region` (creating,
 //! inheriting, mapping and validating it), `spawn` (starting a rank that inherits it),
-//! `queue` (the AM queues).
+//! `queue` (the AM queues), `mailbox` (their consumer's drain loop and a producer's
+//! claimed slot, which the mpi conduit uses too).
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
 use crate::conduit::{
@@ -21,18 +22,17 @@ use crate::conduit::{
 };
 
 pub(crate) mod layout;
+pub(crate) mod mailbox;
 pub(crate) mod queue;
 pub(crate) mod region;
 pub(crate) mod spawn;
 
 use crate::backoff::Backoff;
-use layout::{JobLayout, RankState, Region, REPLY_SLOTS, REQUEST_SLOTS, SLOT_HEADER, SLOT_SIZE};
-use queue::{Queue, Reserved, SlotBounds, SlotHeader, SlotPayload};
+use layout::{JobLayout, RankState, Region, SLOT_HEADER, SLOT_SIZE};
+use mailbox::Inbox;
+pub(crate) use mailbox::Outbound;
+use queue::{Queue, SlotBounds};
 use region::Joined;
-
-/// Largest number of messages handled per queue in one poll, so one busy sender cannot
-/// keep a poll from returning.
-const POLL_BATCH: u64 = 32;
 
 /// Where one peer's segment lives.
 #[derive(Debug, Clone, Copy)]
@@ -40,25 +40,6 @@ struct PeerSegment {
     owner_base: usize,
     local_base: usize,
     size: usize,
-}
-
-/// One inbound queue and its consumer state in this process.
-struct Inbox {
-    queue: Queue,
-    head: AtomicU64,
-    /// Held by the thread currently draining this queue (GASNet-EX PAR mode: any thread
-    /// may poll; one drains at a time, the others move on).
-    busy: AtomicBool,
-}
-
-impl Inbox {
-    fn new(queue: Queue) -> Inbox {
-        Inbox {
-            queue,
-            head: AtomicU64::new(0),
-            busy: AtomicBool::new(false),
-        }
-    }
 }
 
 /// The shared-memory conduit. See the module documentation.
@@ -86,12 +67,8 @@ fn fatal(msg: &str) -> ! {
 
 impl SmpConduit {
     fn queue(region: &Region, rank: usize, network: Network) -> Queue {
-        let (offset, slots) = match network {
-            Network::Request => (JobLayout::REQUEST_QUEUE_OFFSET, REQUEST_SLOTS),
-            Network::Reply => (JobLayout::REPLY_QUEUE_OFFSET, REPLY_SLOTS),
-        };
-        // SAFETY: the queue area lies inside the rank's area of the live mapping.
-        unsafe { Queue::at(region.rank_area(rank).add(offset), slots) }
+        // SAFETY: the rank's area of the live mapping holds its queues.
+        unsafe { mailbox::queue_in(region.rank_area(rank), network) }
     }
 
     fn wait_for_all_ranks(&self) {
@@ -127,92 +104,6 @@ impl SmpConduit {
             ),
         }
     }
-
-    fn drain(&self, inbox: &Inbox, network: Network, dispatch: fn(&Inbound<'_>)) -> usize {
-        // The common empty poll reads one shared cache line and writes nothing.
-        if inbox
-            .queue
-            .peek(inbox.head.load(Ordering::Relaxed))
-            .is_none()
-        {
-            return 0;
-        }
-        if inbox.busy.swap(true, Ordering::Acquire) {
-            return 0;
-        }
-        struct Unbusy<'a>(&'a AtomicBool);
-        impl Drop for Unbusy<'_> {
-            fn drop(&mut self) {
-                self.0.store(false, Ordering::Release);
-            }
-        }
-        let _unbusy = Unbusy(&inbox.busy);
-        let mut head = inbox.head.load(Ordering::Relaxed);
-        let start = head;
-        let bounds = self.slot_bounds();
-        while head - start < POLL_BATCH {
-            let Some(slot) = inbox.queue.peek(head) else {
-                break;
-            };
-            // The message is ours until released; advance first so a handler that polls
-            // (a Request handler blocked on sending its Reply drains Replies only) never
-            // sees this slot again.
-            inbox.head.store(head + 1, Ordering::Relaxed);
-            // SAFETY: the slot was published (seq == head + 1) and is owned by the
-            // consumer until `release`; its header fields were written before publish.
-            let h = unsafe { &*(slot as *const SlotHeader) };
-            let m = queue::decode(h, &bounds).unwrap_or_else(|why| {
-                fatal(&format!(
-                    "rank {}: a corrupt message in the {network:?} queue (slot {head}): {why}",
-                    self.rank
-                ))
-            });
-            let payload: &[u8] = match m.payload {
-                SlotPayload::None => &[],
-                // SAFETY: `decode` checked that len <= SLOT_PAYLOAD, the bytes after the
-                // header inside the slot, which the sender wrote before publishing.
-                SlotPayload::Inline(len) => unsafe {
-                    std::slice::from_raw_parts(slot.add(SLOT_HEADER), len)
-                },
-                // SAFETY: `decode` checked that the bytes lie inside our segment; the
-                // sender delivered them there before publishing the header.
-                SlotPayload::At { addr, len } => unsafe {
-                    std::slice::from_raw_parts(addr as *const u8, len)
-                },
-            };
-            let msg = Inbound {
-                src: m.src,
-                handler: m.handler,
-                category: m.category,
-                network,
-                args: &h.args[..m.nargs],
-                payload,
-                dest_addr: h.dest_addr as usize,
-            };
-            // Free the slot even if the handler unwinds, so a panic the program catches
-            // around its poll does not leave the queue stuck at this slot.
-            let release = ReleaseSlot(&inbox.queue, head);
-            dispatch(&msg);
-            drop(release);
-            head += 1;
-        }
-        (head - start) as usize
-    }
-}
-
-/// Releases a consumed slot when dropped.
-struct ReleaseSlot<'a>(&'a Queue, u64);
-
-impl Drop for ReleaseSlot<'_> {
-    fn drop(&mut self) {
-        self.0.release(self.1);
-    }
-}
-
-/// A claimed slot in a peer's queue.
-pub(crate) struct Outbound {
-    queue: Queue,
-    reserved: Reserved,
 }
 
 impl Conduit for SmpConduit {
@@ -343,31 +234,20 @@ impl Conduit for SmpConduit {
 
     #[inline]
     fn am_reserve(&self, dest: Rank, network: Network) -> Option<Outbound> {
-        let queue = match network {
+        Outbound::reserve(match network {
             Network::Request => self.requests[dest as usize],
             Network::Reply => self.replies[dest as usize],
-        };
-        queue.reserve().map(|reserved| Outbound { queue, reserved })
+        })
     }
 
     #[inline]
     fn am_buffer(&self, out: &Outbound) -> *mut u8 {
-        // SAFETY: the payload area follows the header inside the claimed slot.
-        unsafe { out.reserved.slot.add(SLOT_HEADER) }
+        out.buffer()
     }
 
     #[inline]
     fn am_commit(&self, out: Outbound, header: &AmHeader<'_>) {
-        // SAFETY: the slot is claimed by us and not visible to the consumer until publish.
-        let h = unsafe { &mut *(out.reserved.slot as *mut SlotHeader) };
-        h.src = self.rank;
-        h.handler = header.handler;
-        h.kind = header.category as u8;
-        h.nargs = header.args.len() as u8;
-        h.nbytes = header.nbytes as u32;
-        h.dest_addr = header.dest_addr as u64;
-        h.args[..header.args.len()].copy_from_slice(header.args);
-        out.queue.publish(out.reserved);
+        out.commit(self.rank, header);
     }
 
     fn long_payload(
@@ -380,9 +260,14 @@ impl Conduit for SmpConduit {
     }
 
     fn poll(&self, requests: bool, dispatch: fn(&Inbound<'_>)) -> usize {
-        let mut n = self.drain(&self.my_replies, Network::Reply, dispatch);
+        let bounds = || self.slot_bounds();
+        let mut n = self
+            .my_replies
+            .drain(Network::Reply, self.rank, bounds, dispatch, fatal);
         if requests {
-            n += self.drain(&self.my_requests, Network::Request, dispatch);
+            n += self
+                .my_requests
+                .drain(Network::Request, self.rank, bounds, dispatch, fatal);
         }
         n
     }
