@@ -23,9 +23,20 @@
 //! half's events need nothing from `poll`. RMA chose windows over AMs because they need
 //! no protocol of our own and no help from the target's progress.
 //!
-//! **Active Messages** travel over MPI point-to-point on every path, within a host too
-//! (the smp queues are not used here yet). A message is one buffer of [`MSG_SIZE`]
-//! bytes: a header (`am::WireHeader`) and up to `MSG_SIZE - HEADER` bytes of Medium payload. The
+//! **Within a host**, Active Messages and the barrier's signal words use shared memory,
+//! as under the smp conduit (`host`): at bootstrap, each member of the host team
+//! allocates its part of one more `MPI_Win_allocate_shared` window, holding the smp
+//! conduit's per-rank control block (its signal words) and its Request and Reply
+//! queues, laid out as in the smp job region; the queues are the smp conduit's bounded
+//! MPSC queues of fixed slots, driven by the same code (`smp::mailbox`). An AM to a
+//! rank of this host claims a slot in its queue (a full queue is back-pressure), and
+//! [`Conduit::signal`] stores into its signal word; for a rank of another host
+//! `signal` answers false, and the barrier sends that round as a message. A Long
+//! payload to a rank of this host is a `memcpy` into the mapped segment. With every
+//! rank on one host, `poll` makes no MPI call.
+//!
+//! **Between hosts**, Active Messages travel over MPI point-to-point. A message is one
+//! buffer of [`MSG_SIZE`] bytes: a header (`am::WireHeader`) and a Medium payload. The
 //! Request and Reply networks are two tags, so a rank that only drains Replies never
 //! matches a Request. Each network has a ring of [`RECV_DEPTH`] pre-posted
 //! `MPI_Irecv(MPI_ANY_SOURCE)`; `poll` tests the oldest (MPI matches in posting order,
@@ -37,8 +48,17 @@
 //! peer and network that the peer has not yet handled; the receiver returns credits in
 //! batches of `CREDITS / 2` on a third tag, handled by every poll. An exhausted peer
 //! makes `am_reserve` report back-pressure, as a full smp queue does, and the upper half
-//! polls. Per peer, a rank keeps two counters per network: nothing else grows with the
-//! job.
+//! polls. Per peer, a rank keeps two counters per network, a segment entry and its
+//! host index; per member of its host, the addresses of its control block and queues.
+//!
+//! `poll` drains this rank's Reply queue and then the MPI Replies, and only then, when
+//! Requests are wanted too, its Request queue and the MPI Requests. The largest Medium
+//! payload is the smaller of a queue slot's and an MPI buffer's, so it does not depend
+//! on the destination.
+//!
+//! **`GEX_MPI_STATS=1`** makes each rank print at finalize how many AMs it handled from
+//! its host queues and how many over MPI (tests use it to check which path carried the
+//! messages).
 //!
 //! **Threads.** Every MPI call is made under one lock (`MPI_THREAD_SERIALIZED`), and no
 //! thread is started: progress happens in `poll`, which is called from library calls.
@@ -47,18 +67,19 @@
 //! checking the range, which [`Conduit::check_range`] does alone), and every caller
 //! falls back: remote atomics become Active Messages to the owner, collectives use
 //! messages unless the whole team is on one host, and the upcxx runtime reaches those
-//! segments through gex. (The barrier signals by messages everywhere: [`Conduit::signal`]
-//! has no words here.)
+//! segments through gex. The barrier's rounds to ranks of other hosts are messages
+//! ([`Conduit::signal`] answers false for them).
 //!
-//! **Not done yet:** AMs within a host over the smp queues; message aggregation;
-//! teardown on a dying rank beyond what `mpirun` does.
+//! **Not done yet:** message aggregation; teardown on a dying rank beyond what `mpirun`
+//! does.
 //! [`Conduit::finalize`] ends with collective calls
 //! (`MPI_Barrier`, `MPI_Win_free`, `MPI_Finalize`), so a rank's `gex::exit(0)` waits
 //! there until every rank finalizes.
 //!
 //! The files: `boot` (the MPI calls of the bootstrap, and the error path of every
-//! call), `am` (the AM transport: wire format, receive rings, credits); this file holds
-//! the conduit's state, the segments and RMA.
+//! call), `host` (the shared memory of the host: queues and signal words), `am` (the AM
+//! transport between hosts: wire format, receive rings, credits); this file holds the
+//! conduit's state, the choice of path, the segments and RMA.
 //!
 //! All MPI calls go through rsmpi's raw bindings (`mpi::ffi`): its safe API has no
 //! shared-memory windows or passive-target RMA, and one style of call keeps the locking
@@ -67,17 +88,20 @@
 use std::collections::VecDeque;
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::OnceLock;
 
 use ::mpi::ffi;
 use parking_lot::Mutex;
 
 mod am;
 mod boot;
+mod host;
 
-pub(crate) use am::Outbound;
-use am::{net_index, Buf, State, HEADER};
+use am::{net_index, Buf, NetOutbound, State, HEADER};
 use boot::{allgather_u64, check, comm_rank_size, fatal, host_cap};
+use host::Host;
 
+use crate::conduit::smp::{self, queue::SlotBounds, queue::SLOT_PAYLOAD};
 use crate::conduit::{
     AddressError, AmHeader, BoundSegment, Completion, Conduit, Inbound, Network, Rank,
 };
@@ -95,6 +119,9 @@ const POLL_BATCH: usize = 32;
 
 /// The environment variable capping the host team's size.
 pub(crate) const GEX_MPI_HOST_RANKS: &str = "GEX_MPI_HOST_RANKS";
+/// The environment variable that makes each rank report at finalize which path carried
+/// the AMs it handled.
+pub(crate) const GEX_MPI_STATS: &str = "GEX_MPI_STATS";
 
 /// Whether this process was started by an MPI launcher (and not by ours).
 pub(crate) fn launched() -> bool {
@@ -115,6 +142,12 @@ struct PeerSegment {
     size: usize,
 }
 
+/// A claimed send buffer: a slot in the queue of a rank of this host, or an MPI buffer.
+pub(crate) enum Outbound {
+    Host(smp::Outbound),
+    Net(NetOutbound),
+}
+
 /// The windows over the segments.
 struct Windows {
     shared: ffi::MPI_Win,
@@ -130,15 +163,20 @@ pub(crate) struct MpiConduit {
     host_index: Rank,
     hosts: Rank,
     my_host: Rank,
+    /// Whether some rank is on another host (else `poll` makes no MPI call).
+    remote: bool,
     max_segment: usize,
+    /// The shared memory of this host: queues and signal words.
+    host: Host,
     /// The AM transport's state; holding its lock is what allows an MPI call.
     state: Mutex<State>,
     /// Messages sent per peer and network that the peer has not returned credit for.
     in_flight: Box<[[AtomicU32; 2]]>,
     /// Taken only with `state` held.
     windows: Mutex<Option<Windows>>,
-    segments: std::sync::OnceLock<Box<[PeerSegment]>>,
-    my_segment: Mutex<Option<(usize, usize)>>,
+    segments: OnceLock<Box<[PeerSegment]>>,
+    /// This rank's segment, `(base, size)`, once attached.
+    my_segment: OnceLock<(usize, usize)>,
 }
 
 // SAFETY: the MPI handles are plain identifiers; every call that uses them is made under
@@ -151,6 +189,14 @@ impl MpiConduit {
     fn world() -> ffi::MPI_Comm {
         // SAFETY: reading an MPI constant.
         unsafe { ffi::RSMPI_COMM_WORLD }
+    }
+
+    /// What a host queue's slot header is checked against (`queue::decode`).
+    fn slot_bounds(&self) -> SlotBounds {
+        SlotBounds {
+            ranks: self.size,
+            segment: self.my_segment.get().copied().unwrap_or((0, 0)),
+        }
     }
 
     fn peer_segment(&self, rank: Rank) -> Result<&PeerSegment, AddressError> {
@@ -217,6 +263,15 @@ impl Conduit for MpiConduit {
             fatal("the MPI library does not provide MPI_THREAD_SERIALIZED");
         }
         let world = Self::world();
+        // Failing calls return their error to `check`, which names them; communicators
+        // split from the world inherit this.
+        // SAFETY: valid communicator and predefined error handler.
+        unsafe {
+            check(
+                ffi::MPI_Comm_set_errhandler(world, ffi::RSMPI_ERRORS_RETURN),
+                "MPI_Comm_set_errhandler",
+            );
+        }
         let (rank, size) = comm_rank_size(world);
         let mut node = world;
         // SAFETY: valid communicators and out-pointer.
@@ -279,6 +334,8 @@ impl Conduit for MpiConduit {
             unsafe { check(ffi::MPI_Barrier(world), "MPI_Barrier") };
             fatal("the job cannot start");
         }
+        let (host, host_win) =
+            Host::allocate(host_comm, &host_ranks, host_index as Rank, size as Rank);
         let mut st = State {
             recvs: [VecDeque::new(), VecDeque::new()],
             credit_recvs: VecDeque::new(),
@@ -286,6 +343,8 @@ impl Conduit for MpiConduit {
             credit_sends: Vec::new(),
             free: Vec::new(),
             handled: vec![[0; 2]; size as usize],
+            net_handled: 0,
+            host_win,
             finalized: false,
         };
         for network in [Network::Request, Network::Reply] {
@@ -297,9 +356,12 @@ impl Conduit for MpiConduit {
             st.credit_recvs
                 .push_back(Self::post_credit(Box::new([0; 2])));
         }
-        // Every rank's receives are posted before anyone sends.
+        // Every rank's receives are posted and its queues initialized before anyone
+        // sends.
         // SAFETY: valid communicator.
         unsafe { check(ffi::MPI_Barrier(world), "MPI_Barrier") };
+        host.joined();
+        let remote = host_ranks.len() < size as usize;
         MpiConduit {
             rank: rank as Rank,
             size: size as Rank,
@@ -308,14 +370,16 @@ impl Conduit for MpiConduit {
             host_index: host_index as Rank,
             hosts: distinct.len() as Rank,
             my_host,
+            remote,
             max_segment,
+            host,
             state: Mutex::new(st),
             in_flight: (0..size)
                 .map(|_| [AtomicU32::new(0), AtomicU32::new(0)])
                 .collect(),
             windows: Mutex::new(None),
-            segments: std::sync::OnceLock::new(),
-            my_segment: Mutex::new(None),
+            segments: OnceLock::new(),
+            my_segment: OnceLock::new(),
         }
     }
 
@@ -364,12 +428,14 @@ impl Conduit for MpiConduit {
             // SAFETY: reading an MPI constant.
             world: unsafe { ffi::RSMPI_WIN_NULL },
         });
-        *self.my_segment.lock() = Some((base as usize, size));
+        if self.my_segment.set((base as usize, size)).is_err() {
+            fatal("a second segment attached");
+        }
         base as usize
     }
 
     fn segments_attached(&self) {
-        let (base, size) = self.my_segment.lock().expect("attach_segment ran");
+        let (base, size) = *self.my_segment.get().expect("attach_segment ran");
         let _serial = self.state.lock();
         let world = Self::world();
         let bases = allgather_u64(world, base as u64);
@@ -442,30 +508,42 @@ impl Conduit for MpiConduit {
     }
 
     fn am_max_medium(&self) -> usize {
-        MSG_SIZE - HEADER
+        SLOT_PAYLOAD.min(MSG_SIZE - HEADER)
     }
 
     fn am_max_long(&self) -> usize {
         self.max_segment
     }
 
+    #[inline]
     fn am_reserve(&self, dest: Rank, network: Network) -> Option<Outbound> {
+        if let Some(slot) = self.host.reserve(dest, network) {
+            return slot.map(Outbound::Host);
+        }
         let credits = &self.in_flight[dest as usize][net_index(network)];
         if credits.fetch_add(1, Ordering::AcqRel) >= CREDITS {
             credits.fetch_sub(1, Ordering::AcqRel);
             return None;
         }
         let buf = self.state.lock().free.pop().unwrap_or_else(Buf::new);
-        Some(Outbound { buf, dest, network })
+        Some(Outbound::Net(NetOutbound { buf, dest, network }))
     }
 
+    #[inline]
     fn am_buffer(&self, out: &Outbound) -> *mut u8 {
-        // SAFETY: the payload area follows the header inside the buffer.
-        unsafe { out.buf.0.as_ptr().cast::<u8>().cast_mut().add(HEADER) }
+        match out {
+            Outbound::Host(slot) => slot.buffer(),
+            // SAFETY: the payload area follows the header inside the buffer.
+            Outbound::Net(out) => unsafe { out.buf.0.as_ptr().cast::<u8>().cast_mut().add(HEADER) },
+        }
     }
 
+    #[inline]
     fn am_commit(&self, out: Outbound, header: &AmHeader<'_>) {
-        self.send(out, header);
+        match out {
+            Outbound::Host(slot) => slot.commit(self.rank, header),
+            Outbound::Net(out) => self.send(out, header),
+        }
     }
 
     fn long_payload(
@@ -478,10 +556,19 @@ impl Conduit for MpiConduit {
     }
 
     fn poll(&self, requests: bool, dispatch: fn(&Inbound<'_>)) -> usize {
-        self.progress();
-        let mut n = self.drain(Network::Reply, dispatch);
+        let bounds = || self.slot_bounds();
+        let mut n = self.host.drain(Network::Reply, self.rank, bounds, dispatch);
+        if self.remote {
+            self.progress();
+            n += self.drain(Network::Reply, dispatch);
+        }
         if requests {
-            n += self.drain(Network::Request, dispatch);
+            n += self
+                .host
+                .drain(Network::Request, self.rank, bounds, dispatch);
+            if self.remote {
+                n += self.drain(Network::Request, dispatch);
+            }
         }
         n
     }
@@ -563,17 +650,18 @@ impl Conduit for MpiConduit {
         Ok(Completion::Done)
     }
 
-    fn signal(&self, _dest: Rank, _slot: usize, _value: u64) -> bool {
-        // No signal words yet: the barrier sends messages instead.
-        false
+    #[inline]
+    fn signal(&self, dest: Rank, slot: usize, value: u64) -> bool {
+        self.host.signal(dest, slot, value)
     }
 
-    fn signal_value(&self, _slot: usize) -> u64 {
-        0
+    #[inline]
+    fn signal_value(&self, slot: usize) -> u64 {
+        self.host.signal_value(slot)
     }
 
     fn signal_slots(&self) -> usize {
-        0
+        self.host.signal_slots()
     }
 
     fn finalize(&self) {
@@ -582,6 +670,16 @@ impl Conduit for MpiConduit {
             return;
         }
         st.finalized = true;
+        if std::env::var_os(GEX_MPI_STATS).is_some_and(|v| v != "0") {
+            // One write, so that lines of ranks sharing the launcher's stderr stay whole.
+            let line = format!(
+                "gex: rank {}: AMs handled: {} from the host queues, {} over MPI\n",
+                self.rank,
+                self.host.handled(),
+                st.net_handled
+            );
+            let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
+        }
         // Sends complete once matched; the peers' receives stay posted until they too
         // finalize, so waiting here cannot block on a peer that is gone.
         for (req, _) in st.sends.iter_mut() {
@@ -619,6 +717,9 @@ impl Conduit for MpiConduit {
                 check(ffi::MPI_Win_free(&mut w.shared), "MPI_Win_free");
             }
         }
+        // SAFETY: collective over the host team; after the barrier above no rank sends
+        // an AM or a signal, so nothing touches the queues again.
+        unsafe { check(ffi::MPI_Win_free(&mut st.host_win), "MPI_Win_free") };
         // SAFETY: the last MPI call of this process.
         unsafe { check(ffi::MPI_Finalize(), "MPI_Finalize") };
     }

@@ -8,6 +8,9 @@ use super::smp::{self, SmpConduit};
 use super::{AddressError, AmHeader, BoundSegment, Completion, Conduit, Inbound, Network, Rank};
 
 /// The conduit of this process: mpi when an MPI launcher started it, smp otherwise.
+// One value per process, held by the runtime for its life: its size does not matter,
+// and a box would add a load to every call of the mpi arm.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum Selected {
     Smp(SmpConduit),
     Mpi(MpiConduit),

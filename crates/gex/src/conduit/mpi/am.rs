@@ -1,6 +1,6 @@
-//! The Active Message transport of the mpi conduit: the wire format, the rings of
-//! pre-posted receives, sends kept until complete, and the credits (see the parent
-//! module's documentation).
+//! The Active Message transport of the mpi conduit between hosts: the wire format, the
+//! rings of pre-posted receives, sends kept until complete, and the credits (see the
+//! parent module's documentation).
 
 use std::collections::VecDeque;
 use std::ffi::c_int;
@@ -50,8 +50,8 @@ impl Buf {
     }
 }
 
-/// A claimed send buffer.
-pub(crate) struct Outbound {
+/// A claimed send buffer for a rank on another host.
+pub(crate) struct NetOutbound {
     pub(super) buf: Buf,
     pub(super) dest: Rank,
     pub(super) network: Network,
@@ -86,6 +86,10 @@ pub(super) struct State {
     pub(super) free: Vec<Buf>,
     /// Messages handled per peer and network since credits were last returned.
     pub(super) handled: Vec<[u32; 2]>,
+    /// Messages handled from MPI so far (reported under `GEX_MPI_STATS`).
+    pub(super) net_handled: u64,
+    /// The window of the host's AM queues (see `host`), freed by `finalize`.
+    pub(super) host_win: ffi::MPI_Win,
     pub(super) finalized: bool,
 }
 
@@ -174,6 +178,7 @@ impl MpiConduit {
 
     /// Counts a handled message from `src` and returns credit when a batch is due.
     pub(super) fn handled(&self, st: &mut State, src: Rank, net: usize) {
+        st.net_handled += 1;
         let h = &mut st.handled[src as usize][net];
         *h += 1;
         if *h < CREDITS / 2 {
@@ -302,7 +307,7 @@ impl MpiConduit {
     }
 
     /// Sends the message in a claimed buffer (`Conduit::am_commit`).
-    pub(super) fn send(&self, mut out: Outbound, header: &AmHeader<'_>) {
+    pub(super) fn send(&self, mut out: NetOutbound, header: &AmHeader<'_>) {
         let mut h = WireHeader {
             src: self.rank,
             handler: header.handler,

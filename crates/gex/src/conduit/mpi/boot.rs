@@ -17,8 +17,22 @@ pub(super) fn fatal(msg: &str) -> ! {
 #[track_caller]
 pub(super) fn check(rc: c_int, call: &str) {
     if rc != 0 {
-        fatal(&format!("{call} failed (MPI error {rc})"));
+        fatal(&format!("{call} failed ({})", error_string(rc)));
     }
+}
+
+/// The MPI library's words for error code `rc`, with the code.
+pub(super) fn error_string(rc: c_int) -> String {
+    let mut text = vec![0u8; ffi::MPI_MAX_ERROR_STRING as usize + 1];
+    let mut len: c_int = 0;
+    // SAFETY: the buffer holds MPI_MAX_ERROR_STRING characters; MPI_Error_string may be
+    // called whatever state the failing call left.
+    let rc2 = unsafe { ffi::MPI_Error_string(rc, text.as_mut_ptr().cast(), &mut len) };
+    if rc2 != 0 || len <= 0 {
+        return format!("MPI error {rc}");
+    }
+    text.truncate(len as usize);
+    format!("MPI error {rc}: {}", String::from_utf8_lossy(&text))
 }
 
 pub(super) fn comm_rank_size(comm: ffi::MPI_Comm) -> (c_int, c_int) {
