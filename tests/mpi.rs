@@ -11,7 +11,13 @@
 //!   a VIS put's peer completion and SINGLE-addressed collectives) with
 //!   `GEX_MPI_HOST_RANKS=1`, so every rank is its own host and every transfer between
 //!   ranks goes over MPI point-to-point and RMA; the job reports one host per rank;
-//!   and with hosts of two ranks, where some ranks map a source and others do not.
+//!   and with hosts of two ranks, where some ranks map a source and others do not: mixed
+//!   jobs, where some peers are reached through shared memory and some over MPI, and
+//!   the barrier's rounds are signal words or messages.
+//! * [`same_host_ams_take_the_shared_memory_path`]: with `GEX_MPI_STATS=1` each rank
+//!   reports which path carried the AMs it handled: none over MPI when all ranks share
+//!   a host, and both paths in capped jobs; and within a host the barrier's rounds are
+//!   signal words, not messages.
 //! * [`upcxx_programs_run_across_hosts`]: `rpc_hello`, `dht`, `stencil`, `gups`,
 //!   `histogram` and `summa` (which needs 4 ranks) with `GEX_MPI_HOST_RANKS=1` and `=2`
 //!   on 3 and 4 ranks, each checking its own result; `upcxx_hosts` checks `is_local`
@@ -23,6 +29,9 @@
 //!   values are exact; an atomic past a remote segment fails naming the call.
 //! * [`a_bad_host_cap_is_a_clear_error`]: `GEX_MPI_HOST_RANKS=0` ends the job with a
 //!   message naming the variable.
+//! * [`a_host_window_that_cannot_be_allocated_ends_the_job`]: without Open MPI's
+//!   shared-memory window component (`--mca osc ^sm`) the bootstrap's window of AM
+//!   queues cannot be allocated: the job ends naming `MPI_Win_allocate_shared`.
 //! * [`ranks_that_disagree_on_the_segment_size_end_the_job`]: an MPMD `mpirun` line
 //!   giving the ranks different `UPCXX_SEGMENT_SIZE`s stops at start-up, naming both.
 //! * [`upcxx_run_starts_the_job_through_mpirun`]: `upcxx-run --conduit mpi -n 3`.
@@ -60,7 +69,31 @@ fn example(name: &str) -> PathBuf {
 }
 
 /// Runs `cmd` to completion within [`LIMIT`], killing it past that.
+///
+/// Each run gets a session directory of its own: Open MPI's launchers that start at the
+/// same moment (the tests run in parallel) race to create a shared one under `/tmp`, and
+/// the loser fails with "A call to mkdir was unable to create the desired directory".
 fn run(mut cmd: Command, what: &str) -> Output {
+    static RUNS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let session = std::env::temp_dir().join(format!(
+        "pgas-mpi-test-{}-{}",
+        std::process::id(),
+        RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    ));
+    std::fs::create_dir_all(&session).expect("session directory");
+    cmd.env("OMPI_MCA_orte_tmpdir_base", &session);
+    /// Removes the directory however the run ends.
+    struct Remove(PathBuf);
+    impl Drop for Remove {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+    let _remove = Remove(session);
+    run_in_session(cmd, what)
+}
+
+fn run_in_session(mut cmd: Command, what: &str) -> Output {
     // A test run under an MPI launcher must not pass its own rank to the job.
     for v in [
         "OMPI_COMM_WORLD_SIZE",
@@ -117,6 +150,17 @@ fn mpirun_output(name: &str, ranks: u32, cap: Option<u32>) -> (Output, String) {
 
 /// [`mpirun_output`] with arguments for the example.
 fn mpirun_output_args(name: &str, args: &[&str], ranks: u32, cap: Option<u32>) -> (Output, String) {
+    mpirun_env(name, args, ranks, cap, &[])
+}
+
+/// [`mpirun_output_args`] with more environment variables for the ranks.
+fn mpirun_env(
+    name: &str,
+    args: &[&str],
+    ranks: u32,
+    cap: Option<u32>,
+    env: &[(&str, &str)],
+) -> (Output, String) {
     let mut cmd = Command::new("mpirun");
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } == 0 {
@@ -125,6 +169,9 @@ fn mpirun_output_args(name: &str, args: &[&str], ranks: u32, cap: Option<u32>) -
     cmd.args(["--oversubscribe", "-n", &ranks.to_string()]);
     if let Some(cap) = cap {
         cmd.args(["-x", &format!("GEX_MPI_HOST_RANKS={cap}")]);
+    }
+    for (k, v) in env {
+        cmd.args(["-x", &format!("{k}={v}")]);
     }
     cmd.arg(example(name)).args(args);
     let what = format!("mpirun -n {ranks} {name} {args:?} (host cap {cap:?})");
@@ -193,8 +240,92 @@ fn the_network_path_carries_every_transfer() {
     let mut seen = hosts(&out);
     seen.sort_unstable();
     assert_eq!(seen, vec![(0, 2), (0, 2), (1, 2)], "{out}");
+    // Two hosts of two.
+    let out = mpirun("gex_hello", 4, Some(2));
+    assert_eq!(out.matches("Hello from rank").count(), 4, "{out}");
     let out = mpirun("gex_network", 4, Some(2));
     assert!(out.contains("verified"), "gex_network: {out}");
+    let mut seen = hosts(&out);
+    seen.sort_unstable();
+    assert_eq!(seen, vec![(0, 2), (0, 2), (1, 2), (1, 2)], "{out}");
+}
+
+/// Per rank, the AMs it handled from its host queues and over MPI, as reported under
+/// `GEX_MPI_STATS=1`.
+fn am_paths(stderr: &str) -> Vec<(u32, u64, u64)> {
+    let mut paths: Vec<(u32, u64, u64)> = stderr
+        .lines()
+        .filter_map(|l| {
+            let rest = l.split("gex: rank ").nth(1)?;
+            let (rank, rest) = rest.split_once(": AMs handled: ")?;
+            let (host, rest) = rest.split_once(" from the host queues, ")?;
+            let net = rest.strip_suffix(" over MPI")?;
+            Some((rank.parse().ok()?, host.parse().ok()?, net.parse().ok()?))
+        })
+        .collect();
+    paths.sort_unstable();
+    paths
+}
+
+/// `mpirun` of `gex_network` with `GEX_MPI_STATS=1` and `env`: each rank's AMs from its
+/// host queues and over MPI, and how to name the run.
+fn gex_network_paths(
+    ranks: u32,
+    cap: Option<u32>,
+    env: &[(&str, &str)],
+) -> (Vec<(u32, u64, u64)>, String) {
+    let mut vars = vec![("GEX_MPI_STATS", "1")];
+    vars.extend_from_slice(env);
+    let (out, what) = mpirun_env("gex_network", &[], ranks, cap, &vars);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{what}:\n{stderr}");
+    let paths = am_paths(&stderr);
+    assert_eq!(
+        paths.len(),
+        ranks as usize,
+        "{what}: a report per rank:\n{stderr}"
+    );
+    (paths, format!("{what}:\n{stderr}"))
+}
+
+#[test]
+fn same_host_ams_take_the_shared_memory_path() {
+    // gex_network sends every rank, itself included, 502 Requests, each answered.
+    let per_pair = 2 * 502;
+    for (ranks, cap) in [(3, None), (3, Some(1)), (4, Some(2))] {
+        let (paths, what) = gex_network_paths(ranks, cap, &[]);
+        // Hosts of equal size: every rank of this rank's host, itself included,
+        // sends through its queues.
+        let peers_here = cap.unwrap_or(ranks);
+        for &(rank, host, net) in &paths {
+            assert!(
+                host >= per_pair * u64::from(peers_here),
+                "rank {rank} handled {host} AMs from its host queues: {what}"
+            );
+            if cap.is_none() {
+                assert_eq!(net, 0, "rank {rank} handled AMs over MPI: {what}");
+            } else {
+                let elsewhere = u64::from(ranks - peers_here);
+                assert!(
+                    net >= per_pair * elsewhere,
+                    "rank {rank} handled {net} AMs over MPI: {what}"
+                );
+            }
+        }
+    }
+    // Within a host the barrier's rounds are signal words: forcing messages
+    // (GEX_COLL_BARRIER=am) adds the rounds' AMs to every rank's count.
+    let (words, what) = gex_network_paths(3, None, &[]);
+    let (messages, _) = gex_network_paths(3, None, &[("GEX_COLL_BARRIER", "am")]);
+    for (w, m) in words.iter().zip(&messages) {
+        assert!(
+            m.1 > w.1,
+            "rank {}: {} AMs with signal words, {} with messages: {what}",
+            w.0,
+            w.1,
+            m.1
+        );
+    }
 }
 
 /// The hosts a cap makes of `ranks` ranks: consecutive runs of at most `cap`.
@@ -301,6 +432,29 @@ fn a_bad_host_cap_is_a_clear_error() {
             assert!(out.status.success(), "{what}:\n{stderr}");
         }
     }
+}
+
+#[test]
+fn a_host_window_that_cannot_be_allocated_ends_the_job() {
+    let mut cmd = Command::new("mpirun");
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        cmd.arg("--allow-run-as-root");
+    }
+    cmd.args(["--oversubscribe", "-n", "2", "--mca", "osc", "^sm"])
+        .arg(example("gex_hello"));
+    let out = run(cmd, "mpirun --mca osc ^sm gex_hello");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "the job ran:\n{stderr}");
+    assert!(
+        stderr.contains("MPI_Win_allocate_shared failed (MPI error")
+            && stderr.contains("cannot allocate the AM queues shared within the host"),
+        "{stderr}"
+    );
+    assert!(
+        !String::from_utf8_lossy(&out.stdout).contains("Hello"),
+        "a rank started its program"
+    );
 }
 
 #[test]
