@@ -76,16 +76,15 @@
 //! (`MPI_Barrier`, `MPI_Win_free`, `MPI_Finalize`), so a rank's `gex::exit(0)` waits
 //! there until every rank finalizes.
 //!
-//! The files: `boot` (the MPI calls of the bootstrap, and the error path of every
-//! call), `host` (the shared memory of the host: queues and signal words), `am` (the AM
-//! transport between hosts: wire format, receive rings, credits); this file holds the
-//! conduit's state, the choice of path, the segments and RMA.
+//! The files: `boot` (the bootstrap: its MPI calls and checks, and the error path of
+//! every call), `host` (the shared memory of the host: queues and signal words), `am`
+//! (the AM transport between hosts: wire format, receive rings, credits); this file
+//! holds the conduit's state, the choice of path, the segments and RMA.
 //!
 //! All MPI calls go through rsmpi's raw bindings (`mpi::ffi`): its safe API has no
 //! shared-memory windows or passive-target RMA, and one style of call keeps the locking
 //! rule visible.
 
-use std::collections::VecDeque;
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::OnceLock;
@@ -98,7 +97,7 @@ mod boot;
 mod host;
 
 use am::{net_index, Buf, NetOutbound, State, HEADER};
-use boot::{allgather_u64, check, comm_rank_size, fatal, host_cap};
+use boot::{allgather_u64, check, fatal};
 use host::Host;
 
 use crate::conduit::smp::{self, queue::SlotBounds, queue::SLOT_PAYLOAD};
@@ -244,143 +243,7 @@ impl Conduit for MpiConduit {
     type Outbound = Outbound;
 
     fn bootstrap() -> MpiConduit {
-        let mut provided = 0;
-        // SAFETY: MPI is initialized once per process, here (Client::init refuses a
-        // second initialization).
-        unsafe {
-            check(
-                ffi::MPI_Init_thread(
-                    std::ptr::null_mut(),
-                    std::ptr::null_mut(),
-                    ffi::RSMPI_THREAD_SERIALIZED,
-                    &mut provided,
-                ),
-                "MPI_Init_thread",
-            );
-        }
-        // SAFETY: reading MPI constants.
-        if provided < unsafe { ffi::RSMPI_THREAD_SERIALIZED } {
-            fatal("the MPI library does not provide MPI_THREAD_SERIALIZED");
-        }
-        let world = Self::world();
-        // Failing calls return their error to `check`, which names them; communicators
-        // split from the world inherit this.
-        // SAFETY: valid communicator and predefined error handler.
-        unsafe {
-            check(
-                ffi::MPI_Comm_set_errhandler(world, ffi::RSMPI_ERRORS_RETURN),
-                "MPI_Comm_set_errhandler",
-            );
-        }
-        let (rank, size) = comm_rank_size(world);
-        let mut node = world;
-        // SAFETY: valid communicators and out-pointer.
-        unsafe {
-            check(
-                ffi::MPI_Comm_split_type(
-                    world,
-                    ffi::RSMPI_COMM_TYPE_SHARED,
-                    rank,
-                    ffi::RSMPI_INFO_NULL,
-                    &mut node,
-                ),
-                "MPI_Comm_split_type",
-            );
-        }
-        let host_comm = match host_cap() {
-            None => node,
-            Some(cap) => {
-                let (node_rank, _) = comm_rank_size(node);
-                let mut capped = node;
-                // SAFETY: valid communicator and out-pointer.
-                unsafe {
-                    check(
-                        ffi::MPI_Comm_split(node, node_rank / cap, node_rank, &mut capped),
-                        "MPI_Comm_split",
-                    );
-                }
-                capped
-            }
-        };
-        let (host_index, _) = comm_rank_size(host_comm);
-        let host_ranks: Vec<Rank> = allgather_u64(host_comm, rank as u64)
-            .into_iter()
-            .map(|r| r as Rank)
-            .collect();
-        // Hosts are named by their lowest job rank and numbered in that order.
-        let leaders = allgather_u64(world, host_ranks[0] as u64);
-        let mut distinct = leaders.clone();
-        distinct.sort_unstable();
-        distinct.dedup();
-        let my_host = distinct
-            .binary_search(&(host_ranks[0] as u64))
-            .expect("own leader gathered") as Rank;
-        let max_segment = crate::env::segment_size_from_env()
-            .unwrap_or_else(|e| fatal(&format!("rank {rank}: cannot join the job: {e}")));
-        // The launcher of the smp conduit sizes every rank alike; under mpirun each rank
-        // reads its own environment, so they must be compared.
-        let sizes = allgather_u64(world, max_segment as u64);
-        if let Some(other) = sizes.iter().position(|&s| s != sizes[0]) {
-            if rank == 0 {
-                eprintln!(
-                    "gex: the ranks disagree on the segment size ({}): rank 0 has {} \
-                     bytes, rank {other} has {}",
-                    crate::env::UPCXX_SEGMENT_SIZE,
-                    sizes[0],
-                    sizes[other]
-                );
-            }
-            // SAFETY: valid communicator; every rank takes this branch (same data).
-            unsafe { check(ffi::MPI_Barrier(world), "MPI_Barrier") };
-            fatal("the job cannot start");
-        }
-        let (host, host_win) =
-            Host::allocate(host_comm, &host_ranks, host_index as Rank, size as Rank);
-        let mut st = State {
-            recvs: [VecDeque::new(), VecDeque::new()],
-            credit_recvs: VecDeque::new(),
-            sends: Vec::new(),
-            credit_sends: Vec::new(),
-            free: Vec::new(),
-            handled: vec![[0; 2]; size as usize],
-            net_handled: 0,
-            host_win,
-            finalized: false,
-        };
-        for network in [Network::Request, Network::Reply] {
-            for _ in 0..RECV_DEPTH {
-                st.recvs[net_index(network)].push_back(Self::post(Buf::new(), network));
-            }
-        }
-        for _ in 0..CREDIT_DEPTH {
-            st.credit_recvs
-                .push_back(Self::post_credit(Box::new([0; 2])));
-        }
-        // Every rank's receives are posted and its queues initialized before anyone
-        // sends.
-        // SAFETY: valid communicator.
-        unsafe { check(ffi::MPI_Barrier(world), "MPI_Barrier") };
-        host.joined();
-        let remote = host_ranks.len() < size as usize;
-        MpiConduit {
-            rank: rank as Rank,
-            size: size as Rank,
-            host_comm,
-            host_ranks,
-            host_index: host_index as Rank,
-            hosts: distinct.len() as Rank,
-            my_host,
-            remote,
-            max_segment,
-            host,
-            state: Mutex::new(st),
-            in_flight: (0..size)
-                .map(|_| [AtomicU32::new(0), AtomicU32::new(0)])
-                .collect(),
-            windows: Mutex::new(None),
-            segments: OnceLock::new(),
-            my_segment: OnceLock::new(),
-        }
+        boot::bootstrap()
     }
 
     fn rank(&self) -> Rank {

@@ -1,10 +1,18 @@
-//! The MPI calls of the bootstrap, and the error path of every MPI call.
+//! The bootstrap of the mpi conduit (its MPI calls, the host team, the checks that the
+//! ranks agree), and the error path of every MPI call.
 
+use std::collections::VecDeque;
 use std::ffi::c_int;
+use std::sync::atomic::AtomicU32;
+use std::sync::OnceLock;
 
 use ::mpi::ffi;
+use parking_lot::Mutex;
 
-use super::GEX_MPI_HOST_RANKS;
+use super::am::{net_index, Buf, State};
+use super::host::Host;
+use super::{MpiConduit, CREDIT_DEPTH, GEX_MPI_HOST_RANKS, RECV_DEPTH};
+use crate::conduit::{Network, Rank};
 
 pub(super) fn fatal(msg: &str) -> ! {
     eprintln!("gex: {msg}");
@@ -35,7 +43,7 @@ pub(super) fn error_string(rc: c_int) -> String {
     format!("MPI error {rc}: {}", String::from_utf8_lossy(&text))
 }
 
-pub(super) fn comm_rank_size(comm: ffi::MPI_Comm) -> (c_int, c_int) {
+fn comm_rank_size(comm: ffi::MPI_Comm) -> (c_int, c_int) {
     let (mut r, mut n) = (0, 0);
     // SAFETY: valid communicator, valid out-pointers.
     unsafe {
@@ -67,12 +75,154 @@ pub(super) fn allgather_u64(comm: ffi::MPI_Comm, value: u64) -> Vec<u64> {
     all
 }
 
-pub(super) fn host_cap() -> Option<c_int> {
+fn host_cap() -> Option<c_int> {
     let v = std::env::var(GEX_MPI_HOST_RANKS).ok()?;
     match v.trim().parse::<c_int>() {
         Ok(n) if n >= 1 => Some(n),
         _ => fatal(&format!(
             "{GEX_MPI_HOST_RANKS}={v} is not a positive number of ranks"
         )),
+    }
+}
+
+/// Joins the job (`Conduit::bootstrap`): initializes MPI, finds this rank's host team,
+/// allocates the host's shared memory, checks that the ranks agree on the segment size
+/// and posts the receives; returns after a barrier of every rank.
+pub(super) fn bootstrap() -> MpiConduit {
+    let mut provided = 0;
+    // SAFETY: MPI is initialized once per process, here (Client::init refuses a
+    // second initialization).
+    unsafe {
+        check(
+            ffi::MPI_Init_thread(
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                ffi::RSMPI_THREAD_SERIALIZED,
+                &mut provided,
+            ),
+            "MPI_Init_thread",
+        );
+    }
+    // SAFETY: reading MPI constants.
+    if provided < unsafe { ffi::RSMPI_THREAD_SERIALIZED } {
+        fatal("the MPI library does not provide MPI_THREAD_SERIALIZED");
+    }
+    let world = MpiConduit::world();
+    // Failing calls return their error to `check`, which names them; communicators
+    // split from the world inherit this.
+    // SAFETY: valid communicator and predefined error handler.
+    unsafe {
+        check(
+            ffi::MPI_Comm_set_errhandler(world, ffi::RSMPI_ERRORS_RETURN),
+            "MPI_Comm_set_errhandler",
+        );
+    }
+    let (rank, size) = comm_rank_size(world);
+    let mut node = world;
+    // SAFETY: valid communicators and out-pointer.
+    unsafe {
+        check(
+            ffi::MPI_Comm_split_type(
+                world,
+                ffi::RSMPI_COMM_TYPE_SHARED,
+                rank,
+                ffi::RSMPI_INFO_NULL,
+                &mut node,
+            ),
+            "MPI_Comm_split_type",
+        );
+    }
+    let host_comm = match host_cap() {
+        None => node,
+        Some(cap) => {
+            let (node_rank, _) = comm_rank_size(node);
+            let mut capped = node;
+            // SAFETY: valid communicator and out-pointer.
+            unsafe {
+                check(
+                    ffi::MPI_Comm_split(node, node_rank / cap, node_rank, &mut capped),
+                    "MPI_Comm_split",
+                );
+            }
+            capped
+        }
+    };
+    let (host_index, _) = comm_rank_size(host_comm);
+    let host_ranks: Vec<Rank> = allgather_u64(host_comm, rank as u64)
+        .into_iter()
+        .map(|r| r as Rank)
+        .collect();
+    // Hosts are named by their lowest job rank and numbered in that order.
+    let leaders = allgather_u64(world, host_ranks[0] as u64);
+    let mut distinct = leaders.clone();
+    distinct.sort_unstable();
+    distinct.dedup();
+    let my_host = distinct
+        .binary_search(&(host_ranks[0] as u64))
+        .expect("own leader gathered") as Rank;
+    let max_segment = crate::env::segment_size_from_env()
+        .unwrap_or_else(|e| fatal(&format!("rank {rank}: cannot join the job: {e}")));
+    // The launcher of the smp conduit sizes every rank alike; under mpirun each rank
+    // reads its own environment, so they must be compared.
+    let sizes = allgather_u64(world, max_segment as u64);
+    if let Some(other) = sizes.iter().position(|&s| s != sizes[0]) {
+        if rank == 0 {
+            eprintln!(
+                "gex: the ranks disagree on the segment size ({}): rank 0 has {} \
+                 bytes, rank {other} has {}",
+                crate::env::UPCXX_SEGMENT_SIZE,
+                sizes[0],
+                sizes[other]
+            );
+        }
+        // SAFETY: valid communicator; every rank takes this branch (same data).
+        unsafe { check(ffi::MPI_Barrier(world), "MPI_Barrier") };
+        fatal("the job cannot start");
+    }
+    let (host, host_win) = Host::allocate(host_comm, &host_ranks, host_index as Rank, size as Rank);
+    let mut st = State {
+        recvs: [VecDeque::new(), VecDeque::new()],
+        credit_recvs: VecDeque::new(),
+        sends: Vec::new(),
+        credit_sends: Vec::new(),
+        free: Vec::new(),
+        handled: vec![[0; 2]; size as usize],
+        net_handled: 0,
+        host_win,
+        finalized: false,
+    };
+    for network in [Network::Request, Network::Reply] {
+        for _ in 0..RECV_DEPTH {
+            st.recvs[net_index(network)].push_back(MpiConduit::post(Buf::new(), network));
+        }
+    }
+    for _ in 0..CREDIT_DEPTH {
+        st.credit_recvs
+            .push_back(MpiConduit::post_credit(Box::new([0; 2])));
+    }
+    // Every rank's receives are posted and its queues initialized before anyone
+    // sends.
+    // SAFETY: valid communicator.
+    unsafe { check(ffi::MPI_Barrier(world), "MPI_Barrier") };
+    host.joined();
+    let remote = host_ranks.len() < size as usize;
+    MpiConduit {
+        rank: rank as Rank,
+        size: size as Rank,
+        host_comm,
+        host_ranks,
+        host_index: host_index as Rank,
+        hosts: distinct.len() as Rank,
+        my_host,
+        remote,
+        max_segment,
+        host,
+        state: Mutex::new(st),
+        in_flight: (0..size)
+            .map(|_| [AtomicU32::new(0), AtomicU32::new(0)])
+            .collect(),
+        windows: Mutex::new(None),
+        segments: OnceLock::new(),
+        my_segment: OnceLock::new(),
     }
 }
