@@ -119,7 +119,7 @@ const POLL_BATCH: usize = 32;
 /// The environment variable capping the host team's size.
 pub(crate) const GEX_MPI_HOST_RANKS: &str = "GEX_MPI_HOST_RANKS";
 /// The environment variable that makes each rank report at finalize which path carried
-/// the AMs it handled.
+/// the AMs it handled (any value but `0`).
 pub(crate) const GEX_MPI_STATS: &str = "GEX_MPI_STATS";
 
 /// Whether this process was started by an MPI launcher (and not by ours).
@@ -533,13 +533,11 @@ impl Conduit for MpiConduit {
             return;
         }
         st.finalized = true;
-        if std::env::var_os(GEX_MPI_STATS).is_some_and(|v| v != "0") {
+        if let Some(host) = self.host.handled() {
             // One write, so that lines of ranks sharing the launcher's stderr stay whole.
             let line = format!(
-                "gex: rank {}: AMs handled: {} from the host queues, {} over MPI\n",
-                self.rank,
-                self.host.handled(),
-                st.net_handled
+                "gex: rank {}: AMs handled: {host} from the host queues, {} over MPI\n",
+                self.rank, st.net_handled
             );
             let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
         }

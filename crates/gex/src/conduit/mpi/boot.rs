@@ -11,7 +11,7 @@ use parking_lot::Mutex;
 
 use super::am::{net_index, Buf, State};
 use super::host::Host;
-use super::{MpiConduit, CREDIT_DEPTH, GEX_MPI_HOST_RANKS, RECV_DEPTH};
+use super::{MpiConduit, CREDIT_DEPTH, GEX_MPI_HOST_RANKS, GEX_MPI_STATS, RECV_DEPTH};
 use crate::conduit::{Network, Rank};
 
 pub(super) fn fatal(msg: &str) -> ! {
@@ -179,7 +179,14 @@ pub(super) fn bootstrap() -> MpiConduit {
         unsafe { check(ffi::MPI_Barrier(world), "MPI_Barrier") };
         fatal("the job cannot start");
     }
-    let (host, host_win) = Host::allocate(host_comm, &host_ranks, host_index as Rank, size as Rank);
+    let stats = std::env::var_os(GEX_MPI_STATS).is_some_and(|v| v != "0");
+    let (host, host_win) = Host::allocate(
+        host_comm,
+        &host_ranks,
+        host_index as Rank,
+        size as Rank,
+        stats,
+    );
     let mut st = State {
         recvs: [VecDeque::new(), VecDeque::new()],
         credit_recvs: VecDeque::new(),

@@ -44,20 +44,23 @@ pub(super) struct Host {
     my_requests: Inbox,
     my_replies: Inbox,
     my_area: usize,
-    /// Messages this rank handled from its queues (reported under `GEX_MPI_STATS`).
-    handled: AtomicU64,
+    /// Messages this rank handled from its queues, counted only under `GEX_MPI_STATS`
+    /// (so that the common poll makes no locked read-modify-write).
+    handled: Option<AtomicU64>,
 }
 
 impl Host {
     /// Allocates this rank's part of the host window (collective over `host_comm`),
     /// maps every member's, and initializes this rank's control block and queues.
     /// Producers may use them once every member has called [`Host::joined`] after a
-    /// barrier. Returns the window, which `finalize` frees.
+    /// barrier. Returns the window, which `finalize` frees. With `count`, the messages
+    /// handled are counted for [`Host::handled`].
     pub(super) fn allocate(
         host_comm: ffi::MPI_Comm,
         host_ranks: &[Rank],
         host_index: Rank,
         size: Rank,
+        count: bool,
     ) -> (Host, ffi::MPI_Win) {
         let rank = host_ranks[host_index as usize];
         let mut base: *mut c_void = std::ptr::null_mut();
@@ -139,7 +142,7 @@ impl Host {
             areas,
             requests,
             replies,
-            handled: AtomicU64::new(0),
+            handled: count.then(|| AtomicU64::new(0)),
         };
         host.control(me)
             .state
@@ -199,15 +202,15 @@ impl Host {
             Network::Reply => &self.my_replies,
         };
         let n = inbox.drain(network, rank, bounds, dispatch, fatal);
-        if n > 0 {
-            self.handled.fetch_add(n as u64, Ordering::Relaxed);
+        if let Some(handled) = &self.handled {
+            handled.fetch_add(n as u64, Ordering::Relaxed);
         }
         n
     }
 
-    /// Messages handled from this rank's queues so far.
-    pub(super) fn handled(&self) -> u64 {
-        self.handled.load(Ordering::Relaxed)
+    /// Messages handled from this rank's queues so far, if counted.
+    pub(super) fn handled(&self) -> Option<u64> {
+        self.handled.as_ref().map(|h| h.load(Ordering::Relaxed))
     }
 
     /// Stores into signal word `slot` of `dest` if it is on this host.
