@@ -17,6 +17,9 @@
 //! (one for Requests, one for Replies; see `queue.rs`). Their size does not depend on the
 //! number of ranks, so queue memory is O(1) per rank and O(N) per host. Pages are only
 //! backed by memory when touched, so a large `segment_size` costs address space, not RAM.
+//!
+//! The mpi conduit lays out each rank's area up to [`JobLayout::SEGMENT_OFFSET`] (control
+//! block and queues) the same way, in a shared-memory window over the ranks of a host.
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 

@@ -1,5 +1,5 @@
-//! Both ends of a rank's AM queues (see [`queue`](super::queue)) as a conduit uses
-//! them: the consumer's [`Inbox`] with its drain loop, and a producer's claimed slot,
+//! Both ends of a rank's AM queues (see [`queue`]) as a conduit uses them: the
+//! consumer's [`Inbox`] with its drain loop, and a producer's claimed slot,
 //! [`Outbound`].
 //!
 //! The queues do not care where their memory comes from: the smp conduit keeps them in
