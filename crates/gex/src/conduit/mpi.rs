@@ -78,8 +78,9 @@
 //!
 //! The files: `boot` (the bootstrap: its MPI calls and checks, and the error path of
 //! every call), `host` (the shared memory of the host: queues and signal words), `am`
-//! (the AM transport between hosts: wire format, receive rings, credits); this file
-//! holds the conduit's state, the choice of path, the segments and RMA.
+//! (the AM transport between hosts: wire format, receive rings, credits), `rma` (puts
+//! and gets to another host's segment); this file holds the conduit's state, the
+//! choice of path and the segments.
 //!
 //! All MPI calls go through rsmpi's raw bindings (`mpi::ffi`): its safe API has no
 //! shared-memory windows or passive-target RMA, and one style of call keeps the locking
@@ -95,6 +96,7 @@ use parking_lot::Mutex;
 mod am;
 mod boot;
 mod host;
+mod rma;
 
 use am::{net_index, Buf, NetOutbound, State, HEADER};
 use boot::{allgather_u64, check, fatal};
@@ -198,6 +200,7 @@ impl MpiConduit {
         }
     }
 
+    #[inline]
     fn peer_segment(&self, rank: Rank) -> Result<&PeerSegment, AddressError> {
         self.segments
             .get()
@@ -206,8 +209,14 @@ impl MpiConduit {
             .ok_or(AddressError::NoSegment)
     }
 
-    /// The displacement of `[addr, addr + len)` in `rank`'s segment.
-    fn displacement(&self, rank: Rank, addr: usize, len: usize) -> Result<usize, AddressError> {
+    /// `rank`'s segment and the displacement of `[addr, addr + len)` in it.
+    #[inline]
+    fn locate(
+        &self,
+        rank: Rank,
+        addr: usize,
+        len: usize,
+    ) -> Result<(&PeerSegment, usize), AddressError> {
         let s = self.peer_segment(rank)?;
         let offset = addr.wrapping_sub(s.owner_base);
         if offset > s.size || len > s.size - offset {
@@ -216,26 +225,13 @@ impl MpiConduit {
                 size: s.size,
             });
         }
-        Ok(offset)
+        Ok((s, offset))
     }
 
-    /// Runs an RMA operation on the world window and waits for its completion there.
-    fn rma(&self, target: Rank, op: impl FnOnce(ffi::MPI_Win) -> c_int, call: &str) {
-        // Every MPI call is made under `state` (MPI_THREAD_SERIALIZED); `windows` is
-        // always taken after it.
-        let _serial = self.state.lock();
-        let windows = self.windows.lock();
-        let w = windows
-            .as_ref()
-            .unwrap_or_else(|| fatal("RMA before the segments were attached"));
-        check(op(w.world), call);
-        // SAFETY: the window is locked (lock_all) for the life of the job.
-        unsafe {
-            check(
-                ffi::MPI_Win_flush(target as c_int, w.world),
-                "MPI_Win_flush",
-            )
-        };
+    /// The displacement of `[addr, addr + len)` in `rank`'s segment.
+    #[inline]
+    fn displacement(&self, rank: Rank, addr: usize, len: usize) -> Result<usize, AddressError> {
+        self.locate(rank, addr, len).map(|(_, offset)| offset)
     }
 }
 
@@ -358,14 +354,16 @@ impl Conduit for MpiConduit {
         })
     }
 
+    #[inline]
     fn translate(&self, rank: Rank, addr: usize, len: usize) -> Result<usize, AddressError> {
-        let offset = self.displacement(rank, addr, len)?;
-        match self.peer_segment(rank)?.local_base {
+        let (s, offset) = self.locate(rank, addr, len)?;
+        match s.local_base {
             Some(local) => Ok(local + offset),
             None => Err(AddressError::NotMapped),
         }
     }
 
+    #[inline]
     fn check_range(&self, rank: Rank, addr: usize, len: usize) -> Result<(), AddressError> {
         self.displacement(rank, addr, len).map(|_| ())
     }
@@ -436,40 +434,20 @@ impl Conduit for MpiConduit {
         n
     }
 
+    #[inline]
     fn put(&self, dest: Rank, dest_addr: usize, src: &[u8]) -> Result<Completion, AddressError> {
         match self.translate(dest, dest_addr, src.len()) {
             Ok(local) => {
                 // SAFETY: inside the shared mapping of dest's segment (translate).
                 unsafe { std::ptr::copy(src.as_ptr(), local as *mut u8, src.len()) };
             }
-            Err(AddressError::NotMapped) => {
-                let disp = self.displacement(dest, dest_addr, src.len())?;
-                for (i, chunk) in src.chunks(1 << 30).enumerate() {
-                    self.rma(
-                        dest,
-                        // SAFETY: the target range is inside dest's window (checked);
-                        // the source is read before the flush returns.
-                        |win| unsafe {
-                            ffi::MPI_Put(
-                                chunk.as_ptr().cast(),
-                                chunk.len() as c_int,
-                                ffi::RSMPI_UINT8_T,
-                                dest as c_int,
-                                (disp + (i << 30)) as ffi::MPI_Aint,
-                                chunk.len() as c_int,
-                                ffi::RSMPI_UINT8_T,
-                                win,
-                            )
-                        },
-                        "MPI_Put",
-                    );
-                }
-            }
+            Err(AddressError::NotMapped) => self.put_remote(dest, dest_addr, src)?,
             Err(e) => return Err(e),
         }
         Ok(Completion::Done)
     }
 
+    #[inline]
     unsafe fn get(
         &self,
         dest: *mut u8,
@@ -482,32 +460,8 @@ impl Conduit for MpiConduit {
                 // SAFETY: inside the mapping (translate); the caller guarantees `dest`.
                 unsafe { std::ptr::copy(local as *const u8, dest, len) };
             }
-            Err(AddressError::NotMapped) => {
-                let disp = self.displacement(src, src_addr, len)?;
-                let mut done = 0;
-                while done < len {
-                    let chunk = (len - done).min(1 << 30);
-                    self.rma(
-                        src,
-                        // SAFETY: the source range is inside src's window (checked); the
-                        // caller guarantees `dest` for `len` bytes.
-                        |win| unsafe {
-                            ffi::MPI_Get(
-                                dest.add(done).cast(),
-                                chunk as c_int,
-                                ffi::RSMPI_UINT8_T,
-                                src as c_int,
-                                (disp + done) as ffi::MPI_Aint,
-                                chunk as c_int,
-                                ffi::RSMPI_UINT8_T,
-                                win,
-                            )
-                        },
-                        "MPI_Get",
-                    );
-                    done += chunk;
-                }
-            }
+            // SAFETY: the caller's guarantee for `dest`.
+            Err(AddressError::NotMapped) => unsafe { self.get_remote(dest, src, src_addr, len)? },
             Err(e) => return Err(e),
         }
         Ok(Completion::Done)

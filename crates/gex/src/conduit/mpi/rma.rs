@@ -1,0 +1,104 @@
+//! RMA to segments that are not mapped here (another host): `MPI_Put` and `MPI_Get` on
+//! the world window, each followed by `MPI_Win_flush`, so that every transfer is
+//! complete at return (see the parent module's documentation).
+
+use std::ffi::c_int;
+
+use ::mpi::ffi;
+
+use super::boot::{check, fatal};
+use super::MpiConduit;
+use crate::conduit::{AddressError, Rank};
+
+impl MpiConduit {
+    /// `Conduit::put` to a segment that is not mapped here: `MPI_Put`s, each flushed.
+    /// Out of line, so that the shared-memory case of `put` stays small.
+    #[inline(never)]
+    pub(super) fn put_remote(
+        &self,
+        dest: Rank,
+        dest_addr: usize,
+        src: &[u8],
+    ) -> Result<(), AddressError> {
+        let disp = self.displacement(dest, dest_addr, src.len())?;
+        for (i, chunk) in src.chunks(1 << 30).enumerate() {
+            self.rma(
+                dest,
+                // SAFETY: the target range is inside dest's window (checked); the source
+                // is read before the flush returns.
+                |win| unsafe {
+                    ffi::MPI_Put(
+                        chunk.as_ptr().cast(),
+                        chunk.len() as c_int,
+                        ffi::RSMPI_UINT8_T,
+                        dest as c_int,
+                        (disp + (i << 30)) as ffi::MPI_Aint,
+                        chunk.len() as c_int,
+                        ffi::RSMPI_UINT8_T,
+                        win,
+                    )
+                },
+                "MPI_Put",
+            );
+        }
+        Ok(())
+    }
+
+    /// `Conduit::get` from a segment that is not mapped here: `MPI_Get`s, each flushed.
+    ///
+    /// # Safety
+    /// `dest` must be valid for `len` bytes of writes.
+    #[inline(never)]
+    pub(super) unsafe fn get_remote(
+        &self,
+        dest: *mut u8,
+        src: Rank,
+        src_addr: usize,
+        len: usize,
+    ) -> Result<(), AddressError> {
+        let disp = self.displacement(src, src_addr, len)?;
+        let mut done = 0;
+        while done < len {
+            let chunk = (len - done).min(1 << 30);
+            self.rma(
+                src,
+                // SAFETY: the source range is inside src's window (checked); the caller
+                // guarantees `dest` for `len` bytes.
+                |win| unsafe {
+                    ffi::MPI_Get(
+                        dest.add(done).cast(),
+                        chunk as c_int,
+                        ffi::RSMPI_UINT8_T,
+                        src as c_int,
+                        (disp + done) as ffi::MPI_Aint,
+                        chunk as c_int,
+                        ffi::RSMPI_UINT8_T,
+                        win,
+                    )
+                },
+                "MPI_Get",
+            );
+            done += chunk;
+        }
+        Ok(())
+    }
+
+    /// Runs an RMA operation on the world window and waits for its completion there.
+    pub(super) fn rma(&self, target: Rank, op: impl FnOnce(ffi::MPI_Win) -> c_int, call: &str) {
+        // Every MPI call is made under `state` (MPI_THREAD_SERIALIZED); `windows` is
+        // always taken after it.
+        let _serial = self.state.lock();
+        let windows = self.windows.lock();
+        let w = windows
+            .as_ref()
+            .unwrap_or_else(|| fatal("RMA before the segments were attached"));
+        check(op(w.world), call);
+        // SAFETY: the window is locked (lock_all) for the life of the job.
+        unsafe {
+            check(
+                ffi::MPI_Win_flush(target as c_int, w.world),
+                "MPI_Win_flush",
+            )
+        };
+    }
+}
