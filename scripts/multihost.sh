@@ -11,7 +11,9 @@
 # `ip netns exec`). mpirun runs on gexh1 and starts the daemons of the other hosts
 # through scripts/multihost-agent.sh, its remote shell: each host has its own network
 # stack and its own host name, as a real cluster node has, and shares the machine's
-# files. Open MPI's out-of-band channel and TCP transport use the hosts' subnet only.
+# files. Open MPI's out-of-band channel and TCP transport use the hosts' subnet only,
+# and its one-sided component pt2pt is allowed (Debian's openmpi-mca-params.conf turns it
+# off; rdma, the other, has no transport over TCP): the conduit's world window needs it.
 #
 # Checks, each with the ranks split across the hosts (round robin, then in blocks):
 #   * every rank's host name is that of the host mpirun put it on;
@@ -23,11 +25,15 @@
 #     the bytes of the puts and gets addressed to it), and with shared memory as the
 #     only transport (`btl self,vader`) the job cannot connect the hosts: no shared
 #     memory joins ranks of different namespaces;
-#   * `gex_hello`, `dht` and `stencil` run and check their results.
-# Then (at once with --no-checks) COMMAND, if given, runs in the machine's own namespace with GEX_MPIRUN set to a
-# launcher (one path) that runs `mpirun` with the options above on gexh1: append
-# `-n RANKS PROGRAM ARGS...`. GEX_MULTIHOST_MAP_BY (default `node`) is its --map-by and
-# GEX_MULTIHOST_BTL (default `self,vader,tcp`) its btl list.
+#   * `upcxx-run --conduit mpi` (if built) runs its job there, the segment size reaching
+#     every host;
+#   * `gex_hello`, `dht` and `stencil` run and check their results (a UPC++ runtime
+#     that refuses ranks on other hosts at upcxx::init is reported as such, not failed).
+# Then (at once with --no-checks) COMMAND, if given, runs in the machine's own namespace
+# with GEX_MPIRUN, and MPIRUN for upcxx-run, naming a launcher (one path) that runs
+# `mpirun` with the options above on gexh1: append `-n RANKS PROGRAM ARGS...`.
+# GEX_MULTIHOST_MAP_BY (default `node`) is its --map-by, GEX_MULTIHOST_BTL (default
+# `self,vader,tcp`) its btl list.
 #
 # Everything is torn down on exit, also after a failure or an interrupt: the jobs'
 # processes, the namespaces (their veths and the bridge with them), /etc/netns/<ns>.
@@ -64,6 +70,7 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 agent=$repo/scripts/multihost-agent.sh
 examples=${CARGO_TARGET_DIR:-$repo/target}
 case $examples in /*) ;; *) examples=$repo/$examples ;; esac
+launcher=$examples/debug/upcxx-run
 examples=$examples/debug/examples
 subnet=10.77.0
 # Seconds one job may run.
@@ -181,9 +188,11 @@ exec ip netns exec $tag-1 unshare --uts env GEX_MULTIHOST_HOSTS=$work/hosts \\
 EOF
 chmod +x "$work/mpirun"
 export GEX_MPIRUN=$work/mpirun
+# `upcxx-run --conduit mpi` runs the mpirun that MPIRUN names.
+export MPIRUN=$GEX_MPIRUN
 # The hosts of this set-up are the namespaces, not a cap on the host teams.
 unset GEX_MPI_HOST_RANKS
-echo "multihost: $hosts hosts (gexh1..gexh$hosts, namespaces $tag-*), $slots slots each"
+echo "multihost: $hosts hosts (gexh1..gexh$hosts, namespaces $tag-*), $slots slots per host"
 
 # ---- checks --------------------------------------------------------------------------
 
@@ -221,13 +230,26 @@ $(cat "$work/out" "$work/err")"
 # The rank number and host name of each rank, printed by the rank's own process before
 # it becomes the program: `rank R on HOST`.
 on_host=(sh -c 'echo "rank $OMPI_COMM_WORLD_RANK on $(hostname)" && exec "$0" "$@"')
+# ranks_for MAP: the ranks of a job that splits unevenly under --map-by MAP: round
+# robin wraps round the hosts (node); blocks of $slots fill all but the last host, or
+# one rank per host with one slot each (slot; more ranks than slots would oversubscribe
+# the hosts, which Open MPI spreads in its own way).
+ranks_for() {
+    if [ "$1" = node ]; then
+        echo $((hosts + 2))
+    elif [ "$slots" = 1 ]; then
+        echo "$hosts"
+    else
+        echo $((hosts * slots - 1))
+    fi
+}
 # host_of R MAP: the host of rank R under --map-by MAP: round robin over the hosts
 # (node), or $slots ranks on each host in turn (slot).
 host_of() {
     if [ "$2" = node ]; then
         echo "gexh$(($1 % hosts + 1))"
     else
-        echo "gexh$(($1 / slots % hosts + 1))"
+        echo "gexh$(($1 / slots + 1))"
     fi
 }
 # rx_bytes I: the bytes host I has received on its veth.
@@ -261,7 +283,7 @@ run_checks() {
     local map n r i got why before
     # Every rank's host name is that of its host, under both mappings.
     for map in node slot; do
-        n=$((hosts + 2))
+        n=$(ranks_for "$map")
         GEX_MULTIHOST_MAP_BY=$map must "host names: $n ranks, --map-by $map" \
             -n "$n" "${on_host[@]}" true
         for r in $(seq 0 $((n - 1))); do
@@ -274,7 +296,7 @@ $(cat "$work/out")"
     # gex_network: the gex hosts are the namespaces, and the transfers between them
     # cross the veths.
     for map in node slot; do
-        n=$((hosts + 2))
+        n=$(ranks_for "$map")
         before=()
         for i in $(seq "$hosts"); do before+=("$(rx_bytes "$i")"); done
         GEX_MULTIHOST_MAP_BY=$map must "gex_network: $n ranks, --map-by $map" \
@@ -289,6 +311,7 @@ $(cat "$work/out")"
         if [ "$map" = node ]; then
             for i in $(seq "$hosts"); do
                 got=$(($(rx_bytes "$i") - before[i - 1]))
+                echo "multihost:   gexh$i received $got bytes on its veth"
                 [ "$got" -ge $((512 << 10)) ] ||
                     fail "gexh$i received $got bytes on its veth, fewer than its transfers"
             done
@@ -305,6 +328,22 @@ $(cat "$work/out")"
     grep -q "unable to reach each other" "$work/err" ||
         fail "gex_network with shared memory only failed, but not for want of a transport:
 $(cat "$work/err")"
+
+    # upcxx-run --conduit mpi through the launcher: its segment size reaches the ranks
+    # of the other hosts (`-x`; their environment is otherwise a login's), or the
+    # conduit would stop the job.
+    if [ -x "$launcher" ]; then
+        n=$((hosts + 1))
+        echo "multihost: upcxx-run --conduit mpi -n $n gex_network"
+        timeout -k 10 "$limit" "$launcher" --conduit mpi -n "$n" --segment-size 64M \
+            "${on_host[@]}" "$examples/gex_network" >"$work/out" 2>"$work/err" ||
+            fail "upcxx-run --conduit mpi: exit $?:
+$(cat "$work/out" "$work/err")"
+        why=$(same_hosts "$n") || fail "upcxx-run: the gex hosts are not the namespaces: $why
+$(cat "$work/out")"
+    else
+        echo "multihost: upcxx-run not built (cargo build -p upcxx-run): not run"
+    fi
 
     # The examples, their ranks round robin over the hosts.
     for n in 2 $((hosts + 2)); do
