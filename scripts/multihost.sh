@@ -174,6 +174,10 @@ for i in $(seq "$hosts"); do
     hostlist+=${hostlist:+,}gexh$i:$slots
 done
 
+# Open MPI splits the agent's name at spaces, and users of GEX_MPIRUN split it too.
+case $agent$work in *[[:space:]]*)
+    fail "the paths $agent and $work must not contain white space" ;;
+esac
 root=
 [ "$(id -u)" = 0 ] && root=--allow-run-as-root
 cat >"$work/mpirun" <<EOF
