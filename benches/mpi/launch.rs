@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::common::{Measured, BENCH_JOB, BENCH_OUT};
+use crate::common::{Measured, BENCH_JOB, BENCH_OUT, BENCH_SAMPLES, BENCH_SAMPLE_MS};
 
 /// Replaces the `mpirun --oversubscribe [--allow-run-as-root]` prefix of the mpi jobs'
 /// command: split at white space, then `-n 2`, the `-x` environment options and the
@@ -193,9 +193,15 @@ pub(crate) fn run_mpi_job(
     // mpirun's timeout is in whole seconds.
     cmd.args(["--timeout", &timeout.as_secs().max(1).to_string()]);
     let out_s = out.to_string_lossy().into_owned();
+    // Every rank runs the same sampling rounds, so the driver's settings go to all:
+    // ranks on other hosts do not inherit its environment.
+    let sampling = [BENCH_SAMPLES, BENCH_SAMPLE_MS]
+        .into_iter()
+        .filter_map(|k| Some((k, std::env::var(k).ok()?)));
     let all = env
         .iter()
         .map(|(k, v)| (*k, v.clone()))
+        .chain(sampling)
         .chain([(BENCH_JOB, job.to_owned()), (BENCH_OUT, out_s)]);
     for (k, v) in all {
         cmd.env(k, &v);
