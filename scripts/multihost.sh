@@ -27,8 +27,9 @@
 #     memory joins ranks of different namespaces;
 #   * `upcxx-run --conduit mpi` (if built) runs its job there, the segment size reaching
 #     every host;
-#   * `gex_hello`, `dht` and `stencil` run and check their results (a UPC++ runtime
-#     that refuses ranks on other hosts at upcxx::init is reported as such, not failed).
+#   * `gex_hello`, `dht`, `stencil` and `gex_atomics` run and check their results, and
+#     `upcxx_hosts` its own (RMA and atomics to every rank), each rank's local team
+#     being the ranks with its host name.
 # Then (at once with --no-checks) COMMAND, if given, runs in the machine's own namespace
 # with GEX_MPIRUN, and MPIRUN for upcxx-run, naming a launcher (one path) that runs
 # `mpirun` with the options above on gexh1: append `-n RANKS PROGRAM ARGS...`.
@@ -90,7 +91,7 @@ for tool in ip unshare hostname mpirun timeout awk; do
     command -v "$tool" >/dev/null 2>&1 || skip "no \`$tool\` command"
 done
 [ "$(id -u)" = 0 ] || skip "creating network namespaces needs root (CAP_NET_ADMIN, CAP_SYS_ADMIN)"
-for ex in gex_hello gex_network dht stencil; do
+for ex in gex_hello gex_network dht stencil gex_atomics upcxx_hosts; do
     [ -x "$examples/$ex" ] ||
         fail "$examples/$ex is not built: run \`cargo build --features mpi --examples\`"
 done
@@ -213,23 +214,10 @@ must() {
     job "$@" || fail "$1: exit $?:
 $(cat "$work/out" "$work/err")"
 }
-# upcxx_example WHAT ARGS...: a job of a UPC++ example, which must print `verified`
-# last. A runtime that needs every segment mapped refuses ranks on other hosts at
-# upcxx::init (tests/mpi.rs: upcxx_across_hosts_is_a_clear_error): that refusal, and
-# no other failure, is reported as unsupported rather than failed.
-unsupported=
-upcxx_example() {
-    local what=$1 rc=0 name=${1%%:*}
-    job "$@" || rc=$?
-    if [ "$rc" = 0 ]; then
-        [ "$(tail -n1 "$work/out")" = verified ] || fail "$what: $(cat "$work/out")"
-    elif grep -q "upcxx::init: the segment of rank [0-9]* is on another host" "$work/err"; then
-        echo "multihost: $what: unsupported: $(grep -m1 -o "upcxx::init: .*" "$work/err")"
-        case " $unsupported " in *" $name "*) ;; *) unsupported+=" $name" ;; esac
-    else
-        fail "$what: exit $rc:
-$(cat "$work/out" "$work/err")"
-    fi
+# verified WHAT ARGS...: must, of a program that prints `verified` last.
+verified() {
+    must "$@"
+    [ "$(tail -n1 "$work/out")" = verified ] || fail "$1: $(cat "$work/out" "$work/err")"
 }
 # The rank number and host name of each rank, printed by the rank's own process before
 # it becomes the program: `rank R on HOST`.
@@ -279,6 +267,24 @@ same_hosts() {
                 }
                 g[name[r]] = gex[r]
                 h[gex[r]] = name[r]
+            }
+        }' "$work/out"
+}
+
+# Checks in upcxx_hosts' output that every rank's local team (`rank R of N: local team
+# [A, B]`) is the ranks with its host name (`rank R on HOST`).
+same_local_team() {
+    awk -v n="$1" '
+        / on gexh/ { name[$2] = $4 }
+        /: local team / { line = $0; sub(/.*local team /, "", line); team[$2] = line }
+        END {
+            for (r = 0; r < n; r++) {
+                want = ""
+                for (q = 0; q < n; q++) if (name[q] == name[r]) want = want (want == "" ? "" : ", ") q
+                if (team[r] != "[" want "]") {
+                    print "rank " r " on " name[r] " has local team " team[r] ", not [" want "]"
+                    exit 1
+                }
             }
         }' "$work/out"
 }
@@ -357,13 +363,14 @@ $(cat "$work/out")"
                 fail "gex_hello on $n ranks: rank $r missing:
 $(cat "$work/out")"
         done
-        upcxx_example "dht: $n ranks" -n "$n" "$examples/dht" 2000
-        upcxx_example "stencil: $n ranks" -n "$n" "$examples/stencil"
+        verified "dht: $n ranks" -n "$n" "$examples/dht" 2000
+        verified "stencil: $n ranks" -n "$n" "$examples/stencil"
+        verified "gex_atomics: $n ranks" -n "$n" "$examples/gex_atomics"
+        verified "upcxx_hosts: $n ranks" -n "$n" "${on_host[@]}" "$examples/upcxx_hosts"
+        why=$(same_local_team "$n") || fail "upcxx_hosts: $why
+$(cat "$work/out")"
     done
     echo "multihost: every check passed"
-    if [ -n "$unsupported" ]; then
-        echo "multihost: not supported across hosts by this build:$unsupported"
-    fi
 }
 if [ "$checks" = 1 ]; then
     run_checks
