@@ -37,7 +37,9 @@
 # `self,vader,tcp`) its btl list.
 #
 # Everything is torn down on exit, also after a failure or an interrupt: the jobs'
-# processes, the namespaces (their veths and the bridge with them), /etc/netns/<ns>.
+# processes, the namespaces (their veths and the bridge with them), /etc/netns/<ns>,
+# and the jobs' session directories and shared-memory files, which the launcher puts
+# in a directory of the run rather than /tmp and /dev/shm.
 # Without the means to create namespaces (root: CAP_NET_ADMIN and CAP_SYS_ADMIN; `ip`,
 # `unshare`) the script prints why and `skipped`, and exits 0.
 #
@@ -189,8 +191,10 @@ exec ip netns exec $tag-1 unshare --uts env GEX_MULTIHOST_HOSTS=$work/hosts \\
     --host $hostlist --map-by "\${GEX_MULTIHOST_MAP_BY:-node}" \\
     --mca plm_rsh_agent $agent --mca plm_rsh_no_tree_spawn 1 \\
     --mca oob_tcp_if_include $subnet.0/24 --mca btl_tcp_if_include $subnet.0/24 \\
-    --mca btl "\${GEX_MULTIHOST_BTL:-self,vader,tcp}" --mca osc ^ucx "\$@"
+    --mca btl "\${GEX_MULTIHOST_BTL:-self,vader,tcp}" --mca osc ^ucx \\
+    --mca orte_tmpdir_base $work/tmp --mca btl_vader_backing_directory $work/tmp "\$@"
 EOF
+mkdir "$work/tmp"
 chmod +x "$work/mpirun"
 export GEX_MPIRUN=$work/mpirun
 # `upcxx-run --conduit mpi` runs the mpirun that MPIRUN names.
