@@ -21,6 +21,8 @@
 #     host per namespace, the ranks of a host being those with its host name: the mpi
 #     conduit's MPI_Comm_split_type(MPI_COMM_TYPE_SHARED) sees the namespaces as
 #     hosts, without GEX_MPI_HOST_RANKS;
+#   * its AMs from other hosts all come over MPI and those of its own host through the
+#     host queues (GEX_MPI_STATS=1);
 #   * its transfers between hosts cross the veths (each host's eth0 receives at least
 #     the bytes of the puts and gets addressed to it), and with shared memory as the
 #     only transport (`btl self,vader`) the job cannot connect the hosts: no shared
@@ -293,6 +295,35 @@ same_local_team() {
         }' "$work/out"
 }
 
+# Checks gex_network's AM counts (GEX_MPI_STATS=1: `gex: rank R: AMs handled: H from
+# the host queues, M over MPI` on standard error): every rank sends 500 Short, a Medium
+# and a Long request to every rank, each answered, so a rank with k ranks on its host
+# (itself included) of n handles 1004 (n - k) AMs from other hosts, which must all
+# have come over MPI, and 1004 k from its own host, through the host queues (either
+# path may carry a few more: the conduit's own messages).
+am_paths() {
+    awk -v n="$1" '
+        FNR == NR && / on gexh/ { name[$2] = $4; on[$4]++; next }
+        / AMs handled: / {
+            r = $3; sub(":", "", r)
+            host[r] = $6; net[r] = $11
+        }
+        END {
+            for (r = 0; r < n; r++) {
+                k = on[name[r]]
+                if (!(r in net)) { print "rank " r " reported no AM counts"; exit 1 }
+                if (net[r] < 1004 * (n - k)) {
+                    print "rank " r " on " name[r] " handled " net[r] " AMs over MPI, fewer than the " 1004 * (n - k) " from other hosts"
+                    exit 1
+                }
+                if (host[r] < 1004 * k) {
+                    print "rank " r " on " name[r] " handled " host[r] " AMs from the host queues, fewer than the " 1004 * k " from its host"
+                    exit 1
+                }
+            }
+        }' "$work/out" "$work/err"
+}
+
 run_checks() {
     local map n r i got why before
     # Every rank's host name is that of its host, under both mappings.
@@ -314,12 +345,14 @@ $(cat "$work/out")"
         before=()
         for i in $(seq "$hosts"); do before+=("$(rx_bytes "$i")"); done
         GEX_MULTIHOST_MAP_BY=$map must "gex_network: $n ranks, --map-by $map" \
-            -n "$n" "${on_host[@]}" "$examples/gex_network"
+            -n "$n" -x GEX_MPI_STATS=1 "${on_host[@]}" "$examples/gex_network"
         grep -q "AMs, puts and gets between every pair verified" "$work/out" ||
             fail "gex_network did not verify its transfers:
 $(cat "$work/out" "$work/err")"
         why=$(same_hosts "$n") || fail "the gex hosts are not the namespaces: $why
 $(cat "$work/out")"
+        why=$(am_paths "$n") || fail "AMs took the wrong path: $why
+$(cat "$work/out" "$work/err")"
         # Every rank puts 256 KiB into the next rank and gets it back; round robin puts
         # the next rank on another host, so every host receives at least 512 KiB.
         if [ "$map" = node ]; then
