@@ -188,13 +188,16 @@ root=
 cat >"$work/mpirun" <<EOF
 #!/bin/sh
 # mpirun on gexh1, its ranks on the hosts $hostlist (scripts/multihost.sh).
+# Open MPI's session directories in the run's, unless the caller chose a place.
+OMPI_MCA_orte_tmpdir_base=\${OMPI_MCA_orte_tmpdir_base:-$work/tmp}
+export OMPI_MCA_orte_tmpdir_base
 exec ip netns exec $tag-1 unshare --uts env GEX_MULTIHOST_HOSTS=$work/hosts \\
     sh -c 'hostname gexh1 && exec "\$0" "\$@"' mpirun $root --oversubscribe \\
     --host $hostlist --map-by "\${GEX_MULTIHOST_MAP_BY:-node}" \\
     --mca plm_rsh_agent $agent --mca plm_rsh_no_tree_spawn 1 \\
     --mca oob_tcp_if_include $subnet.0/24 --mca btl_tcp_if_include $subnet.0/24 \\
     --mca btl "\${GEX_MULTIHOST_BTL:-self,vader,tcp}" --mca osc ^ucx \\
-    --mca orte_tmpdir_base $work/tmp --mca btl_vader_backing_directory $work/tmp "\$@"
+    --mca btl_vader_backing_directory $work/tmp "\$@"
 EOF
 mkdir "$work/tmp"
 chmod +x "$work/mpirun"
