@@ -38,15 +38,26 @@
 //! **Between hosts**, Active Messages travel over MPI point-to-point. A message is one
 //! buffer of [`MSG_SIZE`] bytes: a header (`am::WireHeader`) and a Medium payload. The
 //! Request and Reply networks are two tags, so a rank that only drains Replies never
-//! matches a Request. Each network has a ring of [`RECV_DEPTH`] pre-posted
-//! `MPI_Irecv(MPI_ANY_SOURCE)`; `poll` tests the oldest (MPI matches in posting order,
-//! so messages are handled in arrival order), hands it to the dispatcher without holding
-//! the lock, and posts its buffer again. Sends are `MPI_Isend`s kept until `MPI_Test`
-//! completes them.
+//! matches a Request. Each network has [`RECV_DEPTH`] pre-posted
+//! `MPI_Irecv(MPI_ANY_SOURCE)`, kept in posting order (MPI matches a message with the
+//! oldest posted receive of its tag, so this is arrival order). Sends are `MPI_Isend`s,
+//! started by `am_commit` without testing anything.
+//!
+//! Every request a poll must look at (the receives of both networks, the credit
+//! receives, the sends in flight) is one array, tested by one `MPI_Testsome` per poll:
+//! with Open MPI each test call that finds nothing done runs a pass of the progress
+//! engine, the main cost of an idle poll, so one call instead of one per queue head
+//! makes an idle poll one pass, and a message is seen as soon as that pass delivers
+//! it. The call marks completed receives ready in their slots; handling then takes the
+//! oldest slot of the network while it is ready, runs the handler without the lock
+//! held, and posts the receive again only after the handler, off the path from the
+//! arrival to the handler (the other posted receives take the next messages
+//! meanwhile). A Request that completes during a Reply-only poll stays ready, in order,
+//! until a poll that wants Requests.
 //!
 //! **Flow control** is by credits: a rank may have at most [`CREDITS`] messages per
 //! peer and network that the peer has not yet handled; the receiver returns credits in
-//! batches of `CREDITS / 2` on a third tag, handled by every poll. An exhausted peer
+//! batches of `CREDITS / 2` on a third tag, applied by every poll's `MPI_Testsome`. An exhausted peer
 //! makes `am_reserve` report back-pressure, as a full smp queue does, and the upper half
 //! polls. Per peer, a rank keeps two counters per network, a segment entry and its
 //! host index; per member of its host, the addresses of its control block and queues.
@@ -70,8 +81,8 @@
 //! segments through gex. The barrier's rounds to ranks of other hosts are messages
 //! ([`Conduit::signal`] answers false for them).
 //!
-//! **Not done yet:** message aggregation; teardown on a dying rank beyond what `mpirun`
-//! does.
+//! **Not done yet:** message aggregation (packing messages queued to one peer into one
+//! MPI message); teardown on a dying rank beyond what `mpirun` does.
 //! [`Conduit::finalize`] ends with collective calls
 //! (`MPI_Barrier`, `MPI_Win_free`, `MPI_Finalize`), so a rank's `gex::exit(0)` waits
 //! there until every rank finalizes.
@@ -420,15 +431,15 @@ impl Conduit for MpiConduit {
         let bounds = || self.slot_bounds();
         let mut n = self.host.drain(Network::Reply, self.rank, bounds, dispatch);
         if self.remote {
-            self.progress();
-            n += self.drain(Network::Reply, dispatch);
+            // The one pass of MPI's progress engine of this poll.
+            n += self.drain(Network::Reply, true, dispatch);
         }
         if requests {
             n += self
                 .host
                 .drain(Network::Request, self.rank, bounds, dispatch);
             if self.remote {
-                n += self.drain(Network::Request, dispatch);
+                n += self.drain(Network::Request, false, dispatch);
             }
         }
         n
@@ -497,27 +508,19 @@ impl Conduit for MpiConduit {
         }
         // Sends complete once matched; the peers' receives stay posted until they too
         // finalize, so waiting here cannot block on a peer that is gone.
-        for (req, _) in st.sends.iter_mut() {
-            // SAFETY: a pending send request.
-            unsafe { check(ffi::MPI_Wait(req, ffi::RSMPI_STATUS_IGNORE), "MPI_Wait") };
-        }
-        for (req, _) in st.credit_sends.iter_mut() {
-            // SAFETY: a pending send request.
+        for req in st.reqs[am::SEND_BASE..].iter_mut() {
+            // SAFETY: a pending (or null) send request.
             unsafe { check(ffi::MPI_Wait(req, ffi::RSMPI_STATUS_IGNORE), "MPI_Wait") };
         }
         let world = Self::world();
         // SAFETY: every rank finalizes; after this barrier no rank sends again.
         unsafe { check(ffi::MPI_Barrier(world), "MPI_Barrier") };
-        let State {
-            recvs,
-            credit_recvs,
-            ..
-        } = &mut *st;
-        let posted = recvs
-            .iter_mut()
-            .flat_map(|q| q.iter_mut().map(|p| &mut p.req))
-            .chain(credit_recvs.iter_mut().map(|(r, _)| r));
-        for req in posted {
+        // SAFETY: reading an MPI constant.
+        let null = unsafe { ffi::RSMPI_REQUEST_NULL };
+        for req in st.reqs[..am::SEND_BASE].iter_mut() {
+            if *req == null {
+                continue;
+            }
             // SAFETY: a pending receive, cancelled and then completed.
             unsafe {
                 check(ffi::MPI_Cancel(req), "MPI_Cancel");

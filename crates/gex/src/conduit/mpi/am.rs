@@ -9,7 +9,9 @@ use std::sync::atomic::Ordering;
 use ::mpi::ffi;
 
 use super::boot::{check, fatal};
-use super::{MpiConduit, CREDITS, MSG_SIZE, POLL_BATCH};
+use parking_lot::MutexGuard;
+
+use super::{MpiConduit, CREDITS, CREDIT_DEPTH, MSG_SIZE, POLL_BATCH, RECV_DEPTH};
 use crate::conduit::{AmHeader, Category, Conduit, Inbound, Network, Rank};
 
 /// Bytes of the header at the start of each message.
@@ -43,6 +45,9 @@ impl Buf {
     pub(super) fn ptr(&mut self) -> *mut u8 {
         self.0.as_mut_ptr().cast()
     }
+    fn const_ptr(&self) -> *const u8 {
+        self.0.as_ptr().cast()
+    }
     fn header(&self) -> &WireHeader {
         // SAFETY: the buffer is 16-byte aligned and larger than a header; every bit
         // pattern is a valid `WireHeader`.
@@ -71,34 +76,95 @@ pub(super) fn net_index(network: Network) -> usize {
     }
 }
 
-/// A pre-posted receive.
-pub(super) struct Posted {
-    pub(super) req: ffi::MPI_Request,
-    pub(super) buf: Buf,
+/// A receive slot: its buffer (taken out while its message is handled) and, once
+/// `MPI_Testsome` has completed its receive, the receive's status.
+pub(super) struct RecvSlot {
+    pub(super) buf: Option<Buf>,
+    pub(super) status: Option<ffi::MPI_Status>,
 }
+
+/// What a send in flight keeps alive until it completes.
+pub(super) enum SendBuf {
+    Msg(Buf),
+    Credit(Box<[u32; 2]>),
+}
+
+/// Where the receive slots of each network start in [`State::reqs`], then the credit
+/// receives, then the sends.
+const RING_BASE: [usize; 2] = [0, RECV_DEPTH];
+pub(super) const CREDIT_BASE: usize = 2 * RECV_DEPTH;
+pub(super) const SEND_BASE: usize = CREDIT_BASE + CREDIT_DEPTH;
 
 /// Everything touched by MPI calls, under the one lock.
 pub(super) struct State {
-    pub(super) recvs: [VecDeque<Posted>; 2],
-    pub(super) credit_recvs: VecDeque<(ffi::MPI_Request, Box<[u32; 2]>)>,
-    pub(super) sends: Vec<(ffi::MPI_Request, Buf)>,
-    pub(super) credit_sends: Vec<(ffi::MPI_Request, Box<[u32; 2]>)>,
+    /// Every request a poll tests, in one array so that one `MPI_Testsome` (one pass of
+    /// MPI's progress engine) covers them all: the receive slots of the Reply and the
+    /// Request network (`RECV_DEPTH` each), the credit receives, then the sends in
+    /// flight. A completed request is `MPI_REQUEST_NULL`, which `MPI_Testsome` skips.
+    pub(super) reqs: Vec<ffi::MPI_Request>,
+    /// The receive slots, as the first `2 * RECV_DEPTH` entries of `reqs`.
+    pub(super) slots: Vec<RecvSlot>,
+    /// Per network, its slots in posting order: MPI matches a message with the oldest
+    /// posted receive of its tag, so this is arrival order. A slot leaves while its
+    /// message is handled and comes back at the end when posted again.
+    pub(super) order: [VecDeque<usize>; 2],
+    /// The buffers of the credit receives (entries `CREDIT_BASE..SEND_BASE` of `reqs`),
+    /// boxed: the `State` moves, buffers MPI writes into must not.
+    pub(super) credit_bufs: Box<[[u32; 2]; CREDIT_DEPTH]>,
+    /// The buffers of the sends, entry `SEND_BASE + i` of `reqs` for `sends[i]`.
+    pub(super) sends: Vec<SendBuf>,
     pub(super) free: Vec<Buf>,
     /// Messages handled per peer and network since credits were last returned.
     pub(super) handled: Vec<[u32; 2]>,
     /// Messages handled from MPI so far (reported under `GEX_MPI_STATS`).
     pub(super) net_handled: u64,
+    /// Scratch space of `MPI_Testsome`.
+    pub(super) done_idx: Vec<c_int>,
+    pub(super) done_status: Vec<ffi::MPI_Status>,
     /// The window of the host's AM queues (see `host`), freed by `finalize`.
     pub(super) host_win: ffi::MPI_Win,
     pub(super) finalized: bool,
 }
 
-impl MpiConduit {
-    pub(super) fn post(state_buf: Buf, network: Network) -> Posted {
-        let mut buf = state_buf;
+impl State {
+    /// The state of a rank with `size` ranks in the job, its receives posted.
+    pub(super) fn new(size: usize, host_win: ffi::MPI_Win) -> State {
+        let mut st = State {
+            // SAFETY: reading an MPI constant.
+            reqs: vec![unsafe { ffi::RSMPI_REQUEST_NULL }; SEND_BASE],
+            slots: Vec::with_capacity(2 * RECV_DEPTH),
+            order: [VecDeque::new(), VecDeque::new()],
+            credit_bufs: Box::new([[0; 2]; CREDIT_DEPTH]),
+            sends: Vec::new(),
+            free: Vec::new(),
+            handled: vec![[0; 2]; size],
+            net_handled: 0,
+            done_idx: Vec::new(),
+            done_status: Vec::new(),
+            host_win,
+            finalized: false,
+        };
+        for (net, base) in RING_BASE.into_iter().enumerate() {
+            for slot in base..base + RECV_DEPTH {
+                st.slots.push(RecvSlot {
+                    buf: None,
+                    status: None,
+                });
+                st.repost(slot, net, Buf::new());
+            }
+        }
+        for (i, b) in st.credit_bufs.iter_mut().enumerate() {
+            st.reqs[CREDIT_BASE + i] = MpiConduit::post_credit(b);
+        }
+        st
+    }
+
+    /// Posts the receive of `slot` (of network `net`) into `buf`, at the end of the
+    /// network's order.
+    fn repost(&mut self, slot: usize, net: usize, mut buf: Buf) {
         // SAFETY: a null request is overwritten by MPI_Irecv.
         let mut req = unsafe { ffi::RSMPI_REQUEST_NULL };
-        // SAFETY: the buffer lives in `Posted` (a Box: its address is stable) until the
+        // SAFETY: the buffer (a Box: its address is stable) stays in the slot until the
         // receive completes or is cancelled.
         unsafe {
             check(
@@ -107,20 +173,48 @@ impl MpiConduit {
                     MSG_SIZE as c_int,
                     ffi::RSMPI_UINT8_T,
                     ffi::RSMPI_ANY_SOURCE,
-                    tag_of(network),
-                    Self::world(),
+                    [TAG_REQUEST, TAG_REPLY][net],
+                    MpiConduit::world(),
                     &mut req,
                 ),
                 "MPI_Irecv",
             );
         }
-        Posted { req, buf }
+        self.reqs[slot] = req;
+        self.slots[slot].buf = Some(buf);
+        self.order[net].push_back(slot);
     }
 
-    pub(super) fn post_credit(mut b: Box<[u32; 2]>) -> (ffi::MPI_Request, Box<[u32; 2]>) {
-        // SAFETY: as in `post`.
+    /// Starts a send of `len` bytes at `ptr`, kept in `keep`, to `dest` with `tag`.
+    fn isend(&mut self, ptr: *const u8, len: usize, dest: Rank, tag: c_int, keep: SendBuf) {
+        // SAFETY: a null request is overwritten by MPI_Isend.
         let mut req = unsafe { ffi::RSMPI_REQUEST_NULL };
-        // SAFETY: the box outlives the receive (kept beside its request).
+        // SAFETY: `ptr` points into `keep`'s heap allocation, kept with the request
+        // until the send completes.
+        unsafe {
+            check(
+                ffi::MPI_Isend(
+                    ptr.cast(),
+                    len as c_int,
+                    ffi::RSMPI_UINT8_T,
+                    dest as c_int,
+                    tag,
+                    MpiConduit::world(),
+                    &mut req,
+                ),
+                "MPI_Isend",
+            );
+        }
+        self.reqs.push(req);
+        self.sends.push(keep);
+    }
+}
+
+impl MpiConduit {
+    pub(super) fn post_credit(b: &mut [u32; 2]) -> ffi::MPI_Request {
+        // SAFETY: a null request is overwritten by MPI_Irecv.
+        let mut req = unsafe { ffi::RSMPI_REQUEST_NULL };
+        // SAFETY: the box outlives the receive (kept in `State::credit_bufs`).
         unsafe {
             check(
                 ffi::MPI_Irecv(
@@ -135,49 +229,74 @@ impl MpiConduit {
                 "MPI_Irecv",
             );
         }
-        (req, b)
+        req
     }
 
-    /// Tests a request; on completion returns its status.
-    pub(super) fn test(req: &mut ffi::MPI_Request) -> Option<ffi::MPI_Status> {
-        let mut flag = 0;
+    /// One pass over every request with one `MPI_Testsome`: marks arrived messages
+    /// ready in their slots, applies returned credits and posts their receives again,
+    /// and frees completed sends.
+    pub(super) fn test_all(&self, st: &mut State) {
+        let count = st.reqs.len();
+        st.done_idx.resize(count, 0);
         // SAFETY: a zeroed status is a valid out-parameter.
-        let mut status: ffi::MPI_Status = unsafe { std::mem::zeroed() };
-        // SAFETY: valid request and out-pointers.
-        unsafe { check(ffi::MPI_Test(req, &mut flag, &mut status), "MPI_Test") };
-        (flag != 0).then_some(status)
-    }
-
-    /// Completes finished sends and applies returned credits.
-    pub(super) fn progress_locked(&self, st: &mut State) {
-        let mut i = 0;
-        while i < st.sends.len() {
-            if Self::test(&mut st.sends[i].0).is_some() {
-                let (_, buf) = st.sends.swap_remove(i);
-                st.free.push(buf);
+        st.done_status.resize(count, unsafe { std::mem::zeroed() });
+        let mut outcount = 0;
+        // SAFETY: arrays of `count` requests, indices and statuses.
+        unsafe {
+            check(
+                ffi::MPI_Testsome(
+                    count as c_int,
+                    st.reqs.as_mut_ptr(),
+                    &mut outcount,
+                    st.done_idx.as_mut_ptr(),
+                    st.done_status.as_mut_ptr(),
+                ),
+                "MPI_Testsome",
+            );
+        }
+        // MPI_UNDEFINED (negative) when every request is null: nothing to do.
+        let outcount = outcount.max(0) as usize;
+        let mut sends_done = false;
+        for k in 0..outcount {
+            let i = st.done_idx[k] as usize;
+            let status = st.done_status[k];
+            if i < CREDIT_BASE {
+                st.slots[i].status = Some(status);
+            } else if i < SEND_BASE {
+                let b = &mut st.credit_bufs[i - CREDIT_BASE];
+                let (net, n) = (b[0] as usize, b[1]);
+                if net > 1 || status.MPI_SOURCE < 0 || status.MPI_SOURCE as Rank >= self.size {
+                    fatal(&format!(
+                        "rank {}: a corrupt credit message from rank {}",
+                        self.rank, status.MPI_SOURCE
+                    ));
+                }
+                self.in_flight[status.MPI_SOURCE as usize][net].fetch_sub(n, Ordering::AcqRel);
+                st.reqs[i] = Self::post_credit(b);
             } else {
-                i += 1;
+                sends_done = true;
             }
         }
-        st.credit_sends
-            .retain_mut(|(req, _)| Self::test(req).is_none());
-        while let Some((req, _)) = st.credit_recvs.front_mut() {
-            let Some(status) = Self::test(req) else { break };
-            let (_, b) = st.credit_recvs.pop_front().expect("tested");
-            let (net, n) = (b[0] as usize, b[1]);
-            if net > 1 || status.MPI_SOURCE < 0 || status.MPI_SOURCE as Rank >= self.size {
-                fatal(&format!(
-                    "rank {}: a corrupt credit message from rank {}",
-                    self.rank, status.MPI_SOURCE
-                ));
+        if sends_done {
+            // Completed sends are null now: drop them, keeping `sends` beside `reqs`.
+            let mut j = SEND_BASE;
+            while j < st.reqs.len() {
+                // SAFETY: reading an MPI constant.
+                if st.reqs[j] == unsafe { ffi::RSMPI_REQUEST_NULL } {
+                    st.reqs.swap_remove(j);
+                    match st.sends.swap_remove(j - SEND_BASE) {
+                        SendBuf::Msg(buf) => st.free.push(buf),
+                        SendBuf::Credit(sent) => drop(sent),
+                    }
+                } else {
+                    j += 1;
+                }
             }
-            self.in_flight[status.MPI_SOURCE as usize][net].fetch_sub(n, Ordering::AcqRel);
-            st.credit_recvs.push_back(Self::post_credit(b));
         }
     }
 
     /// Counts a handled message from `src` and returns credit when a batch is due.
-    pub(super) fn handled(&self, st: &mut State, src: Rank, net: usize) {
+    fn handled(&self, st: &mut State, src: Rank, net: usize) {
         st.net_handled += 1;
         let h = &mut st.handled[src as usize][net];
         *h += 1;
@@ -186,124 +305,120 @@ impl MpiConduit {
         }
         let b = Box::new([net as u32, *h]);
         *h = 0;
-        // SAFETY: as in `post`.
-        let mut req = unsafe { ffi::RSMPI_REQUEST_NULL };
-        // SAFETY: the box is kept with its request until the send completes.
-        unsafe {
-            check(
-                ffi::MPI_Isend(
-                    b.as_ptr().cast(),
-                    2,
-                    ffi::RSMPI_UINT32_T,
-                    src as c_int,
-                    TAG_CREDIT,
-                    Self::world(),
-                    &mut req,
-                ),
-                "MPI_Isend",
-            );
-        }
-        st.credit_sends.push((req, b));
+        st.isend(b.as_ptr().cast(), 8, src, TAG_CREDIT, SendBuf::Credit(b));
     }
 
-    /// Completes sends and applies credits, once per poll.
-    pub(super) fn progress(&self) {
-        let mut st = self.state.lock();
-        if !st.finalized {
-            self.progress_locked(&mut st);
-        }
-    }
-
-    /// Handles up to `POLL_BATCH` arrived messages of one network.
-    pub(super) fn drain(&self, network: Network, dispatch: fn(&Inbound<'_>)) -> usize {
+    /// Tests every request once (when `test`) and handles up to `POLL_BATCH` arrived
+    /// messages of one network, in arrival order, each without the lock held.
+    pub(super) fn drain(&self, network: Network, test: bool, dispatch: fn(&Inbound<'_>)) -> usize {
         let net = net_index(network);
+        let mut st = self.state.lock();
+        if st.finalized {
+            return 0;
+        }
+        if test {
+            self.test_all(&mut st);
+        }
         let mut n = 0;
         while n < POLL_BATCH {
-            let (mut buf, status) = {
-                let mut st = self.state.lock();
-                if st.finalized {
-                    return n;
-                }
-                let Some(head) = st.recvs[net].front_mut() else {
-                    return n;
-                };
-                let Some(status) = Self::test(&mut head.req) else {
-                    return n;
-                };
-                let done = st.recvs[net].pop_front().expect("tested");
-                let spare = st.free.pop().unwrap_or_else(Buf::new);
-                st.recvs[net].push_back(Self::post(spare, network));
-                (done.buf, status)
+            let Some(&slot) = st.order[net].front() else {
+                break;
             };
-            let mut count = 0;
-            // SAFETY: a completed receive's status.
-            unsafe {
-                check(
-                    ffi::MPI_Get_count(&status, ffi::RSMPI_UINT8_T, &mut count),
-                    "MPI_Get_count",
-                );
+            let Some(status) = st.slots[slot].status.take() else {
+                break;
+            };
+            st.order[net].pop_front();
+            let buf = st.slots[slot]
+                .buf
+                .take()
+                .expect("a completed slot's buffer");
+            // A handler may poll (a nested drain takes the next slots) or send.
+            let (buf, src) = MutexGuard::unlocked(&mut st, || {
+                let src = self.dispatch_one(&buf, &status, network, dispatch);
+                (buf, src)
+            });
+            if st.finalized {
+                break;
             }
-            let h = *buf.header();
-            let src = status.MPI_SOURCE as Rank;
-            let category = match h.category {
-                0 => Category::Short,
-                1 => Category::Medium,
-                2 => Category::Long,
-                c => fatal(&format!(
-                    "rank {}: message of unknown category {c}",
-                    self.rank
-                )),
-            };
-            let payload_len = if category == Category::Medium {
-                h.nbytes as usize
-            } else {
-                0
-            };
-            if h.src != src
-                || h.nargs as usize > h.args.len()
-                || (count as usize) < HEADER + payload_len
-            {
-                fatal(&format!(
-                    "rank {}: a corrupt {network:?} message from rank {src}",
-                    self.rank
-                ));
-            }
-            let payload: &[u8] = match category {
-                Category::Short => &[],
-                // SAFETY: checked above that the bytes were received.
-                Category::Medium => unsafe {
-                    std::slice::from_raw_parts(buf.ptr().add(HEADER), payload_len)
-                },
-                Category::Long => {
-                    let len = h.nbytes as usize;
-                    let local = self
-                        .translate(self.rank, h.dest_addr as usize, len)
-                        .unwrap_or_else(|_| {
-                            fatal(&format!(
-                                "rank {}: a Long payload from rank {src} outside the segment",
-                                self.rank
-                            ))
-                        });
-                    // SAFETY: inside our segment (translate), delivered before the header.
-                    unsafe { std::slice::from_raw_parts(local as *const u8, len) }
-                }
-            };
-            let msg = Inbound {
-                src,
-                handler: h.handler,
-                category,
-                network,
-                args: &h.args[..h.nargs as usize],
-                payload,
-                dest_addr: h.dest_addr as usize,
-            };
-            dispatch(&msg);
-            let mut st = self.state.lock();
-            st.free.push(buf);
+            // Posted again only now, off the path from the arrival to the handler.
+            st.repost(slot, net, buf);
             self.handled(&mut st, src, net);
             n += 1;
         }
         n
+    }
+
+    /// Checks an arrived message and runs its handler; returns its sender.
+    fn dispatch_one(
+        &self,
+        buf: &Buf,
+        status: &ffi::MPI_Status,
+        network: Network,
+        dispatch: fn(&Inbound<'_>),
+    ) -> Rank {
+        let mut count = 0;
+        // SAFETY: a completed receive's status.
+        unsafe {
+            check(
+                ffi::MPI_Get_count(status, ffi::RSMPI_UINT8_T, &mut count),
+                "MPI_Get_count",
+            );
+        }
+        let h = buf.header();
+        let src = status.MPI_SOURCE as Rank;
+        let category = match h.category {
+            0 => Category::Short,
+            1 => Category::Medium,
+            2 => Category::Long,
+            c => fatal(&format!(
+                "rank {}: message of unknown category {c}",
+                self.rank
+            )),
+        };
+        let payload_len = if category == Category::Medium {
+            h.nbytes as usize
+        } else {
+            0
+        };
+        if h.src != src
+            || h.nargs as usize > h.args.len()
+            || (count as usize) < HEADER + payload_len
+        {
+            fatal(&format!(
+                "rank {}: a corrupt {network:?} message from rank {src}",
+                self.rank
+            ));
+        }
+        let payload: &[u8] = match category {
+            Category::Short => &[],
+            // SAFETY: checked above that the bytes were received.
+            Category::Medium => unsafe {
+                std::slice::from_raw_parts(buf.const_ptr().add(HEADER), payload_len)
+            },
+            Category::Long => {
+                let len = h.nbytes as usize;
+                let local = self
+                    .translate(self.rank, h.dest_addr as usize, len)
+                    .unwrap_or_else(|_| {
+                        fatal(&format!(
+                            "rank {}: a Long payload from rank {src} outside the segment",
+                            self.rank
+                        ))
+                    });
+                // SAFETY: inside our segment (translate), delivered before the header.
+                unsafe { std::slice::from_raw_parts(local as *const u8, len) }
+            }
+        };
+        dispatch(&Inbound {
+            src,
+            handler: h.handler,
+            category,
+            network,
+            args: &h.args[..h.nargs as usize],
+            payload,
+            dest_addr: h.dest_addr as usize,
+        });
+        src
     }
 
     /// Sends the message in a claimed buffer (`Conduit::am_commit`).
@@ -326,25 +441,13 @@ impl MpiConduit {
             } else {
                 0
             };
-        let mut st = self.state.lock();
-        // SAFETY: as in `post`.
-        let mut req = unsafe { ffi::RSMPI_REQUEST_NULL };
-        // SAFETY: the buffer is kept with its request until the send completes.
-        unsafe {
-            check(
-                ffi::MPI_Isend(
-                    out.buf.ptr().cast(),
-                    len as c_int,
-                    ffi::RSMPI_UINT8_T,
-                    out.dest as c_int,
-                    tag_of(out.network),
-                    Self::world(),
-                    &mut req,
-                ),
-                "MPI_Isend",
-            );
-        }
-        st.sends.push((req, out.buf));
-        self.progress_locked(&mut st);
+        let ptr = out.buf.ptr();
+        self.state.lock().isend(
+            ptr,
+            len,
+            out.dest,
+            tag_of(out.network),
+            SendBuf::Msg(out.buf),
+        );
     }
 }

@@ -1,7 +1,6 @@
 //! The bootstrap of the mpi conduit (its MPI calls, the host team, the checks that the
 //! ranks agree), and the error path of every MPI call.
 
-use std::collections::VecDeque;
 use std::ffi::c_int;
 use std::sync::atomic::AtomicU32;
 use std::sync::OnceLock;
@@ -9,10 +8,10 @@ use std::sync::OnceLock;
 use ::mpi::ffi;
 use parking_lot::Mutex;
 
-use super::am::{net_index, Buf, State};
+use super::am::State;
 use super::host::Host;
-use super::{MpiConduit, CREDIT_DEPTH, GEX_MPI_HOST_RANKS, GEX_MPI_STATS, RECV_DEPTH};
-use crate::conduit::{Network, Rank};
+use super::{MpiConduit, GEX_MPI_HOST_RANKS, GEX_MPI_STATS};
+use crate::conduit::Rank;
 
 pub(super) fn fatal(msg: &str) -> ! {
     eprintln!("gex: {msg}");
@@ -187,26 +186,7 @@ pub(super) fn bootstrap() -> MpiConduit {
         size as Rank,
         stats,
     );
-    let mut st = State {
-        recvs: [VecDeque::new(), VecDeque::new()],
-        credit_recvs: VecDeque::new(),
-        sends: Vec::new(),
-        credit_sends: Vec::new(),
-        free: Vec::new(),
-        handled: vec![[0; 2]; size as usize],
-        net_handled: 0,
-        host_win,
-        finalized: false,
-    };
-    for network in [Network::Request, Network::Reply] {
-        for _ in 0..RECV_DEPTH {
-            st.recvs[net_index(network)].push_back(MpiConduit::post(Buf::new(), network));
-        }
-    }
-    for _ in 0..CREDIT_DEPTH {
-        st.credit_recvs
-            .push_back(MpiConduit::post_credit(Box::new([0; 2])));
-    }
+    let st = State::new(size as usize, host_win);
     // Every rank's receives are posted and its queues initialized before anyone
     // sends.
     // SAFETY: valid communicator.
