@@ -1,6 +1,9 @@
 //! Every kind of gex transfer between every pair of ranks, each checked: Short, Medium
 //! and Long Active Messages with their Replies (and a flood of Short ones, past any
-//! flow-control window), puts and gets large and small, a VIS put whose peer
+//! flow-control window, each counted, whose Requests and Replies must arrive in the
+//! order sent, as the smp and mpi conduits deliver each network's messages from one
+//! sender, and whose Request handler must never run inside another, which a poll for
+//! Replies only under back-pressure would do if it ran a Request), puts and gets large and small, a VIS put whose peer
 //! completion handler checks, on the target, that the data landed first, and a
 //! broadcast and an all-to-all exchange with every rank's segment address given
 //! (SINGLE), whose method every rank must choose alike whatever it maps. It
@@ -10,7 +13,8 @@
 //! `mpirun -n 4 gex_network` (add `-x GEX_MPI_HOST_RANKS=1` so that every rank is its
 //! own host and every transfer between ranks goes over the network path).
 
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::Mutex;
 
 use std::sync::atomic::AtomicUsize;
 
@@ -48,6 +52,15 @@ const XCHG_LEN: usize = 16 << 10;
 /// conduit lets be in flight to one peer, so its flow control must hold them back.
 const FLOOD: u32 = 500;
 
+/// Handlers run on the polling thread, one at a time unless one polls: the next ping
+/// sequence number due from each rank, and the next pong sequence number due back.
+static NEXT_PING: Mutex<Vec<u32>> = Mutex::new(Vec::new());
+static NEXT_PONG: Mutex<Vec<u32>> = Mutex::new(Vec::new());
+/// Set while a ping handler runs.
+static IN_PING: AtomicBool = AtomicBool::new(false);
+/// The sequence argument of the Replies to Medium and Long requests (not counted).
+const UNORDERED: u32 = u32::MAX;
+
 static PONGS: AtomicU32 = AtomicU32::new(0);
 static BAD: AtomicU32 = AtomicU32::new(0);
 static VIS_DONE: AtomicU32 = AtomicU32::new(0);
@@ -63,13 +76,40 @@ fn payload(src: u32, dst: u32, len: usize) -> Vec<u8> {
     (0..len).map(|i| pattern(src, dst, i)).collect()
 }
 
-fn ping(token: &Token<'_>, args: &[u32]) {
-    token.reply_short(PONG, &[args[0]], Flags::NONE).unwrap();
+/// Checks that `seq` is the next number due from `peer` in `next`, and counts it.
+fn in_order(next: &Mutex<Vec<u32>>, peer: u32, seq: u32, what: &str) {
+    let mut next = next.lock().unwrap();
+    let due = &mut next[peer as usize];
+    if seq != *due {
+        eprintln!(
+            "gex_network: rank {}: {what} {seq} from rank {peer} arrived when {due} was due",
+            gex::job_rank()
+        );
+        BAD.fetch_add(1, Ordering::Relaxed);
+    }
+    *due = seq + 1;
 }
 
-fn pong(_token: &Token<'_>, args: &[u32]) {
+fn ping(token: &Token<'_>, args: &[u32]) {
+    if IN_PING.swap(true, Ordering::Relaxed) {
+        eprintln!(
+            "gex_network: rank {}: a Request handler ran inside another",
+            gex::job_rank()
+        );
+        BAD.fetch_add(1, Ordering::Relaxed);
+    }
+    in_order(&NEXT_PING, token.src_rank(), args[1], "ping");
+    // Under back-pressure this reply polls for Replies only.
+    token.reply_short(PONG, args, Flags::NONE).unwrap();
+    IN_PING.store(false, Ordering::Relaxed);
+}
+
+fn pong(token: &Token<'_>, args: &[u32]) {
     if args[0] != gex::job_rank() {
         BAD.fetch_add(1, Ordering::Relaxed);
+    }
+    if args[1] != UNORDERED {
+        in_order(&NEXT_PONG, token.src_rank(), args[1], "pong");
     }
     PONGS.fetch_add(1, Ordering::Relaxed);
 }
@@ -84,7 +124,9 @@ fn check_payload(token: &Token<'_>, bytes: &[u8], args: &[u32]) {
         );
         BAD.fetch_add(1, Ordering::Relaxed);
     }
-    token.reply_short(PONG, &[src], Flags::NONE).unwrap();
+    token
+        .reply_short(PONG, &[src, UNORDERED], Flags::NONE)
+        .unwrap();
 }
 
 /// The peer completion handler of the VIS put: its payload names the sender, whose
@@ -108,8 +150,8 @@ fn vis_landed(_token: &Token<'_>, bytes: &[u8], _args: &[u32]) {
 fn main() {
     let (client, ep, team) = Client::init("NETWORK", Flags::NONE).expect("gex::Client::init");
     ep.register_handlers(&mut [
-        AmEntry::short("ping", AmRole::Request, 1, ping).at(PING),
-        AmEntry::short("pong", AmRole::Reply, 1, pong).at(PONG),
+        AmEntry::short("ping", AmRole::Request, 2, ping).at(PING),
+        AmEntry::short("pong", AmRole::Reply, 2, pong).at(PONG),
         AmEntry::payload(
             "medium",
             AmCategory::Medium,
@@ -129,6 +171,8 @@ fn main() {
         .at(VIS_LANDED),
     ])
     .expect("gex::Endpoint::register_handlers");
+    *NEXT_PING.lock().unwrap() = vec![0; team.size() as usize];
+    *NEXT_PONG.lock().unwrap() = vec![0; team.size() as usize];
     let seg = Segment::attach(&team, 2 << 20).expect("gex::Segment::attach");
     SEGMENT.store(seg.addr() as usize, Ordering::Relaxed);
     let (me, n) = (team.rank(), team.size());
@@ -139,8 +183,9 @@ fn main() {
     );
 
     for r in 0..n {
-        for _ in 0..FLOOD {
-            team.request_short(r, PING, &[me], Flags::NONE).unwrap();
+        for seq in 0..FLOOD {
+            team.request_short(r, PING, &[me, seq], Flags::NONE)
+                .unwrap();
         }
         let m = payload(me, r, MEDIUM_LEN);
         team.request_medium(r, MEDIUM, &m, Lc::Now, Flags::NONE, &[MEDIUM_LEN as u32])
@@ -236,7 +281,11 @@ fn main() {
     let ok = back == big
         && u64::from_le_bytes(word) == u64::from(me)
         && mine == payload(prev, me, PUT_LEN).as_slice()
-        && BAD.load(Ordering::Relaxed) == 0;
+        && BAD.load(Ordering::Relaxed) == 0
+        // Every rank's flood arrived whole (each rank had all its pongs before the
+        // barrier above), in order (`in_order`), and each pong came back.
+        && NEXT_PING.lock().unwrap().iter().all(|&k| k == FLOOD)
+        && NEXT_PONG.lock().unwrap().iter().all(|&k| k == FLOOD);
     team.barrier();
     if !ok {
         eprintln!("gex_network: rank {me}: a transfer delivered wrong bytes");
