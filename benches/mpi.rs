@@ -8,8 +8,8 @@
 //!
 //! * `smp`: gex's own launcher, the smp conduit (figures `smp.*`);
 //! * `host`: `mpirun -n 2` with `GEX_MPI_HOST_RANKS=2`, both ranks on one host:
-//!   shared-memory segments, AMs over MPI point-to-point (`mpi.host.*`, and the raw
-//!   baselines `raw.mpi.host.*`);
+//!   shared-memory segments and AMs through the host's shared-memory queues
+//!   (`mpi.host.*`, and the raw baselines `raw.mpi.host.*`);
 //! * `net`: the same with `GEX_MPI_HOST_RANKS=1`, each rank its own "host", so every
 //!   transfer takes the network path (MPI RMA and point-to-point) even on one machine
 //!   (`mpi.net.*`, `raw.mpi.net.*`).
@@ -47,10 +47,8 @@
 //! `barrier` (`MPI_Barrier`) and `bcast_1MiB` (`MPI_Bcast`, the root alternating).
 //!
 //! A figure a path cannot measure is reported under the table and in the JSON's
-//! `"unsupported"` list (`name`, `why`), never as a number. Each mpi job first runs with
-//! UPC++; if `upcxx::init` refuses the placement (a UPC++ that needs every segment
-//! mapped, with ranks on other hosts), the driver runs it again with gex alone, without
-//! `rpc_roundtrip`, giving `upcxx::init`'s message as the reason. gex atomics are probed
+//! `"unsupported"` list (`name`, `why`), never as a number. Every job runs under UPC++
+//! (which reaches the segments of other hosts through gex). gex atomics are probed
 //! once per job: `fetch_add_i64` is measured when an atomic reaches the other rank's
 //! segment from the job's path, and otherwise reported with the probe's panic message.
 //!
@@ -81,7 +79,7 @@ mod raw;
 use std::time::Duration;
 
 use common::{Report, Sampler, TargetIs};
-use gex::{Client, Flags, Segment, Team};
+use gex::Team;
 use kernels::{Area, Figures, AREA_BYTES};
 use launch::{RankJob, Unsupported, GEX_MPI_HOST_RANKS};
 use serde_json::json;
@@ -153,36 +151,21 @@ impl Path {
     }
 }
 
-/// Set (by the driver) when a job runs gex alone, without UPC++ (and so without
-/// `rpc_roundtrip`); its value says why.
-const BENCH_MPI_NO_UPCXX: &str = "PGAS_BENCH_MPI_NO_UPCXX";
-
 // ---------------------------------------------------------------------------------------
 // Rank side
 // ---------------------------------------------------------------------------------------
 
 fn rank_main(job: RankJob) {
     let path = Path::from_job(&job.job);
-    if let Ok(why) = std::env::var(BENCH_MPI_NO_UPCXX) {
-        let (client, ep, team) = Client::init("MPIBENCH", Flags::NONE).expect("gex::Client::init");
-        ep.register_handlers(&mut kernels::handlers())
-            .expect("register the bench's handlers");
-        let segment = Segment::attach(&team, SEGMENT).expect("attach the segment");
-        let barrier = move || team.barrier();
-        let area = Area::exchange(team, segment.addr(), barrier);
-        run_figures(&job, path, area, &barrier, Err(why));
-        client.finalize();
-    } else {
-        upcxx::init();
-        let team = upcxx::backend::gex_team();
-        team.endpoint()
-            .register_handlers(&mut kernels::handlers())
-            .expect("register the bench's handlers");
-        let mine = upcxx::allocate(AREA_BYTES, 4096).expect("segment space for the area");
-        let area = Area::exchange(team, mine.local(), upcxx::barrier);
-        run_figures(&job, path, area, &upcxx::barrier, Ok(()));
-        upcxx::finalize();
-    }
+    upcxx::init();
+    let team = upcxx::backend::gex_team();
+    team.endpoint()
+        .register_handlers(&mut kernels::handlers())
+        .expect("register the bench's handlers");
+    let mine = upcxx::allocate(AREA_BYTES, 4096).expect("segment space for the area");
+    let area = Area::exchange(team, mine.local(), upcxx::barrier);
+    run_figures(&job, path, area, &upcxx::barrier);
+    upcxx::finalize();
 }
 
 fn check_placement(team: Team, path: Path) {
@@ -198,14 +181,7 @@ fn check_placement(team: Team, path: Path) {
     );
 }
 
-/// `upcxx`: `Ok` when UPC++ runs in this job, else why not.
-fn run_figures(
-    job: &RankJob,
-    path: Path,
-    area: Area,
-    barrier: &dyn Fn(),
-    upcxx: Result<(), String>,
-) {
+fn run_figures(job: &RankJob, path: Path, area: Area, barrier: &dyn Fn()) {
     let team = area.team;
     check_placement(team, path);
     let raw = (path != Path::Smp).then(raw::Raw::new);
@@ -222,11 +198,7 @@ fn run_figures(
         Err(why) => Err(why),
     };
     barrier();
-    let figures = Figures {
-        area,
-        upcxx,
-        atomics,
-    };
+    let figures = Figures { area, atomics };
     let (mut benches, unsupported) = kernels::figures(&figures, path.prefix());
     if let Some(r) = raw {
         benches.extend(raw::figures(r, path.raw_prefix()));
@@ -308,25 +280,11 @@ fn driver() -> i32 {
             Path::Smp => launch::run_smp_job(BENCH, path.job(), 2, SEGMENT, timeout),
             Path::Host | Path::Net => {
                 let cap = if path == Path::Net { "1" } else { "2" };
-                let mut env = vec![
+                let env = [
                     (gex::job::UPCXX_SEGMENT_SIZE, seg.clone()),
                     (GEX_MPI_HOST_RANKS, cap.to_owned()),
                 ];
-                let first = launch::run_mpi_job(BENCH, path.job(), 2, &env, timeout, true);
-                match first {
-                    // UPC++ refused the placement: the same job again with gex alone.
-                    Err(e) if e.contains("upcxx::init:") => {
-                        let why = e
-                            .lines()
-                            .find_map(|l| l.split_once("upcxx::init:"))
-                            .map_or(e.as_str(), |(_, why)| why)
-                            .trim()
-                            .to_owned();
-                        env.push((BENCH_MPI_NO_UPCXX, format!("upcxx::init: {why}")));
-                        launch::run_mpi_job(BENCH, path.job(), 2, &env, timeout, false)
-                    }
-                    outcome => outcome,
-                }
+                launch::run_mpi_job(BENCH, path.job(), 2, &env, timeout)
             }
         };
         match outcome {

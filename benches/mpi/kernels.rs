@@ -397,8 +397,6 @@ fn broadcast(a: Area, name: String) -> Bench<'static> {
 /// What the gex and UPC++ figures of one job need.
 pub(crate) struct Figures {
     pub(crate) area: Area,
-    /// `Ok` when UPC++ runs in this job (the RPC figure), else why not.
-    pub(crate) upcxx: Result<(), String>,
     /// `Ok` when gex atomics reach the other rank's segment (see [`probe_atomics`]).
     pub(crate) atomics: Result<AtomicDomain, String>,
 }
@@ -409,14 +407,10 @@ pub(crate) fn figures(f: &Figures, prefix: &str) -> (Vec<Bench<'static>>, Vec<Un
     let n = |s: &str| format!("{prefix}{s}");
     let a = f.area;
     let mut unsupported = Vec::new();
-    let mut v = vec![figures::am_short_roundtrip(n("am_short_roundtrip"), a.team)];
-    match &f.upcxx {
-        Ok(()) => v.push(rpc_roundtrip(a.team, n("rpc_roundtrip"))),
-        Err(why) => unsupported.push(Unsupported {
-            name: n("rpc_roundtrip"),
-            why: why.clone(),
-        }),
-    }
+    let mut v = vec![
+        figures::am_short_roundtrip(n("am_short_roundtrip"), a.team),
+        rpc_roundtrip(a.team, n("rpc_roundtrip")),
+    ];
     v.push(put_8b(a, n("put_8B")));
     v.push(get_8b(a, n("get_8B")));
     v.push(put_bw(a, n("put_bw_1MiB")));

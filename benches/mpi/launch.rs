@@ -172,15 +172,13 @@ pub(crate) fn mpirun_prefix() -> Vec<String> {
 
 /// Runs `ranks` ranks of this executable under the MPI launcher as job `job`, with
 /// `env` set in every rank (exported to the local ranks, and forwarded with `-x` to
-/// ranks on other hosts). With `quiet`, the job's output is kept, not shown, and a
-/// failure's message carries it (for an attempt whose failure the caller handles).
+/// ranks on other hosts); the job's output is shown as it comes.
 pub(crate) fn run_mpi_job(
     bench: &str,
     job: &str,
     ranks: usize,
     env: &[(&str, String)],
     timeout: Duration,
-    quiet: bool,
 ) -> Result<JobResults, String> {
     let exe =
         std::env::current_exe().map_err(|e| format!("cannot find the bench executable: {e}"))?;
@@ -213,17 +211,7 @@ pub(crate) fn run_mpi_job(
         cmd.env_remove(v);
     }
     let cannot = |e| format!("cannot start job {job} with {}: {e}", prefix[0]);
-    let (status, output) = if quiet {
-        let o = cmd.output().map_err(cannot)?;
-        let mut text = String::from_utf8_lossy(&o.stdout).into_owned();
-        text.push_str(&String::from_utf8_lossy(&o.stderr));
-        (o.status, text)
-    } else {
-        (cmd.status().map_err(cannot)?, String::new())
-    };
-    let failure = (!status.success()).then(|| {
-        let sep = if output.is_empty() { "" } else { "\n" };
-        format!("{} exited with {status}{sep}{output}", prefix[0])
-    });
+    let status = cmd.status().map_err(cannot)?;
+    let failure = (!status.success()).then(|| format!("{} exited with {status}", prefix[0]));
     collect(job, &out, failure)
 }
