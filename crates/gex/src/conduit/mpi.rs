@@ -46,9 +46,12 @@
 //! Every request a poll must look at (the receives of both networks, the credit
 //! receives, the sends in flight) is one array, tested by one `MPI_Testsome` per poll:
 //! with Open MPI each test call that finds nothing done runs a pass of the progress
-//! engine, the main cost of an idle poll, so one call instead of one per queue head
-//! makes an idle poll one pass, and a message is seen as soon as that pass delivers
-//! it. The call marks completed receives ready in their slots; handling then takes the
+//! engine and returns without looking at what the pass delivered, so one call instead
+//! of one per queue head makes an idle poll cheap, and a second call when the first
+//! found nothing reports in the same poll a message that the first one's pass
+//! delivered (it shortens a round trip more than it costs an idle poll). A count of
+//! ready slots per network, read without the lock, spares a poll the lock for a
+//! network with nothing to handle. The call marks completed receives ready in their slots; handling then takes the
 //! oldest slot of the network while it is ready, runs the handler without the lock
 //! held, and posts the receive again only after the handler, off the path from the
 //! arrival to the handler (the other posted receives take the next messages
@@ -184,6 +187,10 @@ pub(crate) struct MpiConduit {
     state: Mutex<State>,
     /// Messages sent per peer and network that the peer has not returned credit for.
     in_flight: Box<[[AtomicU32; 2]]>,
+    /// Per network, how many of its receive slots hold a message not yet handled;
+    /// written under `state`, read without it so that a poll takes the lock only for
+    /// a network with something to handle (besides its one test of every request).
+    ready: [AtomicU32; 2],
     /// Taken only with `state` held.
     windows: Mutex<Option<Windows>>,
     segments: OnceLock<Box<[PeerSegment]>>,

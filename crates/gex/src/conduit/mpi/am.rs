@@ -241,18 +241,26 @@ impl MpiConduit {
         // SAFETY: a zeroed status is a valid out-parameter.
         st.done_status.resize(count, unsafe { std::mem::zeroed() });
         let mut outcount = 0;
-        // SAFETY: arrays of `count` requests, indices and statuses.
-        unsafe {
-            check(
-                ffi::MPI_Testsome(
-                    count as c_int,
-                    st.reqs.as_mut_ptr(),
-                    &mut outcount,
-                    st.done_idx.as_mut_ptr(),
-                    st.done_status.as_mut_ptr(),
-                ),
-                "MPI_Testsome",
-            );
+        // A test call that finds nothing done runs one pass of the progress engine and
+        // returns, without looking again at what that pass delivered: a second call
+        // reports it in this poll instead of the next.
+        for _ in 0..2 {
+            // SAFETY: arrays of `count` requests, indices and statuses.
+            unsafe {
+                check(
+                    ffi::MPI_Testsome(
+                        count as c_int,
+                        st.reqs.as_mut_ptr(),
+                        &mut outcount,
+                        st.done_idx.as_mut_ptr(),
+                        st.done_status.as_mut_ptr(),
+                    ),
+                    "MPI_Testsome",
+                );
+            }
+            if outcount != 0 {
+                break;
+            }
         }
         // MPI_UNDEFINED (negative) when every request is null: nothing to do.
         let outcount = outcount.max(0) as usize;
@@ -262,6 +270,7 @@ impl MpiConduit {
             let status = st.done_status[k];
             if i < CREDIT_BASE {
                 st.slots[i].status = Some(status);
+                self.ready[usize::from(i >= RING_BASE[1])].fetch_add(1, Ordering::Relaxed);
             } else if i < SEND_BASE {
                 let b = &mut st.credit_bufs[i - CREDIT_BASE];
                 let (net, n) = (b[0] as usize, b[1]);
@@ -312,6 +321,9 @@ impl MpiConduit {
     /// messages of one network, in arrival order, each without the lock held.
     pub(super) fn drain(&self, network: Network, test: bool, dispatch: fn(&Inbound<'_>)) -> usize {
         let net = net_index(network);
+        if !test && self.ready[net].load(Ordering::Relaxed) == 0 {
+            return 0;
+        }
         let mut st = self.state.lock();
         if st.finalized {
             return 0;
@@ -328,6 +340,7 @@ impl MpiConduit {
                 break;
             };
             st.order[net].pop_front();
+            self.ready[net].fetch_sub(1, Ordering::Relaxed);
             let buf = st.slots[slot]
                 .buf
                 .take()

@@ -205,6 +205,7 @@ pub(super) fn bootstrap() -> MpiConduit {
         max_segment,
         host,
         state: Mutex::new(st),
+        ready: Default::default(),
         in_flight: (0..size)
             .map(|_| [AtomicU32::new(0), AtomicU32::new(0)])
             .collect(),
