@@ -84,8 +84,11 @@
 //! segments through gex. The barrier's rounds to ranks of other hosts are messages
 //! ([`Conduit::signal`] answers false for them).
 //!
-//! **Not done yet:** message aggregation (packing messages queued to one peer into one
-//! MPI message); teardown on a dying rank beyond what `mpirun` does.
+//! **Not done yet:** message aggregation. A stream of small AMs to one peer costs one
+//! MPI message each, as a stream of raw `MPI_Isend`s does, so that per-message cost is
+//! the stream's bound; packing the messages queued to one peer behind its credits into
+//! one MPI message (flushed by every poll, so a lone message never waits) would lower
+//! it. Also teardown on a dying rank beyond what `mpirun` does.
 //! [`Conduit::finalize`] ends with collective calls
 //! (`MPI_Barrier`, `MPI_Win_free`, `MPI_Finalize`), so a rank's `gex::exit(0)` waits
 //! there until every rank finalizes.

@@ -1,6 +1,18 @@
 //! RMA to segments that are not mapped here (another host): `MPI_Put` and `MPI_Get` on
 //! the world window, each followed by `MPI_Win_flush`, so that every transfer is
 //! complete at return (see the parent module's documentation).
+//!
+//! `MPI_Win_flush` is what a blocking put needs: `MPI_Win_flush_local` completes the
+//! origin buffer only, not the transfer at the target. Under Open MPI 4.1 such a
+//! window (`MPI_Win_create` over memory we allocated) is served by the `osc rdma`
+//! component where `osc ucx` is not used (`osc sm` serves only windows that MPI
+//! allocates). The window's info keys that could spare that component work per
+//! operation (`same_disp_unit`, `same_size`, `accumulate_ordering=none`) made no
+//! difference to a put's cost, so the window is created without info; `no_locks`
+//! cannot be given, the window being locked with `MPI_Win_lock_all`. No atomic
+//! operation is made on the window (atomics on another host's segment are AMs to its
+//! owner), so `osc rdma`'s failure in `MPI_Compare_and_swap` under Open MPI 4.1 does
+//! not arise.
 
 use std::ffi::c_int;
 
