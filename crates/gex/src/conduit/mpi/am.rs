@@ -1,6 +1,6 @@
 //! The Active Message transport of the mpi conduit between hosts: the wire format, the
-//! rings of pre-posted receives, sends kept until complete, and the credits (see the
-//! parent module's documentation).
+//! pre-posted receives, sends kept until complete, all tested by one `MPI_Testsome`
+//! per poll, and the credits (see the parent module's documentation).
 
 use std::collections::VecDeque;
 use std::ffi::c_int;
