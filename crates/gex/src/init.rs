@@ -144,6 +144,9 @@ pub fn exit(code: i32) -> ! {
         } else {
             rt.conduit
                 .record_failure(&format!("called gex::exit({code})"));
+            // Under mpirun: the job ends now, with this status.
+            #[cfg(feature = "mpi")]
+            crate::conduit::mpi::abort_job(code);
         }
     }
     std::process::exit(code)

@@ -84,17 +84,20 @@
 //! segments through gex. The barrier's rounds to ranks of other hosts are messages
 //! ([`Conduit::signal`] answers false for them).
 //!
+//! **A dying rank** aborts the job (`MPI_Abort`) after printing why (see `abort`).
+//!
 //! **Not done yet:** message aggregation. A stream of small AMs to one peer costs one
 //! MPI message each, as a stream of raw `MPI_Isend`s does, so that per-message cost is
 //! the stream's bound; packing the messages queued to one peer behind its credits into
 //! one MPI message (flushed by every poll, so a lone message never waits) would lower
-//! it. Also teardown on a dying rank beyond what `mpirun` does.
+//! it.
 //! [`Conduit::finalize`] ends with collective calls
 //! (`MPI_Barrier`, `MPI_Win_free`, `MPI_Finalize`), so a rank's `gex::exit(0)` waits
 //! there until every rank finalizes.
 //!
 //! The files: `boot` (the bootstrap: its MPI calls and checks, and the error path of
-//! every call), `host` (the shared memory of the host: queues and signal words), `am`
+//! every call), `abort` (a dying rank's end: its message and `MPI_Abort`), `host` (the
+//! shared memory of the host: queues and signal words), `am`
 //! (the AM transport between hosts: wire format, receive rings, credits), `rma` (puts
 //! and gets to another host's segment); this file holds the conduit's state, the
 //! choice of path and the segments.
@@ -110,11 +113,13 @@ use std::sync::OnceLock;
 use ::mpi::ffi;
 use parking_lot::Mutex;
 
+mod abort;
 mod am;
 mod boot;
 mod host;
 mod rma;
 
+pub(crate) use abort::{abort_job, GEX_MPI_FAILURE_DIR};
 use am::{net_index, Buf, NetOutbound, State, HEADER};
 use boot::{allgather_u64, check, fatal};
 use host::Host;
@@ -553,7 +558,7 @@ impl Conduit for MpiConduit {
     }
 
     fn record_failure(&self, message: &str) {
-        eprintln!("gex: rank {} failed: {message}", self.rank);
+        abort::record_failure(message);
     }
 
     fn aborted(&self) -> bool {

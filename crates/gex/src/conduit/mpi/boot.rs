@@ -13,12 +13,7 @@ use super::host::Host;
 use super::{MpiConduit, GEX_MPI_HOST_RANKS, GEX_MPI_STATS};
 use crate::conduit::Rank;
 
-pub(super) fn fatal(msg: &str) -> ! {
-    eprintln!("gex: {msg}");
-    // SAFETY: aborting the job is valid in any state after MPI_Init.
-    unsafe { ffi::MPI_Abort(ffi::RSMPI_COMM_WORLD, 1) };
-    std::process::exit(1)
-}
+pub(super) use super::abort::fatal;
 
 /// Checks the return code of an MPI call.
 #[track_caller]
@@ -117,6 +112,7 @@ pub(super) fn bootstrap() -> MpiConduit {
         );
     }
     let (rank, size) = comm_rank_size(world);
+    super::abort::abort_at_exit(rank);
     let mut node = world;
     // SAFETY: valid communicators and out-pointer.
     unsafe {
