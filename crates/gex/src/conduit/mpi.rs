@@ -14,7 +14,9 @@
 //! (`UPCXX_SEGMENT_SIZE`) end the job at start-up, naming one that differs.
 //!
 //! **Segments.** Each rank's segment is its part of one `MPI_Win_allocate_shared` window
-//! over its host team; `MPI_Win_shared_query` gives the local address of every host
+//! over its host team (the part is a page larger and the segment starts at its first
+//! page boundary, as segments do on the smp conduit; the segment size is rounded up to
+//! whole pages likewise); `MPI_Win_shared_query` gives the local address of every host
 //! member's part, so [`Conduit::translate`] answers for same-host ranks only, and puts,
 //! gets and Long payloads to them are `memcpy`s. For the other ranks a second window,
 //! `MPI_Win_create` over the same memory on `MPI_COMM_WORLD`, is locked once
@@ -293,12 +295,15 @@ impl Conduit for MpiConduit {
         // SAFETY: reading an MPI constant.
         let mut win = unsafe { ffi::RSMPI_WIN_NULL };
         let _serial = self.state.lock();
+        // One page more than asked: Open MPI's part of the window need not start on a
+        // page, and a segment does (the same rounding on every rank finds each peer's
+        // segment in its part, see `segments_attached`).
         // SAFETY: collective over the host team (Segment::attach is collective); valid
         // out-pointers.
         unsafe {
             check(
                 ffi::MPI_Win_allocate_shared(
-                    size as ffi::MPI_Aint,
+                    (size + crate::PAGE_SIZE) as ffi::MPI_Aint,
                     1,
                     ffi::RSMPI_INFO_NULL,
                     self.host_comm,
@@ -313,10 +318,11 @@ impl Conduit for MpiConduit {
             // SAFETY: reading an MPI constant.
             world: unsafe { ffi::RSMPI_WIN_NULL },
         });
-        if self.my_segment.set((base as usize, size)).is_err() {
+        let base = (base as usize).next_multiple_of(crate::PAGE_SIZE);
+        if self.my_segment.set((base, size)).is_err() {
             fatal("a second segment attached");
         }
-        base as usize
+        base
     }
 
     fn segments_attached(&self) {
@@ -350,23 +356,32 @@ impl Conduit for MpiConduit {
                     "MPI_Win_shared_query",
                 );
             }
-            table[r as usize].local_base = Some(p as usize);
+            table[r as usize].local_base = Some((p as usize).next_multiple_of(crate::PAGE_SIZE));
         }
-        // SAFETY: collective over the world; the memory is this rank's segment, alive
-        // until finalize frees the windows.
-        unsafe {
-            check(
-                ffi::MPI_Win_create(
-                    base as *mut c_void,
-                    size as ffi::MPI_Aint,
-                    1,
-                    ffi::RSMPI_INFO_NULL,
-                    world,
-                    &mut w.world,
-                ),
-                "MPI_Win_create",
-            );
-            check(ffi::MPI_Win_lock_all(0, w.world), "MPI_Win_lock_all");
+        // The world window serves the ranks of other hosts only; with one host there
+        // are none (and Open MPI has no window of this kind for a job of one rank).
+        // `hosts` is the same on every rank, so all or none take part.
+        if self.hosts > 1 {
+            // SAFETY: collective over the world; the memory is this rank's segment,
+            // alive until finalize frees the windows.
+            unsafe {
+                check(
+                    ffi::MPI_Win_create(
+                        base as *mut c_void,
+                        size as ffi::MPI_Aint,
+                        1,
+                        ffi::RSMPI_INFO_NULL,
+                        world,
+                        &mut w.world,
+                    ),
+                    "MPI_Win_create",
+                );
+                check(
+                    ffi::MPI_Win_set_errhandler(w.world, ffi::RSMPI_ERRORS_RETURN),
+                    "MPI_Win_set_errhandler",
+                );
+                check(ffi::MPI_Win_lock_all(0, w.world), "MPI_Win_lock_all");
+            }
         }
         let _ = self.segments.set(table.into_boxed_slice());
     }
@@ -545,8 +560,10 @@ impl Conduit for MpiConduit {
         if let Some(mut w) = self.windows.lock().take() {
             // SAFETY: collective; no RMA is under way (the upper half's barrier).
             unsafe {
-                check(ffi::MPI_Win_unlock_all(w.world), "MPI_Win_unlock_all");
-                check(ffi::MPI_Win_free(&mut w.world), "MPI_Win_free");
+                if w.world != ffi::RSMPI_WIN_NULL {
+                    check(ffi::MPI_Win_unlock_all(w.world), "MPI_Win_unlock_all");
+                    check(ffi::MPI_Win_free(&mut w.world), "MPI_Win_free");
+                }
                 check(ffi::MPI_Win_free(&mut w.shared), "MPI_Win_free");
             }
         }

@@ -155,8 +155,10 @@ pub(super) fn bootstrap() -> MpiConduit {
     let my_host = distinct
         .binary_search(&(host_ranks[0] as u64))
         .expect("own leader gathered") as Rank;
+    // Whole pages, as the smp launcher gives them.
     let max_segment = crate::env::segment_size_from_env()
-        .unwrap_or_else(|e| fatal(&format!("rank {rank}: cannot join the job: {e}")));
+        .unwrap_or_else(|e| fatal(&format!("rank {rank}: cannot join the job: {e}")))
+        .next_multiple_of(crate::PAGE_SIZE);
     // The launcher of the smp conduit sizes every rank alike; under mpirun each rank
     // reads its own environment, so they must be compared.
     let sizes = allgather_u64(world, max_segment as u64);
