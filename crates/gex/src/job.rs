@@ -31,6 +31,7 @@
 //!
 //! When [`run`] returns, the region is unmapped, the memfd closed and no rank survives.
 
+pub mod mpirun;
 mod tool;
 
 use std::ffi::OsString;
@@ -142,6 +143,9 @@ impl JobOutcome {
 /// limit, `SIGINT`/`SIGTERM` forwarded) and exits this process with the job's exit code;
 /// it never returns then. Invalid settings are reported on stderr and exit with status 2.
 ///
+/// With `UPCXX_CONDUIT=mpi` the job is started through `mpirun` instead (see
+/// [`mpirun`]; the program must be built with the feature `mpi`).
+///
 /// If `UPCXX_RANKS` is unset or `UPCXX_RANK` is set (this process is a rank of a
 /// job), returns normally.
 pub fn relaunch_if_requested() {
@@ -179,6 +183,14 @@ pub fn relaunch_if_requested() {
             std::process::exit(1);
         }
     };
+    match mpirun::mpi_requested() {
+        Ok(false) => {}
+        Ok(true) => mpirun::relaunch(&name, ranks, segment_size, program),
+        Err(e) => {
+            eprintln!("{name}: {e}");
+            std::process::exit(2);
+        }
+    }
     let spec = JobSpec {
         program,
         args: std::env::args_os().skip(1).collect(),
@@ -216,12 +228,23 @@ pub fn launch_error_exit_code(e: &io::Error) -> i32 {
 /// an invalid spec, no memory for the region, or a rank that could not be started (then
 /// the ranks already started are torn down before returning).
 pub fn run(spec: &JobSpec) -> io::Result<JobOutcome> {
+    with_tool(spec, run_ranks)
+}
+
+/// Runs the job with `start` under the built-in GASP tool the spec's environment asks
+/// for, if any (see `tool.rs`): the tool's variables are added to the spec `start`
+/// gets, and the ranks' parts are merged once it returns. Shared by [`run`] and the
+/// `mpirun` mode of `gex::testing`.
+pub fn with_tool(
+    spec: &JobSpec,
+    start: impl FnOnce(&JobSpec) -> io::Result<JobOutcome>,
+) -> io::Result<JobOutcome> {
     match tool::ToolRun::prepare(spec)? {
-        None => run_ranks(spec),
+        None => start(spec),
         Some(tool) => {
             let mut with_tool = spec.clone();
             with_tool.env.extend(tool.env());
-            let outcome = run_ranks(&with_tool);
+            let outcome = start(&with_tool);
             // A job that could not start wrote nothing to merge: its error alone is the
             // news (dropping `tool` still removes the parts directory).
             if outcome.is_ok() {
