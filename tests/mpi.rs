@@ -34,7 +34,10 @@
 //!   queues cannot be allocated: the job ends naming `MPI_Win_allocate_shared`.
 //! * [`ranks_that_disagree_on_the_segment_size_end_the_job`]: an MPMD `mpirun` line
 //!   giving the ranks different `UPCXX_SEGMENT_SIZE`s stops at start-up, naming both.
-//! * [`upcxx_run_starts_the_job_through_mpirun`]: `upcxx-run --conduit mpi -n 3`.
+//! * [`upcxx_run_starts_the_job_through_mpirun`]: `upcxx-run --conduit mpi -n 3`, and
+//!   with `--profile` (the ranks' parts merged into one profile).
+//! * [`the_environment_chooses_mpirun`]: `UPCXX_CONDUIT=mpi` for `upcxx-run` and for
+//!   `UPCXX_RANKS=3 program`; `GEX_MPIRUN` as the launcher command, and empty.
 //! * [`a_plain_start_uses_the_smp_conduit`]: the same binary started without `mpirun`
 //!   (one rank, and `UPCXX_RANKS=3`) runs on the smp conduit.
 //!
@@ -513,9 +516,75 @@ fn upcxx_run_starts_the_job_through_mpirun() {
     let mut seen = hosts(&stdout);
     seen.sort_unstable();
     assert_eq!(seen, vec![(0, 3), (1, 3), (2, 3)], "{stdout}");
-    let out = launch(&["--conduit", "mpi", "-n", "2", "--profile"]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("not available with --conduit mpi"));
+    // The GASP profiler: the ranks' parts merged into one file, as with smp.
+    let file = std::env::temp_dir().join(format!("mpi-profile-{}.json", std::process::id()));
+    let profile = format!("--profile={}", file.display());
+    let out = launch(&["--conduit", "mpi", "-n", "2", &profile]);
+    let text = std::fs::read_to_string(&file);
+    let _ = std::fs::remove_file(&file);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let profile: serde_json::Value = serde_json::from_str(&text.expect("profile written")).unwrap();
+    assert_eq!(profile["ranks"], 2, "{profile}");
+}
+
+/// `UPCXX_CONDUIT=mpi` is `--conduit mpi`, for `upcxx-run` and for `UPCXX_RANKS=N
+/// program`; `GEX_MPIRUN` replaces the launcher command.
+#[test]
+fn the_environment_chooses_mpirun() {
+    let launcher = built(&["upcxx-run"], "cargo build -p upcxx-run");
+    let hosts_of = |mut cmd: Command, what: &str| {
+        cmd.env("UPCXX_CONDUIT", "mpi")
+            .env("GEX_MPI_HOST_RANKS", "1");
+        let out = run(cmd, what);
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            out.status.success(),
+            "{what}: {stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        // Only the mpi conduit reads the host cap.
+        let mut seen = hosts(&stdout);
+        seen.sort_unstable();
+        assert_eq!(seen, vec![(0, 3), (1, 3), (2, 3)], "{what}: {stdout}");
+        stdout
+    };
+    let mut cmd = Command::new(&launcher);
+    cmd.args(["-n", "3"]).arg(example("gex_network"));
+    hosts_of(cmd, "UPCXX_CONDUIT=mpi upcxx-run -n 3");
+    let mut cmd = Command::new(example("gex_network"));
+    cmd.env("UPCXX_RANKS", "3");
+    hosts_of(cmd, "UPCXX_CONDUIT=mpi UPCXX_RANKS=3 gex_network");
+    // A prefix of our own: mpirun tags every line with its rank.
+    let mut prefix = "mpirun --oversubscribe --tag-output".to_owned();
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        prefix.push_str(" --allow-run-as-root");
+    }
+    let mut cmd = Command::new(&launcher);
+    cmd.env("GEX_MPIRUN", &prefix)
+        .args(["-n", "3"])
+        .arg(example("gex_network"));
+    let out = hosts_of(cmd, "GEX_MPIRUN=... upcxx-run -n 3");
+    assert!(
+        out.lines()
+            .all(|l| l.starts_with('[') && l.contains("]<stdout>:")),
+        "{out}"
+    );
+    let mut cmd = Command::new(&launcher);
+    cmd.env("GEX_MPIRUN", " ")
+        .args(["-n", "3"])
+        .arg(example("gex_network"));
+    let out = run(cmd, "GEX_MPIRUN=' ' upcxx-run");
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("GEX_MPIRUN is set but names no command"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]

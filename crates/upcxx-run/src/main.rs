@@ -19,6 +19,9 @@
 //!
 //! `--conduit mpi` runs the job through `mpirun` instead (see `mpi.rs`), for a program
 //! built with the `mpi` feature; the default, `smp`, is this launcher's own job start.
+//! `UPCXX_CONDUIT=mpi` in the environment has the same effect (the option wins), so a
+//! script or test that runs `upcxx-run` reaches the mpi conduit unchanged;
+//! `GEX_MPIRUN` replaces the `mpirun` command prefix.
 //!
 //! `report` reads a profile (`upcxx-profile.json`) or a trace (`upcxx-trace.json`),
 //! prints the costliest operation kinds and call sites (with the text of each site's line
@@ -108,8 +111,11 @@ struct RunArgs {
 
     /// How the ranks are started and communicate: smp (this launcher, shared memory)
     /// or mpi (through mpirun; the program must be built with the feature `mpi`).
-    #[arg(long, value_enum, default_value_t = Conduit::Smp)]
-    conduit: Conduit,
+    /// With mpi, $GEX_MPIRUN replaces the launcher command `mpirun --oversubscribe`
+    /// (split on whitespace, e.g. "mpirun --host a:4,b:4").
+    /// [default: $UPCXX_CONDUIT, else smp]
+    #[arg(long, value_enum)]
+    conduit: Option<Conduit>,
 
     /// Shared segment size per rank, e.g. 64M, 2G, 1GiB, 4096 (binary units).
     /// [default: $UPCXX_SEGMENT_SIZE, else 128M]
@@ -314,9 +320,6 @@ fn run(args: RunArgs) -> i32 {
             }
         },
     };
-    if args.conduit == Conduit::Mpi {
-        return mpi::run(&args, segment_size);
-    }
     let env = match tool_env(&args) {
         Ok(env) => env,
         Err(e) => {
@@ -328,6 +331,18 @@ fn run(args: RunArgs) -> i32 {
         .trace
         .as_ref()
         .and_then(|t| Some((t.clone(), otf2_trace_json(t)?)));
+    // Not clap's `env`: a value from the environment would conflict with `report`.
+    let conduit = match args.conduit {
+        Some(c) => c,
+        None => match job::mpirun::mpi_requested() {
+            Ok(true) => Conduit::Mpi,
+            Ok(false) => Conduit::Smp,
+            Err(e) => {
+                eprintln!("{NAME}: {e}");
+                return 2;
+            }
+        },
+    };
     let mut command = args.command.into_iter();
     let Some(program) = command.next() else {
         // Unreachable: clap requires at least one value.
@@ -344,7 +359,12 @@ fn run(args: RunArgs) -> i32 {
         name: NAME.to_owned(),
         forward_signals: true,
     };
-    let code = match job::run(&spec) {
+    let outcome = match conduit {
+        Conduit::Smp => job::run(&spec),
+        // mpirun handles the signals of the terminal itself.
+        Conduit::Mpi => job::with_tool(&spec, mpi::run),
+    };
+    let code = match outcome {
         Ok(outcome) => outcome.exit_code,
         Err(e) => {
             eprintln!("{NAME}: {e}");
@@ -465,9 +485,12 @@ mod tests {
 
     #[test]
     fn the_conduit_is_smp_unless_mpi_is_asked_for() {
-        assert_eq!(parse(&["-n", "2", "prog"]).unwrap().conduit, Conduit::Smp);
+        // Unset: UPCXX_CONDUIT or smp, decided when the job starts.
+        assert_eq!(parse(&["-n", "2", "prog"]).unwrap().conduit, None);
+        let a = parse(&["--conduit", "smp", "-n", "2", "prog"]).unwrap();
+        assert_eq!(a.conduit, Some(Conduit::Smp));
         let a = parse(&["--conduit", "mpi", "-n", "2", "prog", "--conduit", "smp"]).unwrap();
-        assert_eq!(a.conduit, Conduit::Mpi);
+        assert_eq!(a.conduit, Some(Conduit::Mpi));
         assert_eq!(a.command, ["prog", "--conduit", "smp"].map(OsString::from));
         assert!(parse(&["--conduit", "ibv", "-n", "2", "prog"]).is_err());
     }

@@ -1,41 +1,56 @@
-//! `upcxx-run --conduit mpi`: the job started by `mpirun`, a convenience for programs
-//! built with the `mpi` feature (gex's mpi conduit).
+//! `upcxx-run --conduit mpi` (or `UPCXX_CONDUIT=mpi`): the job started by `mpirun`, a
+//! convenience for programs built with the `mpi` feature (gex's mpi conduit).
 //!
-//! The command becomes `mpirun --oversubscribe -n N [--timeout SECS]
-//! -x UPCXX_SEGMENT_SIZE=SIZE PROGRAM ARGS...`: `--oversubscribe` because this launcher
-//! runs any number of ranks on any number of cores, and the segment size is passed to
-//! every rank (the conduit stops a job whose ranks disagree on it). `mpirun` reports
-//! failed ranks and ends the job itself; its exit status is the job's. The GASP tool
-//! options are refused with this conduit: merging the ranks' outputs is this
-//! launcher's work for the jobs it starts itself. `MPIRUN` names another `mpirun`.
+//! The command is `gex::job::mpirun::command`: the launcher prefix (`GEX_MPIRUN`, split
+//! on whitespace, else `mpirun --oversubscribe`, with `--allow-run-as-root` as root),
+//! then `[--timeout SECS] -n N -x UPCXX_SEGMENT_SIZE -x ... PROGRAM ARGS...` with the
+//! segment size set for every rank (the conduit stops a job whose ranks disagree on it)
+//! and the GASP tool's variables and `GEX_MPI_HOST_RANKS` passed on. `mpirun` reports
+//! failed ranks and ends the job itself (a rank that dies aborts the job naming
+//! itself); its exit status is the job's. `--profile` and `--trace` work as with the smp
+//! conduit: `gex::job::with_tool` gives the ranks a directory for their parts and
+//! merges them once `mpirun` returns (the directory must be shared by the hosts of a
+//! multi-host job).
 
-use std::process::Command;
+use std::io;
+use std::os::unix::process::ExitStatusExt as _;
 
-use super::{RunArgs, NAME};
+use gex::job::{JobOutcome, JobSpec};
 
-/// Runs the job through `mpirun`; returns its exit status.
-pub(super) fn run(args: &RunArgs, segment_size: usize) -> i32 {
-    if args.profile.is_some() || args.trace.is_some() || args.tool.is_some() {
-        eprintln!("{NAME}: --profile, --trace and --tool are not available with --conduit mpi");
-        return 2;
+/// Runs the job through `mpirun`; returns how it ended (its exit status).
+pub(super) fn run(spec: &JobSpec) -> io::Result<JobOutcome> {
+    // mpirun's timeout is in whole seconds; round up so the job is never cut short.
+    let timeout = spec
+        .timeout
+        .map(|t| t.as_secs_f64().ceil().max(1.0).to_string());
+    let mut options = Vec::new();
+    if let Some(t) = &timeout {
+        options.extend(["--timeout", t.as_str()]);
     }
-    let mpirun = std::env::var_os("MPIRUN").unwrap_or_else(|| "mpirun".into());
-    let mut cmd = Command::new(&mpirun);
-    cmd.args(["--oversubscribe", "-n", &args.ranks.to_string()]);
-    if let Some(t) = args.timeout {
-        // mpirun's timeout is in whole seconds; round up so the job is never cut short.
-        cmd.args(["--timeout", &t.as_secs_f64().ceil().max(1.0).to_string()]);
-    }
-    cmd.args(["-x", &format!("UPCXX_SEGMENT_SIZE={segment_size}")]);
-    cmd.args(&args.command);
-    match cmd.status() {
-        Ok(status) => status.code().unwrap_or(1),
-        Err(e) => {
-            eprintln!(
-                "{NAME}: --conduit mpi: cannot start {}: {e}",
-                mpirun.to_string_lossy()
-            );
-            gex::job::launch_error_exit_code(&e)
-        }
-    }
+    let mut cmd = gex::job::mpirun::command(
+        &options,
+        spec.ranks,
+        spec.segment_size,
+        &spec.env,
+        spec.program.as_os_str(),
+        &spec.args,
+    )
+    .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("--conduit mpi: {e}")))?;
+    let status = cmd.status().map_err(|e| {
+        io::Error::new(
+            e.kind(),
+            format!(
+                "--conduit mpi: cannot start {}: {e}",
+                cmd.get_program().to_string_lossy()
+            ),
+        )
+    })?;
+    let exit_code = status
+        .code()
+        .or_else(|| status.signal().map(|s| 128 + s))
+        .unwrap_or(1);
+    Ok(JobOutcome {
+        exit_code,
+        failure: (exit_code != 0).then(|| format!("mpirun exited with status {exit_code}")),
+    })
 }
