@@ -5,8 +5,8 @@
 //! fn ranks_see_each_other() {
 //!     gex::testing::spmd(4, || {
 //!         // Runs in each of 4 rank processes.
-//!         let rank: usize = std::env::var("UPCXX_RANK").unwrap().parse().unwrap();
-//!         assert!(rank < 4);
+//!         let (rank, ranks) = gex::testing::launcher_rank().unwrap();
+//!         assert!(rank < ranks);
 //!     });
 //! }
 //! ```
@@ -52,14 +52,31 @@
 //! Rank output is not captured: each rank prints libtest's short "running 1 test"
 //! banner, then whatever the body prints; the rank's harness never prints a result line
 //! (the rank exits first), so the only test results in the output are the real ones.
+//!
+//! # The conduit: smp or mpi
+//!
+//! [`GEX_TEST_CONDUIT`] chooses how the job starts: `smp` (the default) through
+//! [`crate::job::run`], `mpi` through `mpirun` (in a build with gex's feature `mpi`; see
+//! `testing/mpirun.rs`), so that the same tests run over the mpi conduit:
+//! `GEX_TEST_CONDUIT=mpi cargo test --workspace --features pgas/mpi`. The launcher
+//! command is `GEX_MPIRUN` (a command prefix split on whitespace) or `mpirun
+//! --oversubscribe`; `GEX_MPI_HOST_RANKS` reaches the ranks when set. Every
+//! [`SpmdOptions`] field applies in both modes. Differences a test can see: a rank
+//! under `mpirun` has no `UPCXX_RANK` (use [`launcher_rank`]) and no job region, its
+//! output is `mpirun`'s (each line tagged with its rank, shown with the test's output),
+//! and a failure report is built from what the ranks and `mpirun` printed (it names the
+//! rank and quotes its output, see [`JobOutcome::failure`]). A test about the smp
+//! conduit or its launcher themselves starts with [`skip_unless_smp`].
 
 use std::cell::{Cell, RefCell};
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use crate::job::{self, InheritedRegion, JobOutcome, JobSpec};
+
+mod mpirun;
 
 /// Environment variable naming the test a rank process runs the body of.
 pub const GEX_SPMD_TEST: &str = "GEX_SPMD_TEST";
@@ -73,6 +90,86 @@ pub const GEX_SPMD_DONE_DIR: &str = "GEX_SPMD_DONE_DIR";
 pub const GEX_TEST_TIMEOUT: &str = "GEX_TEST_TIMEOUT";
 /// Default time limit of an spmd job.
 pub const DEFAULT_TEST_TIMEOUT: Duration = Duration::from_secs(60);
+/// Environment variable choosing the conduit of spmd jobs: `smp` (the default) or
+/// `mpi` (see the [module documentation](self)).
+pub const GEX_TEST_CONDUIT: &str = "GEX_TEST_CONDUIT";
+
+/// The conduit spmd jobs run on ([`GEX_TEST_CONDUIT`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TestConduit {
+    /// Started by [`crate::job::run`], communicating through the job's shared region.
+    Smp,
+    /// Started by `mpirun`, communicating through MPI.
+    Mpi,
+}
+
+/// The conduit spmd jobs run on, from [`GEX_TEST_CONDUIT`].
+///
+/// # Panics
+/// If the variable is neither `smp` nor `mpi`, or is `mpi` in a build without gex's
+/// feature `mpi`.
+pub fn test_conduit() -> TestConduit {
+    match std::env::var(GEX_TEST_CONDUIT).as_deref() {
+        Err(std::env::VarError::NotPresent) | Ok("smp") | Ok("") => TestConduit::Smp,
+        Ok("mpi") if cfg!(feature = "mpi") => TestConduit::Mpi,
+        Ok("mpi") => panic!(
+            "{GEX_TEST_CONDUIT}=mpi: gex was built without its feature `mpi` (build the \
+             tests with --features pgas/mpi, or gex/mpi)"
+        ),
+        Ok(v) => panic!("{GEX_TEST_CONDUIT}={v:?}: expected smp or mpi"),
+        Err(e) => panic!("{GEX_TEST_CONDUIT}: {e}"),
+    }
+}
+
+/// Whether the current test should be skipped because spmd jobs run over the mpi
+/// conduit while the test is about the smp conduit or its launcher (`why` says what
+/// it needs). A skipped test says so on stderr, past libtest's capture, naming itself:
+///
+/// ```no_run
+/// #[test]
+/// fn the_region_is_a_memfd() {
+///     if gex::testing::skip_unless_smp("the smp job region") {
+///         return;
+///     }
+///     // ...
+/// }
+/// ```
+///
+/// # Panics
+/// As [`test_conduit`].
+pub fn skip_unless_smp(why: &str) -> bool {
+    if test_conduit() == TestConduit::Smp {
+        return false;
+    }
+    use std::io::Write as _;
+    let name = std::thread::current()
+        .name()
+        .unwrap_or("<unnamed test>")
+        .to_owned();
+    // Straight to the file, not through eprintln!: libtest would capture it.
+    let _ = writeln!(
+        std::io::stderr(),
+        "skipped under {GEX_TEST_CONDUIT}=mpi: {name}: {why}"
+    );
+    true
+}
+
+/// This process's rank and the job's size as its launcher gave them (`UPCXX_RANK` and
+/// `UPCXX_RANKS` of the smp launcher, or the variables of an MPI launcher); `None`
+/// outside a job.
+pub fn launcher_rank() -> Option<(usize, usize)> {
+    let pairs = [
+        (job::UPCXX_RANK, job::UPCXX_RANKS),
+        ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"),
+        ("PMIX_RANK", "PMIX_SIZE"),
+        ("PMI_RANK", "PMI_SIZE"),
+    ];
+    pairs.iter().find_map(|(rank, size)| {
+        let rank = std::env::var(rank).ok()?.parse().ok()?;
+        let size = std::env::var(size).ok()?.parse().ok()?;
+        Some((rank, size))
+    })
+}
 
 /// How to run an spmd test body.
 #[derive(Debug, Clone)]
@@ -200,6 +297,7 @@ fn current_test_name(opts: &SpmdOptions) -> String {
 
 /// In the test process: runs the job and checks that every rank ran the body.
 fn launch(opts: &SpmdOptions, name: &str, call: usize) -> JobOutcome {
+    let conduit = test_conduit();
     let exe = std::env::current_exe()
         .unwrap_or_else(|e| panic!("spmd: cannot find the test executable: {e}"));
     let done_dir = DoneDir::create();
@@ -208,12 +306,13 @@ fn launch(opts: &SpmdOptions, name: &str, call: usize) -> JobOutcome {
     env.push((GEX_SPMD_TEST.into(), name.into()));
     env.push((GEX_SPMD_CALL.into(), call.to_string().into()));
     env.push((GEX_SPMD_DONE_DIR.into(), done_dir.0.clone().into()));
+    let args: Vec<OsString> = [name, "--exact", "--nocapture", "--test-threads=1", "-q"]
+        .into_iter()
+        .map(OsString::from)
+        .collect();
     let spec = JobSpec {
         program: exe,
-        args: [name, "--exact", "--nocapture", "--test-threads=1", "-q"]
-            .into_iter()
-            .map(OsString::from)
-            .collect(),
+        args,
         ranks: opts.ranks,
         segment_size: opts.segment_size,
         timeout: Some(opts.timeout),
@@ -221,8 +320,11 @@ fn launch(opts: &SpmdOptions, name: &str, call: usize) -> JobOutcome {
         name: name.to_owned(),
         forward_signals: false,
     };
-    let outcome =
-        job::run(&spec).unwrap_or_else(|e| panic!("spmd: cannot run the job of '{name}': {e}"));
+    let outcome = match conduit {
+        TestConduit::Smp => job::run(&spec),
+        TestConduit::Mpi => job::with_tool(&spec, |spec| Ok(mpirun::run(spec, &done_dir.0))),
+    }
+    .unwrap_or_else(|e| panic!("spmd: cannot run the job of '{name}': {e}"));
     if outcome.success() {
         let missing: Vec<String> = (0..opts.ranks)
             .filter(|r| !done_dir.0.join(r.to_string()).exists())
@@ -290,19 +392,19 @@ fn run_rank_body(call: usize, body: impl FnOnce()) {
         Ok(r) => r,
         Err(e) => panic!("spmd: {e}"),
     };
-    if region.is_some() {
-        install_panic_recorder();
-    }
+    let done_dir = std::env::var_os(GEX_SPMD_DONE_DIR).map(PathBuf::from);
+    let rank = region
+        .as_ref()
+        .map(|r| r.rank())
+        .or_else(|| launcher_rank().map(|(r, _)| r))
+        .map(|r| r.to_string())
+        .unwrap_or_default();
+    install_panic_recorder();
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(body));
     match result {
         Ok(()) => {
-            if let Some(dir) = std::env::var_os(GEX_SPMD_DONE_DIR) {
-                let rank = region
-                    .as_ref()
-                    .map(|r| r.rank().to_string())
-                    .or_else(|| std::env::var(job::UPCXX_RANK).ok())
-                    .unwrap_or_default();
-                let marker = Path::new(&dir).join(rank);
+            if let Some(dir) = &done_dir {
+                let marker = dir.join(&rank);
                 if let Err(e) = std::fs::write(&marker, b"") {
                     panic!("spmd: cannot write {}: {e}", marker.display());
                 }
@@ -310,12 +412,18 @@ fn run_rank_body(call: usize, body: impl FnOnce()) {
             exit_rank(0);
         }
         Err(payload) => {
+            let message = LAST_PANIC
+                .with(|p| p.borrow_mut().take())
+                .unwrap_or_else(|| format!("panicked: {}", payload_text(&*payload)));
             if let Some(region) = &region {
-                let message = LAST_PANIC
-                    .with(|p| p.borrow_mut().take())
-                    .unwrap_or_else(|| format!("panicked: {}", payload_text(&*payload)));
                 region.region().record_failure(region.rank(), &message);
+            } else if let Some(dir) = &done_dir {
+                // For the report of the mpi mode (there is no job region).
+                let _ = std::fs::write(mpirun::failure_file(dir, &rank), &message);
             }
+            // Under mpirun, with MPI initialized: the whole job ends now.
+            #[cfg(feature = "mpi")]
+            crate::conduit::mpi::abort_job(101);
             exit_rank(101);
         }
     }

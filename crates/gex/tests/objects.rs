@@ -42,8 +42,8 @@ fn init_errors_and_job_queries() {
 
             assert_eq!(client.name(), "OBJ_TEST1");
             assert_eq!(client.flags(), Flags::NONE);
-            let rank: u32 = std::env::var("UPCXX_RANK").unwrap().parse().unwrap();
-            let size: u32 = std::env::var("UPCXX_RANKS").unwrap().parse().unwrap();
+            let (rank, size) = gex::testing::launcher_rank().expect("started as a rank");
+            let (rank, size) = (rank as u32, size as u32);
             assert_eq!(gex::job_rank(), rank);
             assert_eq!(gex::job_size(), size);
             assert_eq!(team.rank(), rank);

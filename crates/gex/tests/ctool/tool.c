@@ -3,7 +3,8 @@
  * passes back, and the varargs of every event, read with va_arg as gasp_upcxx.h
  * declares them.
  *
- * Each rank writes "$GASP_CTOOL_OUT.$UPCXX_RANK" (stderr if GASP_CTOOL_OUT is unset),
+ * Each rank writes "$GASP_CTOOL_OUT.$UPCXX_RANK" (or the rank an MPI launcher gave it;
+ * stderr if GASP_CTOOL_OUT is unset),
  * one line per call, flushed as it is written (a rank ends with exit() right after
  * finalizing, and a line left in a buffer would be lost if the rank died):
  *
@@ -129,7 +130,14 @@ gasp_context_t gasp_init(gasp_lang_t srclanguage, int *argc, char ***argv)
 {
     struct _gasp_context_S *c = calloc(1, sizeof *c);
     const char *out = getenv("GASP_CTOOL_OUT");
+    /* The smp launcher's rank variable, else an MPI launcher's (the mpi conduit). */
     const char *rank = getenv("UPCXX_RANK");
+    if (rank == NULL)
+        rank = getenv("OMPI_COMM_WORLD_RANK");
+    if (rank == NULL)
+        rank = getenv("PMIX_RANK");
+    if (rank == NULL)
+        rank = getenv("PMI_RANK");
     struct line l = {{0}, 0};
     (void)argv;
     if (c == NULL) {
