@@ -29,6 +29,10 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// Why the fault tests of the smp launcher skip under `GEX_TEST_CONDUIT=mpi` (the mpi
+/// conduit's are `tests/mpi_faults.rs`).
+const SMP_FAULTS: &str = "faults of the smp launcher (1 s teardown, its --timeout and reports)";
+
 /// How long after the fault the job must be over.
 const WITHIN: Duration = Duration::from_secs(1);
 /// Runs of the kill test.
@@ -215,6 +219,9 @@ fn rank_of(pid: u32, pids: &[u32]) -> usize {
 
 #[test]
 fn a_killed_rank_ends_the_job() {
+    if gex::testing::skip_unless_smp(SMP_FAULTS) {
+        return;
+    }
     let mut rng = Rng::new();
     let shm_before = dev_shm();
     let workloads: [(&str, &[&str]); 3] =
@@ -270,6 +277,9 @@ fn a_killed_rank_ends_the_job() {
 
 #[test]
 fn a_stopped_rank_is_ended_by_the_timeout() {
+    if gex::testing::skip_unless_smp(SMP_FAULTS) {
+        return;
+    }
     let mut rng = Rng::new();
     for ranks in [2, 3, 5] {
         let job = Job::start(ranks, &["--timeout", "2"], "soak", &["30"]);
@@ -293,6 +303,9 @@ fn a_stopped_rank_is_ended_by_the_timeout() {
 
 #[test]
 fn a_killed_launcher_takes_its_ranks_down() {
+    if gex::testing::skip_unless_smp(SMP_FAULTS) {
+        return;
+    }
     let mut rng = Rng::new();
     for ranks in [2, 4] {
         let mut job = Job::start(ranks, &[], "soak", &["30"]);

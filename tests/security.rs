@@ -113,8 +113,14 @@ fn sh_as(uid: Option<u32>, script: &str) -> (bool, String) {
     )
 }
 
+/// Why these tests skip under `GEX_TEST_CONDUIT=mpi`.
+const SMP_REGION: &str = "the smp launcher's job region (memfd, /proc)";
+
 #[test]
 fn the_job_region_has_no_name_and_only_the_launcher_holds_it() {
+    if gex::testing::skip_unless_smp(SMP_REGION) {
+        return;
+    }
     let (launcher, ranks) = running_job();
     // No name: nothing in /dev/shm (where shm_open names live) or anywhere else.
     let named: Vec<_> = std::fs::read_dir("/dev/shm")
@@ -141,6 +147,9 @@ fn the_job_region_has_no_name_and_only_the_launcher_holds_it() {
 
 #[test]
 fn another_user_cannot_reach_the_job_memory() {
+    if gex::testing::skip_unless_smp(SMP_REGION) {
+        return;
+    }
     // SAFETY: getuid has no preconditions.
     if unsafe { libc::getuid() } != 0 {
         println!("not root: cannot run a process as another user; not checked");

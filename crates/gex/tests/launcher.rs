@@ -20,6 +20,10 @@ use common::{sleep_forever, TempDir};
 use gex::job::RankState;
 use gex::job::{self, InheritedRegion, JobOutcome, JobSpec};
 
+/// Why these tests skip under `GEX_TEST_CONDUIT=mpi`: they test the smp launcher
+/// itself (`gex::job::run`), which runs the same whatever the spmd jobs run on.
+const SMP_LAUNCHER: &str = "tests the smp launcher itself";
+
 const MODE_VAR: &str = "FAKE_RANK_MODE";
 const PID_DIR_VAR: &str = "FAKE_PID_DIR";
 const LAUNCHER_VAR: &str = "FAKE_LAUNCHER";
@@ -328,6 +332,9 @@ fn wait_with_stderr(child: std::process::Child) -> (std::process::ExitStatus, St
 
 #[test]
 fn successful_jobs_of_1_to_4_ranks() {
+    if gex::testing::skip_unless_smp(SMP_LAUNCHER) {
+        return;
+    }
     let shm_before = dev_shm();
     for ranks in 1..=4 {
         let (outcome, pids, _) = run_fake(ranks, "ok", None);
@@ -350,6 +357,9 @@ fn successful_jobs_of_1_to_4_ranks() {
 
 #[test]
 fn ranks_that_never_initialize_succeed() {
+    if gex::testing::skip_unless_smp(SMP_LAUNCHER) {
+        return;
+    }
     let (outcome, pids, _) = run_fake(3, "noinit", None);
     assert!(outcome.success(), "{outcome:?}");
     assert_eq!(pids.len(), 3);
@@ -357,6 +367,9 @@ fn ranks_that_never_initialize_succeed() {
 
 #[test]
 fn panicking_rank_is_reported_and_peers_are_stopped() {
+    if gex::testing::skip_unless_smp(SMP_LAUNCHER) {
+        return;
+    }
     for (ranks, target) in [(1, 0), (2, 1), (3, 2), (4, 1)] {
         let (outcome, pids, elapsed) = run_fake(ranks, &format!("panic:{target}"), None);
         assert_eq!(outcome.exit_code, 101);
@@ -372,6 +385,9 @@ fn panicking_rank_is_reported_and_peers_are_stopped() {
 
 #[test]
 fn nonzero_exit_is_reported() {
+    if gex::testing::skip_unless_smp(SMP_LAUNCHER) {
+        return;
+    }
     let (outcome, pids, _) = run_fake(3, "exit3:2", None);
     assert_eq!(outcome.exit_code, 3);
     assert_eq!(
@@ -391,6 +407,9 @@ fn nonzero_exit_is_reported() {
 
 #[test]
 fn exit_before_finalize_is_a_failure() {
+    if gex::testing::skip_unless_smp(SMP_LAUNCHER) {
+        return;
+    }
     let (outcome, pids, _) = run_fake(2, "early0:0", None);
     assert_eq!(outcome.exit_code, 1);
     assert_eq!(
@@ -402,6 +421,9 @@ fn exit_before_finalize_is_a_failure() {
 
 #[test]
 fn signals_are_reported_by_name() {
+    if gex::testing::skip_unless_smp(SMP_LAUNCHER) {
+        return;
+    }
     let (outcome, pids, _) = run_fake(2, "kill:1", None);
     assert_eq!(outcome.exit_code, 128 + libc::SIGKILL);
     assert_eq!(
@@ -420,6 +442,9 @@ fn signals_are_reported_by_name() {
 
 #[test]
 fn timeout_stops_the_job() {
+    if gex::testing::skip_unless_smp(SMP_LAUNCHER) {
+        return;
+    }
     let (outcome, pids, elapsed) = run_fake(3, "sleep", Some(Duration::from_millis(1500)));
     assert_eq!(outcome.exit_code, 124);
     assert_eq!(
@@ -436,6 +461,9 @@ fn timeout_stops_the_job() {
 
 #[test]
 fn ranks_ignoring_sigterm_are_killed() {
+    if gex::testing::skip_unless_smp(SMP_LAUNCHER) {
+        return;
+    }
     // Every rank ignores SIGTERM; rank 0 panics once all have started.
     let dir = TempDir::new("stubborn");
     let spec = fake_spec(3, "stubborn", &dir);
@@ -460,6 +488,9 @@ fn ranks_ignoring_sigterm_are_killed() {
 
 #[test]
 fn concurrent_jobs_inherit_only_their_own_region() {
+    if gex::testing::skip_unless_smp(SMP_LAUNCHER) {
+        return;
+    }
     // The fake ranks exit with 98 if they inherited more than one job region.
     let handles: Vec<_> = (0..3)
         .map(|i| std::thread::spawn(move || run_fake(2 + i % 2, "ok", None).0))
@@ -472,6 +503,9 @@ fn concurrent_jobs_inherit_only_their_own_region() {
 
 #[test]
 fn bad_specs_are_errors() {
+    if gex::testing::skip_unless_smp(SMP_LAUNCHER) {
+        return;
+    }
     let dir = TempDir::new("bad");
     let mut spec = fake_spec(0, "ok", &dir);
     let e = job::run(&spec).unwrap_err();
@@ -494,6 +528,9 @@ fn bad_specs_are_errors() {
 
 #[test]
 fn launcher_process_releases_the_region() {
+    if gex::testing::skip_unless_smp(SMP_LAUNCHER) {
+        return;
+    }
     for (mode, code) in [("ok", 0), ("panic:1", 101)] {
         let dir = TempDir::new("proc");
         let (status, stderr) = wait_with_stderr(spawn_launcher(3, mode, &dir));
@@ -504,6 +541,9 @@ fn launcher_process_releases_the_region() {
 
 #[test]
 fn killing_the_launcher_kills_its_ranks() {
+    if gex::testing::skip_unless_smp(SMP_LAUNCHER) {
+        return;
+    }
     let shm_before = dev_shm();
     let dir = TempDir::new("sigkill");
     let mut launcher = spawn_launcher(4, "sleep", &dir);
@@ -516,6 +556,9 @@ fn killing_the_launcher_kills_its_ranks() {
 
 #[test]
 fn sigint_to_the_launcher_tears_the_job_down() {
+    if gex::testing::skip_unless_smp(SMP_LAUNCHER) {
+        return;
+    }
     for sig in [libc::SIGINT, libc::SIGTERM] {
         let dir = TempDir::new("sigint");
         let launcher = spawn_launcher(3, "sleep", &dir);
@@ -537,6 +580,9 @@ fn sigint_to_the_launcher_tears_the_job_down() {
 
 #[test]
 fn signals_behave_as_before_outside_a_forwarding_run() {
+    if gex::testing::skip_unless_smp(SMP_LAUNCHER) {
+        return;
+    }
     use std::os::unix::process::ExitStatusExt;
 
     // After the job, SIGINT has its default action again.
@@ -576,6 +622,9 @@ fn relaunch_entry() {
 
 #[test]
 fn relaunch_runs_the_program_as_a_job() {
+    if gex::testing::skip_unless_smp(SMP_LAUNCHER) {
+        return;
+    }
     for (mode, code) in [("ok", 0), ("exit3:1", 3)] {
         let dir = TempDir::new("relaunch");
         let out = Command::new(std::env::current_exe().expect("current exe"))

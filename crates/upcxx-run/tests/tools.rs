@@ -43,6 +43,12 @@ const FAIL_RANK: &str = "UPCXX_RUN_TOOLS_TEST_FAIL_RANK";
 /// What each rank prints first: `rank R parts DIR`, DIR being its `GASP_PARTS`.
 const PARTS_LINE: &str = "parts ";
 
+/// Why these tests skip under `GEX_TEST_CONDUIT=mpi`: they test this launcher's own
+/// job start with a tool (its reports, the parts directories); `--profile` over
+/// `mpirun` is tested in the root package's `tests/mpi.rs`.
+const SMP_LAUNCHER: &str =
+    "upcxx-run's own job start with the GASP tools (tests/mpi.rs has the mpi case)";
+
 /// The body of every rank of the jobs the other tests launch; not a test of its own
 /// (run outside a job, it has nothing to do).
 #[test]
@@ -279,6 +285,9 @@ fn assert_rows_of_every_rank(profile: &Profile, ranks: u32) {
 
 #[test]
 fn profile_is_written_to_upcxx_profile_json_and_summarized() {
+    if gex::testing::skip_unless_smp(SMP_LAUNCHER) {
+        return;
+    }
     let dir = TempDir::new("profile");
     let run = launch(&dir, 3, &["--profile"], &[]);
     run.assert_success();
@@ -317,6 +326,9 @@ fn profile_is_written_to_upcxx_profile_json_and_summarized() {
 
 #[test]
 fn profile_with_a_file_name_writes_only_that_file() {
+    if gex::testing::skip_unless_smp(SMP_LAUNCHER) {
+        return;
+    }
     let dir = TempDir::new("profile-named");
     let run = launch(&dir, 2, &["--profile=my-profile.json"], &[]);
     run.assert_success();
@@ -331,6 +343,9 @@ fn profile_with_a_file_name_writes_only_that_file() {
 
 #[test]
 fn trace_is_written_to_upcxx_trace_json_with_events_of_every_rank() {
+    if gex::testing::skip_unless_smp(SMP_LAUNCHER) {
+        return;
+    }
     let dir = TempDir::new("trace");
     let run = launch(&dir, 3, &["--trace"], &[]);
     run.assert_success();
@@ -366,6 +381,9 @@ fn trace_is_written_to_upcxx_trace_json_with_events_of_every_rank() {
 
 #[test]
 fn profile_only_keeps_the_listed_event_and_user_events() {
+    if gex::testing::skip_unless_smp(SMP_LAUNCHER) {
+        return;
+    }
     let dir = TempDir::new("profile-only");
     std::fs::write(dir.cwd().join("only.txt"), format!("{PUT}\n")).expect("write the list");
     let run = launch(&dir, 2, &["--profile", "--profile-only", "only.txt"], &[]);
@@ -385,6 +403,9 @@ fn profile_only_keeps_the_listed_event_and_user_events() {
 
 #[test]
 fn a_missing_profile_only_list_is_named_and_runs_nothing() {
+    if gex::testing::skip_unless_smp(SMP_LAUNCHER) {
+        return;
+    }
     let dir = TempDir::new("profile-only-missing");
     let run = launch(
         &dir,
@@ -405,6 +426,9 @@ fn a_missing_profile_only_list_is_named_and_runs_nothing() {
 /// none to merge), and leaves nothing behind.
 #[test]
 fn a_job_that_cannot_start_reports_only_that() {
+    if gex::testing::skip_unless_smp(SMP_LAUNCHER) {
+        return;
+    }
     let dir = TempDir::new("cannot-start");
     let missing = dir.0.join("no-such-program");
     for tool in ["--profile", "--trace"] {
@@ -421,6 +445,9 @@ fn a_job_that_cannot_start_reports_only_that() {
 
 #[test]
 fn tool_runs_leave_no_parts_or_temporary_files() {
+    if gex::testing::skip_unless_smp(SMP_LAUNCHER) {
+        return;
+    }
     for (tool, file) in [
         ("--profile", "upcxx-profile.json"),
         ("--trace", "upcxx-trace.json"),
