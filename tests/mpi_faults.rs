@@ -96,7 +96,9 @@ fn job(name: &str, case: &str, during: impl FnOnce(&[Recorded])) -> (Output, Vec
     ];
     let mut cmd = gex::job::mpirun::command(&[], RANKS, 64 << 20, &env, exe.as_os_str(), &args)
         .expect("the mpirun command");
+    // Open MPI's session directory of its own: concurrent mpiruns race on the shared one.
     let child = cmd
+        .env("OMPI_MCA_orte_tmpdir_base", &dir)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -217,7 +219,9 @@ fn a_panicking_rank_aborts_the_job() {
         text.contains("gex: rank 1 failed: panicked at") && text.contains("rank 1 gives up"),
         "{text}"
     );
-    assert!(text.contains("MPI_ABORT was invoked on rank 1"), "{text}");
+    // (mpirun's own "MPI_ABORT was invoked on rank 1" banner is not checked: Open MPI
+    // 4.1 sometimes loses it under load, "ORTE_ERROR_LOG: Data unpack would read past
+    // end of buffer in show_help.c".)
 }
 
 #[test]

@@ -6,7 +6,9 @@
 //! output says which rank wrote it, and the harness's variables exported to the ranks.
 //! No `UPCXX_RANK` is set: that is what makes a rank choose the mpi conduit.
 //!
-//! `mpirun` runs in a process group of its own with its output piped; when it exits,
+//! `mpirun` keeps Open MPI's session directory in the job's own directory (concurrent
+//! jobs race on the shared one), and runs in a process group of its own with its output
+//! piped; when it exits,
 //! its output is printed through the test's own output (libtest shows it for a failing
 //! test, or always with `--nocapture`). On the time limit the harness sends `SIGTERM`
 //! to `mpirun` (which ends its ranks and cleans up), and `SIGKILL` to it and every
@@ -62,7 +64,11 @@ pub(super) fn run(spec: &JobSpec, dir: &Path) -> JobOutcome {
         &spec.args,
     )
     .unwrap_or_else(|e| panic!("spmd: {e}"));
-    cmd.stdin(Stdio::null())
+    // Open MPI's session directory under the job's own directory: mpirun removes the
+    // shared top directory (/tmp/ompi.HOST.UID) when it empties it, so concurrent
+    // jobs (libtest runs tests in parallel) could fail to create theirs there.
+    cmd.env("OMPI_MCA_orte_tmpdir_base", dir)
+        .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0);
