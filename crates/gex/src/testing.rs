@@ -161,7 +161,6 @@ pub fn launcher_rank() -> Option<(usize, usize)> {
     let pairs = [
         (job::UPCXX_RANK, job::UPCXX_RANKS),
         ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"),
-        ("PMIX_RANK", "PMIX_SIZE"),
         ("PMI_RANK", "PMI_SIZE"),
     ];
     pairs.iter().find_map(|(rank, size)| {

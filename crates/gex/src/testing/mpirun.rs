@@ -112,13 +112,22 @@ pub(super) fn run(spec: &JobSpec, dir: &Path) -> JobOutcome {
         };
     }
     let lines: Vec<&str> = out.lines().chain(err.lines()).collect();
-    let failed = failing_rank(dir, &lines);
+    let unfinished: Vec<usize> = (0..spec.ranks)
+        .filter(|r| {
+            let r = r.to_string();
+            !dir.join(&r).exists() && !failure_file(dir, &r).exists()
+        })
+        .collect();
+    let failed = failing_rank(dir, &lines).or_else(|| match unfinished[..] {
+        // mpirun's own message may be lost (Open MPI 4.1 drops some under load); a
+        // single rank that neither finished nor recorded a failure is the one whose
+        // status mpirun returns.
+        [r] if !timed_out => Some((r, format!("exited with code {exit_code}"))),
+        _ => None,
+    });
     let mut report = match (timed_out, &failed) {
         (true, _) => {
-            let running: Vec<String> = (0..spec.ranks)
-                .map(|r| r.to_string())
-                .filter(|r| !dir.join(r).exists() && !failure_file(dir, r).exists())
-                .collect();
+            let running: Vec<String> = unfinished.iter().map(|r| r.to_string()).collect();
             format!(
                 "job timed out after {} s (ranks still running: {})",
                 spec.timeout.unwrap_or_default().as_secs_f64(),
