@@ -208,19 +208,10 @@ fn round_trips_through_rpc() {
     }
 }
 
-/// Why the in-place test skips under `GEX_TEST_CONDUIT=mpi`: the mpi conduit's AM
-/// transport (`conduit/mpi/am.rs`) allocates a message buffer (4 KiB) when its free list
-/// is empty, which this test counts as a copy of the elements.
-const MPI_AM_ALLOCATES: &str =
-    "the mpi conduit's AM receive path allocates message buffers (conduit/mpi/am.rs)";
-
 /// §6.5 ¶4: on the RPC target, a view of Pod elements is the network buffer itself: no
 /// copy of the elements is made (no allocation of their size), and it is aligned.
 #[test]
 fn rpc_target_reads_pod_views_in_place() {
-    if gex::testing::skip_unless_smp(MPI_AM_ALLOCATES) {
-        return;
-    }
     spmd(2, || {
         upcxx::init();
         let peer = 1 - rank_me();

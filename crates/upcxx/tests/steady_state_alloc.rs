@@ -7,11 +7,6 @@ mod counting_alloc;
 use gex::testing::spmd;
 use upcxx::{progress, rank_me, ProgressLevel};
 
-/// Why these tests skip under `GEX_TEST_CONDUIT=mpi`: the mpi conduit's AM transport
-/// (`conduit/mpi/am.rs`) allocates a credit-return buffer per batch of messages.
-const MPI_AM_ALLOCATES: &str =
-    "the mpi conduit's AMs allocate a credit-return buffer per batch (conduit/mpi/am.rs)";
-
 /// Allocations made by `f`, run 1000 times after 100 runs of warm-up.
 fn steady_allocations(mut f: impl FnMut(u64)) -> usize {
     for i in 0..100 {
@@ -26,9 +21,6 @@ fn steady_allocations(mut f: impl FnMut(u64)) -> usize {
 
 #[test]
 fn round_trips_and_rma_do_not_allocate_in_the_steady_state() {
-    if gex::testing::skip_unless_smp(MPI_AM_ALLOCATES) {
-        return;
-    }
     spmd(1, || {
         upcxx::init();
         let me = rank_me();
@@ -56,9 +48,6 @@ fn round_trips_and_rma_do_not_allocate_in_the_steady_state() {
 /// a few allocations per join (the vectors, the join), none per future.
 #[test]
 fn when_all_of_round_trips_allocates_per_join_not_per_future() {
-    if gex::testing::skip_unless_smp(MPI_AM_ALLOCATES) {
-        return;
-    }
     spmd(1, || {
         upcxx::init();
         let me = rank_me();
