@@ -33,7 +33,8 @@
 #     `upcxx_hosts` its own (RMA and atomics to every rank), each rank's local team
 #     being the ranks with its host name.
 # Then (at once with --no-checks) COMMAND, if given, runs in the machine's own namespace
-# with GEX_MPIRUN, and MPIRUN for upcxx-run, naming a launcher (one path) that runs
+# with GEX_MPIRUN (read by upcxx-run, the tests' mpi mode and the bench) naming a
+# launcher (one path) that runs
 # `mpirun` with the options above on gexh1: append `-n RANKS PROGRAM ARGS...`.
 # GEX_MULTIHOST_MAP_BY (default `node`) is its --map-by, GEX_MULTIHOST_BTL (default
 # `self,vader,tcp`) its btl list.
@@ -202,8 +203,6 @@ EOF
 mkdir "$work/tmp"
 chmod +x "$work/mpirun"
 export GEX_MPIRUN=$work/mpirun
-# `upcxx-run --conduit mpi` runs the mpirun that MPIRUN names.
-export MPIRUN=$GEX_MPIRUN
 # The hosts of this set-up are the namespaces, not a cap on the host teams.
 unset GEX_MPI_HOST_RANKS
 echo "multihost: $hosts hosts (gexh1..gexh$hosts, namespaces $tag-*), $slots slots per host"
