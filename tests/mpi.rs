@@ -575,7 +575,8 @@ fn the_environment_chooses_mpirun() {
         "{out}"
     );
     let mut cmd = Command::new(&launcher);
-    cmd.env("GEX_MPIRUN", " ")
+    cmd.env("UPCXX_CONDUIT", "mpi")
+        .env("GEX_MPIRUN", " ")
         .args(["-n", "3"])
         .arg(example("gex_network"));
     let out = run(cmd, "GEX_MPIRUN=' ' upcxx-run");
