@@ -134,9 +134,8 @@ thread_local! {
     static ORDER: RefCell<Vec<u32>> = const { RefCell::new(Vec::new()) };
 }
 
-/// A rank's RPCs to itself are delivered by the sender, without the network, small and
-/// fragment-sized alike: they still run only during user-level progress (§9.3 ¶7), in the
-/// order they were sent, with their arguments whole.
+/// A rank's RPCs to itself, small and fragment-sized alike, run only during user-level
+/// progress (§9.3 ¶7), in the order they were sent, with their arguments whole.
 #[test]
 fn rpcs_to_self_run_in_the_order_sent_at_any_size() {
     for n in [1, 3] {

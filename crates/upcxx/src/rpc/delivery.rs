@@ -9,9 +9,6 @@
 //! * otherwise into the shared inbox behind a lock, which the holder's user-level
 //!   progress checks with one load.
 //!
-//! A rank's messages to itself take the same paths, called by the sender instead of a
-//! handler (`wire::arrive_here`).
-//!
 //! The holder runs its own queue by swapping the page being filled with an empty page
 //! it keeps for this, running the messages of the swapped-out page while handlers fill
 //! the other: a drain moves no page and allocates nothing.

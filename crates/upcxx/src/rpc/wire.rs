@@ -10,10 +10,6 @@
 //! the sender's rank it makes the message id that pairs `GASP_UPCXX_RPC_SEND` with its
 //! `GASP_UPCXX_RPC_EXECUTE` (see `rpc::msgid`). The id costs no word of the header.
 //!
-//! A message a rank sends to itself does not travel: the sender hands it to the same
-//! queue or reply path the handler would have (`arrive_here`), which is what an RPC to
-//! self, common in programs that spread keys over every rank, costs.
-//!
 //! The wire sits on `delivery`: its handlers hand each message to the queue or reply
 //! path there.
 
@@ -130,11 +126,7 @@ pub(super) fn send(
         kind, entry[0], entry[1], cookie[0], cookie[1], cookie[2], cookie[3],
     ];
     if empty {
-        if dest == team.rank() {
-            arrive_here(&args, &[]);
-        } else {
-            send_short(team, dest, &args);
-        }
+        send_short(team, dest, &args);
         return Ok(0);
     }
     BUFFERS.with(|b| match b.try_borrow_mut() {
@@ -160,16 +152,7 @@ fn send_with(
     let encoded = encode(&mut w);
     let (len, spilled) = (w.pos(), w.spilled());
     if encoded.is_ok() {
-        if dest == team.rank() {
-            arrive_here(
-                &args,
-                if spilled {
-                    &spill[..len]
-                } else {
-                    &scratch[..len]
-                },
-            );
-        } else if spilled {
+        if spilled {
             send_fragments(team, dest, &args, &spill[..len], max);
         } else if len == 0 {
             send_short(team, dest, &args);
@@ -192,29 +175,6 @@ fn send_with(
         }
     }
     encoded.map(|()| len)
-}
-
-/// Delivers a message this rank sends to itself as if it had arrived, without the
-/// network: an RPC waits in the master persona's queue for user-level progress, as one
-/// from another rank does (§9.3 ¶6), and a reply completes its cell. Whole at any size
-/// (no fragments), and in the order of the sender's other messages to itself.
-fn arrive_here(args: &[u32; NARGS], payload: &[u8]) {
-    let len = u32::try_from(payload.len()).unwrap_or_else(|_| {
-        panic!(
-            "upcxx::rpc: a message of {} bytes is larger than the 4 GiB limit",
-            payload.len()
-        )
-    });
-    let (kind, seq) = split_first_arg(args[0]);
-    let me = crate::runtime::state::rt("rpc").rank;
-    let head = Head::new(me, kind, seq, [args[1], args[2]], cookie_of(args), len);
-    arrive(&head, payload);
-}
-
-/// The cookie words of a message's arguments.
-#[inline(always)]
-fn cookie_of(args: &[u32]) -> [u32; 4] {
-    [args[3], args[4], args[5], args[6]]
 }
 
 /// Sends a message without payload.
@@ -313,7 +273,7 @@ fn head(token: &gex::Token<'_>, args: &[u32], len: usize) -> Head {
         kind,
         seq,
         [args[1], args[2]],
-        cookie_of(args),
+        [args[3], args[4], args[5], args[6]],
         len as u32,
     )
 }
@@ -324,15 +284,10 @@ fn am_handler(token: &gex::Token<'_>, payload: &[u8], args: &[u32]) {
     let args: &[u32; NARGS] = args
         .try_into()
         .expect("the RPC handler is registered with NARGS arguments");
-    arrive(&head(token, args, payload.len()), payload);
-}
-
-/// Hands an arrived message to its queue (an RPC) or to its caller (a reply).
-#[inline(always)]
-fn arrive(head: &Head, payload: &[u8]) {
+    let head = head(token, args, payload.len());
     match head.kind {
-        KIND_RPC => delivery::queue_rpc(head, payload),
-        KIND_REPLY | KIND_REPLY_UNIT => delivery::deliver_reply(head, payload),
+        KIND_RPC => delivery::queue_rpc(&head, payload),
+        KIND_REPLY | KIND_REPLY_UNIT => delivery::deliver_reply(&head, payload),
         kind => unknown_kind(kind, head.src),
     }
 }
