@@ -267,12 +267,11 @@ fn driver() -> i32 {
     eprintln!(
         "mpi bench: 2-rank jobs on the smp conduit, then under {} within a host and \
          between hosts; {} samples of ~{} ms per figure; {machine}",
-        launch::mpirun_prefix().join(" "),
+        launch::mpirun_prefix().map_or_else(|e| e, |p| p.join(" ")),
         sampler.samples,
         sampler.sample_time.as_millis()
     );
     let timeout = Duration::from_secs(300);
-    let seg = SEGMENT.to_string();
     let mut report = Report::new(BENCH, 2);
     let mut unsupported: Vec<Unsupported> = Vec::new();
     for path in jobs() {
@@ -280,11 +279,8 @@ fn driver() -> i32 {
             Path::Smp => launch::run_smp_job(BENCH, path.job(), 2, SEGMENT, timeout),
             Path::Host | Path::Net => {
                 let cap = if path == Path::Net { "1" } else { "2" };
-                let env = [
-                    (gex::job::UPCXX_SEGMENT_SIZE, seg.clone()),
-                    (GEX_MPI_HOST_RANKS, cap.to_owned()),
-                ];
-                launch::run_mpi_job(BENCH, path.job(), 2, &env, timeout)
+                let env = [(GEX_MPI_HOST_RANKS, cap.to_owned())];
+                launch::run_mpi_job(BENCH, path.job(), 2, SEGMENT, &env, timeout)
             }
         };
         match outcome {

@@ -1,21 +1,16 @@
 //! Starting the jobs of the `mpi` bench and handing their results back: the smp job
 //! through gex's own launcher (`common::run_job`'s way), the mpi jobs through `mpirun`
-//! (or the command in [`GEX_MPIRUN`]), and the results file every rank 0 writes, which
+//! (or the command in `GEX_MPIRUN`), and the results file every rank 0 writes, which
 //! besides the measured figures names those the job could not measure.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 use serde_json::{json, Value};
 
 use crate::common::{Measured, BENCH_JOB, BENCH_OUT, BENCH_SAMPLES, BENCH_SAMPLE_MS};
 
-/// Replaces the `mpirun --oversubscribe [--allow-run-as-root]` prefix of the mpi jobs'
-/// command: split at white space, then `-n 2`, the `-x` environment options and the
-/// program follow. A multi-host set-up passes its own (a host file, a mapping).
-pub(crate) const GEX_MPIRUN: &str = "GEX_MPIRUN";
 /// The conduit's cap on the host team (`crates/gex/src/conduit/mpi.rs`).
 pub(crate) const GEX_MPI_HOST_RANKS: &str = "GEX_MPI_HOST_RANKS";
 /// The variables by which an MPI launcher shows itself to its ranks (the ones the mpi
@@ -152,22 +147,13 @@ pub(crate) fn run_smp_job(
     collect(job, &out, outcome.failure.map(|f| f.to_string()))
 }
 
-/// The launch prefix: [`GEX_MPIRUN`] split at white space, else `mpirun --oversubscribe`
-/// (any number of ranks on any number of cores), with `--allow-run-as-root` when this
-/// process runs as root (Open MPI refuses otherwise).
-pub(crate) fn mpirun_prefix() -> Vec<String> {
-    if let Some(v) = std::env::var(GEX_MPIRUN)
-        .ok()
-        .filter(|v| !v.trim().is_empty())
-    {
-        return v.split_whitespace().map(str::to_owned).collect();
-    }
-    let mut p = vec!["mpirun".to_owned(), "--oversubscribe".to_owned()];
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } == 0 {
-        p.push("--allow-run-as-root".to_owned());
-    }
-    p
+/// The launch prefix (`gex::job::mpirun`: `GEX_MPIRUN` split at white space, else
+/// `mpirun --oversubscribe`, with `--allow-run-as-root` as root), for the banner.
+pub(crate) fn mpirun_prefix() -> Result<Vec<String>, String> {
+    Ok(gex::job::mpirun::prefix()?
+        .into_iter()
+        .map(|w| w.to_string_lossy().into_owned())
+        .collect())
 }
 
 /// Runs `ranks` ranks of this executable under the MPI launcher as job `job`, with
@@ -177,6 +163,7 @@ pub(crate) fn run_mpi_job(
     bench: &str,
     job: &str,
     ranks: usize,
+    segment_size: usize,
     env: &[(&str, String)],
     timeout: Duration,
 ) -> Result<JobResults, String> {
@@ -184,34 +171,39 @@ pub(crate) fn run_mpi_job(
         std::env::current_exe().map_err(|e| format!("cannot find the bench executable: {e}"))?;
     let out = out_path(bench, job);
     let _ = std::fs::remove_file(&out);
-    let prefix = mpirun_prefix();
-    let mut cmd = Command::new(&prefix[0]);
-    cmd.args(&prefix[1..]);
-    cmd.args(["-n", &ranks.to_string()]);
-    // mpirun's timeout is in whole seconds.
-    cmd.args(["--timeout", &timeout.as_secs().max(1).to_string()]);
-    let out_s = out.to_string_lossy().into_owned();
     // Every rank runs the same sampling rounds, so the driver's settings go to all:
     // ranks on other hosts do not inherit its environment.
     let sampling = [BENCH_SAMPLES, BENCH_SAMPLE_MS]
         .into_iter()
         .filter_map(|k| Some((k, std::env::var(k).ok()?)));
-    let all = env
+    let all: Vec<(OsString, OsString)> = env
         .iter()
         .map(|(k, v)| (*k, v.clone()))
         .chain(sampling)
-        .chain([(BENCH_JOB, job.to_owned()), (BENCH_OUT, out_s)]);
-    for (k, v) in all {
-        cmd.env(k, &v);
-        cmd.args(["-x", k]);
-    }
-    cmd.arg(&exe);
+        .chain([
+            (BENCH_JOB, job.to_owned()),
+            (BENCH_OUT, out.to_string_lossy().into_owned()),
+        ])
+        .map(|(k, v)| (k.into(), v.into()))
+        .collect();
+    // mpirun's timeout is in whole seconds.
+    let limit = timeout.as_secs().max(1).to_string();
+    let mut cmd = gex::job::mpirun::command(
+        &["--timeout", &limit],
+        ranks,
+        segment_size,
+        &all,
+        exe.as_os_str(),
+        &[],
+    )?;
     // A driver itself started under an MPI launcher must not hand its rank to the job.
     for v in MPI_LAUNCHER_VARS {
         cmd.env_remove(v);
     }
-    let cannot = |e| format!("cannot start job {job} with {}: {e}", prefix[0]);
-    let status = cmd.status().map_err(cannot)?;
-    let failure = (!status.success()).then(|| format!("{} exited with {status}", prefix[0]));
+    let launcher = cmd.get_program().to_string_lossy().into_owned();
+    let status = cmd
+        .status()
+        .map_err(|e| format!("cannot start job {job} with {launcher}: {e}"))?;
+    let failure = (!status.success()).then(|| format!("{launcher} exited with {status}"));
     collect(job, &out, failure)
 }
