@@ -96,7 +96,7 @@ pub(crate) fn abort_job(code: i32) {
             &why,
         );
     }
-    eprintln!("gex: rank {rank} failed: {why}");
+    say(&format!("gex: rank {rank} failed: {why}"));
     std::thread::sleep(FORWARD_PAUSE);
     // SAFETY: MPI is live; aborting is valid from any state then.
     unsafe { ffi::MPI_Abort(ffi::RSMPI_COMM_WORLD, code) };
@@ -107,6 +107,16 @@ pub(crate) fn abort_job(code: i32) {
 pub(crate) fn fatal(msg: &str) -> ! {
     record_failure(msg);
     abort_job(1);
-    eprintln!("gex: rank {} failed: {msg}", rank_text());
+    say(&format!("gex: rank {} failed: {msg}", rank_text()));
     std::process::exit(1)
+}
+
+/// Prints `line` to standard error in one write: `mpirun` forwards every rank's output
+/// to one stream, and `eprintln!` on unbuffered stderr writes each formatted piece on
+/// its own, so lines of ranks failing together could interleave mid-line.
+pub(crate) fn say(line: &str) {
+    use std::io::Write as _;
+    let _ = std::io::stderr()
+        .lock()
+        .write_all(format!("{line}\n").as_bytes());
 }

@@ -164,13 +164,13 @@ pub(super) fn bootstrap() -> MpiConduit {
     let sizes = allgather_u64(world, max_segment as u64);
     if let Some(other) = sizes.iter().position(|&s| s != sizes[0]) {
         if rank == 0 {
-            eprintln!(
+            super::abort::say(&format!(
                 "gex: the ranks disagree on the segment size ({}): rank 0 has {} \
                  bytes, rank {other} has {}",
                 crate::env::UPCXX_SEGMENT_SIZE,
                 sizes[0],
                 sizes[other]
-            );
+            ));
         }
         // SAFETY: valid communicator; every rank takes this branch (same data).
         unsafe { check(ffi::MPI_Barrier(world), "MPI_Barrier") };
