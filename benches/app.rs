@@ -7,10 +7,14 @@
 //! `common/mod.rs`; same format as the other benches).
 //!
 //! The kernels are the examples' own code, included with `#[path]`: the table of
-//! `examples/dht.rs` (`examples/dht/table.rs`) and the rod of `examples/stencil.rs`
-//! (`examples/stencil/rod.rs`). Every rank of the job takes part in each kernel figure
-//! ([`Bench::collective`]); one operation is the whole kernel on every rank followed by
-//! a barrier, and rank 0 times it.
+//! `examples/dht.rs` (`examples/dht/table.rs`), the rod of `examples/stencil.rs`
+//! (`examples/stencil/rod.rs`), the update passes of `examples/gups.rs`
+//! (`examples/gups/updates.rs`), the SUMMA product of `examples/summa.rs`
+//! (`examples/summa/grid.rs`) and the histogram of `examples/histogram.rs`
+//! (`examples/histogram/counters.rs`); `app/kernels.rs` holds the figures of the last
+//! three and their one-process baselines. Every rank of the job takes part in each
+//! kernel figure ([`Bench::collective`]); one operation is the whole kernel on every
+//! rank followed by a barrier, and rank 0 times it.
 //!
 //! | result                      | what                                                  | baseline (target)                   |
 //! |-----------------------------|-------------------------------------------------------|-------------------------------------|
@@ -21,11 +25,20 @@
 //! | `app.dht_insert`            | every rank inserts its [`KEYS`] keys with the example's `insert` (all in flight, one `when_all`), then a barrier; keys/s over the job | `upcxx.rpc_ff_rate` (2 ranks: ≥ 0.3×) |
 //! | `app.dht_find`              | every rank looks its keys up with `find` and checks the values; keys/s over the job | `upcxx.rpc_ff_rate` (2 ranks: ≥ 0.3×) |
 //! | `app.stencil`               | [`STEPS`] time steps of the example's rod (4096 points per rank); cell updates/s over the job | — |
+//! | `raw.gups_local_rate`       | rank 0 alone: the HPCC stream's updates `T[k] ^= ran` on a local table as large as the job's (2^14 words per rank), placed as the job places them; per update | — |
+//! | `app.gups`                  | one pass of the example's updates (4·2^14 per rank) by remote atomic XORs on every rank, then a barrier; updates/s over the job | `raw.gups_local_rate` |
+//! | `app.gups_rpc`              | the same pass by the example's batches of `rpc_ff` to the owners; updates/s over the job | `raw.gups_local_rate` |
+//! | `raw.matmul_rate`           | rank 0 alone: the example's block multiply-add (192×192 f64), the work of one SUMMA step; flop/s | — |
+//! | `app.summa`                 | one SUMMA product on a 1×2 (2 ranks) or 2×2 (4 ranks) grid of 192×192 blocks (2 steps), then a barrier; flop/s over the job | `raw.matmul_rate` |
+//! | `raw.histogram_rate`        | rank 0 alone: the example's samples hashed into a local histogram of the same 1000 buckets; per sample | — |
+//! | `app.histogram`             | every rank draws 20,000 samples and counts each at its bucket's owner by `rpc_ff` (the example's pass); updates/s over the job | `raw.histogram_rate` |
 //!
 //! The keys stay in the tables between operations (the first, untimed operation of a
 //! figure fills them), so every timed insert replaces a value: the table's size, and
 //! so its cache behaviour, is the same in every sample, as for the raw map. The note
-//! under the table relates `app.dht_insert` to `raw.hashmap_insert_rate`.
+//! under the table relates `app.dht_insert` to `raw.hashmap_insert_rate`, and each
+//! kernel to its one-process baseline per rank as well as over the job (the ratio in
+//! the table): the share of one process's compute floor that each rank attains.
 //!
 //! All the figures of a job are measured in one group, interleaved as in `gex.rs` (a
 //! calibration phase for each, then rounds of one sample of each), so their ratios
@@ -68,14 +81,27 @@
 //!
 //! Data is checked: `app.dht_find` checks every value it finds (so it also checks the
 //! inserts), the stencil's rod is compared with a serial run after its first
-//! operation, `upcxx.rpc_ff_rate` and `upcxx.rpc_inflight_rate` check every message
-//! and result, the Medium stream its payloads.
+//! operation, the SUMMA product with the serial one after the first operation and the
+//! last, and after the measurement the GUPS tables (local and distributed, given one
+//! more pass if they took an odd number) must be back at their start and the
+//! histograms (local and distributed) must hold every sample drawn, bucket by bucket;
+//! `raw.matmul_rate` checks its block after every run; `upcxx.rpc_ff_rate` and
+//! `upcxx.rpc_inflight_rate` check every message and result, the Medium stream its
+//! payloads.
 
 mod common;
+#[path = "../examples/histogram/counters.rs"]
+mod counters;
 #[path = "../examples/dht/table.rs"]
 mod dht;
+#[path = "../examples/summa/grid.rs"]
+mod grid;
+#[path = "app/kernels.rs"]
+mod kernels;
 #[path = "../examples/stencil/rod.rs"]
 mod rod;
+#[path = "../examples/gups/updates.rs"]
+mod updates;
 
 use std::cell::RefCell;
 use std::hint::black_box;
@@ -104,7 +130,7 @@ const STEPS: usize = 100;
 /// Each collective figure's control words (the total, then the phases ended) sit in a
 /// pair of cache lines of rank 0's segment.
 const CTRL_STRIDE: usize = 128;
-const KERNELS: usize = 3;
+const KERNELS: usize = 7;
 
 /// Rank 0's control words, for the other ranks to ask for.
 static CONTROL: OnceLock<GlobalPtr<u64>> = OnceLock::new();
@@ -154,9 +180,10 @@ fn rank_main(job: RankJob) {
     let map: &'static dht::Map = Box::leak(Box::new(dht::new_map()));
     let pairs: &'static [(String, String)] = dht::pairs(rank, KEYS).leak();
     let rod = Rc::new(RefCell::new(rod::Rod::new()));
+    let more = kernels::Kernels::new();
     upcxx::barrier();
 
-    let figures = vec![
+    let mut figures = vec![
         hashmap_insert_rate(rank),
         figures::am_medium_rate("gex.am_medium_64B_rate", team),
         common::rpc::rpc_ff_rate("upcxx.rpc_ff_rate", team),
@@ -165,7 +192,9 @@ fn rank_main(job: RankJob) {
         dht_find(rank, slot(base, 1), map, pairs),
         stencil(rank, slot(base, 2), Rc::clone(&rod)),
     ];
+    figures.extend(more.figures(rank, std::array::from_fn(|k| slot(base, 3 + k))));
     let results: Vec<Measured> = figures::measure(rank, sampler, upcxx::barrier, figures);
+    more.check();
     if rank == 0 {
         common::write_rank_results(&job, &results);
     }
@@ -286,6 +315,14 @@ fn kernel(
 // Driver
 // ---------------------------------------------------------------------------------------
 
+/// The kernels related to their one-process baselines: (figure, baseline).
+const ONE_PROCESS: [(&str, &str); 4] = [
+    ("app.gups", "raw.gups_local_rate"),
+    ("app.gups_rpc", "raw.gups_local_rate"),
+    ("app.summa", "raw.matmul_rate"),
+    ("app.histogram", "raw.histogram_rate"),
+];
+
 /// The suffix of the results of a job of `ranks` ranks.
 fn suffix(ranks: usize) -> String {
     if ranks > 2 {
@@ -325,6 +362,10 @@ fn driver() -> i32 {
         report.relate(&format!("upcxx.rpc_inflight_rate{sfx}"), &ff, target(0.5));
         report.relate(&format!("app.dht_insert{sfx}"), &ff, target(0.3));
         report.relate(&format!("app.dht_find{sfx}"), &ff, target(0.3));
+        // Each application kernel against its one-process baseline.
+        for (app, raw) in ONE_PROCESS {
+            report.relate(&format!("{app}{sfx}"), &format!("{raw}{sfx}"), None);
+        }
         let value = |name: &str| {
             report
                 .entries
@@ -332,15 +373,17 @@ fn driver() -> i32 {
                 .find(|e| e.measured.name == name)
                 .map(|e| e.measured.value)
         };
-        if let (Some(insert), Some(raw)) = (
-            value(&format!("app.dht_insert{sfx}")),
-            value(&format!("raw.hashmap_insert_rate{sfx}")),
-        ) {
-            notes.push(format!(
-                "{ranks} ranks: app.dht_insert is {:.3}x raw.hashmap_insert_rate ({:.3}x per rank)",
-                insert / raw,
-                insert / raw / ranks as f64
-            ));
+        let dht = ("app.dht_insert", "raw.hashmap_insert_rate");
+        for (app, raw) in std::iter::once(dht).chain(ONE_PROCESS) {
+            if let (Some(x), Some(base)) =
+                (value(&format!("{app}{sfx}")), value(&format!("{raw}{sfx}")))
+            {
+                notes.push(format!(
+                    "{ranks} ranks: {app} is {:.3}x {raw} ({:.3}x per rank)",
+                    x / base,
+                    x / base / ranks as f64
+                ));
+            }
         }
     }
     report.finish(
