@@ -78,10 +78,10 @@ mod raw;
 
 use std::time::Duration;
 
-use common::{Report, Sampler, TargetIs};
+use common::{RankJob, Report, Sampler, TargetIs};
 use gex::Team;
 use kernels::{Area, Figures, AREA_BYTES};
-use launch::{RankJob, Unsupported, GEX_MPI_HOST_RANKS};
+use launch::{Unsupported, GEX_MPI_HOST_RANKS};
 use serde_json::json;
 
 const BENCH: &str = "mpi";

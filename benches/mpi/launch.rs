@@ -1,15 +1,17 @@
 //! Starting the jobs of the `mpi` bench and handing their results back: the smp job
-//! through gex's own launcher (`common::run_job`'s way), the mpi jobs through `mpirun`
-//! (or the command in `GEX_MPIRUN`), and the results file every rank 0 writes, which
-//! besides the measured figures names those the job could not measure.
+//! through gex's own launcher (`common::run_job_file`), the mpi jobs through `mpirun`
+//! (or the command in `GEX_MPIRUN`), and the results file every rank 0 writes
+//! (`common::write_rank_file`), which besides the measured figures names those the job
+//! could not measure (key `unsupported`).
 
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::common::{Measured, BENCH_JOB, BENCH_OUT, BENCH_SAMPLES, BENCH_SAMPLE_MS};
+use crate::common::{
+    self, Measured, RankJob, BENCH_JOB, BENCH_OUT, BENCH_SAMPLES, BENCH_SAMPLE_MS,
+};
 
 /// The conduit's cap on the host team (`crates/gex/src/conduit/mpi.rs`).
 pub(crate) const GEX_MPI_HOST_RANKS: &str = "GEX_MPI_HOST_RANKS";
@@ -25,69 +27,42 @@ pub(crate) struct Unsupported {
     pub(crate) why: String,
 }
 
-/// What a rank process was started to do.
-pub(crate) struct RankJob {
-    pub(crate) job: String,
-    /// Where rank 0 writes its results; `None` when started by hand (`mpirun -n 2
-    /// <bench binary>`): rank 0 then prints them.
-    pub(crate) out: Option<PathBuf>,
-}
-
 /// `Some` when this process is a rank of a job: started by gex's launcher
 /// (`UPCXX_RANK`) or by an MPI launcher; the job is the one named in [`BENCH_JOB`], else
-/// `default_job`.
+/// `default_job`. Started by hand (`mpirun -n 2 <bench binary>`), rank 0 prints its
+/// results.
 pub(crate) fn rank_job(default_job: &str) -> Option<RankJob> {
-    let ours = std::env::var_os(gex::job::UPCXX_RANK).is_some();
     let mpi = MPI_LAUNCHER_VARS
         .iter()
         .any(|v| std::env::var_os(v).is_some());
-    if !ours && !mpi {
-        return None;
-    }
-    Some(RankJob {
-        job: std::env::var(BENCH_JOB).unwrap_or_else(|_| default_job.to_owned()),
-        out: std::env::var_os(BENCH_OUT).map(PathBuf::from),
-    })
+    common::rank_job(default_job).or_else(|| mpi.then(|| RankJob::from_env(default_job)))
 }
 
 /// Rank 0's side: hands `results` and `unsupported` to the driver, or prints them.
 pub(crate) fn write_rank_results(job: &RankJob, results: &[Measured], unsupported: &[Unsupported]) {
-    let Some(path) = &job.out else {
-        for m in results {
-            println!("{:<40} {:>14} {}", m.name, m.value, m.unit);
-        }
-        for u in unsupported {
-            println!("{:<40} unsupported: {}", u.name, u.why);
-        }
-        return;
-    };
-    let v = json!({
-        "job": job.job,
-        "results": results.iter().map(Measured::to_json).collect::<Vec<_>>(),
-        "unsupported": unsupported
-            .iter()
-            .map(|u| json!({"name": u.name, "why": u.why}))
-            .collect::<Vec<_>>(),
-    });
-    let text = serde_json::to_string(&v).expect("results serialize");
-    std::fs::write(path, text)
-        .unwrap_or_else(|e| panic!("cannot write bench results to {}: {e}", path.display()));
+    let listed = unsupported
+        .iter()
+        .map(|u| json!({"name": u.name, "why": u.why}))
+        .collect();
+    let lines: Vec<String> = unsupported
+        .iter()
+        .map(|u| format!("{:<36} unsupported: {}", u.name, u.why))
+        .collect();
+    common::write_rank_file(
+        job,
+        results,
+        vec![("unsupported", Value::Array(listed))],
+        &lines,
+    );
 }
 
 /// What a job reported.
 pub(crate) type JobResults = (Vec<Measured>, Vec<Unsupported>);
 
-fn read_results(job: &str, text: &str) -> Result<JobResults, String> {
-    let v: Value =
-        serde_json::from_str(text).map_err(|e| format!("job {job}: bad results file: {e}"))?;
-    let results = v
-        .get("results")
-        .and_then(Value::as_array)
-        .ok_or_else(|| format!("job {job}: results file has no results"))?
-        .iter()
-        .map(|r| Measured::from_json(r).ok_or_else(|| format!("job {job}: bad result {r}")))
-        .collect::<Result<Vec<_>, _>>()?;
-    let unsupported = v
+/// The results and the unsupported figures of job `job`'s results file.
+fn read_results(job: &str, file: &Value) -> Result<JobResults, String> {
+    let results = common::job_results(job, file)?;
+    let unsupported = file
         .get("unsupported")
         .and_then(Value::as_array)
         .map_or(&[][..], Vec::as_slice)
@@ -100,23 +75,6 @@ fn read_results(job: &str, text: &str) -> Result<JobResults, String> {
     Ok((results, unsupported))
 }
 
-fn out_path(bench: &str, job: &str) -> PathBuf {
-    std::env::temp_dir().join(format!(
-        "pgas-bench-{bench}-{job}-{}.json",
-        std::process::id()
-    ))
-}
-
-fn collect(job: &str, out: &Path, failure: Option<String>) -> Result<JobResults, String> {
-    let text = std::fs::read_to_string(out);
-    let _ = std::fs::remove_file(out);
-    if let Some(failure) = failure {
-        return Err(format!("job {job} failed: {failure}"));
-    }
-    let text = text.map_err(|e| format!("job {job}: rank 0 wrote no results ({e})"))?;
-    read_results(job, &text)
-}
-
 /// Runs `ranks` ranks of this executable as job `job` with gex's own launcher (the smp
 /// conduit), as `common::run_job` does.
 pub(crate) fn run_smp_job(
@@ -126,25 +84,8 @@ pub(crate) fn run_smp_job(
     segment_size: usize,
     timeout: Duration,
 ) -> Result<JobResults, String> {
-    let exe =
-        std::env::current_exe().map_err(|e| format!("cannot find the bench executable: {e}"))?;
-    let out = out_path(bench, job);
-    let _ = std::fs::remove_file(&out);
-    let spec = gex::job::JobSpec {
-        program: exe,
-        args: Vec::new(),
-        ranks,
-        segment_size,
-        timeout: Some(timeout),
-        env: vec![
-            (OsString::from(BENCH_JOB), OsString::from(job)),
-            (OsString::from(BENCH_OUT), out.clone().into_os_string()),
-        ],
-        name: format!("bench {bench}/{job}"),
-        forward_signals: true,
-    };
-    let outcome = gex::job::run(&spec).map_err(|e| format!("cannot start job {job}: {e}"))?;
-    collect(job, &out, outcome.failure.map(|f| f.to_string()))
+    let file = common::run_job_file(bench, job, ranks, segment_size, timeout)?;
+    read_results(job, &file)
 }
 
 /// The launch prefix (`gex::job::mpirun`: `GEX_MPIRUN` split at white space, else
@@ -169,7 +110,7 @@ pub(crate) fn run_mpi_job(
 ) -> Result<JobResults, String> {
     let exe =
         std::env::current_exe().map_err(|e| format!("cannot find the bench executable: {e}"))?;
-    let out = out_path(bench, job);
+    let out = common::results_path(bench, job);
     let _ = std::fs::remove_file(&out);
     // Every rank runs the same sampling rounds, so the driver's settings go to all:
     // ranks on other hosts do not inherit its environment.
@@ -205,5 +146,5 @@ pub(crate) fn run_mpi_job(
         .status()
         .map_err(|e| format!("cannot start job {job} with {launcher}: {e}"))?;
     let failure = (!status.success()).then(|| format!("{launcher} exited with {status}"));
-    collect(job, &out, failure)
+    read_results(job, &common::read_job_file(job, ranks, &out, failure)?)
 }
