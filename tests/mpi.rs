@@ -45,9 +45,13 @@
 //! `cargo test --features mpi --test mpi` (`.ci/run` does both).
 #![cfg(feature = "mpi")]
 
+mod common;
+
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use common::Limited;
 
 /// How long one job may run.
 const LIMIT: Duration = Duration::from_secs(120);
@@ -106,25 +110,10 @@ fn run_in_session(mut cmd: Command, what: &str) -> Output {
     ] {
         cmd.env_remove(v);
     }
-    let mut child = cmd
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("{what}: cannot start: {e}"));
-    let start = Instant::now();
-    while child.try_wait().expect("wait").is_none() {
-        if start.elapsed() > LIMIT {
-            let _ = child.kill();
-            let out = child.wait_with_output().expect("output");
-            panic!(
-                "{what}: still running after {LIMIT:?}\n{}{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    child.wait_with_output().expect("output")
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    Limited::spawn(&mut cmd, what)
+        .output_within(LIMIT, &[])
+        .unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// `mpirun -n ranks` of an example, with `GEX_MPI_HOST_RANKS=cap` if given; returns

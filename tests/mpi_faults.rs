@@ -20,12 +20,15 @@
 //! Run: `cargo test --features mpi --test mpi_faults` (`.ci/run` does).
 #![cfg(feature = "mpi")]
 
+mod common;
+
 use std::ffi::OsString;
 use std::os::unix::process::ExitStatusExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Output, Stdio};
 use std::time::{Duration, Instant};
 
+use common::Limited;
 use gex::{Client, Flags, Segment};
 
 /// How long a job may take to end once its rank failed (generous: the machine is
@@ -97,13 +100,10 @@ fn job(name: &str, case: &str, during: impl FnOnce(&[Recorded])) -> (Output, Vec
     let mut cmd = gex::job::mpirun::command(&[], RANKS, 64 << 20, &env, exe.as_os_str(), &args)
         .expect("the mpirun command");
     // Open MPI's session directory of its own: concurrent mpiruns race on the shared one.
-    let child = cmd
-        .env("OMPI_MCA_orte_tmpdir_base", &dir)
+    cmd.env("OMPI_MCA_orte_tmpdir_base", &dir)
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("mpirun starts");
-    let pid = child.id();
+        .stderr(Stdio::piped());
+    let child = Limited::spawn(&mut cmd, format!("{case}: mpirun"));
     let start = Instant::now();
     let recorded: Vec<Recorded> = loop {
         let all: Vec<Recorded> = (0..RANKS).filter_map(|r| read_record(&dir, r)).collect();
@@ -111,36 +111,24 @@ fn job(name: &str, case: &str, during: impl FnOnce(&[Recorded])) -> (Output, Vec
             break all;
         }
         if start.elapsed() > Duration::from_secs(120) {
-            // SAFETY: plain signal to our own child.
-            unsafe { libc::kill(pid as i32, libc::SIGTERM) };
-            let out = child.wait_with_output().unwrap();
-            panic!(
-                "{case}: the ranks did not start:\n{}{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            );
+            let printed = match child.output_within(Duration::ZERO, &[]) {
+                Ok(out) => format!(
+                    "{}{}",
+                    String::from_utf8_lossy(&out.stdout),
+                    String::from_utf8_lossy(&out.stderr)
+                ),
+                Err(e) => e,
+            };
+            panic!("{case}: the ranks did not start:\n{printed}");
         }
         std::thread::sleep(Duration::from_millis(20));
     };
     during(&recorded);
     let fault = Instant::now();
-    // Waits on a thread, so that a job that does not end is killed, not waited for.
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(child.wait_with_output());
-    });
-    let out = match rx.recv_timeout(WITHIN) {
-        Ok(out) => out.unwrap(),
-        Err(_) => {
-            for r in &recorded {
-                // SAFETY: plain signals to processes of this test's job.
-                unsafe { libc::kill(r.pid as i32, libc::SIGKILL) };
-            }
-            // SAFETY: as above.
-            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
-            panic!("{case}: the job was still running {WITHIN:?} after rank {FAILING} failed");
-        }
-    };
+    let pids: Vec<u32> = recorded.iter().map(|r| r.pid).collect();
+    let out = child
+        .output_within(WITHIN, &pids)
+        .unwrap_or_else(|e| panic!("{e}\n(the job was still running after rank {FAILING} failed)"));
     eprintln!(
         "{case}: the job ended {:?} after the fault",
         fault.elapsed()

@@ -6,9 +6,16 @@
 //! memory of that user's processes: the boundary is the user, as for all process
 //! memory).
 
+mod common;
+
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+
+use common::Limited;
+
+/// How long a job or a shell command of these tests may run.
+const LIMIT: Duration = Duration::from_secs(60);
 
 fn built(path: &[&str]) -> PathBuf {
     let exe = std::env::current_exe().expect("test executable");
@@ -58,33 +65,24 @@ fn region_fds(pid: u32) -> Vec<(String, String)> {
         .collect()
 }
 
-/// A running job's launcher; the job is killed when this is dropped (the ranks die
-/// with their launcher).
-struct Job(Child);
-
-impl Drop for Job {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// A 3-rank job that runs long enough to be inspected, and its rank pids once each
-/// has mapped the region (and so closed its descriptor).
-fn running_job() -> (Job, Vec<u32>) {
-    let launcher = Job(Command::new(built(&["upcxx-run"]))
-        .args(["-n", "3", "--timeout", "60"])
-        .arg(built(&["examples", "soak"]))
-        .arg("30")
-        .env_remove("UPCXX_RANKS")
-        .env_remove("UPCXX_RANK")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("upcxx-run starts"));
+/// A 3-rank job that runs long enough to be inspected (its launcher, killed when
+/// dropped: the ranks die with it), and its rank pids once each has mapped the region
+/// (and so closed its descriptor).
+fn running_job() -> (Limited, Vec<u32>) {
+    let launcher = Limited::spawn(
+        Command::new(built(&["upcxx-run"]))
+            .args(["-n", "3", "--timeout", &LIMIT.as_secs().to_string()])
+            .arg(built(&["examples", "soak"]))
+            .arg("30")
+            .env_remove("UPCXX_RANKS")
+            .env_remove("UPCXX_RANK")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null()),
+        "upcxx-run -n 3 soak 30",
+    );
     let end = Instant::now() + Duration::from_secs(10);
     loop {
-        let ranks = children(launcher.0.id());
+        let ranks = children(launcher.id());
         let mapped = |pid: &u32| {
             std::fs::read_to_string(format!("/proc/{pid}/maps"))
                 .is_ok_and(|m| m.contains("memfd:gex-job"))
@@ -106,7 +104,10 @@ fn sh_as(uid: Option<u32>, script: &str) -> (bool, String) {
     if let Some(uid) = uid {
         cmd.uid(uid).gid(uid);
     }
-    let out = cmd.output().expect("sh runs");
+    cmd.stdout(Stdio::null()).stderr(Stdio::piped());
+    let out = Limited::spawn(&mut cmd, format!("sh -c {script:?} as {uid:?}"))
+        .output_within(LIMIT, &[])
+        .unwrap_or_else(|e| panic!("{e}"));
     (
         out.status.success(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
@@ -134,7 +135,7 @@ fn the_job_region_has_no_name_and_only_the_launcher_holds_it() {
     assert!(named.is_empty(), "named job memory in /dev/shm: {named:?}");
     assert!(std::fs::File::open("/dev/shm/gex-job").is_err());
     // The launcher holds exactly one descriptor of it, unlinked from the start.
-    let held = region_fds(launcher.0.id());
+    let held = region_fds(launcher.id());
     assert_eq!(held.len(), 1, "the launcher's region descriptors: {held:?}");
     assert!(held[0].1.ends_with("(deleted)"), "{held:?}");
     // The ranks mapped it and closed their copies (checked by `running_job`), so a
@@ -156,10 +157,10 @@ fn another_user_cannot_reach_the_job_memory() {
         return;
     }
     let (launcher, ranks) = running_job();
-    let (fd, _) = region_fds(launcher.0.id())
+    let (fd, _) = region_fds(launcher.id())
         .pop()
         .expect("the launcher's descriptor");
-    let through_fd = format!("exec 3< /proc/{}/fd/{fd}", launcher.0.id());
+    let through_fd = format!("exec 3< /proc/{}/fd/{fd}", launcher.id());
     let through_mem = format!("exec 3< /proc/{}/mem", ranks[0]);
     // The same user can (it may read any of its own processes' memory) ...
     assert!(sh_as(None, &through_fd).0, "the owner opens the region");
