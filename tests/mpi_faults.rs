@@ -97,8 +97,15 @@ fn job(name: &str, case: &str, during: impl FnOnce(&[Recorded])) -> (Output, Vec
             dir.clone().into_os_string(),
         ),
     ];
-    let mut cmd = gex::job::mpirun::command(&[], RANKS, 64 << 20, &env, exe.as_os_str(), &args)
-        .expect("the mpirun command");
+    let mut cmd = gex::job::mpirun::command(
+        &Default::default(),
+        RANKS,
+        64 << 20,
+        &env,
+        exe.as_os_str(),
+        &args,
+    )
+    .expect("the mpirun command");
     // Open MPI's session directory of its own: concurrent mpiruns race on the shared one.
     cmd.env("OMPI_MCA_orte_tmpdir_base", &dir)
         .stdout(Stdio::piped())

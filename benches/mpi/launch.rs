@@ -127,10 +127,8 @@ pub(crate) fn run_mpi_job(
         ])
         .map(|(k, v)| (k.into(), v.into()))
         .collect();
-    // mpirun's timeout is in whole seconds.
-    let limit = timeout.as_secs().max(1).to_string();
     let mut cmd = gex::job::mpirun::command(
-        &["--timeout", &limit],
+        &Default::default(),
         ranks,
         segment_size,
         &all,
@@ -142,9 +140,14 @@ pub(crate) fn run_mpi_job(
         cmd.env_remove(v);
     }
     let launcher = cmd.get_program().to_string_lossy().into_owned();
-    let status = cmd
-        .status()
-        .map_err(|e| format!("cannot start job {job} with {launcher}: {e}"))?;
-    let failure = (!status.success()).then(|| format!("{launcher} exited with {status}"));
+    let code = cmd
+        .spawn()
+        .and_then(|mut child| gex::job::mpirun::wait(&mut child, Some(timeout)))
+        .map_err(|e| format!("cannot run job {job} with {launcher}: {e}"))?;
+    let failure = match code {
+        0 => None,
+        gex::job::EXIT_TIMEOUT => Some(format!("{launcher}: timed out after {timeout:?}")),
+        _ => Some(format!("{launcher} exited with status {code}")),
+    };
     read_results(job, &common::read_job_file(job, ranks, &out, failure)?)
 }

@@ -155,13 +155,14 @@ pub fn skip_unless_smp(why: &str) -> bool {
 }
 
 /// This process's rank and the job's size as its launcher gave them (`UPCXX_RANK` and
-/// `UPCXX_RANKS` of the smp launcher, or the variables of an MPI launcher); `None`
-/// outside a job.
+/// `UPCXX_RANKS` of the smp launcher, or the variables of an MPI launcher: `mpirun`'s,
+/// PMI's, or `srun`'s PMIx rank with Slurm's task count); `None` outside a job.
 pub fn launcher_rank() -> Option<(usize, usize)> {
     let pairs = [
         (job::UPCXX_RANK, job::UPCXX_RANKS),
         ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"),
         ("PMI_RANK", "PMI_SIZE"),
+        ("PMIX_RANK", "SLURM_NTASKS"),
     ];
     pairs.iter().find_map(|(rank, size)| {
         let rank = std::env::var(rank).ok()?.parse().ok()?;

@@ -1,14 +1,23 @@
-//! The `mpirun` command line of a job on the mpi conduit, shared by `upcxx-run
+//! The launcher command line of a job on the mpi conduit, shared by `upcxx-run
 //! --conduit mpi` and the mpi mode of [`gex::testing`](crate::testing).
 //!
 //! The launcher is a command prefix: [`GEX_MPIRUN`] when set, split on whitespace (so a
-//! multi-host set-up can pass `mpirun --host a:4,b:4 --mca plm_rsh_agent ssh`), else
-//! `mpirun --oversubscribe` (any number of ranks on any number of cores), with
-//! `--allow-run-as-root` when this process runs as root. [`command`] adds `-n N` and
-//! passes each variable the ranks need with `-x NAME`, which exports the launcher's
-//! value to ranks on every host (processes on this host inherit it anyway); the
-//! options are Open MPI's (`mpirun`/`orterun`), the MPI this stack is built and
-//! tested with.
+//! multi-host set-up can pass `mpirun --host a:4,b:4 --mca plm_rsh_agent ssh`, and a
+//! Slurm cluster `srun` or `srun --mpi=pmix`), else `mpirun --oversubscribe` (any number
+//! of ranks on any number of cores), with `--allow-run-as-root` when this process runs
+//! as root. The prefix's command names the [`Launcher`], whose options differ:
+//!
+//! * Open MPI's `mpirun` (also `mpiexec`, `orterun`), the MPI this stack is built and
+//!   tested with: [`command`] adds `-n N` and passes each variable the ranks need with
+//!   `-x NAME`, which exports the launcher's value to ranks on every host (processes on
+//!   this host inherit it anyway).
+//! * Slurm's `srun`: `--kill-on-bad-exit=1 -n N` (a rank that exits with an error ends
+//!   the job, as under `mpirun`; Slurm's default lets the others run on); the ranks on
+//!   every node get the launcher's whole environment (`srun`'s default
+//!   `--export=ALL`), so the variables are only set.
+//!
+//! A job's time limit is kept here, not by the launcher ([`wait`]): `srun`'s limits are
+//! whole minutes, enforced at the scheduler's pace.
 //!
 //! `UPCXX_RANKS=N program` with `UPCXX_CONDUIT=mpi` starts the job through the same
 //! command ([`super::relaunch_if_requested`]), and so does `upcxx-run` (its
@@ -19,9 +28,13 @@
 //! itself for a rank of the smp conduit, or start a job of its own.
 
 use std::ffi::{OsStr, OsString};
+use std::io;
 use std::os::unix::process::ExitStatusExt as _;
-use std::path::PathBuf;
-use std::process::Command;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+use rustix::process::{kill_process, Pid, Signal};
 
 use crate::conduit::smp::region::GEX_SHM_FD;
 use crate::env::{UPCXX_RANK, UPCXX_RANKS, UPCXX_SEGMENT_SIZE};
@@ -82,30 +95,88 @@ fn prefix_from(setting: Option<&OsStr>, root: bool) -> Result<Vec<OsString>, Str
     Ok(words)
 }
 
-/// `PREFIX OPTIONS -n ranks -x NAME... PROGRAM ARGS...`, with
-/// `UPCXX_SEGMENT_SIZE=segment_size` and every pair of `env` set and exported to the
-/// ranks, and `GEX_MPI_HOST_RANKS` exported when set.
+/// The launcher a command prefix names (see the [module documentation](self)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Launcher {
+    /// Open MPI's `mpirun`, `mpiexec` or `orterun` (any command not named `srun`).
+    OpenMpi,
+    /// Slurm's `srun`.
+    Srun,
+}
+
+impl Launcher {
+    /// The launcher that `program`, the first word of a prefix, names.
+    pub fn of(program: &OsStr) -> Launcher {
+        match Path::new(program).file_name() {
+            Some(name) if name == "srun" => Launcher::Srun,
+            _ => Launcher::OpenMpi,
+        }
+    }
+}
+
+/// What a caller asks of the launcher besides the ranks and their environment.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Options {
+    /// Prefix each line of the ranks' output with the rank that wrote it
+    /// (`mpirun --tag-output`: `[1,R]<stdout>:`; `srun --label`: `R: `).
+    pub tag_output: bool,
+}
+
+/// `PREFIX OPTIONS -n ranks [-x NAME...] PROGRAM ARGS...`, with
+/// `UPCXX_SEGMENT_SIZE=segment_size` and every pair of `env` set for the ranks (and
+/// exported with `-x` under `mpirun`), and `GEX_MPI_HOST_RANKS` passed on when set.
 ///
 /// # Errors
 /// As [`prefix`].
 pub fn command(
-    options: &[&str],
+    options: &Options,
     ranks: usize,
     segment_size: usize,
     env: &[(OsString, OsString)],
     program: &OsStr,
     args: &[OsString],
 ) -> Result<Command, String> {
-    let prefix = prefix()?;
+    Ok(command_from(
+        prefix()?,
+        options,
+        ranks,
+        segment_size,
+        env,
+        program,
+        args,
+    ))
+}
+
+fn command_from(
+    prefix: Vec<OsString>,
+    options: &Options,
+    ranks: usize,
+    segment_size: usize,
+    env: &[(OsString, OsString)],
+    program: &OsStr,
+    args: &[OsString],
+) -> Command {
+    let launcher = Launcher::of(&prefix[0]);
     let mut cmd = Command::new(&prefix[0]);
-    cmd.args(&prefix[1..]).args(options);
+    cmd.args(&prefix[1..]);
+    if options.tag_output {
+        cmd.arg(match launcher {
+            Launcher::OpenMpi => "--tag-output",
+            Launcher::Srun => "--label",
+        });
+    }
+    if launcher == Launcher::Srun {
+        cmd.arg("--kill-on-bad-exit=1");
+    }
     for name in [UPCXX_RANK, UPCXX_RANKS, GEX_SHM_FD] {
         cmd.env_remove(name);
     }
     cmd.args(["-n", &ranks.to_string()]);
     let mut export = |name: &OsStr, value: &OsStr| {
         cmd.env(name, value);
-        cmd.arg("-x").arg(name);
+        if launcher == Launcher::OpenMpi {
+            cmd.arg("-x").arg(name);
+        }
     };
     export(
         OsStr::new(UPCXX_SEGMENT_SIZE),
@@ -118,7 +189,49 @@ pub fn command(
         export(name, value);
     }
     cmd.arg(program).args(args);
-    Ok(cmd)
+    cmd
+}
+
+/// How long [`wait`] gives a launcher between `SIGTERM` and `SIGKILL`: both launchers
+/// pass `SIGTERM` on to the ranks and end the job, which takes them a moment.
+pub const LAUNCHER_GRACE: Duration = Duration::from_secs(5);
+
+/// Waits for a started launcher to end, or for `limit` to pass: then the launcher gets
+/// `SIGTERM`, and `SIGKILL` after [`LAUNCHER_GRACE`]. Returns the job's exit code: the
+/// launcher's status (128 + the signal that ended it), or
+/// [`EXIT_TIMEOUT`](super::EXIT_TIMEOUT) when the limit ended the job.
+///
+/// # Errors
+/// If waiting for the child fails.
+pub fn wait(child: &mut Child, limit: Option<Duration>) -> io::Result<i32> {
+    let code = |status: std::process::ExitStatus| {
+        status
+            .code()
+            .or_else(|| status.signal().map(|s| 128 + s))
+            .unwrap_or(1)
+    };
+    let Some(limit) = limit else {
+        return child.wait().map(code);
+    };
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if let Some(status) = child.try_wait()? {
+            return Ok(code(status));
+        }
+        std::thread::sleep(super::POLL_INTERVAL.max(Duration::from_millis(10)));
+    }
+    let pid = Pid::from_raw(child.id() as i32).expect("a child's pid is positive");
+    let _ = kill_process(pid, Signal::TERM);
+    let grace = Instant::now() + LAUNCHER_GRACE;
+    while Instant::now() < grace {
+        if child.try_wait()?.is_some() {
+            return Ok(super::EXIT_TIMEOUT);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    child.wait()?;
+    Ok(super::EXIT_TIMEOUT)
 }
 
 /// `UPCXX_CONDUIT=mpi UPCXX_RANKS=N program args...`: runs the program as an N-rank
@@ -129,20 +242,23 @@ pub(super) fn relaunch(name: &str, ranks: usize, segment_size: usize, program: P
         std::process::exit(2);
     }
     let args: Vec<OsString> = std::env::args_os().skip(1).collect();
-    let mut cmd = match command(&[], ranks, segment_size, &[], program.as_os_str(), &args) {
+    let options = Options::default();
+    let mut cmd = match command(
+        &options,
+        ranks,
+        segment_size,
+        &[],
+        program.as_os_str(),
+        &args,
+    ) {
         Ok(cmd) => cmd,
         Err(e) => {
             eprintln!("{name}: {e}");
             std::process::exit(2);
         }
     };
-    match cmd.status() {
-        Ok(status) => std::process::exit(
-            status
-                .code()
-                .or_else(|| status.signal().map(|s| 128 + s))
-                .unwrap_or(1),
-        ),
+    match cmd.spawn().and_then(|mut child| wait(&mut child, None)) {
+        Ok(code) => std::process::exit(code),
         Err(e) => {
             eprintln!(
                 "{name}: cannot start {}: {e}",
@@ -193,15 +309,17 @@ mod tests {
     #[test]
     fn the_command_exports_what_the_ranks_need() {
         let env = [(OsString::from("A"), OsString::from("1 2"))];
-        let cmd = command(
-            &["--tag-output"],
+        let options = Options { tag_output: true };
+        let prefix = prefix_from(None, false).unwrap();
+        let cmd = command_from(
+            prefix,
+            &options,
             3,
             4096,
             &env,
             OsStr::new("prog"),
             &["-x".into()],
-        )
-        .unwrap();
+        );
         let w = words(&cmd);
         let n = w.iter().position(|a| a == "-n").unwrap();
         assert_eq!(w[n - 1], "--tag-output");
@@ -213,5 +331,50 @@ mod tests {
         assert!(set.contains(&(OsStr::new("A"), Some(OsStr::new("1 2")))));
         assert!(set.contains(&(OsStr::new(UPCXX_SEGMENT_SIZE), Some(OsStr::new("4096")))));
         assert!(set.contains(&(OsStr::new(UPCXX_RANK), None)));
+    }
+
+    #[test]
+    fn srun_gets_its_own_options_and_the_environment_alone() {
+        let env = [(OsString::from("A"), OsString::from("1"))];
+        let options = Options { tag_output: true };
+        let prefix = prefix_from(Some(OsStr::new("/usr/bin/srun --mpi=pmix")), true).unwrap();
+        assert_eq!(Launcher::of(&prefix[0]), Launcher::Srun);
+        let cmd = command_from(prefix, &options, 2, 4096, &env, OsStr::new("prog"), &[]);
+        assert_eq!(
+            words(&cmd),
+            [
+                "/usr/bin/srun",
+                "--mpi=pmix",
+                "--label",
+                "--kill-on-bad-exit=1",
+                "-n",
+                "2",
+                "prog"
+            ]
+        );
+        let set: Vec<_> = cmd.get_envs().collect();
+        assert!(set.contains(&(OsStr::new("A"), Some(OsStr::new("1")))));
+        assert!(set.contains(&(OsStr::new(UPCXX_SEGMENT_SIZE), Some(OsStr::new("4096")))));
+        assert_eq!(Launcher::of(OsStr::new("mpiexec")), Launcher::OpenMpi);
+        assert_eq!(
+            Launcher::of(OsStr::new("/opt/srun-wrapper")),
+            Launcher::OpenMpi
+        );
+    }
+
+    #[test]
+    fn wait_ends_a_launcher_past_its_limit() {
+        let mut child = Command::new("sleep").arg("30").spawn().unwrap();
+        let start = Instant::now();
+        let code = wait(&mut child, Some(Duration::from_millis(50))).unwrap();
+        assert_eq!(code, super::super::EXIT_TIMEOUT);
+        assert!(start.elapsed() < Duration::from_secs(10));
+        let mut child = Command::new("sh").args(["-c", "exit 7"]).spawn().unwrap();
+        assert_eq!(wait(&mut child, Some(Duration::from_secs(30))).unwrap(), 7);
+        let mut child = Command::new("sh")
+            .args(["-c", "kill -9 $$"])
+            .spawn()
+            .unwrap();
+        assert_eq!(wait(&mut child, None).unwrap(), 128 + 9);
     }
 }

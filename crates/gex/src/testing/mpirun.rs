@@ -2,8 +2,9 @@
 //! (`GEX_TEST_CONDUIT=mpi`), so every multi-rank test runs over the mpi conduit.
 //!
 //! The command is [`crate::job::mpirun::command`] (the launcher prefix from
-//! `GEX_MPIRUN`, else `mpirun --oversubscribe`) with `--tag-output`, so each line of
-//! output says which rank wrote it, and the harness's variables exported to the ranks.
+//! `GEX_MPIRUN`, else `mpirun --oversubscribe`; `srun` works too) with the output
+//! tagged (`--tag-output`, `srun --label`), so each line of output says which rank
+//! wrote it, and the harness's variables passed to the ranks.
 //! No `UPCXX_RANK` is set: that is what makes a rank choose the mpi conduit.
 //!
 //! `mpirun` keeps Open MPI's session directory in the job's own directory (concurrent
@@ -21,7 +22,8 @@
 //! conduit's `gex: rank R failed: ...`, else the rank `mpirun` names (killed by a
 //! signal, `MPI_Abort`, a non-zero exit, an MPI error). It ends with that rank's output
 //! and `mpirun`'s own lines. The exit code is `mpirun`'s: the `MPI_Abort` code of the
-//! failing rank (101 for a panic escaping the body), 124 on the time limit.
+//! failing rank (101 for a panic escaping the body), 124 on the time limit; under
+//! `srun`, that of the first rank it reports as exited with an error.
 
 use std::io::Read;
 use std::os::unix::process::{CommandExt as _, ExitStatusExt as _};
@@ -56,7 +58,7 @@ pub(super) fn run(spec: &JobSpec, dir: &Path) -> JobOutcome {
         dir.as_os_str().to_owned(),
     ));
     let mut cmd = job::mpirun::command(
-        &["--tag-output"],
+        &job::mpirun::Options { tag_output: true },
         spec.ranks,
         spec.segment_size,
         &env,
@@ -100,6 +102,10 @@ pub(super) fn run(spec: &JobSpec, dir: &Path) -> JobOutcome {
     eprint!("{err}");
     let exit_code = if timed_out {
         job::EXIT_TIMEOUT
+    } else if let Some(code) = srun_first_exit(&err) {
+        // srun's own status is the largest of its ranks', often that of a rank it
+        // ended (143); the job's is that of the rank that failed first, as mpirun's.
+        code
     } else if let Some(sig) = status.signal() {
         128 + sig
     } else {
@@ -236,19 +242,34 @@ fn descendants(root: u32) -> Vec<u32> {
     found
 }
 
-/// The rank of a line tagged by `--tag-output` (`[JOB,RANK]<stdout>:...`).
-fn tag_rank(line: &str) -> Option<usize> {
-    let rest = line.strip_prefix('[')?;
-    let (ids, after) = rest.split_once(']')?;
-    if !after.starts_with("<std") {
+/// The rank of a tagged line and the text after the tag: `mpirun --tag-output`'s
+/// `[JOB,RANK]<stdout>:TEXT`, or `srun --label`'s `RANK: TEXT` (the rank padded with
+/// spaces to the width of the largest).
+fn tagged(line: &str) -> Option<(usize, &str)> {
+    if let Some(rest) = line.strip_prefix('[') {
+        let (ids, after) = rest.split_once(']')?;
+        if !after.starts_with("<std") {
+            return None;
+        }
+        let rank = ids.split_once(',')?.1.parse().ok()?;
+        return Some((rank, line.split_once(">:").map_or(line, |(_, t)| t)));
+    }
+    let (label, text) = line.split_once(": ")?;
+    let label = label.trim_start();
+    if label.is_empty() || !label.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
-    ids.split_once(',')?.1.parse().ok()
+    Some((label.parse().ok()?, text))
+}
+
+/// The rank of a tagged line (see [`tagged`]).
+fn tag_rank(line: &str) -> Option<usize> {
+    tagged(line).map(|(rank, _)| rank)
 }
 
 /// The text of `line` if rank `rank` wrote it.
 fn untag(line: &str, rank: usize) -> Option<&str> {
-    (tag_rank(line) == Some(rank)).then(|| line.split_once(">:").map_or(line, |(_, t)| t))
+    tagged(line).and_then(|(r, text)| (r == rank).then_some(text))
 }
 
 /// Which rank failed, and how, as in the smp launcher's report ("failed: WHY",
@@ -275,10 +296,7 @@ fn failing_rank(dir: &Path, lines: &[&str]) -> Option<(usize, String)> {
     if let Some((r, why)) = recorded.into_iter().next() {
         return Some((r, what(&why)));
     }
-    for line in lines
-        .iter()
-        .map(|l| l.split_once(">:").map_or(*l, |(_, t)| t))
-    {
+    for line in lines.iter().map(|l| tagged(l).map_or(*l, |(_, text)| text)) {
         let Some((r, why)) = line
             .strip_prefix("gex: rank ")
             .and_then(|rest| rest.split_once(" failed: "))
@@ -329,6 +347,19 @@ fn failing_rank(dir: &Path, lines: &[&str]) -> Option<(usize, String)> {
                 return Some((r, format!("exited with code {code}")));
             }
         }
+        // srun: "srun: error: vm: task 1: Exited with exit code 3", or "...: task 1:
+        // Killed" (the signal's description).
+        if let Some(rest) = after(line, "srun: error: ").and_then(|l| after(&l, "task ")) {
+            if let Some((r, how)) = rest.split_once(": ") {
+                if let Ok(r) = r.parse() {
+                    let how = match how.strip_prefix("Exited with exit code ") {
+                        Some(code) => format!("exited with code {code}"),
+                        None => format!("was killed ({how})"),
+                    };
+                    return Some((r, how));
+                }
+            }
+        }
         // An MPI error: "*** reported by process [1960837121,3]".
         if let Some(ids) = after(line, "reported by process [") {
             if let Some(r) = ids.split_once(',').and_then(|(_, r)| number(r)) {
@@ -337,6 +368,19 @@ fn failing_rank(dir: &Path, lines: &[&str]) -> Option<(usize, String)> {
         }
     }
     None
+}
+
+/// The status of the first rank that `srun` reports as exited with an error
+/// (`srun: error: vm: task 1: Exited with exit code 101`).
+fn srun_first_exit(err: &str) -> Option<i32> {
+    err.lines().find_map(|l| {
+        let rest = l.strip_prefix("srun: error: ")?;
+        rest.split_once(": Exited with exit code ")?
+            .1
+            .trim()
+            .parse()
+            .ok()
+    })
 }
 
 /// Appends the last [`REPORT_LINES`] of `lines` under a heading.
@@ -366,6 +410,18 @@ mod tests {
         assert_eq!(untag(lines[0], 2), Some("hello"));
         assert_eq!(untag(lines[1], 10), Some("x>:y"));
         assert_eq!(untag(lines[0], 1), None);
+        // srun --label, padded to the widest rank.
+        let lines = [
+            "0: hello",
+            "11: a: b",
+            " 3: x",
+            "srun: error: vm: task 1: Killed",
+        ];
+        assert_eq!(
+            lines.iter().map(|l| tag_rank(l)).collect::<Vec<_>>(),
+            [Some(0), Some(11), Some(3), None]
+        );
+        assert_eq!(untag(lines[1], 11), Some("a: b"));
     }
 
     #[test]
@@ -401,6 +457,21 @@ mod tests {
             failing_rank(&dir, &lines),
             Some((0, "exited with code 7".to_owned()))
         );
+        let lines = ["1: gex: rank 1 failed: exited before finalize"];
+        assert_eq!(
+            failing_rank(&dir, &lines),
+            Some((1, "exited before finalize".to_owned()))
+        );
+        let lines = ["srun: error: vm: task 2: Exited with exit code 3"];
+        assert_eq!(
+            failing_rank(&dir, &lines),
+            Some((2, "exited with code 3".to_owned()))
+        );
+        let lines = ["srun: error: vm: task 0: Killed"];
+        assert_eq!(
+            failing_rank(&dir, &lines),
+            Some((0, "was killed (Killed)".to_owned()))
+        );
         let lines = ["[vm:06195] *** reported by process [1960837121,3]"];
         assert_eq!(failing_rank(&dir, &lines).map(|(r, _)| r), Some(3));
         assert_eq!(failing_rank(&dir, &["nothing"]), None);
@@ -411,6 +482,17 @@ mod tests {
             Some((4, "failed: panicked at b.rs:3:4: bang".to_owned()))
         );
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn srun_reports_the_status_of_the_first_failing_rank() {
+        let err = "srun: error: vm: task 1: Exited with exit code 101\n\
+                   srun: error: vm: tasks 0,2: Terminated\n";
+        assert_eq!(srun_first_exit(err), Some(101));
+        assert_eq!(
+            srun_first_exit("srun: error: vm: tasks 0,2: Killed\n"),
+            None
+        );
     }
 
     #[test]
