@@ -1,23 +1,25 @@
-//! Dense matrix multiply `C = A·B` (f64) by SUMMA on a √P×√P process grid:
+//! Dense matrix multiply `C = A·B` (f64) by SUMMA on a process grid of all the ranks:
 //! `UPCXX_RANKS=4 cargo run --release --example summa [n]` (default n = 512).
 //!
-//! The ranks form a q×q grid (q = ⌊√P⌋; with a rank count that is not a square, the
-//! ranks beyond q² take no part and wait in the final world barrier). Rank (row, col)
-//! owns block (row, col) of A, B and C, each b×b with b = ⌈n/q⌉ (n is rounded up to
-//! q·b). The product is `summa/grid.rs` (shared with the `app` bench): at step k the
-//! owners of A(row, k) and B(k, col) broadcast them along their row and column teams,
-//! and every rank accumulates `C(row, col) += A(row, k)·B(k, col)`, the broadcasts of
-//! step k + 1 under way while step k computes.
+//! The P ranks form a pr×pc grid, pr the largest divisor of P that is at most √P and
+//! pc = P/pr (2×2 for 4 ranks, 2×3 for 6, 1×P for a prime P). All blocks are b×b with
+//! b = ⌈n/pc⌉; rank (row, col) owns block (row, col) of C, which is pr·b × pc·b (n×n,
+//! n rounded up to pc·b, on a square grid), and A and B are dealt block-cyclically
+//! over the lcm(pr, pc) steps of the inner dimension. The product is `summa/grid.rs`
+//! (shared with the `app` bench): at step k the owners of A(row, k) and B(k, col)
+//! broadcast them along their row and column teams, and every rank accumulates
+//! `C(row, col) += A(row, k)·B(k, col)`, the broadcasts of step k + 1 under way while
+//! step k computes.
 //!
 //! The entries of A and B are small integers given by a formula of their indices, so
 //! every product and sum is exact in f64, and so is the check: sampled entries of each
 //! block against dot products from the formulas, and a weighted sum of every entry of
 //! C against the same sum computed serially.
-//! Rank 0 prints the time and GFLOP/s and, as the last line, `verified`; any mismatch
-//! fails the job.
+//! Rank 0 prints the shapes, the time and GFLOP/s and, as the last line, `verified`;
+//! any mismatch fails the job.
 //!
-//! A, B and the four panels take 6·b²·8 bytes of each rank's shared segment (raise
-//! `UPCXX_SEGMENT_SIZE` for large n).
+//! A rank's blocks of A and B and the four panels take `(s/pc + s/pr + 4)·b²·8` bytes
+//! of its shared segment, s = lcm(pr, pc) (raise `UPCXX_SEGMENT_SIZE` for large n).
 
 #[path = "summa/grid.rs"]
 mod grid;
@@ -26,7 +28,7 @@ use std::time::Instant;
 
 use grid::Summa;
 use upcxx::coll::barrier;
-use upcxx::{op_fast_max, Team, COLOR_NONE};
+use upcxx::{op_fast_max, Team};
 
 fn main() {
     upcxx::init();
@@ -34,47 +36,31 @@ fn main() {
         .nth(1)
         .map(|s| s.parse().expect("matrix size: a number"))
         .unwrap_or(512);
-    let me = upcxx::rank_me() as usize;
-    let ranks = upcxx::rank_n() as usize;
-    let q = ranks.isqrt();
-    if q < 2 {
-        if me == 0 {
-            eprintln!("summa needs at least 4 ranks for a 2x2 grid (got {ranks})");
-        }
-        upcxx::finalize();
-        std::process::exit(2);
-    }
-    let in_grid = me < q * q;
-    let grid = upcxx::world().split(if in_grid { 0 } else { COLOR_NONE }, me as i32);
-    if in_grid {
-        let bs = n.div_ceil(q);
-        if me == 0 && ranks > q * q {
-            println!(
-                "summa: {ranks} ranks is not a square: using the largest square grid, {q}x{q}; \
-                 the other {} idle",
-                ranks - q * q
-            );
-        }
-        if me == 0 && bs * q != n {
-            println!(
-                "summa: n = {n} rounded up to {} (a multiple of {q})",
-                bs * q
-            );
-        }
-        run(Summa::new(&grid, q, q, bs), &grid);
-        grid.destroy(upcxx::EntryBarrier::User);
-    }
+    let (pr, pc) = grid_shape(upcxx::rank_n() as usize);
+    let bs = n.div_ceil(pc);
+    let grid = upcxx::world();
+    run(Summa::new(grid, pr, pc, bs), grid);
     upcxx::barrier();
-    if me == 0 {
+    if upcxx::rank_me() == 0 {
         println!("verified");
     }
     upcxx::finalize();
 }
 
+/// The grid of `ranks` ranks: pr rows of pc columns, pr the largest divisor of `ranks`
+/// that is at most its square root.
+fn grid_shape(ranks: usize) -> (usize, usize) {
+    let pr = (1..=ranks.isqrt())
+        .rev()
+        .find(|d| ranks.is_multiple_of(*d))
+        .unwrap_or(1);
+    (pr, ranks / pr)
+}
+
 /// The product on this rank's block, its check and the report.
 fn run(mut summa: Summa, grid: &Team) {
-    let (n, _, _) = summa.dims();
-    let q = grid.rank_n().isqrt();
+    let (m, n, k) = summa.dims();
+    let (pr, pc) = grid_shape(grid.rank_n() as usize);
     barrier(grid);
     let t0 = Instant::now();
     summa.multiply();
@@ -85,8 +71,9 @@ fn run(mut summa: Summa, grid: &Team) {
     if grid.rank_me() == 0 {
         let gflops = summa.flops() / secs / 1e9;
         println!(
-            "summa: {n}x{n} f64 on a {q}x{q} grid: {secs:.4} s, {gflops:.2} GFLOP/s; \
-             weighted sum of C = {} (serial: {}); {} of {} sampled entries wrong",
+            "summa: C ({m}x{n}) = A ({m}x{k}) * B ({k}x{n}), f64, on a {pr}x{pc} grid: \
+             {secs:.4} s, {gflops:.2} GFLOP/s; weighted sum of C = {} (serial: {}); \
+             {} of {} sampled entries wrong",
             check.total, check.want, check.wrong, check.sampled
         );
         assert!(check.ok(), "the product differs from the serial one");

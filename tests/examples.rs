@@ -173,23 +173,23 @@ fn stencil_matches_the_serial_result() {
     }
 }
 
-/// SUMMA on the 2x2 grid of 4 ranks, and on the largest square grid of 5 (one rank
-/// idle), matches the serial product and says so last.
+/// SUMMA on grids of every shape: 1x1, 1x2, 1x3 (a prime), 2x2 and 2x3 (rectangular,
+/// with more steps than grid columns), matches the serial product and says so last.
 #[test]
 fn summa_matches_the_serial_product() {
-    for n in [4, 5] {
-        let out = run_with("summa", n, &["96"]);
-        assert_eq!(
-            last_line(&out),
-            Some("verified"),
-            "summa on {n} ranks:\n{out}"
-        );
-        assert!(out.contains("GFLOP/s"), "summa on {n} ranks:\n{out}");
-        assert_eq!(
-            out.contains("largest square grid"),
-            n == 5,
-            "summa on {n} ranks:\n{out}"
-        );
+    for (ranks, grid, shapes) in [
+        (1, "1x1", "C (96x96) = A (96x96) * B (96x96)"),
+        (2, "1x2", "C (48x96) = A (48x96) * B (96x96)"),
+        (3, "1x3", "C (32x96) = A (32x96) * B (96x96)"),
+        (4, "2x2", "C (96x96) = A (96x96) * B (96x96)"),
+        (6, "2x3", "C (64x96) = A (64x192) * B (192x96)"),
+    ] {
+        let out = run_with("summa", ranks, &["96"]);
+        let what = format!("summa on {ranks} ranks:\n{out}");
+        assert_eq!(last_line(&out), Some("verified"), "{what}");
+        assert!(out.contains("GFLOP/s"), "{what}");
+        assert!(out.contains(&format!("on a {grid} grid")), "{what}");
+        assert!(out.contains(shapes), "{what}");
     }
 }
 
