@@ -27,6 +27,10 @@
 //!   words of every rank, with hosts of 1 and 2 ranks: ranks on the owner's host use
 //!   CPU atomics on the mapping, the others messages to the owner, and the final
 //!   values are exact; an atomic past a remote segment fails naming the call.
+//! * [`a_missing_mpi_library_is_a_clear_error`]: MPI missing at run time: a program
+//!   built with the feature, its MPI library hidden (a mount namespace binds
+//!   `/dev/null` over it; root only), does not start, plainly or under `mpirun`: the
+//!   dynamic loader names the library and the status is 127, at once.
 //! * [`a_bad_host_cap_is_a_clear_error`]: `GEX_MPI_HOST_RANKS=0` ends the job with a
 //!   message naming the variable.
 //! * [`a_host_window_that_cannot_be_allocated_ends_the_job`]: without Open MPI's
@@ -405,6 +409,53 @@ fn atomics_of_both_paths_are_atomic_together() {
     let (out, what) = mpirun_output_args("gex_atomics", &["outside"], 4, Some(2));
     fails_with(&out, &what, "gex::AtomicDomain::op_blocking: [");
     fails_with(&out, &what, "+8) is outside the segment of rank 2");
+}
+
+/// The MPI library a program built with the feature loads, from `ldd`.
+fn mpi_library(program: &std::path::Path) -> Option<PathBuf> {
+    let out = Command::new("ldd").arg(program).output().ok()?;
+    String::from_utf8_lossy(&out.stdout).lines().find_map(|l| {
+        let (name, rest) = l.trim().split_once(" => ")?;
+        name.starts_with("libmpi.so")
+            .then(|| std::fs::canonicalize(rest.split_whitespace().next()?).ok())?
+    })
+}
+
+#[test]
+fn a_missing_mpi_library_is_a_clear_error() {
+    // The library is hidden in a mount namespace of the job alone, which needs root
+    // (CAP_SYS_ADMIN).
+    let can_unshare = Command::new("unshare")
+        .args(["-m", "true"])
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !can_unshare {
+        eprintln!("skipped: a_missing_mpi_library_is_a_clear_error: cannot make a mount namespace");
+        return;
+    }
+    let program = example("gex_hello");
+    let lib = mpi_library(&program).expect("gex_hello links an MPI library");
+    for launch in [&[][..], &["mpirun", "--allow-run-as-root", "-n", "2"][..]] {
+        let mut cmd = Command::new("unshare");
+        cmd.args([
+            "-m",
+            "sh",
+            "-c",
+            "mount --bind /dev/null \"$0\" && exec \"$@\"",
+        ])
+        .arg(&lib)
+        .args(launch)
+        .arg(&program);
+        let what = format!("{launch:?} gex_hello without {}", lib.display());
+        let out = run(cmd, &what);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(127), "{what}:\n{err}");
+        assert!(
+            err.contains("error while loading shared libraries") && err.contains("libmpi.so"),
+            "{what}:\n{err}"
+        );
+    }
 }
 
 #[test]
