@@ -37,6 +37,9 @@
 //! neither, `-n` and `PROGRAM` are required as they always were. A subcommand name is
 //! only recognized as the first argument, so a program that happens to be named like a
 //! subcommand is run as `upcxx-run -n 2 report` or `upcxx-run -n 2 ./report`.
+//!
+//! The file is longer than most because the command line's unit and property tests
+//! (about 290 lines) sit beside the definitions and the run they check.
 
 use std::ffi::OsString;
 use std::io::Write as _;

@@ -24,6 +24,9 @@
 //! variable-length messages in place and must be reservable before the payload is
 //! written (negotiated-payload AMs); the crates we know (crossbeam's `ArrayQueue`,
 //! `heapless::mpmc`) own their storage in one process's heap.
+//!
+//! Over 600 lines with its tests: the unit tests and loom models (about half of the
+//! file) check the ordering argument above line by line, so they stay beside it.
 
 use crate::sync::{fence, spin_loop, AtomicU64, Ordering};
 
