@@ -302,6 +302,72 @@ thread_local! {
     static LATE_ID: Cell<Option<DistId<RefCell<Vec<Rank>>>>> = const { Cell::new(None) };
 }
 
+/// §10.5.3, §14.3: calls that arrived and wait for an object follow the master persona:
+/// the thread that builds the object after the persona moved to it runs them.
+#[test]
+fn calls_waiting_for_an_object_follow_the_master_persona() {
+    static MOVED_ID: std::sync::Mutex<Option<DistId<RefCell<Vec<Rank>>>>> =
+        std::sync::Mutex::new(None);
+    for ranks in [2, 3] {
+        spmd(ranks, || {
+            upcxx::init();
+            let me = rank_me();
+            if me != 1 {
+                let obj = DistObject::new(RefCell::new(Vec::<Rank>::new()));
+                let len = upcxx::rpc(
+                    1,
+                    |o: &DistObject<RefCell<Vec<Rank>>>, from: Rank| {
+                        o.borrow_mut().push(from);
+                        o.borrow().len()
+                    },
+                    (&obj, me),
+                );
+                upcxx::rpc_ff(
+                    1,
+                    |id: DistId<RefCell<Vec<Rank>>>| *MOVED_ID.lock().unwrap() = Some(id),
+                    (obj.id(),),
+                );
+                assert!(len.wait() >= 1);
+                upcxx::barrier();
+            } else {
+                // The calls arrive here, on the main thread, and wait.
+                while MOVED_ID.lock().unwrap().is_none() {
+                    upcxx::progress(upcxx::ProgressLevel::User);
+                }
+                upcxx::liberate_master_persona();
+                let ran = std::thread::spawn(|| {
+                    let _master = upcxx::PersonaScope::new(&upcxx::master_persona());
+                    let obj = DistObject::new(RefCell::new(Vec::<Rank>::new()));
+                    assert_eq!(Some(obj.id()), *MOVED_ID.lock().unwrap());
+                    let until = std::time::Instant::now() + Duration::from_secs(20);
+                    while obj.borrow().len() < rank_n() as usize - 1 {
+                        assert!(
+                            std::time::Instant::now() < until,
+                            "the waiting calls did not run on the persona's new thread"
+                        );
+                        upcxx::progress(upcxx::ProgressLevel::User);
+                    }
+                    let mut got = obj.borrow().clone();
+                    got.sort_unstable();
+                    upcxx::barrier();
+                    got
+                })
+                .join()
+                .unwrap();
+                let want: Vec<Rank> = (0..rank_n()).filter(|&r| r != 1).collect();
+                assert_eq!(ran, want);
+                *MOVED_ID.lock().unwrap() = None;
+                let _master = upcxx::PersonaScope::new(&upcxx::master_persona());
+                upcxx::barrier();
+                upcxx::finalize();
+                return;
+            }
+            upcxx::barrier();
+            upcxx::finalize();
+        });
+    }
+}
+
 /// §14.4 ¶17: dropping the handle `new` returned destroys the member here: its id no
 /// longer finds it; its value is dropped once no handle is left.
 #[test]

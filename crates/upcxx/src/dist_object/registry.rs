@@ -3,8 +3,11 @@
 //! of each team's objects, and what waits for an object to be built.
 //!
 //! An object's value lives on the thread that built it, which held the master persona
-//! (§14.4 ¶4), and so are its entry, its waiters and its lookups: the thread that runs
-//! RPCs and calls `here` holds the master persona too. What every thread may ask, which
+//! (§14.4 ¶4), and so are its entry, its `when_here` waiters and its lookups: the thread
+//! that runs RPCs and calls `here` holds the master persona too. The RPCs waiting for an
+//! object belong to the master persona, which may move between threads before the
+//! object is built (§10.5.3), so they are kept for the whole process and run by the
+//! thread that builds it. What every thread may ask, which
 //! ids were numbered and which of them are alive on which thread, is kept behind a lock,
 //! so that a lookup on a thread the object does not live on fails with a message rather
 //! than waiting forever.
@@ -43,6 +46,10 @@ struct Numbering {
     next: HashMap<TeamId, u64>,
     /// The thread (`thread::thread_token`) of each object alive in this process.
     live: HashMap<Key, u64>,
+    /// RPCs whose arguments name an object not built yet, run at the next user-level
+    /// progress of the thread that builds it: kept here, not per thread, because they
+    /// belong to the master persona, which may move to another thread meanwhile.
+    reruns: HashMap<Key, Vec<Rerun>>,
 }
 
 static NUMBERING: Mutex<Option<Numbering>> = Mutex::new(None);
@@ -54,20 +61,13 @@ fn numbering() -> MutexGuard<'static, Option<Numbering>> {
 /// A callback that gets the object once it is built (a `when_here` promise).
 type Arrival = Box<dyn FnOnce(&Rc<dyn Any>)>;
 
-#[derive(Default)]
-struct Waiting {
-    /// RPCs whose arguments name the object, run at the next user-level progress.
-    reruns: Vec<Rerun>,
-    /// `when_here` futures, readied by the constructor.
-    arrivals: Vec<Arrival>,
-}
-
 thread_local! {
     /// The objects of this thread, by name: an `Rc<Inner<T>>` each. Every RPC with a
     /// `&DistObject` argument looks its object up here, so the map hashes with Fx, not
     /// the DoS-resistant default: the keys are ids the job itself numbered.
     static OBJECTS: RefCell<FxHashMap<Key, Rc<dyn Any>>> = RefCell::new(FxHashMap::default());
-    static WAITING: RefCell<FxHashMap<Key, Waiting>> = RefCell::new(FxHashMap::default());
+    /// `when_here` futures of this thread, readied by the constructor.
+    static ARRIVALS: RefCell<FxHashMap<Key, Vec<Arrival>>> = RefCell::new(FxHashMap::default());
 }
 
 /// Where an object stands in this process, as seen from the calling thread.
@@ -110,25 +110,23 @@ pub(super) fn status(key: Key) -> Status {
 /// `when_here` callbacks waiting for it now and queues the RPCs waiting for it for this
 /// thread's next user-level progress (§14.4 ¶5).
 pub(super) fn register(team: TeamId, make: impl FnOnce(Key) -> Rc<dyn Any>) -> Key {
-    let key = {
+    let (key, reruns) = {
         let mut numbering = numbering();
         let n = numbering.get_or_insert_with(Numbering::default);
         let next = n.next.entry(team).or_insert(0);
         let key = Key { team, seq: *next };
         *next += 1;
         n.live.insert(key, thread::thread_token());
-        key
+        (key, n.reruns.remove(&key))
     };
     let obj = make(key);
     OBJECTS.with(|o| o.borrow_mut().insert(key, Rc::clone(&obj)));
-    let waiting = WAITING.with(|w| w.borrow_mut().remove(&key));
-    if let Some(waiting) = waiting {
-        for rerun in waiting.reruns {
-            thread::defer(rerun);
-        }
-        for arrival in waiting.arrivals {
-            arrival(&obj);
-        }
+    for rerun in reruns.into_iter().flatten() {
+        thread::defer(rerun);
+    }
+    let arrivals = ARRIVALS.with(|a| a.borrow_mut().remove(&key));
+    for arrival in arrivals.into_iter().flatten() {
+        arrival(&obj);
     }
     key
 }
@@ -145,16 +143,12 @@ pub(super) fn unregister(key: Key) {
 
 /// Runs `rerun` at the user-level progress after the object `key` is built here.
 pub(super) fn wait(key: Key, rerun: Rerun) {
-    WAITING.with(|w| w.borrow_mut().entry(key).or_default().reruns.push(rerun));
+    let mut numbering = numbering();
+    let n = numbering.get_or_insert_with(Numbering::default);
+    n.reruns.entry(key).or_default().push(rerun);
 }
 
 /// Calls `arrival` with the object `key` when it is built here.
 pub(super) fn when_here(key: Key, arrival: Arrival) {
-    WAITING.with(|w| {
-        w.borrow_mut()
-            .entry(key)
-            .or_default()
-            .arrivals
-            .push(arrival)
-    });
+    ARRIVALS.with(|a| a.borrow_mut().entry(key).or_default().push(arrival));
 }

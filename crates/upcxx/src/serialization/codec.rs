@@ -237,8 +237,10 @@ pub(crate) mod sealed {
 }
 
 /// A deferred run of a message whose arguments name objects this process has not built
-/// yet (see [`Serialization::BY_ID`]).
-pub type Rerun = Box<dyn FnOnce()>;
+/// yet (see [`Serialization::BY_ID`]). `Send`: it runs on the thread that builds the
+/// object, which holds the master persona then, and the persona may have moved to
+/// another thread since the message arrived (§10.5.3).
+pub type Rerun = Box<dyn FnOnce() + Send>;
 
 /// A value that can travel as an RPC argument (UPC++ *DefinitelySerializable*, §6.2):
 /// any serde type, a [`View`](super::View) or a [`SeqView`](super::SeqView). See the
