@@ -26,6 +26,7 @@ fn context() -> u32 {
     CONTEXT.with(|c| c.get())
 }
 
+#[inline]
 fn set_context(v: u32) {
     CONTEXT.with(|c| c.set(v))
 }
@@ -80,14 +81,24 @@ impl Drop for HandlerScope {
 }
 
 /// Marks the interval between an AM Prepare and its Commit.
+#[inline]
 pub(crate) fn enter_prepare(call: &str) {
     let ctx = context();
     if ctx & IN_PREPARE != 0 {
-        panic!("gex::{call}: Prepare/Commit pairs do not nest (GASNet-EX spec, negotiated-payload AMs)");
+        nested_prepare(call);
     }
     set_context(ctx | IN_PREPARE);
 }
 
+#[cold]
+#[track_caller]
+fn nested_prepare(call: &str) -> ! {
+    panic!(
+        "gex::{call}: Prepare/Commit pairs do not nest (GASNet-EX spec, negotiated-payload AMs)"
+    );
+}
+
+#[inline]
 pub(crate) fn leave_prepare() {
     set_context(context() & !IN_PREPARE);
 }

@@ -274,6 +274,7 @@ pub enum Lc<'a> {
 
 impl Lc<'_> {
     /// Records that local completion happened before the initiation call returned.
+    #[inline]
     pub(crate) fn complete_now(self) {
         if let Lc::Event(e) = self {
             *e = Event::invalid();

@@ -209,8 +209,16 @@ impl Team {
         if self.id == WORLD {
             rank
         } else {
-            self.data(call).members[rank as usize]
+            self.member_job_rank(call, rank)
         }
+    }
+
+    /// [`Team::job_rank_of`] for a team other than the world (out of line: the world's
+    /// case is the one inlined into every AM and RMA call).
+    #[inline(never)]
+    #[track_caller]
+    fn member_job_rank(&self, call: &str, rank: Rank) -> Rank {
+        self.data(call).members[rank as usize]
     }
 
     /// GASNet-EX `gex_TM_TranslateRankToJobrank`. Requires `rank < size()`.

@@ -5,6 +5,11 @@
 //! claimed slot of the target's queue itself, so the payload is assembled in place and
 //! never copied. Until the Commit consumes the `SrcDesc` the thread may not
 //! communicate; a `SrcDesc` dropped without Commit frees its slot and panics.
+//!
+//! Prepare and Commit are inlined into their callers, their failures out of line: for a
+//! caller's constant arguments (a Medium into the slot, `Lc::Now`, a fixed argument
+//! count) the checks and the `SrcDesc` fold away, and a Prepare/Commit pair costs what a
+//! Request does, minus its copy.
 
 use super::handler::{max_args, AmIndex, Token};
 #[cfg(feature = "gasp")]
@@ -83,6 +88,7 @@ impl Token<'_> {
 impl Team {
     /// GASNet-EX `gex_AM_PrepareRequestMedium`.
     #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
     #[track_caller]
     pub fn prepare_request_medium<'b>(
         &self,
@@ -169,6 +175,7 @@ pub struct SrcDesc<'a> {
 }
 
 #[allow(clippy::too_many_arguments)]
+#[inline(always)]
 #[track_caller]
 fn prepare<'b>(
     rt: &'static Runtime,
@@ -183,25 +190,27 @@ fn prepare<'b>(
     flags: Flags,
     nargs: usize,
 ) -> Result<SrcDesc<'b>, NoOp> {
-    if nargs > max_args() {
-        panic!(
-            "gex::{call}: {nargs} arguments, more than max_args() = {}",
-            max_args()
-        );
-    }
-    if most < least {
-        panic!("gex::{call}: most_payload {most} is less than least_payload {least}");
-    }
-    if client_buf.is_none() && !matches!(lc, Lc::Now) {
-        panic!("gex::{call}: without a client buffer the local-completion option must be Lc::Now (the spec's NULL)");
-    }
-    check_lc(call, &lc, network == Network::Request);
     let max = match category {
         Category::Medium => rt.conduit.am_max_medium(),
         _ => rt.conduit.am_max_long(),
     };
-    if least > max {
-        panic!("gex::{call}: least_payload {least} exceeds the maximum of {max} bytes");
+    let lc_ok = match lc {
+        Lc::Now => true,
+        Lc::Defer => false,
+        Lc::Group => client_buf.is_some() && network == Network::Request,
+        _ => client_buf.is_some(),
+    };
+    if nargs > max_args() || most < least || least > max || !lc_ok {
+        bad_prepare(
+            call,
+            client_buf.is_some(),
+            network,
+            &lc,
+            nargs,
+            least,
+            most,
+            max,
+        );
     }
     let size = most.min(max);
     let size = client_buf.map_or(size, |b| size.min(b.len()).max(least.min(b.len())));
@@ -225,8 +234,43 @@ fn prepare<'b>(
     })
 }
 
+/// Fails a Prepare whose arguments [`prepare`] found bad, saying which one.
+#[allow(clippy::too_many_arguments)]
+#[cold]
+#[inline(never)]
+#[track_caller]
+fn bad_prepare(
+    call: &str,
+    client_buf: bool,
+    network: Network,
+    lc: &Lc<'_>,
+    nargs: usize,
+    least: usize,
+    most: usize,
+    max: usize,
+) -> ! {
+    if nargs > max_args() {
+        panic!(
+            "gex::{call}: {nargs} arguments, more than max_args() = {}",
+            max_args()
+        );
+    }
+    if most < least {
+        panic!("gex::{call}: most_payload {most} is less than least_payload {least}");
+    }
+    if !client_buf && !matches!(lc, Lc::Now) {
+        panic!("gex::{call}: without a client buffer the local-completion option must be Lc::Now (the spec's NULL)");
+    }
+    check_lc(call, lc, network == Network::Request);
+    if least > max {
+        panic!("gex::{call}: least_payload {least} exceeds the maximum of {max} bytes");
+    }
+    unreachable!("gex::{call}: the arguments were found bad but are not")
+}
+
 impl<'a> SrcDesc<'a> {
     /// GASNet-EX `gex_AM_SrcDescAddr`: where the payload is (to be) assembled.
+    #[inline]
     pub fn addr(&self) -> *mut u8 {
         match &self.buffer {
             Buffer::Client(b) => b.as_ptr() as *mut u8,
@@ -239,12 +283,14 @@ impl<'a> SrcDesc<'a> {
     }
 
     /// GASNet-EX `gex_AM_SrcDescSize`: how many bytes may be sent.
+    #[inline]
     pub fn size(&self) -> usize {
         self.size
     }
 
     /// The library-provided buffer to assemble the payload in, or `None` when the
     /// client offered its own buffer.
+    #[inline]
     pub fn buffer_mut(&mut self) -> Option<&mut [u8]> {
         let size = self.size;
         match &mut self.buffer {
@@ -263,6 +309,7 @@ impl<'a> SrcDesc<'a> {
     }
 
     /// GASNet-EX `gex_AM_Commit{Request,Reply}Medium`.
+    #[inline(always)]
     #[track_caller]
     pub fn commit_medium(self, handler: AmIndex, nbytes: usize, args: &[u32]) {
         self.commit(
@@ -288,6 +335,7 @@ impl<'a> SrcDesc<'a> {
         )
     }
 
+    #[inline(always)]
     #[track_caller]
     fn commit(
         mut self,
@@ -299,24 +347,8 @@ impl<'a> SrcDesc<'a> {
         args: &[u32],
     ) {
         context::leave_prepare();
-        if category != self.category {
-            panic!(
-                "gex::{call}: the SrcDesc was prepared for a {:?}",
-                self.category
-            );
-        }
-        if args.len() != self.nargs {
-            panic!(
-                "gex::{call}: {} arguments, but Prepare was told {}",
-                args.len(),
-                self.nargs
-            );
-        }
-        if nbytes > self.size {
-            panic!(
-                "gex::{call}: nbytes {nbytes} exceeds gex_AM_SrcDescSize {}",
-                self.size
-            );
+        if category != self.category || args.len() != self.nargs || nbytes > self.size {
+            self.bad_commit(call, category, nbytes, args.len());
         }
         check_args(self.rt, call, self.dest, handler, args);
         let src: &[u8] = match &self.buffer {
@@ -348,14 +380,7 @@ impl<'a> SrcDesc<'a> {
                     };
                 }
             }
-            _ => {
-                let c = self
-                    .rt
-                    .conduit
-                    .long_payload(self.dest, dest_addr, src)
-                    .expect("the destination was checked before the slot was claimed");
-                crate::event::complete_blocking(self.rt, c);
-            }
+            _ => long_payload(self.rt, self.dest, dest_addr, src),
         }
         self.rt.conduit.am_commit(
             out,
@@ -376,27 +401,68 @@ impl<'a> SrcDesc<'a> {
             span.end(self.dest, handler, category, nbytes);
         }
     }
+    /// Fails a Commit that does not match its Prepare, saying how.
+    #[cold]
+    #[inline(never)]
+    #[track_caller]
+    fn bad_commit(&self, call: &str, category: Category, nbytes: usize, nargs: usize) -> ! {
+        if category != self.category {
+            panic!(
+                "gex::{call}: the SrcDesc was prepared for a {:?}",
+                self.category
+            );
+        }
+        if nargs != self.nargs {
+            panic!(
+                "gex::{call}: {nargs} arguments, but Prepare was told {}",
+                self.nargs
+            );
+        }
+        panic!(
+            "gex::{call}: nbytes {nbytes} exceeds gex_AM_SrcDescSize {}",
+            self.size
+        );
+    }
+}
+
+/// Writes a committed Long's payload to `dest_addr` of `dest` (out of line: the
+/// Medium commit is inlined into its callers, this is not needed there).
+#[inline(never)]
+fn long_payload(rt: &Runtime, dest: Rank, dest_addr: usize, src: &[u8]) {
+    let c = rt
+        .conduit
+        .long_payload(dest, dest_addr, src)
+        .expect("the destination was checked before the slot was claimed");
+    crate::event::complete_blocking(rt, c);
 }
 
 impl Drop for SrcDesc<'_> {
+    #[inline]
     fn drop(&mut self) {
         if let Some(out) = self.out.take() {
-            // Free the claimed slot with a message the receiver ignores (index 0).
-            context::leave_prepare();
-            self.rt.conduit.am_commit(
-                out,
-                &AmHeader {
-                    handler: 0,
-                    category: Category::Short,
-                    network: self.network,
-                    args: &[],
-                    nbytes: 0,
-                    dest_addr: 0,
-                },
-            );
-            if !std::thread::panicking() {
-                panic!("gex: a SrcDesc from an AM Prepare was dropped without Commit (it must be consumed exactly once)");
-            }
+            abandon(self.rt, self.network, out);
         }
+    }
+}
+
+/// Frees the slot of a SrcDesc dropped without Commit with a message the receiver
+/// ignores (index 0), and fails unless the drop is part of a panic already.
+#[cold]
+#[inline(never)]
+fn abandon(rt: &Runtime, network: Network, out: <Selected as Conduit>::Outbound) {
+    context::leave_prepare();
+    rt.conduit.am_commit(
+        out,
+        &AmHeader {
+            handler: 0,
+            category: Category::Short,
+            network,
+            args: &[],
+            nbytes: 0,
+            dest_addr: 0,
+        },
+    );
+    if !std::thread::panicking() {
+        panic!("gex: a SrcDesc from an AM Prepare was dropped without Commit (it must be consumed exactly once)");
     }
 }
