@@ -55,8 +55,9 @@
 //! which serializes it from the borrow as UPC++ does its `const&` arguments; the
 //! function receives the owned value (`String` for a `str`, `Vec<T>` for a `[T]`).
 //! Arguments are serialized before `rpc` returns (§9.3 ¶3, source completion "as
-//! buffered"): directly into the network layer's send buffer when they fit in one
-//! Medium Active Message, otherwise into a reused per-thread buffer sent as fragments
+//! buffered"): directly into the slot of the target's queue that a negotiated-payload
+//! Medium Active Message claims, so a message that fits one AM is written once, where
+//! the target reads it; a larger one continues in a vector and is sent as fragments
 //! that the target reassembles. There is no size limit besides 4 GiB per message.
 //!
 //! # Execution and results
@@ -492,15 +493,23 @@ fn assert_no_captures<F>() {
 }
 
 #[track_caller]
+#[inline]
 fn world_rank(call: &str, rt: &Setup, rank: Rank) -> Rank {
     // Team-relative ranks will be translated to world ranks here.
     if rank >= rt.size {
-        panic!(
-            "upcxx::{call}: rank {rank} is out of range (rank_n() = {})",
-            rt.size
-        );
+        rank_out_of_range(call, rt, rank);
     }
     rank
+}
+
+#[cold]
+#[inline(never)]
+#[track_caller]
+fn rank_out_of_range(call: &str, rt: &Setup, rank: Rank) -> ! {
+    panic!(
+        "upcxx::{call}: rank {rank} is out of range (rank_n() = {})",
+        rt.size
+    );
 }
 
 // ---------------------------------------------------------------------------------------

@@ -13,7 +13,6 @@
 //! The wire sits on `delivery`: its handlers hand each message to the queue or reply
 //! path there.
 
-use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{LazyLock, Mutex};
@@ -88,31 +87,23 @@ pub(crate) fn register_handlers(endpoint: &gex::Endpoint) {
     MEDIUM_MAX.store(gex::am::lub_request_medium(), Ordering::Relaxed);
 }
 
-/// A thread's send buffers, reused from call to call.
-#[derive(Default)]
-struct SendBuffers {
-    /// Where a message is serialized: as large as a Medium AM's payload.
-    scratch: Vec<u8>,
-    /// Where a message that outgrows `scratch` continues (see `Writer`).
-    spill: Vec<u8>,
-}
+/// The kind of a message that carries nothing: a slot claimed for a message that then
+/// went as fragments, or whose serialization failed (see [`send`]). Its handler ignores it.
+const KIND_RELEASED: u32 = 0;
 
-thread_local! {
-    /// This thread's send buffers (a send that runs inside another, from a `Serialize`
-    /// implementation, uses fresh ones).
-    static BUFFERS: RefCell<SendBuffers> = RefCell::default();
-}
-
-/// Spill buffers larger than this are freed after use rather than kept.
-const SPILL_KEEP: usize = 4 << 20;
-
-/// Sends one message (`kind`: its [`first_arg`]): serializes it with `encode` into the
-/// thread's scratch buffer, sent as one Medium AM, or, if it outgrows that, into the
-/// spill buffer, sent as fragments. (Serializing into the network's own buffer with a
-/// negotiated-payload AM would save the copy, but costs more than copying a small
-/// message does.) Nothing is
-/// sent if `encode` fails. `empty`: the caller knows `encode` writes nothing (a Short AM
-/// is sent without touching the buffers). Returns the size of the serialized message.
+/// Sends one message (`kind`: its [`first_arg`]), serialized by `encode` straight into
+/// the network's message slot: a negotiated-payload Medium AM (GASNet-EX
+/// `gex_AM_PrepareRequestMedium`, then `CommitRequestMedium`), so the bytes are written
+/// once, where the target reads them. A message that outgrows the slot continues in a
+/// vector (see `Writer`) and is sent as fragments; the slot, already claimed, then goes
+/// as a [`KIND_RELEASED`] message, as it does when `encode` fails (nothing is sent
+/// then). `empty`: the caller knows `encode` writes nothing (a Short AM is sent, no slot
+/// is prepared). Returns the size of the serialized message.
+///
+/// Between Prepare and Commit the thread may not communicate; serialization may not
+/// either (UPC++ spec §6.1 ¶5: no UPC++ call with a progress level other than none), so
+/// `encode` runs there. A `Serialize` implementation that communicates anyway fails
+/// with gex's panic naming the restriction.
 pub(super) fn send(
     team: &gex::Team,
     dest: Rank,
@@ -129,52 +120,36 @@ pub(super) fn send(
         send_short(team, dest, &args);
         return Ok(0);
     }
-    BUFFERS.with(|b| match b.try_borrow_mut() {
-        Ok(mut bufs) => send_with(&mut bufs, team, dest, args, encode),
-        Err(_) => send_with(&mut SendBuffers::default(), team, dest, args, encode),
-    })
-}
-
-fn send_with(
-    bufs: &mut SendBuffers,
-    team: &gex::Team,
-    dest: Rank,
-    args: [u32; NARGS],
-    encode: impl FnOnce(&mut Writer<'_>) -> Result<(), Error>,
-) -> Result<usize, Error> {
     let handler = HANDLER.load(Ordering::Relaxed);
     let max = MEDIUM_MAX.load(Ordering::Relaxed);
-    if bufs.scratch.len() < max {
-        bufs.scratch.resize(max, 0);
-    }
-    let SendBuffers { scratch, spill } = bufs;
-    let mut w = Writer::new(&mut scratch[..max], Some(spill));
+    let mut desc = team
+        .prepare_request_medium(dest, None, 0, max, gex::Lc::Now, gex::Flags::NONE, NARGS)
+        .expect("a blocking Prepare always succeeds");
+    // Allocated only if the message outgrows the slot.
+    let mut spill = Vec::new();
+    let slot = desc
+        .buffer_mut()
+        .expect("a Prepare without a client buffer assembles in the slot");
+    let mut w = Writer::new(slot, Some(&mut spill));
     let encoded = encode(&mut w);
     let (len, spilled) = (w.pos(), w.spilled());
-    if encoded.is_ok() {
-        if spilled {
+    if encoded.is_ok() && !spilled {
+        desc.commit_medium(handler, len, &args);
+    } else {
+        release(desc, handler);
+        if encoded.is_ok() {
             send_fragments(team, dest, &args, &spill[..len], max);
-        } else if len == 0 {
-            send_short(team, dest, &args);
-        } else {
-            team.request_medium(
-                dest,
-                handler,
-                &scratch[..len],
-                gex::Lc::Now,
-                gex::Flags::NONE,
-                &args,
-            )
-            .expect("a blocking Request always succeeds");
-        }
-    }
-    if spilled {
-        spill.clear();
-        if spill.capacity() > SPILL_KEEP {
-            *spill = Vec::new();
         }
     }
     encoded.map(|()| len)
+}
+
+/// Commits a prepared slot as a [`KIND_RELEASED`] message.
+#[cold]
+fn release(desc: gex::SrcDesc<'_>, handler: gex::AmIndex) {
+    let mut args = [0; NARGS];
+    args[0] = first_arg(KIND_RELEASED, 0);
+    desc.commit_medium(handler, 0, &args);
 }
 
 /// Sends a message without payload.
@@ -288,6 +263,7 @@ fn am_handler(token: &gex::Token<'_>, payload: &[u8], args: &[u32]) {
     match head.kind {
         KIND_RPC => delivery::queue_rpc(&head, payload),
         KIND_REPLY | KIND_REPLY_UNIT => delivery::deliver_reply(&head, payload),
+        KIND_RELEASED => {}
         kind => unknown_kind(kind, head.src),
     }
 }

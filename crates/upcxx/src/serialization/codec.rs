@@ -145,14 +145,15 @@ impl<'a> Writer<'a> {
         }
     }
 
-    /// Serializes `value` with the codec.
-    #[inline]
     /// Writes bytes that an earlier `Writer` produced (a message serialized ahead of
     /// its sending).
+    #[inline]
     pub(crate) fn raw(&mut self, data: &[u8]) -> Result<(), Error> {
         self.write(data)
     }
 
+    /// Serializes `value` with the codec.
+    #[inline]
     pub(crate) fn serde<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
         postcard::serialize_with_flavor(value, Flavor(self)).map_err(Error::from)
     }
