@@ -123,6 +123,19 @@ pub(super) fn reserve(
     if let Some(out) = rt.conduit.am_reserve(dest, network) {
         return Ok(out);
     }
+    reserve_waiting(rt, dest, network, flags)
+}
+
+/// [`reserve`] once the queue was found full: out of line, so that the common case is
+/// inlined into every send.
+#[cold]
+#[inline(never)]
+fn reserve_waiting(
+    rt: &Runtime,
+    dest: Rank,
+    network: Network,
+    flags: Flags,
+) -> Result<<Selected as Conduit>::Outbound, NoOp> {
     if flags.contains(Flags::IMMEDIATE) {
         return Err(NoOp);
     }
