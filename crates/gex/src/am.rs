@@ -15,17 +15,21 @@
 //! * Negotiated payload: `Team::prepare_request_{medium,long}` /
 //!   `Token::prepare_reply_*` return a [`SrcDesc`] whose buffer is either the client's
 //!   or a slot of the target's queue (no copy at all), consumed by `commit` (in
-//!   `am/negotiated.rs`).
+//!   `am/negotiated.rs`); `Team::request_medium_in_place` is a Prepare/Commit of a
+//!   Medium Request in one call, its payload written into the slot by a closure (in
+//!   `am/in_place.rs`).
 
 //!
 //! The files, bottom up: `handler` (handler entries and the token a handler gets),
 //! `table` (the handler table and registration), `send` (injection of Requests,
 //! including the back-pressure wait), `reply` (a Request handler's Reply), `negotiated`
-//! (Prepare/Commit), `dispatch` (running an arrived message: the function the runtime
-//! hands to progress), `reported` (their GASP events).
+//! (Prepare/Commit), `in_place` (a Prepare/Commit in one call), `dispatch` (running an
+//! arrived message: the function the runtime hands to progress), `reported` (their
+//! GASP events).
 
 mod dispatch;
 mod handler;
+mod in_place;
 mod negotiated;
 mod reply;
 #[cfg(feature = "gasp")]

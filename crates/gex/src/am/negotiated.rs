@@ -436,6 +436,17 @@ fn long_payload(rt: &Runtime, dest: Rank, dest_addr: usize, src: &[u8]) {
     crate::event::complete_blocking(rt, c);
 }
 
+impl SrcDesc<'_> {
+    /// Gives the claimed slot back unsent (a Prepare whose payload turned out not to be
+    /// wanted; the spec has no such call, a NULL Commit being its nearest).
+    pub(super) fn give_back(mut self) {
+        if let Some(out) = self.out.take() {
+            context::leave_prepare();
+            release(self.rt, self.network, out);
+        }
+    }
+}
+
 impl Drop for SrcDesc<'_> {
     #[inline]
     fn drop(&mut self) {
@@ -445,12 +456,22 @@ impl Drop for SrcDesc<'_> {
     }
 }
 
-/// Frees the slot of a SrcDesc dropped without Commit with a message the receiver
-/// ignores (index 0), and fails unless the drop is part of a panic already.
+/// Frees the slot of a SrcDesc dropped without Commit, and fails unless the drop is
+/// part of a panic already.
 #[cold]
 #[inline(never)]
 fn abandon(rt: &Runtime, network: Network, out: <Selected as Conduit>::Outbound) {
     context::leave_prepare();
+    release(rt, network, out);
+    if !std::thread::panicking() {
+        panic!("gex: a SrcDesc from an AM Prepare was dropped without Commit (it must be consumed exactly once)");
+    }
+}
+
+/// Publishes a claimed slot as a message the receiver skips (handler index 0).
+#[cold]
+#[inline(never)]
+pub(super) fn release(rt: &Runtime, network: Network, out: <Selected as Conduit>::Outbound) {
     rt.conduit.am_commit(
         out,
         &AmHeader {
@@ -462,7 +483,4 @@ fn abandon(rt: &Runtime, network: Network, out: <Selected as Conduit>::Outbound)
             dest_addr: 0,
         },
     );
-    if !std::thread::panicking() {
-        panic!("gex: a SrcDesc from an AM Prepare was dropped without Commit (it must be consumed exactly once)");
-    }
 }
