@@ -87,18 +87,14 @@ pub(crate) fn register_handlers(endpoint: &gex::Endpoint) {
     MEDIUM_MAX.store(gex::am::lub_request_medium(), Ordering::Relaxed);
 }
 
-/// The kind of a message that carries nothing: a slot claimed for a message that then
-/// went as fragments, or whose serialization failed (see [`send`]). Its handler ignores it.
-const KIND_RELEASED: u32 = 0;
-
 /// Sends one message (`kind`: its [`first_arg`]), serialized by `encode` straight into
-/// the network's message slot: a negotiated-payload Medium AM (GASNet-EX
-/// `gex_AM_PrepareRequestMedium`, then `CommitRequestMedium`), so the bytes are written
-/// once, where the target reads them. A message that outgrows the slot continues in a
-/// vector (see `Writer`) and is sent as fragments; the slot, already claimed, then goes
-/// as a [`KIND_RELEASED`] message, as it does when `encode` fails (nothing is sent
-/// then). `empty`: the caller knows `encode` writes nothing (a Short AM is sent, no slot
-/// is prepared). Returns the size of the serialized message.
+/// the network's message slot: a negotiated-payload Medium AM
+/// ([`gex::Team::request_medium_in_place`], GASNet-EX `gex_AM_PrepareRequestMedium`
+/// then `CommitRequestMedium`), so the bytes are written once, where the target reads
+/// them. A message that outgrows the slot continues in a vector (see `Writer`) and is
+/// sent as fragments, the slot given back unsent, as it is when `encode` fails (nothing
+/// is sent then). `empty`: the caller knows `encode` writes nothing (a Short AM is sent,
+/// no slot is prepared). Returns the size of the serialized message.
 ///
 /// Between Prepare and Commit the thread may not communicate; serialization may not
 /// either (UPC++ spec §6.1 ¶5: no UPC++ call with a progress level other than none), so
@@ -121,35 +117,23 @@ pub(super) fn send(
         return Ok(0);
     }
     let handler = HANDLER.load(Ordering::Relaxed);
-    let max = MEDIUM_MAX.load(Ordering::Relaxed);
-    let mut desc = team
-        .prepare_request_medium(dest, None, 0, max, gex::Lc::Now, gex::Flags::NONE, NARGS)
-        .expect("a blocking Prepare always succeeds");
     // Allocated only if the message outgrows the slot.
     let mut spill = Vec::new();
-    let slot = desc
-        .buffer_mut()
-        .expect("a Prepare without a client buffer assembles in the slot");
-    let mut w = Writer::new(slot, Some(&mut spill));
-    let encoded = encode(&mut w);
-    let (len, spilled) = (w.pos(), w.spilled());
-    if encoded.is_ok() && !spilled {
-        desc.commit_medium(handler, len, &args);
-    } else {
-        release(desc, handler);
-        if encoded.is_ok() {
-            send_fragments(team, dest, &args, &spill[..len], max);
-        }
+    let mut encoded = Ok(());
+    let mut len = 0;
+    let sent = team
+        .request_medium_in_place(dest, handler, &args, gex::Flags::NONE, |slot| {
+            let mut w = Writer::new(slot, Some(&mut spill));
+            encoded = encode(&mut w);
+            len = w.pos();
+            (encoded.is_ok() && !w.spilled()).then_some(len)
+        })
+        .expect("a blocking Request always succeeds");
+    if !sent && encoded.is_ok() {
+        let max = MEDIUM_MAX.load(Ordering::Relaxed);
+        send_fragments(team, dest, &args, &spill[..len], max);
     }
     encoded.map(|()| len)
-}
-
-/// Commits a prepared slot as a [`KIND_RELEASED`] message.
-#[cold]
-fn release(desc: gex::SrcDesc<'_>, handler: gex::AmIndex) {
-    let mut args = [0; NARGS];
-    args[0] = first_arg(KIND_RELEASED, 0);
-    desc.commit_medium(handler, 0, &args);
 }
 
 /// Sends a message without payload.
@@ -263,7 +247,6 @@ fn am_handler(token: &gex::Token<'_>, payload: &[u8], args: &[u32]) {
     match head.kind {
         KIND_RPC => delivery::queue_rpc(&head, payload),
         KIND_REPLY | KIND_REPLY_UNIT => delivery::deliver_reply(&head, payload),
-        KIND_RELEASED => {}
         kind => unknown_kind(kind, head.src),
     }
 }
