@@ -91,7 +91,12 @@ impl<'a> Writer<'a> {
         if !self.spilled {
             let end = self.pos + data.len();
             if end <= self.slot.len() {
-                self.slot[self.pos..end].copy_from_slice(data);
+                let dst = &mut self.slot[self.pos..end];
+                if data.len() <= 16 {
+                    copy_small(dst, data);
+                } else {
+                    dst.copy_from_slice(data);
+                }
                 self.pos = end;
                 return Ok(());
             }
@@ -156,6 +161,27 @@ impl<'a> Writer<'a> {
     #[inline]
     pub(crate) fn serde<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
         postcard::serialize_with_flavor(value, Flavor(self)).map_err(Error::from)
+    }
+}
+
+/// Copies `src` (at most 16 bytes) into `dst`, as long, with at most two overlapping
+/// moves of a fixed width: what the codec writes most (a varint, a length, a short
+/// string) costs no call to `memcpy`, whose dispatch on the length outweighs the copy.
+#[inline(always)]
+fn copy_small(dst: &mut [u8], src: &[u8]) {
+    fn two<const W: usize>(dst: &mut [u8], src: &[u8]) {
+        let n = src.len();
+        let head: [u8; W] = src[..W].try_into().expect("W bytes");
+        let tail: [u8; W] = src[n - W..].try_into().expect("W bytes");
+        dst[..W].copy_from_slice(&head);
+        dst[n - W..].copy_from_slice(&tail);
+    }
+    match src.len() {
+        0 => {}
+        1 => dst[0] = src[0],
+        2..=3 => two::<2>(dst, src),
+        4..=7 => two::<4>(dst, src),
+        _ => two::<8>(dst, src),
     }
 }
 
@@ -288,5 +314,26 @@ impl<T: Serialize + DeserializeOwned> Serialization for T {
     #[inline]
     fn decode<'de>(r: &mut Reader<'de>) -> Result<T, Error> {
         r.serde()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every length `copy_small` takes, at every offset of a larger buffer, copies
+    /// exactly those bytes and touches no other.
+    #[test]
+    fn copy_small_copies_exactly_the_bytes() {
+        let src: Vec<u8> = (1..=16).collect();
+        for n in 0..=16 {
+            for at in 0..4 {
+                let mut buf = [0u8; 24];
+                copy_small(&mut buf[at..at + n], &src[..n]);
+                let mut want = [0u8; 24];
+                want[at..at + n].copy_from_slice(&src[..n]);
+                assert_eq!(buf, want, "{n} bytes at {at}");
+            }
+        }
     }
 }
