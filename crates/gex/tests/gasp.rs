@@ -16,7 +16,10 @@ use std::sync::{Arc, Mutex, OnceLock};
 use gasp::events::*;
 use gasp::{Arg, Event, EventType, GPtr, InitInfo, Tool};
 use gex::testing::spmd;
-use gex::{AmEntry, AmRole, Client, Event as GexEvent, EventCategory, Flags, Segment, Team, Token};
+use gex::{
+    AmCategory, AmEntry, AmRole, Client, Event as GexEvent, EventCategory, Flags, Segment, Team,
+    Token,
+};
 
 /// One received event, owned.
 #[derive(Clone, Debug, PartialEq)]
@@ -130,6 +133,11 @@ fn ping(_token: &Token<'_>, _args: &[u32]) {
     HANDLER_RUNS.fetch_add(1, Ordering::Relaxed);
 }
 
+/// A Medium ping, sent in place.
+fn pong(_token: &Token<'_>, _payload: &[u8], _args: &[u32]) {
+    HANDLER_RUNS.fetch_add(1, Ordering::Relaxed);
+}
+
 fn wait_for_pings(team: &Team, n: usize) {
     while HANDLER_RUNS.load(Ordering::Relaxed) < n {
         gex::poll();
@@ -140,10 +148,13 @@ fn wait_for_pings(team: &Team, n: usize) {
 fn run_scripted_ops() {
     let rec = install_recorder(false);
     let (client, ep, team) = Client::init("GASPT", Flags::NONE).unwrap();
-    let mut table = [AmEntry::short("ping", AmRole::Request, 1, ping)];
+    let mut table = [
+        AmEntry::short("ping", AmRole::Request, 1, ping),
+        AmEntry::payload("pong", AmCategory::Medium, AmRole::Request, 0, pong),
+    ];
     let reg_line = line!() + 1;
     ep.register_handlers(&mut table).unwrap();
-    let index = table[0].index;
+    let (index, pong_index) = (table[0].index, table[1].index);
     let _segment = Segment::attach(&team, 1 << 16).unwrap();
     let mark = rec.len();
     let first_line = line!() + 1;
@@ -157,9 +168,16 @@ fn run_scripted_ops() {
     team.put_blocking(next, dest, &src, Flags::NONE).unwrap();
     let req_line = line!() + 1;
     team.request_short(next, index, &[5], Flags::NONE).unwrap();
+    // Written in place: reported as one Request, of the bytes written, at this line.
+    let in_place_line = line!() + 1;
+    team.request_medium_in_place(next, pong_index, &[], Flags::NONE, |buf| {
+        buf[..5].copy_from_slice(b"hello");
+        Some(5)
+    })
+    .unwrap();
     let barrier_line = line!() + 1;
     team.barrier();
-    wait_for_pings(&team, 1);
+    wait_for_pings(&team, 2);
     let got = rec.since(mark);
 
     // The AM handler runs wherever this rank polls: check it apart from the rest.
@@ -180,6 +198,12 @@ fn run_scripted_ops() {
         Arg::Int(0),
         Arg::Bytes(0),
     ];
+    let medium = [
+        Arg::Rank(next),
+        Arg::Int(pong_index as i32),
+        Arg::Int(1),
+        Arg::Bytes(5),
+    ];
     let b = [Arg::Int(0), Arg::Int(0)];
     let expected = [
         expect(GASP_UPC_BARRIER, EventType::Start, first_line, &b),
@@ -188,6 +212,13 @@ fn run_scripted_ops() {
         expect(GASP_UPC_PUT, EventType::End, put_line, &put),
         expect(GASP_GEX_AM_REQUEST, EventType::Start, req_line, &am),
         expect(GASP_GEX_AM_REQUEST, EventType::End, req_line, &am),
+        expect(
+            GASP_GEX_AM_REQUEST,
+            EventType::Start,
+            in_place_line,
+            &medium,
+        ),
+        expect(GASP_GEX_AM_REQUEST, EventType::End, in_place_line, &medium),
         // The barrier's own AMs, notify and wait are internals: one BARRIER pair.
         expect(GASP_UPC_BARRIER, EventType::Start, barrier_line, &b),
         expect(GASP_UPC_BARRIER, EventType::End, barrier_line, &b),
@@ -206,11 +237,24 @@ fn run_scripted_ops() {
         Arg::Int(0),
         Arg::Bytes(0),
     ];
+    let from_medium = [
+        Arg::Rank(prev),
+        Arg::Int(pong_index as i32),
+        Arg::Int(1),
+        Arg::Bytes(5),
+    ];
     assert_eq!(
         handler,
         [
             expect(GASP_GEX_AM_HANDLER, EventType::Start, reg_line, &from),
             expect(GASP_GEX_AM_HANDLER, EventType::End, reg_line, &from),
+            expect(
+                GASP_GEX_AM_HANDLER,
+                EventType::Start,
+                reg_line,
+                &from_medium
+            ),
+            expect(GASP_GEX_AM_HANDLER, EventType::End, reg_line, &from_medium),
         ],
         "rank {me}: the handler's events name its source and registration site"
     );
