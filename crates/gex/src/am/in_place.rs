@@ -8,7 +8,9 @@
 //! the target's handler reads it; it says how many bytes it wrote, or that nothing is to
 //! be sent. Unlike a [`SrcDesc`](super::SrcDesc), nothing outlives the call, so the
 //! whole of it compiles into its caller: a serializer writing straight into the network
-//! pays for no descriptor and no copy.
+//! pays for no descriptor and no copy. A reported handler's send is reported as a
+//! Commit reports it: one `GASP_GEX_AM_REQUEST` interval around the publication, of
+//! the bytes written.
 //!
 //! As between a Prepare and its Commit, the thread may not communicate while the
 //! closure runs (the slot it holds may be the one its own sends would wait for); a
@@ -17,6 +19,8 @@
 
 use super::handler::AmIndex;
 use super::negotiated::release;
+#[cfg(feature = "gasp")]
+use super::reported::SendSpan;
 use super::send::{check_args, reserve};
 #[cfg(feature = "gasp")]
 use super::table::HANDLERS;
@@ -24,7 +28,7 @@ use crate::conduit::{AmHeader, Category, Conduit, Network, Rank, Selected};
 use crate::context;
 use crate::runtime::Runtime;
 use crate::team::Team;
-use crate::{Flags, Lc, NoOp};
+use crate::{Flags, NoOp};
 
 impl Team {
     /// A Medium Request to `handler` on `rank` whose payload `fill` writes in place:
@@ -52,10 +56,6 @@ impl Team {
         let rt = self.am_runtime(CALL);
         let dest = self.job_rank_of(CALL, rank);
         check_args(rt, CALL, dest, handler, args);
-        #[cfg(feature = "gasp")]
-        if gasp::enabled() && HANDLERS.reported(handler) {
-            return self.in_place_reported(rank, handler, args, flags, fill);
-        }
         let out = reserve(rt, dest, Network::Request, flags)?;
         let max = rt.conduit.am_max_medium();
         // SAFETY: the claimed slot's payload area holds am_max_medium() bytes, ours
@@ -74,6 +74,20 @@ impl Team {
             release(rt, Network::Request, out);
             too_many_bytes(CALL, nbytes, max);
         }
+        // Reported as a Commit reports: one interval around the publication.
+        #[cfg(feature = "gasp")]
+        let site = std::panic::Location::caller();
+        #[cfg(feature = "gasp")]
+        let span = (gasp::enabled() && HANDLERS.reported(handler)).then(|| {
+            SendSpan::new::<false>(
+                Network::Request,
+                site,
+                dest,
+                handler,
+                Category::Medium,
+                nbytes,
+            )
+        });
         rt.conduit.am_commit(
             out,
             &AmHeader {
@@ -85,41 +99,11 @@ impl Team {
                 dest_addr: 0,
             },
         );
-        Ok(true)
-    }
-
-    /// The reported instance of [`Team::request_medium_in_place`]: the spec's
-    /// Prepare/Commit, whose Commit reports the send.
-    #[cfg(feature = "gasp")]
-    #[cold]
-    #[inline(never)]
-    #[track_caller]
-    fn in_place_reported(
-        &self,
-        rank: Rank,
-        handler: AmIndex,
-        args: &[u32],
-        flags: Flags,
-        fill: impl FnOnce(&mut [u8]) -> Option<usize>,
-    ) -> Result<bool, NoOp> {
-        let mut sd =
-            self.prepare_request_medium(rank, None, 0, usize::MAX, Lc::Now, flags, args.len())?;
-        let buf = sd.buffer_mut().expect("no client buffer: the slot");
-        let max = buf.len();
-        match fill(buf) {
-            Some(n) if n > max => {
-                sd.give_back();
-                too_many_bytes("Team::request_medium_in_place", n, max)
-            }
-            Some(n) => {
-                sd.commit_medium(handler, n, args);
-                Ok(true)
-            }
-            None => {
-                sd.give_back();
-                Ok(false)
-            }
+        #[cfg(feature = "gasp")]
+        if let Some(span) = span {
+            span.end(dest, handler, Category::Medium, nbytes);
         }
+        Ok(true)
     }
 }
 

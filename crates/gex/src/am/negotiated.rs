@@ -436,17 +436,6 @@ fn long_payload(rt: &Runtime, dest: Rank, dest_addr: usize, src: &[u8]) {
     crate::event::complete_blocking(rt, c);
 }
 
-impl SrcDesc<'_> {
-    /// Gives the claimed slot back unsent (a Prepare whose payload turned out not to be
-    /// wanted; the spec has no such call, a NULL Commit being its nearest).
-    pub(super) fn give_back(mut self) {
-        if let Some(out) = self.out.take() {
-            context::leave_prepare();
-            release(self.rt, self.network, out);
-        }
-    }
-}
-
 impl Drop for SrcDesc<'_> {
     #[inline]
     fn drop(&mut self) {
