@@ -100,6 +100,7 @@ pub(crate) fn register_handlers(endpoint: &gex::Endpoint) {
 /// either (UPC++ spec §6.1 ¶5: no UPC++ call with a progress level other than none), so
 /// `encode` runs there. A `Serialize` implementation that communicates anyway fails
 /// with gex's panic naming the restriction.
+#[inline(always)]
 pub(super) fn send(
     team: &gex::Team,
     dest: Rank,
