@@ -45,39 +45,45 @@
 //! come from the same stretches of time. A kernel's operation lasts longer than a
 //! sample's target time, so each of its samples is one operation.
 //!
-//! # Where the time of one dht insert goes
+//! # Where the instructions of an RPC go
 //!
-//! Instructions, not time, so that the figures hold on a busy machine: the insert phase
-//! of the `dht` example (`dht::insert_all`: the RPCs, the `when_all`, the barrier) on 2
-//! ranks with 20,000 keys each, under
+//! Instructions, not time, so that the figures hold on a busy machine. Per message,
+//! from `examples/rpc_batches.rs` on 2 ranks (batches smaller than a network queue, so
+//! no send waits for room and the counts are the same from run to run), under
 //! `UPCXX_RANKS=2 valgrind --tool=callgrind --trace-children=yes
-//! --toggle-collect='*insert_all*' target/release/examples/dht 20000`, both ranks'
-//! counts added and divided by the 40,000 inserts (each rank sends half of them and
-//! serves the other half). The rows are inclusive and nest: the target's `run_rpc`
-//! holds the argument check, the decoding and the function.
+//! --toggle-collect='*send_batch*' --toggle-collect='*target_loop*'
+//! target/release/examples/rpc_batches 100 MODE`, each rank's inclusive counts divided
+//! by the 20,000 messages. Before: each message serialized into a per-thread buffer and
+//! copied into the queue slot by `request_medium`; after: serialized straight into the
+//! slot by `gex::Team::request_medium_in_place` (a negotiated-payload Medium, inlined).
 //!
-//! | instructions per insert                                        | before | after |
-//! |----------------------------------------------------------------|-------:|------:|
-//! | the whole insert phase                                         |  7,622 | 3,960 |
-//! | initiator: `rpc` (reply cell, key and value serialized from the borrow, Medium AM) | 1,198 | 1,049 |
-//! | target: `run_rpc`, the whole call                              |  3,817 | 2,461 |
-//! | — check that the `&DistObject` is built here (`wait_until_here`) | 1,491 | inlined |
-//! | — decoding: the object by id, the two `String`s                |  1,296 | 1,322 |
-//! | — the function: the `FxHashMap` insert                         |    285 |   273 |
-//! | initiator: `when_all` of the futures                           |    976 | one join per call |
-//! | deferred notifications (`run_deferred`)                        |  1,271 |   182 |
-//! | gex poll (AM dispatch, copies into the inbox)                  |    883 |   595 |
-//! | `malloc` and `free`, from every caller                         |  2,545 |   664 |
+//! | instructions per message                                              | before | after |
+//! |-----------------------------------------------------------------------|-------:|------:|
+//! | `am`: gex `request_medium` of 8 bytes, sender (reference)             |    113 |   115 |
+//! | `am`: its dispatch on the target, handler included                    |    100 |   100 |
+//! | `ff`: `rpc_ff(1, f, (seq,))`, sender                                  |    404 |   259 |
+//! | — of which the Medium AM (`request_medium`; after: inlined)           |    169 |     — |
+//! | `ff`: AM dispatch on the target, copy into the master persona's queue |    235 |   235 |
+//! | `ff`: running it in user-level progress (`run_page`)                  |     93 |    92 |
+//! | `rt`: `rpc(1, \|x\| x + 1, (x,))`, initiator (reply cell, serialization, AM) |    443 |   293 |
+//! | `rt`: target: `run_rpc`, decoding, the call and the reply's send      |    469 |   345 |
 //!
-//! Before, the argument check decoded every argument (the key and value twice, two
-//! allocations and frees for nothing), `when_all` attached a callback to each future (a
-//! forward state per reply cell, a state and a boxed callback per `then`, a deferred
-//! notification per reply), and the object registry hashed ids with SipHash. After, the
-//! check stops at the last by-id argument, a `when_all` of reply-cell futures counts the
-//! replies in one join, and the registry hashes with Fx. What remains above the map
-//! insert: the `&DistObject` looked up by id twice per call (348 instructions) and its
-//! handle boxed until the next progress (248), the two `String`s the owner stores, the
-//! serialization, and the AM layer's own work.
+//! What an `rpc_ff` costs above the AM it rides on is now the serialization (postcard's
+//! varint of a `u64`: about 55) and about 90 of its own: the runtime and rank checks,
+//! the seven argument words, the checks and context marks of Prepare/Commit, the
+//! serializer's state. On the target an RPC costs three times an AM: its handler
+//! copies the message into the master persona's queue (§9.3 ¶6: RPCs run in user-level
+//! progress, not in the handler), and user-level progress later runs it from there.
+//!
+//! The insert phase of the `dht` example (`dht::insert_all`: the RPCs, the `when_all`,
+//! the barrier) on 2 ranks with 20,000 keys each, under `UPCXX_RANKS=2 valgrind
+//! --tool=callgrind --trace-children=yes --toggle-collect='*insert_all*'
+//! target/release/examples/dht 20000`, both ranks' counts added and divided by the
+//! 40,000 inserts: 3,490 to 3,550 instructions per insert before, 3,230 to 3,370 after
+//! (three runs each; every insert is in flight at once, so sends wait for room in a full
+//! queue, and how long varies from run to run). Of an insert, the target's decoding of
+//! the key and value (two `String`s and the object by id) is about 1,060 and the map
+//! insert about 120; the rest is the two messages, the futures and progress.
 //!
 //! Data is checked: `app.dht_find` checks every value it finds (so it also checks the
 //! inserts), the stencil's rod is compared with a serial run after its first
