@@ -93,7 +93,33 @@ pub(crate) struct SlotBounds {
 /// cannot come from a correct sender (memory corruption, a rank of another build), and
 /// the error names the field that is wrong so the receiver can fail saying so rather
 /// than read out of bounds.
+#[inline]
 pub(crate) fn decode(h: &SlotHeader, bounds: &SlotBounds) -> Result<SlotMessage, String> {
+    // The messages of every poll, a Short or a Medium that fits its slot from a rank of
+    // the job, are checked inline; the rest, and every error, out of line.
+    let (nargs, nbytes) = (usize::from(h.nargs), h.nbytes as usize);
+    if h.handler != 0 && h.src < bounds.ranks && nargs <= h.args.len() {
+        let common = match h.kind {
+            0 if nbytes == 0 => Some((Category::Short, SlotPayload::None)),
+            1 if nbytes <= SLOT_PAYLOAD => Some((Category::Medium, SlotPayload::Inline(nbytes))),
+            _ => None,
+        };
+        if let Some((category, payload)) = common {
+            return Ok(SlotMessage {
+                src: h.src,
+                handler: h.handler,
+                category,
+                nargs,
+                payload,
+            });
+        }
+    }
+    decode_any(h, bounds)
+}
+
+/// [`decode`] of any header: a Long, an abandoned slot, or a corrupt one.
+#[inline(never)]
+fn decode_any(h: &SlotHeader, bounds: &SlotBounds) -> Result<SlotMessage, String> {
     if h.handler == 0 {
         // An abandoned negotiated-payload slot: the sender wrote only the handler.
         return Ok(SlotMessage {
