@@ -61,6 +61,7 @@
 //! |-----------------------------------------------------------------------|-------:|------:|
 //! | `am`: gex `request_medium` of 8 bytes, sender (reference)             |    113 |   115 |
 //! | `am`: its dispatch on the target, handler included                    |    100 |   100 |
+//! | any message: its header checked by the target's poll (`queue::decode`) |     35 |    13 |
 //! | `ff`: `rpc_ff(1, f, (seq,))`, sender                                  |    404 |   259 |
 //! | — of which the Medium AM (`request_medium`; after: inlined)           |    169 |     — |
 //! | `ff`: AM dispatch on the target, copy into the master persona's queue |    235 |   235 |
