@@ -18,6 +18,8 @@
 //!   reports which path carried the AMs it handled: none over MPI when all ranks share
 //!   a host, and both paths in capped jobs; and within a host the barrier's rounds are
 //!   signal words, not messages.
+//! * [`network_streams_are_aggregated`]: between hosts, `gex_network`'s flood and its
+//!   Replies travel in MPI messages of many AMs each.
 //! * [`upcxx_programs_run_across_hosts`]: `rpc_hello`, `dht`, `stencil`, `gups`,
 //!   `histogram` and `summa` with `GEX_MPI_HOST_RANKS=1` and `=2`
 //!   on 3 and 4 ranks, each checking its own result; `upcxx_hosts` checks `is_local`
@@ -246,17 +248,23 @@ fn the_network_path_carries_every_transfer() {
     assert_eq!(seen, vec![(0, 2), (0, 2), (1, 2), (1, 2)], "{out}");
 }
 
-/// Per rank, the AMs it handled from its host queues and over MPI, as reported under
-/// `GEX_MPI_STATS=1`.
-fn am_paths(stderr: &str) -> Vec<(u32, u64, u64)> {
-    let mut paths: Vec<(u32, u64, u64)> = stderr
+/// Per rank, the AMs it handled from its host queues and over MPI, and the MPI messages
+/// that carried the latter, as reported under `GEX_MPI_STATS=1`.
+fn am_paths(stderr: &str) -> Vec<(u32, u64, u64, u64)> {
+    let mut paths: Vec<(u32, u64, u64, u64)> = stderr
         .lines()
         .filter_map(|l| {
             let rest = l.split("gex: rank ").nth(1)?;
             let (rank, rest) = rest.split_once(": AMs handled: ")?;
             let (host, rest) = rest.split_once(" from the host queues, ")?;
-            let net = rest.strip_suffix(" over MPI")?;
-            Some((rank.parse().ok()?, host.parse().ok()?, net.parse().ok()?))
+            let (net, rest) = rest.split_once(" over MPI in ")?;
+            let messages = rest.strip_suffix(" messages")?;
+            Some((
+                rank.parse().ok()?,
+                host.parse().ok()?,
+                net.parse().ok()?,
+                messages.parse().ok()?,
+            ))
         })
         .collect();
     paths.sort_unstable();
@@ -269,7 +277,7 @@ fn gex_network_paths(
     ranks: u32,
     cap: Option<u32>,
     env: &[(&str, &str)],
-) -> (Vec<(u32, u64, u64)>, String) {
+) -> (Vec<(u32, u64, u64, u64)>, String) {
     let mut vars = vec![("GEX_MPI_STATS", "1")];
     vars.extend_from_slice(env);
     let (out, what) = mpirun_env("gex_network", &[], ranks, cap, &vars);
@@ -293,7 +301,7 @@ fn same_host_ams_take_the_shared_memory_path() {
         // Hosts of equal size: every rank of this rank's host, itself included,
         // sends through its queues.
         let peers_here = cap.unwrap_or(ranks);
-        for &(rank, host, net) in &paths {
+        for &(rank, host, net, _) in &paths {
             assert!(
                 host >= per_pair * u64::from(peers_here),
                 "rank {rank} handled {host} AMs from its host queues: {what}"
@@ -321,6 +329,22 @@ fn same_host_ams_take_the_shared_memory_path() {
             w.1,
             m.1
         );
+    }
+}
+
+/// Between hosts, a stream of AMs sent without polling between them (`gex_network`'s
+/// flood of 500 Requests to every rank, and the Replies each poll's handlers send)
+/// leaves in MPI messages of many AMs each.
+#[test]
+fn network_streams_are_aggregated() {
+    for ranks in [2, 3, 5] {
+        let (paths, what) = gex_network_paths(ranks, Some(1), &[]);
+        for &(rank, _, net, messages) in &paths {
+            assert!(
+                net >= 2 * 502 * u64::from(ranks - 1) && messages * 4 < net,
+                "rank {rank} handled {net} AMs over MPI in {messages} messages: {what}"
+            );
+        }
     }
 }
 

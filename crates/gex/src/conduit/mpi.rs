@@ -38,12 +38,29 @@
 //! rank on one host, `poll` makes no MPI call.
 //!
 //! **Between hosts**, Active Messages travel over MPI point-to-point. A message is one
-//! buffer of [`MSG_SIZE`] bytes: a header (`am::WireHeader`) and a Medium payload. The
-//! Request and Reply networks are two tags, so a rank that only drains Replies never
-//! matches a Request. Each network has [`RECV_DEPTH`] pre-posted
+//! buffer of at most [`MSG_SIZE`] bytes holding one or more records, each a header
+//! (`am::WireHeader`, then the arguments) and a Medium payload, at 16-byte boundaries.
+//! The Request and Reply networks are two tags, so a rank that only drains Replies
+//! never matches a Request. Each network has [`RECV_DEPTH`] pre-posted
 //! `MPI_Irecv(MPI_ANY_SOURCE)`, kept in posting order (MPI matches a message with the
 //! oldest posted receive of its tag, so this is arrival order). Sends are `MPI_Isend`s,
 //! started by `am_commit` without testing anything.
+//!
+//! **Aggregation.** `am_commit` sends a message on its own when nothing to that peer on
+//! that network is in flight or being filled (a lone message, a round trip, pays no
+//! copy and no wait). Otherwise the message becomes a record of the message being
+//! filled for that peer and network (one per pair at most, started by the message that
+//! found a send in flight): appended when it fits, else the filled one is sent and the
+//! new one starts the next. Every poll first sends every message being filled, so a
+//! record never waits for a later one, only for the sender's next poll; a stream sent
+//! without polling between its messages leaves as full buffers, one MPI message (one
+//! matching, one progress step) per buffer instead of per AM. MPI delivers the
+//! messages of one pair and tag in the order sent, and the records of one message are
+//! handled in their order, so each network's AMs from one sender run in the order sent.
+//! The receiver keeps a cursor per network on the message whose records it is
+//! handling; a handler that polls continues from the cursor, and a receive is posted
+//! again only when every record of its buffer has been taken and no handler of one
+//! still runs.
 //!
 //! Every request a poll must look at (the receives of both networks, the credit
 //! receives, the sends in flight) is one array, tested by one `MPI_Testsome` per poll:
@@ -52,20 +69,27 @@
 //! of one per queue head makes an idle poll cheap, and a second call when the first
 //! found nothing reports in the same poll a message that the first one's pass
 //! delivered (it shortens a round trip more than it costs an idle poll). A count of
-//! ready slots per network, read without the lock, spares a poll the lock for a
-//! network with nothing to handle. The call marks completed receives ready in their slots; handling then takes the
-//! oldest slot of the network while it is ready, runs the handler without the lock
-//! held, and posts the receive again only after the handler, off the path from the
-//! arrival to the handler (the other posted receives take the next messages
+//! slots per network with records not yet taken, read without the lock, spares a poll
+//! the lock for a network with nothing to handle. The call marks completed receives
+//! ready in their slots; handling then takes the records of the oldest slot of the
+//! network while it is ready, runs each handler without the lock held, and posts the
+//! receive again only after its last record's handler, off the path from the arrival
+//! to the handler (the other posted receives take the next messages
 //! meanwhile). A Request that completes during a Reply-only poll stays ready, in order,
 //! until a poll that wants Requests.
 //!
-//! **Flow control** is by credits: a rank may have at most [`CREDITS`] messages per
-//! peer and network that the peer has not yet handled; the receiver returns credits in
-//! batches of `CREDITS / 2` on a third tag, applied by every poll's `MPI_Testsome`. An exhausted peer
-//! makes `am_reserve` report back-pressure, as a full smp queue does, and the upper half
-//! polls. Per peer, a rank keeps two counters per network, a segment entry and its
+//! **Flow control** is by credits, which count MPI messages (buffers), not AMs: a rank
+//! may have at most [`CREDITS`] messages per peer and network that the peer has not yet
+//! handled, the message being filled included; `am_reserve` takes a credit for the
+//! buffer it claims, and a record appended to the message being filled gives it back.
+//! The receiver returns credits in batches of `CREDITS / 2` messages on a third tag,
+//! applied by every poll's `MPI_Testsome`. An exhausted peer makes `am_reserve` report
+//! back-pressure, as a full smp queue does, and the upper half polls (which sends the
+//! message being filled). Per peer, a rank keeps two counters per network, the message
+//! being filled and a count of sends in flight per network, a segment entry and its
 //! host index; per member of its host, the addresses of its control block and queues.
+//! Send buffers come from a free list, at most `CREDITS` per peer and network at a
+//! time (in flight, being filled or claimed).
 //!
 //! `poll` drains this rank's Reply queue and then the MPI Replies, and only then, when
 //! Requests are wanted too, its Request queue and the MPI Requests. The largest Medium
@@ -73,8 +97,8 @@
 //! on the destination.
 //!
 //! **`GEX_MPI_STATS=1`** makes each rank print at finalize how many AMs it handled from
-//! its host queues and how many over MPI (tests use it to check which path carried the
-//! messages).
+//! its host queues and how many over MPI, in how many MPI messages (tests use it to
+//! check which path carried the AMs, and that streams were aggregated).
 //!
 //! **Threads.** Every MPI call is made under one lock (`MPI_THREAD_SERIALIZED`), and no
 //! thread is started: progress happens in `poll`, which is called from library calls.
@@ -88,11 +112,6 @@
 //!
 //! **A dying rank** aborts the job (`MPI_Abort`) after printing why (see `abort`).
 //!
-//! **Not done yet:** message aggregation. A stream of small AMs to one peer costs one
-//! MPI message each, as a stream of raw `MPI_Isend`s does, so that per-message cost is
-//! the stream's bound; packing the messages queued to one peer behind its credits into
-//! one MPI message (flushed by every poll, so a lone message never waits) would lower
-//! it.
 //! [`Conduit::finalize`] ends with collective calls
 //! (`MPI_Barrier`, `MPI_Win_free`, `MPI_Finalize`), so a rank's `gex::exit(0)` waits
 //! there until every rank finalizes.
@@ -100,7 +119,7 @@
 //! The files: `boot` (the bootstrap: its MPI calls and checks, and the error path of
 //! every call), `abort` (a dying rank's end: its message and `MPI_Abort`), `host` (the
 //! shared memory of the host: queues and signal words), `am`
-//! (the AM transport between hosts: wire format, receive rings, credits), `rma` (puts
+//! (the AM transport between hosts: wire format, aggregation, receive rings, credits), `rma` (puts
 //! and gets to another host's segment); this file holds the conduit's state, the
 //! choice of path and the segments.
 //!
@@ -131,7 +150,7 @@ use crate::conduit::{
     AddressError, AmHeader, BoundSegment, Completion, Conduit, Inbound, Network, Rank,
 };
 
-/// Bytes of one message buffer (header and Medium payload).
+/// Bytes of one message buffer (records of a header and a Medium payload).
 pub(crate) const MSG_SIZE: usize = 4096;
 /// Pre-posted receives per network.
 const RECV_DEPTH: usize = 8;
@@ -139,7 +158,7 @@ const RECV_DEPTH: usize = 8;
 const CREDITS: u32 = 16;
 /// Pre-posted receives of credit returns.
 const CREDIT_DEPTH: usize = 4;
-/// Largest number of messages handled per network in one poll.
+/// Largest number of Active Messages handled per network in one poll.
 const POLL_BATCH: usize = 32;
 
 /// The environment variable capping the host team's size.
@@ -195,9 +214,10 @@ pub(crate) struct MpiConduit {
     host: Host,
     /// The AM transport's state; holding its lock is what allows an MPI call.
     state: Mutex<State>,
-    /// Messages sent per peer and network that the peer has not returned credit for.
+    /// Messages (buffers) per peer and network sent, being filled or claimed, that the
+    /// peer has not returned credit for.
     in_flight: Box<[[AtomicU32; 2]]>,
-    /// Per network, how many of its receive slots hold a message not yet handled;
+    /// Per network, how many of its receive slots hold records not yet taken;
     /// written under `state`, read without it so that a poll takes the lock only for
     /// a network with something to handle (besides its one test of every request).
     ready: [AtomicU32; 2],
@@ -531,11 +551,13 @@ impl Conduit for MpiConduit {
         if let Some(host) = self.host.handled() {
             // One write, so that lines of ranks sharing the launcher's stderr stay whole.
             let line = format!(
-                "gex: rank {}: AMs handled: {host} from the host queues, {} over MPI\n",
-                self.rank, st.net_handled
+                "gex: rank {}: AMs handled: {host} from the host queues, {} over MPI in {} \
+                 messages\n",
+                self.rank, st.net_handled, st.net_messages
             );
             let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
         }
+        st.flush();
         // Sends complete once matched; the peers' receives stay posted until they too
         // finalize, so waiting here cannot block on a peer that is gone.
         for req in st.reqs[am::SEND_BASE..].iter_mut() {

@@ -14,25 +14,48 @@ use parking_lot::MutexGuard;
 use super::{MpiConduit, CREDITS, CREDIT_DEPTH, MSG_SIZE, POLL_BATCH, RECV_DEPTH};
 use crate::conduit::{AmHeader, Category, Conduit, Inbound, Network, Rank};
 
-/// Bytes of the header at the start of each message.
-pub(super) const HEADER: usize = std::mem::size_of::<WireHeader>();
+/// Where the Medium payload starts in a claimed send buffer: after a record header
+/// with the most arguments, so that the header can be written at commit, when the
+/// argument count is known.
+pub(super) const HEADER: usize = record_header(MAX_ARGS);
+/// The most arguments of a message (`gex::max_args`).
+const MAX_ARGS: usize = 16;
+/// Bytes of the fixed part of a record header ([`WireHeader`]); the arguments follow.
+const FIXED: usize = std::mem::size_of::<WireHeader>();
+/// Records start at multiples of this in a message, as Medium payloads do.
+const ALIGN: usize = 16;
 const TAG_REQUEST: c_int = 1;
 const TAG_REPLY: c_int = 2;
 const TAG_CREDIT: c_int = 3;
+/// The tag of each network, by [`net_index`].
+const TAGS: [c_int; 2] = [TAG_REQUEST, TAG_REPLY];
 
-/// The header of a message on the wire.
-#[repr(C, align(16))]
+/// `n` rounded up to a record boundary.
+const fn align(n: usize) -> usize {
+    n.next_multiple_of(ALIGN)
+}
+
+/// Bytes of a record header with `nargs` arguments, up to the payload.
+const fn record_header(nargs: usize) -> usize {
+    align(FIXED + 4 * nargs)
+}
+
+/// The fixed part of a record's header. A message is a sequence of records, each at a
+/// multiple of [`ALIGN`] bytes: this header, `nargs` `u32` arguments, and for a
+/// Medium its payload at `payload_at` (a multiple of `ALIGN`, past the arguments);
+/// the next record starts at the next multiple of `ALIGN` after the payload, or after
+/// the arguments for Short and Long.
+#[repr(C, align(8))]
 #[derive(Clone, Copy, Default)]
-pub(super) struct WireHeader {
+struct WireHeader {
     src: u32,
     handler: u8,
     category: u8,
     nargs: u8,
     _pad: u8,
     nbytes: u32,
-    _pad1: u32,
+    payload_at: u32,
     dest_addr: u64,
-    args: [u32; 16],
 }
 
 /// A message buffer, 16-byte aligned.
@@ -48,11 +71,6 @@ impl Buf {
     fn const_ptr(&self) -> *const u8 {
         self.0.as_ptr().cast()
     }
-    fn header(&self) -> &WireHeader {
-        // SAFETY: the buffer is 16-byte aligned and larger than a header; every bit
-        // pattern is a valid `WireHeader`.
-        unsafe { &*(self.0.as_ptr() as *const WireHeader) }
-    }
 }
 
 /// A claimed send buffer for a rank on another host.
@@ -62,11 +80,17 @@ pub(crate) struct NetOutbound {
     pub(super) network: Network,
 }
 
-pub(super) fn tag_of(network: Network) -> c_int {
-    match network {
-        Network::Request => TAG_REQUEST,
-        Network::Reply => TAG_REPLY,
-    }
+/// What a rank sends to one peer on one network: the message being filled, if any,
+/// and how many of its sends to that peer are in flight.
+#[derive(Default)]
+pub(super) struct PeerOut {
+    /// The message being filled: its records go out with the next poll, or when the
+    /// next record does not fit. It holds one credit, as a message in flight does.
+    pending: Option<Buf>,
+    /// Bytes of `pending` used.
+    len: u16,
+    /// Sends of messages to this peer not yet seen complete.
+    sending: u16,
 }
 
 pub(super) fn net_index(network: Network) -> usize {
@@ -76,16 +100,32 @@ pub(super) fn net_index(network: Network) -> usize {
     }
 }
 
-/// A receive slot: its buffer (taken out while its message is handled) and, once
-/// `MPI_Testsome` has completed its receive, the receive's status.
+/// A receive slot: its buffer and, once `MPI_Testsome` has completed its receive, the
+/// receive's status. The buffer stays in the slot while its records are handled; the
+/// receive is posted again once every record has been taken and no handler of one is
+/// still running (a handler may poll, and a nested poll takes the next records).
 pub(super) struct RecvSlot {
     pub(super) buf: Option<Buf>,
     pub(super) status: Option<ffi::MPI_Status>,
+    /// Handlers of this slot's records running now.
+    active: u32,
+    /// Every record has been taken (the cursor moved on).
+    taken: bool,
+}
+
+/// The next record to handle on one network: in which slot, at which offset, up to
+/// which end, and from which sender.
+#[derive(Clone, Copy)]
+pub(super) struct Cursor {
+    slot: usize,
+    at: usize,
+    end: usize,
+    src: Rank,
 }
 
 /// What a send in flight keeps alive until it completes.
 pub(super) enum SendBuf {
-    Msg(Buf),
+    Msg { buf: Buf, dest: Rank, net: usize },
     Credit(Box<[u32; 2]>),
 }
 
@@ -105,19 +145,27 @@ pub(super) struct State {
     /// The receive slots, as the first `2 * RECV_DEPTH` entries of `reqs`.
     pub(super) slots: Vec<RecvSlot>,
     /// Per network, its slots in posting order: MPI matches a message with the oldest
-    /// posted receive of its tag, so this is arrival order. A slot leaves while its
-    /// message is handled and comes back at the end when posted again.
+    /// posted receive of its tag, so this is arrival order. A slot leaves when the
+    /// cursor reaches it and comes back at the end when posted again.
     pub(super) order: [VecDeque<usize>; 2],
+    /// Per network, the next record of a message whose records are being handled.
+    cursor: [Option<Cursor>; 2],
     /// The buffers of the credit receives (entries `CREDIT_BASE..SEND_BASE` of `reqs`),
     /// boxed: the `State` moves, buffers MPI writes into must not.
     pub(super) credit_bufs: Box<[[u32; 2]; CREDIT_DEPTH]>,
     /// The buffers of the sends, entry `SEND_BASE + i` of `reqs` for `sends[i]`.
     pub(super) sends: Vec<SendBuf>,
     pub(super) free: Vec<Buf>,
+    /// Per peer and network, the message being filled and the sends in flight.
+    out: Vec<[PeerOut; 2]>,
+    /// The `(peer, network)` pairs whose `pending` message is set.
+    filling: Vec<(Rank, usize)>,
     /// Messages handled per peer and network since credits were last returned.
     pub(super) handled: Vec<[u32; 2]>,
-    /// Messages handled from MPI so far (reported under `GEX_MPI_STATS`).
+    /// Active Messages handled from MPI so far, and the MPI messages that carried
+    /// them (reported under `GEX_MPI_STATS`).
     pub(super) net_handled: u64,
+    pub(super) net_messages: u64,
     /// Scratch space of `MPI_Testsome`.
     pub(super) done_idx: Vec<c_int>,
     pub(super) done_status: Vec<ffi::MPI_Status>,
@@ -134,11 +182,15 @@ impl State {
             reqs: vec![unsafe { ffi::RSMPI_REQUEST_NULL }; SEND_BASE],
             slots: Vec::with_capacity(2 * RECV_DEPTH),
             order: [VecDeque::new(), VecDeque::new()],
+            cursor: [None, None],
             credit_bufs: Box::new([[0; 2]; CREDIT_DEPTH]),
             sends: Vec::new(),
             free: Vec::new(),
+            out: (0..size).map(|_| Default::default()).collect(),
+            filling: Vec::new(),
             handled: vec![[0; 2]; size],
             net_handled: 0,
+            net_messages: 0,
             done_idx: Vec::new(),
             done_status: Vec::new(),
             host_win,
@@ -149,6 +201,8 @@ impl State {
                 st.slots.push(RecvSlot {
                     buf: None,
                     status: None,
+                    active: 0,
+                    taken: false,
                 });
                 st.repost(slot, net, Buf::new());
             }
@@ -173,7 +227,7 @@ impl State {
                     MSG_SIZE as c_int,
                     ffi::RSMPI_UINT8_T,
                     ffi::RSMPI_ANY_SOURCE,
-                    [TAG_REQUEST, TAG_REPLY][net],
+                    TAGS[net],
                     MpiConduit::world(),
                     &mut req,
                 ),
@@ -207,6 +261,26 @@ impl State {
         }
         self.reqs.push(req);
         self.sends.push(keep);
+    }
+
+    /// Sends the first `len` bytes of `buf`, a message of network `net`, to `dest`.
+    fn send_msg(&mut self, mut buf: Buf, len: usize, dest: Rank, net: usize) {
+        self.out[dest as usize][net].sending += 1;
+        let ptr = buf.ptr();
+        let tag = TAGS[net];
+        self.isend(ptr, len, dest, tag, SendBuf::Msg { buf, dest, net });
+    }
+
+    /// Sends every message being filled (each poll does, so that no record waits for
+    /// a later one).
+    pub(super) fn flush(&mut self) {
+        while let Some((dest, net)) = self.filling.pop() {
+            let out = &mut self.out[dest as usize][net];
+            if let Some(buf) = out.pending.take() {
+                let len = usize::from(out.len);
+                self.send_msg(buf, len, dest, net);
+            }
+        }
     }
 }
 
@@ -294,7 +368,10 @@ impl MpiConduit {
                 if st.reqs[j] == unsafe { ffi::RSMPI_REQUEST_NULL } {
                     st.reqs.swap_remove(j);
                     match st.sends.swap_remove(j - SEND_BASE) {
-                        SendBuf::Msg(buf) => st.free.push(buf),
+                        SendBuf::Msg { buf, dest, net } => {
+                            st.out[dest as usize][net].sending -= 1;
+                            st.free.push(buf);
+                        }
                         SendBuf::Credit(sent) => drop(sent),
                     }
                 } else {
@@ -306,7 +383,6 @@ impl MpiConduit {
 
     /// Counts a handled message from `src` and returns credit when a batch is due.
     fn handled(&self, st: &mut State, src: Rank, net: usize) {
-        st.net_handled += 1;
         let h = &mut st.handled[src as usize][net];
         *h += 1;
         if *h < CREDITS / 2 {
@@ -317,8 +393,9 @@ impl MpiConduit {
         st.isend(b.as_ptr().cast(), 8, src, TAG_CREDIT, SendBuf::Credit(b));
     }
 
-    /// Tests every request once (when `test`) and handles up to `POLL_BATCH` arrived
-    /// messages of one network, in arrival order, each without the lock held.
+    /// Sends every message being filled, then tests every request once (when `test`),
+    /// and handles up to `POLL_BATCH` arrived Active Messages of one network, in
+    /// arrival order, each without the lock held.
     pub(super) fn drain(&self, network: Network, test: bool, dispatch: fn(&Inbound<'_>)) -> usize {
         let net = net_index(network);
         if !test && self.ready[net].load(Ordering::Relaxed) == 0 {
@@ -329,138 +406,250 @@ impl MpiConduit {
             return 0;
         }
         if test {
+            st.flush();
             self.test_all(&mut st);
         }
         let mut n = 0;
         while n < POLL_BATCH {
-            let Some(&slot) = st.order[net].front() else {
-                break;
+            let mut c = match st.cursor[net] {
+                Some(c) => c,
+                None => {
+                    let Some(&slot) = st.order[net].front() else {
+                        break;
+                    };
+                    let Some(status) = st.slots[slot].status.take() else {
+                        break;
+                    };
+                    st.order[net].pop_front();
+                    st.net_messages += 1;
+                    Cursor {
+                        slot,
+                        at: 0,
+                        end: received(&status),
+                        src: status.MPI_SOURCE as Rank,
+                    }
+                }
             };
-            let Some(status) = st.slots[slot].status.take() else {
-                break;
-            };
-            st.order[net].pop_front();
-            self.ready[net].fetch_sub(1, Ordering::Relaxed);
-            let buf = st.slots[slot]
+            let buf = st.slots[c.slot]
                 .buf
-                .take()
-                .expect("a completed slot's buffer");
-            // A handler may poll (a nested drain takes the next slots) or send.
-            let (buf, src) = MutexGuard::unlocked(&mut st, || {
-                let src = self.dispatch_one(&buf, &status, network, dispatch);
-                (buf, src)
-            });
+                .as_ref()
+                .expect("a completed slot's buffer")
+                .const_ptr();
+            // SAFETY: the slot's buffer holds `c.end` received bytes and is not posted
+            // again while `active` counts a handler of it.
+            let record = unsafe { self.record(buf, c.at, c.end, c.src, network) };
+            c.at = record.next;
+            st.slots[c.slot].active += 1;
+            if c.at >= c.end {
+                st.slots[c.slot].taken = true;
+                st.cursor[net] = None;
+                self.ready[net].fetch_sub(1, Ordering::Relaxed);
+            } else {
+                st.cursor[net] = Some(c);
+            }
+            st.net_handled += 1;
+            // A handler may poll (a nested drain takes the next records) or send.
+            MutexGuard::unlocked(&mut st, || self.dispatch_record(&record, network, dispatch));
+            n += 1;
+            st.slots[c.slot].active -= 1;
             if st.finalized {
                 break;
             }
-            // Posted again only now, off the path from the arrival to the handler.
-            st.repost(slot, net, buf);
-            self.handled(&mut st, src, net);
-            n += 1;
+            let slot = &mut st.slots[c.slot];
+            if slot.taken && slot.active == 0 {
+                slot.taken = false;
+                let buf = slot.buf.take().expect("a completed slot's buffer");
+                // Posted again only now, off the path from the arrival to the handler.
+                st.repost(c.slot, net, buf);
+                self.handled(&mut st, c.src, net);
+            }
         }
         n
     }
 
-    /// Checks an arrived message and runs its handler; returns its sender.
-    fn dispatch_one(
+    /// Checks the record at offset `at` of a message of `end` bytes at `buf` from
+    /// `src`, and returns it.
+    ///
+    /// # Safety
+    /// `buf` holds `end` received bytes, unchanged while the record is used.
+    unsafe fn record(
         &self,
-        buf: &Buf,
-        status: &ffi::MPI_Status,
+        buf: *const u8,
+        at: usize,
+        end: usize,
+        src: Rank,
         network: Network,
-        dispatch: fn(&Inbound<'_>),
-    ) -> Rank {
-        let mut count = 0;
-        // SAFETY: a completed receive's status.
-        unsafe {
-            check(
-                ffi::MPI_Get_count(status, ffi::RSMPI_UINT8_T, &mut count),
-                "MPI_Get_count",
-            );
+    ) -> Record {
+        let corrupt = || -> ! {
+            fatal(&format!(
+                "rank {}: a corrupt {network:?} message from rank {src}",
+                self.rank
+            ))
+        };
+        if at + FIXED > end {
+            corrupt();
         }
-        let h = buf.header();
-        let src = status.MPI_SOURCE as Rank;
+        // SAFETY: `at` is a multiple of ALIGN in a 16-byte aligned buffer, and the
+        // fixed header lies inside the received bytes; any bit pattern is valid.
+        let h = unsafe { (buf.add(at) as *const WireHeader).read() };
+        let nargs = usize::from(h.nargs);
         let category = match h.category {
             0 => Category::Short,
             1 => Category::Medium,
             2 => Category::Long,
-            c => fatal(&format!(
-                "rank {}: message of unknown category {c}",
-                self.rank
-            )),
+            _ => corrupt(),
         };
+        let payload_at = h.payload_at as usize;
         let payload_len = if category == Category::Medium {
             h.nbytes as usize
         } else {
             0
         };
         if h.src != src
-            || h.nargs as usize > h.args.len()
-            || (count as usize) < HEADER + payload_len
+            || nargs > MAX_ARGS
+            || !payload_at.is_multiple_of(ALIGN)
+            || payload_at < FIXED + 4 * nargs
+            || payload_len > end
+            || at + payload_at + payload_len > end
         {
-            fatal(&format!(
-                "rank {}: a corrupt {network:?} message from rank {src}",
-                self.rank
-            ));
+            corrupt();
         }
-        let payload: &[u8] = match category {
-            Category::Short => &[],
-            // SAFETY: checked above that the bytes were received.
-            Category::Medium => unsafe {
-                std::slice::from_raw_parts(buf.const_ptr().add(HEADER), payload_len)
-            },
-            Category::Long => {
-                let len = h.nbytes as usize;
-                let local = self
-                    .translate(self.rank, h.dest_addr as usize, len)
-                    .unwrap_or_else(|_| {
-                        fatal(&format!(
-                            "rank {}: a Long payload from rank {src} outside the segment",
-                            self.rank
-                        ))
-                    });
-                // SAFETY: inside our segment (translate), delivered before the header.
-                unsafe { std::slice::from_raw_parts(local as *const u8, len) }
-            }
-        };
-        dispatch(&Inbound {
+        Record {
             src,
             handler: h.handler,
             category,
-            network,
-            args: &h.args[..h.nargs as usize],
-            payload,
+            // SAFETY: inside the received bytes (checked above).
+            args: unsafe { buf.add(at + FIXED) }.cast(),
+            nargs,
+            // SAFETY: as for `args`.
+            payload: unsafe { buf.add(at + payload_at) },
+            nbytes: h.nbytes as usize,
             dest_addr: h.dest_addr as usize,
-        });
-        src
+            next: at + align(payload_at + payload_len),
+        }
     }
 
-    /// Sends the message in a claimed buffer (`Conduit::am_commit`).
+    /// Runs the handler of a checked record.
+    fn dispatch_record(&self, r: &Record, network: Network, dispatch: fn(&Inbound<'_>)) {
+        let payload: &[u8] = match r.category {
+            Category::Short => &[],
+            // SAFETY: checked by `record` to lie in the received bytes.
+            Category::Medium => unsafe { std::slice::from_raw_parts(r.payload, r.nbytes) },
+            Category::Long => {
+                let local = self
+                    .translate(self.rank, r.dest_addr, r.nbytes)
+                    .unwrap_or_else(|_| {
+                        fatal(&format!(
+                            "rank {}: a Long payload from rank {} outside the segment",
+                            self.rank, r.src
+                        ))
+                    });
+                // SAFETY: inside our segment (translate), delivered before the header.
+                unsafe { std::slice::from_raw_parts(local as *const u8, r.nbytes) }
+            }
+        };
+        dispatch(&Inbound {
+            src: r.src,
+            handler: r.handler,
+            category: r.category,
+            network,
+            // SAFETY: checked by `record`; 4-byte aligned (records are 16-aligned and
+            // the arguments follow the 24-byte fixed header).
+            args: unsafe { std::slice::from_raw_parts(r.args, r.nargs) },
+            payload,
+            dest_addr: r.dest_addr,
+        });
+    }
+
+    /// Sends the message in a claimed buffer (`Conduit::am_commit`): on its own when
+    /// nothing to its destination is in flight or being filled, else as a record
+    /// appended to the message being filled for that destination (whose credit it then
+    /// shares, returning its own), which goes out first when the record does not fit.
     pub(super) fn send(&self, mut out: NetOutbound, header: &AmHeader<'_>) {
-        let mut h = WireHeader {
+        let nargs = header.args.len();
+        let head = record_header(nargs);
+        let (payload_at, payload_len) = if header.category == Category::Medium {
+            (HEADER, header.nbytes)
+        } else {
+            (head, 0)
+        };
+        let h = WireHeader {
             src: self.rank,
             handler: header.handler,
             category: header.category as u8,
-            nargs: header.args.len() as u8,
+            nargs: nargs as u8,
             nbytes: header.nbytes as u32,
+            payload_at: payload_at as u32,
             dest_addr: header.dest_addr as u64,
             ..WireHeader::default()
         };
-        h.args[..header.args.len()].copy_from_slice(header.args);
-        // SAFETY: the buffer is aligned for and larger than a header.
-        unsafe { (out.buf.ptr() as *mut WireHeader).write(h) };
-        let len = HEADER
-            + if header.category == Category::Medium {
-                header.nbytes
-            } else {
-                0
-            };
         let ptr = out.buf.ptr();
-        self.state.lock().isend(
-            ptr,
-            len,
-            out.dest,
-            tag_of(out.network),
-            SendBuf::Msg(out.buf),
+        // SAFETY: the buffer is aligned for and larger than a header with its
+        // arguments, which end before the payload at HEADER.
+        unsafe {
+            (ptr as *mut WireHeader).write(h);
+            std::ptr::copy_nonoverlapping(header.args.as_ptr(), ptr.add(FIXED).cast(), nargs);
+        }
+        let len = payload_at + payload_len;
+        let (dest, net) = (out.dest, net_index(out.network));
+        let mut st = self.state.lock();
+        let st = &mut *st;
+        let peer = &mut st.out[dest as usize][net];
+        let Some(pending) = &mut peer.pending else {
+            if peer.sending == 0 {
+                st.send_msg(out.buf, len, dest, net);
+            } else {
+                peer.pending = Some(out.buf);
+                peer.len = len as u16;
+                st.filling.push((dest, net));
+            }
+            return;
+        };
+        let at = align(usize::from(peer.len));
+        if at + head + payload_len <= MSG_SIZE {
+            let to = pending.ptr();
+            // SAFETY: both buffers hold MSG_SIZE bytes; the record ends inside the
+            // pending one (checked), its header and payload inside the claimed one.
+            unsafe {
+                std::ptr::copy_nonoverlapping(ptr, to.add(at), FIXED + 4 * nargs);
+                (*(to.add(at) as *mut WireHeader)).payload_at = head as u32;
+                std::ptr::copy_nonoverlapping(ptr.add(HEADER), to.add(at + head), payload_len);
+            }
+            peer.len = (at + head + payload_len) as u16;
+            st.free.push(out.buf);
+            // The record travels in the pending message, under that message's credit.
+            self.in_flight[dest as usize][net].fetch_sub(1, Ordering::AcqRel);
+        } else {
+            let full = std::mem::replace(pending, out.buf);
+            let full_len = std::mem::replace(&mut peer.len, len as u16);
+            st.send_msg(full, usize::from(full_len), dest, net);
+        }
+    }
+}
+
+/// The bytes a completed receive delivered.
+fn received(status: &ffi::MPI_Status) -> usize {
+    let mut count = 0;
+    // SAFETY: a completed receive's status.
+    unsafe {
+        check(
+            ffi::MPI_Get_count(status, ffi::RSMPI_UINT8_T, &mut count),
+            "MPI_Get_count",
         );
     }
+    count.max(0) as usize
+}
+
+/// A checked record of an arrived message, pointing into its receive buffer.
+struct Record {
+    src: Rank,
+    handler: u8,
+    category: Category,
+    args: *const u32,
+    nargs: usize,
+    payload: *const u8,
+    nbytes: usize,
+    dest_addr: usize,
+    /// Where the next record of the message starts.
+    next: usize,
 }
