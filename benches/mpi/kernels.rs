@@ -410,6 +410,7 @@ pub(crate) fn figures(f: &Figures, prefix: &str) -> (Vec<Bench<'static>>, Vec<Un
     let mut v = vec![
         figures::am_short_roundtrip(n("am_short_roundtrip"), a.team),
         rpc_roundtrip(a.team, n("rpc_roundtrip")),
+        figures::am_medium_rate(n("am_medium_rate"), a.team),
     ];
     v.push(put_8b(a, n("put_8B")));
     v.push(get_8b(a, n("get_8B")));

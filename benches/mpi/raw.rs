@@ -2,7 +2,8 @@
 //! MPI calls (rsmpi's `mpi::ffi`, as the conduit makes them) in the same processes and
 //! interleaved with the gex figures, on a communicator and a window of their own.
 //!
-//! The calls: `MPI_Send`/`MPI_Recv` ping-pong of 8 bytes; `MPI_Put` of 8 bytes and of
+//! The calls: `MPI_Send`/`MPI_Recv` ping-pong of 8 bytes; a stream of 64-byte
+//! `MPI_Isend`s into pre-posted `MPI_Irecv`s; `MPI_Put` of 8 bytes and of
 //! 1 MiB and `MPI_Get` of 8 bytes, each followed by `MPI_Win_flush` (remote completion,
 //! what gex's blocking put and get wait for), in a passive-target epoch opened once
 //! (`MPI_Win_lock_all`, MPI 4.1 §12.5.3) on an `MPI_Win_create` window (as the
@@ -23,13 +24,19 @@ use std::time::Instant;
 
 use mpi::ffi;
 
-use crate::common::am::{check_pattern, fill_pattern};
+use crate::common::am::{check_pattern, fill_pattern, MEDIUM_BYTES};
 use crate::common::figures::{page_aligned, Bench, Unit};
 use crate::{BCAST_BYTES, BW_BYTES, BW_SEED, GET_VALUE};
 
 /// Tags on the baselines' communicator.
 const TAG_CTL: c_int = 1;
 const TAG_PING: c_int = 2;
+const TAG_STREAM: c_int = 3;
+
+/// The stream's receives rank 1 keeps posted and sends rank 0 keeps in flight (the mpi
+/// conduit's receives per network and credits per peer).
+const STREAM_RECVS: usize = 8;
+const STREAM_SENDS: usize = 16;
 
 /// Offsets in the window.
 const PUT_OFF: usize = 0;
@@ -269,6 +276,148 @@ impl Raw {
         )
     }
 
+    /// A stream of [`MEDIUM_BYTES`]-byte `MPI_Isend`s to rank 1, at most
+    /// [`STREAM_SENDS`] in flight (the oldest is waited for before its buffer is used
+    /// again), each carrying its sequence number; rank 1 keeps [`STREAM_RECVS`]
+    /// `MPI_Irecv`s posted, each posted again as `MPI_Waitany` reports it. A sample ends
+    /// with the count sent (an `MPI_Send` on another tag); rank 1 answers once it has
+    /// received that many, saying whether their sequence numbers were `1..=count` and
+    /// every payload right. A count of 0 stops rank 1.
+    pub(crate) fn isend_rate(self, name: String) -> Bench<'static> {
+        // SAFETY: reading an MPI constant.
+        let null = unsafe { ffi::RSMPI_REQUEST_NULL };
+        let mut sent = 0u64;
+        let mut bufs = vec![[0u8; MEDIUM_BYTES]; STREAM_SENDS];
+        let mut reqs = vec![null; STREAM_SENDS];
+        let (mut received, mut sum) = (0u64, 0u64);
+        Bench::duo(
+            name,
+            Unit::Rate("msg/s"),
+            move |iters| {
+                let t0 = Instant::now();
+                for _ in 0..iters {
+                    let k = (sent % STREAM_SENDS as u64) as usize;
+                    sent += 1;
+                    // SAFETY: a pending (or null) send of `bufs[k]`, then a new send of
+                    // it, live in `bufs` until waited for.
+                    unsafe {
+                        check(
+                            ffi::MPI_Wait(&mut reqs[k], ffi::RSMPI_STATUS_IGNORE),
+                            "MPI_Wait",
+                        );
+                        bufs[k][..8].copy_from_slice(&sent.to_le_bytes());
+                        bufs[k][MEDIUM_BYTES - 1] = (MEDIUM_BYTES - 1) as u8;
+                        check(
+                            ffi::MPI_Isend(
+                                bufs[k].as_ptr().cast(),
+                                MEDIUM_BYTES as c_int,
+                                ffi::RSMPI_UINT8_T,
+                                1,
+                                TAG_STREAM,
+                                self.comm,
+                                &mut reqs[k],
+                            ),
+                            "MPI_Isend",
+                        );
+                    }
+                }
+                // SAFETY: the pending (or null) sends of `bufs`.
+                unsafe {
+                    check(
+                        ffi::MPI_Waitall(
+                            STREAM_SENDS as c_int,
+                            reqs.as_mut_ptr(),
+                            ffi::RSMPI_STATUSES_IGNORE,
+                        ),
+                        "MPI_Waitall",
+                    )
+                };
+                self.send(1, TAG_CTL, sent);
+                let ok = self.recv(1, TAG_CTL);
+                assert_eq!(ok, 1, "MPI_Isend stream: rank 1 received wrong data");
+                t0.elapsed()
+            },
+            self.stop(),
+            move || self.serve_stream(&mut received, &mut sum),
+        )
+    }
+
+    /// Rank 1's part of [`Raw::isend_rate`], until the stop; `received` and `sum` (of
+    /// the sequence numbers) carry over from one sample to the next.
+    fn serve_stream(self, received: &mut u64, sum: &mut u64) {
+        // SAFETY: reading an MPI constant.
+        let null = unsafe { ffi::RSMPI_REQUEST_NULL };
+        let mut bufs = vec![[0u8; MEDIUM_BYTES]; STREAM_RECVS];
+        let mut ctl = Box::new(0u64);
+        // The stream's receives, then the control message's.
+        let mut reqs = vec![null; STREAM_RECVS + 1];
+        let post = |buf: *mut u8, len: usize, tag: c_int, req: &mut ffi::MPI_Request| {
+            // SAFETY: `buf` is live and unmoved until the receive completes or is
+            // cancelled below.
+            unsafe {
+                check(
+                    ffi::MPI_Irecv(
+                        buf.cast(),
+                        len as c_int,
+                        ffi::RSMPI_UINT8_T,
+                        0,
+                        tag,
+                        self.comm,
+                        req,
+                    ),
+                    "MPI_Irecv",
+                )
+            };
+        };
+        for (b, r) in bufs.iter_mut().zip(reqs.iter_mut()) {
+            post(b.as_mut_ptr(), MEDIUM_BYTES, TAG_STREAM, r);
+        }
+        let ctl_ptr: *mut u8 = (&mut *ctl as *mut u64).cast();
+        post(ctl_ptr, 8, TAG_CTL, &mut reqs[STREAM_RECVS]);
+        let (mut target, mut bad) = (None::<u64>, 0u64);
+        loop {
+            let mut i: c_int = 0;
+            // SAFETY: the posted receives above.
+            unsafe {
+                check(
+                    ffi::MPI_Waitany(
+                        reqs.len() as c_int,
+                        reqs.as_mut_ptr(),
+                        &mut i,
+                        ffi::RSMPI_STATUS_IGNORE,
+                    ),
+                    "MPI_Waitany",
+                )
+            };
+            let i = i as usize;
+            if i < STREAM_RECVS {
+                let b = &mut bufs[i];
+                let seq = u64::from_le_bytes(b[..8].try_into().expect("8 bytes"));
+                bad += u64::from(b[MEDIUM_BYTES - 1] != (MEDIUM_BYTES - 1) as u8);
+                *received += 1;
+                *sum = sum.wrapping_add(seq);
+                post(b.as_mut_ptr(), MEDIUM_BYTES, TAG_STREAM, &mut reqs[i]);
+            } else if *ctl == 0 {
+                break;
+            } else {
+                target = Some(*ctl);
+                post(ctl_ptr, 8, TAG_CTL, &mut reqs[STREAM_RECVS]);
+            }
+            if let Some(n) = target.filter(|&n| *received == n) {
+                let ok = bad == 0 && *sum == n.wrapping_mul(n + 1) / 2;
+                self.send(0, TAG_CTL, u64::from(ok));
+                target = None;
+            }
+        }
+        for r in reqs.iter_mut().filter(|r| **r != null) {
+            // SAFETY: a pending receive, cancelled and then completed.
+            unsafe {
+                check(ffi::MPI_Cancel(r), "MPI_Cancel");
+                check(ffi::MPI_Wait(r, ffi::RSMPI_STATUS_IGNORE), "MPI_Wait");
+            }
+        }
+    }
+
     /// `MPI_Put` of 8 bytes to rank 1, then `MPI_Win_flush`; the last value put is read
     /// back with `MPI_Get` once.
     pub(crate) fn put_flush_8b(self, name: String) -> Bench<'static> {
@@ -491,6 +640,7 @@ pub(crate) fn figures(raw: Raw, prefix: &str) -> Vec<Bench<'static>> {
     let n = |s: &str| format!("{prefix}{s}");
     vec![
         raw.send_recv_pingpong(n("send_recv_pingpong")),
+        raw.isend_rate(n("isend_rate")),
         raw.put_flush_8b(n("put_flush_8B")),
         raw.get_flush_8b(n("get_flush_8B")),
         raw.put_flush_bw(n("put_flush_bw_1MiB")),
