@@ -39,7 +39,7 @@
 //!
 //! **Between hosts**, Active Messages travel over MPI point-to-point. A message is one
 //! buffer of at most [`MSG_SIZE`] bytes holding one or more records, each a header
-//! (`am::WireHeader`, then the arguments) and a Medium payload, at 16-byte boundaries.
+//! (`am::wire`: a fixed part, then the arguments) and a Medium payload, at 16-byte boundaries.
 //! The Request and Reply networks are two tags, so a rank that only drains Replies
 //! never matches a Request. Each network has [`RECV_DEPTH`] pre-posted
 //! `MPI_Irecv(MPI_ANY_SOURCE)`, kept in posting order (MPI matches a message with the
@@ -455,8 +455,7 @@ impl Conduit for MpiConduit {
     fn am_buffer(&self, out: &Outbound) -> *mut u8 {
         match out {
             Outbound::Host(slot) => slot.buffer(),
-            // SAFETY: the payload area follows the header inside the buffer.
-            Outbound::Net(out) => unsafe { out.buf.0.as_ptr().cast::<u8>().cast_mut().add(HEADER) },
+            Outbound::Net(out) => out.buf.payload(),
         }
     }
 

@@ -1,6 +1,7 @@
-//! The Active Message transport of the mpi conduit between hosts: the wire format, the
-//! pre-posted receives, sends kept until complete, all tested by one `MPI_Testsome`
-//! per poll, and the credits (see the parent module's documentation).
+//! The Active Message transport of the mpi conduit between hosts: the aggregation of
+//! AMs into messages (their format is in `wire`), the pre-posted receives, sends kept
+//! until complete, all tested by one `MPI_Testsome` per poll, and the credits (see the
+//! parent module's documentation).
 
 use std::collections::VecDeque;
 use std::ffi::c_int;
@@ -12,66 +13,18 @@ use super::boot::{check, fatal};
 use parking_lot::MutexGuard;
 
 use super::{MpiConduit, CREDITS, CREDIT_DEPTH, MSG_SIZE, POLL_BATCH, RECV_DEPTH};
+pub(crate) use wire::Buf;
+use wire::Record;
+pub(super) use wire::HEADER;
+
+mod wire;
 use crate::conduit::{AmHeader, Category, Conduit, Inbound, Network, Rank};
 
-/// Where the Medium payload starts in a claimed send buffer: after a record header
-/// with the most arguments, so that the header can be written at commit, when the
-/// argument count is known.
-pub(super) const HEADER: usize = record_header(MAX_ARGS);
-/// The most arguments of a message (`gex::max_args`).
-const MAX_ARGS: usize = 16;
-/// Bytes of the fixed part of a record header ([`WireHeader`]); the arguments follow.
-const FIXED: usize = std::mem::size_of::<WireHeader>();
-/// Records start at multiples of this in a message, as Medium payloads do.
-const ALIGN: usize = 16;
 const TAG_REQUEST: c_int = 1;
 const TAG_REPLY: c_int = 2;
 const TAG_CREDIT: c_int = 3;
 /// The tag of each network, by [`net_index`].
 const TAGS: [c_int; 2] = [TAG_REQUEST, TAG_REPLY];
-
-/// `n` rounded up to a record boundary.
-const fn align(n: usize) -> usize {
-    n.next_multiple_of(ALIGN)
-}
-
-/// Bytes of a record header with `nargs` arguments, up to the payload.
-const fn record_header(nargs: usize) -> usize {
-    align(FIXED + 4 * nargs)
-}
-
-/// The fixed part of a record's header. A message is a sequence of records, each at a
-/// multiple of [`ALIGN`] bytes: this header, `nargs` `u32` arguments, and for a
-/// Medium its payload at `payload_at` (a multiple of `ALIGN`, past the arguments);
-/// the next record starts at the next multiple of `ALIGN` after the payload, or after
-/// the arguments for Short and Long.
-#[repr(C, align(8))]
-#[derive(Clone, Copy, Default)]
-struct WireHeader {
-    src: u32,
-    handler: u8,
-    category: u8,
-    nargs: u8,
-    _pad: u8,
-    nbytes: u32,
-    payload_at: u32,
-    dest_addr: u64,
-}
-
-/// A message buffer, 16-byte aligned.
-pub(crate) struct Buf(pub(super) Box<[u128; MSG_SIZE / 16]>);
-
-impl Buf {
-    pub(super) fn new() -> Buf {
-        Buf(Box::new([0; MSG_SIZE / 16]))
-    }
-    pub(super) fn ptr(&mut self) -> *mut u8 {
-        self.0.as_mut_ptr().cast()
-    }
-    fn const_ptr(&self) -> *const u8 {
-        self.0.as_ptr().cast()
-    }
-}
 
 /// A claimed send buffer for a rank on another host.
 pub(crate) struct NetOutbound {
@@ -467,11 +420,11 @@ impl MpiConduit {
         n
     }
 
-    /// Checks the record at offset `at` of a message of `end` bytes at `buf` from
-    /// `src`, and returns it.
+    /// The record at offset `at` of a message of `end` bytes at `buf` from `src`;
+    /// a corrupt one ends the job.
     ///
     /// # Safety
-    /// `buf` holds `end` received bytes, unchanged while the record is used.
+    /// As for [`wire::parse`].
     unsafe fn record(
         &self,
         buf: *const u8,
@@ -480,53 +433,13 @@ impl MpiConduit {
         src: Rank,
         network: Network,
     ) -> Record {
-        let corrupt = || -> ! {
+        // SAFETY: the caller's guarantee.
+        unsafe { wire::parse(buf, at, end, src) }.unwrap_or_else(|| {
             fatal(&format!(
                 "rank {}: a corrupt {network:?} message from rank {src}",
                 self.rank
             ))
-        };
-        if at + FIXED > end {
-            corrupt();
-        }
-        // SAFETY: `at` is a multiple of ALIGN in a 16-byte aligned buffer, and the
-        // fixed header lies inside the received bytes; any bit pattern is valid.
-        let h = unsafe { (buf.add(at) as *const WireHeader).read() };
-        let nargs = usize::from(h.nargs);
-        let category = match h.category {
-            0 => Category::Short,
-            1 => Category::Medium,
-            2 => Category::Long,
-            _ => corrupt(),
-        };
-        let payload_at = h.payload_at as usize;
-        let payload_len = if category == Category::Medium {
-            h.nbytes as usize
-        } else {
-            0
-        };
-        if h.src != src
-            || nargs > MAX_ARGS
-            || !payload_at.is_multiple_of(ALIGN)
-            || payload_at < FIXED + 4 * nargs
-            || payload_len > end
-            || at + payload_at + payload_len > end
-        {
-            corrupt();
-        }
-        Record {
-            src,
-            handler: h.handler,
-            category,
-            // SAFETY: inside the received bytes (checked above).
-            args: unsafe { buf.add(at + FIXED) }.cast(),
-            nargs,
-            // SAFETY: as for `args`.
-            payload: unsafe { buf.add(at + payload_at) },
-            nbytes: h.nbytes as usize,
-            dest_addr: h.dest_addr as usize,
-            next: at + align(payload_at + payload_len),
-        }
+        })
     }
 
     /// Runs the handler of a checked record.
@@ -566,31 +479,8 @@ impl MpiConduit {
     /// appended to the message being filled for that destination (whose credit it then
     /// shares, returning its own), which goes out first when the record does not fit.
     pub(super) fn send(&self, mut out: NetOutbound, header: &AmHeader<'_>) {
-        let nargs = header.args.len();
-        let head = record_header(nargs);
-        let (payload_at, payload_len) = if header.category == Category::Medium {
-            (HEADER, header.nbytes)
-        } else {
-            (head, 0)
-        };
-        let h = WireHeader {
-            src: self.rank,
-            handler: header.handler,
-            category: header.category as u8,
-            nargs: nargs as u8,
-            nbytes: header.nbytes as u32,
-            payload_at: payload_at as u32,
-            dest_addr: header.dest_addr as u64,
-            ..WireHeader::default()
-        };
-        let ptr = out.buf.ptr();
-        // SAFETY: the buffer is aligned for and larger than a header with its
-        // arguments, which end before the payload at HEADER.
-        unsafe {
-            (ptr as *mut WireHeader).write(h);
-            std::ptr::copy_nonoverlapping(header.args.as_ptr(), ptr.add(FIXED).cast(), nargs);
-        }
-        let len = payload_at + payload_len;
+        let rec = wire::encode(&mut out.buf, self.rank, header);
+        let len = rec.len;
         let (dest, net) = (out.dest, net_index(out.network));
         let mut st = self.state.lock();
         let st = &mut *st;
@@ -605,17 +495,8 @@ impl MpiConduit {
             }
             return;
         };
-        let at = align(usize::from(peer.len));
-        if at + head + payload_len <= MSG_SIZE {
-            let to = pending.ptr();
-            // SAFETY: both buffers hold MSG_SIZE bytes; the record ends inside the
-            // pending one (checked), its header and payload inside the claimed one.
-            unsafe {
-                std::ptr::copy_nonoverlapping(ptr, to.add(at), FIXED + 4 * nargs);
-                (*(to.add(at) as *mut WireHeader)).payload_at = head as u32;
-                std::ptr::copy_nonoverlapping(ptr.add(HEADER), to.add(at + head), payload_len);
-            }
-            peer.len = (at + head + payload_len) as u16;
+        if let Some(end) = wire::append(pending, usize::from(peer.len), &out.buf, &rec) {
+            peer.len = end as u16;
             st.free.push(out.buf);
             // The record travels in the pending message, under that message's credit.
             self.in_flight[dest as usize][net].fetch_sub(1, Ordering::AcqRel);
@@ -638,18 +519,4 @@ fn received(status: &ffi::MPI_Status) -> usize {
         );
     }
     count.max(0) as usize
-}
-
-/// A checked record of an arrived message, pointing into its receive buffer.
-struct Record {
-    src: Rank,
-    handler: u8,
-    category: Category,
-    args: *const u32,
-    nargs: usize,
-    payload: *const u8,
-    nbytes: usize,
-    dest_addr: usize,
-    /// Where the next record of the message starts.
-    next: usize,
 }

@@ -1,0 +1,197 @@
+//! The wire format of the mpi conduit's Active Messages between hosts: a message is a
+//! sequence of records, each an AM's header, arguments and Medium payload (see
+//! [`WireHeader`]), at [`ALIGN`]-byte boundaries.
+
+use super::super::MSG_SIZE;
+use crate::conduit::{AmHeader, Category, Rank};
+
+/// Where the Medium payload starts in a claimed send buffer: after a record header
+/// with the most arguments, so that the header can be written at commit, when the
+/// argument count is known.
+pub(crate) const HEADER: usize = record_header(MAX_ARGS);
+/// The most arguments of a message (`gex::max_args`).
+const MAX_ARGS: usize = 16;
+/// Bytes of the fixed part of a record header ([`WireHeader`]); the arguments follow.
+const FIXED: usize = std::mem::size_of::<WireHeader>();
+/// Records start at multiples of this in a message, as Medium payloads do.
+const ALIGN: usize = 16;
+
+/// `n` rounded up to a record boundary.
+const fn align(n: usize) -> usize {
+    n.next_multiple_of(ALIGN)
+}
+
+/// Bytes of a record header with `nargs` arguments, up to the payload.
+const fn record_header(nargs: usize) -> usize {
+    align(FIXED + 4 * nargs)
+}
+
+/// The fixed part of a record's header. A message is a sequence of records, each at a
+/// multiple of [`ALIGN`] bytes: this header, `nargs` `u32` arguments, and for a
+/// Medium its payload at `payload_at` (a multiple of `ALIGN`, past the arguments);
+/// the next record starts at the next multiple of `ALIGN` after the payload, or after
+/// the arguments for Short and Long.
+#[repr(C, align(8))]
+#[derive(Clone, Copy, Default)]
+struct WireHeader {
+    src: u32,
+    handler: u8,
+    category: u8,
+    nargs: u8,
+    _pad: u8,
+    nbytes: u32,
+    payload_at: u32,
+    dest_addr: u64,
+}
+
+/// A message buffer, 16-byte aligned.
+pub(crate) struct Buf(Box<[u128; MSG_SIZE / 16]>);
+
+impl Buf {
+    pub(crate) fn new() -> Buf {
+        Buf(Box::new([0; MSG_SIZE / 16]))
+    }
+    pub(crate) fn ptr(&mut self) -> *mut u8 {
+        self.0.as_mut_ptr().cast()
+    }
+    pub(super) fn const_ptr(&self) -> *const u8 {
+        self.0.as_ptr().cast()
+    }
+    /// Where a claimed buffer's Medium payload is written.
+    pub(crate) fn payload(&self) -> *mut u8 {
+        self.const_ptr().cast_mut().wrapping_add(HEADER)
+    }
+}
+
+/// A checked record of an arrived message, pointing into its receive buffer.
+pub(super) struct Record {
+    pub(super) src: Rank,
+    pub(super) handler: u8,
+    pub(super) category: Category,
+    pub(super) args: *const u32,
+    pub(super) nargs: usize,
+    pub(super) payload: *const u8,
+    pub(super) nbytes: usize,
+    pub(super) dest_addr: usize,
+    /// Where the next record of the message starts.
+    pub(super) next: usize,
+}
+
+/// The record at offset `at` of a message of `end` bytes at `buf` from `src`, or
+/// `None` if it is corrupt (it does not fit in the message, or its fields are out of
+/// range).
+///
+/// # Safety
+/// `buf` is 16-byte aligned and holds `end` received bytes, unchanged while the record
+/// is used.
+pub(super) unsafe fn parse(buf: *const u8, at: usize, end: usize, src: Rank) -> Option<Record> {
+    if at + FIXED > end {
+        return None;
+    }
+    // SAFETY: `at` is a multiple of ALIGN in a 16-byte aligned buffer (each record
+    // ends on one), and the fixed header lies inside the received bytes; any bit
+    // pattern is a valid header.
+    let h = unsafe { (buf.add(at) as *const WireHeader).read() };
+    let nargs = usize::from(h.nargs);
+    let category = match h.category {
+        0 => Category::Short,
+        1 => Category::Medium,
+        2 => Category::Long,
+        _ => return None,
+    };
+    let payload_at = h.payload_at as usize;
+    let payload_len = if category == Category::Medium {
+        h.nbytes as usize
+    } else {
+        0
+    };
+    if h.src != src
+        || nargs > MAX_ARGS
+        || !payload_at.is_multiple_of(ALIGN)
+        || payload_at < FIXED + 4 * nargs
+        || payload_len > end
+        || at + payload_at + payload_len > end
+    {
+        return None;
+    }
+    Some(Record {
+        src,
+        handler: h.handler,
+        category,
+        // SAFETY: inside the received bytes (checked above).
+        args: unsafe { buf.add(at + FIXED) }.cast(),
+        nargs,
+        // SAFETY: as for `args`.
+        payload: unsafe { buf.add(at + payload_at) },
+        nbytes: h.nbytes as usize,
+        dest_addr: h.dest_addr as usize,
+        next: at + align(payload_at + payload_len),
+    })
+}
+
+/// The shape of a record written by [`encode`].
+pub(super) struct Encoded {
+    /// Bytes of the message holding only this record.
+    pub(super) len: usize,
+    /// Bytes of its header with its arguments, as [`append`] packs it.
+    head: usize,
+    nargs: usize,
+    payload_len: usize,
+}
+
+/// Writes the record header of `header` from `src` at the start of a claimed buffer,
+/// whose Medium payload is already at [`HEADER`]: the buffer is then a message of one
+/// record.
+pub(super) fn encode(buf: &mut Buf, src: Rank, header: &AmHeader<'_>) -> Encoded {
+    let nargs = header.args.len();
+    let head = record_header(nargs);
+    let (payload_at, payload_len) = if header.category == Category::Medium {
+        (HEADER, header.nbytes)
+    } else {
+        (head, 0)
+    };
+    let h = WireHeader {
+        src,
+        handler: header.handler,
+        category: header.category as u8,
+        nargs: nargs as u8,
+        nbytes: header.nbytes as u32,
+        payload_at: payload_at as u32,
+        dest_addr: header.dest_addr as u64,
+        ..WireHeader::default()
+    };
+    let ptr = buf.ptr();
+    // SAFETY: the buffer is aligned for and larger than a header with its arguments
+    // (at most MAX_ARGS), which end before the payload at HEADER.
+    unsafe {
+        (ptr as *mut WireHeader).write(h);
+        std::ptr::copy_nonoverlapping(header.args.as_ptr(), ptr.add(FIXED).cast(), nargs);
+    }
+    Encoded {
+        len: payload_at + payload_len,
+        head,
+        nargs,
+        payload_len,
+    }
+}
+
+/// Appends the record `rec` encoded in `from` to the message `to` of `len` bytes,
+/// with its payload right after its arguments; returns the message's new length, or
+/// `None` (and changes nothing) if the record does not fit.
+pub(super) fn append(to: &mut Buf, len: usize, from: &Buf, rec: &Encoded) -> Option<usize> {
+    let at = align(len);
+    let end = at + rec.head + rec.payload_len;
+    if end > MSG_SIZE {
+        return None;
+    }
+    let (dst, src) = (to.ptr(), from.const_ptr());
+    // SAFETY: both buffers hold MSG_SIZE bytes; the record ends inside `to` (checked),
+    // its header, arguments and payload lie inside `from` (`encode`); `at` is a
+    // multiple of ALIGN, so the header is aligned.
+    unsafe {
+        std::ptr::copy_nonoverlapping(src, dst.add(at), FIXED + 4 * rec.nargs);
+        (*(dst.add(at) as *mut WireHeader)).payload_at = rec.head as u32;
+        std::ptr::copy_nonoverlapping(src.add(HEADER), dst.add(at + rec.head), rec.payload_len);
+    }
+    Some(end)
+}
