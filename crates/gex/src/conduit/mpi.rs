@@ -59,8 +59,8 @@
 //! handled in their order, so each network's AMs from one sender run in the order sent.
 //! The receiver keeps a cursor per network on the message whose records it is
 //! handling; a handler that polls continues from the cursor, and a receive is posted
-//! again only when every record of its buffer has been taken and no handler of one
-//! still runs.
+//! again (by the next poll) only when every record of its buffer has been taken and no
+//! handler of one still runs.
 //!
 //! Every request a poll must look at (the receives of both networks, the credit
 //! receives, the sends in flight) is one array, tested by one `MPI_Testsome` per poll:
@@ -72,18 +72,25 @@
 //! slots per network with records not yet taken, read without the lock, spares a poll
 //! the lock for a network with nothing to handle. The call marks completed receives
 //! ready in their slots; handling then takes the records of the oldest slot of the
-//! network while it is ready, runs each handler without the lock held, and posts the
-//! receive again only after its last record's handler, off the path from the arrival
-//! to the handler (the other posted receives take the next messages
-//! meanwhile). A Request that completes during a Reply-only poll stays ready, in order,
-//! until a poll that wants Requests.
+//! network while it is ready, runs each handler without the lock held, and leaves the
+//! receive to be posted again by the next poll, before its test: off the path from the
+//! arrival to the handler and from the handler back to the caller (in a round trip the
+//! posting overlaps the next message's flight; the other posted receives take the next
+//! messages meanwhile). A Request that completes during a Reply-only poll stays ready,
+//! in order, until a poll that wants Requests.
 //!
 //! **Flow control** is by credits, which count MPI messages (buffers), not AMs: a rank
 //! may have at most [`CREDITS`] messages per peer and network that the peer has not yet
 //! handled, the message being filled included; `am_reserve` takes a credit for the
 //! buffer it claims, and a record appended to the message being filled gives it back.
-//! The receiver returns credits in batches of `CREDITS / 2` messages on a third tag,
-//! applied by every poll's `MPI_Testsome`. An exhausted peer makes `am_reserve` report
+//! The receiver returns credits with every Reply message it sends to that peer (in the
+//! first record's header, for both networks), and otherwise in batches of
+//! `CREDITS / 2` messages on a third tag; the sender applies them when `MPI_Testsome`
+//! completes their receive. Only Replies carry credits: a rank always drains its
+//! Replies, while a Request may wait unmatched behind Requests that the rank cannot
+//! handle yet (it is sending a Reply under back-pressure, polling Replies only), and
+//! the credits it carried with it. In a stream of round trips the Replies carry every
+//! credit of the Requests. An exhausted peer makes `am_reserve` report
 //! back-pressure, as a full smp queue does, and the upper half polls (which sends the
 //! message being filled). Per peer, a rank keeps two counters per network, the message
 //! being filled and a count of sends in flight per network, a segment entry and its

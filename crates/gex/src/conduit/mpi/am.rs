@@ -103,6 +103,9 @@ pub(super) struct State {
     pub(super) order: [VecDeque<usize>; 2],
     /// Per network, the next record of a message whose records are being handled.
     cursor: [Option<Cursor>; 2],
+    /// Slots (with their network and sender) whose records have all been handled, to
+    /// be posted again, and counted for credits, by the next poll.
+    unposted: Vec<(usize, usize, Rank)>,
     /// The buffers of the credit receives (entries `CREDIT_BASE..SEND_BASE` of `reqs`),
     /// boxed: the `State` moves, buffers MPI writes into must not.
     pub(super) credit_bufs: Box<[[u32; 2]; CREDIT_DEPTH]>,
@@ -136,6 +139,7 @@ impl State {
             slots: Vec::with_capacity(2 * RECV_DEPTH),
             order: [VecDeque::new(), VecDeque::new()],
             cursor: [None, None],
+            unposted: Vec::with_capacity(2 * RECV_DEPTH),
             credit_bufs: Box::new([[0; 2]; CREDIT_DEPTH]),
             sends: Vec::new(),
             free: Vec::new(),
@@ -219,9 +223,43 @@ impl State {
     /// Sends the first `len` bytes of `buf`, a message of network `net`, to `dest`.
     fn send_msg(&mut self, mut buf: Buf, len: usize, dest: Rank, net: usize) {
         self.out[dest as usize][net].sending += 1;
+        // A Reply carries the credits owed to `dest` (fewer than CREDITS / 2 per
+        // network, else `handled` has returned them). Only a Reply: a rank always
+        // drains its Replies (a Reply-only poll drains nothing else), so their receives
+        // always complete, while a Request may wait unmatched behind Requests that a
+        // rank sending a Reply under back-pressure cannot handle yet, and the credits
+        // it carried with it.
+        if net == net_index(Network::Reply) {
+            let owed = std::mem::take(&mut self.handled[dest as usize]);
+            wire::set_credits(&mut buf, owed.map(|n| n as u8));
+        }
         let ptr = buf.ptr();
         let tag = TAGS[net];
         self.isend(ptr, len, dest, tag, SendBuf::Msg { buf, dest, net });
+    }
+
+    /// Posts again the receives of the slots whose records have all been handled.
+    fn repost_taken(&mut self) {
+        while let Some((slot, net, src)) = self.unposted.pop() {
+            let buf = self.slots[slot]
+                .buf
+                .take()
+                .expect("a handled slot's buffer");
+            self.repost(slot, net, buf);
+            self.handled(src, net);
+        }
+    }
+
+    /// Counts a handled message from `src` and returns credit when a batch is due.
+    fn handled(&mut self, src: Rank, net: usize) {
+        let h = &mut self.handled[src as usize][net];
+        *h += 1;
+        if *h < CREDITS / 2 {
+            return;
+        }
+        let b = Box::new([net as u32, *h]);
+        *h = 0;
+        self.isend(b.as_ptr().cast(), 8, src, TAG_CREDIT, SendBuf::Credit(b));
     }
 
     /// Sends every message being filled (each poll does, so that no record waits for
@@ -296,18 +334,20 @@ impl MpiConduit {
             let i = st.done_idx[k] as usize;
             let status = st.done_status[k];
             if i < CREDIT_BASE {
+                let buf = st.slots[i].buf.as_ref().expect("a posted slot's buffer");
+                if let Some(credits) = wire::credits(buf, received(&status)) {
+                    self.apply_credits(status.MPI_SOURCE, credits.map(u32::from));
+                }
                 st.slots[i].status = Some(status);
                 self.ready[usize::from(i >= RING_BASE[1])].fetch_add(1, Ordering::Relaxed);
             } else if i < SEND_BASE {
                 let b = &mut st.credit_bufs[i - CREDIT_BASE];
-                let (net, n) = (b[0] as usize, b[1]);
-                if net > 1 || status.MPI_SOURCE < 0 || status.MPI_SOURCE as Rank >= self.size {
-                    fatal(&format!(
-                        "rank {}: a corrupt credit message from rank {}",
-                        self.rank, status.MPI_SOURCE
-                    ));
+                let mut credits = [0; 2];
+                credits[(b[0] as usize).min(1)] = b[1];
+                if b[0] > 1 {
+                    credits[1] = u32::MAX;
                 }
-                self.in_flight[status.MPI_SOURCE as usize][net].fetch_sub(n, Ordering::AcqRel);
+                self.apply_credits(status.MPI_SOURCE, credits);
                 st.reqs[i] = Self::post_credit(b);
             } else {
                 sends_done = true;
@@ -334,16 +374,22 @@ impl MpiConduit {
         }
     }
 
-    /// Counts a handled message from `src` and returns credit when a batch is due.
-    fn handled(&self, st: &mut State, src: Rank, net: usize) {
-        let h = &mut st.handled[src as usize][net];
-        *h += 1;
-        if *h < CREDITS / 2 {
-            return;
+    /// Applies the credits `src` returned per network.
+    fn apply_credits(&self, src: c_int, credits: [u32; 2]) {
+        let peer = usize::try_from(src)
+            .ok()
+            .filter(|&p| p < self.size as usize);
+        let (Some(peer), true) = (peer, credits.iter().all(|&n| n <= CREDITS)) else {
+            fatal(&format!(
+                "rank {}: corrupt credits {credits:?} from rank {src}",
+                self.rank
+            ));
+        };
+        for (net, n) in credits.into_iter().enumerate() {
+            if n > 0 {
+                self.in_flight[peer][net].fetch_sub(n, Ordering::AcqRel);
+            }
         }
-        let b = Box::new([net as u32, *h]);
-        *h = 0;
-        st.isend(b.as_ptr().cast(), 8, src, TAG_CREDIT, SendBuf::Credit(b));
     }
 
     /// Sends every message being filled, then tests every request once (when `test`),
@@ -359,6 +405,7 @@ impl MpiConduit {
             return 0;
         }
         if test {
+            st.repost_taken();
             st.flush();
             self.test_all(&mut st);
         }
@@ -411,10 +458,9 @@ impl MpiConduit {
             let slot = &mut st.slots[c.slot];
             if slot.taken && slot.active == 0 {
                 slot.taken = false;
-                let buf = slot.buf.take().expect("a completed slot's buffer");
-                // Posted again only now, off the path from the arrival to the handler.
-                st.repost(c.slot, net, buf);
-                self.handled(&mut st, c.src, net);
+                // Posted again by the next poll, off the path from the arrival to the
+                // handler and from the handler back to the caller.
+                st.unposted.push((c.slot, net, c.src));
             }
         }
         n

@@ -40,7 +40,10 @@ struct WireHeader {
     nargs: u8,
     _pad: u8,
     nbytes: u32,
-    payload_at: u32,
+    payload_at: u16,
+    /// In a message's first record: credits returned to the receiver, per network
+    /// (messages of the receiver's that the sender has handled), piggybacked.
+    credits: [u8; 2],
     dest_addr: u64,
 }
 
@@ -129,6 +132,19 @@ pub(super) unsafe fn parse(buf: *const u8, at: usize, end: usize, src: Rank) -> 
     })
 }
 
+/// Sets the credits a message returns (in its first record).
+pub(super) fn set_credits(buf: &mut Buf, credits: [u8; 2]) {
+    // SAFETY: every message starts with a record header (`encode`).
+    unsafe { (*(buf.ptr() as *mut WireHeader)).credits = credits };
+}
+
+/// The credits returned by a received message of `len` bytes, or `None` if it is too
+/// short to hold a record header.
+pub(super) fn credits(buf: &Buf, len: usize) -> Option<[u8; 2]> {
+    // SAFETY: the buffer is aligned for a header, which lies in the received bytes.
+    (len >= FIXED).then(|| unsafe { (*(buf.const_ptr() as *const WireHeader)).credits })
+}
+
 /// The shape of a record written by [`encode`].
 pub(super) struct Encoded {
     /// Bytes of the message holding only this record.
@@ -156,7 +172,7 @@ pub(super) fn encode(buf: &mut Buf, src: Rank, header: &AmHeader<'_>) -> Encoded
         category: header.category as u8,
         nargs: nargs as u8,
         nbytes: header.nbytes as u32,
-        payload_at: payload_at as u32,
+        payload_at: payload_at as u16,
         dest_addr: header.dest_addr as u64,
         ..WireHeader::default()
     };
@@ -190,7 +206,9 @@ pub(super) fn append(to: &mut Buf, len: usize, from: &Buf, rec: &Encoded) -> Opt
     // multiple of ALIGN, so the header is aligned.
     unsafe {
         std::ptr::copy_nonoverlapping(src, dst.add(at), FIXED + 4 * rec.nargs);
-        (*(dst.add(at) as *mut WireHeader)).payload_at = rec.head as u32;
+        let h = &mut *(dst.add(at) as *mut WireHeader);
+        h.payload_at = rec.head as u16;
+        h.credits = [0; 2];
         std::ptr::copy_nonoverlapping(src.add(HEADER), dst.add(at + rec.head), rec.payload_len);
     }
     Some(end)
