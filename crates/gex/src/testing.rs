@@ -66,7 +66,8 @@
 //! output is `mpirun`'s (each line tagged with its rank, shown with the test's output),
 //! and a failure report is built from what the ranks and `mpirun` printed (it names the
 //! rank and quotes its output, see [`JobOutcome::failure`]). A test about the smp
-//! conduit or its launcher themselves starts with [`skip_unless_smp`].
+//! conduit or its launcher themselves starts with [`skip_unless_smp`], one about a
+//! single host (every segment mapped) with [`skip_unless_one_host`].
 
 use std::cell::{Cell, RefCell};
 use std::ffi::OsString;
@@ -141,6 +142,92 @@ pub fn skip_unless_smp(why: &str) -> bool {
     if test_conduit() == TestConduit::Smp {
         return false;
     }
+    skipped(&format!("{GEX_TEST_CONDUIT}=mpi"), why);
+    true
+}
+
+/// Whether the current test should be skipped because the ranks of its spmd jobs may
+/// be on several hosts ([`placement`] is not [`Placement::OneHost`]) while the test is
+/// about one host (every rank's segment mapped, one neighbourhood; `why` says what it
+/// needs). Said on stderr as by [`skip_unless_smp`]. A test that can check something
+/// on every placement compares with the real one (`gex::nbrhd_info`,
+/// `Team::segment_bound`) instead.
+///
+/// # Panics
+/// As [`test_conduit`].
+pub fn skip_unless_one_host(why: &str) -> bool {
+    let cause = match placement() {
+        Placement::OneHost => return false,
+        Placement::Blocks(_) => job::mpirun::GEX_MPI_HOST_RANKS,
+        Placement::Unknown => job::mpirun::GEX_MPIRUN,
+    };
+    skipped(&format!("{GEX_TEST_CONDUIT}=mpi with {cause} set"), why);
+    true
+}
+
+/// How the ranks of a job share hosts, as far as this process can tell before starting
+/// it ([`placement`], [`mpi_placement`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Placement {
+    /// Every rank on this host, sharing memory with every other.
+    OneHost,
+    /// Hosts of `k` consecutive ranks (the mpi conduit's `GEX_MPI_HOST_RANKS=k`), the
+    /// last one possibly smaller; one host when the job has at most `k` ranks.
+    Blocks(usize),
+    /// Wherever the launcher puts them.
+    Unknown,
+}
+
+impl Placement {
+    /// The host of `rank` in a job of `ranks` ranks and the number of hosts (hosts
+    /// numbered by their lowest rank), where known.
+    pub fn host_of(self, rank: usize, ranks: usize) -> Option<(usize, usize)> {
+        match self {
+            Placement::OneHost => Some((0, 1)),
+            Placement::Blocks(k) => Some((rank / k, ranks.div_ceil(k))),
+            Placement::Unknown => None,
+        }
+    }
+}
+
+/// The placement of the ranks of spmd jobs: on this host under the smp conduit, else
+/// [`mpi_placement`].
+///
+/// # Panics
+/// As [`test_conduit`].
+pub fn placement() -> Placement {
+    match test_conduit() {
+        TestConduit::Smp => Placement::OneHost,
+        TestConduit::Mpi => mpi_placement(),
+    }
+}
+
+/// The placement of the ranks of a job started through `mpirun`
+/// ([`crate::job::mpirun::command`]): a launcher of one's own (`GEX_MPIRUN`, as
+/// `scripts/multihost.sh` sets) may spread them over hosts and this process cannot see
+/// where, so [`Placement::Unknown`]; else the default `mpirun` runs them on this host,
+/// cut into hosts of `k` ranks by `GEX_MPI_HOST_RANKS=k`.
+///
+/// # Panics
+/// If `GEX_MPI_HOST_RANKS` is not a positive number.
+pub fn mpi_placement() -> Placement {
+    if std::env::var_os(job::mpirun::GEX_MPIRUN).is_some() {
+        return Placement::Unknown;
+    }
+    match std::env::var(job::mpirun::GEX_MPI_HOST_RANKS) {
+        Err(_) => Placement::OneHost,
+        Ok(k) => match k.parse::<usize>() {
+            Ok(k) if k > 0 => Placement::Blocks(k),
+            _ => panic!(
+                "{}={k:?} is not a positive number of ranks",
+                job::mpirun::GEX_MPI_HOST_RANKS
+            ),
+        },
+    }
+}
+
+/// Says on stderr that the current test is skipped, under `condition`, for want of `why`.
+fn skipped(condition: &str, why: &str) {
     use std::io::Write as _;
     let name = std::thread::current()
         .name()
@@ -149,9 +236,8 @@ pub fn skip_unless_smp(why: &str) -> bool {
     // Straight to the file, not through eprintln!: libtest would capture it.
     let _ = writeln!(
         std::io::stderr(),
-        "skipped under {GEX_TEST_CONDUIT}=mpi: {name}: {why}"
+        "skipped under {condition}: {name}: {why}"
     );
-    true
 }
 
 /// This process's rank and the job's size as its launcher gave them (`UPCXX_RANK` and

@@ -61,7 +61,7 @@ pub fn mpi_requested() -> Result<bool, String> {
 
 /// The variable capping the mpi conduit's host team (see the conduit's docs); passed
 /// on to the ranks when set here.
-const GEX_MPI_HOST_RANKS: &str = "GEX_MPI_HOST_RANKS";
+pub(crate) const GEX_MPI_HOST_RANKS: &str = "GEX_MPI_HOST_RANKS";
 
 /// The launcher's command prefix: [`GEX_MPIRUN`] split on whitespace, or the default
 /// (see the [module documentation](self)).
