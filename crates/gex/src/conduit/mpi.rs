@@ -23,7 +23,18 @@
 //! (`MPI_Win_lock_all`, MPI-3 passive target, MPI 4.1 §12.5.3) and each put or get is an
 //! `MPI_Put`/`MPI_Get` followed by `MPI_Win_flush`: complete at return, so the upper
 //! half's events need nothing from `poll`. RMA chose windows over AMs because they need
-//! no protocol of our own and no help from the target's progress.
+//! no protocol of our own.
+//!
+//! **RMA between hosts needs the target's progress** where the window is served by Open
+//! MPI's `osc pt2pt` (hosts joined by TCP only, as under `scripts/multihost.sh`; see
+//! `rma`): the target applies a put, and answers a get or a flush, only when it enters
+//! MPI, which it does in `poll`. A rank spinning on its own memory for a peer's put
+//! must therefore poll (`gex::poll`, or any call that waits: every wait polls), as
+//! GASNet-EX asks of its clients ("_Wait: Polls until success"; progress is made only
+//! inside library calls); otherwise the put's origin waits in `MPI_Win_flush` for as
+//! long as the target spins. With `osc rdma` (shared memory or an RDMA network, and
+//! `GEX_MPI_HOST_RANKS` on one machine) the target's NIC or memory serves the operation
+//! and no progress of the target is needed, but a client may not count on that.
 //!
 //! **Within a host**, Active Messages and the barrier's signal words use shared memory,
 //! as under the smp conduit (`host`): at bootstrap, each member of the host team

@@ -6,7 +6,11 @@
 //! origin buffer only, not the transfer at the target. Under Open MPI 4.1 such a
 //! window (`MPI_Win_create` over memory we allocated) is served by the `osc rdma`
 //! component where `osc ucx` is not used (`osc sm` serves only windows that MPI
-//! allocates). The window's info keys that could spare that component work per
+//! allocates) and a byte transport with RDMA joins the ranks (shared memory, an RDMA
+//! network); between hosts joined by TCP only, `osc rdma` declines and `osc pt2pt`
+//! serves it, carrying each operation as messages that the target handles only inside
+//! MPI calls: `MPI_Win_flush` then returns once the target has polled (see the parent
+//! module's "RMA between hosts needs the target's progress"). The window's info keys that could spare that component work per
 //! operation (`same_disp_unit`, `same_size`, `accumulate_ordering=none`) made no
 //! difference to a put's cost, so the window is created without info; `no_locks`
 //! cannot be given, the window being locked with `MPI_Win_lock_all`. No atomic
