@@ -1,5 +1,11 @@
 //! The barrier ("Split-phase barrier over a Team", `gex_Coll_BarrierNB`), with 1 to 4
 //! ranks.
+//!
+//! A rank held back until another puts a flag into its segment polls while it waits:
+//! progress happens only inside library calls ("_Wait: Polls until success"), and
+//! between hosts a put may need the target's progress to land (the mpi conduit's
+//! world window under Open MPI's `osc pt2pt` applies it when the target enters MPI),
+//! so a rank spinning on its own memory without polling could wait forever.
 mod common;
 
 use std::time::{Duration, Instant};
@@ -90,12 +96,12 @@ fn split_phase_barrier_with_work_in_between() {
                     }
                     ev.wait();
                 } else {
-                    let end = Instant::now() + Duration::from_secs(10);
-                    // SAFETY: a word of our segment, written by rank 0.
-                    while unsafe { common::read_u64(flag) } != round {
-                        assert!(Instant::now() < end, "rank 0 never released round {round}");
-                        std::thread::yield_now();
-                    }
+                    // Polling while held back: rank 0's puts need this rank's progress
+                    // between hosts (see the module documentation).
+                    common::poll_until(&format!("rank 0's release of round {round}"), 10, || {
+                        // SAFETY: a word of our segment, written by rank 0.
+                        unsafe { common::read_u64(flag) == round }
+                    });
                     let ev = team.barrier_nb();
                     // Local work before waiting.
                     let s: u64 = (0..10_000u64).sum();
@@ -147,12 +153,11 @@ fn two_barriers_in_flight_at_once() {
                     }
                 }
             } else {
-                let end = Instant::now() + Duration::from_secs(5);
+                // Polling while held back, as above.
                 // SAFETY: a word of our segment, written by rank 0.
-                while unsafe { common::read_u64(seg.addr() as usize) } != 1 {
-                    assert!(Instant::now() < end, "rank 0 never released us");
-                    std::thread::yield_now();
-                }
+                common::poll_until("rank 0's release", 5, || unsafe {
+                    common::read_u64(seg.addr() as usize) == 1
+                });
                 team.barrier();
                 team.barrier();
             }

@@ -11,8 +11,10 @@ use gex::{Client, Event, EventCategory, Flags, Lc, Segment, Team};
 
 const MB: usize = 1 << 20;
 
-/// Makes rank 0's next barrier stay pending: every other rank waits, without polling,
-/// for rank 0 to put a release flag at `offset` in its segment before entering.
+/// Makes rank 0's next barrier stay pending: every other rank waits for rank 0 to put a
+/// release flag at `offset` in its segment before entering. It polls meanwhile: between
+/// hosts the put may need the target's progress to land (under Open MPI's `osc pt2pt`
+/// it is applied when the target enters MPI).
 struct Gate {
     team: Team,
     bases: Vec<usize>,
@@ -30,12 +32,10 @@ impl Gate {
     }
 
     fn wait_released(&self) {
-        let end = Instant::now() + Duration::from_secs(10);
         // SAFETY: a word of our own segment, written by rank 0's put.
-        while unsafe { common::read_u64(self.local + self.offset) } != 1 {
-            assert!(Instant::now() < end, "rank 0 never released the gate");
-            std::thread::yield_now();
-        }
+        common::poll_until("rank 0's release of the gate", 10, || unsafe {
+            common::read_u64(self.local + self.offset) == 1
+        });
     }
 }
 
