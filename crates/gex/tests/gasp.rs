@@ -401,14 +401,29 @@ fn exclude_local_drops_accesses_to_the_local_team_only() {
         let mark = rec.len();
         let next = (team.rank() + 1) % team.size();
         let dest = team.segment_bound(next).unwrap().owner_addr;
-        // On one host every rank is in the local team: the put is a local access.
         team.put_blocking(next, dest, &[1; 4], Flags::NONE).unwrap();
         let mut buf = [0u8; 4];
         team.get_blocking(&mut buf, next, dest, Flags::NONE)
             .unwrap();
         team.barrier();
         let tags: Vec<u32> = rec.since(mark).iter().map(|r| r.tag).collect();
-        assert_eq!(tags, [GASP_UPC_BARRIER, GASP_UPC_BARRIER]);
+        // With every rank on one host the peer is in the local team (its segment
+        // mapped here) and its accesses are left out; on another host they are kept.
+        if gex::nbrhd_info().members.contains(&next) {
+            assert_eq!(tags, [GASP_UPC_BARRIER, GASP_UPC_BARRIER]);
+        } else {
+            assert_eq!(
+                tags,
+                [
+                    GASP_UPC_PUT,
+                    GASP_UPC_PUT,
+                    GASP_UPC_GET,
+                    GASP_UPC_GET,
+                    GASP_UPC_BARRIER,
+                    GASP_UPC_BARRIER
+                ]
+            );
+        }
         client.finalize();
     });
 }

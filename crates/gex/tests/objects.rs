@@ -66,15 +66,36 @@ fn init_errors_and_job_queries() {
 }
 
 /// "Neighborhood and Host": members sorted, `members[my_index] == job_rank`, the host is
-/// a superset of the neighbourhood, and `my_position` is in range. On the smp conduit
-/// every rank shares memory with every other.
+/// a superset of the neighbourhood, and `my_position` is in range. Where the test
+/// process knows the placement (`gex::testing::placement`), the hosts are exactly its
+/// hosts: on one host (the smp conduit, `mpirun` on this host) every rank shares memory
+/// with every other; under the mpi conduit's host cap (`GEX_MPI_HOST_RANKS=k`) the
+/// hosts are the blocks of `k` consecutive ranks, numbered in order.
 #[test]
 fn nbrhd_host_and_position_are_consistent() {
     for n in 1..=4 {
-        spmd(n, || {
+        let mut opts = SpmdOptions::new(n);
+        // The ranks learn the placement from the test process: under `mpirun` on other
+        // hosts they do not inherit its environment.
+        let hosts: Vec<String> = (0..n)
+            .filter_map(|r| gex::testing::placement().host_of(r, n))
+            .map(|(h, t)| format!("{h}/{t}"))
+            .collect();
+        opts.env.push((HOSTS.into(), hosts.join(",")));
+        spmd_with(opts, || {
             common::quiet_expected_panics();
             let (client, _ep, team) = Client::init("OBJ_NBRHD", Flags::NONE).unwrap();
             let me = gex::job_rank();
+            // Every rank's host and the number of hosts, where known.
+            let hosts: Vec<(u32, u32)> = std::env::var(HOSTS)
+                .unwrap()
+                .split(',')
+                .filter(|h| !h.is_empty())
+                .map(|h| {
+                    let (h, t) = h.split_once('/').unwrap();
+                    (h.parse().unwrap(), t.parse().unwrap())
+                })
+                .collect();
             for (what, set) in [("nbrhd", gex::nbrhd_info()), ("host", gex::host_info())] {
                 assert!(!set.members.is_empty(), "{what}");
                 assert!(
@@ -85,12 +106,12 @@ fn nbrhd_host_and_position_are_consistent() {
                 assert!(set.members.iter().all(|&r| r < gex::job_size()), "{what}");
                 assert!((set.my_index as usize) < set.members.len(), "{what}");
                 assert_eq!(set.members[set.my_index as usize], me, "{what}");
-                // smp conduit: everyone is in one neighbourhood on one host.
-                assert_eq!(
-                    set.members,
-                    (0..team.size()).collect::<Vec<_>>().as_slice(),
-                    "{what}"
-                );
+                if !hosts.is_empty() {
+                    let mine: Vec<u32> = (0..team.size())
+                        .filter(|&r| hosts[r as usize].0 == hosts[me as usize].0)
+                        .collect();
+                    assert_eq!(set.members, mine.as_slice(), "{what}");
+                }
             }
             let nb = gex::nbrhd_info();
             let host = gex::host_info();
@@ -99,12 +120,20 @@ fn nbrhd_host_and_position_are_consistent() {
             assert!(pos.nbrhd_set_rank < pos.nbrhd_set_size);
             assert!(pos.host_set_rank < pos.host_set_size);
             assert!(pos.host_set_size <= pos.nbrhd_set_size);
+            assert!(pos.nbrhd_set_size <= team.size());
             assert_eq!(pos, gex::my_position(), "stable");
-            assert_eq!((pos.nbrhd_set_size, pos.host_set_size), (1, 1));
+            if let Some(&(index, count)) = hosts.get(me as usize) {
+                assert_eq!((pos.nbrhd_set_size, pos.host_set_size), (count, count));
+                assert_eq!((pos.nbrhd_set_rank, pos.host_set_rank), (index, index));
+            }
             client.finalize();
         });
     }
 }
+
+/// Environment variable giving the ranks every rank's host and the number of hosts
+/// (`host/hosts,...`), empty where the placement is not known.
+const HOSTS: &str = "OBJ_HOSTS";
 
 fn cdata_value(d: Option<CData>) -> Option<u64> {
     d.map(|d| *d.downcast_ref::<u64>().expect("a u64 was stored"))
@@ -242,16 +271,43 @@ fn segment_bound_of_every_peer() {
             let bounds: Vec<_> = (0..size)
                 .map(|r| team.segment_bound(r as u32).unwrap())
                 .collect();
+            // The segments of the neighbourhood are mapped here (PSHM), and only those.
+            let nbrhd = gex::nbrhd_info().members;
             for (r, b) in bounds.iter().enumerate() {
                 assert_eq!(b.size, seg_size(r), "size of rank {r}'s segment");
                 assert_eq!(b.owner_addr % PAGE_SIZE, 0);
-                assert!(b.local_addr.is_some(), "rank {r}'s segment is mapped here");
+                assert_eq!(
+                    b.local_addr.is_some(),
+                    nbrhd.contains(&(r as u32)),
+                    "rank {r}'s segment is mapped here exactly if it shares memory with us \
+                     (neighbourhood {nbrhd:?})"
+                );
                 assert_eq!(team.segment_bound(r as u32), Some(*b), "stable");
             }
             // Through the local address: write my owner address and a tag into every
-            // peer's segment; the owner checks them against its own view.
+            // mapped peer segment, and by RMA into the others; the owner checks them
+            // against its own view.
             for (r, b) in bounds.iter().enumerate() {
-                let local = b.local_addr.unwrap() as *mut u64;
+                let Some(local) = b.local_addr else {
+                    let words = [
+                        bounds[r].owner_addr as u64,
+                        0xC0FFEE00 + (me * 16 + r) as u64,
+                    ];
+                    let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_ne_bytes()).collect();
+                    team.put_blocking(r as u32, b.owner_addr + 16 * me, &bytes, Flags::NONE)
+                        .unwrap();
+                    if me == 0 {
+                        team.put_blocking(
+                            r as u32,
+                            b.owner_addr + b.size - 1,
+                            &[0x5A],
+                            Flags::NONE,
+                        )
+                        .unwrap();
+                    }
+                    continue;
+                };
+                let local = local as *mut u64;
                 // SAFETY: slot `me` (16 bytes) of rank r's segment is written only by us;
                 // seg_size(r) >= 5 pages > 16 * 4 bytes.
                 unsafe {
