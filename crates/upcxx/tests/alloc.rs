@@ -144,8 +144,14 @@ fn other_ranks_see_new_values_and_owner_frees() {
         let all = all_gather(&mine);
         for (r, p) in all.iter().enumerate() {
             assert_eq!(p.where_() as usize, r);
-            // SAFETY: the owner wrote the value before the gather's barrier.
-            assert_eq!(unsafe { p.local().read_volatile() }, [r as u64; 8]);
+            // Loads for the local team, RMA for ranks on other hosts.
+            let got = if p.is_local() {
+                // SAFETY: the owner wrote the value before the gather's barrier.
+                unsafe { p.local().read_volatile() }
+            } else {
+                upcxx::rget(*p).wait()
+            };
+            assert_eq!(got, [r as u64; 8]);
         }
         upcxx::barrier();
         delete_(mine);

@@ -11,8 +11,8 @@ use std::collections::{BTreeSet, HashSet};
 use std::hash::{Hash, Hasher};
 
 use upcxx::{
-    delete_array, new_array, new_array_with, rank_me, rank_n, to_global_ptr, try_global_ptr,
-    AnyKind, GlobalPtr, Host, KindId,
+    delete_array, local_team_contains, new_array, new_array_with, rank_me, rank_n, rget, rput,
+    to_global_ptr, try_global_ptr, AnyKind, GlobalPtr, Host, KindId,
 };
 
 /// A pointer from its parts, through the serialized form (rank, kind, address).
@@ -291,7 +291,24 @@ fn local_on_every_peer() {
         assert_eq!(all[me as usize], mine);
         for (r, &p) in all.iter().enumerate() {
             assert_eq!(p.where_() as usize, r);
-            assert!(p.is_local(), "every rank is in the local team");
+            // Local exactly for the local team (every rank, on one host): another host's
+            // memory is reached by RMA only (§3.2 ¶35).
+            assert_eq!(
+                p.is_local(),
+                local_team_contains(r as u32),
+                "rank {r}'s array"
+            );
+            if !p.is_local() {
+                let msg = panic_text(|| {
+                    p.local();
+                });
+                assert!(msg.contains("upcxx::GlobalPtr::local"), "{msg}");
+                for i in 0..n {
+                    let v = rget(p.add(i)).wait();
+                    assert_eq!(v, r as u64 * 1000 + i as u64, "rank {r}'s element {i}");
+                }
+                continue;
+            }
             let local = p.local();
             for i in 0..n {
                 // SAFETY: rank r initialized its array before the gather's barrier.
@@ -306,6 +323,10 @@ fn local_on_every_peer() {
         // Everyone has read every array before anyone writes.
         upcxx::barrier();
         for &p in &all {
+            if !p.is_local() {
+                rput(1_000_000 + u64::from(me), p.add(me as usize)).wait();
+                continue;
+            }
             // SAFETY: every rank writes only its own slot of each array.
             unsafe {
                 p.add(me as usize)

@@ -28,19 +28,23 @@ fn the_world_team_is_every_rank_in_order() {
     }
 }
 
-/// On shared memory every rank maps every segment: the local team is the world, in
-/// world-rank order, under an id of its own.
+/// The local team is the ranks sharing memory with this one (GASNet-EX's neighbourhood,
+/// `gex::nbrhd_info`), in world-rank order, under an id of its own: on one host the
+/// world (the test of the neighbourhood, `gex/tests/objects.rs`, checks that it is),
+/// on several hosts the ranks of this one.
 #[test]
 fn the_local_team_is_the_ranks_sharing_memory() {
     for ranks in [1, 3] {
         spmd(ranks, || {
             upcxx::init();
             let l = local_team();
-            assert_eq!(l.rank_n(), rank_n());
-            assert_eq!(l.rank_me(), rank_me());
-            assert!((0..rank_n()).all(|r| l[r] == r && local_team_contains(r)));
+            let nbrhd = gex::nbrhd_info().members;
+            assert_eq!(l.rank_n() as usize, nbrhd.len());
+            assert_eq!(l[l.rank_me()], rank_me());
+            assert!((0..l.rank_n()).all(|i| l[i] == nbrhd[i as usize]));
+            assert!((0..rank_n()).all(|r| local_team_contains(r) == nbrhd.contains(&r)));
             assert_ne!(l.id(), world().id());
-            assert_eq!(l.id().here().rank_n(), rank_n());
+            assert_eq!(l.id().here().rank_n(), l.rank_n());
             upcxx::finalize();
         });
     }
