@@ -6,6 +6,8 @@
 use std::path::PathBuf;
 use std::process::Command;
 
+use gex::testing::Placement;
+
 fn example(name: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("test executable");
     let dir = exe
@@ -62,6 +64,16 @@ fn last_line(out: &str) -> Option<&str> {
     }
 }
 
+/// Where the ranks of a job [`run`] starts are (`UPCXX_CONDUIT=mpi` starts it through
+/// `mpirun`, with the placement of `gex::testing::mpi_placement`).
+fn placement() -> Placement {
+    if std::env::var("UPCXX_CONDUIT").as_deref() == Ok("mpi") {
+        gex::testing::mpi_placement()
+    } else {
+        Placement::OneHost
+    }
+}
+
 fn assert_one_hello_per_rank(name: &str) {
     for n in 1..=4 {
         let out = run(name, n);
@@ -94,7 +106,37 @@ fn gex_network_checks_every_transfer_between_every_pair() {
             )),
             "gex_network with {n} ranks:\n{out}"
         );
-        assert_eq!(out.matches(": host 0 of 1").count(), n, "{out}");
+        // Each rank's host where the placement is known; else every rank counts the
+        // same hosts, and the ranks of each are numbered from its lowest rank.
+        let hosts: Vec<(usize, usize)> = (0..n)
+            .map(|r| {
+                let prefix = format!("rank {r} of {n}: host ");
+                let line = out.lines().find_map(|l| l.strip_prefix(prefix.as_str()));
+                let (h, t) = line
+                    .and_then(|l| l.split_once(" of "))
+                    .unwrap_or_else(|| panic!("no host line of rank {r}:\n{out}"));
+                (h.parse().unwrap(), t.parse().unwrap())
+            })
+            .collect();
+        match placement() {
+            Placement::Unknown => {
+                let count = hosts[0].1;
+                assert!(hosts.iter().all(|&(h, t)| t == count && h < t), "{out}");
+                let firsts: Vec<usize> = (0..count)
+                    .map(|h| hosts.iter().position(|&(x, _)| x == h).expect("every host"))
+                    .collect();
+                let mut sorted = firsts.clone();
+                sorted.sort();
+                assert_eq!(
+                    firsts, sorted,
+                    "hosts numbered by their lowest rank:\n{out}"
+                );
+            }
+            known => {
+                let want: Vec<_> = (0..n).map(|r| known.host_of(r, n).unwrap()).collect();
+                assert_eq!(hosts, want, "{out}");
+            }
+        }
     }
 }
 
@@ -112,14 +154,32 @@ fn gex_atomics_totals_are_exact_on_both_paths() {
     }
 }
 
+/// Every rank's local team is the ranks of its host: all of them on one host, the
+/// blocks of the host cap (`GEX_MPI_HOST_RANKS`); where the placement is not known,
+/// every rank is in its own local team and those of its members are the same.
 #[test]
-fn upcxx_hosts_finds_every_rank_local_on_one_host() {
+fn upcxx_hosts_finds_the_local_team_of_every_rank() {
     for n in 1..=4 {
         let out = run("upcxx_hosts", n);
         assert!(last_line(&out) == Some("verified"), "{out}");
-        let all: Vec<usize> = (0..n).collect();
-        let line = format!("local team {all:?}");
-        assert_eq!(out.matches(&line).count(), n, "{line}:\n{out}");
+        let teams: Vec<Vec<usize>> = (0..n)
+            .map(|r| {
+                let prefix = format!("rank {r} of {n}: local team ");
+                let line = out.lines().find_map(|l| l.strip_prefix(prefix.as_str()));
+                let line = line.unwrap_or_else(|| panic!("no local team of rank {r}:\n{out}"));
+                serde_json::from_str(line).expect("a list of ranks")
+            })
+            .collect();
+        for (r, team) in teams.iter().enumerate() {
+            assert!(team.contains(&r), "rank {r}'s local team {team:?}");
+            assert!(team.iter().all(|&q| teams[q] == *team), "{out}");
+            if let Some((host, _)) = placement().host_of(r, n) {
+                let want: Vec<usize> = (0..n)
+                    .filter(|&q| placement().host_of(q, n).unwrap().0 == host)
+                    .collect();
+                assert_eq!(*team, want, "rank {r}'s local team:\n{out}");
+            }
+        }
     }
 }
 
