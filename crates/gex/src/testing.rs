@@ -165,6 +165,33 @@ pub fn skip_unless_one_host(why: &str) -> bool {
     true
 }
 
+/// Whether the current test should be skipped because a put to a rank that does not
+/// poll might not land until it does, while the test signals such ranks by RMA (`why`
+/// says what for). Said on stderr as by [`skip_unless_smp`].
+///
+/// Under the mpi conduit, RMA between hosts joined by TCP alone is served by Open MPI's
+/// `osc pt2pt`, which applies a put when the target enters MPI (see the conduit's
+/// "RMA between hosts needs the target's progress"); a launcher of one's own
+/// ([`Placement::Unknown`]) may put the ranks on such hosts. On one machine (the smp
+/// conduit, the default `mpirun`, with or without a host cap) shared memory carries
+/// the puts, and they land at once.
+///
+/// # Panics
+/// As [`test_conduit`].
+pub fn skip_where_rma_needs_progress(why: &str) -> bool {
+    if placement() != Placement::Unknown {
+        return false;
+    }
+    skipped(
+        &format!(
+            "{GEX_TEST_CONDUIT}=mpi with {} set",
+            job::mpirun::GEX_MPIRUN
+        ),
+        why,
+    );
+    true
+}
+
 /// How the ranks of a job share hosts, as far as this process can tell before starting
 /// it ([`placement`], [`mpi_placement`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

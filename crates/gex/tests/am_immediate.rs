@@ -25,6 +25,11 @@ mod flood {
 /// "no op" performs no communication.
 #[test]
 fn immediate_flood_until_no_op() {
+    // A rank that stops polling must still learn that its predecessor has finished
+    // flooding it; between hosts a message cannot reach it, and a put may not either.
+    if gex::testing::skip_where_rma_needs_progress("puts to ranks that do not poll") {
+        return;
+    }
     for n in 1..=4 {
         spmd(n, || {
             common::quiet_expected_panics();
@@ -37,8 +42,9 @@ fn immediate_flood_until_no_op() {
             let next = (me + 1) % size;
             let prev = (me + size - 1) % size;
             // A peer may still be polling in the attach barrier after we left it. Each
-            // rank tells its predecessor by RMA (which needs no polling) that it has
-            // stopped polling, and floods its successor only once told so.
+            // rank tells its predecessor by RMA (which lands without the target's
+            // polling on the placements this test runs on) that it has stopped polling,
+            // and floods its successor only once told so.
             team.put_val_blocking(prev, bases[prev as usize] + 8, 1, 8, Flags::NONE)
                 .unwrap();
             let end = std::time::Instant::now() + std::time::Duration::from_secs(10);
@@ -86,7 +92,7 @@ fn immediate_flood_until_no_op() {
                 team.prepare_request_medium(next, None, 1, 10, Lc::Now, Flags::IMMEDIATE, 2),
                 Err(NoOp)
             ));
-            // Tell the successor how many got through (RMA needs no polling); it stays
+            // Tell the successor how many got through (by RMA, as above); it stays
             // zero until then.
             team.put_val_blocking(next, bases[next as usize], ok + 1, 8, Flags::NONE)
                 .unwrap();
