@@ -129,7 +129,10 @@ fn every_operation<T: Model>(team: &Team, bases: &[usize]) {
             Flags::IMMEDIATE,
         ];
         // The assertion that the target shares memory with us, where it does.
-        if gex::nbrhd_info().members.contains(&team.translate_rank_to_jobrank(tgt)) {
+        if gex::nbrhd_info()
+            .members
+            .contains(&team.translate_rank_to_jobrank(tgt))
+        {
             flag_sets.push(Flags::AD_MY_NBRHD);
         }
         if tgt == me {
