@@ -49,8 +49,10 @@ pub(super) fn failure_file(dir: &Path, rank: &str) -> std::path::PathBuf {
 /// not apply: `mpirun` handles the signals it receives).
 pub(super) fn run(spec: &JobSpec, dir: &Path) -> JobOutcome {
     let name = &spec.name;
-    #[cfg_attr(not(feature = "mpi"), allow(unused_mut))]
     let mut env = spec.env.clone();
+    // The ranks see the conduit their test process runs them on (`test_conduit`):
+    // ranks on other hosts do not inherit this process's environment.
+    env.push((super::GEX_TEST_CONDUIT.into(), "mpi".into()));
     // Where the conduit of a failing rank writes why (see `failing_rank`).
     #[cfg(feature = "mpi")]
     env.push((
