@@ -21,6 +21,10 @@ static RPC_RAN: AtomicU64 = AtomicU64::new(0);
 /// which write into its segment.
 #[test]
 fn after_discharge_no_progress_is_required() {
+    // Rank 0 learns that its RPCs ran from the targets' puts while it makes no call.
+    if gex::testing::skip_where_rma_needs_progress("puts to a rank that makes no call") {
+        return;
+    }
     for n in 2..=5 {
         spmd(n, || {
             upcxx::init();
