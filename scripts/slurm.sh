@@ -32,6 +32,8 @@ skip() {
     exit 0
 }
 [ "$(id -u)" = 0 ] || skip "the daemons run as root here, and this is not root"
+# The daemons are in the system directories, which a non-login PATH may lack.
+PATH=$PATH:/usr/sbin:/sbin
 for p in munged mungekey slurmctld slurmd srun sinfo scontrol; do
     command -v "$p" >/dev/null 2>&1 || skip "$p is not installed"
 done
