@@ -3,24 +3,17 @@
 //! `cargo test` builds the examples next to the test binaries
 //! (`target/<profile>/examples/`), so each test runs one with `UPCXX_RANKS=N`, which
 //! makes the program launch itself as an N-rank job.
+
+mod common;
+
 use std::path::PathBuf;
 use std::process::Command;
 
+use common::built;
 use gex::testing::Placement;
 
 fn example(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().expect("test executable");
-    let dir = exe
-        .parent()
-        .and_then(|d| d.parent())
-        .expect("target/<profile>");
-    let path = dir.join("examples").join(name);
-    assert!(
-        path.exists(),
-        "{} was not built: run the whole suite (`cargo test --workspace`), which builds the examples",
-        path.display()
-    );
-    path
+    built(&["examples", name], "cargo test --workspace")
 }
 
 /// Runs `name` on `ranks` ranks and returns its standard output; fails on a non-zero exit.

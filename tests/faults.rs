@@ -23,11 +23,18 @@
 //!
 //! The programs are the examples and the launcher built by `cargo test --workspace`.
 
+mod common;
+
 use std::collections::BTreeSet;
 use std::ffi::OsString;
-use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+use common::built;
+
+/// How the programs these tests start are built: the whole suite builds the examples
+/// and the launcher.
+const BUILD: &str = "cargo test --workspace";
 
 /// Why the fault tests of the smp launcher skip under `GEX_TEST_CONDUIT=mpi` (the mpi
 /// conduit's are `tests/mpi_faults.rs`).
@@ -37,22 +44,6 @@ const SMP_FAULTS: &str = "faults of the smp launcher (1 s teardown, its --timeou
 const WITHIN: Duration = Duration::from_secs(1);
 /// Runs of the kill test.
 const KILL_RUNS: usize = 50;
-
-fn built(path: &[&str]) -> PathBuf {
-    let exe = std::env::current_exe().expect("test executable");
-    let dir = exe
-        .parent()
-        .and_then(|d| d.parent())
-        .expect("target/<profile>");
-    let path: PathBuf = path.iter().fold(dir.to_path_buf(), |p, c| p.join(c));
-    assert!(
-        path.exists(),
-        "{} was not built: run the whole suite (`cargo test --workspace`), which builds \
-         the examples and the launcher",
-        path.display()
-    );
-    path
-}
 
 /// xorshift64*: the tests' random choices, reproducible from the seed.
 struct Rng(u64);
@@ -89,11 +80,11 @@ struct Job {
 
 impl Job {
     fn start(ranks: usize, extra: &[&str], program: &str, args: &[&str]) -> Job {
-        let mut cmd = Command::new(built(&["upcxx-run"]));
+        let mut cmd = Command::new(built(&["upcxx-run"], BUILD));
         cmd.arg("-n")
             .arg(ranks.to_string())
             .args(extra)
-            .arg(built(&["examples", program]))
+            .arg(built(&["examples", program], BUILD))
             .args(args)
             .env_remove("UPCXX_RANKS")
             .env_remove("UPCXX_RANK")
@@ -326,9 +317,9 @@ fn a_killed_launcher_takes_its_ranks_down() {
 fn eight_ranks_flood_each_other_without_loss() {
     // 20 000 rpc_ff per rank and round, against queues of 256 slots: senders find the
     // queues full and must keep draining their own to make progress.
-    let mut cmd = Command::new(built(&["upcxx-run"]));
+    let mut cmd = Command::new(built(&["upcxx-run"], BUILD));
     cmd.args(["-n", "8", "--timeout", "120"])
-        .arg(built(&["examples", "soak"]))
+        .arg(built(&["examples", "soak"], BUILD))
         .arg("2")
         .env("SOAK_FLOOD", "20000")
         .env_remove("UPCXX_RANKS")

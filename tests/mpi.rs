@@ -57,25 +57,10 @@ use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-use common::Limited;
+use common::{built, Limited};
 
 /// How long one job may run.
 const LIMIT: Duration = Duration::from_secs(120);
-
-fn built(path: &[&str], how: &str) -> PathBuf {
-    let exe = std::env::current_exe().expect("test executable");
-    let dir = exe
-        .parent()
-        .and_then(|d| d.parent())
-        .expect("target/<profile>");
-    let path: PathBuf = path.iter().fold(dir.to_path_buf(), |p, c| p.join(c));
-    assert!(
-        path.exists(),
-        "{} was not built: run `{how}` first",
-        path.display()
-    );
-    path
-}
 
 fn example(name: &str) -> PathBuf {
     built(&["examples", name], "cargo build --features mpi --examples")

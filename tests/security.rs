@@ -8,29 +8,16 @@
 
 mod common;
 
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::Limited;
+use common::{built, Limited};
+
+/// How the programs these tests start are built.
+const BUILD: &str = "cargo test --workspace";
 
 /// How long a job or a shell command of these tests may run.
 const LIMIT: Duration = Duration::from_secs(60);
-
-fn built(path: &[&str]) -> PathBuf {
-    let exe = std::env::current_exe().expect("test executable");
-    let dir = exe
-        .parent()
-        .and_then(|d| d.parent())
-        .expect("target/<profile>");
-    let path: PathBuf = path.iter().fold(dir.to_path_buf(), |p, c| p.join(c));
-    assert!(
-        path.exists(),
-        "{} was not built: run the whole suite (`cargo test --workspace`)",
-        path.display()
-    );
-    path
-}
 
 /// Pids of the children of `parent`.
 fn children(parent: u32) -> Vec<u32> {
@@ -70,9 +57,9 @@ fn region_fds(pid: u32) -> Vec<(String, String)> {
 /// (and so closed its descriptor).
 fn running_job() -> (Limited, Vec<u32>) {
     let launcher = Limited::spawn(
-        Command::new(built(&["upcxx-run"]))
+        Command::new(built(&["upcxx-run"], BUILD))
             .args(["-n", "3", "--timeout", &LIMIT.as_secs().to_string()])
-            .arg(built(&["examples", "soak"]))
+            .arg(built(&["examples", "soak"], BUILD))
             .arg("30")
             .env_remove("UPCXX_RANKS")
             .env_remove("UPCXX_RANK")

@@ -29,7 +29,7 @@ use std::process::{Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use common::Limited;
+use common::{built, Limited};
 
 /// How long one job may run.
 const LIMIT: Duration = Duration::from_secs(120);
@@ -51,21 +51,6 @@ fn slurm_here(test: &str) -> bool {
         eprintln!("skipped: {test}: srun cannot start a job here (run under scripts/slurm.sh)");
     }
     ok
-}
-
-fn built(path: &[&str], how: &str) -> PathBuf {
-    let exe = std::env::current_exe().expect("test executable");
-    let dir = exe
-        .parent()
-        .and_then(|d| d.parent())
-        .expect("target/<profile>");
-    let path: PathBuf = path.iter().fold(dir.to_path_buf(), |p, c| p.join(c));
-    assert!(
-        path.exists(),
-        "{} was not built: run `{how}` first",
-        path.display()
-    );
-    path
 }
 
 fn example(name: &str) -> PathBuf {

@@ -3,10 +3,12 @@
 //!
 //! [`Limited`]: a child process the test waits for only so long, killing it past that
 //! (and when the test lets go of it, panicking or not), so that a job that does not end
-//! fails its test instead of hanging the suite.
+//! fails its test instead of hanging the suite. [`built`]: a program of this build (the
+//! launcher, an example).
 // Each test uses what it needs of this module.
 #![allow(dead_code)]
 
+use std::path::PathBuf;
 use std::process::{Child, Command, Output};
 use std::sync::mpsc;
 use std::time::Duration;
@@ -14,6 +16,23 @@ use std::time::Duration;
 /// How long [`Limited::output_within`] waits for the output of a killed process: its
 /// pipes stay open while a process it started still holds them.
 const GRACE: Duration = Duration::from_secs(5);
+
+/// `target/<profile>/` joined with `path` (`["upcxx-run"]`, `["examples", "dht"]`),
+/// which must exist; `how` says how to build it.
+pub(crate) fn built(path: &[&str], how: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable");
+    let dir = exe
+        .parent()
+        .and_then(|d| d.parent())
+        .expect("target/<profile>");
+    let path: PathBuf = path.iter().fold(dir.to_path_buf(), |p, c| p.join(c));
+    assert!(
+        path.exists(),
+        "{} was not built: run `{how}` first",
+        path.display()
+    );
+    path
+}
 
 /// A child process, killed when dropped unless it ended.
 pub(crate) struct Limited {
