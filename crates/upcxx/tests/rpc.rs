@@ -2,6 +2,7 @@
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
+use common::Unserializable;
 use gex::testing::spmd;
 use upcxx::serialization::{make_view, View};
 use upcxx::{
@@ -576,20 +577,6 @@ fn user_types_as_results() {
         );
         upcxx::finalize();
     });
-}
-
-struct Unserializable;
-
-impl serde::Serialize for Unserializable {
-    fn serialize<S: serde::Serializer>(&self, _: S) -> Result<S::Ok, S::Error> {
-        Err(serde::ser::Error::custom("refusing on purpose"))
-    }
-}
-
-impl<'de> serde::Deserialize<'de> for Unserializable {
-    fn deserialize<D: serde::Deserializer<'de>>(_: D) -> Result<Self, D::Error> {
-        Ok(Unserializable)
-    }
 }
 
 /// A serialization failure is reported with the call's name and leaves RPC usable.

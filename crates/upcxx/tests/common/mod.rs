@@ -18,6 +18,21 @@ pub(crate) fn panic_text(f: impl FnOnce()) -> String {
         .expect("a string panic payload")
 }
 
+/// An RPC argument that refuses to serialize (and deserializes from nothing).
+pub(crate) struct Unserializable;
+
+impl Serialize for Unserializable {
+    fn serialize<S: serde::Serializer>(&self, _: S) -> Result<S::Ok, S::Error> {
+        Err(serde::ser::Error::custom("refusing on purpose"))
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Unserializable {
+    fn deserialize<D: serde::Deserializer<'de>>(_: D) -> Result<Self, D::Error> {
+        Ok(Unserializable)
+    }
+}
+
 /// Every rank's `value`, in rank order. Collective. The values travel through files in
 /// the spmd job's own temporary directory, so tests of the communication calls do not
 /// depend on the calls they test.
