@@ -81,8 +81,8 @@ impl Kernels {
     ) -> Vec<Bench<'static>> {
         vec![
             gups_local_rate(Rc::clone(&self.local_gups)),
-            gups(rank, control[0], Rc::clone(&self.gups)),
-            gups_rpc(rank, control[1], Rc::clone(&self.gups)),
+            gups(rank, control[0], Rc::clone(&self.gups), false),
+            gups(rank, control[1], Rc::clone(&self.gups), true),
             matmul_rate(),
             summa(rank, control[2], Rc::clone(&self.summa)),
             histogram_local_rate(Rc::clone(&self.local_histogram)),
@@ -156,42 +156,30 @@ fn check_summa(summa: &grid::Summa) {
     );
 }
 
-/// `app.gups`: one pass of the GUPS updates by remote atomic XORs on every rank.
+/// `app.gups` (`rpc` false: remote atomic XORs) or `app.gups_rpc` (batches of
+/// `rpc_ff`): one pass of the GUPS updates on every rank.
 fn gups(
     rank: Rank,
     control: (&'static AtomicU64, &'static AtomicU64),
     g: Rc<RefCell<Gups>>,
+    rpc: bool,
 ) -> Bench<'static> {
     let per_op = updates::updates_per_rank(GUPS_LOG) as usize * upcxx::rank_n() as usize;
+    let name = if rpc { "app.gups_rpc" } else { "app.gups" };
     kernel(
         rank,
         control,
-        "app.gups",
+        name,
         Unit::ItemRate("updates/s", per_op),
         move |_| {
             let mut g = g.borrow_mut();
-            g.atomics.pass();
-            g.atomic_passes += 1;
-        },
-    )
-}
-
-/// `app.gups_rpc`: one pass of the GUPS updates by batches of `rpc_ff` on every rank.
-fn gups_rpc(
-    rank: Rank,
-    control: (&'static AtomicU64, &'static AtomicU64),
-    g: Rc<RefCell<Gups>>,
-) -> Bench<'static> {
-    let per_op = updates::updates_per_rank(GUPS_LOG) as usize * upcxx::rank_n() as usize;
-    kernel(
-        rank,
-        control,
-        "app.gups_rpc",
-        Unit::ItemRate("updates/s", per_op),
-        move |_| {
-            let mut g = g.borrow_mut();
-            g.batches.pass();
-            g.batch_passes += 1;
+            if rpc {
+                g.batches.pass();
+                g.batch_passes += 1;
+            } else {
+                g.atomics.pass();
+                g.atomic_passes += 1;
+            }
         },
     )
 }
