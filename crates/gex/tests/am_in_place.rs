@@ -8,13 +8,29 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use common::{pattern, poll_until, Errors};
 use gex::testing::spmd;
-use gex::{AmCategory, AmEntry, AmRole, Client, Flags, Lc, LcKind, Segment, Token};
+use gex::{AmCategory, AmEntry, AmIndex, AmRole, Client, Flags, Lc, LcKind, Segment, Team, Token};
 
 static ERRORS: Errors = Errors::new();
 static RUNS: AtomicUsize = AtomicUsize::new(0);
 
 fn seed(src: u32, dst: u32, i: u32) -> u64 {
     (u64::from(src) << 40) | (u64::from(dst) << 20) | u64::from(i)
+}
+
+/// Joins a job as client `name` with [`handler`] registered (its index returned) and a
+/// segment attached.
+fn join(name: &str) -> (Client, Team, AmIndex, Segment) {
+    let (client, ep, team) = Client::init(name, Flags::NONE).unwrap();
+    let mut t = [AmEntry::payload(
+        "in_place",
+        AmCategory::Medium,
+        AmRole::Request,
+        2,
+        handler,
+    )];
+    ep.register_handlers(&mut t).unwrap();
+    let seg = Segment::attach(&team, 1 << 20).unwrap();
+    (client, team, t[0].index, seg)
 }
 
 /// args: [i, nbytes]: checks the payload that `src` wrote in place for message `i`.
@@ -41,17 +57,7 @@ fn handler(token: &Token<'_>, payload: &[u8], args: &[u32]) {
 fn in_place_requests_arrive_and_declined_ones_send_nothing() {
     for n in 1..=4 {
         spmd(n, || {
-            let (client, ep, team) = Client::init("AM_IN_PLACE", Flags::NONE).unwrap();
-            let mut t = [AmEntry::payload(
-                "in_place",
-                AmCategory::Medium,
-                AmRole::Request,
-                2,
-                handler,
-            )];
-            ep.register_handlers(&mut t).unwrap();
-            let h = t[0].index;
-            let _seg = Segment::attach(&team, 1 << 20).unwrap();
+            let (client, team, h, _seg) = join("AM_IN_PLACE");
             let me = team.rank();
             let max = team.max_request_medium(None, LcKind::Now, Flags::NONE, 2);
             let lengths = [0, 1, 7, 16, 17, 100, max - 1, max];
@@ -100,17 +106,7 @@ fn in_place_misuse() {
     for n in [1, 3] {
         spmd(n, || {
             common::quiet_expected_panics();
-            let (client, ep, team) = Client::init("AM_IN_PLACE_MISUSE", Flags::NONE).unwrap();
-            let mut t = [AmEntry::payload(
-                "in_place",
-                AmCategory::Medium,
-                AmRole::Request,
-                2,
-                handler,
-            )];
-            ep.register_handlers(&mut t).unwrap();
-            let h = t[0].index;
-            let _seg = Segment::attach(&team, 1 << 20).unwrap();
+            let (client, team, h, _seg) = join("AM_IN_PLACE_MISUSE");
             let me = team.rank();
             let peer = (me + 1) % team.size();
             let call = "Team::request_medium_in_place";
