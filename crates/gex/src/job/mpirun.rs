@@ -196,6 +196,9 @@ fn command_from(
 /// pass `SIGTERM` on to the ranks and end the job, which takes them a moment.
 pub const LAUNCHER_GRACE: Duration = Duration::from_secs(5);
 
+/// How often [`wait`] looks whether the launcher ended.
+const LAUNCHER_POLL: Duration = Duration::from_millis(10);
+
 /// Waits for a started launcher to end, or for `limit` to pass: then the launcher gets
 /// `SIGTERM`, and `SIGKILL` after [`LAUNCHER_GRACE`]. Returns the job's exit code: the
 /// launcher's status (128 + the signal that ended it), or
@@ -218,7 +221,7 @@ pub fn wait(child: &mut Child, limit: Option<Duration>) -> io::Result<i32> {
         if let Some(status) = child.try_wait()? {
             return Ok(code(status));
         }
-        std::thread::sleep(super::POLL_INTERVAL.max(Duration::from_millis(10)));
+        std::thread::sleep(LAUNCHER_POLL);
     }
     let pid = Pid::from_raw(child.id() as i32).expect("a child's pid is positive");
     let _ = kill_process(pid, Signal::TERM);
@@ -227,7 +230,7 @@ pub fn wait(child: &mut Child, limit: Option<Duration>) -> io::Result<i32> {
         if child.try_wait()?.is_some() {
             return Ok(super::EXIT_TIMEOUT);
         }
-        std::thread::sleep(Duration::from_millis(20));
+        std::thread::sleep(LAUNCHER_POLL);
     }
     let _ = child.kill();
     child.wait()?;
