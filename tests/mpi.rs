@@ -93,12 +93,10 @@ fn run(mut cmd: Command, what: &str) -> Output {
 
 fn run_in_session(mut cmd: Command, what: &str) -> Output {
     // A test run under an MPI launcher must not pass its own rank to the job.
-    for v in [
-        "OMPI_COMM_WORLD_SIZE",
-        "PMI_SIZE",
-        "PMIX_RANK",
-        "UPCXX_RANK",
-    ] {
+    for v in gex::job::mpirun::MPI_LAUNCHER_VARS
+        .into_iter()
+        .chain(["UPCXX_RANK"])
+    {
         cmd.env_remove(v);
     }
     cmd.stdout(Stdio::piped()).stderr(Stdio::piped());

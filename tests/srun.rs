@@ -74,12 +74,10 @@ impl Ended {
 /// `mark` (see [`ranks_alive`]).
 fn run(mut cmd: Command, mark: &str, limit: Duration) -> Ended {
     // A test run inside a job must not hand its own rank to this one.
-    for v in [
-        "OMPI_COMM_WORLD_SIZE",
-        "PMI_SIZE",
-        "PMIX_RANK",
-        "UPCXX_RANK",
-    ] {
+    for v in gex::job::mpirun::MPI_LAUNCHER_VARS
+        .into_iter()
+        .chain(["UPCXX_RANK"])
+    {
         cmd.env_remove(v);
     }
     cmd.env("PGAS_SRUN_MARK", mark)

@@ -15,9 +15,6 @@ use crate::common::{
 
 /// The conduit's cap on the host team (`crates/gex/src/conduit/mpi.rs`).
 pub(crate) const GEX_MPI_HOST_RANKS: &str = "GEX_MPI_HOST_RANKS";
-/// The variables by which an MPI launcher shows itself to its ranks (the ones the mpi
-/// conduit looks for, `conduit::mpi::launched`).
-const MPI_LAUNCHER_VARS: [&str; 3] = ["OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"];
 
 /// A figure a job did not measure, and why (the operation is not available on its
 /// path): reported as such, never as a number.
@@ -32,7 +29,7 @@ pub(crate) struct Unsupported {
 /// `default_job`. Started by hand (`mpirun -n 2 <bench binary>`), rank 0 prints its
 /// results.
 pub(crate) fn rank_job(default_job: &str) -> Option<RankJob> {
-    let mpi = MPI_LAUNCHER_VARS
+    let mpi = gex::job::mpirun::MPI_LAUNCHER_VARS
         .iter()
         .any(|v| std::env::var_os(v).is_some());
     common::rank_job(default_job).or_else(|| mpi.then(|| RankJob::from_env(default_job)))
@@ -136,7 +133,7 @@ pub(crate) fn run_mpi_job(
         &[],
     )?;
     // A driver itself started under an MPI launcher must not hand its rank to the job.
-    for v in MPI_LAUNCHER_VARS {
+    for v in gex::job::mpirun::MPI_LAUNCHER_VARS {
         cmd.env_remove(v);
     }
     let launcher = cmd.get_program().to_string_lossy().into_owned();

@@ -193,7 +193,7 @@ pub(crate) fn launched() -> bool {
     if std::env::var_os(crate::env::UPCXX_RANK).is_some() {
         return false;
     }
-    ["OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"]
+    crate::job::mpirun::MPI_LAUNCHER_VARS
         .iter()
         .any(|v| std::env::var_os(v).is_some())
 }

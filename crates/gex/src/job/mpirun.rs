@@ -59,6 +59,12 @@ pub fn mpi_requested() -> Result<bool, String> {
     }
 }
 
+/// The variables by which an MPI launcher (`mpirun`, `srun`, a PMI or PMIx launcher)
+/// shows a process that it is one of its ranks: the mpi conduit is chosen where one is
+/// set, and a process that starts a job of its own removes them from that job's
+/// environment.
+pub const MPI_LAUNCHER_VARS: [&str; 3] = ["OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"];
+
 /// The variable capping the mpi conduit's host team (see the conduit's docs); passed
 /// on to the ranks when set here.
 pub(crate) const GEX_MPI_HOST_RANKS: &str = "GEX_MPI_HOST_RANKS";
