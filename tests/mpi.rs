@@ -57,7 +57,7 @@ use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-use common::{built, Limited};
+use common::{am_paths, built, Limited};
 
 /// How long one job may run.
 const LIMIT: Duration = Duration::from_secs(120);
@@ -231,29 +231,6 @@ fn the_network_path_carries_every_transfer() {
     let mut seen = hosts(&out);
     seen.sort_unstable();
     assert_eq!(seen, vec![(0, 2), (0, 2), (1, 2), (1, 2)], "{out}");
-}
-
-/// Per rank, the AMs it handled from its host queues and over MPI, and the MPI messages
-/// that carried the latter, as reported under `GEX_MPI_STATS=1`.
-fn am_paths(stderr: &str) -> Vec<(u32, u64, u64, u64)> {
-    let mut paths: Vec<(u32, u64, u64, u64)> = stderr
-        .lines()
-        .filter_map(|l| {
-            let rest = l.split("gex: rank ").nth(1)?;
-            let (rank, rest) = rest.split_once(": AMs handled: ")?;
-            let (host, rest) = rest.split_once(" from the host queues, ")?;
-            let (net, rest) = rest.split_once(" over MPI in ")?;
-            let messages = rest.strip_suffix(" messages")?;
-            Some((
-                rank.parse().ok()?,
-                host.parse().ok()?,
-                net.parse().ok()?,
-                messages.parse().ok()?,
-            ))
-        })
-        .collect();
-    paths.sort_unstable();
-    paths
 }
 
 /// `mpirun` of `gex_network` with `GEX_MPI_STATS=1` and `env`: each rank's AMs from its

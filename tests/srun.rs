@@ -29,7 +29,7 @@ use std::process::{Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use common::{built, Limited};
+use common::{am_paths, built, Limited};
 
 /// How long one job may run.
 const LIMIT: Duration = Duration::from_secs(120);
@@ -109,20 +109,18 @@ fn srun(name: &str, ranks: u32, env: &[(&str, &str)]) -> Ended {
     ended
 }
 
-/// AMs each rank handled from its host queues and over MPI (`GEX_MPI_STATS=1`).
+/// AMs each rank handled from its host queues and over MPI (`GEX_MPI_STATS=1`),
+/// checking that every rank reported.
 fn paths(ended: &Ended, ranks: u32) -> Vec<(u64, u64)> {
-    (0..ranks)
-        .map(|r| {
-            let head = format!("gex: rank {r}: AMs handled: ");
-            let line = ended
-                .stderr
-                .lines()
-                .find_map(|l| l.strip_prefix(&head))
-                .unwrap_or_else(|| panic!("no report of rank {r}:\n{}", ended.text()));
-            let n: Vec<u64> = line.split(' ').filter_map(|w| w.parse().ok()).collect();
-            (n[0], n[1])
-        })
-        .collect()
+    let all = am_paths(&ended.stderr);
+    let reported: Vec<u32> = all.iter().map(|p| p.0).collect();
+    assert_eq!(
+        reported,
+        (0..ranks).collect::<Vec<_>>(),
+        "one report per rank:\n{}",
+        ended.text()
+    );
+    all.iter().map(|&(_, host, net, _)| (host, net)).collect()
 }
 
 #[test]

@@ -4,7 +4,7 @@
 //! [`Limited`]: a child process the test waits for only so long, killing it past that
 //! (and when the test lets go of it, panicking or not), so that a job that does not end
 //! fails its test instead of hanging the suite. [`built`]: a program of this build (the
-//! launcher, an example).
+//! launcher, an example). [`am_paths`]: the mpi conduit's report of its AM paths.
 // Each test uses what it needs of this module.
 #![allow(dead_code)]
 
@@ -32,6 +32,30 @@ pub(crate) fn built(path: &[&str], how: &str) -> PathBuf {
         path.display()
     );
     path
+}
+
+/// Per rank, the AMs it handled from its host queues and over MPI, and the MPI messages
+/// that carried the latter, as the mpi conduit reports them under `GEX_MPI_STATS=1`,
+/// in rank order.
+pub(crate) fn am_paths(stderr: &str) -> Vec<(u32, u64, u64, u64)> {
+    let mut paths: Vec<(u32, u64, u64, u64)> = stderr
+        .lines()
+        .filter_map(|l| {
+            let rest = l.split("gex: rank ").nth(1)?;
+            let (rank, rest) = rest.split_once(": AMs handled: ")?;
+            let (host, rest) = rest.split_once(" from the host queues, ")?;
+            let (net, rest) = rest.split_once(" over MPI in ")?;
+            let messages = rest.strip_suffix(" messages")?;
+            Some((
+                rank.parse().ok()?,
+                host.parse().ok()?,
+                net.parse().ok()?,
+                messages.parse().ok()?,
+            ))
+        })
+        .collect();
+    paths.sort_unstable();
+    paths
 }
 
 /// A child process, killed when dropped unless it ended.
