@@ -16,6 +16,11 @@
 //! The bytes are those of the owned type (postcard writes a `str` as a `String`, a
 //! slice as a `Vec`, a `&T` as the `T`), so a `ByRef<str>` decodes as a `String` and a
 //! message means the same whichever way its sender held the value.
+//!
+//! A string, the most common borrowed argument (a key, a name), goes through the
+//! codec's own string path (`Writer::str`, `Reader::str`) rather than through
+//! postcard's serializer: the same bytes, without a serializer on either side, and
+//! with an ASCII fast path for the UTF-8 check (`codec::utf8`).
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -65,12 +70,36 @@ pub fn by_ref<T: ?Sized + Borrowed>(value: &T) -> ByRef<'_, T> {
 pub trait Borrowed: Serialize + sealed::Sealed {
     /// What the target receives.
     type Owned: Serialize + DeserializeOwned;
+
+    /// Writes the borrowed value as postcard writes it.
+    #[doc(hidden)]
+    #[inline]
+    fn encode_borrowed(&self, w: &mut Writer<'_>) -> Result<(), Error> {
+        w.serde(self)
+    }
+
+    /// Reads what [`encode_borrowed`](Borrowed::encode_borrowed) wrote, as the owned type.
+    #[doc(hidden)]
+    #[inline]
+    fn decode_owned(r: &mut Reader<'_>) -> Result<Self::Owned, Error> {
+        r.serde()
+    }
 }
 
 impl sealed::Sealed for str {}
 
 impl Borrowed for str {
     type Owned = String;
+
+    #[inline]
+    fn encode_borrowed(&self, w: &mut Writer<'_>) -> Result<(), Error> {
+        w.str(self)
+    }
+
+    #[inline]
+    fn decode_owned(r: &mut Reader<'_>) -> Result<String, Error> {
+        r.str().map(String::from)
+    }
 }
 
 impl<T: Serialize + DeserializeOwned> sealed::Sealed for [T] {}
@@ -90,11 +119,11 @@ impl<T: ?Sized + Borrowed> Serialization for ByRef<'_, T> {
 
     #[inline]
     fn encode(&self, w: &mut Writer<'_>) -> Result<(), Error> {
-        w.serde(self.0)
+        self.0.encode_borrowed(w)
     }
 
     #[inline]
     fn decode<'de>(r: &mut Reader<'de>) -> Result<T::Owned, Error> {
-        r.serde()
+        T::decode_owned(r)
     }
 }

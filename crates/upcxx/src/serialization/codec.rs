@@ -2,6 +2,11 @@
 //! send buffer (spilling into a vector when the value outgrows it), the [`Reader`] that
 //! decodes a receive buffer, and the sealed [`Serialization`] trait with its impl for
 //! serde types. A leaf of `serialization`.
+//!
+//! What the runtime itself writes on every call, an object's id and a string passed by
+//! reference, has a path of its own here (`varint`, `str`) beside postcard's
+//! serializer: the same bytes, without a serializer set up per value, and with the
+//! common case (a one-byte length, an ASCII string) inline.
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -91,12 +96,7 @@ impl<'a> Writer<'a> {
         if !self.spilled {
             let end = self.pos + data.len();
             if end <= self.slot.len() {
-                let dst = &mut self.slot[self.pos..end];
-                if data.len() <= 16 {
-                    copy_small(dst, data);
-                } else {
-                    dst.copy_from_slice(data);
-                }
+                copy(&mut self.slot[self.pos..end], data);
                 self.pos = end;
                 return Ok(());
             }
@@ -115,6 +115,14 @@ impl<'a> Writer<'a> {
             self.pos += 1;
             return Ok(());
         }
+        self.push_spilled(byte)
+    }
+
+    /// [`push`](Writer::push) past the slot, out of line so that the common case
+    /// inlines as a compare and a store.
+    #[cold]
+    #[inline(never)]
+    fn push_spilled(&mut self, byte: u8) -> Result<(), Error> {
         self.write(&[byte])
     }
 
@@ -162,13 +170,72 @@ impl<'a> Writer<'a> {
     pub(crate) fn serde<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
         postcard::serialize_with_flavor(value, Flavor(self)).map_err(Error::from)
     }
+
+    /// Writes `n` as postcard writes an unsigned integer or a length (a LEB128 varint).
+    /// postcard keeps its varint encoder private, and reaching it through `serde` costs
+    /// a serializer per call; the one-byte case, below 128 (a string's length, an id),
+    /// is written here and the rest by postcard, so the bytes are postcard's either way.
+    #[inline]
+    pub(crate) fn varint(&mut self, n: u64) -> Result<(), Error> {
+        if n < 0x80 {
+            self.push(n as u8)
+        } else {
+            self.varint_long(n)
+        }
+    }
+
+    /// [`varint`](Writer::varint) of 128 or more, out of line so that the one-byte
+    /// case inlines as a compare and a store.
+    #[cold]
+    #[inline(never)]
+    fn varint_long(&mut self, n: u64) -> Result<(), Error> {
+        self.serde(&n)
+    }
+
+    /// Writes `s` as postcard writes a `str` (its length as a varint, then its bytes),
+    /// without postcard's serializer between: the path of every string argument sent by
+    /// reference ([`by_ref`](super::by_ref())).
+    #[inline]
+    pub(crate) fn str(&mut self, s: &str) -> Result<(), Error> {
+        let bytes = s.as_bytes();
+        let end = self.pos + 1 + bytes.len();
+        // A string shorter than 128 bytes that fits the slot: its one-byte length and
+        // its bytes, with one bounds check.
+        if bytes.len() < 0x80 && !self.spilled && end <= self.slot.len() {
+            self.slot[self.pos] = bytes.len() as u8;
+            copy(&mut self.slot[self.pos + 1..end], bytes);
+            self.pos = end;
+            return Ok(());
+        }
+        self.str_long(bytes)
+    }
+
+    /// [`str`](Writer::str) of a long string, or one that does not fit the slot.
+    #[cold]
+    #[inline(never)]
+    fn str_long(&mut self, bytes: &[u8]) -> Result<(), Error> {
+        self.varint(bytes.len() as u64)?;
+        self.write(bytes)
+    }
 }
 
-/// Copies `src` (at most 16 bytes) into `dst`, as long, with at most two overlapping
+/// Copies `src` into `dst`, as long: [`copy_small`] up to 32 bytes, `memcpy` above.
+#[inline(always)]
+fn copy(dst: &mut [u8], src: &[u8]) {
+    if src.len() <= 32 {
+        copy_small(dst, src);
+    } else {
+        dst.copy_from_slice(src);
+    }
+}
+
+/// Copies `src` (at most 32 bytes) into `dst`, as long, with at most two overlapping
 /// moves of a fixed width: what the codec writes most (a varint, a length, a short
-/// string) costs no call to `memcpy`, whose dispatch on the length outweighs the copy.
+/// string such as a key) costs no call to `memcpy`, whose dispatch on the length
+/// outweighs the copy.
 #[inline(always)]
 fn copy_small(dst: &mut [u8], src: &[u8]) {
+    #[inline(always)]
     fn two<const W: usize>(dst: &mut [u8], src: &[u8]) {
         let n = src.len();
         let head: [u8; W] = src[..W].try_into().expect("W bytes");
@@ -181,7 +248,8 @@ fn copy_small(dst: &mut [u8], src: &[u8]) {
         1 => dst[0] = src[0],
         2..=3 => two::<2>(dst, src),
         4..=7 => two::<4>(dst, src),
-        _ => two::<8>(dst, src),
+        8..=16 => two::<8>(dst, src),
+        _ => two::<16>(dst, src),
     }
 }
 
@@ -221,6 +289,7 @@ impl<'de> Reader<'de> {
         Reader { buf, pos: 0 }
     }
 
+    #[inline]
     pub(super) fn take(&mut self, n: usize) -> Result<&'de [u8], Error> {
         let left = self.buf.len() - self.pos;
         if n > left {
@@ -257,6 +326,53 @@ impl<'de> Reader<'de> {
         self.pos = self.buf.len() - rest.len();
         Ok(v)
     }
+
+    /// Reads what [`Writer::varint`] writes: the one-byte case here, the rest by
+    /// postcard.
+    #[inline]
+    pub(crate) fn varint(&mut self) -> Result<u64, Error> {
+        match self.buf.get(self.pos) {
+            Some(&b) if b < 0x80 => {
+                self.pos += 1;
+                Ok(u64::from(b))
+            }
+            _ => self.varint_long(),
+        }
+    }
+
+    /// [`varint`](Reader::varint) of more than one byte (or none left), out of line.
+    #[cold]
+    #[inline(never)]
+    fn varint_long(&mut self) -> Result<u64, Error> {
+        self.serde()
+    }
+
+    /// Reads what [`Writer::str`] writes, in place, checked to be UTF-8 (see [`utf8`]).
+    #[inline]
+    pub(super) fn str(&mut self) -> Result<&'de str, Error> {
+        let n = self.varint()?;
+        let n =
+            usize::try_from(n).map_err(|_| Error::from(postcard::Error::DeserializeBadVarint))?;
+        utf8(self.take(n)?)
+    }
+}
+
+/// `bytes` as a `str`, if they are UTF-8 (the check postcard makes, with its error).
+///
+/// The bytes come from another process of the job, which the receiver trusts with the
+/// function it runs (`rpc/delivery.rs`), but a `str` that is not UTF-8 is undefined
+/// behaviour in every later use, so the check stays: it is made cheap rather than
+/// skipped. Names and keys are mostly ASCII, and ASCII is UTF-8: `<[u8]>::is_ascii`
+/// tests a word at a time, where `core::str::from_utf8` walks a string shorter than
+/// its fast path byte by byte, each byte through its state machine. Anything else
+/// takes the full check.
+#[inline]
+pub(super) fn utf8(bytes: &[u8]) -> Result<&str, Error> {
+    if bytes.is_ascii() {
+        // SAFETY: ASCII bytes are valid UTF-8.
+        return Ok(unsafe { std::str::from_utf8_unchecked(bytes) });
+    }
+    std::str::from_utf8(bytes).map_err(|_| Error::from(postcard::Error::DeserializeBadUtf8))
 }
 
 pub(crate) mod sealed {
@@ -321,16 +437,113 @@ impl<T: Serialize + DeserializeOwned> Serialization for T {
 mod tests {
     use super::*;
 
+    /// The bytes of `write` into a slot of `slot` bytes (spilling past it).
+    fn written(slot: usize, write: impl FnOnce(&mut Writer<'_>) -> Result<(), Error>) -> Vec<u8> {
+        let mut buf = vec![0u8; slot];
+        let mut spill = Vec::new();
+        let mut w = Writer::new(&mut buf, Some(&mut spill));
+        write(&mut w).expect("written");
+        let (len, spilled) = (w.pos(), w.spilled());
+        if spilled {
+            spill
+        } else {
+            buf.truncate(len);
+            buf
+        }
+    }
+
+    /// `varint` writes and reads postcard's bytes for an integer, on both sides of the
+    /// one-byte case and up to `u64::MAX`.
+    #[test]
+    fn varints_are_postcards() {
+        let values = [
+            0,
+            1,
+            127,
+            128,
+            300,
+            16_383,
+            16_384,
+            u64::from(u32::MAX),
+            u64::MAX,
+        ];
+        for n in values {
+            let theirs = postcard::to_stdvec(&n).unwrap();
+            for slot in [0, 1, 16] {
+                assert_eq!(
+                    written(slot, |w| w.varint(n)),
+                    theirs,
+                    "{n} in a slot of {slot}"
+                );
+            }
+            let mut r = Reader::new(&theirs);
+            assert_eq!(r.varint().unwrap(), n);
+            assert_eq!(r.pos, theirs.len());
+        }
+        assert!(Reader::new(&[]).varint().is_err(), "no byte left");
+        assert!(Reader::new(&[0x80]).varint().is_err(), "a varint cut short");
+    }
+
+    /// `str` writes postcard's bytes for a `str` (length varint, then the bytes), in
+    /// the slot and across the spill, and reads them back in place.
+    #[test]
+    fn strings_are_postcards() {
+        for len in [0, 1, 16, 17, 32, 33, 127, 128, 300] {
+            let s: String = (0..len)
+                .map(|i| char::from(b'a' + (i % 26) as u8))
+                .collect();
+            let theirs = postcard::to_stdvec(&s).unwrap();
+            for slot in [0, 5, len, len + 1, len + 8] {
+                assert_eq!(
+                    written(slot, |w| w.str(&s)),
+                    theirs,
+                    "{len} bytes, slot {slot}"
+                );
+            }
+            assert_eq!(Reader::new(&theirs).str().unwrap(), s);
+        }
+        let mut cut = postcard::to_stdvec("abc").unwrap();
+        cut.pop();
+        assert!(
+            Reader::new(&cut).str().is_err(),
+            "fewer bytes than the length says"
+        );
+    }
+
+    /// The UTF-8 check takes ASCII at once, accepts any other valid UTF-8 and refuses
+    /// invalid bytes wherever they sit (before, inside and after the word-sized parts).
+    #[test]
+    fn utf8_checks_every_byte() {
+        assert_eq!(utf8(b"plain ascii key-0-1").unwrap(), "plain ascii key-0-1");
+        assert_eq!(utf8("clé ключ 鍵 🔑".as_bytes()).unwrap(), "clé ключ 鍵 🔑");
+        for len in 1..40 {
+            for at in 0..len {
+                let mut bytes = vec![b'k'; len];
+                bytes[at] = 0xff;
+                assert!(utf8(&bytes).is_err(), "0xff at {at} of {len}");
+                // A lone continuation byte, and a lead byte whose sequence is cut off.
+                bytes[at] = 0x80;
+                assert!(utf8(&bytes).is_err(), "0x80 at {at} of {len}");
+                bytes[at] = 0xc3;
+                if at + 1 == len {
+                    assert!(utf8(&bytes).is_err(), "0xc3 at the end of {len}");
+                }
+            }
+        }
+        let e = utf8(&[b'a', 0xc0, 0x80]).unwrap_err();
+        assert!(e.to_string().contains("serialization failed"), "{e}");
+    }
+
     /// Every length `copy_small` takes, at every offset of a larger buffer, copies
     /// exactly those bytes and touches no other.
     #[test]
     fn copy_small_copies_exactly_the_bytes() {
-        let src: Vec<u8> = (1..=16).collect();
-        for n in 0..=16 {
+        let src: Vec<u8> = (1..=32).collect();
+        for n in 0..=32 {
             for at in 0..4 {
-                let mut buf = [0u8; 24];
+                let mut buf = [0u8; 40];
                 copy_small(&mut buf[at..at + n], &src[..n]);
-                let mut want = [0u8; 24];
+                let mut want = [0u8; 40];
                 want[at..at + n].copy_from_slice(&src[..n]);
                 assert_eq!(buf, want, "{n} bytes at {at}");
             }

@@ -11,7 +11,9 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use proptest::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use super::{deserialize, make_view, serialize, SeqView, Serialization, Trivial, View};
+use super::{
+    by_ref, deserialize, make_view, serialize, ByRef, SeqView, Serialization, Trivial, View,
+};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 enum Shape {
@@ -105,6 +107,16 @@ fn decodes<T: Serialization>(bytes: &[u8]) -> Result<bool, TestCaseError> {
     }
 }
 
+/// Decodes `bytes` as a borrowed string's owned value (the codec's own string path)
+/// and as a `String` (postcard's): the same string, or an error from both.
+fn str_decodes_as_postcard(bytes: &[u8]) -> Result<(), TestCaseError> {
+    decodes::<ByRef<'_, str>>(bytes)?;
+    let ours = deserialize::<ByRef<'_, str>>(bytes).ok();
+    let postcard = deserialize::<String>(bytes).ok();
+    prop_assert_eq!(ours, postcard, "decoding {:?}", bytes);
+    Ok(())
+}
+
 /// Decodes `bytes` as a `SeqView<String>` and runs its iterator (collected, so the
 /// exact size it reports is used to allocate).
 fn seq_view_decodes(bytes: &[u8]) -> Result<(), TestCaseError> {
@@ -139,6 +151,17 @@ proptest! {
         decodes::<View<'_, [u32; 3]>>(&bytes)?;
         decodes::<Trivial<[u16; 5]>>(&bytes)?;
         seq_view_decodes(&bytes)?;
+        str_decodes_as_postcard(&bytes)?;
+    }
+
+    #[test]
+    fn mutated_borrowed_strings(s in prop_oneof![".{0,40}", "[ -~]{0,200}", any::<String>()],
+                                edits in prop::collection::vec(edit(), 1..4)) {
+        let mut bytes = serialize(&by_ref(s.as_str()));
+        prop_assert_eq!(&bytes, &serialize(&s), "postcard's bytes");
+        prop_assert_eq!(deserialize::<ByRef<'_, str>>(&bytes).ok(), Some(s));
+        apply(&mut bytes, &edits);
+        str_decodes_as_postcard(&bytes)?;
     }
 
     #[test]
