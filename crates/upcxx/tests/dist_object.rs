@@ -180,6 +180,82 @@ fn calls_in_a_row_on_several_objects_each_find_their_own() {
     }
 }
 
+/// One call naming several objects, the same one twice among them, finds each (the
+/// target replaces the object it holds in hand while the call holds the one before).
+#[test]
+fn one_call_naming_several_objects_finds_each() {
+    for ranks in [1, 2, 3] {
+        spmd(ranks, || {
+            upcxx::init();
+            let next = (rank_me() + 1) % rank_n();
+            let a = DistObject::new(Cell::new(1u64));
+            let b = DistObject::new(Cell::new(20u64));
+            let c = DistObject::new(String::from("c"));
+            type Obj = DistObject<Cell<u64>>;
+            for i in 0..50u64 {
+                let got = upcxx::rpc(
+                    next,
+                    |x: &Obj, y: &Obj, s: &DistObject<String>, z: &Obj, by: u64| {
+                        x.set(x.get() + by);
+                        (x.get(), y.get(), s.len(), z.get())
+                    },
+                    (&a, &b, &c, &a, 1),
+                )
+                .wait();
+                assert_eq!(got, (2 + i, 20, 1, 2 + i));
+            }
+            upcxx::barrier();
+            upcxx::finalize();
+        });
+    }
+}
+
+/// A member holding a token (to count its handles) and a text to read.
+type Tokened = DistObject<(Rc<()>, String)>;
+
+thread_local! {
+    static OWNER: RefCell<Option<Tokened>> = const { RefCell::new(None) };
+}
+
+/// §14.4 ¶17 with calls: a call may drop the owner of the object it names and still
+/// read the member through its argument until it returns; the value is dropped at the
+/// target's next user-level progress, once nothing holds it.
+#[test]
+fn a_call_may_drop_the_object_it_names() {
+    for ranks in [1, 2, 3] {
+        spmd(ranks, || {
+            upcxx::init();
+            let me = rank_me();
+            let next = (me + 1) % rank_n();
+            let token = Rc::new(());
+            let obj = DistObject::new((Rc::clone(&token), format!("member of {me}")));
+            // Calls in a row: the target holds its member in hand between them.
+            for _ in 0..3 {
+                let got = upcxx::rpc(next, |o: &Tokened| o.1.clone(), (&obj,)).wait();
+                assert_eq!(got, format!("member of {next}"));
+            }
+            let here = obj.id().here();
+            OWNER.with(|o| *o.borrow_mut() = Some(obj));
+            upcxx::barrier();
+            let got = upcxx::rpc(
+                next,
+                |o: &Tokened| {
+                    drop(OWNER.with(|owner| owner.borrow_mut().take()));
+                    o.1.clone()
+                },
+                (&here,),
+            );
+            drop(here);
+            assert_eq!(got.wait(), format!("member of {next}"));
+            upcxx::barrier();
+            upcxx::progress(upcxx::ProgressLevel::User);
+            assert!(OWNER.with(|o| o.borrow().is_none()));
+            assert_eq!(Rc::strong_count(&token), 1, "the value was dropped");
+            upcxx::finalize();
+        });
+    }
+}
+
 /// `as_rpc` with `&DistObject` and `&Team` arguments (§9.3 ¶1, §7.3): the call is
 /// serialized when the put starts, so the references need only outlive the initiating
 /// call, and they name the target's own objects (over the world and over a split team).
@@ -414,7 +490,8 @@ fn dropping_the_object_destroys_this_ranks_member() {
     }
 }
 
-/// An RPC naming an object its target dropped fails the job, naming the object.
+/// An RPC naming an object its target dropped fails the job, naming the object, also
+/// when the target ran a call on it before.
 #[test]
 fn a_call_naming_an_object_dropped_on_its_target_fails_the_job() {
     let mut opts = SpmdOptions::new(2);
@@ -422,6 +499,11 @@ fn a_call_naming_an_object_dropped_on_its_target_fails_the_job() {
     let Some(outcome) = spmd_outcome(opts, || {
         upcxx::init();
         let obj = DistObject::new(5u32);
+        // A call on the member first: rank 1 holds it in hand when it drops it.
+        if rank_me() == 0 {
+            assert_eq!(obj.fetch(1).wait(), 5);
+        }
+        upcxx::barrier();
         if rank_me() == 1 {
             let id = obj.id();
             drop(obj);

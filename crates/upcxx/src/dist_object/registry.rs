@@ -82,8 +82,8 @@ pub(super) enum Status {
     OnOtherThread,
 }
 
-/// Whether the object named `key` is built on this thread and not dropped: the one
-/// lookup of an RPC argument that names an object already in hand (`by_id.rs`).
+/// Whether the object named `key` is built on this thread and not dropped (what an RPC
+/// argument checks when the object is not the one in hand, `by_id.rs`).
 #[inline]
 pub(super) fn is_here(key: Key) -> bool {
     OBJECTS.with(|o| o.borrow().contains_key(&key))
@@ -131,7 +131,8 @@ pub(super) fn register(team: TeamId, make: impl FnOnce(Key) -> Rc<dyn Any>) -> K
     key
 }
 
-/// Forgets a dropped object: its name no longer finds it here.
+/// Forgets a dropped object: its name no longer finds it here, nor through the handle
+/// RPC arguments keep in hand (`by_id.rs`).
 pub(super) fn unregister(key: Key) {
     let obj = OBJECTS.with(|o| o.borrow_mut().remove(&key));
     if let Some(n) = numbering().as_mut() {
@@ -139,6 +140,7 @@ pub(super) fn unregister(key: Key) {
     }
     // The value may run code when dropped: not while the tables are borrowed.
     drop(obj);
+    super::by_id::forget(key);
 }
 
 /// Runs `rerun` at the user-level progress after the object `key` is built here.
