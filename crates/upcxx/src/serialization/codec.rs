@@ -362,17 +362,44 @@ impl<'de> Reader<'de> {
 /// The bytes come from another process of the job, which the receiver trusts with the
 /// function it runs (`rpc/delivery.rs`), but a `str` that is not UTF-8 is undefined
 /// behaviour in every later use, so the check stays: it is made cheap rather than
-/// skipped. Names and keys are mostly ASCII, and ASCII is UTF-8: `<[u8]>::is_ascii`
-/// tests a word at a time, where `core::str::from_utf8` walks a string shorter than
-/// its fast path byte by byte, each byte through its state machine. Anything else
-/// takes the full check.
+/// skipped. Names and keys are mostly ASCII, and ASCII is UTF-8: [`is_ascii`] tests a
+/// short string in two to four word loads, where `core::str::from_utf8` walks a
+/// string shorter than its fast path byte by byte, each byte through its state
+/// machine. Anything else takes the full check.
 #[inline]
 pub(super) fn utf8(bytes: &[u8]) -> Result<&str, Error> {
-    if bytes.is_ascii() {
+    if is_ascii(bytes) {
         // SAFETY: ASCII bytes are valid UTF-8.
         return Ok(unsafe { std::str::from_utf8_unchecked(bytes) });
     }
+    not_ascii(bytes)
+}
+
+/// [`utf8`] of bytes that are not all ASCII: the full check, out of line.
+#[cold]
+#[inline(never)]
+fn not_ascii(bytes: &[u8]) -> Result<&str, Error> {
     std::str::from_utf8(bytes).map_err(|_| Error::from(postcard::Error::DeserializeBadUtf8))
+}
+
+/// Whether every byte is ASCII (below 128). Up to 32 bytes, the test ORs together
+/// overlapping words that cover the bytes and checks their high bits once; longer
+/// strings go to `<[u8]>::is_ascii`. Hand-written because core's `is_ascii` walks the
+/// bytes after the last whole word one at a time, which for a key of some twenty
+/// bytes costs more than the words.
+#[inline(always)]
+fn is_ascii(bytes: &[u8]) -> bool {
+    let n = bytes.len();
+    let w8 = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
+    let w4 = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"));
+    const HIGH8: u64 = 0x8080_8080_8080_8080;
+    match n {
+        0..=3 => bytes.iter().all(|b| *b < 0x80),
+        4..=7 => (w4(0) | w4(n - 4)) & 0x8080_8080 == 0,
+        8..=16 => (w8(0) | w8(n - 8)) & HIGH8 == 0,
+        17..=32 => (w8(0) | w8(8) | w8(n - 16) | w8(n - 8)) & HIGH8 == 0,
+        _ => bytes.is_ascii(),
+    }
 }
 
 pub(crate) mod sealed {
@@ -508,6 +535,24 @@ mod tests {
             Reader::new(&cut).str().is_err(),
             "fewer bytes than the length says"
         );
+    }
+
+    /// `is_ascii` agrees with core's at every length around its cases and with a
+    /// non-ASCII byte at every position.
+    #[test]
+    fn is_ascii_sees_every_byte() {
+        for len in 0..70 {
+            let mut bytes = vec![b'a'; len];
+            assert!(is_ascii(&bytes), "{len} ASCII bytes");
+            for at in 0..len {
+                for high in [0x80, 0xc3, 0xff] {
+                    bytes[at] = high;
+                    assert!(!is_ascii(&bytes), "{high:#x} at {at} of {len}");
+                    bytes[at] = 0x7f;
+                    assert!(is_ascii(&bytes), "0x7f at {at} of {len}");
+                }
+            }
+        }
     }
 
     /// The UTF-8 check takes ASCII at once, accepts any other valid UTF-8 and refuses
