@@ -51,13 +51,16 @@
 //!   iterator (no intermediate container); the target gets an iterator that deserializes
 //!   the elements one by one, on demand, from the network buffer (the spec's
 //!   `deserializing_iterator`).
+//! * [`StrView`] is the §6.5 view of a string's characters: the target gets a `&str`
+//!   in the network buffer, checked to be UTF-8 (no copy, no allocation).
 //!
 //! # Lifetimes
 //!
-//! A received `View<'de, T>`/`SeqView<'de, T>` borrows the receive buffer, so the RPC
-//! function's signature must accept any lifetime (`|v: View<'_, u64>| ...`, or a `fn`
-//! with an elided lifetime); a function that wants a `View<'static, _>` is rejected at
-//! compile time, so a view cannot outlive its buffer through safe code. The buffer lives
+//! A received `View<'de, T>`, `SeqView<'de, T>` or `StrView<'de>` borrows the receive
+//! buffer, so the RPC function's signature must accept any lifetime (`|v: View<'_,
+//! u64>| ...`, or a `fn` with an elided lifetime); a function that wants a
+//! `View<'static, _>` is rejected at compile time, so a view cannot outlive its buffer
+//! through safe code. The buffer lives
 //! until the RPC function returns or, if it returns a not-yet-ready future, until that
 //! future is ready (§6.5 ¶6); within that window, raw pointers taken with
 //! [`View::as_ptr`] stay valid, which is how an asynchronous operation started by the
@@ -65,8 +68,8 @@
 //!
 //! # What is an RPC argument
 //!
-//! [`Serialization`] is implemented for every serde type, for [`View`], for
-//! [`SeqView`] and for [`ByRef`], a borrowed argument made with [`by_ref`]
+//! [`Serialization`] is implemented for every serde type, for [`View`], [`SeqView`]
+//! and [`StrView`], and for [`ByRef`], a borrowed argument made with [`by_ref`]
 //! (`by_ref(name.as_str())`, `by_ref(&values[..])`, `by_ref(&my_struct)`): it is
 //! serialized straight from the borrow, as UPC++ serializes `const&` arguments, and the
 //! target receives the owned value (`by_ref.rs` says why this is a wrapper rather than
@@ -81,15 +84,16 @@
 //! # Layout
 //!
 //! `codec.rs` (errors, writer, reader, the [`Serialization`] trait) is the leaf;
-//! [`Trivial`] (`trivial.rs`), [`View`] (`view.rs`), [`SeqView`] (`seq_view.rs`) and
-//! [`ByRef`] (`by_ref.rs`) each sit on it. This file holds the free functions. The module imports nothing else
-//! from the crate.
+//! [`Trivial`] (`trivial.rs`), [`View`] (`view.rs`), [`SeqView`] (`seq_view.rs`),
+//! [`StrView`] (`str_view.rs`) and [`ByRef`] (`by_ref.rs`) each sit on it. This file
+//! holds the free functions. The module imports nothing else from the crate.
 
 mod by_ref;
 mod codec;
 #[cfg(test)]
 mod fuzz;
 mod seq_view;
+mod str_view;
 mod trivial;
 mod view;
 
@@ -99,6 +103,7 @@ pub use by_ref::{by_ref, Borrowed, ByRef};
 pub(crate) use codec::sealed;
 pub use codec::{Error, Reader, Rerun, Serialization, Writer};
 pub use seq_view::{make_seq_view, Elements, SeqView};
+pub use str_view::{make_str_view, StrView};
 pub use trivial::Trivial;
 pub use view::{make_view, View};
 

@@ -7,7 +7,8 @@ use gex::testing::spmd;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use upcxx::serialization::{
-    deserialize, make_seq_view, make_view, serialize, SeqView, Trivial, View,
+    deserialize, make_seq_view, make_str_view, make_view, serialize, SeqView, StrView, Trivial,
+    View,
 };
 use upcxx::{rank_me, rank_n, rpc};
 
@@ -246,6 +247,49 @@ fn rpc_target_reads_pod_views_in_place() {
             "an allocation the size of the elements was made"
         );
         assert_eq!(sum, data.iter().sum::<u64>());
+        upcxx::finalize();
+    });
+}
+
+/// §6.5 ¶4–¶5: on the RPC target, a view of a string's characters is the network
+/// buffer itself: no copy of them is made, ASCII or not, short or long.
+#[test]
+fn rpc_target_reads_str_views_in_place() {
+    spmd(2, || {
+        upcxx::init();
+        let peer = 1 - rank_me();
+        for _ in 0..3 {
+            rpc(peer, |s: StrView<'_>| s.len(), (make_str_view("warm-up"),)).wait();
+        }
+        let text: String = "key-ü-鍵-".repeat(BIG / 8);
+        let short = String::from("k-1");
+        assert!(text.len() >= BIG);
+        static BASE: AtomicUsize = AtomicUsize::new(0);
+        BASE.store(BIG_ALLOCS.load(Ordering::SeqCst), Ordering::SeqCst);
+        upcxx::barrier();
+        let f = rpc(
+            peer,
+            |s: StrView<'_>, short: StrView<'_>| {
+                let allocs = BIG_ALLOCS.load(Ordering::SeqCst) - BASE.load(Ordering::SeqCst);
+                let want = "key-ü-鍵-".repeat(BIG / 8);
+                (
+                    allocs,
+                    *s == *want,
+                    short.as_str() == "k-1",
+                    s.chars().count(),
+                )
+            },
+            (make_str_view(&text), StrView::from(&short)),
+        );
+        let (big_allocs, same, short_same, chars) = f.wait();
+        assert_eq!(big_allocs, 0, "the string was copied");
+        assert!(same && short_same, "the strings arrived changed");
+        assert_eq!(chars, text.chars().count());
+        // The bytes are a `String`'s: a view and a `by_ref` send the same message.
+        assert_eq!(serialize(&make_str_view(&text)), serialize(&text));
+        let bytes = serialize(&text);
+        let back = deserialize::<StrView<'_>>(&bytes).unwrap();
+        assert_eq!(back.as_str(), text);
         upcxx::finalize();
     });
 }

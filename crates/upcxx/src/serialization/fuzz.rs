@@ -12,7 +12,8 @@ use proptest::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use super::{
-    by_ref, deserialize, make_view, serialize, ByRef, SeqView, Serialization, Trivial, View,
+    by_ref, deserialize, make_str_view, make_view, serialize, ByRef, SeqView, Serialization,
+    StrView, Trivial, View,
 };
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -107,13 +108,19 @@ fn decodes<T: Serialization>(bytes: &[u8]) -> Result<bool, TestCaseError> {
     }
 }
 
-/// Decodes `bytes` as a borrowed string's owned value (the codec's own string path)
-/// and as a `String` (postcard's): the same string, or an error from both.
+/// Decodes `bytes` as a borrowed string's owned value and as a string view (the
+/// codec's own string path) and as a `String` (postcard's): the same string, or an
+/// error from all three.
 fn str_decodes_as_postcard(bytes: &[u8]) -> Result<(), TestCaseError> {
     decodes::<ByRef<'_, str>>(bytes)?;
-    let ours = deserialize::<ByRef<'_, str>>(bytes).ok();
+    decodes::<StrView<'_>>(bytes)?;
     let postcard = deserialize::<String>(bytes).ok();
-    prop_assert_eq!(ours, postcard, "decoding {:?}", bytes);
+    let owned = deserialize::<ByRef<'_, str>>(bytes).ok();
+    prop_assert_eq!(&owned, &postcard, "decoding {:?}", bytes);
+    let view = deserialize::<StrView<'_>>(bytes)
+        .ok()
+        .map(|v| v.to_string());
+    prop_assert_eq!(&view, &postcard, "decoding {:?}", bytes);
     Ok(())
 }
 
@@ -159,6 +166,7 @@ proptest! {
                                 edits in prop::collection::vec(edit(), 1..4)) {
         let mut bytes = serialize(&by_ref(s.as_str()));
         prop_assert_eq!(&bytes, &serialize(&s), "postcard's bytes");
+        prop_assert_eq!(&bytes, &serialize(&make_str_view(&s)), "postcard's bytes");
         prop_assert_eq!(deserialize::<ByRef<'_, str>>(&bytes).ok(), Some(s));
         apply(&mut bytes, &edits);
         str_decodes_as_postcard(&bytes)?;
