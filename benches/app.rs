@@ -18,7 +18,7 @@
 //!
 //! | result                      | what                                                  | baseline (target)                   |
 //! |-----------------------------|-------------------------------------------------------|-------------------------------------|
-//! | `raw.hashmap_insert_rate`   | rank 0 alone: its keys and values (cloned, as the owner receives them) inserted into a local `FxHashMap`, the dht's own map type, holding them already: the compute floor of an insert | — |
+//! | `raw.hashmap_insert_rate`   | rank 0 alone: its keys and values stored as the owner stores them (the example's `store`) into a local `FxHashMap`, the dht's own map type, holding them already: the compute floor of an insert | — |
 //! | `gex.am_medium_64B_rate`    | rank 0 streams 64-byte Medium requests to polling rank 1 (as in `gex.rs`) | — |
 //! | `upcxx.rpc_ff_rate`         | rank 0 streams `rpc_ff(1, f, (seq,))` (as in `upcxx.rs`) | `gex.am_medium_64B_rate` (2 ranks: ≥ 1.0×) |
 //! | `upcxx.rpc_inflight_rate`   | rank 0 starts [`INFLIGHT`] round-trip `rpc(1, \|x\| x + 1, (x,))`, then one `when_all` of their futures, and again; per RPC | `upcxx.rpc_ff_rate` (2 ranks: ≥ 0.5×) |
@@ -88,24 +88,34 @@
 //! looked up in the registry for the wait check and again for the call. After: the
 //! codec's own string and varint paths with an ASCII check of a few word loads
 //! (`serialization/codec.rs`), and the object of the last call held in hand
-//! (`dist_object/by_id.rs`).
+//! (`dist_object/by_id.rs`); the example unchanged, its key and value still
+//! `by_ref` strings that arrive as `String`s. Views: the example as it is now, its key
+//! and value `StrView`s that the owner reads in the
+//! message and copies into what it stores (`dht::store`).
 //!
-//! | instructions per insert                                   | before                | after                 |
-//! |-----------------------------------------------------------|----------------------:|----------------------:|
-//! | the whole phase                                           | 3,117 / 3,145 / 3,633 | 2,431 / 2,501 / 2,675 |
-//! | — of which waiting for room to send (`reserve_waiting`)   | 581 / 588 / 1,089     | 574 / 631 / 850       |
-//! | sender: the two strings' serialization                    | 206                   | 112                   |
-//! | sender: the arguments' serialization, object id included  | about 280             | 168                   |
-//! | target: the object's wait check (`wait_until_here`)       | 170                   | 41                    |
-//! | target: the arguments' decoding (`RpcArgs::decode`)       | 1,061                 | 614                   |
-//! | — the object by id and the tuple                          | 312                   | 83                    |
-//! | — the two `String`s                                       | 749                   | 531                   |
-//! | —— their UTF-8 check                                      | 212                   | about 30 (inlined)    |
-//! | —— their allocation (`malloc`; the map keeps them)        | 357                   | 357                   |
-//! | target: the map insert (`HashMap::insert`)                | 237                   | 237                   |
+//! | instructions per insert                                | before                | after                 | after, views          |
+//! |--------------------------------------------------------|----------------------:|----------------------:|----------------------:|
+//! | the whole phase                                        | 3,117 / 3,145 / 3,633 | 2,431 / 2,501 / 2,675 | 2,468 / 2,516 / 2,553 |
+//! | — of which waiting for room to send (`reserve_waiting`) | 581 / 588 / 1,089    | 574 / 631 / 850       | 581 / 624 / 666       |
+//! | sender: the two strings' serialization                 | 206                   | 112                   | 112                   |
+//! | sender: the arguments' serialization, object id included | about 280           | 168                   | 168                   |
+//! | target: the object's wait check (`wait_until_here`)    | 170                   | 41                    | 41                    |
+//! | target: the arguments' decoding (`RpcArgs::decode`)    | 1,061                 | 614                   | 173                   |
+//! | — the object by id and the tuple                       | 312                   | 83                    | 75                    |
+//! | — the two strings                                      | 749                   | 531                   | 98                    |
+//! | —— their UTF-8 check                                   | 212                   | about 30 (inlined)    | about 30 (inlined)    |
+//! | target: the two strings' allocation (`malloc`; the map keeps them) | 357       | 357                   | 357                   |
+//! | target: the map insert (`HashMap::insert`)             | 237                   | 237                   | 237                   |
+//! | target: `store` (lookup, copies, allocation, insert)   | —                     | —                     | 768                   |
 //!
-//! What is left of decoding is mostly the two allocations, which the map keeps; the
-//! rest of an insert is the two messages (request and reply), the futures and progress.
+//! Every key of this phase is new, so views save nothing here: the owner allocates
+//! what it keeps either way, and looks the key up once more before inserting it. What
+//! they save is elsewhere: an insert of a key already there (the `app.dht_insert`
+//! figure, whose keys stay between operations) copies the value into the old one's
+//! buffer and allocates nothing, and a `find` builds no `String` for its key (its phase,
+//! under `--toggle-collect='*find_all*'`, one run each: 3,514 instructions per find
+//! before, 2,633 after with views, of which 1,095 and 956 waiting for room). The rest
+//! of an insert is the two messages (request and reply), the futures and progress.
 //!
 //! Data is checked: `app.dht_find` checks every value it finds (so it also checks the
 //! inserts), the stencil's rod is compared with a serial run after its first
@@ -231,8 +241,8 @@ fn rank_main(job: RankJob) {
     upcxx::finalize();
 }
 
-/// `raw.hashmap_insert_rate`: rank 0's own keys and values, cloned, into a local map of
-/// the dht's type that holds them already; per key.
+/// `raw.hashmap_insert_rate`: rank 0's own keys and values, stored by the example's
+/// `store` into a local map of the dht's type that holds them already; per key.
 fn hashmap_insert_rate(rank: Rank) -> Bench<'static> {
     let pairs = dht::pairs(rank, KEYS);
     let mut map: FxHashMap<String, String> = FxHashMap::default();
@@ -243,13 +253,13 @@ fn hashmap_insert_rate(rank: Rank) -> Bench<'static> {
         move |iters| {
             if map.is_empty() {
                 for (k, v) in &pairs {
-                    map.insert(k.clone(), v.clone());
+                    dht::store(&mut map, k, v);
                 }
             }
             let t0 = Instant::now();
             for _ in 0..iters {
                 let (k, v) = &pairs[next];
-                black_box(map.insert(k.clone(), v.clone()));
+                dht::store(black_box(&mut map), k, v);
                 next = (next + 1) % pairs.len();
             }
             let t = t0.elapsed();

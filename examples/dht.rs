@@ -3,7 +3,8 @@
 //!
 //! The table is in `dht/table.rs` (shared with the `app` bench): each rank owns the
 //! keys that hash to it, and `insert` and `find` are RPCs to the key's owner with the
-//! key and value passed by reference. Every rank inserts its keys (all in flight at
+//! key and value passed as string views, which the owner reads in the message and
+//! copies only into what it stores. Every rank inserts its keys (all in flight at
 //! once, then waits for all with `when_all`), then looks every one of them up and checks
 //! the value. Rank 0 prints the throughput and, as the last line, `verified` if every
 //! rank found every value it inserted (totals from `reduce_all`); any mismatch makes

@@ -5,13 +5,17 @@
 //! distributed object, as the UPC++ programmer's guide keeps its
 //! `dist_object<unordered_map>`. `insert` and `find` are RPCs to the key's owner that
 //! take the `&DistObject` of the map, which the owner receives as its own member, and
-//! the key and value by reference ([`upcxx::by_ref`]): they are serialized from the
-//! caller's strings, which it keeps, and the owner receives owned `String`s to store.
+//! the key and value as string views ([`make_str_view`], UPC++ `view<char>`): they are
+//! serialized from the caller's strings, which it keeps, and the owner reads them in
+//! the message. The owner copies them only into what it keeps ([`store`]): a key it
+//! does not hold yet into a new string, a value into the buffer of the value it
+//! replaces (grown if the new one is longer); a lookup copies nothing.
 
 use std::cell::RefCell;
 
 use rustc_hash::FxHashMap;
-use upcxx::{by_ref, rank_n, rpc, when_all, DistObject, Future, Rank};
+use upcxx::serialization::{make_str_view, StrView};
+use upcxx::{rank_n, rpc, when_all, DistObject, Future, Rank};
 
 /// This rank's part of the table. RPCs mutate it, so it sits in a `RefCell`: a
 /// distributed object gives shared access only. The keys are this program's own, not
@@ -34,14 +38,29 @@ pub(crate) fn owner(key: &str) -> Rank {
     (h % u64::from(rank_n())) as Rank
 }
 
+/// Stores `value` under `key` in this rank's part of the table: a new key and its value
+/// are copied into new strings; the value of a key already there is overwritten in its
+/// own buffer, which grows only if the new value is longer.
+pub(crate) fn store(map: &mut FxHashMap<String, String>, key: &str, value: &str) {
+    match map.get_mut(key) {
+        Some(old) => {
+            old.clear();
+            old.push_str(value);
+        }
+        None => {
+            map.insert(key.to_owned(), value.to_owned());
+        }
+    }
+}
+
 /// Stores `value` under `key` on its owner; ready once stored.
 pub(crate) fn insert(map: &Map, key: &str, value: &str) -> Future<()> {
     rpc(
         owner(key),
-        |map: &Map, key: String, value: String| {
-            map.borrow_mut().insert(key, value);
+        |map: &Map, key: StrView<'_>, value: StrView<'_>| {
+            store(&mut map.borrow_mut(), &key, &value);
         },
-        (map, by_ref(key), by_ref(value)),
+        (map, make_str_view(key), make_str_view(value)),
     )
 }
 
@@ -49,8 +68,8 @@ pub(crate) fn insert(map: &Map, key: &str, value: &str) -> Future<()> {
 pub(crate) fn find(map: &Map, key: &str) -> Future<Option<String>> {
     rpc(
         owner(key),
-        |map: &Map, key: String| map.borrow().get(&key).cloned(),
-        (map, by_ref(key)),
+        |map: &Map, key: StrView<'_>| map.borrow().get(&*key).cloned(),
+        (map, make_str_view(key)),
     )
 }
 
