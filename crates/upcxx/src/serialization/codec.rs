@@ -195,7 +195,7 @@ impl<'a> Writer<'a> {
     /// Writes `s` as postcard writes a `str` (its length as a varint, then its bytes),
     /// without postcard's serializer between: the path of every string argument sent by
     /// reference ([`by_ref`](super::by_ref())).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn str(&mut self, s: &str) -> Result<(), Error> {
         let bytes = s.as_bytes();
         let end = self.pos + 1 + bytes.len();
@@ -348,7 +348,7 @@ impl<'de> Reader<'de> {
     }
 
     /// Reads what [`Writer::str`] writes, in place, checked to be UTF-8 (see [`utf8`]).
-    #[inline]
+    #[inline(always)]
     pub(super) fn str(&mut self) -> Result<&'de str, Error> {
         let n = self.varint()?;
         let n =
@@ -366,7 +366,7 @@ impl<'de> Reader<'de> {
 /// short string in two to four word loads, where `core::str::from_utf8` walks a
 /// string shorter than its fast path byte by byte, each byte through its state
 /// machine. Anything else takes the full check.
-#[inline]
+#[inline(always)]
 pub(super) fn utf8(bytes: &[u8]) -> Result<&str, Error> {
     if is_ascii(bytes) {
         // SAFETY: ASCII bytes are valid UTF-8.

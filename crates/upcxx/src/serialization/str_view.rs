@@ -88,12 +88,15 @@ impl sealed::Sealed for StrView<'_> {}
 impl Serialization for StrView<'_> {
     type Deserialized<'de> = StrView<'de>;
 
-    #[inline]
+    #[inline(always)]
     fn encode(&self, w: &mut Writer<'_>) -> Result<(), Error> {
         w.str(self.0)
     }
 
-    #[inline]
+    // Both always inlined into the call's coding: their common case (a one-byte
+    // length, a short ASCII string) is a few loads, stores and compares, less than a
+    // call's own cost.
+    #[inline(always)]
     fn decode<'de>(r: &mut Reader<'de>) -> Result<StrView<'de>, Error> {
         r.str().map(StrView)
     }
