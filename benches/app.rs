@@ -90,31 +90,31 @@
 //! (`serialization/codec.rs`), and the object of the last call held in hand
 //! (`dist_object/by_id.rs`); the example unchanged, its key and value still
 //! `by_ref` strings that arrive as `String`s. Views: the example as it is now, its key
-//! and value `StrView`s that the owner reads in the
-//! message and copies into what it stores (`dht::store`).
+//! and value `StrView`s that the owner reads in the message and copies into what it
+//! stores (`dht::store`); their coding is inlined into the call's.
 //!
 //! | instructions per insert                                | before                | after                 | after, views          |
 //! |--------------------------------------------------------|----------------------:|----------------------:|----------------------:|
-//! | the whole phase                                        | 3,117 / 3,145 / 3,633 | 2,431 / 2,501 / 2,675 | 2,468 / 2,516 / 2,553 |
-//! | — of which waiting for room to send (`reserve_waiting`) | 581 / 588 / 1,089    | 574 / 631 / 850       | 581 / 624 / 666       |
-//! | sender: the two strings' serialization                 | 206                   | 112                   | 112                   |
-//! | sender: the arguments' serialization, object id included | about 280           | 168                   | 168                   |
+//! | the whole phase                                        | 3,117 / 3,145 / 3,633 | 2,431 / 2,501 / 2,675 | 2,376 / 2,433 / 2,613 |
+//! | — of which waiting for room to send (`reserve_waiting`) | 581 / 588 / 1,089    | 574 / 631 / 850       | 576 / 624 / 806       |
+//! | sender: the two strings' serialization                 | 206                   | 112                   | inlined               |
+//! | sender: the arguments' serialization, object id included | about 280           | 168                   | 129                   |
 //! | target: the object's wait check (`wait_until_here`)    | 170                   | 41                    | 41                    |
-//! | target: the arguments' decoding (`RpcArgs::decode`)    | 1,061                 | 614                   | 173                   |
-//! | — the object by id and the tuple                       | 312                   | 83                    | 75                    |
-//! | — the two strings                                      | 749                   | 531                   | 98                    |
+//! | target: the arguments' decoding (`RpcArgs::decode`)    | 1,061                 | 614                   | 139                   |
+//! | — the object by id and the tuple                       | 312                   | 83                    | inlined               |
+//! | — the two strings                                      | 749                   | 531                   | inlined               |
 //! | —— their UTF-8 check                                   | 212                   | about 30 (inlined)    | about 30 (inlined)    |
 //! | target: the two strings' allocation (`malloc`; the map keeps them) | 357       | 357                   | 357                   |
 //! | target: the map insert (`HashMap::insert`)             | 237                   | 237                   | 237                   |
 //! | target: `store` (lookup, copies, allocation, insert)   | —                     | —                     | 768                   |
 //!
-//! Every key of this phase is new, so views save nothing here: the owner allocates
-//! what it keeps either way, and looks the key up once more before inserting it. What
-//! they save is elsewhere: an insert of a key already there (the `app.dht_insert`
+//! Every key of this phase is new, so views move its allocations into `store` rather
+//! than save them: the owner allocates what it keeps either way, and looks the key up
+//! once more before inserting it. What they save is elsewhere: an insert of a key already there (the `app.dht_insert`
 //! figure, whose keys stay between operations) copies the value into the old one's
 //! buffer and allocates nothing, and a `find` builds no `String` for its key (its phase,
 //! under `--toggle-collect='*find_all*'`, one run each: 3,514 instructions per find
-//! before, 2,633 after with views, of which 1,095 and 956 waiting for room). The rest
+//! before, 2,599 after with views, of which 1,095 and 995 waiting for room). The rest
 //! of an insert is the two messages (request and reply), the futures and progress.
 //!
 //! Data is checked: `app.dht_find` checks every value it finds (so it also checks the
