@@ -63,7 +63,8 @@
 //! # Execution and results
 //!
 //! The target's AM handler only copies the message into a receive queue of the master
-//! persona (see `delivery.rs`); the function runs during user-level progress of the
+//! persona (see `delivery.rs`; a call to `rank_me()` is serialized into that queue by
+//! the caller, without an AM); the function runs during user-level progress of the
 //! target's master persona (§9.3 ¶6), never synchronously inside `rpc`, even to
 //! `rank_me()` (¶7). If it returns a value, the value is serialized and sent back; if it
 //! returns a [`Future`], the reply is sent when that future is ready (¶3), and the

@@ -20,6 +20,16 @@
 //! and the own queue is drained first. A thread that releases the master persona moves
 //! its own queue to the front of the shared inbox.
 //!
+//! **Calls to this rank** travel through no AM (`wire::send_to_self`): the sender
+//! puts the message where the handler would have put it, with the same header, so it
+//! runs as one that arrived, in the user-level progress of the master persona, never
+//! inside the call (§9.3 ¶7). On the thread holding the master persona, while the
+//! shared inbox is empty, the arguments are serialized straight into the page of its
+//! own queue; otherwise into a reused per-thread buffer, copied into the shared inbox.
+//! The rule above keeps them in order with the rank's other calls to itself: a thread's
+//! calls queue as its handlers' messages would. A reply to this rank is serialized into
+//! that buffer and delivered as a reply's handler delivers one.
+//!
 //! **Replies** go to the thread that made the call (futures are bound to their thread;
 //! see `rpc.rs`). The handler that receives one on that thread delivers it at once: it
 //! decodes the value into the future's reply cell or state (this runs no user callback;
@@ -36,6 +46,7 @@ use super::function::function_at;
 use super::inbox::{Head, Inbox, Page, Queue, KIND_REPLY_UNIT};
 use super::incoming::{Hold, Incoming};
 use super::reply::{complete_unit, cookie_word};
+use crate::serialization::{Error, Writer};
 use crate::thread;
 
 /// Runs the messages of `page` and clears it, or, if a message kept the page through
@@ -102,6 +113,93 @@ pub(super) fn queue_rpc(head: &Head, payload: &[u8]) {
         SHARED_RPCS.push(head, payload);
         thread::shared_work_queued();
     }
+}
+
+/// Queues for the master persona an RPC that this rank sends to itself (no AM carries
+/// it), as [`queue_rpc`] queues one that arrives: into this thread's own queue, the
+/// arguments serialized by `encode` straight into its page, or, on a thread without the
+/// master persona, into the shared inbox. `head.len` is set from what `encode` wrote;
+/// if it fails, nothing is queued. Returns the payload's length.
+///
+/// # Panics
+/// If `encode` itself sends an RPC from this thread to this rank's master persona (a
+/// serializer may not communicate, UPC++ spec §6.1 ¶5).
+pub(super) fn queue_rpc_from_self(
+    head: &Head,
+    encode: impl FnOnce(&mut Writer<'_>) -> Result<(), Error>,
+) -> Result<usize, Error> {
+    if thread::holds_master() && SHARED_RPCS.is_empty() {
+        let len = OWN_RPCS.with(|own| {
+            let Ok(mut queue) = own.queue.try_borrow_mut() else {
+                serializer_communicates()
+            };
+            // Allocated only if the message outgrows the page.
+            let mut spill = Vec::new();
+            let mut encoded = Ok(());
+            let mut len = 0;
+            let placed = queue.push_in_place(head, |room| {
+                let mut w = Writer::new(room, Some(&mut spill));
+                encoded = encode(&mut w);
+                len = w.pos();
+                (encoded.is_ok() && !w.spilled()).then_some(len)
+            });
+            if !placed && encoded.is_ok() {
+                queue.push(&with_len(head, len), &spill[..len]);
+            }
+            encoded.map(|()| len)
+        })?;
+        thread::note_rpcs_queued();
+        Ok(len)
+    } else {
+        let len = with_encoded(encode, |bytes| {
+            SHARED_RPCS.push(&with_len(head, bytes.len()), bytes);
+            bytes.len()
+        })?;
+        thread::shared_work_queued();
+        Ok(len)
+    }
+}
+
+/// `head` for a payload of `len` bytes.
+fn with_len(head: &Head, len: usize) -> Head {
+    let mut head = *head;
+    head.len = u32::try_from(len).unwrap_or_else(|_| {
+        panic!("upcxx::rpc: a message of {len} bytes is larger than the 4 GiB limit")
+    });
+    head
+}
+
+/// Calls `then` with what `encode` writes, in a buffer this thread reuses; returns its
+/// result, or `encode`'s error.
+fn with_encoded<R>(
+    encode: impl FnOnce(&mut Writer<'_>) -> Result<(), Error>,
+    then: impl FnOnce(&[u8]) -> R,
+) -> Result<R, Error> {
+    thread_local! {
+        /// Taken while in use: a serializer sending to this rank gets a buffer of its own.
+        static SCRATCH: Cell<Vec<u8>> = const { Cell::new(Vec::new()) };
+    }
+    let mut buf = SCRATCH.take();
+    // With no slot, every byte goes to the vector.
+    let mut w = Writer::new(&mut [], Some(&mut buf));
+    let encoded = encode(&mut w);
+    let (len, spilled) = (w.pos(), w.spilled());
+    let out = encoded.map(|()| then(if spilled { &buf[..len] } else { &[] }));
+    if buf.capacity() <= SCRATCH_KEPT {
+        SCRATCH.set(buf);
+    }
+    out
+}
+
+/// The largest buffer [`with_encoded`] keeps for the next message.
+const SCRATCH_KEPT: usize = 64 << 10;
+
+#[cold]
+fn serializer_communicates() -> ! {
+    panic!(
+        "upcxx::rpc: an argument's serializer sent an RPC; serialization may not \
+         communicate (UPC++ spec §6.1 ¶5)"
+    )
 }
 
 /// Queues a reassembled RPC for the master persona (AM handler).
@@ -219,6 +317,20 @@ pub(super) fn deliver_reply(head: &Head, payload: &[u8]) {
             thread::shared_work_queued();
         }
     }
+}
+
+/// Delivers the reply to an `rpc` that this rank made to itself (no AM carries it), as
+/// [`deliver_reply`] delivers one that arrives, its value serialized by `encode`;
+/// `head.len` is set from what `encode` wrote. If it fails, nothing is delivered.
+/// Returns the payload's length.
+pub(super) fn deliver_reply_from_self(
+    head: &Head,
+    encode: impl FnOnce(&mut Writer<'_>) -> Result<(), Error>,
+) -> Result<usize, Error> {
+    with_encoded(encode, |bytes| {
+        deliver_reply(&with_len(head, bytes.len()), bytes);
+        bytes.len()
+    })
 }
 
 /// Delivers a reassembled reply (AM handler), as [`deliver_reply`].

@@ -253,6 +253,41 @@ impl Queue {
         self.current.append(head, payload);
     }
 
+    /// Appends a message whose payload `fill` writes in place: `fill` gets the free room
+    /// of the page being filled, after the header (16-byte aligned), writes the payload
+    /// at its start and returns its length, or `None` if it did not fit, or failed
+    /// (nothing is queued then). Returns whether a message was queued. `head.len` is set
+    /// to the length written.
+    ///
+    /// # Panics
+    /// If `fill` returns more bytes than it was given.
+    pub(super) fn push_in_place(
+        &mut self,
+        head: &Head,
+        fill: impl FnOnce(&mut [u8]) -> Option<usize>,
+    ) -> bool {
+        if self.current.cap() - self.current.len < HEAD + 16 {
+            self.close_current();
+            if self.current.cap() < PAGE {
+                self.current = Page::new(PAGE);
+            }
+        }
+        let start = self.current.len + HEAD;
+        let Some(len) = fill(&mut self.current.bytes_mut()[start..]) else {
+            return false;
+        };
+        assert!(
+            start + len <= self.current.cap(),
+            "upcxx::rpc: a message written in place outgrew its room"
+        );
+        let at = self.current.len / 16;
+        let mut head = *head;
+        head.len = len as u32;
+        write_head(&mut self.current.buf[at..at + HEAD_CHUNKS], &head);
+        self.current.len += footprint(len);
+        true
+    }
+
     /// Queues a complete page (a reassembled message).
     pub(super) fn push_page(&mut self, page: Page) {
         self.close_current();
@@ -401,6 +436,7 @@ mod tests {
     #[derive(Debug, Clone)]
     enum Op {
         Push(usize),
+        PushInPlace(usize),
         PushPage(usize),
         Take,
     }
@@ -411,6 +447,8 @@ mod tests {
         prop_oneof![
             12 => (0usize..200).prop_map(Op::Push),
             1 => (PAGE - HEAD - 48..PAGE + 48).prop_map(Op::Push),
+            6 => (0usize..200).prop_map(Op::PushInPlace),
+            1 => (PAGE - HEAD - 48..PAGE + 48).prop_map(Op::PushInPlace),
             1 => (0usize..PAGE + 4096).prop_map(Op::PushPage),
             5 => Just(Op::Take),
         ]
@@ -441,6 +479,20 @@ mod tests {
                     Op::Push(len) => {
                         let (h, p) = message(sent, len);
                         q.push(&h, &p);
+                        sent += 1;
+                    }
+                    Op::PushInPlace(len) => {
+                        // As a serializer does: in place if it fits, else copied.
+                        let (h, p) = message(sent, len);
+                        let placed = q.push_in_place(&h, |room| {
+                            (room.len() >= len).then(|| {
+                                room[..len].copy_from_slice(&p);
+                                len
+                            })
+                        });
+                        if !placed {
+                            q.push(&h, &p);
+                        }
                         sent += 1;
                     }
                     Op::PushPage(len) => {

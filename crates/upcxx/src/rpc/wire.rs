@@ -10,6 +10,9 @@
 //! the sender's rank it makes the message id that pairs `GASP_UPCXX_RPC_SEND` with its
 //! `GASP_UPCXX_RPC_EXECUTE` (see `rpc::msgid`). The id costs no word of the header.
 //!
+//! A message to this rank takes no AM: [`send`] hands it to `delivery`, which queues it
+//! as the handler would have.
+//!
 //! The wire sits on `delivery`: its handlers hand each message to the queue or reply
 //! path there.
 
@@ -94,7 +97,8 @@ pub(crate) fn register_handlers(endpoint: &gex::Endpoint) {
 /// them. A message that outgrows the slot continues in a vector (see `Writer`) and is
 /// sent as fragments, the slot given back unsent, as it is when `encode` fails (nothing
 /// is sent then). `empty`: the caller knows `encode` writes nothing (a Short AM is sent,
-/// no slot is prepared). Returns the size of the serialized message.
+/// no slot is prepared). A message to this rank is queued without an AM (see
+/// `send_to_self`). Returns the size of the serialized message.
 ///
 /// Between Prepare and Commit the thread may not communicate; serialization may not
 /// either (UPC++ spec §6.1 ¶5: no UPC++ call with a progress level other than none), so
@@ -110,6 +114,9 @@ pub(super) fn send(
     empty: bool,
     encode: impl FnOnce(&mut Writer<'_>) -> Result<(), Error>,
 ) -> Result<usize, Error> {
+    if dest == team.rank() {
+        return send_to_self(dest, kind, entry, cookie, encode);
+    }
     let args = [
         kind, entry[0], entry[1], cookie[0], cookie[1], cookie[2], cookie[3],
     ];
@@ -135,6 +142,26 @@ pub(super) fn send(
         send_fragments(team, dest, &args, &spill[..len], max);
     }
     encoded.map(|()| len)
+}
+
+/// Sends a message to this rank without an AM: an RPC is serialized straight into the
+/// master persona's queue, a reply delivered as its handler would deliver it (see
+/// `delivery.rs`). What the target sees is what an AM would have brought: the same
+/// header and payload, in the same queue, run by the same user-level progress.
+#[inline(never)]
+fn send_to_self(
+    me: Rank,
+    kind: u32,
+    entry: [u32; 2],
+    cookie: [u32; 4],
+    encode: impl FnOnce(&mut Writer<'_>) -> Result<(), Error>,
+) -> Result<usize, Error> {
+    let (kind, seq) = split_first_arg(kind);
+    let head = Head::new(me, kind, seq, entry, cookie, 0);
+    match kind {
+        KIND_RPC => delivery::queue_rpc_from_self(&head, encode),
+        _ => delivery::deliver_reply_from_self(&head, encode),
+    }
 }
 
 /// Sends a message without payload.
