@@ -132,7 +132,7 @@ impl Page {
         write_head(&mut self.buf[at..at + HEAD_CHUNKS], head);
         if !payload.is_empty() {
             let start = self.len + HEAD;
-            self.bytes_mut()[start..start + payload.len()].copy_from_slice(payload);
+            copy_payload(&mut self.bytes_mut()[start..], payload);
         }
         self.len += footprint(payload.len());
     }
@@ -168,6 +168,30 @@ impl Page {
         Messages {
             chunks: &self.buf[..self.len / 16],
         }
+    }
+}
+
+/// Copies `src` to the start of `dst`. A payload of up to 32 bytes (most RPCs' arguments)
+/// is copied by two possibly overlapping moves of a fixed width, without a call to
+/// `memcpy`, whose dispatch on the length costs more than such a copy.
+#[inline(always)]
+fn copy_payload(dst: &mut [u8], src: &[u8]) {
+    #[inline(always)]
+    fn two<const W: usize>(dst: &mut [u8], src: &[u8]) {
+        let n = src.len();
+        let head: [u8; W] = src[..W].try_into().expect("W bytes");
+        let tail: [u8; W] = src[n - W..].try_into().expect("W bytes");
+        dst[..W].copy_from_slice(&head);
+        dst[n - W..n].copy_from_slice(&tail);
+    }
+    match src.len() {
+        0 => {}
+        1 => dst[0] = src[0],
+        2..=3 => two::<2>(dst, src),
+        4..=7 => two::<4>(dst, src),
+        8..=15 => two::<8>(dst, src),
+        16..=32 => two::<16>(dst, src),
+        n => dst[..n].copy_from_slice(src),
     }
 }
 
@@ -235,8 +259,25 @@ impl Queue {
         }
     }
 
-    /// Copies a message in.
+    /// Copies a message in. Not inlined: inlined into its caller, it takes the
+    /// thread-local accesses of `delivery::queue_rpc` out of line, which costs more
+    /// than the call.
+    #[inline(never)]
     pub(super) fn push(&mut self, head: &Head, payload: &[u8]) {
+        let need = footprint(payload.len());
+        // The page being filled is empty (no buffer) or of the ordinary size, so a
+        // message that fits in its room is no larger than a page.
+        if need <= self.current.cap() - self.current.len {
+            self.current.append(head, payload);
+        } else {
+            self.push_new_page(head, payload);
+        }
+    }
+
+    /// [`Queue::push`] of a message that does not fit in the page being filled.
+    #[cold]
+    #[inline(never)]
+    fn push_new_page(&mut self, head: &Head, payload: &[u8]) {
         let need = footprint(payload.len());
         if need > PAGE {
             let mut page = Page::new(need);
@@ -244,11 +285,9 @@ impl Queue {
             self.push_page(page);
             return;
         }
-        if self.current.cap() - self.current.len < need {
-            self.close_current();
-            if self.current.cap() < need {
-                self.current = Page::new(PAGE);
-            }
+        self.close_current();
+        if self.current.cap() < need {
+            self.current = Page::new(PAGE);
         }
         self.current.append(head, payload);
     }
