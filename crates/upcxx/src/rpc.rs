@@ -302,7 +302,7 @@ fn send_ff<const REPORT: bool>(
     let seq = msg_seq::<REPORT>();
     let span = gasp::span_if!(REPORT, GASP_UPCXX_RPC_SEND, dest, 0, msgid(rt.rank, seq));
     let kind = first_arg(KIND_RPC, seq);
-    let sent = send(&rt.team, dest, kind, entry, [0; 4], empty, encode);
+    let sent = send(rt, dest, kind, entry, [0; 4], empty, encode);
     let len = sent
         .unwrap_or_else(|e| panic!("upcxx::rpc_ff: the arguments could not be serialized: {e}"));
     gasp::end!(span, dest, len, msgid(rt.rank, seq));
@@ -465,9 +465,7 @@ where
     let cookie = cookie_of(replies as u64, promise as u64);
     let entry = function_offset(run_rpc::<F, A>);
     let kind = first_arg(KIND_RPC, seq);
-    let sent = send(&rt.team, dest, kind, entry, cookie, A::EMPTY, |w| {
-        args.encode(w)
-    });
+    let sent = send(rt, dest, kind, entry, cookie, A::EMPTY, |w| args.encode(w));
     let len = sent.unwrap_or_else(|e| {
         if !fits_cell::<RpcValue<F, A>>() {
             // SAFETY: nothing was sent, so no reply will take this reference back.
@@ -629,15 +627,9 @@ fn reply<V: Serialize + DeserializeOwned + 'static>(dest: Rank, cookie: [u32; 4]
     };
     let unit = std::any::TypeId::of::<V>() == std::any::TypeId::of::<()>();
     let kind = if unit { KIND_REPLY_UNIT } else { KIND_REPLY };
-    if let Err(e) = send(
-        &rt.team,
-        dest,
-        first_arg(kind, 0),
-        entry,
-        cookie,
-        unit,
-        |w| value.encode(w),
-    ) {
+    if let Err(e) = send(rt, dest, first_arg(kind, 0), entry, cookie, unit, |w| {
+        value.encode(w)
+    }) {
         panic!("upcxx::rpc: the result of the remote function could not be serialized: {e}");
     }
 }

@@ -22,7 +22,7 @@ use std::sync::{LazyLock, Mutex};
 
 use super::delivery;
 use super::inbox::{Head, Page, KIND_REPLY, KIND_REPLY_UNIT, KIND_RPC};
-use crate::runtime::state::Rank;
+use crate::runtime::state::{Rank, Setup};
 use crate::serialization::{Error, Writer};
 
 /// Bits of the first argument that hold the kind.
@@ -106,7 +106,7 @@ pub(crate) fn register_handlers(endpoint: &gex::Endpoint) {
 /// with gex's panic naming the restriction.
 #[inline(always)]
 pub(super) fn send(
-    team: &gex::Team,
+    rt: &Setup,
     dest: Rank,
     kind: u32,
     entry: [u32; 2],
@@ -114,9 +114,10 @@ pub(super) fn send(
     empty: bool,
     encode: impl FnOnce(&mut Writer<'_>) -> Result<(), Error>,
 ) -> Result<usize, Error> {
-    if dest == team.rank() {
+    if dest == rt.rank {
         return send_to_self(dest, kind, entry, cookie, encode);
     }
+    let team = &rt.team;
     let args = [
         kind, entry[0], entry[1], cookie[0], cookie[1], cookie[2], cookie[3],
     ];
@@ -148,6 +149,7 @@ pub(super) fn send(
 /// master persona's queue, a reply delivered as its handler would deliver it (see
 /// `delivery.rs`). What the target sees is what an AM would have brought: the same
 /// header and payload, in the same queue, run by the same user-level progress.
+#[cold]
 #[inline(never)]
 fn send_to_self(
     me: Rank,
