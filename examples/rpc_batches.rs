@@ -5,7 +5,8 @@
 //! Rank 0 sends batches of [`BATCH`] messages to rank 1, which makes user-level
 //! progress until told to stop: `rpc_ff(1, f, (seq,))` (`ff`), round-trip
 //! `rpc(1, |x| x + 1, (x,))` (`rt`), or, for reference, gex Medium Requests of the
-//! sequence number's 8 bytes (`am`). A batch is smaller than a network queue, so no send waits for
+//! sequence number's 8 bytes (`am`). In `self`, rank 0 sends the `rpc_ff`s of `ff` to
+//! itself and runs them (in its own `target_loop`). A batch is smaller than a network queue, so no send waits for
 //! room, and between batches rank 0 waits for rank 1 to have run them all: under
 //! `valgrind --tool=callgrind --toggle-collect='*send_batch*'
 //! --toggle-collect='*target_loop*'`, each side's counts divided by the messages are
@@ -37,6 +38,7 @@ fn medium(_token: &Token<'_>, payload: &[u8], _args: &[u32]) {
 #[derive(Clone, Copy, PartialEq)]
 enum Mode {
     Ff,
+    SelfFf,
     Rt,
     Am(gex::AmIndex),
 }
@@ -50,6 +52,10 @@ fn send_batch(mode: Mode, team: gex::Team, first: u64) -> Vec<upcxx::Future<u64>
             seqs.for_each(|seq| upcxx::rpc_ff(1, count, (seq,)));
             Vec::new()
         }
+        Mode::SelfFf => {
+            seqs.for_each(|seq| upcxx::rpc_ff(0, count, (seq,)));
+            Vec::new()
+        }
         Mode::Rt => seqs.map(|x| upcxx::rpc(1, |x: u64| x + 1, (x,))).collect(),
         Mode::Am(handler) => {
             for seq in seqs {
@@ -61,10 +67,10 @@ fn send_batch(mode: Mode, team: gex::Team, first: u64) -> Vec<upcxx::Future<u64>
     }
 }
 
-/// Rank 1: user-level progress until rank 0 says stop.
+/// User-level progress until `done` (rank 1: until rank 0 says stop).
 #[inline(never)]
-fn target_loop() {
-    while STOP.load(Ordering::Relaxed) == 0 {
+fn target_loop(done: impl Fn() -> bool) {
+    while !done() {
         upcxx::progress(upcxx::ProgressLevel::User);
     }
 }
@@ -89,9 +95,10 @@ fn main() {
         .expect("register the Medium handler");
     let mode = match args.next().as_deref().unwrap_or("ff") {
         "ff" => Mode::Ff,
+        "self" => Mode::SelfFf,
         "rt" => Mode::Rt,
         "am" => Mode::Am(table[0].index),
-        other => panic!("unknown mode {other}: ff, rt or am"),
+        other => panic!("unknown mode {other}: ff, self, rt or am"),
     };
     upcxx::barrier(); // both ranks' handlers are registered
     if upcxx::rank_me() == 0 {
@@ -100,6 +107,9 @@ fn main() {
             let results = upcxx::when_all(send_batch(mode, team, first)).wait();
             if mode == Mode::Rt {
                 assert!(results.iter().zip(first..).all(|(&r, x)| r == x + 1));
+            } else if mode == Mode::SelfFf {
+                let last = first + BATCH - 1;
+                target_loop(|| RAN.load(Ordering::Relaxed) == last);
             } else {
                 let ran = upcxx::rpc(1, || RAN.load(Ordering::Relaxed), ()).wait();
                 assert_eq!(ran, first + BATCH - 1, "rank 1 ran every message");
@@ -107,7 +117,7 @@ fn main() {
         }
         upcxx::rpc_ff(1, || STOP.store(1, Ordering::Relaxed), ());
     } else {
-        target_loop();
+        target_loop(|| STOP.load(Ordering::Relaxed) != 0);
     }
     upcxx::barrier();
     upcxx::finalize();
