@@ -48,7 +48,7 @@ impl Payload {
 pub(super) fn until_here<A: RpcArgs>(msg: &Incoming<'_>, entry: Entry) -> bool {
     let mut make_rerun = || -> Rerun {
         let held = msg.hold();
-        let head = msg.head;
+        let head = *msg.head;
         let payload = Payload(msg.payload.as_ptr(), msg.payload.len());
         Box::new(move || {
             let hold = held.into_hold();
@@ -56,7 +56,7 @@ pub(super) fn until_here<A: RpcArgs>(msg: &Incoming<'_>, entry: Entry) -> bool {
             // buffer does not move once handed to the hold (`delivery::run_page`).
             let payload = unsafe { payload.bytes() };
             let msg = Incoming {
-                head,
+                head: &head,
                 payload,
                 hold: &hold,
             };

@@ -308,7 +308,7 @@ pub(super) fn deliver_reply(head: &Head, payload: &[u8]) {
         // SAFETY: a reply of this kind to an `rpc` made on this thread.
         None if head.kind == KIND_REPLY_UNIT => unsafe { complete_unit(head.cookie) },
         None => run(&Incoming {
-            head: *head,
+            head,
             payload,
             hold: &Hold::default(),
         }),

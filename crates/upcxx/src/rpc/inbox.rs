@@ -210,12 +210,13 @@ pub(crate) struct Messages<'a> {
 }
 
 impl<'a> Iterator for Messages<'a> {
-    type Item = (Head, &'a [u8]);
+    type Item = (&'a Head, &'a [u8]);
 
+    /// The header is read where it lies, not copied.
     #[inline]
-    fn next(&mut self) -> Option<(Head, &'a [u8])> {
+    fn next(&mut self) -> Option<(&'a Head, &'a [u8])> {
         let (head, rest) = self.chunks.split_first_chunk::<HEAD_CHUNKS>()?;
-        let head: Head = bytemuck::cast(*head);
+        let head: &Head = bytemuck::from_bytes(bytemuck::cast_slice::<Chunk, u8>(head));
         let len = head.len as usize;
         let payload = &bytemuck::cast_slice::<Chunk, u8>(rest)[..len];
         self.chunks = &rest[len.div_ceil(16)..];
@@ -501,7 +502,7 @@ mod tests {
     fn drain(page: &Page, next: &mut u32) -> Result<(), TestCaseError> {
         for (head, payload) in page.messages() {
             let (want, bytes) = message(*next, head.len as usize);
-            prop_assert_eq!(bytemuck::bytes_of(&head), bytemuck::bytes_of(&want));
+            prop_assert_eq!(bytemuck::bytes_of(head), bytemuck::bytes_of(&want));
             prop_assert_eq!(payload, &bytes[..]);
             *next += 1;
         }

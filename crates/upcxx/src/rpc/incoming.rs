@@ -8,7 +8,7 @@ use super::inbox::{Head, Page};
 
 /// A message being run: its header and its payload, in a receive page.
 pub(super) struct Incoming<'a> {
-    pub head: Head,
+    pub head: &'a Head,
     pub payload: &'a [u8],
     pub(super) hold: &'a Hold,
 }
