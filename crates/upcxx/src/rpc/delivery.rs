@@ -9,6 +9,20 @@
 //! * otherwise into the shared inbox behind a lock, which the holder's user-level
 //!   progress checks with one load.
 //!
+//! Why a copy, and not a run from the network's slot: the handler may not run the RPC
+//! itself. An RPC runs in the user-level progress of the master persona (§9.3 ¶6), and
+//! its body may do what any code there may: communicate (`rpc`, `rput`, ...), which
+//! polls. An AM handler may do neither (GASNet-EX, "Calls from restricted context":
+//! only a Reply from a Request handler; gex enforces it, `gex::context`, and a poll
+//! inside a handler does nothing), and the payload it gets is the network's slot,
+//! valid only until the handler returns. Even in the most favourable case (the handler
+//! runs inside user-level progress on the thread holding the master persona, with no
+//! older RPC queued and none running), running the body there would make every RPC
+//! that communicates fail. So the handler copies, and the copy is kept cheap instead:
+//! the common message fits in the page being filled and is appended by a short path
+//! (`inbox::Queue::push`: the header as three aligned 16-byte moves, a payload of up
+//! to 32 bytes by two fixed-width moves), and the run reads the header where it lies.
+//!
 //! The holder runs its own queue by swapping the page being filled with an empty page
 //! it keeps for this, running the messages of the swapped-out page while handlers fill
 //! the other: a drain moves no page and allocates nothing.
