@@ -31,10 +31,12 @@ fn set_context(v: u32) {
     CONTEXT.with(|c| c.set(v))
 }
 
-/// Fails a communication call made from a restricted context.
+/// Fails a communication call made from a restricted context, naming it `gex::{call}`.
+/// Public (through `layered`) for a runtime that carries some operations itself,
+/// without gex (UPC++ RPCs to the caller's own rank): they fail where a send would.
 #[inline]
 #[track_caller]
-pub(crate) fn check_may_communicate(call: &str) {
+pub fn check_may_communicate(call: &str) {
     let ctx = context();
     if ctx != 0 {
         restricted(call, ctx);
