@@ -133,20 +133,15 @@ pub(super) fn queue_rpc(head: &Head, payload: &[u8]) {
 /// it), as [`queue_rpc`] queues one that arrives: into this thread's own queue, the
 /// arguments serialized by `encode` straight into its page, or, on a thread without the
 /// master persona, into the shared inbox. `head.len` is set from what `encode` wrote;
-/// if it fails, nothing is queued. Returns the payload's length.
-///
-/// # Panics
-/// If `encode` itself sends an RPC from this thread to this rank's master persona (a
-/// serializer may not communicate, UPC++ spec §6.1 ¶5).
+/// if it fails, nothing is queued. Returns the payload's length. `encode` may not send
+/// RPCs (`wire::send_to_self` checks it).
 pub(super) fn queue_rpc_from_self(
     head: &Head,
     encode: impl FnOnce(&mut Writer<'_>) -> Result<(), Error>,
 ) -> Result<usize, Error> {
     if thread::holds_master() && SHARED_RPCS.is_empty() {
         let len = OWN_RPCS.with(|own| {
-            let Ok(mut queue) = own.queue.try_borrow_mut() else {
-                serializer_communicates()
-            };
+            let mut queue = own.queue.borrow_mut();
             // Allocated only if the message outgrows the page.
             let mut spill = Vec::new();
             let mut encoded = Ok(());
@@ -190,7 +185,6 @@ fn with_encoded<R>(
     then: impl FnOnce(&[u8]) -> R,
 ) -> Result<R, Error> {
     thread_local! {
-        /// Taken while in use: a serializer sending to this rank gets a buffer of its own.
         static SCRATCH: Cell<Vec<u8>> = const { Cell::new(Vec::new()) };
     }
     let mut buf = SCRATCH.take();
@@ -207,14 +201,6 @@ fn with_encoded<R>(
 
 /// The largest buffer [`with_encoded`] keeps for the next message.
 const SCRATCH_KEPT: usize = 64 << 10;
-
-#[cold]
-fn serializer_communicates() -> ! {
-    panic!(
-        "upcxx::rpc: an argument's serializer sent an RPC; serialization may not \
-         communicate (UPC++ spec §6.1 ¶5)"
-    )
-}
 
 /// Queues a reassembled RPC for the master persona (AM handler).
 pub(super) fn queue_rpc_page(page: Page) {

@@ -16,6 +16,7 @@
 //! The wire sits on `delivery`: its handlers hand each message to the queue or reply
 //! path there.
 
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{LazyLock, Mutex};
@@ -158,12 +159,52 @@ fn send_to_self(
     cookie: [u32; 4],
     encode: impl FnOnce(&mut Writer<'_>) -> Result<(), Error>,
 ) -> Result<usize, Error> {
+    // Where the AM it stands for could not be sent (in a handler, or serializing another
+    // call's arguments into a network slot), this fails as that send would.
+    gex::layered::check_may_communicate("Team::request_medium_in_place (an RPC to this rank)");
     let (kind, seq) = split_first_arg(kind);
     let head = Head::new(me, kind, seq, entry, cookie, 0);
+    let _encoding = Encoding::enter();
     match kind {
         KIND_RPC => delivery::queue_rpc_from_self(&head, encode),
         _ => delivery::deliver_reply_from_self(&head, encode),
     }
+}
+
+thread_local! {
+    /// This thread is serializing a message to this rank.
+    static ENCODING: Cell<bool> = const { Cell::new(false) };
+}
+
+/// The serialization of a message to this rank: a serializer may not communicate
+/// (UPC++ spec §6.1 ¶5), so an RPC sent meanwhile fails, as the sends to other ranks
+/// fail between an AM's Prepare and its Commit.
+struct Encoding;
+
+impl Encoding {
+    #[inline(always)]
+    fn enter() -> Encoding {
+        if ENCODING.replace(true) {
+            serializer_communicates();
+        }
+        Encoding
+    }
+}
+
+impl Drop for Encoding {
+    #[inline(always)]
+    fn drop(&mut self) {
+        ENCODING.set(false);
+    }
+}
+
+#[cold]
+#[track_caller]
+fn serializer_communicates() -> ! {
+    panic!(
+        "upcxx::rpc: an RPC was sent while serializing another to this rank; serialization \
+         may not communicate (UPC++ spec §6.1 ¶5)"
+    )
 }
 
 /// Sends a message without payload.
