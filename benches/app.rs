@@ -87,7 +87,7 @@
 //! | instructions per message                                              | before | after |
 //! |-----------------------------------------------------------------------|-------:|------:|
 //! | `ff`: `rpc_ff(1, f, (seq,))`, sender                                  |    259 |   262 |
-//! | `ff`: AM dispatch on the target, copy into the master persona's queue |    235 |   218 |
+//! | `ff`: AM dispatch on the target, copy into the master persona's queue |    235 |   216 |
 //! | — of which the copy (`Queue::push`)                                   |     84 |    64 |
 //! | `ff`: running it in user-level progress (`run_page`)                  |     92 |    82 |
 //! | `rt`: initiator                                                       |    293 |   300 |

@@ -121,12 +121,19 @@ static SHARED_RPCS: std::sync::LazyLock<Inbox> = std::sync::LazyLock::new(Inbox:
 /// Queues an RPC for the master persona (AM handler).
 pub(super) fn queue_rpc(head: &Head, payload: &[u8]) {
     if thread::holds_master() && SHARED_RPCS.is_empty() {
-        OWN_RPCS.with(|own| own.queue.borrow_mut().push(head, payload));
         thread::note_rpcs_queued();
+        OWN_RPCS.with(|own| own.queue.borrow_mut().push(head, payload));
     } else {
-        SHARED_RPCS.push(head, payload);
-        thread::shared_work_queued();
+        queue_shared_rpc(head, payload);
     }
+}
+
+/// [`queue_rpc`] into the shared inbox.
+#[cold]
+#[inline(never)]
+fn queue_shared_rpc(head: &Head, payload: &[u8]) {
+    SHARED_RPCS.push(head, payload);
+    thread::shared_work_queued();
 }
 
 /// Queues for the master persona an RPC that this rank sends to itself (no AM carries
