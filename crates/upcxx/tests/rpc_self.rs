@@ -394,3 +394,44 @@ fn self_rpcs_report_their_send_and_execution() {
         });
     }
 }
+
+thread_local! {
+    static IN_HANDLER: RefCell<Option<String>> = const { RefCell::new(None) };
+}
+
+/// A gex handler that calls its own rank and records how that failed.
+fn calls_self_in_a_handler(_: &gex::Token<'_>, _: &[u32]) {
+    let err = std::panic::catch_unwind(|| rpc_ff(rank_me(), || {}, ()))
+        .expect_err("an RPC from a handler fails");
+    IN_HANDLER.with(|m| *m.borrow_mut() = Some(panic_message(err)));
+}
+
+/// An AM handler may not communicate (GASNet-EX, "Calls from restricted context"): a
+/// call to self, which stands for an AM, fails there as the AM's send would, and RPC
+/// stays usable.
+#[test]
+fn a_self_rpc_from_an_am_handler_fails_as_its_send_would() {
+    spmd(1, || {
+        upcxx::init();
+        let team = upcxx::backend::gex_team();
+        let mut table = [gex::AmEntry::short(
+            "calls self",
+            gex::AmRole::Request,
+            0,
+            calls_self_in_a_handler,
+        )];
+        team.endpoint()
+            .register_handlers(&mut table)
+            .expect("register the handler");
+        team.request_short(0, table[0].index, &[], gex::Flags::NONE)
+            .expect("a blocking Request always succeeds");
+        progress_until(|| IN_HANDLER.with(|m| m.borrow().is_some()));
+        let msg = IN_HANDLER.with(|m| m.borrow_mut().take()).expect("ran");
+        assert!(
+            msg.contains("communication is not allowed inside an Active Message handler"),
+            "{msg}"
+        );
+        assert_eq!(rpc(0, |x: u32| x + 1, (1u32,)).wait(), 2);
+        upcxx::finalize();
+    });
+}
