@@ -122,6 +122,7 @@ impl Page {
         self.buf.len() * 16
     }
 
+    #[inline]
     fn bytes_mut(&mut self) -> &mut [u8] {
         bytemuck::cast_slice_mut(&mut self.buf)
     }
@@ -199,6 +200,7 @@ fn copy_payload(dst: &mut [u8], src: &[u8]) {
 /// and written as whole chunks, with aligned moves.
 const HEAD_CHUNKS: usize = HEAD / 16;
 
+#[inline]
 fn write_head(chunks: &mut [Chunk], head: &Head) {
     let chunks: &mut [Chunk; HEAD_CHUNKS] = chunks.try_into().expect("HEAD_CHUNKS chunks");
     *chunks = bytemuck::cast(*head);
