@@ -379,6 +379,8 @@ fn self_rpcs_report_their_send_and_execution() {
             upcxx::init();
             rpc_ff(rank_me(), |_: u64| {}, (7u64,));
             assert_eq!(rpc(rank_me(), |x: u64| x + 1, (8u64,)).wait(), 9);
+            // No arguments and a `()` result: a message that is its header.
+            rpc(rank_me(), || {}, ()).wait();
             upcxx::barrier();
             let got = rec.0.lock().unwrap().clone();
             let id = |tag: u32| -> Vec<String> {
@@ -388,7 +390,7 @@ fn self_rpcs_report_their_send_and_execution() {
                     .collect()
             };
             let (sent, ran) = (id(GASP_UPCXX_RPC_SEND), id(GASP_UPCXX_RPC_EXECUTE));
-            assert_eq!(sent.len(), 2, "{got:?}");
+            assert_eq!(sent.len(), 3, "{got:?}");
             assert_eq!(sent, ran, "each execution names its send");
             upcxx::finalize();
         });

@@ -116,7 +116,7 @@ pub(super) fn send(
     encode: impl FnOnce(&mut Writer<'_>) -> Result<(), Error>,
 ) -> Result<usize, Error> {
     if dest == rt.rank {
-        return send_to_self(dest, kind, entry, cookie, encode);
+        return send_to_self(dest, kind, entry, cookie, empty, encode);
     }
     let team = &rt.team;
     let args = [
@@ -157,6 +157,7 @@ fn send_to_self(
     kind: u32,
     entry: [u32; 2],
     cookie: [u32; 4],
+    empty: bool,
     encode: impl FnOnce(&mut Writer<'_>) -> Result<(), Error>,
 ) -> Result<usize, Error> {
     // Where the AM it stands for could not be sent (in a handler, or serializing another
@@ -165,6 +166,14 @@ fn send_to_self(
     let (kind, seq) = split_first_arg(kind);
     let head = Head::new(me, kind, seq, entry, cookie, 0);
     let _encoding = Encoding::enter();
+    if empty {
+        // Nothing to serialize (as `send_short`): the message is its header.
+        match kind {
+            KIND_RPC => delivery::queue_rpc(&head, &[]),
+            _ => delivery::deliver_reply(&head, &[]),
+        }
+        return Ok(0);
+    }
     match kind {
         KIND_RPC => delivery::queue_rpc_from_self(&head, encode),
         _ => delivery::deliver_reply_from_self(&head, encode),
