@@ -86,20 +86,27 @@
 //!
 //! | instructions per message                                              | before | after |
 //! |-----------------------------------------------------------------------|-------:|------:|
-//! | `ff`: `rpc_ff(1, f, (seq,))`, sender                                  |    259 |   262 |
+//! | `ff`: `rpc_ff(1, f, (seq,))`, sender                                  |    259 |   261 |
 //! | `ff`: AM dispatch on the target, copy into the master persona's queue |    235 |   216 |
 //! | — of which the copy (`Queue::push`)                                   |     84 |    64 |
 //! | `ff`: running it in user-level progress (`run_page`)                  |     92 |    82 |
-//! | `rt`: initiator                                                       |    293 |   300 |
+//! | `rt`: initiator                                                       |    293 |   302 |
 //! | `rt`: target: `run_rpc`, decoding, the call and the reply's send      |    345 |   355 |
-//! | `self`: `rpc_ff(0, f, (seq,))`, sending it                            |    259 |   357 |
+//! | `self`: `rpc_ff(0, f, (seq,))`, sending it                            |    259 |   354 |
 //! | `self`: the target loop: its poll, the AM's dispatch and copy, the run |    401 |    80 |
 //!
-//! An `rpc_ff` to self now costs 437 instructions in all instead of 660: the sender
+//! An `rpc_ff` to self now costs 434 instructions in all instead of 660: the sender
 //! serializes into the queue's page (what it saves on the AM it spends on the page's
-//! bookkeeping), and the receive side is the run alone. A remote call's sender and its
-//! reply's sender pay a comparison with this rank for it (the 3 and 10 above, the rest
-//! of that being code layout).
+//! bookkeeping and on the checks that it may communicate, as a send would), and the
+//! receive side is the run alone. A remote call's sender and its reply's sender pay a
+//! comparison with this rank for it (the 2 to 10 above, the rest of that being code
+//! layout). In the `dht` insert phase below (2 ranks, so half the keys are the
+//! caller's own), per insert: the AM dispatches on both ranks fall from about 330 to
+//! 170–210, while a call to self and its `()` reply cost their sender about 480
+//! (`send_to_self`: two string views and an object id serialized into the page, the
+//! checks, the reply's delivery); the whole phase, waits for room included, measured
+//! 2,216 / 2,560 / 2,913 against 2,407 / 2,573 / 2,599 before: the waits for room
+//! (310 to 1,047 of it) vary more than the calls to self save.
 //!
 //! The insert phase of the `dht` example (`dht::insert_all`: the RPCs, the `when_all`,
 //! the barrier) on 2 ranks with 20,000 keys each, under `UPCXX_RANKS=2 valgrind
