@@ -11,6 +11,8 @@
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
+mod ints;
+
 /// Why a value could not be serialized or deserialized.
 #[derive(Debug)]
 pub struct Error(pub(super) ErrorRepr);
@@ -58,6 +60,9 @@ impl From<postcard::Error> for Error {
         }
     }
 }
+
+/// The longest varint: a `u64`'s 64 bits, seven a byte.
+const MAX_VARINT: usize = 10;
 
 /// Where serialized bytes go: first a fixed buffer (an Active Message slot), then, once
 /// that is full, a growable vector that takes over (the slot's bytes are copied into it
@@ -168,28 +173,53 @@ impl<'a> Writer<'a> {
     /// Serializes `value` with the codec.
     #[inline]
     pub(crate) fn serde<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
-        postcard::serialize_with_flavor(value, Flavor(self)).map_err(Error::from)
+        let mut postcard = postcard::Serializer {
+            output: Flavor(self),
+        };
+        value
+            .serialize(ints::Top(&mut postcard))
+            .map_err(Error::from)
     }
 
-    /// Writes `n` as postcard writes an unsigned integer or a length (a LEB128 varint).
-    /// postcard keeps its varint encoder private, and reaching it through `serde` costs
-    /// a serializer per call; the one-byte case, below 128 (a string's length, an id),
-    /// is written here and the rest by postcard, so the bytes are postcard's either way.
-    #[inline]
+    /// Writes `n` as postcard writes an unsigned integer or a length (a LEB128 varint:
+    /// seven bits a byte, low first, the high bit set on all but the last). postcard
+    /// keeps its varint encoder private, and reaching it through its serializer costs
+    /// several times the varint; the one-byte case (a string's length, an id) is a
+    /// compare and a store, and a longer one with room for any varint in the slot is
+    /// written in place.
+    #[inline(always)]
     pub(crate) fn varint(&mut self, n: u64) -> Result<(), Error> {
         if n < 0x80 {
-            self.push(n as u8)
-        } else {
-            self.varint_long(n)
+            return self.push(n as u8);
         }
+        if !self.spilled && self.pos + MAX_VARINT <= self.slot.len() {
+            let out = &mut self.slot[self.pos..self.pos + MAX_VARINT];
+            let (mut n, mut i) = (n, 0);
+            while n >= 0x80 {
+                out[i] = n as u8 | 0x80;
+                n >>= 7;
+                i += 1;
+            }
+            out[i] = n as u8;
+            self.pos += i + 1;
+            return Ok(());
+        }
+        self.varint_long(n)
     }
 
-    /// [`varint`](Writer::varint) of 128 or more, out of line so that the one-byte
-    /// case inlines as a compare and a store.
+    /// [`varint`](Writer::varint) near the end of the slot or past it, out of line.
     #[cold]
     #[inline(never)]
     fn varint_long(&mut self, n: u64) -> Result<(), Error> {
-        self.serde(&n)
+        let mut buf = [0u8; MAX_VARINT];
+        let (mut n, mut i) = (n, 0);
+        while n >= 0x80 {
+            buf[i] = n as u8 | 0x80;
+            n >>= 7;
+            i += 1;
+        }
+        buf[i] = n as u8;
+        self.write(&buf[..=i])
     }
 
     /// Writes `s` as postcard writes a `str` (its length as a varint, then its bytes),
@@ -322,13 +352,11 @@ impl<'de> Reader<'de> {
 
     #[inline]
     pub(crate) fn serde<T: Deserialize<'de>>(&mut self) -> Result<T, Error> {
-        let (v, rest) = postcard::take_from_bytes::<T>(&self.buf[self.pos..])?;
-        self.pos = self.buf.len() - rest.len();
-        Ok(v)
+        T::deserialize(ints::TopReader(self)).map_err(Error::from)
     }
 
-    /// Reads what [`Writer::varint`] writes: the one-byte case here, the rest by
-    /// postcard.
+    /// Reads what [`Writer::varint`] writes: the one-byte case inline, the rest out of
+    /// line.
     #[inline]
     pub(crate) fn varint(&mut self) -> Result<u64, Error> {
         match self.buf.get(self.pos) {
@@ -344,7 +372,30 @@ impl<'de> Reader<'de> {
     #[cold]
     #[inline(never)]
     fn varint_long(&mut self) -> Result<u64, Error> {
-        self.serde()
+        self.varint_bounded(MAX_VARINT, 0x01).map_err(Error::from)
+    }
+
+    /// Reads a varint of at most `max` bytes whose last byte, if the `max`th, is at most
+    /// `last`: postcard's bounds for the integer type read (10 and `0x01` for a `u64`,
+    /// 5 and `0x0f` for a `u32`), with its errors.
+    #[inline(always)]
+    pub(super) fn varint_bounded(&mut self, max: usize, last: u8) -> postcard::Result<u64> {
+        let bytes = &self.buf[self.pos..];
+        let mut n = 0u64;
+        for i in 0..max {
+            let Some(&b) = bytes.get(i) else {
+                return Err(postcard::Error::DeserializeUnexpectedEnd);
+            };
+            n |= u64::from(b & 0x7f) << (7 * i);
+            if b < 0x80 {
+                if i == max - 1 && b > last {
+                    break;
+                }
+                self.pos += i + 1;
+                return Ok(n);
+            }
+        }
+        Err(postcard::Error::DeserializeBadVarint)
     }
 
     /// Reads what [`Writer::str`] writes, in place, checked to be UTF-8 (see [`utf8`]).
