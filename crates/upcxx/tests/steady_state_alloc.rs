@@ -71,6 +71,41 @@ fn when_all_of_round_trips_allocates_per_join_not_per_future() {
     });
 }
 
+/// The same between processes, on 2 and 3 ranks, every rank at once: each starts
+/// thousands of round trips to the next rank and joins them with one `when_all`, while
+/// its progress runs the previous rank's calls and sends their replies. Per join a few
+/// allocations on each rank (the vectors, the join), none per future, per call run or
+/// per reply delivered (UPC++ core issue, performance part; §9.3 `rpc`, §5.8.1
+/// `when_all`).
+#[test]
+fn remote_round_trips_joined_allocate_per_join_not_per_future() {
+    for ranks in [2, 3] {
+        spmd(ranks, || {
+            upcxx::init();
+            let next = (rank_me() + 1) % upcxx::rank_n();
+            const N: u64 = 2000;
+            let joins = steady_allocations(|i| {
+                if i % 100 != 0 {
+                    return;
+                }
+                let futures: Vec<_> = (0..N)
+                    .map(|k| upcxx::rpc(next, |x: u64| x + 3, (i * N + k,)))
+                    .collect();
+                let values = upcxx::when_all(futures).wait();
+                assert!(values.iter().zip(i * N..).all(|(&v, x)| v == x + 3));
+            });
+            // 10 joins of N futures each.
+            assert!(
+                joins <= 10 * 8,
+                "rank {}: 10 joins of {N} remote futures allocated {joins} times",
+                rank_me()
+            );
+            upcxx::barrier();
+            upcxx::finalize();
+        });
+    }
+}
+
 #[test]
 fn the_counter_sees_allocations() {
     // Guards the test above against a counter that never counts.
