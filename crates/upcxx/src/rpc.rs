@@ -514,13 +514,13 @@ fn rank_out_of_range(call: &str, rt: &Setup, rank: Rank) -> ! {
 // ---------------------------------------------------------------------------------------
 // Running messages
 
-/// Runs an RPC: decodes the arguments, calls `F`, and passes the result to `finish`
-/// (for `rpc`, which sends the reply or arranges for it to be sent when the result is
-/// ready), all inside the RPC's `GASP_UPCXX_RPC_EXECUTE` span. The span ends once the
+/// Runs an RPC: decodes the arguments, calls `F`, and passes what it returns (a value
+/// or a future) to `finish` (for `rpc`, which sends the reply or arranges for it to be
+/// sent when the result is ready), all inside the RPC's `GASP_UPCXX_RPC_EXECUTE` span. The span ends once the
 /// reply is on its way rather than before it is sent, which keeps the tool's work for
 /// the END off the round trip's critical path.
 #[inline(always)]
-fn execute<F, A>(msg: &Incoming<'_>, finish: impl FnOnce(Future<RpcValue<F, A>>))
+fn execute<F, A>(msg: &Incoming<'_>, finish: impl FnOnce(F::Ret))
 where
     F: RpcFn<A>,
     A: RpcArgs,
@@ -534,7 +534,7 @@ where
 /// The reported instance of [`execute`]: see [the reported instance](gasp::instrument#the-reported-instance-of-an-operation).
 #[cold]
 #[inline(never)]
-fn execute_reported<F, A>(msg: &Incoming<'_>, finish: impl FnOnce(Future<RpcValue<F, A>>))
+fn execute_reported<F, A>(msg: &Incoming<'_>, finish: impl FnOnce(F::Ret))
 where
     F: RpcFn<A>,
     A: RpcArgs,
@@ -544,10 +544,8 @@ where
 
 /// [`execute`], reporting its GASP event if `REPORT`.
 #[inline(always)]
-fn execute_as<F, A, const REPORT: bool>(
-    msg: &Incoming<'_>,
-    finish: impl FnOnce(Future<RpcValue<F, A>>),
-) where
+fn execute_as<F, A, const REPORT: bool>(msg: &Incoming<'_>, finish: impl FnOnce(F::Ret))
+where
     F: RpcFn<A>,
     A: RpcArgs,
 {
@@ -572,7 +570,7 @@ fn execute_as<F, A, const REPORT: bool>(
         msg.payload.len(),
         id
     );
-    finish(func.invoke(args).into_future());
+    finish(func.invoke(args));
     gasp::end!(span, msg.head.src, msg.payload.len(), id);
 }
 
@@ -584,8 +582,8 @@ unsafe fn run_rpc_ff<F: RpcFn<A>, A: RpcArgs>(msg: &Incoming<'_>) {
     if A::BY_ID && deferred::until_here::<A>(msg, run_rpc_ff::<F, A>) {
         return;
     }
-    execute::<F, A>(msg, |fut| {
-        if !fut.ready() {
+    execute::<F, A>(msg, |ret| {
+        if let Err(fut) = ret.into_value() {
             let page = msg.hold();
             fut.on_ready(move |_| drop(page));
         }
@@ -606,7 +604,7 @@ where
         return;
     }
     let (src, cookie) = (msg.head.src, msg.head.cookie);
-    execute::<F, A>(msg, |fut| match fut.into_ready() {
+    execute::<F, A>(msg, |ret| match ret.into_value() {
         Ok(v) => reply(src, cookie, &v),
         Err(fut) => {
             let page = msg.hold();

@@ -61,6 +61,18 @@ pub trait FutureValue: 'static {
     type Value: 'static;
     /// The future itself, or a ready future holding the value (§5.8.1 ¶55, `to_future`).
     fn into_future(self) -> Future<Self::Value>;
+
+    /// The value, if this is a plain value or a ready future; the future otherwise
+    /// (what `into_future` then `into_ready` give, without a future made for a plain
+    /// value: the result of an RPC's function, on its way to the reply).
+    #[doc(hidden)]
+    #[inline]
+    fn into_value(self) -> Result<Self::Value, Future<Self::Value>>
+    where
+        Self: Sized,
+    {
+        self.into_future().into_ready()
+    }
 }
 
 impl<T: 'static> FutureValue for Future<T> {
@@ -88,8 +100,13 @@ pub trait FutureElements: 'static {
 
 impl FutureValue for () {
     type Value = ();
+    #[inline]
     fn into_future(self) -> Future<()> {
         make_future(())
+    }
+    #[inline]
+    fn into_value(self) -> Result<(), Future<()>> {
+        Ok(())
     }
 }
 
@@ -109,8 +126,13 @@ macro_rules! impl_future_value {
     ($($t:ty),* $(,)?) => {
         $(impl $crate::future::FutureValue for $t {
             type Value = $t;
+            #[inline]
             fn into_future(self) -> $crate::Future<$t> {
                 $crate::make_future(self)
+            }
+            #[inline]
+            fn into_value(self) -> ::std::result::Result<$t, $crate::Future<$t>> {
+                ::std::result::Result::Ok(self)
             }
         }
         impl $crate::future::FutureElements for $t {
@@ -131,8 +153,13 @@ macro_rules! generic_future_value {
     ($([$($g:ident),*] $t:ty;)*) => {
         $(impl<$($g: 'static),*> FutureValue for $t {
             type Value = $t;
+            #[inline]
             fn into_future(self) -> Future<$t> {
                 make_future(self)
+            }
+            #[inline]
+            fn into_value(self) -> Result<$t, Future<$t>> {
+                Ok(self)
             }
         }
         impl<$($g: 'static),*> FutureElements for $t {
@@ -150,8 +177,13 @@ macro_rules! tuple_future_value {
     ($($v:ident: $t:ident),+) => {
         impl<$($t: 'static),+> FutureValue for ($($t,)+) {
             type Value = ($($t,)+);
+            #[inline]
             fn into_future(self) -> Future<($($t,)+)> {
                 make_future(self)
+            }
+            #[inline]
+            fn into_value(self) -> Result<($($t,)+), Future<($($t,)+)>> {
+                Ok(self)
             }
         }
         impl<$($t: 'static),+> FutureElements for ($($t,)+) {
@@ -194,8 +226,13 @@ generic_future_value! {
 
 impl<T: 'static, const N: usize> FutureValue for [T; N] {
     type Value = [T; N];
+    #[inline]
     fn into_future(self) -> Future<[T; N]> {
         make_future(self)
+    }
+    #[inline]
+    fn into_value(self) -> Result<[T; N], Future<[T; N]>> {
+        Ok(self)
     }
 }
 
@@ -214,8 +251,13 @@ pub fn to_future<R: FutureValue>(v: R) -> Future<R::Value> {
 
 impl<T: 'static> FutureValue for Trivial<T> {
     type Value = Trivial<T>;
+    #[inline]
     fn into_future(self) -> Future<Trivial<T>> {
         make_future(self)
+    }
+    #[inline]
+    fn into_value(self) -> Result<Trivial<T>, Future<Trivial<T>>> {
+        Ok(self)
     }
 }
 
