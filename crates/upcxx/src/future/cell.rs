@@ -78,44 +78,65 @@ pub(crate) struct ReplyCell {
     /// `Rc::into_raw` of the forward `State<T>`, if any.
     forward: Cell<*const ()>,
     next_free: Cell<Option<&'static ReplyCell>>,
-    /// The `when_all` that counts this cell's value, if any.
-    join: Cell<Option<Rc<CellJoin>>>,
+    /// The `when_all` that counts this cell's value, if any (null if none). Not a
+    /// counted reference: the join keeps itself alive while values are to come.
+    join: Cell<*const CellJoin>,
 }
 
 /// A `when_all` over cell futures (see the module documentation): how many values are
 /// still to come, and what to run, at the next user-level progress, once they all are.
+/// The cells it counts point at it without a counted reference each: while values are
+/// to come, the join holds one to itself, which the last value drops.
 pub(super) struct CellJoin {
     left: Cell<usize>,
     finish: Cell<Option<Box<dyn FnOnce()>>>,
+    keep: Cell<Option<Rc<CellJoin>>>,
 }
 
 impl CellJoin {
-    /// A join waiting for `left` values.
-    pub(super) fn new(left: usize) -> Rc<CellJoin> {
+    /// A join that cells can be joined to ([`ReplyCell::join`]), then counted with
+    /// [`CellJoin::finish_with`].
+    pub(super) fn new() -> Rc<CellJoin> {
         Rc::new(CellJoin {
-            left: Cell::new(left),
+            left: Cell::new(0),
             finish: Cell::new(None),
+            keep: Cell::new(None),
         })
     }
 
-    /// Sets what runs once every value arrived: at the next user-level progress, now
-    /// deferred if none is still to come.
-    pub(super) fn finish_with(&self, finish: Box<dyn FnOnce()>) {
-        if self.left.get() == 0 {
+    /// Sets how many values the cells joined to it wait for, and what runs once they
+    /// all arrived: at the next user-level progress, now deferred if none is to come.
+    pub(super) fn finish_with(self: &Rc<Self>, left: usize, finish: Box<dyn FnOnce()>) {
+        if left == 0 {
             thread::defer(finish);
         } else {
+            self.left.set(left);
             self.finish.set(Some(finish));
+            self.keep.set(Some(Rc::clone(self)));
         }
     }
 
-    fn arrived(&self) {
-        let left = self.left.get() - 1;
-        self.left.set(left);
-        if left == 0 {
-            if let Some(finish) = self.finish.take() {
+    /// One of the values arrived; the last defers the finish and drops the join's
+    /// reference to itself.
+    ///
+    /// # Safety
+    /// `join` must be the join of a cell whose value this is, counted by `finish_with`.
+    unsafe fn arrived(join: *const CellJoin) {
+        let keep = {
+            // SAFETY: the join holds a reference to itself until its last value (the
+            // caller's is one of them) arrives, below.
+            let join = unsafe { &*join };
+            let left = join.left.get() - 1;
+            join.left.set(left);
+            if left != 0 {
+                return;
+            }
+            if let Some(finish) = join.finish.take() {
                 thread::defer(finish);
             }
-        }
+            join.keep.take()
+        };
+        drop(keep);
     }
 }
 
@@ -133,7 +154,7 @@ impl ReplyCell {
             stage: Cell::new(Stage::Free),
             forward: Cell::new(std::ptr::null()),
             next_free: Cell::new(None),
-            join: Cell::new(None),
+            join: Cell::new(std::ptr::null()),
         }
     }
 
@@ -239,10 +260,11 @@ impl ReplyCell {
     /// Makes `join` count this cell's value when it arrives.
     ///
     /// # Safety
-    /// The cell must be `Waiting`, and the caller its future, which the join owns.
+    /// The cell must be `Waiting`, and the caller its future, which the join owns; the
+    /// join must count this value (`CellJoin::finish_with`) before any arrives.
     pub(super) unsafe fn join(&self, join: &Rc<CellJoin>) {
         debug_assert_eq!(self.stage.get(), Stage::Waiting);
-        self.join.set(Some(Rc::clone(join)));
+        self.join.set(Rc::as_ptr(join));
     }
 
     /// The forward state of a `Waiting` cell, created if there is none yet.
@@ -275,7 +297,7 @@ impl ReplyCell {
     /// The cell must have been claimed for a future of value type `T`, on this thread,
     /// and not yet have received its value.
     pub(crate) unsafe fn arrive<T: 'static>(&'static self, value: T) {
-        let join = self.join.take();
+        let join = self.join.replace(std::ptr::null());
         let raw = self.forward.replace(std::ptr::null()).cast::<State<T>>();
         // SAFETY: as in `forward_state`: the cell's own reference, taken back once.
         let forward = (!raw.is_null()).then(|| unsafe { Rc::from_raw(raw) });
@@ -303,8 +325,9 @@ impl ReplyCell {
             (Stage::Abandoned, None) => self.free(),
             (s, _) => unreachable!("a value arrived for a cell in stage {s:?}"),
         }
-        if let Some(join) = join {
-            join.arrived();
+        if !join.is_null() {
+            // SAFETY: the cell was joined to it, and this is the cell's value.
+            unsafe { CellJoin::arrived(join) };
         }
     }
 }

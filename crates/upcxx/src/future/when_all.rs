@@ -169,25 +169,33 @@ impl<T: 'static> WhenAll for Vec<Future<T>> {
 /// of a callback and a forward state per future (see `cell.rs`), and once they all
 /// arrived, the next user-level progress moves them out of their cells into the result.
 fn join_cells<T: 'static>(futures: Vec<Future<T>>) -> Future<Vec<T>> {
-    let cell_of = |f: &Future<T>| match f.repr {
-        Repr::Reply(cell) => cell,
-        _ => unreachable!("only cell futures are joined here"),
-    };
-    let pending = || futures.iter().map(cell_of).filter(|c| !c.arrived());
-    let join = CellJoin::new(pending().count());
-    for cell in pending() {
-        // SAFETY: the cell's future owns it, it has no value yet, and the future moves
-        // into the join's completion below.
-        unsafe { cell.join(&join) };
+    let join = CellJoin::new();
+    let mut left = 0;
+    for f in &futures {
+        let Repr::Reply(cell) = f.repr else {
+            unreachable!("only cell futures are joined here")
+        };
+        if !cell.arrived() {
+            // SAFETY: the cell's future owns it, it has no value yet (no progress runs
+            // here), the future moves into the join's completion below, and the join
+            // counts this value there.
+            unsafe { cell.join(&join) };
+            left += 1;
+        }
     }
-    let mut futures = futures;
     let state = State::<Vec<T>>::new(1);
     let out = Rc::clone(&state);
-    join.finish_with(Box::new(move || {
-        let values = futures.iter_mut().map(Future::take_value).collect();
+    let finish = move || {
+        // SAFETY: every value arrived (the join finishes once the last did), each
+        // into its future's cell.
+        let values = futures
+            .into_iter()
+            .map(|f| unsafe { f.take_arrived_cell() })
+            .collect();
         out.set_value(values);
         out.satisfy(1, "when_all");
-    }));
+    };
+    join.finish_with(left, Box::new(finish));
     Future::from_state(state)
 }
 
