@@ -70,11 +70,46 @@ enum Stage {
     Abandoned,
 }
 
-/// A place for one value of a future (see the module documentation).
-#[repr(C, align(16))]
+impl Stage {
+    /// The word a cell keeps its stage in: the arrival epoch, or one of the three
+    /// words above every epoch a thread reaches.
+    const FREE: u64 = u64::MAX;
+    const WAITING: u64 = u64::MAX - 1;
+    const ABANDONED: u64 = u64::MAX - 2;
+
+    #[inline(always)]
+    fn word(self) -> u64 {
+        match self {
+            Stage::Free => Stage::FREE,
+            Stage::Waiting => Stage::WAITING,
+            Stage::Abandoned => Stage::ABANDONED,
+            Stage::Arrived(e) => {
+                debug_assert!(e < Stage::ABANDONED, "progress epoch {e} out of range");
+                e
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn of(word: u64) -> Stage {
+        match word {
+            Stage::FREE => Stage::Free,
+            Stage::WAITING => Stage::Waiting,
+            Stage::ABANDONED => Stage::Abandoned,
+            e => Stage::Arrived(e),
+        }
+    }
+}
+
+/// A place for one value of a future (see the module documentation). One cache line:
+/// a program with thousands of round trips in flight touches each cell's line when
+/// the call starts, when its value arrives and when the value is taken, so the stage
+/// is kept as one word ([`Stage::word`]) to fit the line.
+#[repr(C, align(64))]
 pub(crate) struct ReplyCell {
     value: UnsafeCell<MaybeUninit<[u8; CELL_BYTES]>>,
-    stage: Cell<Stage>,
+    /// The [`Stage`], as [`Stage::word`].
+    stage: Cell<u64>,
     /// `Rc::into_raw` of the forward `State<T>`, if any.
     forward: Cell<*const ()>,
     next_free: Cell<Option<&'static ReplyCell>>,
@@ -141,6 +176,7 @@ impl CellJoin {
 }
 
 const _: () = assert!(std::mem::align_of::<ReplyCell>() >= CELL_ALIGN);
+const _: () = assert!(std::mem::size_of::<ReplyCell>() == 64);
 
 thread_local! {
     /// This thread's free cells.
@@ -151,7 +187,7 @@ impl ReplyCell {
     fn new() -> ReplyCell {
         ReplyCell {
             value: UnsafeCell::new(MaybeUninit::uninit()),
-            stage: Cell::new(Stage::Free),
+            stage: Cell::new(Stage::FREE),
             forward: Cell::new(std::ptr::null()),
             next_free: Cell::new(None),
             join: Cell::new(std::ptr::null()),
@@ -165,13 +201,23 @@ impl ReplyCell {
             f.set(cell.next_free.take());
             cell
         });
-        debug_assert_eq!(cell.stage.get(), Stage::Free);
-        cell.stage.set(Stage::Waiting);
+        debug_assert_eq!(cell.stage(), Stage::Free);
+        cell.set_stage(Stage::Waiting);
         cell
     }
 
+    #[inline(always)]
+    fn stage(&self) -> Stage {
+        Stage::of(self.stage.get())
+    }
+
+    #[inline(always)]
+    fn set_stage(&self, stage: Stage) {
+        self.stage.set(stage.word());
+    }
+
     fn free(&'static self) {
-        self.stage.set(Stage::Free);
+        self.set_stage(Stage::Free);
         FREE.with(|f| self.next_free.set(f.replace(Some(self))));
     }
 
@@ -182,18 +228,18 @@ impl ReplyCell {
     /// True if the value arrived before this thread's latest user-level progress.
     #[inline]
     pub(super) fn ready(&self) -> bool {
-        matches!(self.stage.get(), Stage::Arrived(e) if e < thread::progress_epoch())
+        matches!(self.stage(), Stage::Arrived(e) if e < thread::progress_epoch())
     }
 
     /// True if the value arrived (the future is ready at the next user-level progress).
     #[inline]
     pub(super) fn arrived(&self) -> bool {
-        matches!(self.stage.get(), Stage::Arrived(_))
+        matches!(self.stage(), Stage::Arrived(_))
     }
 
     /// The progress epoch of the value's arrival, if it arrived.
     pub(super) fn arrival(&self) -> Option<u64> {
-        match self.stage.get() {
+        match self.stage() {
             Stage::Arrived(e) => Some(e),
             _ => None,
         }
@@ -201,7 +247,7 @@ impl ReplyCell {
 
     /// True if someone will use the value: if not, it need not even be decoded.
     pub(crate) fn wanted(&self) -> bool {
-        self.stage.get() == Stage::Waiting || !self.forward.get().is_null()
+        self.stage() == Stage::Waiting || !self.forward.get().is_null()
     }
 
     /// Frees a cell nobody wants the value of any more (see [`ReplyCell::wanted`]),
@@ -210,7 +256,7 @@ impl ReplyCell {
     /// # Safety
     /// The cell must not have received its value yet, and be unwanted.
     pub(crate) unsafe fn discard(&'static self) {
-        debug_assert!(!self.wanted() && self.stage.get() == Stage::Abandoned);
+        debug_assert!(!self.wanted() && self.stage() == Stage::Abandoned);
         self.free();
     }
 
@@ -245,14 +291,14 @@ impl ReplyCell {
     /// # Safety
     /// The caller must be the future that owns the cell, of value type `T`.
     pub(super) unsafe fn abandon<T>(&'static self) {
-        match self.stage.get() {
+        match self.stage() {
             Stage::Arrived(_) => {
                 // SAFETY: an initialized `T` is in the cell; it is dropped once, then the
                 // cell is freed.
                 unsafe { self.slot::<T>().drop_in_place() };
                 self.free();
             }
-            Stage::Waiting => self.stage.set(Stage::Abandoned),
+            Stage::Waiting => self.set_stage(Stage::Abandoned),
             s => unreachable!("a future owns a cell in stage {s:?}"),
         }
     }
@@ -263,7 +309,7 @@ impl ReplyCell {
     /// The cell must be `Waiting`, and the caller its future, which the join owns; the
     /// join must count this value (`CellJoin::finish_with`) before any arrives.
     pub(super) unsafe fn join(&self, join: &Rc<CellJoin>) {
-        debug_assert_eq!(self.stage.get(), Stage::Waiting);
+        debug_assert_eq!(self.stage(), Stage::Waiting);
         self.join.set(Rc::as_ptr(join));
     }
 
@@ -272,7 +318,7 @@ impl ReplyCell {
     /// # Safety
     /// The cell must be `Waiting` for a `T`, and the caller its future.
     pub(super) unsafe fn forward_state<T: 'static>(&self) -> Rc<State<T>> {
-        debug_assert_eq!(self.stage.get(), Stage::Waiting);
+        debug_assert_eq!(self.stage(), Stage::Waiting);
         let raw = self.forward.get().cast::<State<T>>();
         if raw.is_null() {
             let state = State::<T>::new(1);
@@ -301,12 +347,12 @@ impl ReplyCell {
         let raw = self.forward.replace(std::ptr::null()).cast::<State<T>>();
         // SAFETY: as in `forward_state`: the cell's own reference, taken back once.
         let forward = (!raw.is_null()).then(|| unsafe { Rc::from_raw(raw) });
-        match (self.stage.get(), forward) {
+        match (self.stage(), forward) {
             (Stage::Waiting, None) => {
                 // SAFETY: the cell is aligned and large enough for `T` (`fits`), and holds
                 // no value yet.
                 unsafe { self.slot::<T>().write(value) };
-                self.stage.set(Stage::Arrived(thread::progress_epoch()));
+                self.set_stage(Stage::Arrived(thread::progress_epoch()));
             }
             (Stage::Waiting, Some(state)) => {
                 // The future still owns the cell and a clone of it waits on the state.
@@ -314,7 +360,7 @@ impl ReplyCell {
                 state.set_value(copy);
                 // SAFETY: as above.
                 unsafe { self.slot::<T>().write(value) };
-                self.stage.set(Stage::Arrived(thread::progress_epoch()));
+                self.set_stage(Stage::Arrived(thread::progress_epoch()));
                 thread::defer(Box::new(move || state.satisfy(1, "rpc")));
             }
             (Stage::Abandoned, Some(state)) => {
@@ -339,4 +385,29 @@ fn grow_pool() -> &'static ReplyCell {
         pair[0].next_free.set(Some(&pair[1]));
     }
     &chunk[0]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every stage survives its one-word form, epochs at the edges included, and no two
+    /// stages share a word.
+    #[test]
+    fn stages_round_trip_through_their_word() {
+        let stages = [
+            Stage::Free,
+            Stage::Waiting,
+            Stage::Abandoned,
+            Stage::Arrived(0),
+            Stage::Arrived(1),
+            Stage::Arrived(Stage::ABANDONED - 1),
+        ];
+        for (i, s) in stages.iter().enumerate() {
+            assert_eq!(Stage::of(s.word()), *s);
+            for t in &stages[i + 1..] {
+                assert_ne!(s.word(), t.word(), "{s:?} and {t:?}");
+            }
+        }
+    }
 }
