@@ -96,3 +96,30 @@ fn when_all_of_rpc_futures_gives_their_values_in_order() {
         upcxx::finalize();
     });
 }
+
+/// §5.8.1 ¶53 at the edges of a join of round trips: every reply already arrived when
+/// the futures are joined (nothing left to count), or the joined future is dropped
+/// before the replies come (they still land, and later calls get theirs).
+#[test]
+fn when_all_of_arrived_or_dropped_rpc_futures() {
+    gex::testing::spmd(2, || {
+        upcxx::init();
+        let other = (upcxx::rank_me() + 1) % upcxx::rank_n();
+        let call = |k: u64| upcxx::rpc(other, |x: u64| x * 3, (k,));
+        let arrived: Vec<_> = (0..300).map(call).collect();
+        while !arrived.iter().all(|f| f.ready()) {
+            upcxx::progress(upcxx::ProgressLevel::User);
+        }
+        let values = upcxx::when_all(arrived).wait();
+        assert!(values.iter().zip(0..).all(|(&v, k)| v == 3 * k));
+
+        drop(upcxx::when_all((1000..1300).map(call).collect::<Vec<_>>()));
+        for round in 0..3u64 {
+            let ks = round * 10_000..round * 10_000 + 300;
+            let values = upcxx::when_all(ks.clone().map(call).collect::<Vec<_>>()).wait();
+            assert!(values.iter().zip(ks).all(|(&v, k)| v == 3 * k));
+        }
+        upcxx::barrier();
+        upcxx::finalize();
+    });
+}
