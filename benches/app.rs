@@ -141,14 +141,17 @@
 //! | target, in all                                                        |    597 |   535 |
 //! | the round trip, both ranks                                            |  1,218 | 1,065 |
 //!
-//! An `rpc_ff` costs its sender 261 and its target 216 + 82: 559 in all, so two of
-//! them, one each way, 1,118. The round trip now costs less than that: its sends, the
-//! call's and the reply's, cost what an `rpc_ff`'s does (the reply's a little less,
-//! with no checks of the caller's arguments), and the delivery into the cell, the join
-//! and the values' move into the result together cost the initiator about what running
-//! an `rpc_ff` costs its target. Each rank's share is about 530, under twice the 298 of
-//! the busier side of an `rpc_ff` stream (its target). Per join, the initiator
-//! allocates a few times (the vectors, the join, its completion), never per future
+//! An `rpc_ff` (`ff`, counted as above on the same build) now costs its sender 248
+//! (261 before: its sequence number takes the codec's varint) and its target 216 + 88
+//! (82 before: the number's decoding, no longer inlined into the run, costs a few
+//! more, where the reply's delivery saves 21): 552 in all, so two of them, one each
+//! way, 1,104. The round trip now costs less than that: its sends, the call's and the
+//! reply's, cost what an `rpc_ff`'s does (the reply's a little less, with no checks of
+//! the caller's arguments), and the delivery into the cell, the join and the values'
+//! move into the result together cost the initiator about what running an `rpc_ff`
+//! costs its target. Each rank's share is about 530, under twice the 304 of the busier
+//! side of an `rpc_ff` stream (its target). Per join, the initiator allocates a few
+//! times (the vectors, the join, its completion), never per future
 //! (`crates/upcxx/tests/steady_state_alloc.rs`, between processes and to self), and
 //! every pass over the futures is one walk of the vector.
 //!
