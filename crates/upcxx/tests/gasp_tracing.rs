@@ -135,10 +135,12 @@ fn gasp_events_reach_a_tracing_subscriber_as_spans_and_events() {
             assert_eq!(s.parent, Some(PHASE), "the user event's span encloses it");
         }
         assert_eq!(seen.closed.get("GASP_UPCXX_RPC_SEND"), Some(&ITERS));
-        // The peer's RPCs ran here, inside this rank's waits (and its last one too, if
-        // it arrived while this rank was measuring).
+        // The peer's RPCs ran here, inside this rank's waits, while this rank measured:
+        // all of its loop's but the last, which may run in this rank's unmeasured wait
+        // if this rank's loop ended first, and its unmeasured one if it arrived while
+        // this rank measured again (§3.3: nothing is forwarded while not measuring).
         let executed = named("GASP_UPCXX_RPC_EXECUTE").len() as u64;
-        assert!((ITERS..=ITERS + 1).contains(&executed), "{executed}");
+        assert!((ITERS - 1..=ITERS + 1).contains(&executed), "{executed}");
         let phases = named(PHASE);
         assert_eq!(phases.len() as u64, ITERS);
         assert!(phases.iter().all(|s| s.target == "gasp::user"));
