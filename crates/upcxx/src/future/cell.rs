@@ -343,6 +343,30 @@ impl ReplyCell {
     /// The cell must have been claimed for a future of value type `T`, on this thread,
     /// and not yet have received its value.
     pub(crate) unsafe fn arrive<T: 'static>(&'static self, value: T) {
+        if let Some(plain) = self.plain() {
+            // SAFETY: as this function's; the cell is plainly waiting.
+            unsafe { plain.arrive(value) };
+            return;
+        }
+        // SAFETY: as this function's.
+        unsafe { self.arrive_forwarded(value) }
+    }
+
+    /// The cell, if it is `Waiting` with no forward state: the common case of a reply's
+    /// value, which [`PlainCell::arrive`] delivers with two stores and the join's count.
+    #[inline(always)]
+    pub(crate) fn plain(&'static self) -> Option<PlainCell> {
+        (self.stage.get() == Stage::WAITING && self.forward.get().is_null())
+            .then_some(PlainCell(self))
+    }
+
+    /// [`ReplyCell::arrive`] of a cell that is abandoned or has a forward state.
+    ///
+    /// # Safety
+    /// As for [`ReplyCell::arrive`].
+    #[cold]
+    #[inline(never)]
+    unsafe fn arrive_forwarded<T: 'static>(&'static self, value: T) {
         let join = self.join.replace(std::ptr::null());
         let raw = self.forward.replace(std::ptr::null()).cast::<State<T>>();
         // SAFETY: as in `forward_state`: the cell's own reference, taken back once.
@@ -372,6 +396,31 @@ impl ReplyCell {
             (s, _) => unreachable!("a value arrived for a cell in stage {s:?}"),
         }
         if !join.is_null() {
+            // SAFETY: the cell was joined to it, and this is the cell's value.
+            unsafe { CellJoin::arrived(join) };
+        }
+    }
+}
+
+/// A cell `Waiting` for its value with no forward state (see [`ReplyCell::plain`]).
+pub(crate) struct PlainCell(&'static ReplyCell);
+
+impl PlainCell {
+    /// Delivers the value: into the cell, ready at the next user-level progress, and
+    /// counted by the cell's join if it has one.
+    ///
+    /// # Safety
+    /// As for [`ReplyCell::arrive`].
+    #[inline(always)]
+    pub(crate) unsafe fn arrive<T: 'static>(self, value: T) {
+        let cell = self.0;
+        // SAFETY: the cell is aligned and large enough for `T` (`fits`), and holds no
+        // value yet (caller).
+        unsafe { cell.slot::<T>().write(value) };
+        cell.set_stage(Stage::Arrived(thread::progress_epoch()));
+        let join = cell.join.get();
+        if !join.is_null() {
+            cell.join.set(std::ptr::null());
             // SAFETY: the cell was joined to it, and this is the cell's value.
             unsafe { CellJoin::arrived(join) };
         }
