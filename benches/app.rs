@@ -119,7 +119,8 @@
 //! general `take_value`. After: integers take the codec's varint
 //! (`serialization/codec/ints.rs`), a plain result goes to the reply as it is
 //! (`FutureValue::into_value`), one pass joins the cells, which point at the join
-//! uncounted, and the completion moves each value straight out of its cell
+//! uncounted, the completion moves each value straight out of its cell, and a value
+//! for a cell plainly waiting (no forward state) lands with two stores
 //! (`future/when_all.rs`, `future/cell.rs`, whose cells are now one cache line).
 //!
 //! | instructions per round trip                                           | before | after |
@@ -131,29 +132,32 @@
 //! | target: `run_page`: decoding, the call, the reply's send              |    382 |   320 |
 //! | — of which the result as a future (`into_ready`)                      |     26 |     — |
 //! | — of which the reply's send (`reply`)                                 |    244 |   229 |
-//! | initiator: the reply's AM dispatch, handler included                  |    236 |   215 |
-//! | — of which its delivery into the cell (`complete_in_cell`)            |     90 |    69 |
+//! | initiator: the reply's AM dispatch, handler included                  |    236 |   191 |
+//! | — of which its delivery into the cell (`complete_in_cell`)            |     90 |    45 |
 //! | initiator: `when_all` of the futures (`join`)                         |     40 |    18 |
 //! | initiator: its completion at the next progress (`run_deferred`)       |     48 |    23 |
 //! | — of which each value out of its future (`take_value`)                |     29 |     — |
 //! | initiator: the futures' drop (`Vec<Future>`)                          |     10 |     0 |
-//! | initiator, in all                                                     |    621 |   530 |
+//! | initiator, in all                                                     |    621 |   506 |
 //! | target, in all                                                        |    597 |   535 |
-//! | the round trip, both ranks                                            |  1,218 | 1,065 |
+//! | the round trip, both ranks                                            |  1,218 | 1,041 |
 //!
-//! An `rpc_ff` (`ff`, counted as above on the same build) now costs its sender 248
-//! (261 before: its sequence number takes the codec's varint) and its target 216 + 88
-//! (82 before: the number's decoding, no longer inlined into the run, costs a few
-//! more, where the reply's delivery saves 21): 552 in all, so two of them, one each
+//! An `rpc_ff` (`ff`, counted as above on the same build) now costs its sender 248 (261
+//! before: its sequence number takes the codec's varint) and its target 216 + 88 (82
+//! before: the number's decoding, no longer inlined into the run, costs a few more
+//! there; in the reply's delivery it costs less): 552 in all, so two of them, one each
 //! way, 1,104. The round trip now costs less than that: its sends, the call's and the
 //! reply's, cost what an `rpc_ff`'s does (the reply's a little less, with no checks of
 //! the caller's arguments), and the delivery into the cell, the join and the values'
 //! move into the result together cost the initiator about what running an `rpc_ff`
-//! costs its target. Each rank's share is about 530, under twice the 304 of the busier
+//! costs its target. Each rank's share is 506 to 535, under twice the 304 of the busier
 //! side of an `rpc_ff` stream (its target). Per join, the initiator allocates a few
 //! times (the vectors, the join, its completion), never per future
 //! (`crates/upcxx/tests/steady_state_alloc.rs`, between processes and to self), and
-//! every pass over the futures is one walk of the vector.
+//! every pass over the futures is one walk of the vector: with 10,000 calls in flight
+//! (the figure's; `BATCH` raised for the check) no row grows, the sends then waiting
+//! for room in a full queue (about 280 per call on the initiator and 155 on the target,
+//! mostly the other side's messages handled meanwhile).
 //!
 //! The insert phase of the `dht` example (`dht::insert_all`: the RPCs, the `when_all`,
 //! the barrier) on 2 ranks with 20,000 keys each, under `UPCXX_RANKS=2 valgrind
