@@ -73,13 +73,17 @@
 //! again (by the next poll) only when every record of its buffer has been taken and no
 //! handler of one still runs.
 //!
-//! Every request a poll must look at (the receives of both networks, the credit
-//! receives, the sends in flight) is one array, tested by one `MPI_Testsome` per poll:
-//! with Open MPI each test call that finds nothing done runs a pass of the progress
-//! engine and returns without looking at what the pass delivered, so one call instead
-//! of one per queue head makes an idle poll cheap, and a second call when the first
-//! found nothing reports in the same poll a message that the first one's pass
-//! delivered (it shortens a round trip more than it costs an idle poll). A count of
+//! The requests a poll must look at are one array, tested by one `MPI_Testsome` per
+//! poll: with Open MPI each test call that finds nothing done runs a pass of the
+//! progress engine and returns without looking at what the pass delivered, so one call
+//! instead of one per queue head makes an idle poll cheap, and a second call when the
+//! first found nothing reports in the same poll a message that the first one's pass
+//! delivered (it shortens a round trip more than it costs an idle poll). The call
+//! looks at every request it is given, so the array holds only those whose completion
+//! can be used now: the two oldest pending receives of each network and the oldest
+//! credit receive (the receives of one tag all match any source, so MPI matches them
+//! in posting order, and records are handled in that order anyway), and the sends in
+//! flight; it is gathered again only when a request starts or completes. A count of
 //! slots per network with records not yet taken, read without the lock, spares a poll
 //! the lock for a network with nothing to handle. The call marks completed receives
 //! ready in their slots; handling then takes the records of the oldest slot of the

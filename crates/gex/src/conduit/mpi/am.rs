@@ -85,6 +85,10 @@ pub(super) enum SendBuf {
 /// Where the receive slots of each network start in [`State::reqs`], then the credit
 /// receives, then the sends.
 const RING_BASE: [usize; 2] = [0, RECV_DEPTH];
+/// Pending receives of each network tested per poll, the oldest first (see
+/// [`State::gather_tested`]): two, so that a message arriving right behind another
+/// is reported by the same poll.
+const TEST_DEPTH: usize = 2;
 pub(super) const CREDIT_BASE: usize = 2 * RECV_DEPTH;
 pub(super) const SEND_BASE: usize = CREDIT_BASE + CREDIT_DEPTH;
 
@@ -122,6 +126,15 @@ pub(super) struct State {
     /// them (reported under `GEX_MPI_STATS`).
     pub(super) net_handled: u64,
     pub(super) net_messages: u64,
+    /// Per credit receive, in posting order (see `reqs`): credit messages match them
+    /// in that order, as Active Messages match a network's receive slots.
+    credit_order: VecDeque<usize>,
+    /// The requests a poll tests, copied from `reqs` (see [`State::gather_tested`]),
+    /// and the index in `reqs` of each; gathered again only when `reqs` or the
+    /// receives' order changed (`stale`), so an idle poll only tests.
+    tested: Vec<ffi::MPI_Request>,
+    tested_at: Vec<usize>,
+    stale: bool,
     /// Scratch space of `MPI_Testsome`.
     pub(super) done_idx: Vec<c_int>,
     pub(super) done_status: Vec<ffi::MPI_Status>,
@@ -148,6 +161,10 @@ impl State {
             handled: vec![[0; 2]; size],
             net_handled: 0,
             net_messages: 0,
+            credit_order: (0..CREDIT_DEPTH).collect(),
+            tested: Vec::new(),
+            tested_at: Vec::new(),
+            stale: true,
             done_idx: Vec::new(),
             done_status: Vec::new(),
             host_win,
@@ -194,6 +211,7 @@ impl State {
         self.reqs[slot] = req;
         self.slots[slot].buf = Some(buf);
         self.order[net].push_back(slot);
+        self.stale = true;
     }
 
     /// Starts a send of `len` bytes at `ptr`, kept in `keep`, to `dest` with `tag`.
@@ -218,6 +236,7 @@ impl State {
         }
         self.reqs.push(req);
         self.sends.push(keep);
+        self.stale = true;
     }
 
     /// Sends the first `len` bytes of `buf`, a message of network `net`, to `dest`.
@@ -262,6 +281,41 @@ impl State {
         self.isend(b.as_ptr().cast(), 8, src, TAG_CREDIT, SendBuf::Credit(b));
     }
 
+    /// Gathers into `tested` the requests a poll tests: the oldest [`TEST_DEPTH`]
+    /// pending receives of each network, the oldest pending credit receive, and every
+    /// send in flight. The receives of one network (or the credit receives) all match
+    /// the same messages (any source, one tag), so MPI matches them in posting order,
+    /// and a network's records are handled in that order: a later receive that
+    /// completes first would wait for the older one anyway. Testing only the oldest
+    /// keeps the array short, and `MPI_Testsome` looks at each of its requests on
+    /// every call, most of an idle poll's work beside the progress engine's pass.
+    fn gather_tested(&mut self) {
+        if !std::mem::take(&mut self.stale) {
+            return;
+        }
+        self.tested_at.clear();
+        for order in &self.order {
+            let mut n = 0;
+            for &slot in order {
+                if n == TEST_DEPTH {
+                    break;
+                }
+                if self.slots[slot].status.is_none() {
+                    self.tested_at.push(slot);
+                    n += 1;
+                }
+            }
+        }
+        if let Some(&c) = self.credit_order.front() {
+            self.tested_at.push(CREDIT_BASE + c);
+        }
+        self.tested_at.extend(SEND_BASE..self.reqs.len());
+        self.tested.clear();
+        for &i in &self.tested_at {
+            self.tested.push(self.reqs[i]);
+        }
+    }
+
     /// Sends every message being filled (each poll does, so that no record waits for
     /// a later one).
     pub(super) fn flush(&mut self) {
@@ -297,11 +351,13 @@ impl MpiConduit {
         req
     }
 
-    /// One pass over every request with one `MPI_Testsome`: marks arrived messages
+    /// One pass of MPI's progress engine with one `MPI_Testsome` over the requests that
+    /// can complete usefully now (see [`State::gather_tested`]): marks arrived messages
     /// ready in their slots, applies returned credits and posts their receives again,
     /// and frees completed sends.
     pub(super) fn test_all(&self, st: &mut State) {
-        let count = st.reqs.len();
+        st.gather_tested();
+        let count = st.tested.len();
         st.done_idx.resize(count, 0);
         // SAFETY: a zeroed status is a valid out-parameter.
         st.done_status.resize(count, unsafe { std::mem::zeroed() });
@@ -315,7 +371,7 @@ impl MpiConduit {
                 check(
                     ffi::MPI_Testsome(
                         count as c_int,
-                        st.reqs.as_mut_ptr(),
+                        st.tested.as_mut_ptr(),
                         &mut outcount,
                         st.done_idx.as_mut_ptr(),
                         st.done_status.as_mut_ptr(),
@@ -329,9 +385,13 @@ impl MpiConduit {
         }
         // MPI_UNDEFINED (negative) when every request is null: nothing to do.
         let outcount = outcount.max(0) as usize;
+        st.stale |= outcount > 0;
         let mut sends_done = false;
         for k in 0..outcount {
-            let i = st.done_idx[k] as usize;
+            let t = st.done_idx[k] as usize;
+            let i = st.tested_at[t];
+            // The copy tested is the request now (MPI_REQUEST_NULL once complete).
+            st.reqs[i] = st.tested[t];
             let status = st.done_status[k];
             if i < CREDIT_BASE {
                 let buf = st.slots[i].buf.as_ref().expect("a posted slot's buffer");
@@ -349,6 +409,8 @@ impl MpiConduit {
                 }
                 self.apply_credits(status.MPI_SOURCE, credits);
                 st.reqs[i] = Self::post_credit(b);
+                st.credit_order.retain(|&c| c != i - CREDIT_BASE);
+                st.credit_order.push_back(i - CREDIT_BASE);
             } else {
                 sends_done = true;
             }
