@@ -153,7 +153,7 @@
 //! describes the conduit as one piece.
 
 use std::ffi::{c_int, c_void};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::AtomicU32;
 use std::sync::OnceLock;
 
 use ::mpi::ffi;
@@ -239,9 +239,6 @@ pub(crate) struct MpiConduit {
     host: Host,
     /// The AM transport's state; holding its lock is what allows an MPI call.
     state: Mutex<State>,
-    /// Messages (buffers) per peer and network sent, being filled or claimed, that the
-    /// peer has not returned credit for.
-    in_flight: Box<[[AtomicU32; 2]]>,
     /// Per network, how many of its receive slots hold records not yet taken;
     /// written under `state`, read without it so that a poll takes the lock only for
     /// a network with something to handle (besides its one test of every request).
@@ -467,12 +464,13 @@ impl Conduit for MpiConduit {
         if let Some(slot) = self.host.reserve(dest, network) {
             return slot.map(Outbound::Host);
         }
-        let credits = &self.in_flight[dest as usize][net_index(network)];
-        if credits.fetch_add(1, Ordering::AcqRel) >= CREDITS {
-            credits.fetch_sub(1, Ordering::AcqRel);
+        let mut st = self.state.lock();
+        let in_flight = &mut st.in_flight[dest as usize][net_index(network)];
+        if *in_flight >= CREDITS {
             return None;
         }
-        let buf = self.state.lock().free.pop().unwrap_or_else(Buf::new);
+        *in_flight += 1;
+        let buf = st.free.pop().unwrap_or_else(Buf::new);
         Some(Outbound::Net(NetOutbound { buf, dest, network }))
     }
 

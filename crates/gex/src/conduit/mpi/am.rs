@@ -120,6 +120,9 @@ pub(super) struct State {
     out: Vec<[PeerOut; 2]>,
     /// The `(peer, network)` pairs whose `pending` message is set.
     filling: Vec<(Rank, usize)>,
+    /// Messages (buffers) per peer and network sent, being filled or claimed, that the
+    /// peer has not returned credit for.
+    pub(super) in_flight: Vec<[u32; 2]>,
     /// Messages handled per peer and network since credits were last returned.
     pub(super) handled: Vec<[u32; 2]>,
     /// Active Messages handled from MPI so far, and the MPI messages that carried
@@ -158,6 +161,7 @@ impl State {
             free: Vec::new(),
             out: (0..size).map(|_| Default::default()).collect(),
             filling: Vec::new(),
+            in_flight: vec![[0; 2]; size],
             handled: vec![[0; 2]; size],
             net_handled: 0,
             net_messages: 0,
@@ -396,10 +400,14 @@ impl MpiConduit {
             if i < CREDIT_BASE {
                 let buf = st.slots[i].buf.as_ref().expect("a posted slot's buffer");
                 if let Some(credits) = wire::credits(buf, received(&status)) {
-                    self.apply_credits(status.MPI_SOURCE, credits.map(u32::from));
+                    self.apply_credits(
+                        &mut st.in_flight,
+                        status.MPI_SOURCE,
+                        credits.map(u32::from),
+                    );
                 }
                 st.slots[i].status = Some(status);
-                self.ready[usize::from(i >= RING_BASE[1])].fetch_add(1, Ordering::Relaxed);
+                self.mark_ready(usize::from(i >= RING_BASE[1]), 1);
             } else if i < SEND_BASE {
                 let b = &mut st.credit_bufs[i - CREDIT_BASE];
                 let mut credits = [0; 2];
@@ -407,7 +415,7 @@ impl MpiConduit {
                 if b[0] > 1 {
                     credits[1] = u32::MAX;
                 }
-                self.apply_credits(status.MPI_SOURCE, credits);
+                self.apply_credits(&mut st.in_flight, status.MPI_SOURCE, credits);
                 st.reqs[i] = Self::post_credit(b);
                 st.credit_order.retain(|&c| c != i - CREDIT_BASE);
                 st.credit_order.push_back(i - CREDIT_BASE);
@@ -436,8 +444,19 @@ impl MpiConduit {
         }
     }
 
-    /// Applies the credits `src` returned per network.
-    fn apply_credits(&self, src: c_int, credits: [u32; 2]) {
+    /// Changes by `by` the count of network `net`'s slots with records not yet taken.
+    /// It is written under the lock only, so a load and a store do; a poll reads it
+    /// without the lock.
+    fn mark_ready(&self, net: usize, by: i32) {
+        let ready = &self.ready[net];
+        ready.store(
+            ready.load(Ordering::Relaxed).wrapping_add_signed(by),
+            Ordering::Relaxed,
+        );
+    }
+
+    /// Applies the credits `src` returned per network to `in_flight`.
+    fn apply_credits(&self, in_flight: &mut [[u32; 2]], src: c_int, credits: [u32; 2]) {
         let peer = usize::try_from(src)
             .ok()
             .filter(|&p| p < self.size as usize);
@@ -448,9 +467,14 @@ impl MpiConduit {
             ));
         };
         for (net, n) in credits.into_iter().enumerate() {
-            if n > 0 {
-                self.in_flight[peer][net].fetch_sub(n, Ordering::AcqRel);
-            }
+            let used = &mut in_flight[peer][net];
+            *used = used.checked_sub(n).unwrap_or_else(|| {
+                fatal(&format!(
+                    "rank {}: rank {src} returned {n} credits of network {net}, {used} \
+                     were taken",
+                    self.rank
+                ))
+            });
         }
     }
 
@@ -505,7 +529,7 @@ impl MpiConduit {
             if c.at >= c.end {
                 st.slots[c.slot].taken = true;
                 st.cursor[net] = None;
-                self.ready[net].fetch_sub(1, Ordering::Relaxed);
+                self.mark_ready(net, -1);
             } else {
                 st.cursor[net] = Some(c);
             }
@@ -607,7 +631,7 @@ impl MpiConduit {
             peer.len = end as u16;
             st.free.push(out.buf);
             // The record travels in the pending message, under that message's credit.
-            self.in_flight[dest as usize][net].fetch_sub(1, Ordering::AcqRel);
+            st.in_flight[dest as usize][net] -= 1;
         } else {
             let full = std::mem::replace(pending, out.buf);
             let full_len = std::mem::replace(&mut peer.len, len as u16);

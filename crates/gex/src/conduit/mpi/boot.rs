@@ -2,7 +2,6 @@
 //! ranks agree), and the error path of every MPI call.
 
 use std::ffi::c_int;
-use std::sync::atomic::AtomicU32;
 use std::sync::OnceLock;
 
 use ::mpi::ffi;
@@ -204,9 +203,6 @@ pub(super) fn bootstrap() -> MpiConduit {
         host,
         state: Mutex::new(st),
         ready: Default::default(),
-        in_flight: (0..size)
-            .map(|_| [AtomicU32::new(0), AtomicU32::new(0)])
-            .collect(),
         windows: Mutex::new(None),
         segments: OnceLock::new(),
         my_segment: OnceLock::new(),
