@@ -158,6 +158,7 @@ use std::sync::OnceLock;
 
 use ::mpi::ffi;
 use parking_lot::Mutex;
+use spin::{mutex::SpinMutex, relax::Yield};
 
 mod abort;
 mod am;
@@ -237,8 +238,14 @@ pub(crate) struct MpiConduit {
     max_segment: usize,
     /// The shared memory of this host: queues and signal words.
     host: Host,
-    /// The AM transport's state; holding its lock is what allows an MPI call.
-    state: Mutex<State>,
+    /// The AM transport's state; holding its lock is what allows an MPI call. A spin
+    /// lock, released with a plain store: every poll and every AM sent takes it, and a
+    /// locked instruction (a `Mutex`'s release) on x86 also waits for the stores before
+    /// it, such as a message just written into a peer's shared-memory mailbox by MPI,
+    /// to leave the store buffer. A waiter yields the processor between its tries, as
+    /// the holder may be waiting in MPI (`MPI_Win_flush` waits for the target's
+    /// progress).
+    state: SpinMutex<State, Yield>,
     /// Per network, how many of its receive slots hold records not yet taken;
     /// written under `state`, read without it so that a poll takes the lock only for
     /// a network with something to handle (besides its one test of every request).

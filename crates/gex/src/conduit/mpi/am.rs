@@ -10,7 +10,6 @@ use std::sync::atomic::Ordering;
 use ::mpi::ffi;
 
 use super::boot::{check, fatal};
-use parking_lot::MutexGuard;
 
 use super::{MpiConduit, CREDITS, CREDIT_DEPTH, MSG_SIZE, POLL_BATCH, RECV_DEPTH};
 pub(crate) use wire::Buf;
@@ -535,7 +534,9 @@ impl MpiConduit {
             }
             st.net_handled += 1;
             // A handler may poll (a nested drain takes the next records) or send.
-            MutexGuard::unlocked(&mut st, || self.dispatch_record(&record, network, dispatch));
+            drop(st);
+            self.dispatch_record(&record, network, dispatch);
+            st = self.state.lock();
             n += 1;
             st.slots[c.slot].active -= 1;
             if st.finalized {

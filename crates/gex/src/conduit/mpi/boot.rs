@@ -6,6 +6,7 @@ use std::sync::OnceLock;
 
 use ::mpi::ffi;
 use parking_lot::Mutex;
+use spin::mutex::SpinMutex;
 
 use super::am::State;
 use super::host::Host;
@@ -201,7 +202,7 @@ pub(super) fn bootstrap() -> MpiConduit {
         remote,
         max_segment,
         host,
-        state: Mutex::new(st),
+        state: SpinMutex::new(st),
         ready: Default::default(),
         windows: Mutex::new(None),
         segments: OnceLock::new(),
