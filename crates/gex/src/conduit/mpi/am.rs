@@ -53,12 +53,12 @@ pub(super) fn net_index(network: Network) -> usize {
 }
 
 /// A receive slot: its buffer and, once `MPI_Testsome` has completed its receive, the
-/// receive's status. The buffer stays in the slot while its records are handled; the
+/// message's sender and length (its status). The buffer stays in the slot while its records are handled; the
 /// receive is posted again once every record has been taken and no handler of one is
 /// still running (a handler may poll, and a nested poll takes the next records).
 pub(super) struct RecvSlot {
     pub(super) buf: Option<Buf>,
-    pub(super) status: Option<ffi::MPI_Status>,
+    pub(super) status: Option<(Rank, usize)>,
     /// Handlers of this slot's records running now.
     active: u32,
     /// Every record has been taken (the cursor moved on).
@@ -239,7 +239,12 @@ impl State {
         }
         self.reqs.push(req);
         self.sends.push(keep);
-        self.stale = true;
+        // Every send in flight is tested: it joins the gathered requests as it joins
+        // `reqs`.
+        if !self.stale {
+            self.tested_at.push(self.reqs.len() - 1);
+            self.tested.push(req);
+        }
     }
 
     /// Sends the first `len` bytes of `buf`, a message of network `net`, to `dest`.
@@ -398,14 +403,15 @@ impl MpiConduit {
             let status = st.done_status[k];
             if i < CREDIT_BASE {
                 let buf = st.slots[i].buf.as_ref().expect("a posted slot's buffer");
-                if let Some(credits) = wire::credits(buf, received(&status)) {
+                let len = received(&status);
+                if let Some(credits) = wire::credits(buf, len) {
                     self.apply_credits(
                         &mut st.in_flight,
                         status.MPI_SOURCE,
                         credits.map(u32::from),
                     );
                 }
-                st.slots[i].status = Some(status);
+                st.slots[i].status = Some((status.MPI_SOURCE as Rank, len));
                 self.mark_ready(usize::from(i >= RING_BASE[1]), 1);
             } else if i < SEND_BASE {
                 let b = &mut st.credit_bufs[i - CREDIT_BASE];
@@ -477,14 +483,20 @@ impl MpiConduit {
         }
     }
 
-    /// Sends every message being filled, then tests every request once (when `test`),
+    /// Sends every message being filled, then tests the requests once (when `test`),
     /// and handles up to `POLL_BATCH` arrived Active Messages of one network, in
     /// arrival order, each without the lock held.
+    #[inline]
     pub(super) fn drain(&self, network: Network, test: bool, dispatch: fn(&Inbound<'_>)) -> usize {
-        let net = net_index(network);
-        if !test && self.ready[net].load(Ordering::Relaxed) == 0 {
+        if !test && self.ready[net_index(network)].load(Ordering::Relaxed) == 0 {
             return 0;
         }
+        self.drain_locked(network, test, dispatch)
+    }
+
+    /// [`drain`](Self::drain) past its check without the lock.
+    fn drain_locked(&self, network: Network, test: bool, dispatch: fn(&Inbound<'_>)) -> usize {
+        let net = net_index(network);
         let mut st = self.state.lock();
         if st.finalized {
             return 0;
@@ -502,7 +514,7 @@ impl MpiConduit {
                     let Some(&slot) = st.order[net].front() else {
                         break;
                     };
-                    let Some(status) = st.slots[slot].status.take() else {
+                    let Some((src, end)) = st.slots[slot].status.take() else {
                         break;
                     };
                     st.order[net].pop_front();
@@ -510,8 +522,8 @@ impl MpiConduit {
                     Cursor {
                         slot,
                         at: 0,
-                        end: received(&status),
-                        src: status.MPI_SOURCE as Rank,
+                        end,
+                        src,
                     }
                 }
             };

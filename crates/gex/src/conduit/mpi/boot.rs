@@ -15,12 +15,21 @@ use crate::conduit::Rank;
 
 pub(super) use super::abort::fatal;
 
-/// Checks the return code of an MPI call.
+/// Checks the return code of an MPI call (inlined: polls make several calls each).
+#[inline]
 #[track_caller]
 pub(super) fn check(rc: c_int, call: &str) {
     if rc != 0 {
-        fatal(&format!("{call} failed ({})", error_string(rc)));
+        failed(rc, call);
     }
+}
+
+/// Ends the job for MPI call `call`, which returned `rc`.
+#[cold]
+#[inline(never)]
+#[track_caller]
+fn failed(rc: c_int, call: &str) -> ! {
+    fatal(&format!("{call} failed ({})", error_string(rc)))
 }
 
 /// The MPI library's words for error code `rc`, with the code.
