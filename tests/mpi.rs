@@ -13,13 +13,15 @@
 //!   ranks goes over MPI point-to-point and RMA; the job reports one host per rank;
 //!   and with hosts of two ranks, where some ranks map a source and others do not: mixed
 //!   jobs, where some peers are reached through shared memory and some over MPI, and
-//!   the barrier's rounds are signal words or messages.
+//!   the barrier's rounds are signal words or MPI messages.
 //! * [`same_host_ams_take_the_shared_memory_path`]: with `GEX_MPI_STATS=1` each rank
 //!   reports which path carried the AMs it handled: none over MPI when all ranks share
 //!   a host, and both paths in capped jobs; and within a host the barrier's rounds are
 //!   signal words, not messages.
 //! * [`network_streams_are_aggregated`]: between hosts, `gex_network`'s flood and its
 //!   Replies travel in MPI messages of many AMs each.
+//! * [`network_barrier_rounds_are_signals`]: between hosts the barrier's rounds are
+//!   signals carried by the conduit's control messages, not Active Messages.
 //! * [`upcxx_programs_run_across_hosts`]: `rpc_hello`, `dht`, `stencil`, `gups`,
 //!   `histogram` and `summa` with `GEX_MPI_HOST_RANKS=1` and `=2`
 //!   on 3 and 4 ranks, each checking its own result; `upcxx_hosts` checks `is_local`
@@ -305,6 +307,26 @@ fn network_streams_are_aggregated() {
             assert!(
                 net >= 2 * 502 * u64::from(ranks - 1) && messages * 4 < net,
                 "rank {rank} handled {net} AMs over MPI in {messages} messages: {what}"
+            );
+        }
+    }
+}
+
+/// Between hosts the barrier's rounds are signals that the mpi conduit carries in
+/// control messages, not Active Messages: forcing messages (`GEX_COLL_BARRIER=am`)
+/// adds the rounds' AMs to every rank's count over MPI.
+#[test]
+fn network_barrier_rounds_are_signals() {
+    for ranks in [2, 3] {
+        let (words, what) = gex_network_paths(ranks, Some(1), &[]);
+        let (messages, _) = gex_network_paths(ranks, Some(1), &[("GEX_COLL_BARRIER", "am")]);
+        for (w, m) in words.iter().zip(&messages) {
+            assert!(
+                m.2 > w.2,
+                "rank {}: {} AMs over MPI with signals, {} with messages: {what}",
+                w.0,
+                w.2,
+                m.2
             );
         }
     }

@@ -11,8 +11,10 @@
 //! barrier never blocks the poll that drives it).
 //!
 //! A round's signal is a store into the peer's signal word for that round (the
-//! conduit's `signal`) when the peer shares memory with this rank, else an AM; the
-//! receiver accepts either. Within a host a round is one cache-line transfer.
+//! conduit's `signal`) when the conduit can make one (the peer shares memory with this
+//! rank, or the mpi conduit carries the value to another host), else an AM; the
+//! receiver accepts either. Within a host a round is one cache-line transfer, between
+//! hosts one small MPI message.
 //! `GEX_COLL_BARRIER=am` forces messages everywhere.
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};

@@ -43,8 +43,8 @@
 //! queues, laid out as in the smp job region; the queues are the smp conduit's bounded
 //! MPSC queues of fixed slots, driven by the same code (`smp::mailbox`). An AM to a
 //! rank of this host claims a slot in its queue (a full queue is back-pressure), and
-//! [`Conduit::signal`] stores into its signal word; for a rank of another host
-//! `signal` answers false, and the barrier sends that round as a message. A Long
+//! [`Conduit::signal`] stores into its signal word (for a rank of another host it
+//! sends a control message, below). A Long
 //! payload to a rank of this host is a `memcpy` into the mapped segment. With every
 //! rank on one host, `poll` makes no MPI call.
 //!
@@ -100,8 +100,8 @@
 //! buffer it claims, and a record appended to the message being filled gives it back.
 //! The receiver returns credits with every Reply message it sends to that peer (in the
 //! first record's header, for both networks), and otherwise in batches of
-//! `CREDITS / 2` messages on a third tag; the sender applies them when `MPI_Testsome`
-//! completes their receive. Only Replies carry credits: a rank always drains its
+//! `CREDITS / 2` messages in a control message; the sender applies them when
+//! `MPI_Testsome` completes their receive. Only Replies carry credits: a rank always drains its
 //! Replies, while a Request may wait unmatched behind Requests that the rank cannot
 //! handle yet (it is sending a Reply under back-pressure, polling Replies only), and
 //! the credits it carried with it. In a stream of round trips the Replies carry every
@@ -129,8 +129,18 @@
 //! checking the range, which [`Conduit::check_range`] does alone), and every caller
 //! falls back: remote atomics become Active Messages to the owner, collectives use
 //! messages unless the whole team is on one host, and the upcxx runtime reaches those
-//! segments through gex. The barrier's rounds to ranks of other hosts are messages
-//! ([`Conduit::signal`] answers false for them).
+//! segments through gex. The barrier's rounds to ranks of other hosts stay signals:
+//! [`Conduit::signal`] sends the value in a control message.
+//!
+//! **Control messages** travel on a third tag, each a few words into one of
+//! [`CONTROL_DEPTH`] pre-posted receives (the oldest tested by each poll, posted again
+//! by the next): credit returns, and signals to ranks of other hosts, which the
+//! receiver's poll stores into its own signal word. A barrier round between hosts is
+//! then one small message, matched and applied without an Active Message's handler,
+//! flow control or aggregation, and the barrier reads its words as within a host
+//! (messages of one pair and tag arrive in the order sent, so a word takes a sender's
+//! values in order). Signals need no credits: the barrier bounds how many are in
+//! flight.
 //!
 //! **A dying rank** aborts the job (`MPI_Abort`) after printing why (see `abort`).
 //!
@@ -182,8 +192,8 @@ pub(crate) const MSG_SIZE: usize = 4096;
 const RECV_DEPTH: usize = 8;
 /// Messages per peer and network that may be unhandled by the peer.
 const CREDITS: u32 = 16;
-/// Pre-posted receives of credit returns.
-const CREDIT_DEPTH: usize = 4;
+/// Pre-posted receives of control messages (credit returns and signals).
+const CONTROL_DEPTH: usize = 4;
 /// Largest number of Active Messages handled per network in one poll.
 const POLL_BATCH: usize = 32;
 
@@ -559,7 +569,10 @@ impl Conduit for MpiConduit {
 
     #[inline]
     fn signal(&self, dest: Rank, slot: usize, value: u64) -> bool {
-        self.host.signal(dest, slot, value)
+        if !self.host.signal(dest, slot, value) {
+            self.signal_remote(dest, slot, value);
+        }
+        true
     }
 
     #[inline]

@@ -11,7 +11,7 @@ use ::mpi::ffi;
 
 use super::boot::{check, fatal};
 
-use super::{MpiConduit, CREDITS, CREDIT_DEPTH, MSG_SIZE, POLL_BATCH, RECV_DEPTH};
+use super::{MpiConduit, CONTROL_DEPTH, CREDITS, MSG_SIZE, POLL_BATCH, RECV_DEPTH};
 pub(crate) use wire::Buf;
 use wire::Record;
 pub(super) use wire::HEADER;
@@ -21,7 +21,16 @@ use crate::conduit::{AmHeader, Category, Conduit, Inbound, Network, Rank};
 
 const TAG_REQUEST: c_int = 1;
 const TAG_REPLY: c_int = 2;
-const TAG_CREDIT: c_int = 3;
+/// The tag of control messages: credit returns and signals (see [`Control`]).
+const TAG_CONTROL: c_int = 3;
+
+/// A control message: `[kind, a, b_lo, b_hi]`, of which a credit return sends the
+/// first two words. Kind [`net_index`] of a network: `a` credits of that network
+/// returned; kind [`SIGNAL`]: store `b_lo | b_hi << 32` into signal word `a` of the
+/// receiver ([`Conduit::signal`] between hosts).
+type Control = [u32; 4];
+/// The kind of a signal's control message.
+const SIGNAL: u32 = 2;
 /// The tag of each network, by [`net_index`].
 const TAGS: [c_int; 2] = [TAG_REQUEST, TAG_REPLY];
 
@@ -78,7 +87,7 @@ pub(super) struct Cursor {
 /// What a send in flight keeps alive until it completes.
 pub(super) enum SendBuf {
     Msg { buf: Buf, dest: Rank, net: usize },
-    Credit(Box<[u32; 2]>),
+    Control(Box<Control>),
 }
 
 /// Where the receive slots of each network start in [`State::reqs`], then the credit
@@ -88,8 +97,8 @@ const RING_BASE: [usize; 2] = [0, RECV_DEPTH];
 /// [`State::gather_tested`]): two, so that a message arriving right behind another
 /// is reported by the same poll.
 const TEST_DEPTH: usize = 2;
-pub(super) const CREDIT_BASE: usize = 2 * RECV_DEPTH;
-pub(super) const SEND_BASE: usize = CREDIT_BASE + CREDIT_DEPTH;
+pub(super) const CONTROL_BASE: usize = 2 * RECV_DEPTH;
+pub(super) const SEND_BASE: usize = CONTROL_BASE + CONTROL_DEPTH;
 
 /// Everything touched by MPI calls, under the one lock.
 pub(super) struct State {
@@ -109,9 +118,9 @@ pub(super) struct State {
     /// Slots (with their network and sender) whose records have all been handled, to
     /// be posted again, and counted for credits, by the next poll.
     unposted: Vec<(usize, usize, Rank)>,
-    /// The buffers of the credit receives (entries `CREDIT_BASE..SEND_BASE` of `reqs`),
+    /// The buffers of the control receives (entries `CONTROL_BASE..SEND_BASE` of `reqs`),
     /// boxed: the `State` moves, buffers MPI writes into must not.
-    pub(super) credit_bufs: Box<[[u32; 2]; CREDIT_DEPTH]>,
+    pub(super) control_bufs: Box<[Control; CONTROL_DEPTH]>,
     /// The buffers of the sends, entry `SEND_BASE + i` of `reqs` for `sends[i]`.
     pub(super) sends: Vec<SendBuf>,
     pub(super) free: Vec<Buf>,
@@ -130,7 +139,9 @@ pub(super) struct State {
     pub(super) net_messages: u64,
     /// Per credit receive, in posting order (see `reqs`): credit messages match them
     /// in that order, as Active Messages match a network's receive slots.
-    credit_order: VecDeque<usize>,
+    control_order: VecDeque<usize>,
+    /// Control receives completed, to be posted again by the next poll.
+    control_unposted: Vec<usize>,
     /// The requests a poll tests, copied from `reqs` (see [`State::gather_tested`]),
     /// and the index in `reqs` of each; gathered again only when `reqs` or the
     /// receives' order changed (`stale`), so an idle poll only tests.
@@ -155,7 +166,7 @@ impl State {
             order: [VecDeque::new(), VecDeque::new()],
             cursor: [None, None],
             unposted: Vec::with_capacity(2 * RECV_DEPTH),
-            credit_bufs: Box::new([[0; 2]; CREDIT_DEPTH]),
+            control_bufs: Box::new([[0; 4]; CONTROL_DEPTH]),
             sends: Vec::new(),
             free: Vec::new(),
             out: (0..size).map(|_| Default::default()).collect(),
@@ -164,7 +175,8 @@ impl State {
             handled: vec![[0; 2]; size],
             net_handled: 0,
             net_messages: 0,
-            credit_order: (0..CREDIT_DEPTH).collect(),
+            control_order: (0..CONTROL_DEPTH).collect(),
+            control_unposted: Vec::with_capacity(CONTROL_DEPTH),
             tested: Vec::new(),
             tested_at: Vec::new(),
             stale: true,
@@ -184,8 +196,8 @@ impl State {
                 st.repost(slot, net, Buf::new());
             }
         }
-        for (i, b) in st.credit_bufs.iter_mut().enumerate() {
-            st.reqs[CREDIT_BASE + i] = MpiConduit::post_credit(b);
+        for (i, b) in st.control_bufs.iter_mut().enumerate() {
+            st.reqs[CONTROL_BASE + i] = MpiConduit::post_control(b);
         }
         st
     }
@@ -275,6 +287,11 @@ impl State {
             self.repost(slot, net, buf);
             self.handled(src, net);
         }
+        while let Some(c) = self.control_unposted.pop() {
+            self.reqs[CONTROL_BASE + c] = MpiConduit::post_control(&mut self.control_bufs[c]);
+            self.control_order.push_back(c);
+            self.stale = true;
+        }
     }
 
     /// Counts a handled message from `src` and returns credit when a batch is due.
@@ -284,9 +301,9 @@ impl State {
         if *h < CREDITS / 2 {
             return;
         }
-        let b = Box::new([net as u32, *h]);
+        let b = Box::new([net as u32, *h, 0, 0]);
         *h = 0;
-        self.isend(b.as_ptr().cast(), 8, src, TAG_CREDIT, SendBuf::Credit(b));
+        self.isend(b.as_ptr().cast(), 8, src, TAG_CONTROL, SendBuf::Control(b));
     }
 
     /// Gathers into `tested` the requests a poll tests: the oldest [`TEST_DEPTH`]
@@ -314,8 +331,8 @@ impl State {
                 }
             }
         }
-        if let Some(&c) = self.credit_order.front() {
-            self.tested_at.push(CREDIT_BASE + c);
+        if let Some(&c) = self.control_order.front() {
+            self.tested_at.push(CONTROL_BASE + c);
         }
         self.tested_at.extend(SEND_BASE..self.reqs.len());
         self.tested.clear();
@@ -338,18 +355,18 @@ impl State {
 }
 
 impl MpiConduit {
-    pub(super) fn post_credit(b: &mut [u32; 2]) -> ffi::MPI_Request {
+    pub(super) fn post_control(b: &mut Control) -> ffi::MPI_Request {
         // SAFETY: a null request is overwritten by MPI_Irecv.
         let mut req = unsafe { ffi::RSMPI_REQUEST_NULL };
-        // SAFETY: the box outlives the receive (kept in `State::credit_bufs`).
+        // SAFETY: the box outlives the receive (kept in `State::control_bufs`).
         unsafe {
             check(
                 ffi::MPI_Irecv(
                     b.as_mut_ptr().cast(),
-                    2,
+                    4,
                     ffi::RSMPI_UINT32_T,
                     ffi::RSMPI_ANY_SOURCE,
-                    TAG_CREDIT,
+                    TAG_CONTROL,
                     Self::world(),
                     &mut req,
                 ),
@@ -401,7 +418,7 @@ impl MpiConduit {
             // The copy tested is the request now (MPI_REQUEST_NULL once complete).
             st.reqs[i] = st.tested[t];
             let status = st.done_status[k];
-            if i < CREDIT_BASE {
+            if i < CONTROL_BASE {
                 let buf = st.slots[i].buf.as_ref().expect("a posted slot's buffer");
                 let len = received(&status);
                 if let Some(credits) = wire::credits(buf, len) {
@@ -414,16 +431,21 @@ impl MpiConduit {
                 st.slots[i].status = Some((status.MPI_SOURCE as Rank, len));
                 self.mark_ready(usize::from(i >= RING_BASE[1]), 1);
             } else if i < SEND_BASE {
-                let b = &mut st.credit_bufs[i - CREDIT_BASE];
-                let mut credits = [0; 2];
-                credits[(b[0] as usize).min(1)] = b[1];
-                if b[0] > 1 {
-                    credits[1] = u32::MAX;
+                let c = i - CONTROL_BASE;
+                let b = st.control_bufs[c];
+                if b[0] == SIGNAL {
+                    self.apply_signal(status.MPI_SOURCE, received(&status), b);
+                } else {
+                    let mut credits = [0; 2];
+                    credits[(b[0] as usize).min(1)] = b[1];
+                    if b[0] > 1 {
+                        credits[1] = u32::MAX; // an unknown kind: corrupt
+                    }
+                    self.apply_credits(&mut st.in_flight, status.MPI_SOURCE, credits);
                 }
-                self.apply_credits(&mut st.in_flight, status.MPI_SOURCE, credits);
-                st.reqs[i] = Self::post_credit(b);
-                st.credit_order.retain(|&c| c != i - CREDIT_BASE);
-                st.credit_order.push_back(i - CREDIT_BASE);
+                // Posted again by the next poll, as a receive slot is.
+                st.control_order.retain(|&o| o != c);
+                st.control_unposted.push(c);
             } else {
                 sends_done = true;
             }
@@ -440,7 +462,7 @@ impl MpiConduit {
                             st.out[dest as usize][net].sending -= 1;
                             st.free.push(buf);
                         }
-                        SendBuf::Credit(sent) => drop(sent),
+                        SendBuf::Control(sent) => drop(sent),
                     }
                 } else {
                     j += 1;
@@ -457,6 +479,40 @@ impl MpiConduit {
         ready.store(
             ready.load(Ordering::Relaxed).wrapping_add_signed(by),
             Ordering::Relaxed,
+        );
+    }
+
+    /// Stores the value of a signal's control message `b` of `len` bytes from `src`
+    /// into this rank's signal word.
+    fn apply_signal(&self, src: c_int, len: usize, b: Control) {
+        let slot = b[1] as usize;
+        if len != std::mem::size_of::<Control>() || slot >= self.host.signal_slots() {
+            fatal(&format!(
+                "rank {}: a corrupt signal {b:?} of {len} bytes from rank {src}",
+                self.rank
+            ));
+        }
+        let value = u64::from(b[2]) | u64::from(b[3]) << 32;
+        // This rank shares memory with itself: a store into its own word.
+        self.host.signal(self.rank, slot, value);
+    }
+
+    /// [`Conduit::signal`] to `dest`, a rank of another host: a control message,
+    /// whose receiver's poll stores the value. Messages of one pair and tag arrive in
+    /// the order sent, so the word takes the values in that order, as a store would.
+    pub(super) fn signal_remote(&self, dest: Rank, slot: usize, value: u64) {
+        let mut st = self.state.lock();
+        if st.finalized {
+            return;
+        }
+        let b = Box::new([SIGNAL, slot as u32, value as u32, (value >> 32) as u32]);
+        let len = std::mem::size_of::<Control>();
+        st.isend(
+            b.as_ptr().cast(),
+            len,
+            dest,
+            TAG_CONTROL,
+            SendBuf::Control(b),
         );
     }
 
