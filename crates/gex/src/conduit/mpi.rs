@@ -81,13 +81,13 @@
 //! delivered (it shortens a round trip more than it costs an idle poll). The call
 //! looks at every request it is given, so the array holds only those whose completion
 //! can be used now: the two oldest pending receives of each network and the oldest
-//! credit receive (the receives of one tag all match any source, so MPI matches them
+//! control receive (the receives of one tag all match any source, so MPI matches them
 //! in posting order, and records are handled in that order anyway), and the sends in
-//! flight; it is gathered again only when a request starts or completes. A count of
-//! slots per network with records not yet taken, read without the lock, spares a poll
-//! the lock for a network with nothing to handle. The call marks completed receives
-//! ready in their slots; handling then takes the records of the oldest slot of the
-//! network while it is ready, runs each handler without the lock held, and leaves the
+//! flight; it is gathered again only when a request starts or completes. The call
+//! marks completed receives ready in their slots; handling then takes the records of
+//! the oldest slot of each network (Replies, then Requests when wanted, in the same
+//! hold of the lock as the test unless a handler ran) while it is ready, runs each
+//! handler without the lock held, and leaves the
 //! receive to be posted again by the next poll, before its test: off the path from the
 //! arrival to the handler and from the handler back to the caller (in a round trip the
 //! posting overlaps the next message's flight; the other posted receives take the next
@@ -114,7 +114,7 @@
 //! time (in flight, being filled or claimed).
 //!
 //! `poll` drains this rank's Reply queue and then the MPI Replies, and only then, when
-//! Requests are wanted too, its Request queue and the MPI Requests. The largest Medium
+//! Requests are wanted too, the MPI Requests and its Request queue. The largest Medium
 //! payload is the smaller of a queue slot's and an MPI buffer's, so it does not depend
 //! on the destination.
 //!
@@ -163,7 +163,6 @@
 //! describes the conduit as one piece.
 
 use std::ffi::{c_int, c_void};
-use std::sync::atomic::AtomicU32;
 use std::sync::OnceLock;
 
 use ::mpi::ffi;
@@ -256,10 +255,6 @@ pub(crate) struct MpiConduit {
     /// the holder may be waiting in MPI (`MPI_Win_flush` waits for the target's
     /// progress).
     state: SpinMutex<State, Yield>,
-    /// Per network, how many of its receive slots hold records not yet taken;
-    /// written under `state`, read without it so that a poll takes the lock only for
-    /// a network with something to handle (besides its one test of every request).
-    ready: [AtomicU32; 2],
     /// Taken only with `state` held.
     windows: Mutex<Option<Windows>>,
     segments: OnceLock<Box<[PeerSegment]>>,
@@ -520,16 +515,14 @@ impl Conduit for MpiConduit {
         let bounds = || self.slot_bounds();
         let mut n = self.host.drain(Network::Reply, self.rank, bounds, dispatch);
         if self.remote {
-            // The one pass of MPI's progress engine of this poll.
-            n += self.drain(Network::Reply, true, dispatch);
+            // The one pass of MPI's progress engine of this poll, then the Replies and
+            // Requests that arrived over MPI.
+            n += self.drain(requests, dispatch);
         }
         if requests {
             n += self
                 .host
                 .drain(Network::Request, self.rank, bounds, dispatch);
-            if self.remote {
-                n += self.drain(Network::Request, false, dispatch);
-            }
         }
         n
     }

@@ -5,11 +5,11 @@
 
 use std::collections::VecDeque;
 use std::ffi::c_int;
-use std::sync::atomic::Ordering;
 
 use ::mpi::ffi;
 
 use super::boot::{check, fatal};
+use spin::mutex::SpinMutexGuard;
 
 use super::{MpiConduit, CONTROL_DEPTH, CREDITS, MSG_SIZE, POLL_BATCH, RECV_DEPTH};
 pub(crate) use wire::Buf;
@@ -306,6 +306,16 @@ impl State {
         self.isend(b.as_ptr().cast(), 8, src, TAG_CONTROL, SendBuf::Control(b));
     }
 
+    /// Whether network `net` has records to handle: a message whose records are being
+    /// handled, or an arrived one first in its order.
+    #[inline]
+    fn arrived(&self, net: usize) -> bool {
+        self.cursor[net].is_some()
+            || self.order[net]
+                .front()
+                .is_some_and(|&slot| self.slots[slot].status.is_some())
+    }
+
     /// Gathers into `tested` the requests a poll tests: the oldest [`TEST_DEPTH`]
     /// pending receives of each network, the oldest pending credit receive, and every
     /// send in flight. The receives of one network (or the credit receives) all match
@@ -429,7 +439,6 @@ impl MpiConduit {
                     );
                 }
                 st.slots[i].status = Some((status.MPI_SOURCE as Rank, len));
-                self.mark_ready(usize::from(i >= RING_BASE[1]), 1);
             } else if i < SEND_BASE {
                 let c = i - CONTROL_BASE;
                 let b = st.control_bufs[c];
@@ -469,17 +478,6 @@ impl MpiConduit {
                 }
             }
         }
-    }
-
-    /// Changes by `by` the count of network `net`'s slots with records not yet taken.
-    /// It is written under the lock only, so a load and a store do; a poll reads it
-    /// without the lock.
-    fn mark_ready(&self, net: usize, by: i32) {
-        let ready = &self.ready[net];
-        ready.store(
-            ready.load(Ordering::Relaxed).wrapping_add_signed(by),
-            Ordering::Relaxed,
-        );
     }
 
     /// Stores the value of a signal's control message `b` of `len` bytes from `src`
@@ -539,29 +537,41 @@ impl MpiConduit {
         }
     }
 
-    /// Sends every message being filled, then tests the requests once (when `test`),
-    /// and handles up to `POLL_BATCH` arrived Active Messages of one network, in
-    /// arrival order, each without the lock held.
-    #[inline]
-    pub(super) fn drain(&self, network: Network, test: bool, dispatch: fn(&Inbound<'_>)) -> usize {
-        if !test && self.ready[net_index(network)].load(Ordering::Relaxed) == 0 {
-            return 0;
-        }
-        self.drain_locked(network, test, dispatch)
-    }
-
-    /// [`drain`](Self::drain) past its check without the lock.
-    fn drain_locked(&self, network: Network, test: bool, dispatch: fn(&Inbound<'_>)) -> usize {
-        let net = net_index(network);
+    /// One poll's part over MPI: sends every message being filled, tests the requests
+    /// once, and handles up to `POLL_BATCH` arrived Active Messages of the Reply network
+    /// and then, when `requests`, of the Request network, in arrival order, each
+    /// without the lock held. Both networks are handled in one hold of the lock unless a
+    /// handler ran in between: MPI's progress pass writes memory the peer reads (a
+    /// shared-memory mailbox's indices), and taking the lock again right after it would
+    /// wait for those stores to leave the store buffer, on the way from an arrival to
+    /// its handler.
+    pub(super) fn drain(&self, requests: bool, dispatch: fn(&Inbound<'_>)) -> usize {
         let mut st = self.state.lock();
         if st.finalized {
             return 0;
         }
-        if test {
-            st.repost_taken();
-            st.flush();
-            self.test_all(&mut st);
+        st.repost_taken();
+        st.flush();
+        self.test_all(&mut st);
+        let mut n = 0;
+        if st.arrived(net_index(Network::Reply)) {
+            (n, st) = self.handle(st, Network::Reply, dispatch);
         }
+        if requests && !st.finalized && st.arrived(net_index(Network::Request)) {
+            n += self.handle(st, Network::Request, dispatch).0;
+        }
+        n
+    }
+
+    /// Handles up to `POLL_BATCH` arrived Active Messages of `network`, in arrival
+    /// order, each without the lock held; returns how many, and the lock.
+    fn handle<'a>(
+        &'a self,
+        mut st: SpinMutexGuard<'a, State>,
+        network: Network,
+        dispatch: fn(&Inbound<'_>),
+    ) -> (usize, SpinMutexGuard<'a, State>) {
+        let net = net_index(network);
         let mut n = 0;
         while n < POLL_BATCH {
             let mut c = match st.cursor[net] {
@@ -596,7 +606,6 @@ impl MpiConduit {
             if c.at >= c.end {
                 st.slots[c.slot].taken = true;
                 st.cursor[net] = None;
-                self.mark_ready(net, -1);
             } else {
                 st.cursor[net] = Some(c);
             }
@@ -618,7 +627,7 @@ impl MpiConduit {
                 st.unposted.push((c.slot, net, c.src));
             }
         }
-        n
+        (n, st)
     }
 
     /// The record at offset `at` of a message of `end` bytes at `buf` from `src`;

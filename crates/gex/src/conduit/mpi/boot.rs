@@ -212,7 +212,6 @@ pub(super) fn bootstrap() -> MpiConduit {
         max_segment,
         host,
         state: SpinMutex::new(st),
-        ready: Default::default(),
         windows: Mutex::new(None),
         segments: OnceLock::new(),
         my_segment: OnceLock::new(),
