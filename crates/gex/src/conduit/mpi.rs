@@ -55,7 +55,8 @@
 //! never matches a Request. Each network has [`RECV_DEPTH`] pre-posted
 //! `MPI_Irecv(MPI_ANY_SOURCE)`, kept in posting order (MPI matches a message with the
 //! oldest posted receive of its tag, so this is arrival order). Sends are `MPI_Isend`s,
-//! started by `am_commit` without testing anything.
+//! tested once as they start: a small message leaves eagerly and its buffer is free at
+//! once; a send not yet complete is tested by every poll until it is.
 //!
 //! **Aggregation.** `am_commit` sends a message on its own when nothing to that peer on
 //! that network is in flight or being filled (a lone message, a round trip, pays no

@@ -50,7 +50,8 @@ pub(super) struct PeerOut {
     pending: Option<Buf>,
     /// Bytes of `pending` used.
     len: u16,
-    /// Sends of messages to this peer not yet seen complete.
+    /// Sends of messages to this peer not yet seen complete by a poll (one that
+    /// completed at once counts until the next poll, as if that poll's test saw it).
     sending: u16,
 }
 
@@ -121,6 +122,9 @@ pub(super) struct State {
     /// The buffers of the control receives (entries `CONTROL_BASE..SEND_BASE` of `reqs`),
     /// boxed: the `State` moves, buffers MPI writes into must not.
     pub(super) control_bufs: Box<[Control; CONTROL_DEPTH]>,
+    /// Messages whose send completed when it started, each counted in its peer's
+    /// `sending` until the next poll's test.
+    sent_done: Vec<(Rank, usize)>,
     /// The buffers of the sends, entry `SEND_BASE + i` of `reqs` for `sends[i]`.
     pub(super) sends: Vec<SendBuf>,
     pub(super) free: Vec<Buf>,
@@ -168,6 +172,7 @@ impl State {
             unposted: Vec::with_capacity(2 * RECV_DEPTH),
             control_bufs: Box::new([[0; 4]; CONTROL_DEPTH]),
             sends: Vec::new(),
+            sent_done: Vec::new(),
             free: Vec::new(),
             out: (0..size).map(|_| Default::default()).collect(),
             filling: Vec::new(),
@@ -248,6 +253,23 @@ impl State {
                 ),
                 "MPI_Isend",
             );
+        }
+        let mut done = 0;
+        // SAFETY: the request just started; a complete one becomes MPI_REQUEST_NULL.
+        unsafe {
+            check(
+                ffi::MPI_Test(&mut req, &mut done, ffi::RSMPI_STATUS_IGNORE),
+                "MPI_Test",
+            );
+        }
+        if done != 0 {
+            // A small message leaves eagerly: its buffer is free at once, and no poll
+            // need test it.
+            if let SendBuf::Msg { buf, dest, net } = keep {
+                self.free.push(buf);
+                self.sent_done.push((dest, net));
+            }
+            return;
         }
         self.reqs.push(req);
         self.sends.push(keep);
@@ -458,6 +480,9 @@ impl MpiConduit {
             } else {
                 sends_done = true;
             }
+        }
+        while let Some((dest, net)) = st.sent_done.pop() {
+            st.out[dest as usize][net].sending -= 1;
         }
         if sends_done {
             // Completed sends are null now: drop them, keeping `sends` beside `reqs`.
