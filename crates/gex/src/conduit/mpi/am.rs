@@ -122,6 +122,11 @@ pub(super) struct State {
     /// The buffers of the control receives (entries `CONTROL_BASE..SEND_BASE` of `reqs`),
     /// boxed: the `State` moves, buffers MPI writes into must not.
     pub(super) control_bufs: Box<[Control; CONTROL_DEPTH]>,
+    /// Buffers of control messages sent, for the next ones (a barrier round between
+    /// hosts sends one each). Boxed as a send in flight holds them, so that taking one
+    /// for a send allocates nothing.
+    #[allow(clippy::vec_box, reason = "the boxes move to and from sends in flight")]
+    free_control: Vec<Box<Control>>,
     /// Messages whose send completed when it started, each counted in its peer's
     /// `sending` until the next poll's test.
     sent_done: Vec<(Rank, usize)>,
@@ -173,6 +178,7 @@ impl State {
             control_bufs: Box::new([[0; 4]; CONTROL_DEPTH]),
             sends: Vec::new(),
             sent_done: Vec::new(),
+            free_control: Vec::new(),
             free: Vec::new(),
             out: (0..size).map(|_| Default::default()).collect(),
             filling: Vec::new(),
@@ -265,9 +271,12 @@ impl State {
         if done != 0 {
             // A small message leaves eagerly: its buffer is free at once, and no poll
             // need test it.
-            if let SendBuf::Msg { buf, dest, net } = keep {
-                self.free.push(buf);
-                self.sent_done.push((dest, net));
+            match keep {
+                SendBuf::Msg { buf, dest, net } => {
+                    self.free.push(buf);
+                    self.sent_done.push((dest, net));
+                }
+                SendBuf::Control(b) => self.free_control.push(b),
             }
             return;
         }
@@ -316,6 +325,17 @@ impl State {
         }
     }
 
+    /// A control message's buffer holding `words`, from the free list if it has one.
+    fn control(&mut self, words: Control) -> Box<Control> {
+        match self.free_control.pop() {
+            Some(mut b) => {
+                *b = words;
+                b
+            }
+            None => Box::new(words),
+        }
+    }
+
     /// Counts a handled message from `src` and returns credit when a batch is due.
     fn handled(&mut self, src: Rank, net: usize) {
         let h = &mut self.handled[src as usize][net];
@@ -323,8 +343,8 @@ impl State {
         if *h < CREDITS / 2 {
             return;
         }
-        let b = Box::new([net as u32, *h, 0, 0]);
-        *h = 0;
+        let n = std::mem::take(h);
+        let b = self.control([net as u32, n, 0, 0]);
         self.isend(b.as_ptr().cast(), 8, src, TAG_CONTROL, SendBuf::Control(b));
     }
 
@@ -496,7 +516,7 @@ impl MpiConduit {
                             st.out[dest as usize][net].sending -= 1;
                             st.free.push(buf);
                         }
-                        SendBuf::Control(sent) => drop(sent),
+                        SendBuf::Control(sent) => st.free_control.push(sent),
                     }
                 } else {
                     j += 1;
@@ -528,7 +548,7 @@ impl MpiConduit {
         if st.finalized {
             return;
         }
-        let b = Box::new([SIGNAL, slot as u32, value as u32, (value >> 32) as u32]);
+        let b = st.control([SIGNAL, slot as u32, value as u32, (value >> 32) as u32]);
         let len = std::mem::size_of::<Control>();
         st.isend(
             b.as_ptr().cast(),
