@@ -308,8 +308,17 @@ impl State {
         self.isend(ptr, len, dest, tag, SendBuf::Msg { buf, dest, net });
     }
 
-    /// Posts again the receives of the slots whose records have all been handled.
+    /// Posts again the receives of the slots whose records have all been handled, and
+    /// the completed control receives (a check inlined into every poll).
+    #[inline]
     fn repost_taken(&mut self) {
+        if !self.unposted.is_empty() || !self.control_unposted.is_empty() {
+            self.repost_all();
+        }
+    }
+
+    /// [`repost_taken`](Self::repost_taken) past its check.
+    fn repost_all(&mut self) {
         while let Some((slot, net, src)) = self.unposted.pop() {
             let buf = self.slots[slot]
                 .buf
@@ -366,10 +375,15 @@ impl State {
     /// completes first would wait for the older one anyway. Testing only the oldest
     /// keeps the array short, and `MPI_Testsome` looks at each of its requests on
     /// every call, most of an idle poll's work beside the progress engine's pass.
+    #[inline]
     fn gather_tested(&mut self) {
-        if !std::mem::take(&mut self.stale) {
-            return;
+        if std::mem::take(&mut self.stale) {
+            self.gather();
         }
+    }
+
+    /// [`gather_tested`](Self::gather_tested) past its check.
+    fn gather(&mut self) {
         self.tested_at.clear();
         for order in &self.order {
             let mut n = 0;
