@@ -1,7 +1,8 @@
 //! The Active Message transport of the mpi conduit between hosts: the aggregation of
-//! AMs into messages (their format is in `wire`), the pre-posted receives, sends kept
-//! until complete, all tested by one `MPI_Testsome` per poll, and the credits (see the
-//! parent module's documentation).
+//! AMs into messages (their format is in `wire`), the pre-posted receives, the sends,
+//! and the handling of arrived records; what each poll tests with its one
+//! `MPI_Testsome` is in `progress`, the control messages (credit returns and signals)
+//! in `control` (see the parent module's documentation).
 
 use std::collections::VecDeque;
 use std::ffi::c_int;
@@ -11,26 +12,19 @@ use ::mpi::ffi;
 use super::boot::{check, fatal};
 use spin::mutex::SpinMutexGuard;
 
-use super::{MpiConduit, CONTROL_DEPTH, CREDITS, MSG_SIZE, POLL_BATCH, RECV_DEPTH};
+use super::{MpiConduit, CONTROL_DEPTH, MSG_SIZE, POLL_BATCH, RECV_DEPTH};
 pub(crate) use wire::Buf;
 use wire::Record;
 pub(super) use wire::HEADER;
 
+mod control;
+mod progress;
 mod wire;
 use crate::conduit::{AmHeader, Category, Conduit, Inbound, Network, Rank};
+use control::Control;
 
 const TAG_REQUEST: c_int = 1;
 const TAG_REPLY: c_int = 2;
-/// The tag of control messages: credit returns and signals (see [`Control`]).
-const TAG_CONTROL: c_int = 3;
-
-/// A control message: `[kind, a, b_lo, b_hi]`, of which a credit return sends the
-/// first two words. Kind [`net_index`] of a network: `a` credits of that network
-/// returned; kind [`SIGNAL`]: store `b_lo | b_hi << 32` into signal word `a` of the
-/// receiver ([`Conduit::signal`] between hosts).
-type Control = [u32; 4];
-/// The kind of a signal's control message.
-const SIGNAL: u32 = 2;
 /// The tag of each network, by [`net_index`].
 const TAGS: [c_int; 2] = [TAG_REQUEST, TAG_REPLY];
 
@@ -63,9 +57,10 @@ pub(super) fn net_index(network: Network) -> usize {
 }
 
 /// A receive slot: its buffer and, once `MPI_Testsome` has completed its receive, the
-/// message's sender and length (its status). The buffer stays in the slot while its records are handled; the
-/// receive is posted again once every record has been taken and no handler of one is
-/// still running (a handler may poll, and a nested poll takes the next records).
+/// message's sender and length (its status). The buffer stays in the slot while its
+/// records are handled; the receive is posted again once every record has been taken
+/// and no handler of one is still running (a handler may poll, and a nested poll takes
+/// the next records).
 pub(super) struct RecvSlot {
     pub(super) buf: Option<Buf>,
     pub(super) status: Option<(Rank, usize)>,
@@ -94,10 +89,6 @@ pub(super) enum SendBuf {
 /// Where the receive slots of each network start in [`State::reqs`], then the credit
 /// receives, then the sends.
 const RING_BASE: [usize; 2] = [0, RECV_DEPTH];
-/// Pending receives of each network tested per poll, the oldest first (see
-/// [`State::gather_tested`]): two, so that a message arriving right behind another
-/// is reported by the same poll.
-const TEST_DEPTH: usize = 2;
 pub(super) const CONTROL_BASE: usize = 2 * RECV_DEPTH;
 pub(super) const SEND_BASE: usize = CONTROL_BASE + CONTROL_DEPTH;
 
@@ -334,79 +325,6 @@ impl State {
         }
     }
 
-    /// A control message's buffer holding `words`, from the free list if it has one.
-    fn control(&mut self, words: Control) -> Box<Control> {
-        match self.free_control.pop() {
-            Some(mut b) => {
-                *b = words;
-                b
-            }
-            None => Box::new(words),
-        }
-    }
-
-    /// Counts a handled message from `src` and returns credit when a batch is due.
-    fn handled(&mut self, src: Rank, net: usize) {
-        let h = &mut self.handled[src as usize][net];
-        *h += 1;
-        if *h < CREDITS / 2 {
-            return;
-        }
-        let n = std::mem::take(h);
-        let b = self.control([net as u32, n, 0, 0]);
-        self.isend(b.as_ptr().cast(), 8, src, TAG_CONTROL, SendBuf::Control(b));
-    }
-
-    /// Whether network `net` has records to handle: a message whose records are being
-    /// handled, or an arrived one first in its order.
-    #[inline]
-    fn arrived(&self, net: usize) -> bool {
-        self.cursor[net].is_some()
-            || self.order[net]
-                .front()
-                .is_some_and(|&slot| self.slots[slot].status.is_some())
-    }
-
-    /// Gathers into `tested` the requests a poll tests: the oldest [`TEST_DEPTH`]
-    /// pending receives of each network, the oldest pending credit receive, and every
-    /// send in flight. The receives of one network (or the credit receives) all match
-    /// the same messages (any source, one tag), so MPI matches them in posting order,
-    /// and a network's records are handled in that order: a later receive that
-    /// completes first would wait for the older one anyway. Testing only the oldest
-    /// keeps the array short, and `MPI_Testsome` looks at each of its requests on
-    /// every call, most of an idle poll's work beside the progress engine's pass.
-    #[inline]
-    fn gather_tested(&mut self) {
-        if std::mem::take(&mut self.stale) {
-            self.gather();
-        }
-    }
-
-    /// [`gather_tested`](Self::gather_tested) past its check.
-    fn gather(&mut self) {
-        self.tested_at.clear();
-        for order in &self.order {
-            let mut n = 0;
-            for &slot in order {
-                if n == TEST_DEPTH {
-                    break;
-                }
-                if self.slots[slot].status.is_none() {
-                    self.tested_at.push(slot);
-                    n += 1;
-                }
-            }
-        }
-        if let Some(&c) = self.control_order.front() {
-            self.tested_at.push(CONTROL_BASE + c);
-        }
-        self.tested_at.extend(SEND_BASE..self.reqs.len());
-        self.tested.clear();
-        for &i in &self.tested_at {
-            self.tested.push(self.reqs[i]);
-        }
-    }
-
     /// Sends every message being filled (each poll does, so that no record waits for
     /// a later one).
     pub(super) fn flush(&mut self) {
@@ -421,181 +339,6 @@ impl State {
 }
 
 impl MpiConduit {
-    pub(super) fn post_control(b: &mut Control) -> ffi::MPI_Request {
-        // SAFETY: a null request is overwritten by MPI_Irecv.
-        let mut req = unsafe { ffi::RSMPI_REQUEST_NULL };
-        // SAFETY: the box outlives the receive (kept in `State::control_bufs`).
-        unsafe {
-            check(
-                ffi::MPI_Irecv(
-                    b.as_mut_ptr().cast(),
-                    4,
-                    ffi::RSMPI_UINT32_T,
-                    ffi::RSMPI_ANY_SOURCE,
-                    TAG_CONTROL,
-                    Self::world(),
-                    &mut req,
-                ),
-                "MPI_Irecv",
-            );
-        }
-        req
-    }
-
-    /// One pass of MPI's progress engine with one `MPI_Testsome` over the requests that
-    /// can complete usefully now (see [`State::gather_tested`]): marks arrived messages
-    /// ready in their slots, applies returned credits and posts their receives again,
-    /// and frees completed sends.
-    pub(super) fn test_all(&self, st: &mut State) {
-        st.gather_tested();
-        let count = st.tested.len();
-        st.done_idx.resize(count, 0);
-        // SAFETY: a zeroed status is a valid out-parameter.
-        st.done_status.resize(count, unsafe { std::mem::zeroed() });
-        let mut outcount = 0;
-        // A test call that finds nothing done runs one pass of the progress engine and
-        // returns, without looking again at what that pass delivered: a second call
-        // reports it in this poll instead of the next.
-        for _ in 0..2 {
-            // SAFETY: arrays of `count` requests, indices and statuses.
-            unsafe {
-                check(
-                    ffi::MPI_Testsome(
-                        count as c_int,
-                        st.tested.as_mut_ptr(),
-                        &mut outcount,
-                        st.done_idx.as_mut_ptr(),
-                        st.done_status.as_mut_ptr(),
-                    ),
-                    "MPI_Testsome",
-                );
-            }
-            if outcount != 0 {
-                break;
-            }
-        }
-        // MPI_UNDEFINED (negative) when every request is null: nothing to do.
-        let outcount = outcount.max(0) as usize;
-        st.stale |= outcount > 0;
-        let mut sends_done = false;
-        for k in 0..outcount {
-            let t = st.done_idx[k] as usize;
-            let i = st.tested_at[t];
-            // The copy tested is the request now (MPI_REQUEST_NULL once complete).
-            st.reqs[i] = st.tested[t];
-            let status = st.done_status[k];
-            if i < CONTROL_BASE {
-                let buf = st.slots[i].buf.as_ref().expect("a posted slot's buffer");
-                let len = received(&status);
-                if let Some(credits) = wire::credits(buf, len) {
-                    self.apply_credits(
-                        &mut st.in_flight,
-                        status.MPI_SOURCE,
-                        credits.map(u32::from),
-                    );
-                }
-                st.slots[i].status = Some((status.MPI_SOURCE as Rank, len));
-            } else if i < SEND_BASE {
-                let c = i - CONTROL_BASE;
-                let b = st.control_bufs[c];
-                if b[0] == SIGNAL {
-                    self.apply_signal(status.MPI_SOURCE, received(&status), b);
-                } else {
-                    let mut credits = [0; 2];
-                    credits[(b[0] as usize).min(1)] = b[1];
-                    if b[0] > 1 {
-                        credits[1] = u32::MAX; // an unknown kind: corrupt
-                    }
-                    self.apply_credits(&mut st.in_flight, status.MPI_SOURCE, credits);
-                }
-                // Posted again by the next poll, as a receive slot is.
-                st.control_order.retain(|&o| o != c);
-                st.control_unposted.push(c);
-            } else {
-                sends_done = true;
-            }
-        }
-        while let Some((dest, net)) = st.sent_done.pop() {
-            st.out[dest as usize][net].sending -= 1;
-        }
-        if sends_done {
-            // Completed sends are null now: drop them, keeping `sends` beside `reqs`.
-            let mut j = SEND_BASE;
-            while j < st.reqs.len() {
-                // SAFETY: reading an MPI constant.
-                if st.reqs[j] == unsafe { ffi::RSMPI_REQUEST_NULL } {
-                    st.reqs.swap_remove(j);
-                    match st.sends.swap_remove(j - SEND_BASE) {
-                        SendBuf::Msg { buf, dest, net } => {
-                            st.out[dest as usize][net].sending -= 1;
-                            st.free.push(buf);
-                        }
-                        SendBuf::Control(sent) => st.free_control.push(sent),
-                    }
-                } else {
-                    j += 1;
-                }
-            }
-        }
-    }
-
-    /// Stores the value of a signal's control message `b` of `len` bytes from `src`
-    /// into this rank's signal word.
-    fn apply_signal(&self, src: c_int, len: usize, b: Control) {
-        let slot = b[1] as usize;
-        if len != std::mem::size_of::<Control>() || slot >= self.host.signal_slots() {
-            fatal(&format!(
-                "rank {}: a corrupt signal {b:?} of {len} bytes from rank {src}",
-                self.rank
-            ));
-        }
-        let value = u64::from(b[2]) | u64::from(b[3]) << 32;
-        // This rank shares memory with itself: a store into its own word.
-        self.host.signal(self.rank, slot, value);
-    }
-
-    /// [`Conduit::signal`] to `dest`, a rank of another host: a control message,
-    /// whose receiver's poll stores the value. Messages of one pair and tag arrive in
-    /// the order sent, so the word takes the values in that order, as a store would.
-    pub(super) fn signal_remote(&self, dest: Rank, slot: usize, value: u64) {
-        let mut st = self.state.lock();
-        if st.finalized {
-            return;
-        }
-        let b = st.control([SIGNAL, slot as u32, value as u32, (value >> 32) as u32]);
-        let len = std::mem::size_of::<Control>();
-        st.isend(
-            b.as_ptr().cast(),
-            len,
-            dest,
-            TAG_CONTROL,
-            SendBuf::Control(b),
-        );
-    }
-
-    /// Applies the credits `src` returned per network to `in_flight`.
-    fn apply_credits(&self, in_flight: &mut [[u32; 2]], src: c_int, credits: [u32; 2]) {
-        let peer = usize::try_from(src)
-            .ok()
-            .filter(|&p| p < self.size as usize);
-        let (Some(peer), true) = (peer, credits.iter().all(|&n| n <= CREDITS)) else {
-            fatal(&format!(
-                "rank {}: corrupt credits {credits:?} from rank {src}",
-                self.rank
-            ));
-        };
-        for (net, n) in credits.into_iter().enumerate() {
-            let used = &mut in_flight[peer][net];
-            *used = used.checked_sub(n).unwrap_or_else(|| {
-                fatal(&format!(
-                    "rank {}: rank {src} returned {n} credits of network {net}, {used} \
-                     were taken",
-                    self.rank
-                ))
-            });
-        }
-    }
-
     /// One poll's part over MPI: sends every message being filled, tests the requests
     /// once, and handles up to `POLL_BATCH` arrived Active Messages of the Reply network
     /// and then, when `requests`, of the Request network, in arrival order, each
@@ -775,17 +518,4 @@ impl MpiConduit {
             st.send_msg(full, usize::from(full_len), dest, net);
         }
     }
-}
-
-/// The bytes a completed receive delivered.
-fn received(status: &ffi::MPI_Status) -> usize {
-    let mut count = 0;
-    // SAFETY: a completed receive's status.
-    unsafe {
-        check(
-            ffi::MPI_Get_count(status, ffi::RSMPI_UINT8_T, &mut count),
-            "MPI_Get_count",
-        );
-    }
-    count.max(0) as usize
 }
