@@ -290,14 +290,18 @@ fn single_addressing_shared_and_forced_methods() {
 
 /// `gasnet_coll_broadcast_nb` left to the automatic choice with LOCAL addresses: a
 /// source in the root's segment (from 16 KiB, the GASNet-EX broadcast's direct copies
-/// from the root's segment) and one outside it, every root, every pair of sync modes.
+/// from the root's segment) and one outside it, destinations outside the segments and
+/// in them (over a team spanning hosts, from 32 KiB, the GASNet-EX broadcast's RMA into
+/// the receivers' segments), every root, every pair of sync modes.
 #[test]
 fn broadcast_automatic_choice_every_root_and_sync_mode() {
     for n in 1..=5u32 {
         spmd(n as usize, || {
             let team = init("DESIGN_BCAST");
             let (me, n) = (team.rank(), team.size());
-            let (seg, _) = attach(&team, MIB + 4096);
+            // The root's source, then a destination.
+            let (seg, _) = attach(&team, 2 * MIB + 4096);
+            let seg_dst = seg.addr().wrapping_add(MIB + 4096);
             let inputs = [
                 CollFlags::IN_NOSYNC,
                 CollFlags::IN_MYSYNC,
@@ -315,7 +319,9 @@ fn broadcast_automatic_choice_every_root_and_sync_mode() {
                         .iter()
                         .flat_map(|&i| outputs.iter().map(move |&o| (i, o)))
                     {
-                        for in_segment in [true, false] {
+                        for (in_segment, dst_in_segment) in
+                            [(true, false), (false, false), (false, true)]
+                        {
                             case += 1;
                             let data = Kind::block(case, root, 0, nb);
                             let src = if in_segment {
@@ -331,23 +337,25 @@ fn broadcast_automatic_choice_every_root_and_sync_mode() {
                             } else {
                                 data.as_ptr()
                             };
-                            let mut dst = vec![0xEE; nb];
+                            let mut private = vec![0xEE; nb];
+                            let dst = if dst_in_segment {
+                                // SAFETY: the destination area of our segment, MIB bytes,
+                                // free since the previous case's barrier.
+                                unsafe { std::ptr::write_bytes(seg_dst, 0xEE, nb) };
+                                seg_dst
+                            } else {
+                                private.as_mut_ptr()
+                            };
                             let f = flags(input, output, CollFlags::LOCAL);
                             // SAFETY: `src`, its segment and `dst` outlive the wait.
-                            unsafe {
-                                team.coll_broadcast_nb(
-                                    root,
-                                    dst.as_mut_ptr().into(),
-                                    src.into(),
-                                    nb,
-                                    f,
-                                )
-                            }
-                            .wait();
+                            unsafe { team.coll_broadcast_nb(root, dst.into(), src.into(), nb, f) }
+                                .wait();
+                            // SAFETY: `dst` holds `nb` bytes, written by the completed call.
+                            let got = unsafe { std::slice::from_raw_parts(dst, nb) };
                             assert!(
-                                dst == data,
-                                "root {root} size {nb} {f:?} in segment {in_segment}, \
-                                 rank {me} of {n}"
+                                got == data,
+                                "root {root} size {nb} {f:?} in segment {in_segment}, dst in \
+                                 segment {dst_in_segment}, rank {me} of {n}"
                             );
                             // OUT_NOSYNC: the root's source is free only once all synced.
                             team.barrier();

@@ -10,18 +10,55 @@
 //!   from the root's segment into its `dst` (each byte moves once, the ranks copy in
 //!   parallel) and acknowledges, and the root's event completes once all did (its
 //!   `src` is read until then). Receivers follow whichever the root chose.
+//! * **Along the tree by RMA** (a rendezvous): when the team spans neighbourhoods (so
+//!   the direct copies are impossible) and the broadcast is at least [`RMA_MIN`] bytes,
+//!   every rank but the root first tells its parent where to put the data: its `dst`
+//!   when that lies in its own segment, or nothing (then that edge of the tree carries
+//!   messages as above). The parent puts each piece of [`RMA_PIECE`] bytes straight
+//!   into the child's `dst` (a memory copy within a host, `MPI_Put` + flush between
+//!   hosts on the mpi conduit) once the piece is in its own `dst`, then sends one small
+//!   notice naming it; the child forwards a piece as soon as its notice arrived, so a
+//!   large broadcast is pipelined down the tree. Each byte crosses each edge once,
+//!   without the per-message costs of a payload split into AM Mediums. Every member
+//!   makes the same choice (the size and the team's placement are the same
+//!   everywhere), and each child its own for its edge.
+//!
+//!   The GASNet collectives design document asks for in-segment and out-of-segment
+//!   data alike (requirement 13, "Data segment"); only an in-segment destination can
+//!   be a target of RMA, so the rendezvous lets each receiver say which it has. A put
+//!   lands only after the receiver's own call sent its offer, and the receiver's
+//!   operation completes only after the last notice, so back-to-back broadcasts into
+//!   the same `dst` cannot overlap: the next one's puts wait for its next offer. Between
+//!   hosts a put may need the target's progress (Open MPI's `osc pt2pt`); the receiver
+//!   is then inside a call that waits, and every wait polls.
+
+use std::sync::Arc;
 
 use super::chunks::{Receiving, Sending};
 use super::engine::{Collective, Msg, Outbox};
 use super::tree::Tree;
-use crate::conduit::Rank;
+use crate::conduit::{Completion, OpHandle, Rank};
 
 /// The smallest broadcast the root moves by direct copies.
 pub(crate) const DIRECT_MIN: usize = 16 << 10;
 
+/// The smallest broadcast over a team spanning neighbourhoods that moves by RMA along
+/// the tree: below it, the rendezvous's extra message before the first byte moves
+/// costs more than the few Medium messages it saves.
+pub const RMA_MIN: usize = 32 << 10;
+
+/// The pieces a broadcast moves in by RMA, each followed by one notice: large enough
+/// that the notice is cheap beside the piece, small enough that a tree's inner ranks
+/// forward the first piece while later ones arrive.
+pub const RMA_PIECE: usize = 256 << 10;
+
 /// Tags of the direct protocol (the tree uses the broadcast's own tag).
 const DIRECT_NOTICE: u32 = 10;
 const DIRECT_ACK: u32 = 11;
+/// Tags of the rendezvous: a child's offer (its `dst`, or nothing for messages) and a
+/// parent's notice of a piece put (at the message's offset; its length as the data).
+const RMA_OFFER: u32 = 12;
+const RMA_NOTICE: u32 = 13;
 
 /// How a direct broadcast is going at this rank.
 enum Direct {
@@ -41,6 +78,36 @@ enum Direct {
     },
 }
 
+/// How a rank sends the broadcast to one child.
+enum Edge {
+    /// In messages of one AM payload each.
+    Messages(Sending),
+    /// By RMA if the child offers it: its offer has not arrived yet.
+    Awaiting,
+    /// By RMA into the child's `dst`.
+    Rma(Puts),
+}
+
+/// The RMA edge to one child: its `dst` at `addr` (its address space); the bytes
+/// before `put` are put (the last piece complete once `pending` is), those before
+/// `noticed` noticed.
+struct Puts {
+    addr: usize,
+    put: usize,
+    noticed: usize,
+    pending: Option<Arc<OpHandle>>,
+}
+
+/// A receiver's side of the rendezvous.
+struct Offer {
+    /// The team rank of the parent.
+    parent: Rank,
+    /// Where the parent may put the data (`None`: send messages).
+    addr: Option<usize>,
+    /// The offer is sent.
+    sent: bool,
+}
+
 /// A broadcast in flight at this rank.
 pub(crate) struct Broadcast {
     direct: Direct,
@@ -55,7 +122,9 @@ pub(crate) struct Broadcast {
     /// What arrived in `dst` (the root has it all once it is [`ready`](Self::ready)).
     received: Receiving,
     /// The children (team ranks) and how far each was sent.
-    children: Vec<(Rank, Sending)>,
+    children: Vec<(Rank, Edge)>,
+    /// At a receiver of a broadcast by RMA: its offer to its parent.
+    offer: Option<Offer>,
     /// The root's data is in `dst`.
     ready: bool,
 }
@@ -79,7 +148,7 @@ impl Broadcast {
             .children(v, n)
             .into_iter()
             .rev() // the largest subtree first: it has the longest way to go
-            .map(|c| ((c + root) % n, Sending::default()))
+            .map(|c| ((c + root) % n, Edge::Messages(Sending::default())))
             .collect();
         Broadcast {
             direct: Direct::No,
@@ -91,8 +160,24 @@ impl Broadcast {
             chunk,
             received: Receiving::new(nbytes),
             children,
+            offer: None,
             ready: false,
         }
+    }
+
+    /// On every rank, when the broadcast moves by RMA along the tree (the same choice
+    /// everywhere): wait for each child's offer, and offer this rank's `dst` to its
+    /// parent if `dst_in_segment` (else ask for messages).
+    pub(crate) fn rendezvous(&mut self, me: Rank, n: Rank, dst_in_segment: bool) {
+        for (_, edge) in &mut self.children {
+            *edge = Edge::Awaiting;
+        }
+        let v = (me + n - self.root) % n;
+        self.offer = self.tree.parent(v).map(|p| Offer {
+            parent: (p + self.root) % n,
+            addr: dst_in_segment.then_some(self.dst),
+            sent: false,
+        });
     }
 
     /// At the root: the data is in `dst`.
@@ -131,6 +216,11 @@ impl Broadcast {
 
 impl Collective for Broadcast {
     fn deliver(&mut self, msg: Msg) {
+        match msg.tag {
+            RMA_OFFER => return self.offered(msg),
+            RMA_NOTICE => return self.noticed(msg),
+            _ => {}
+        }
         match (msg.tag, &mut self.direct) {
             (DIRECT_NOTICE, direct) => {
                 let src = usize::from_le_bytes(msg.data[..8].try_into().expect("an address"));
@@ -214,13 +304,112 @@ impl Collective for Broadcast {
                 return *acked;
             }
         }
+        if let Some(offer) = &mut self.offer {
+            if !offer.sent {
+                let addr = offer.addr.map(usize::to_le_bytes);
+                offer.sent = out.send(offer.parent, RMA_OFFER, 0, addr.as_ref().map_or(&[], |a| a));
+                if !offer.sent {
+                    return false;
+                }
+            }
+        }
         let available = self.available(me);
         // SAFETY: as in `deliver`; only the bytes already in `dst` are read.
         let data = unsafe { std::slice::from_raw_parts(self.dst as *const u8, self.nbytes) };
         let mut all_sent = true;
-        for (child, sending) in &mut self.children {
-            all_sent &= sending.send(out, *child, self.tag, data, available);
+        for (child, edge) in &mut self.children {
+            all_sent &= match edge {
+                Edge::Messages(sending) => sending.send(out, *child, self.tag, data, available),
+                Edge::Awaiting => false,
+                Edge::Rma(puts) => puts.forward(out, *child, data, available),
+            };
         }
         all_sent && available == self.nbytes
+    }
+}
+
+impl Broadcast {
+    /// A child's offer: put into its `dst`, or send it messages.
+    fn offered(&mut self, msg: Msg) {
+        let edge = self
+            .children
+            .iter_mut()
+            .find(|(c, _)| *c == msg.src)
+            .map(|(_, e)| e);
+        let Some(edge @ Edge::Awaiting) = edge else {
+            panic!(
+                "gex::Team::broadcast_nb: team rank {} offered a destination to a rank that \
+                 is not its parent, or twice",
+                msg.src
+            );
+        };
+        *edge = match msg.data.get(..8) {
+            Some(a) => Edge::Rma(Puts {
+                addr: usize::from_le_bytes(a.try_into().expect("an address")),
+                put: 0,
+                noticed: 0,
+                pending: None,
+            }),
+            None => Edge::Messages(Sending::default()),
+        };
+    }
+
+    /// The parent's notice: a piece is in `dst`.
+    fn noticed(&mut self, msg: Msg) {
+        let len = u64::from_le_bytes(msg.data[..8].try_into().expect("a length")) as usize;
+        assert!(
+            self.offer.as_ref().is_some_and(|o| o.addr.is_some())
+                && msg
+                    .offset
+                    .checked_add(len)
+                    .is_some_and(|end| end <= self.nbytes),
+            "gex::Team::broadcast_nb: team rank {} put bytes this rank did not offer",
+            msg.src
+        );
+        self.received.arrived(msg.offset, len, RMA_PIECE);
+    }
+}
+
+impl Puts {
+    /// Puts and notices every piece of `data[..available]` not yet put to `child`, each
+    /// once its put completed; true once all of `data` is put and noticed.
+    fn forward(
+        &mut self,
+        out: &mut Outbox<'_>,
+        child: Rank,
+        data: &[u8],
+        available: usize,
+    ) -> bool {
+        loop {
+            if let Some(handle) = &self.pending {
+                if !handle.is_done() {
+                    return false;
+                }
+                self.pending = None;
+            }
+            if self.noticed < self.put {
+                let len = (self.put - self.noticed) as u64;
+                if !out.send(child, RMA_NOTICE, self.noticed, &len.to_le_bytes()) {
+                    return false;
+                }
+                self.noticed = self.put;
+            }
+            if self.put == data.len() {
+                return true;
+            }
+            let end = (self.put + RMA_PIECE).min(data.len());
+            if end > available {
+                return false;
+            }
+            match out.put(child, self.addr + self.put, &data[self.put..end]) {
+                Ok(Completion::Done) => {}
+                Ok(Completion::Pending(handle)) => self.pending = Some(handle),
+                Err(e) => panic!(
+                    "gex::Team::broadcast_nb: team rank {child} offered a destination outside \
+                     its segment ({e:?})"
+                ),
+            }
+            self.put = end;
+        }
     }
 }

@@ -28,7 +28,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::am::{AmCategory, AmEntry, AmIndex, AmRole, Token};
 use crate::conduit::Conduit;
-use crate::conduit::{OpHandle, Rank};
+use crate::conduit::{AddressError, Completion, OpHandle, Rank};
 use crate::event::Lc;
 use crate::runtime::Runtime;
 use crate::team::{self, Team, TeamData, TeamId};
@@ -94,6 +94,21 @@ impl Outbox<'_> {
             .conduit
             .translate(self.team.members[rank as usize], addr, len)
             .ok()
+    }
+
+    /// Puts `data` at `addr` (in that rank's address space, inside its segment) of
+    /// team rank `rank`: a memory copy where this process maps the segment, RMA
+    /// otherwise. The conduit's completion, or its error for a range outside the
+    /// segment.
+    pub(crate) fn put(
+        &self,
+        rank: Rank,
+        addr: usize,
+        data: &[u8],
+    ) -> Result<Completion, AddressError> {
+        self.rt
+            .conduit
+            .put(self.team.members[rank as usize], addr, data)
     }
 
     /// Sends `data` (at most [`max_payload`](Self::max_payload) bytes) to team rank

@@ -11,15 +11,16 @@ use super::CollFlags;
 use super::{gather_all, launch, mapped, pulls, rooted, shared_op, total, tree_of, words};
 use crate::coll::broadcast::Broadcast;
 use crate::coll::engine::Collective;
-use crate::coll::{check_root, direct_possible, initiation};
+use crate::coll::{check_root, direct_possible, initiation, with_rma};
 use crate::conduit::{Conduit, Rank};
 use crate::event::Event;
 use crate::runtime::Runtime;
 use crate::team::Team;
 
 /// The broadcast in messages of `nbytes` from the root's `src` into `dst`: the
-/// GASNet-EX broadcast along the tree of `m`, or by its direct copies when the method
-/// is the automatic choice and the root's source allows them.
+/// GASNet-EX broadcast along the tree of `m`, or, when the method is the automatic
+/// choice, by its direct copies where the root's source allows them, or by RMA along
+/// the tree where the team spans neighbourhoods.
 ///
 /// # Safety
 /// At the root `src` must be readable for `nbytes` bytes until completion; `dst`
@@ -49,6 +50,9 @@ pub(super) unsafe fn broadcast_messages(
         if forced(Operation::Broadcast).is_none() && direct_possible(rt, team, src, nbytes) {
             op.root_direct(src, n);
         }
+    }
+    if forced(Operation::Broadcast).is_none() {
+        with_rma(rt, team, &mut op, dst, nbytes, "Team::coll_broadcast_nb");
     }
     op
 }

@@ -1,0 +1,122 @@
+//! The GASNet-EX broadcast (`gex_Coll_BroadcastNB`) between neighbourhoods by RMA:
+//! each receiver offers its parent in the tree its destination when it lies in its
+//! segment, else asks for messages (`coll::broadcast`).
+//! On one neighbourhood (the smp conduit, one mpi host) the same calls take the direct
+//! copies or the messages, and must deliver the same bytes; run under mpi with
+//! `GEX_MPI_HOST_RANKS=1` (every rank its own host) and `=2` (mixed placement) to
+//! exercise the puts.
+mod common;
+
+use gex::coll::{set_algorithm, Algorithm, Kind, BROADCAST_RMA_MIN, BROADCAST_RMA_PIECE};
+use gex::testing::spmd;
+use gex::{Client, Flags, Team};
+
+const ALGORITHMS: [Algorithm; 2] = [Algorithm::Flat, Algorithm::Binomial];
+
+fn init(name: &str) -> Team {
+    let (_client, _ep, team) = Client::init(name, Flags::NONE).unwrap();
+    team
+}
+
+fn finalize(team: &Team) {
+    team.barrier();
+    team.client().finalize();
+}
+
+/// A broadcast between neighbourhoods from [`BROADCAST_RMA_MIN`] bytes moves by RMA
+/// into each receiver's destination when it lies in the receiver's segment, and in
+/// messages to those whose destination does not (each receiver's choice for its edge
+/// of the tree). Every root and algorithm, sizes around the switch and past one
+/// piece, destinations in every segment or only in some, sources in the root's
+/// segment or not; back-to-back broadcasts into the same destinations without a
+/// barrier between them, and two in flight at once. On one neighbourhood (the smp
+/// conduit, one mpi host) the same calls take the direct copies or the messages.
+#[test]
+fn a_broadcast_into_the_segments_reaches_every_rank() {
+    const BIG: usize = (1 << 20) + 3;
+    for n in 1..=5u32 {
+        spmd(n as usize, || {
+            let team = init("COLL_BCAST_RMA");
+            let seg = gex::Segment::attach(&team, 4 << 20).unwrap();
+            let me = team.rank();
+            // The segment: two destinations, then the root's source.
+            let at = |i: usize| seg.addr().wrapping_add(i * BIG);
+            let sizes = [
+                BROADCAST_RMA_MIN - 1,
+                BROADCAST_RMA_MIN,
+                BROADCAST_RMA_MIN + 1,
+                BROADCAST_RMA_PIECE + 5,
+                BIG,
+            ];
+            let mut private = [vec![0u8; BIG], vec![0u8; BIG]];
+            let mut k = 0u64;
+            for algorithm in ALGORITHMS {
+                set_algorithm(Kind::Broadcast, Some(algorithm));
+                // Destinations in every segment, then only on even ranks.
+                for some_private in [false, true] {
+                    let dst = |i: usize, private: &mut [Vec<u8>; 2]| {
+                        if some_private && me % 2 == 1 {
+                            private[i].as_mut_ptr()
+                        } else {
+                            at(i)
+                        }
+                    };
+                    for root in 0..n {
+                        for size in sizes {
+                            // Back to back: the same destination with other bytes, no
+                            // barrier between.
+                            for _ in 0..2 {
+                                k += 1;
+                                let want = common::pattern(k, size);
+                                let from_segment = k % 4 < 2;
+                                let src = if from_segment {
+                                    at(2)
+                                } else {
+                                    want.as_ptr().cast_mut()
+                                };
+                                let d = dst(0, &mut private);
+                                // SAFETY: `d` and the source area hold BIG bytes, ours
+                                // until the event completes; `want` outlives the wait.
+                                unsafe {
+                                    if me == root && from_segment {
+                                        std::ptr::copy_nonoverlapping(want.as_ptr(), src, size);
+                                    }
+                                    std::ptr::write_bytes(d, 0xEE, size);
+                                    team.broadcast_nb(root, d, src, size, Flags::NONE).wait();
+                                }
+                                // SAFETY: as above, after completion.
+                                let got = unsafe { std::slice::from_raw_parts(d, size) };
+                                assert!(
+                                    got == want,
+                                    "{algorithm:?} root {root} size {size} some_private \
+                                     {some_private} from_segment {from_segment}"
+                                );
+                            }
+                        }
+                        // Two in flight at once, from two roots.
+                        let other = (root + 1) % n;
+                        let (a, b) = (common::pattern(k + 100, BIG), common::pattern(k + 200, BIG));
+                        let (da, db) = (dst(0, &mut private), dst(1, &mut private));
+                        // SAFETY: two distinct destinations of BIG bytes; the sources
+                        // (Vecs) outlive the waits.
+                        let events = unsafe {
+                            [
+                                team.broadcast_nb(root, da, a.as_ptr(), BIG, Flags::NONE),
+                                team.broadcast_nb(other, db, b.as_ptr(), BIG, Flags::NONE),
+                            ]
+                        };
+                        for e in events {
+                            e.wait();
+                        }
+                        // SAFETY: both complete.
+                        unsafe {
+                            assert!(std::slice::from_raw_parts(da, BIG) == a.as_slice());
+                            assert!(std::slice::from_raw_parts(db, BIG) == b.as_slice());
+                        }
+                    }
+                }
+            }
+            finalize(&team);
+        });
+    }
+}
