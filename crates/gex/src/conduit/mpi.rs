@@ -181,7 +181,7 @@ use am::{net_index, Buf, NetOutbound, State, HEADER};
 use boot::{allgather_u64, check, fatal};
 use host::Host;
 
-use crate::conduit::smp::{self, queue::SlotBounds, queue::SLOT_PAYLOAD};
+use crate::conduit::smp::{self, queue::Queue, queue::SlotBounds, queue::SLOT_PAYLOAD};
 use crate::conduit::{
     AddressError, AmHeader, BoundSegment, Completion, Conduit, Inbound, Network, Rank,
 };
@@ -270,6 +270,14 @@ unsafe impl Send for MpiConduit {}
 unsafe impl Sync for MpiConduit {}
 
 impl MpiConduit {
+    /// `dest`'s queue of `network` if `dest` is on this host: a slot of it is claimed,
+    /// filled and published as under the smp conduit (`select` sends there without
+    /// going through this conduit's [`Outbound`]).
+    #[inline]
+    pub(super) fn host_queue(&self, dest: Rank, network: Network) -> Option<Queue> {
+        self.host.queue(dest, network)
+    }
+
     fn world() -> ffi::MPI_Comm {
         // SAFETY: reading an MPI constant.
         unsafe { ffi::RSMPI_COMM_WORLD }
@@ -464,6 +472,7 @@ impl Conduit for MpiConduit {
         self.displacement(rank, addr, len).map(|_| ())
     }
 
+    #[inline]
     fn am_max_medium(&self) -> usize {
         SLOT_PAYLOAD.min(MSG_SIZE - HEADER)
     }
@@ -474,8 +483,8 @@ impl Conduit for MpiConduit {
 
     #[inline]
     fn am_reserve(&self, dest: Rank, network: Network) -> Option<Outbound> {
-        if let Some(slot) = self.host.reserve(dest, network) {
-            return slot.map(Outbound::Host);
+        if let Some(queue) = self.host.queue(dest, network) {
+            return smp::Outbound::reserve(queue).map(Outbound::Host);
         }
         let mut st = self.state.lock();
         let in_flight = &mut st.in_flight[dest as usize][net_index(network)];

@@ -16,9 +16,12 @@ pub(crate) enum Selected {
     Mpi(MpiConduit),
 }
 
-/// A send buffer of the selected conduit.
+/// A send buffer of the selected conduit: a slot of a shared-memory queue (the smp
+/// conduit's, or the mpi conduit's to a rank of this host: the same queues driven by
+/// the same code, so one variant serves both and a message within a host costs the
+/// same under either conduit), or the mpi conduit's to another host.
 pub(crate) enum Outbound {
-    Smp(smp::Outbound),
+    Queue(smp::Outbound),
     Mpi(mpi::Outbound),
 }
 
@@ -93,14 +96,17 @@ impl Conduit for Selected {
     #[inline]
     fn am_reserve(&self, dest: Rank, network: Network) -> Option<Outbound> {
         match self {
-            Selected::Smp(c) => c.am_reserve(dest, network).map(Outbound::Smp),
-            Selected::Mpi(c) => c.am_reserve(dest, network).map(Outbound::Mpi),
+            Selected::Smp(c) => c.am_reserve(dest, network).map(Outbound::Queue),
+            Selected::Mpi(c) => match c.host_queue(dest, network) {
+                Some(queue) => smp::Outbound::reserve(queue).map(Outbound::Queue),
+                None => c.am_reserve(dest, network).map(Outbound::Mpi),
+            },
         }
     }
     #[inline]
     fn am_buffer(&self, out: &Outbound) -> *mut u8 {
         match (self, out) {
-            (Selected::Smp(c), Outbound::Smp(o)) => c.am_buffer(o),
+            (_, Outbound::Queue(o)) => o.buffer(),
             (Selected::Mpi(c), Outbound::Mpi(o)) => c.am_buffer(o),
             _ => mismatch(),
         }
@@ -108,7 +114,7 @@ impl Conduit for Selected {
     #[inline]
     fn am_commit(&self, out: Outbound, header: &AmHeader<'_>) {
         match (self, out) {
-            (Selected::Smp(c), Outbound::Smp(o)) => c.am_commit(o, header),
+            (_, Outbound::Queue(o)) => o.commit(self.rank(), header),
             (Selected::Mpi(c), Outbound::Mpi(o)) => c.am_commit(o, header),
             _ => mismatch(),
         }

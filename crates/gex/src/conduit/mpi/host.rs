@@ -20,7 +20,7 @@ use ::mpi::ffi;
 
 use super::boot::{check, error_string, fatal};
 use crate::conduit::smp::layout::{JobLayout, RankControl, RankState, CONTROL_SIZE, PAGE, SIGNALS};
-use crate::conduit::smp::mailbox::{self, Inbox, Outbound};
+use crate::conduit::smp::mailbox::{self, Inbox};
 use crate::conduit::smp::queue::{Queue, SlotBounds};
 use crate::conduit::{Inbound, Network, Rank};
 
@@ -39,8 +39,11 @@ pub(super) struct Host {
     member: Box<[u32]>,
     /// Per host member: the start of its area in this process.
     areas: Box<[usize]>,
-    requests: Box<[Queue]>,
-    replies: Box<[Queue]>,
+    /// Per job rank: its Request and Reply queues if it is on this host. Indexed by job
+    /// rank, so that claiming a slot costs what it costs under the smp conduit (one
+    /// lookup, no translation to a member index first).
+    requests: Box<[Option<Queue>]>,
+    replies: Box<[Option<Queue>]>,
     my_requests: Inbox,
     my_replies: Inbox,
     my_area: usize,
@@ -114,12 +117,19 @@ impl Host {
                 area
             })
             .collect();
-        let queues = |network| -> Box<[Queue]> {
-            areas
+        let mut member = vec![ELSEWHERE; size as usize].into_boxed_slice();
+        for (i, &r) in host_ranks.iter().enumerate() {
+            member[r as usize] = i as u32;
+        }
+        let queues = |network| -> Box<[Option<Queue>]> {
+            member
                 .iter()
-                // SAFETY: each area is AREA page-aligned bytes of the window, mapped
-                // until finalize.
-                .map(|&a| unsafe { mailbox::queue_in(a as *mut u8, network) })
+                .map(|&m| {
+                    let a = *areas.get(m as usize)?;
+                    // SAFETY: each area is AREA page-aligned bytes of the window, mapped
+                    // until finalize.
+                    Some(unsafe { mailbox::queue_in(a as *mut u8, network) })
+                })
                 .collect()
         };
         let (requests, replies) = (queues(Network::Request), queues(Network::Reply));
@@ -128,16 +138,14 @@ impl Host {
         // SAFETY: this rank's own control block, which no other member reads before the
         // barrier that follows.
         unsafe { std::ptr::write_bytes(areas[me] as *mut u8, 0, CONTROL_SIZE) };
-        requests[me].initialize();
-        replies[me].initialize();
-        let mut member = vec![ELSEWHERE; size as usize].into_boxed_slice();
-        for (i, &r) in host_ranks.iter().enumerate() {
-            member[r as usize] = i as u32;
-        }
+        let mine = |queues: &[Option<Queue>]| queues[rank as usize].expect("this rank's queue");
+        let (my_requests, my_replies) = (mine(&requests), mine(&replies));
+        my_requests.initialize();
+        my_replies.initialize();
         let host = Host {
             member,
-            my_requests: Inbox::new(requests[me]),
-            my_replies: Inbox::new(replies[me]),
+            my_requests: Inbox::new(my_requests),
+            my_replies: Inbox::new(my_replies),
             my_area: areas[me],
             areas,
             requests,
@@ -177,15 +185,14 @@ impl Host {
         (m != ELSEWHERE).then_some(m as usize)
     }
 
-    /// Claims a slot in `dest`'s queue of `network`: `None` if `dest` is on another
-    /// host, `Some(None)` while that queue is full.
+    /// `dest`'s queue of `network`, if `dest` is on this host (a slot of it is claimed
+    /// with [`mailbox::Outbound::reserve`]).
     #[inline]
-    pub(super) fn reserve(&self, dest: Rank, network: Network) -> Option<Option<Outbound>> {
-        let m = self.member(dest)?;
-        Some(Outbound::reserve(match network {
-            Network::Request => self.requests[m],
-            Network::Reply => self.replies[m],
-        }))
+    pub(super) fn queue(&self, dest: Rank, network: Network) -> Option<Queue> {
+        match network {
+            Network::Request => self.requests[dest as usize],
+            Network::Reply => self.replies[dest as usize],
+        }
     }
 
     /// Runs `dispatch` on messages in this rank's queue of `network`.
