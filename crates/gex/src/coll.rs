@@ -236,8 +236,9 @@ fn rma_possible(rt: &Runtime, team: &Team, nbytes: usize, call: &str) -> bool {
     nbytes >= broadcast::RMA_MIN && team.size >= 2 && !design::on_one_nbrhd(rt, team, call)
 }
 
-/// Sets `op` up for the RMA method if [`rma_possible`]: this rank offers its `dst` when
-/// it lies in its own segment.
+/// Sets `op` up for the RMA method if [`rma_possible`]: a receiver offers its `dst` when
+/// it lies in its own segment, else the team's scratch space when it is in the segment,
+/// large enough and free, else asks for messages.
 fn with_rma(
     rt: &Runtime,
     team: &Team,
@@ -246,12 +247,21 @@ fn with_rma(
     nbytes: usize,
     call: &str,
 ) {
-    if rma_possible(rt, team, nbytes, call) {
-        let mine = rt
-            .conduit
-            .translate(rt.conduit.rank(), dst as usize, nbytes);
-        op.rendezvous(team.rank, team.size, mine.is_ok());
+    if !rma_possible(rt, team, nbytes, call) {
+        return;
     }
+    let me = rt.conduit.rank();
+    let in_segment = |addr: usize| rt.conduit.translate(me, addr, nbytes).is_ok();
+    let landing = if in_segment(dst as usize) {
+        broadcast::Landing::Dst
+    } else {
+        team.data(call)
+            .scratch
+            .filter(|&(addr, len)| len >= nbytes && in_segment(addr))
+            .and_then(|(addr, _)| broadcast::Scratch::lease(addr))
+            .map_or(broadcast::Landing::Messages, broadcast::Landing::Scratch)
+    };
+    op.rendezvous(team.rank, team.size, landing);
 }
 
 fn event_of(handle: Arc<OpHandle>) -> Event {

@@ -1,6 +1,6 @@
 //! The GASNet-EX broadcast (`gex_Coll_BroadcastNB`) between neighbourhoods by RMA:
 //! each receiver offers its parent in the tree its destination when it lies in its
-//! segment, else asks for messages (`coll::broadcast`).
+//! segment, else its team's scratch space, else asks for messages (`coll::broadcast`).
 //! On one neighbourhood (the smp conduit, one mpi host) the same calls take the direct
 //! copies or the messages, and must deliver the same bytes; run under mpi with
 //! `GEX_MPI_HOST_RANKS=1` (every rank its own host) and `=2` (mixed placement) to
@@ -117,6 +117,89 @@ fn a_broadcast_into_the_segments_reaches_every_rank() {
                 }
             }
             finalize(&team);
+        });
+    }
+}
+
+/// A receiver whose destination lies outside its segment stages a broadcast between
+/// neighbourhoods in its team's scratch space (granted at the split, `gex_TM_Split`'s
+/// `scratch_addr`) and copies each piece out: private destinations on a split team with
+/// scratch space, every root, both algorithms, sizes around the switch and up to the
+/// scratch space's size, back to back (the scratch space reused at once), two in flight
+/// (one stages, the other takes messages), and one larger than the scratch space
+/// (messages). The scratch space is returned at destroy.
+#[test]
+fn a_broadcast_stages_in_the_team_scratch_space() {
+    const SCRATCH: usize = (1 << 20) + 3;
+    for n in 1..=5u32 {
+        spmd(n as usize, || {
+            let world = init("COLL_BCAST_SCRATCH");
+            let seg = gex::Segment::attach(&world, 2 << 20).unwrap();
+            let team = world
+                .split(Some(0), 0, Some((seg.addr(), SCRATCH)))
+                .unwrap();
+            let me = team.rank();
+            let mut k = 0u64;
+            let check = |root: u32, size: usize, k: u64| {
+                let want = common::pattern(k, size);
+                let src = if me == root { want.clone() } else { Vec::new() };
+                let mut dst = vec![0xEEu8; size];
+                // SAFETY: both buffers outlive the wait.
+                unsafe {
+                    team.broadcast_nb(root, dst.as_mut_ptr(), src.as_ptr(), size, Flags::NONE)
+                }
+                .wait();
+                assert!(dst == want, "root {root} size {size}");
+            };
+            for algorithm in ALGORITHMS {
+                set_algorithm(Kind::Broadcast, Some(algorithm));
+                for root in 0..n {
+                    for size in [
+                        BROADCAST_RMA_MIN - 1,
+                        BROADCAST_RMA_MIN,
+                        BROADCAST_RMA_PIECE + 5,
+                        SCRATCH,
+                        SCRATCH + 1,
+                    ] {
+                        // Back to back, no barrier between.
+                        for _ in 0..2 {
+                            k += 1;
+                            check(root, size, k);
+                        }
+                    }
+                    // Two in flight: one has the scratch space, the other messages.
+                    let other = (root + 1) % n;
+                    k += 2;
+                    let (a, b) = (common::pattern(k, SCRATCH), common::pattern(k + 1, SCRATCH));
+                    let (mut da, mut db) = (vec![0u8; SCRATCH], vec![0u8; SCRATCH]);
+                    // SAFETY: all four buffers outlive the waits.
+                    let events = unsafe {
+                        [
+                            team.broadcast_nb(
+                                root,
+                                da.as_mut_ptr(),
+                                a.as_ptr(),
+                                SCRATCH,
+                                Flags::NONE,
+                            ),
+                            team.broadcast_nb(
+                                other,
+                                db.as_mut_ptr(),
+                                b.as_ptr(),
+                                SCRATCH,
+                                Flags::NONE,
+                            ),
+                        ]
+                    };
+                    for e in events {
+                        e.wait();
+                    }
+                    assert!(da == a && db == b, "two in flight from {root} and {other}");
+                }
+            }
+            team.barrier();
+            assert_eq!(team.destroy(), Some((seg.addr(), SCRATCH)));
+            finalize(&world);
         });
     }
 }

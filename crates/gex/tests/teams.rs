@@ -126,6 +126,13 @@ fn client_data_and_bad_ranks() {
                 team.split_scratch_size(Some(0), 0, gex::coll::ScratchQuery::Min),
                 0
             );
+            // Scratch space serves the broadcast between hosts: some is recommended to
+            // a member, none to one that gets no team.
+            assert!(team.split_scratch_size(Some(0), 0, gex::coll::ScratchQuery::Recommended) > 0);
+            assert_eq!(
+                team.split_scratch_size(None, 0, gex::coll::ScratchQuery::Recommended),
+                0
+            );
             world.barrier();
             client.finalize();
         });

@@ -13,8 +13,10 @@
 //! * **Along the tree by RMA** (a rendezvous): when the team spans neighbourhoods (so
 //!   the direct copies are impossible) and the broadcast is at least [`RMA_MIN`] bytes,
 //!   every rank but the root first tells its parent where to put the data: its `dst`
-//!   when that lies in its own segment, or nothing (then that edge of the tree carries
-//!   messages as above). The parent puts each piece of [`RMA_PIECE`] bytes straight
+//!   when that lies in its own segment; else its team's scratch space (granted at a
+//!   split, `Team::split`) when it is large enough and no other broadcast at this rank
+//!   is using it, each piece then copied to `dst` as its notice arrives; else nothing
+//!   (then that edge of the tree carries messages as above). The parent puts each piece of [`RMA_PIECE`] bytes straight
 //!   into the child's `dst` (a memory copy within a host, `MPI_Put` + flush between
 //!   hosts on the mpi conduit) once the piece is in its own `dst`, then sends one small
 //!   notice naming it; the child forwards a piece as soon as its notice arrived, so a
@@ -28,11 +30,12 @@
 //!   be a target of RMA, so the rendezvous lets each receiver say which it has. A put
 //!   lands only after the receiver's own call sent its offer, and the receiver's
 //!   operation completes only after the last notice, so back-to-back broadcasts into
-//!   the same `dst` cannot overlap: the next one's puts wait for its next offer. Between
+//!   the same `dst` (or through the same scratch space, leased to one broadcast at a
+//!   time) cannot overlap: the next one's puts wait for its next offer. Between
 //!   hosts a put may need the target's progress (Open MPI's `osc pt2pt`); the receiver
 //!   is then inside a call that waits, and every wait polls.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use super::chunks::{Receiving, Sending};
 use super::engine::{Collective, Msg, Outbox};
@@ -104,8 +107,50 @@ struct Offer {
     parent: Rank,
     /// Where the parent may put the data (`None`: send messages).
     addr: Option<usize>,
+    /// The scratch space at `addr`, if the data lands there (then each piece is copied
+    /// to `dst` as its notice arrives).
+    scratch: Option<Scratch>,
     /// The offer is sent.
     sent: bool,
+}
+
+/// Where a receiver of a broadcast by RMA has its parent put the data.
+pub(crate) enum Landing {
+    /// Into its `dst`, which lies in its segment.
+    Dst,
+    /// Into its team's scratch space (in its segment), copied to `dst` piece by piece.
+    Scratch(Scratch),
+    /// Nowhere: the parent sends messages.
+    Messages,
+}
+
+/// The scratch spaces (by address) that a broadcast at this rank is using: one
+/// broadcast at a time stages its data in a team's scratch space, so that no put of
+/// another can overwrite bytes not yet copied out.
+static SCRATCH_IN_USE: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+
+/// A team's scratch space leased to one broadcast until it is dropped (complete).
+pub(crate) struct Scratch {
+    addr: usize,
+}
+
+impl Scratch {
+    /// The scratch space at `addr` (this rank's address), if no broadcast uses it.
+    pub(crate) fn lease(addr: usize) -> Option<Scratch> {
+        let mut in_use = SCRATCH_IN_USE.lock().unwrap_or_else(|e| e.into_inner());
+        if in_use.contains(&addr) {
+            return None;
+        }
+        in_use.push(addr);
+        Some(Scratch { addr })
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let mut in_use = SCRATCH_IN_USE.lock().unwrap_or_else(|e| e.into_inner());
+        in_use.retain(|&a| a != self.addr);
+    }
 }
 
 /// A broadcast in flight at this rank.
@@ -166,16 +211,22 @@ impl Broadcast {
     }
 
     /// On every rank, when the broadcast moves by RMA along the tree (the same choice
-    /// everywhere): wait for each child's offer, and offer this rank's `dst` to its
-    /// parent if `dst_in_segment` (else ask for messages).
-    pub(crate) fn rendezvous(&mut self, me: Rank, n: Rank, dst_in_segment: bool) {
+    /// everywhere): wait for each child's offer, and offer the parent (if any) where
+    /// to put the data, as `landing` says.
+    pub(crate) fn rendezvous(&mut self, me: Rank, n: Rank, landing: Landing) {
         for (_, edge) in &mut self.children {
             *edge = Edge::Awaiting;
         }
         let v = (me + n - self.root) % n;
+        let (addr, scratch) = match landing {
+            Landing::Dst => (Some(self.dst), None),
+            Landing::Scratch(s) => (Some(s.addr), Some(s)),
+            Landing::Messages => (None, None),
+        };
         self.offer = self.tree.parent(v).map(|p| Offer {
             parent: (p + self.root) % n,
-            addr: dst_in_segment.then_some(self.dst),
+            addr,
+            scratch,
             sent: false,
         });
     }
@@ -354,11 +405,13 @@ impl Broadcast {
         };
     }
 
-    /// The parent's notice: a piece is in `dst`.
+    /// The parent's notice: a piece is in `dst`, or in the scratch space, from where
+    /// it is copied to `dst`.
     fn noticed(&mut self, msg: Msg) {
         let len = u64::from_le_bytes(msg.data[..8].try_into().expect("a length")) as usize;
+        let offer = self.offer.as_ref().filter(|o| o.addr.is_some());
         assert!(
-            self.offer.as_ref().is_some_and(|o| o.addr.is_some())
+            offer.is_some()
                 && msg
                     .offset
                     .checked_add(len)
@@ -366,6 +419,20 @@ impl Broadcast {
             "gex::Team::broadcast_nb: team rank {} put bytes this rank did not offer",
             msg.src
         );
+        if let Some(scratch) = offer.and_then(|o| o.scratch.as_ref()) {
+            // SAFETY: the scratch space holds at least `nbytes` bytes of this rank's
+            // segment (checked when it was leased), leased to this broadcast, and the
+            // piece was put there before its notice; `dst` is valid for `nbytes` bytes
+            // of writes until completion (the initiating call's contract) and is not
+            // in the scratch space (granted to the team, not the client's to pass).
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    (scratch.addr as *const u8).add(msg.offset),
+                    (self.dst as *mut u8).add(msg.offset),
+                    len,
+                )
+            };
+        }
         self.received.arrived(msg.offset, len, RMA_PIECE);
     }
 }

@@ -13,6 +13,9 @@ use crate::event::Event;
 use crate::runtime::runtime;
 use crate::team::{self, Team, TeamId, WORLD};
 
+/// The recommended scratch space of a team (`Team::split_scratch_size`).
+const SCRATCH_RECOMMENDED: usize = 1 << 20;
+
 /// The size of one member's record in a split's exchange.
 const RECORD: usize = 16;
 
@@ -31,7 +34,8 @@ impl Team {
     /// same `color` form one new team, ranked by increasing `key`, ties broken by rank
     /// in this team; a member that passes no color gets no team (`None`). `scratch`
     /// is memory of this rank's segment granted to the new team until it is destroyed
-    /// (optional here: the collectives need none); it is returned by
+    /// (optional here: a broadcast between hosts stages its data there when this rank's
+    /// destination lies outside its segment, `coll::broadcast`); it is returned by
     /// [`destroy`](Team::destroy).
     #[track_caller]
     pub fn split(
@@ -130,17 +134,21 @@ impl Team {
     }
 
     /// GASNet-EX `gex_TM_Split` with a `GEX_FLAG_TM_SCRATCH_SIZE_*` flag: the scratch
-    /// size to pass to a split with the same arguments. The collectives here keep
-    /// their state in private memory, so no scratch space is needed: both answers
-    /// are 0 (as for a member that gets no team).
+    /// size to pass to a split with the same arguments. The collectives keep their
+    /// state in private memory, so none is needed (the minimum is 0, as is every answer
+    /// for a member that gets no team); the recommended size, 1 MiB, lets a broadcast
+    /// of up to that many bytes between hosts land by RMA even where this rank's
+    /// destination lies outside its segment.
     #[track_caller]
-    pub fn split_scratch_size(&self, color: Option<u32>, _key: i32, _query: ScratchQuery) -> usize {
+    pub fn split_scratch_size(&self, color: Option<u32>, _key: i32, query: ScratchQuery) -> usize {
         const CALL: &str = "Team::split_scratch_size";
         runtime(CALL);
         check_may_communicate(CALL);
         self.data(CALL);
-        let _ = color;
-        0
+        match (color, query) {
+            (Some(_), ScratchQuery::Recommended) => SCRATCH_RECOMMENDED,
+            _ => 0,
+        }
     }
 
     /// GASNet-EX `gex_TM_Destroy`: collective over the team. Waits for this rank's
