@@ -27,12 +27,16 @@ pub fn poll() {
 /// [`poll`] without its own GASP event, for a runtime built on gex whose progress call
 /// is the operation a tool should see (UPC++'s internal progress); the handlers it runs
 /// report as under [`poll`]. Prohibited where [`poll`] is.
+///
+/// Returns how many messages it handled, so that a runtime's waiting loop can tell a
+/// poll that found work from an idle one: a handler may do all that an arrival needs
+/// (deliver a reply) and leave the runtime nothing else to count.
 #[inline]
 #[track_caller]
-pub fn poll_unreported() {
+pub fn poll_unreported() -> usize {
     let rt = runtime("poll");
     check_may_communicate("poll");
-    rt.progress();
+    rt.progress()
 }
 
 impl Runtime {
