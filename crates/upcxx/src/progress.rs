@@ -76,7 +76,9 @@ pub fn progress(level: ProgressLevel) {
 #[track_caller]
 fn progress_at(level: ProgressLevel) {
     match level {
-        ProgressLevel::Internal => internal_progress(),
+        ProgressLevel::Internal => {
+            internal_progress();
+        }
         ProgressLevel::User => {
             check_not_restricted("progress(User)");
             let worked = user_progress() > 0;
@@ -138,19 +140,24 @@ fn progress_reported(level: ProgressLevel) {
 /// The runtime's own poll. It reports nothing to a GASP tool, and needs no guard for
 /// that: the poll itself is gex's unreported one, and upcxx registers its AM handlers
 /// unreported (`rpc::wire`), so neither their runs nor the messages they send are
-/// events, and a guard around the poll would hide nothing.
+/// events, and a guard around the poll would hide nothing. Returns how many messages
+/// the poll handled.
 #[inline]
-pub(crate) fn internal_progress() {
-    if !gex::layered::in_handler() {
-        gex::layered::poll_unreported();
+pub(crate) fn internal_progress() -> usize {
+    if gex::layered::in_handler() {
+        0
+    } else {
+        gex::layered::poll_unreported()
     }
 }
 
 /// Internal progress, then everything owed to this thread's personas. Returns how many
-/// callbacks, LPCs and RPCs ran.
+/// messages the poll handled plus how many callbacks, LPCs and RPCs ran: 0 when it
+/// found nothing to do. Messages count on their own: a reply's handler delivers it
+/// into its future's cell and leaves nothing to run, and a wait that took a stream of
+/// replies for idleness would back off into sleeps while its peer's replies queue up.
 pub(crate) fn user_progress() -> usize {
-    internal_progress();
-    user_actions()
+    internal_progress() + user_actions()
 }
 
 /// Makes sure this thread made a user-level progress since epoch `epoch`, in which an
