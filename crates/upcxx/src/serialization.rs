@@ -100,7 +100,7 @@ mod view;
 pub use serde;
 
 pub use by_ref::{by_ref, Borrowed, ByRef};
-pub(crate) use codec::sealed;
+pub(crate) use codec::{copy, sealed};
 pub use codec::{Error, Reader, Rerun, Serialization, Writer};
 pub use seq_view::{make_seq_view, Elements, SeqView};
 pub use str_view::{make_str_view, StrView};

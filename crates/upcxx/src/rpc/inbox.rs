@@ -24,6 +24,7 @@
 
 use std::collections::VecDeque;
 
+use crate::serialization::copy;
 use crate::sync::{AtomicBool, Mutex, Ordering};
 
 use bytemuck::{Pod, Zeroable};
@@ -133,7 +134,7 @@ impl Page {
         write_head(&mut self.buf[at..at + HEAD_CHUNKS], head);
         if !payload.is_empty() {
             let start = self.len + HEAD;
-            copy_payload(&mut self.bytes_mut()[start..], payload);
+            copy(&mut self.bytes_mut()[start..start + payload.len()], payload);
         }
         self.len += footprint(payload.len());
     }
@@ -169,30 +170,6 @@ impl Page {
         Messages {
             chunks: &self.buf[..self.len / 16],
         }
-    }
-}
-
-/// Copies `src` to the start of `dst`. A payload of up to 32 bytes (most RPCs' arguments)
-/// is copied by two possibly overlapping moves of a fixed width, without a call to
-/// `memcpy`, whose dispatch on the length costs more than such a copy.
-#[inline(always)]
-fn copy_payload(dst: &mut [u8], src: &[u8]) {
-    #[inline(always)]
-    fn two<const W: usize>(dst: &mut [u8], src: &[u8]) {
-        let n = src.len();
-        let head: [u8; W] = src[..W].try_into().expect("W bytes");
-        let tail: [u8; W] = src[n - W..].try_into().expect("W bytes");
-        dst[..W].copy_from_slice(&head);
-        dst[n - W..n].copy_from_slice(&tail);
-    }
-    match src.len() {
-        0 => {}
-        1 => dst[0] = src[0],
-        2..=3 => two::<2>(dst, src),
-        4..=7 => two::<4>(dst, src),
-        8..=15 => two::<8>(dst, src),
-        16..=32 => two::<16>(dst, src),
-        n => dst[..n].copy_from_slice(src),
     }
 }
 

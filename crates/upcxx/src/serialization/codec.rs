@@ -252,8 +252,9 @@ impl<'a> Writer<'a> {
 }
 
 /// Copies `src` into `dst`, as long: [`copy_small`] up to 32 bytes, `memcpy` above.
+/// Also the copy of an RPC's payload into a receive page (`rpc::inbox`).
 #[inline(always)]
-fn copy(dst: &mut [u8], src: &[u8]) {
+pub(crate) fn copy(dst: &mut [u8], src: &[u8]) {
     if src.len() <= 32 {
         copy_small(dst, src);
     } else {
