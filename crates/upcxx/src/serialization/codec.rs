@@ -195,15 +195,7 @@ impl<'a> Writer<'a> {
             return self.push(n as u8);
         }
         if !self.spilled && self.pos + MAX_VARINT <= self.slot.len() {
-            let out = &mut self.slot[self.pos..self.pos + MAX_VARINT];
-            let (mut n, mut i) = (n, 0);
-            while n >= 0x80 {
-                out[i] = n as u8 | 0x80;
-                n >>= 7;
-                i += 1;
-            }
-            out[i] = n as u8;
-            self.pos += i + 1;
+            self.pos += put_varint(&mut self.slot[self.pos..self.pos + MAX_VARINT], n);
             return Ok(());
         }
         self.varint_long(n)
@@ -214,14 +206,8 @@ impl<'a> Writer<'a> {
     #[inline(never)]
     fn varint_long(&mut self, n: u64) -> Result<(), Error> {
         let mut buf = [0u8; MAX_VARINT];
-        let (mut n, mut i) = (n, 0);
-        while n >= 0x80 {
-            buf[i] = n as u8 | 0x80;
-            n >>= 7;
-            i += 1;
-        }
-        buf[i] = n as u8;
-        self.write(&buf[..=i])
+        let len = put_varint(&mut buf, n);
+        self.write(&buf[..len])
     }
 
     /// Writes `s` as postcard writes a `str` (its length as a varint, then its bytes),
@@ -249,6 +235,20 @@ impl<'a> Writer<'a> {
         self.varint(bytes.len() as u64)?;
         self.write(bytes)
     }
+}
+
+/// Writes `n` as a LEB128 varint (see [`Writer::varint`]) at the start of `out`, which
+/// has room for any; returns its length.
+#[inline(always)]
+fn put_varint(out: &mut [u8], mut n: u64) -> usize {
+    let mut i = 0;
+    while n >= 0x80 {
+        out[i] = n as u8 | 0x80;
+        n >>= 7;
+        i += 1;
+    }
+    out[i] = n as u8;
+    i + 1
 }
 
 /// Copies `src` into `dst`, as long: [`copy_small`] up to 32 bytes, `memcpy` above.
