@@ -2,7 +2,10 @@
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
+use common::panic_message;
 use upcxx::{make_future, to_future, when_all, Future, Promise};
+
+mod common;
 
 /// §5.5 ¶3: a callback on a ready future runs during `then`.
 #[test]
@@ -178,11 +181,4 @@ fn result_of_a_non_ready_future_panics() {
     let f = p.get_future();
     let e = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f.result()));
     assert!(panic_message(e.unwrap_err()).contains("not ready"));
-}
-
-fn panic_message(e: Box<dyn std::any::Any + Send>) -> String {
-    e.downcast_ref::<String>()
-        .cloned()
-        .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
-        .unwrap_or_default()
 }

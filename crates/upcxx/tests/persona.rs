@@ -2,17 +2,13 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
+use common::panic_message;
 use gex::testing::spmd;
 use upcxx::{
     current_persona, default_persona, master_persona, Persona, PersonaScope, ProgressLevel,
 };
 
-fn panic_message(e: Box<dyn std::any::Any + Send>) -> String {
-    e.downcast_ref::<String>()
-        .cloned()
-        .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
-        .unwrap_or_default()
-}
+mod common;
 
 /// §10.5: the thread that called init holds the master persona on top of its default.
 #[test]

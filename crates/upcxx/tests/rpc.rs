@@ -2,7 +2,7 @@
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
-use common::Unserializable;
+use common::{panic_message, progress_until, Unserializable};
 use gex::testing::spmd;
 use upcxx::serialization::{make_view, View};
 use upcxx::{
@@ -10,20 +10,6 @@ use upcxx::{
 };
 
 mod common;
-
-fn panic_message(e: Box<dyn std::any::Any + Send>) -> String {
-    e.downcast_ref::<String>()
-        .cloned()
-        .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
-        .unwrap_or_default()
-}
-
-/// Makes user-level progress until `done`.
-fn progress_until(mut done: impl FnMut() -> bool) {
-    while !done() {
-        progress(ProgressLevel::User);
-    }
-}
 
 /// §9.3 ¶13–¶14: the future gives the function's return value, computed on the target.
 #[test]

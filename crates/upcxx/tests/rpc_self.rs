@@ -6,7 +6,7 @@
 use std::cell::{Cell, RefCell};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use common::Unserializable;
+use common::{panic_message, progress_until, Unserializable};
 use gex::testing::spmd;
 use upcxx::{
     by_ref, master_persona, progress, rank_me, rank_n, rpc, rpc_ff, Future, PersonaScope,
@@ -14,19 +14,6 @@ use upcxx::{
 };
 
 mod common;
-
-fn panic_message(e: Box<dyn std::any::Any + Send>) -> String {
-    e.downcast_ref::<String>()
-        .cloned()
-        .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
-        .unwrap_or_default()
-}
-
-fn progress_until(mut done: impl FnMut() -> bool) {
-    while !done() {
-        progress(ProgressLevel::User);
-    }
-}
 
 thread_local! {
     /// What the RPCs run on this thread saw: (source rank, number, text argument).

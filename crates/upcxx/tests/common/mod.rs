@@ -4,18 +4,37 @@
 #[cfg(feature = "gasp")]
 pub(crate) mod recorder;
 
+use std::any::Any;
 use std::panic::AssertUnwindSafe;
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
+/// The text of a panic's payload, if it is a string.
+fn payload_text(payload: &(dyn Any + Send)) -> Option<String> {
+    payload
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+}
+
 /// The message of the panic that `f` must raise.
 pub(crate) fn panic_text(f: impl FnOnce()) -> String {
     let err = std::panic::catch_unwind(AssertUnwindSafe(f)).expect_err("expected a panic");
-    err.downcast_ref::<String>()
-        .cloned()
-        .or_else(|| err.downcast_ref::<&str>().map(|s| s.to_string()))
-        .expect("a string panic payload")
+    payload_text(&*err).expect("a string panic payload")
+}
+
+/// The message of a caught panic (a thread's, a `catch_unwind`'s); empty if its payload
+/// is not a string.
+pub(crate) fn panic_message(payload: Box<dyn Any + Send>) -> String {
+    payload_text(&*payload).unwrap_or_default()
+}
+
+/// Makes user-level progress until `done`.
+pub(crate) fn progress_until(mut done: impl FnMut() -> bool) {
+    while !done() {
+        upcxx::progress(upcxx::ProgressLevel::User);
+    }
 }
 
 /// An RPC argument that refuses to serialize (and deserializes from nothing).
