@@ -3,22 +3,13 @@
 //! primordial team and split teams, with 1 to 5 ranks, each algorithm forced in turn.
 mod common;
 
+use common::coll::{finalize, init};
 use gex::coll::{set_algorithm, Algorithm, Kind};
 use gex::ops::{Dt, Op};
 use gex::testing::{spmd, spmd_outcome, SpmdOptions};
-use gex::{Client, Event, Flags, Team};
+use gex::{Event, Flags, Team};
 
 const ALGORITHMS: [Algorithm; 2] = [Algorithm::Flat, Algorithm::Binomial];
-
-fn init(name: &str) -> Team {
-    let (_client, _ep, team) = Client::init(name, Flags::NONE).unwrap();
-    team
-}
-
-fn finalize(team: &Team) {
-    team.barrier();
-    team.client().finalize();
-}
 
 /// "copies 'nbytes' bytes of data starting at 'src' on rank 'root' of 'tm', to 'dst'
 /// on every rank": every root, sizes from 0 B to 1 MiB (past one message, and many),

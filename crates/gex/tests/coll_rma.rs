@@ -7,21 +7,12 @@
 //! exercise the puts.
 mod common;
 
+use common::coll::{finalize, init};
 use gex::coll::{set_algorithm, Algorithm, Kind, BROADCAST_RMA_MIN, BROADCAST_RMA_PIECE};
 use gex::testing::spmd;
-use gex::{Client, Flags, Team};
+use gex::Flags;
 
 const ALGORITHMS: [Algorithm; 2] = [Algorithm::Flat, Algorithm::Binomial];
-
-fn init(name: &str) -> Team {
-    let (_client, _ep, team) = Client::init(name, Flags::NONE).unwrap();
-    team
-}
-
-fn finalize(team: &Team) {
-    team.barrier();
-    team.client().finalize();
-}
 
 /// A broadcast between neighbourhoods from [`BROADCAST_RMA_MIN`] bytes moves by RMA
 /// into each receiver's destination when it lies in the receiver's segment, and in
