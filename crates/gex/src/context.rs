@@ -105,6 +105,33 @@ pub(crate) fn leave_prepare() {
     set_context(context() & !IN_PREPARE);
 }
 
+/// The thread counts as between an AM Prepare and its Commit until this is dropped: for
+/// a runtime above gex that serializes a message where no network slot is claimed (one
+/// to its own rank), so that communicating meanwhile fails as it would while
+/// serializing into a slot. `call` names the operation if such scopes are nested.
+#[must_use]
+pub struct PrepareScope(());
+
+impl PrepareScope {
+    /// Enters the scope.
+    ///
+    /// # Panics
+    /// Inside another Prepare/Commit pair or scope.
+    #[inline]
+    #[track_caller]
+    pub fn enter(call: &str) -> PrepareScope {
+        enter_prepare(call);
+        PrepareScope(())
+    }
+}
+
+impl Drop for PrepareScope {
+    #[inline]
+    fn drop(&mut self) {
+        leave_prepare();
+    }
+}
+
 /// True while this thread holds a handler-safe lock.
 pub(crate) fn holding_hsl() -> bool {
     context() >= HSL_UNIT

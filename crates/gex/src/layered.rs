@@ -5,5 +5,5 @@
 //! needs for that; everything else it uses is the GASNet-EX API at the crate root.
 
 pub use crate::backoff::Backoff;
-pub use crate::context::{check_may_communicate, in_handler};
+pub use crate::context::{check_may_communicate, in_handler, PrepareScope};
 pub use crate::progress::poll_unreported;
