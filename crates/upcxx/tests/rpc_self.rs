@@ -395,6 +395,44 @@ fn calls_self_in_a_handler(_: &gex::Token<'_>, _: &[u32]) {
     IN_HANDLER.with(|m| *m.borrow_mut() = Some(panic_message(err)));
 }
 
+/// A type whose serializer sends an RPC to the next rank.
+struct ChattyToNext;
+
+impl serde::Serialize for ChattyToNext {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        rpc_ff((rank_me() + 1) % rank_n(), || {}, ());
+        s.serialize_unit()
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for ChattyToNext {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        <()>::deserialize(d).map(|()| ChattyToNext)
+    }
+}
+
+/// §6.1 ¶5: while a call to self is serialized, a send to another rank fails as it does
+/// while a call to another rank is serialized into its network slot, and the calls
+/// after it work.
+#[test]
+fn a_serializer_of_a_call_to_self_sending_elsewhere_panics_clearly() {
+    spmd(2, || {
+        upcxx::init();
+        let err =
+            std::panic::catch_unwind(|| rpc_ff(rank_me(), |_: ChattyToNext| {}, (ChattyToNext,)))
+                .expect_err("the serializer communicates");
+        let msg = panic_message(err);
+        assert!(
+            msg.contains("between an AM Prepare and its Commit"),
+            "{msg}"
+        );
+        assert_eq!(rpc(rank_me(), |x: u32| x + 1, (1u32,)).wait(), 2);
+        assert_eq!(rpc(1 - rank_me(), |x: u32| x + 1, (1u32,)).wait(), 2);
+        upcxx::barrier();
+        upcxx::finalize();
+    });
+}
+
 /// An AM handler may not communicate (GASNet-EX, "Calls from restricted context"): a
 /// call to self, which stands for an AM, fails there as the AM's send would, and RPC
 /// stays usable.

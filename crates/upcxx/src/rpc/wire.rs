@@ -160,12 +160,9 @@ fn send_to_self(
     empty: bool,
     encode: impl FnOnce(&mut Writer<'_>) -> Result<(), Error>,
 ) -> Result<usize, Error> {
-    // Where the AM it stands for could not be sent (in a handler, or serializing another
-    // call's arguments into a network slot), this fails as that send would.
-    gex::layered::check_may_communicate("Team::request_medium_in_place (an RPC to this rank)");
+    let _encoding = Encoding::enter();
     let (kind, seq) = split_first_arg(kind);
     let head = Head::new(me, kind, seq, entry, cookie, 0);
-    let _encoding = Encoding::enter();
     if empty {
         // Nothing to serialize (as `send_short`): the message is its header.
         match kind {
@@ -185,18 +182,28 @@ thread_local! {
     static ENCODING: Cell<bool> = const { Cell::new(false) };
 }
 
-/// The serialization of a message to this rank: a serializer may not communicate
-/// (UPC++ spec §6.1 ¶5), so an RPC sent meanwhile fails, as the sends to other ranks
-/// fail between an AM's Prepare and its Commit.
-struct Encoding;
+/// The serialization of a message to this rank. A serializer may not communicate
+/// (UPC++ spec §6.1 ¶5): gex counts the thread as between an AM's Prepare and its
+/// Commit meanwhile (as while serializing into a network slot), so a send to another
+/// rank fails there, and an RPC to this rank fails here, naming the rule.
+struct Encoding {
+    _scope: gex::layered::PrepareScope,
+}
 
 impl Encoding {
     #[inline(always)]
     fn enter() -> Encoding {
-        if ENCODING.replace(true) {
+        if ENCODING.get() {
             serializer_communicates();
         }
-        Encoding
+        // Where the AM a message to this rank stands for could not be sent (in a
+        // handler, or serializing another call's arguments into a network slot), it
+        // fails as that send would.
+        gex::layered::check_may_communicate("Team::request_medium_in_place (an RPC to this rank)");
+        ENCODING.set(true);
+        Encoding {
+            _scope: gex::layered::PrepareScope::enter("rpc"),
+        }
     }
 }
 
