@@ -334,24 +334,6 @@ impl ReplyCell {
         }
     }
 
-    /// Delivers the value of the future of this cell (called where the reply is
-    /// received, on this thread, outside any callback): into the cell, and into its
-    /// forward state if it has one, whose readiness is signalled at the next user-level
-    /// progress.
-    ///
-    /// # Safety
-    /// The cell must have been claimed for a future of value type `T`, on this thread,
-    /// and not yet have received its value.
-    pub(crate) unsafe fn arrive<T: 'static>(&'static self, value: T) {
-        if let Some(plain) = self.plain() {
-            // SAFETY: as this function's; the cell is plainly waiting.
-            unsafe { plain.arrive(value) };
-            return;
-        }
-        // SAFETY: as this function's.
-        unsafe { self.arrive_forwarded(value) }
-    }
-
     /// The cell, if it is `Waiting` with no forward state: the common case of a reply's
     /// value, which [`PlainCell::arrive`] delivers with two stores and the join's count.
     #[inline(always)]
@@ -360,29 +342,30 @@ impl ReplyCell {
             .then_some(PlainCell(self))
     }
 
-    /// [`ReplyCell::arrive`] of a cell that is abandoned or has a forward state.
+    /// Delivers the value of the future of this cell (called where the reply is
+    /// received, on this thread, outside any callback) when the cell is not
+    /// [`plain`](ReplyCell::plain) (its future was dropped, or it has a forward state):
+    /// into the cell, and into its forward state if it has one, whose readiness is
+    /// signalled at the next user-level progress. A plain cell's value goes through
+    /// [`PlainCell::arrive`].
     ///
     /// # Safety
-    /// As for [`ReplyCell::arrive`].
+    /// The cell must have been claimed for a future of value type `T`, on this thread,
+    /// and not yet have received its value.
     #[cold]
     #[inline(never)]
-    unsafe fn arrive_forwarded<T: 'static>(&'static self, value: T) {
+    pub(crate) unsafe fn arrive<T: 'static>(&'static self, value: T) {
         let join = self.join.replace(std::ptr::null());
         let raw = self.forward.replace(std::ptr::null()).cast::<State<T>>();
         // SAFETY: as in `forward_state`: the cell's own reference, taken back once.
         let forward = (!raw.is_null()).then(|| unsafe { Rc::from_raw(raw) });
         match (self.stage(), forward) {
-            (Stage::Waiting, None) => {
-                // SAFETY: the cell is aligned and large enough for `T` (`fits`), and holds
-                // no value yet.
-                unsafe { self.slot::<T>().write(value) };
-                self.set_stage(Stage::Arrived(thread::progress_epoch()));
-            }
             (Stage::Waiting, Some(state)) => {
                 // The future still owns the cell and a clone of it waits on the state.
                 let copy = state.copy_value(&value);
                 state.set_value(copy);
-                // SAFETY: as above.
+                // SAFETY: the cell is aligned and large enough for `T` (`fits`), and holds
+                // no value yet.
                 unsafe { self.slot::<T>().write(value) };
                 self.set_stage(Stage::Arrived(thread::progress_epoch()));
                 thread::defer(Box::new(move || state.satisfy(1, "rpc")));
