@@ -278,6 +278,21 @@ impl MpiConduit {
         self.host.queue(dest, network)
     }
 
+    /// Claims a send buffer for `dest` on another host, if its credits allow: the
+    /// network half of [`Conduit::am_reserve`], for `select`, which has looked for a
+    /// host queue already.
+    #[inline]
+    pub(super) fn net_reserve(&self, dest: Rank, network: Network) -> Option<NetOutbound> {
+        let mut st = self.state.lock();
+        let in_flight = &mut st.in_flight[dest as usize][net_index(network)];
+        if *in_flight >= CREDITS {
+            return None;
+        }
+        *in_flight += 1;
+        let buf = st.free.pop().unwrap_or_else(Buf::new);
+        Some(NetOutbound { buf, dest, network })
+    }
+
     fn world() -> ffi::MPI_Comm {
         // SAFETY: reading an MPI constant.
         unsafe { ffi::RSMPI_COMM_WORLD }
@@ -483,17 +498,10 @@ impl Conduit for MpiConduit {
 
     #[inline]
     fn am_reserve(&self, dest: Rank, network: Network) -> Option<Outbound> {
-        if let Some(queue) = self.host.queue(dest, network) {
-            return smp::Outbound::reserve(queue).map(Outbound::Host);
+        match self.host.queue(dest, network) {
+            Some(queue) => smp::Outbound::reserve(queue).map(Outbound::Host),
+            None => self.net_reserve(dest, network).map(Outbound::Net),
         }
-        let mut st = self.state.lock();
-        let in_flight = &mut st.in_flight[dest as usize][net_index(network)];
-        if *in_flight >= CREDITS {
-            return None;
-        }
-        *in_flight += 1;
-        let buf = st.free.pop().unwrap_or_else(Buf::new);
-        Some(Outbound::Net(NetOutbound { buf, dest, network }))
     }
 
     #[inline]

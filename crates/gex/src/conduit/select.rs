@@ -99,7 +99,9 @@ impl Conduit for Selected {
             Selected::Smp(c) => c.am_reserve(dest, network).map(Outbound::Queue),
             Selected::Mpi(c) => match c.host_queue(dest, network) {
                 Some(queue) => smp::Outbound::reserve(queue).map(Outbound::Queue),
-                None => c.am_reserve(dest, network).map(Outbound::Mpi),
+                None => c
+                    .net_reserve(dest, network)
+                    .map(|o| Outbound::Mpi(mpi::Outbound::Net(o))),
             },
         }
     }
