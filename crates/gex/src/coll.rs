@@ -255,10 +255,10 @@ fn with_rma(
     let landing = if in_segment(dst as usize) {
         broadcast::Landing::Dst
     } else {
-        team.data(call)
-            .scratch
+        let data = team.data(call);
+        data.scratch
             .filter(|&(addr, len)| len >= nbytes && in_segment(addr))
-            .and_then(|(addr, _)| broadcast::Scratch::lease(addr))
+            .and_then(|_| broadcast::Scratch::lease(&data))
             .map_or(broadcast::Landing::Messages, broadcast::Landing::Scratch)
     };
     op.rendezvous(team.rank, team.size, landing);

@@ -12,6 +12,7 @@
 //! A destroyed team's slot stays empty; a handle to it fails with a message naming the
 //! call. Ids are never reused, so a stale handle can never reach another team.
 
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, RwLock};
 
 use crate::client::{CData, CDataSlot, Client, Endpoint};
@@ -49,6 +50,8 @@ pub(crate) struct TeamData {
     cdata: CDataSlot,
     /// The scratch space the client granted at the split, returned at destroy.
     pub(crate) scratch: Option<(usize, usize)>,
+    /// A broadcast stages its data in `scratch` (see `coll::broadcast::Scratch`).
+    pub(crate) scratch_leased: AtomicBool,
 }
 
 impl TeamData {
@@ -84,6 +87,7 @@ pub(crate) fn install_world(rank: Rank, size: Rank) -> Team {
         rank,
         cdata: CDataSlot::default(),
         scratch: None,
+        scratch_leased: AtomicBool::new(false),
     })));
     Team {
         id: WORLD,
@@ -125,6 +129,7 @@ pub(crate) fn install(
         rank,
         cdata: CDataSlot::default(),
         scratch,
+        scratch_leased: AtomicBool::new(false),
     }));
     Team { id, rank, size }
 }

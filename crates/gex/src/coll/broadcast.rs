@@ -35,12 +35,14 @@
 //!   hosts a put may need the target's progress (Open MPI's `osc pt2pt`); the receiver
 //!   is then inside a call that waits, and every wait polls.
 
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 use super::chunks::{Receiving, Sending};
 use super::engine::{Collective, Msg, Outbox};
 use super::tree::Tree;
 use crate::conduit::{Completion, OpHandle, Rank};
+use crate::team::TeamData;
 
 /// The smallest broadcast the root moves by direct copies.
 pub(crate) const DIRECT_MIN: usize = 16 << 10;
@@ -124,32 +126,30 @@ pub(crate) enum Landing {
     Messages,
 }
 
-/// The scratch spaces (by address) that a broadcast at this rank is using: one
+/// A team's scratch space leased to one broadcast until it is dropped (complete): one
 /// broadcast at a time stages its data in a team's scratch space, so that no put of
 /// another can overwrite bytes not yet copied out.
-static SCRATCH_IN_USE: Mutex<Vec<usize>> = Mutex::new(Vec::new());
-
-/// A team's scratch space leased to one broadcast until it is dropped (complete).
 pub(crate) struct Scratch {
+    team: Arc<TeamData>,
+    /// This rank's address of the space.
     addr: usize,
 }
 
 impl Scratch {
-    /// The scratch space at `addr` (this rank's address), if no broadcast uses it.
-    pub(crate) fn lease(addr: usize) -> Option<Scratch> {
-        let mut in_use = SCRATCH_IN_USE.lock().unwrap_or_else(|e| e.into_inner());
-        if in_use.contains(&addr) {
-            return None;
-        }
-        in_use.push(addr);
-        Some(Scratch { addr })
+    /// `team`'s scratch space, if it has one and no broadcast uses it.
+    pub(crate) fn lease(team: &Arc<TeamData>) -> Option<Scratch> {
+        let (addr, _) = team.scratch?;
+        let leased = team.scratch_leased.swap(true, Ordering::Acquire);
+        (!leased).then(|| Scratch {
+            team: Arc::clone(team),
+            addr,
+        })
     }
 }
 
 impl Drop for Scratch {
     fn drop(&mut self) {
-        let mut in_use = SCRATCH_IN_USE.lock().unwrap_or_else(|e| e.into_inner());
-        in_use.retain(|&a| a != self.addr);
+        self.team.scratch_leased.store(false, Ordering::Release);
     }
 }
 
