@@ -1,6 +1,7 @@
 //! A soak test: a mixed workload (RPCs, `rpc_ff` floods, puts, gets, allocation and
 //! free, barriers, reductions) run for a given time, every result checked, with the
-//! resident memory and `shared_segment_used` of every rank compared at start and end.
+//! private resident memory and `shared_segment_used` of every rank compared at start and
+//! end.
 //!
 //! `UPCXX_RANKS=4 cargo run --release --example soak [SECONDS]` (or `SOAK_SECONDS`;
 //! default 10; `SOAK_FLOOD`: `rpc_ff`s per rank and round, default 2000). For an hour: `UPCXX_RANKS=4 cargo run --release --example soak 3600`.
@@ -20,7 +21,7 @@
 //! together. The start figures are taken after a first round (pools and buffers filled),
 //! the end figures after the last. The run fails (exit status 1) on any wrong value, a
 //! lost or duplicated message, a segment that does not return to its start usage
-//! exactly, or resident memory that grew by more than [`RSS_TOLERANCE`]. Rank 0 prints
+//! exactly, or private resident memory that grew by more than [`RSS_TOLERANCE`]. Rank 0 prints
 //! the figures, and `verified` last.
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -49,16 +50,21 @@ fn pattern(rank: Rank, round: u64, i: usize) -> u64 {
     (u64::from(rank) << 48) ^ (round << 20) ^ (i as u64).wrapping_mul(0x9e37_79b9)
 }
 
-/// Resident set size of this process, bytes (Linux `/proc/self/statm`, in pages of
-/// 4 KiB).
+/// Private resident memory of this process, bytes: resident minus shared pages (Linux
+/// `/proc/self/statm`, in pages of 4 KiB). Shared pages are the segments and message
+/// queues the ranks map, fixed in size at start: touching more of them as queues run
+/// deeper is no growth (the segments' use is checked by `shared_segment_used`), and a
+/// leak would show in private memory.
 fn resident_bytes() -> u64 {
     let statm = std::fs::read_to_string("/proc/self/statm").expect("/proc/self/statm");
-    let pages: u64 = statm
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .expect("resident pages in statm");
-    pages * 4096
+    let pages = |i| -> u64 {
+        statm
+            .split_whitespace()
+            .nth(i)
+            .and_then(|s| s.parse().ok())
+            .expect("resident and shared pages in statm")
+    };
+    pages(1).saturating_sub(pages(2)) * 4096
 }
 
 /// Each rank's block and landing area of one round.
@@ -202,7 +208,7 @@ fn main() {
     let seg_changed = reduce_all(u64::from(seg1 != seg0), op_fast_add, world()).wait();
     let total = reduce_all(checked, op_fast_add, world()).wait();
     println!(
-        "rank {me}: resident {} KiB -> {} KiB, segment used {seg0} -> {seg1} bytes",
+        "rank {me}: private resident {} KiB -> {} KiB, segment used {seg0} -> {seg1} bytes",
         rss0 >> 10,
         rss1 >> 10
     );
@@ -211,7 +217,7 @@ fn main() {
     if me == 0 {
         println!(
             "soak: {} ranks, {rounds} rounds in {:.1} s, {total} values checked; \
-             largest resident growth {} KiB (tolerance {} KiB), segments returned to their \
+             largest private resident growth {} KiB (tolerance {} KiB), segments returned to their \
              start usage: {}",
             upcxx::rank_n(),
             start.elapsed().as_secs_f64(),
