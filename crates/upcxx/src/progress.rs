@@ -147,6 +147,7 @@ pub(crate) fn internal_progress() -> usize {
     if gex::layered::in_handler() {
         0
     } else {
+        crate::rpc::send_unsent();
         gex::layered::poll_unreported()
     }
 }
@@ -157,7 +158,10 @@ pub(crate) fn internal_progress() -> usize {
 /// into its future's cell and leaves nothing to run, and a wait that took a stream of
 /// replies for idleness would back off into sleeps while its peer's replies queue up.
 pub(crate) fn user_progress() -> usize {
-    internal_progress() + user_actions()
+    let n = internal_progress() + user_actions();
+    // The replies and RPCs that the callbacks sent leave now, not at the next call.
+    crate::rpc::send_unsent();
+    n
 }
 
 /// Makes sure this thread made a user-level progress since epoch `epoch`, in which an
@@ -206,7 +210,12 @@ fn past<const WAIT: bool>(epoch: u64, call: &str) {
 #[inline(always)]
 fn skip_poll(h: &ThreadState, skips: &Cell<u32>, shared: u64) -> bool {
     let left = skips.get();
-    if left == 0 || h.work.get() != 0 || h.restricted.get() != 0 || h.seen_shared.get() != shared {
+    if left == 0
+        || h.work.get() != 0
+        || h.restricted.get() != 0
+        || h.seen_shared.get() != shared
+        || crate::rpc::unsent()
+    {
         return false;
     }
     skips.set(left - 1);
@@ -311,11 +320,12 @@ pub(crate) fn wait_until(mut done: impl FnMut() -> bool) {
 ///
 /// Notifications, LPCs and RPCs already queued for user-level progress do not count:
 /// internal progress can do nothing for them, and they are where their recipients'
-/// user-level progress finds them. On shared memory every transfer and every RPC is
-/// delivered when it is started, so this is true only on a network that completes
-/// operations later, while some are in flight. Progress level: none.
+/// user-level progress finds them. What counts: RPCs and replies this thread gathered
+/// into batches and has not sent yet (`rpc/batch.rs`), and operations a network
+/// completes later while they are in flight (on shared memory every transfer is
+/// delivered when it is started). Progress level: none.
 pub fn progress_required() -> bool {
-    thread::outgoing_pending()
+    thread::outgoing_pending() || crate::rpc::unsent()
 }
 
 /// [`progress_required`] for the personas of this thread's stack from scope `ps` to

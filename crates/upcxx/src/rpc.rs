@@ -55,10 +55,14 @@
 //! which serializes it from the borrow as UPC++ does its `const&` arguments; the
 //! function receives the owned value (`String` for a `str`, `Vec<T>` for a `[T]`).
 //! Arguments are serialized before `rpc` returns (§9.3 ¶3, source completion "as
-//! buffered"): directly into the slot of the target's queue that a negotiated-payload
-//! Medium Active Message claims, so a message that fits one AM is written once, where
-//! the target reads it; a larger one continues in a vector and is sent as fragments
-//! that the target reassembles. There is no size limit besides 4 GiB per message.
+//! buffered"): into this thread's *batch* for the target (`batch.rs`), which gathers
+//! its messages to that rank into one Medium Active Message, sent when the batch is
+//! full or at the thread's next progress (any wait, `progress`, `discharge`), so an AM
+//! carries dozens of small RPCs and their replies; until then `progress_required()` is
+//! true (§10.3). A message larger than a batch travels alone, in fragments that the
+//! target reassembles past one Medium. There is no size limit besides 4 GiB per
+//! message. With `UPCXX_RPC_BATCH_BYTES=0`, each message is its own AM, serialized
+//! into the network's slot by a negotiated-payload Medium.
 //!
 //! # Execution and results
 //!
@@ -82,8 +86,8 @@
 //!
 //! A small RPC allocates nothing in the steady state, and takes no lock when the
 //! threads involved are the ones holding the master personas: the arguments are
-//! serialized into the network's send buffer, the target's handler copies the message
-//! into a reused receive page of the master persona's thread, and the result of [`rpc`],
+//! serialized into the thread's batch, the target's handler copies the batch's RPCs
+//! into a reused receive page of the master persona's thread in one copy, and the result of [`rpc`],
 //! if at most 32 bytes, is decoded by the reply's handler into a reused *reply cell* of
 //! the calling thread, which the future reads (see `future/cell.rs`). Larger results
 //! use a reference-counted promise state, allocated per call.
@@ -106,6 +110,7 @@
 //! (the calls with completion objects, [`rpc_with`] and [`rpc_ff_with`]), which sits
 //! on the completion module, itself above the rest of `rpc`.
 
+mod batch;
 mod completions;
 mod deferred;
 mod delivery;
@@ -123,6 +128,7 @@ use serde::Serialize;
 use crate::future::{fits_cell, Future, FutureValue, ReplyCell, State};
 use crate::runtime::state::{rt, Rank, Setup};
 use crate::serialization::{Error, Reader, Rerun, Serialization, Writer};
+pub(crate) use batch::{send_unsent, unsent};
 use function::function_offset;
 use inbox::{KIND_REPLY, KIND_REPLY_UNIT, KIND_RPC};
 use incoming::Incoming;

@@ -128,6 +128,18 @@ pub(super) fn queue_rpc(head: &Head, payload: &[u8]) {
     }
 }
 
+/// Queues the RPCs of a batch (AM handler), a run of checked records in the page
+/// format, as [`queue_rpc`] queues each.
+pub(super) fn queue_rpc_records(records: &[u8]) {
+    if thread::holds_master() && SHARED_RPCS.is_empty() {
+        thread::note_rpcs_queued();
+        OWN_RPCS.with(|own| own.queue.borrow_mut().push_records(records));
+    } else {
+        SHARED_RPCS.push_records(records);
+        thread::shared_work_queued();
+    }
+}
+
 /// [`queue_rpc`] into the shared inbox.
 #[cold]
 #[inline(never)]

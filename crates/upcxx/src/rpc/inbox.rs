@@ -93,7 +93,7 @@ impl Head {
 }
 
 /// Bytes a message of `len` payload bytes occupies in a page.
-fn footprint(len: usize) -> usize {
+pub(super) fn footprint(len: usize) -> usize {
     (HEAD + len).next_multiple_of(16)
 }
 
@@ -272,6 +272,35 @@ impl Queue {
         self.current.append(head, payload);
     }
 
+    /// Appends messages already in the page format (a run of whole records, each
+    /// header followed by its payload padded to 16 bytes, as `batch` sends them): one
+    /// copy when they fit in the page being filled. The caller checked the records.
+    pub(super) fn push_records(&mut self, records: &[u8]) {
+        debug_assert_eq!(records.len() % 16, 0);
+        let at = self.current.len;
+        if records.len() <= self.current.cap() - at {
+            copy(
+                &mut self.current.bytes_mut()[at..at + records.len()],
+                records,
+            );
+            self.current.len += records.len();
+        } else {
+            self.push_records_one_by_one(records);
+        }
+    }
+
+    /// [`Queue::push_records`] of records that do not fit in the page being filled.
+    #[cold]
+    #[inline(never)]
+    fn push_records_one_by_one(&mut self, mut records: &[u8]) {
+        while !records.is_empty() {
+            let head: Head = bytemuck::pod_read_unaligned(&records[..HEAD]);
+            let len = head.len as usize;
+            self.push(&head, &records[HEAD..HEAD + len]);
+            records = &records[footprint(len)..];
+        }
+    }
+
     /// Appends a message whose payload `fill` writes in place: `fill` gets the free room
     /// of the page being filled, after the header (16-byte aligned), writes the payload
     /// at its start and returns its length, or `None` if it did not fit, or failed
@@ -416,6 +445,10 @@ impl Inbox {
 
     pub(super) fn push(&self, head: &Head, payload: &[u8]) {
         self.with(|q| q.push(head, payload));
+    }
+
+    pub(super) fn push_records(&self, records: &[u8]) {
+        self.with(|q| q.push_records(records));
     }
 
     pub(super) fn push_page(&self, page: Page) {

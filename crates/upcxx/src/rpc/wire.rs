@@ -21,6 +21,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{LazyLock, Mutex};
 
+use super::batch;
 use super::delivery;
 use super::inbox::{Head, Page, KIND_REPLY, KIND_REPLY_UNIT, KIND_RPC};
 use crate::runtime::state::{Rank, Setup};
@@ -74,6 +75,14 @@ pub(crate) fn register_handlers(endpoint: &gex::Endpoint) {
         )
         .unreported(),
         gex::AmEntry::payload(
+            "upcxx::rpc (batch)",
+            gex::AmCategory::Medium,
+            gex::AmRole::Request,
+            batch::NARGS,
+            batch::handler,
+        )
+        .unreported(),
+        gex::AmEntry::payload(
             "upcxx::rpc (fragment)",
             gex::AmCategory::Medium,
             gex::AmRole::Request,
@@ -87,7 +96,8 @@ pub(crate) fn register_handlers(endpoint: &gex::Endpoint) {
         .unwrap_or_else(|e| panic!("upcxx::init: registering the RPC handler: {e}"));
     HANDLER.store(table[0].index, Ordering::Relaxed);
     SHORT_HANDLER.store(table[1].index, Ordering::Relaxed);
-    FRAGMENT_HANDLER.store(table[2].index, Ordering::Relaxed);
+    batch::configure(table[2].index, gex::am::lub_request_medium());
+    FRAGMENT_HANDLER.store(table[3].index, Ordering::Relaxed);
     MEDIUM_MAX.store(gex::am::lub_request_medium(), Ordering::Relaxed);
 }
 
@@ -122,6 +132,18 @@ pub(super) fn send(
     let args = [
         kind, entry[0], entry[1], cookie[0], cookie[1], cookie[2], cookie[3],
     ];
+    if batch::enabled() {
+        let (k, seq) = split_first_arg(kind);
+        let head = Head::new(rt.rank, k, seq, entry, cookie, 0);
+        return batch::push(
+            rt,
+            dest,
+            head,
+            || Encoding::enter("rpc"),
+            encode,
+            |msg| send_alone(team, dest, &args, msg),
+        );
+    }
     if empty {
         send_short(team, dest, &args);
         return Ok(0);
@@ -160,7 +182,7 @@ fn send_to_self(
     empty: bool,
     encode: impl FnOnce(&mut Writer<'_>) -> Result<(), Error>,
 ) -> Result<usize, Error> {
-    let _encoding = Encoding::enter();
+    let _encoding = Encoding::enter("Team::request_medium_in_place (an RPC to this rank)");
     let (kind, seq) = split_first_arg(kind);
     let head = Head::new(me, kind, seq, entry, cookie, 0);
     if empty {
@@ -177,29 +199,30 @@ fn send_to_self(
     }
 }
 
-thread_local! {
-    /// This thread is serializing a message to this rank.
-    static ENCODING: Cell<bool> = const { Cell::new(false) };
-}
-
-/// The serialization of a message to this rank. A serializer may not communicate
-/// (UPC++ spec §6.1 ¶5): gex counts the thread as between an AM's Prepare and its
-/// Commit meanwhile (as while serializing into a network slot), so a send to another
-/// rank fails there, and an RPC to this rank fails here, naming the rule.
+/// The serialization of a message to this rank, or into a batch. A serializer may not
+/// communicate (UPC++ spec §6.1 ¶5): gex counts the thread as between an AM's Prepare
+/// and its Commit meanwhile (as while serializing into a network slot), so progress or
+/// a gex call from the serializer fails there, and an RPC fails here, naming the rule. `call` names the send in the
+/// message of a send from where none may be made (an AM handler).
 struct Encoding {
     _scope: gex::layered::PrepareScope,
 }
 
+thread_local! {
+    /// This thread is serializing a message to this rank or into a batch.
+    static ENCODING: Cell<bool> = const { Cell::new(false) };
+}
+
 impl Encoding {
     #[inline(always)]
-    fn enter() -> Encoding {
+    fn enter(call: &str) -> Encoding {
         if ENCODING.get() {
             serializer_communicates();
         }
-        // Where the AM a message to this rank stands for could not be sent (in a
-        // handler, or serializing another call's arguments into a network slot), it
-        // fails as that send would.
-        gex::layered::check_may_communicate("Team::request_medium_in_place (an RPC to this rank)");
+        // Where the AM a message stands for could not be sent (in a handler, or
+        // serializing another call's arguments into a network slot), it fails as that
+        // send would.
+        gex::layered::check_may_communicate(call);
         ENCODING.set(true);
         Encoding {
             _scope: gex::layered::PrepareScope::enter("rpc"),
@@ -218,9 +241,22 @@ impl Drop for Encoding {
 #[track_caller]
 fn serializer_communicates() -> ! {
     panic!(
-        "upcxx::rpc: an RPC was sent while serializing another to this rank; serialization \
-         may not communicate (UPC++ spec §6.1 ¶5)"
+        "upcxx::rpc: an RPC was sent while serializing another; serialization may not \
+         communicate (UPC++ spec §6.1 ¶5)"
     )
+}
+
+/// Sends a message that bypasses the batches (too large for one) as one Medium AM, or
+/// as fragments.
+#[cold]
+fn send_alone(team: &gex::Team, dest: Rank, args: &[u32; NARGS], msg: &[u8]) {
+    let max = MEDIUM_MAX.load(Ordering::Relaxed);
+    if msg.len() > max {
+        return send_fragments(team, dest, args, msg, max);
+    }
+    let handler = HANDLER.load(Ordering::Relaxed);
+    team.request_medium(dest, handler, msg, gex::Lc::Now, gex::Flags::NONE, args)
+        .expect("a blocking Request always succeeds");
 }
 
 /// Sends a message without payload.

@@ -101,6 +101,13 @@ pub(crate) fn rt(call: &str) -> &'static Setup {
     unsafe { &*live }
 }
 
+/// The runtime, if UPC++ is initialized.
+#[inline]
+pub(crate) fn try_rt() -> Option<&'static Setup> {
+    // SAFETY: as in `rt`.
+    unsafe { LIVE.load(Ordering::Acquire).as_ref() }
+}
+
 /// Fails, naming `call`, unless UPC++ is initialized.
 #[inline]
 #[track_caller]

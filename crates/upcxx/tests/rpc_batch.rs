@@ -1,0 +1,194 @@
+//! Batches of RPCs (`rpc/batch.rs`): a thread's messages to a rank travel together in
+//! one AM, sent when the batch fills, at the thread's next progress, or when it exits.
+//! A batched message is an operation that needs its initiator's internal progress
+//! (UPC++ spec §10.3 ¶1): `progress_required` says so until it is sent, and the
+//! messages of one thread still run in the order sent, whatever their sizes.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use gex::testing::{spmd, spmd_outcome, spmd_with, SpmdOptions};
+use upcxx::serialization::{make_view, View};
+use upcxx::{discharge, progress_required, rank_me, rank_n, rpc, rpc_ff, Rank};
+
+mod common;
+
+/// Ranks the order test runs on at most: more than the batches a thread keeps (8), so
+/// a send to a ninth rank sends another rank's batch first.
+const MAX_RANKS: usize = 10;
+
+/// Per sender: the sequence number its next message must carry.
+static NEXT: [AtomicU64; MAX_RANKS] = [const { AtomicU64::new(0) }; MAX_RANKS];
+static RECEIVED: AtomicU64 = AtomicU64::new(0);
+static OUT_OF_ORDER: AtomicBool = AtomicBool::new(false);
+
+/// Runs an RPC from `src` carrying its `seq`-th message to this rank, and a payload of
+/// `seq`-dependent bytes, which it checks.
+fn arrive(src: Rank, seq: u64, payload: View<'_, u8>) {
+    let want = NEXT[src as usize].fetch_add(1, Ordering::Relaxed);
+    let payload = payload.as_slice();
+    let bytes_ok = payload
+        .iter()
+        .copied()
+        .enumerate()
+        .all(|(i, b)| b == (i as u64 ^ seq) as u8);
+    if want != seq || payload.len() != size(src, seq) || !bytes_ok {
+        OUT_OF_ORDER.store(true, Ordering::Relaxed);
+    }
+    RECEIVED.fetch_add(1, Ordering::Relaxed);
+}
+
+/// The payload size of message `seq` from `src`: mostly short, some empty, and every
+/// 37th larger than a batch (which travels alone, or in fragments past 64 KiB).
+fn size(src: Rank, seq: u64) -> usize {
+    match (seq + u64::from(src)) % 37 {
+        0 => 5000 + (seq as usize % 3) * 40_000,
+        k if k % 5 == 0 => 0,
+        k => (k as usize * 13) % 200,
+    }
+}
+
+const PER_PEER: u64 = 400;
+
+/// Every rank sends [`PER_PEER`] messages to every other rank, interleaved, then every
+/// rank checks it ran each sender's messages in order, complete and intact.
+fn run_in_order() {
+    upcxx::init();
+    let (me, n) = (rank_me(), rank_n());
+    for seq in 0..PER_PEER {
+        for dest in (0..n).filter(|&d| d != me) {
+            let bytes: Vec<u8> = (0..size(me, seq)).map(|i| (i as u64 ^ seq) as u8).collect();
+            rpc_ff(dest, arrive, (me, seq, make_view(&bytes)));
+        }
+    }
+    let expected = PER_PEER * u64::from(n - 1);
+    common::progress_until(|| RECEIVED.load(Ordering::Relaxed) == expected);
+    assert!(
+        !OUT_OF_ORDER.load(Ordering::Relaxed),
+        "rank {me}: a message out of order"
+    );
+    upcxx::barrier();
+    upcxx::finalize();
+}
+
+#[test]
+fn each_threads_messages_run_in_order_across_batches() {
+    for n in [2, 3, 5, MAX_RANKS] {
+        spmd(n, run_in_order);
+    }
+}
+
+/// The smallest batches (many sent full, most large messages spilling out of one) and
+/// none (every message its own AM) keep the same order.
+#[test]
+fn small_batches_and_none_keep_the_order() {
+    for bytes in ["256", "0"] {
+        for n in [2, 4] {
+            let mut opts = SpmdOptions::new(n);
+            opts.env = vec![("UPCXX_RPC_BATCH_BYTES".into(), bytes.into())];
+            spmd_with(opts, run_in_order);
+        }
+    }
+}
+
+static RAN: AtomicU64 = AtomicU64::new(0);
+
+/// §10.3 ¶1–¶5: an `rpc_ff` to another rank waits in its batch, so it requires progress
+/// until `discharge` (or any progress) sends it. (`discharge.rs` checks that what was
+/// sent then arrives with no further call by the sender.)
+#[test]
+fn a_batched_rpc_requires_progress_until_sent() {
+    for n in 2..=5 {
+        spmd(n, || {
+            upcxx::init();
+            upcxx::barrier();
+            assert!(!progress_required());
+            if rank_me() == 0 {
+                for r in 1..rank_n() {
+                    rpc_ff(
+                        r,
+                        || {
+                            RAN.fetch_add(1, Ordering::Relaxed);
+                        },
+                        (),
+                    );
+                }
+                assert!(progress_required(), "a batched rpc_ff needs progress");
+                discharge();
+                assert!(!progress_required());
+            } else {
+                common::progress_until(|| RAN.load(Ordering::Relaxed) == 1);
+            }
+            upcxx::barrier();
+            upcxx::finalize();
+        });
+    }
+}
+
+/// A thread that sends and exits without making progress: what it batched is sent as
+/// it exits, and runs.
+#[test]
+fn a_thread_sends_its_batches_as_it_exits() {
+    spmd(2, || {
+        upcxx::init();
+        if rank_me() == 0 {
+            std::thread::spawn(|| {
+                for i in 0..10u64 {
+                    rpc_ff(
+                        1,
+                        |i: u64| {
+                            RAN.fetch_add(i, Ordering::Relaxed);
+                        },
+                        (i,),
+                    );
+                }
+            })
+            .join()
+            .expect("the sending thread");
+        } else {
+            common::progress_until(|| RAN.load(Ordering::Relaxed) == 45);
+        }
+        upcxx::barrier();
+        upcxx::finalize();
+    });
+}
+
+/// Round trips in flight to several ranks at once: the calls and their replies travel
+/// in batches both ways, and every result comes back to its own future.
+#[test]
+fn round_trips_in_flight_get_their_own_results() {
+    for n in 2..=5 {
+        spmd(n, || {
+            upcxx::init();
+            let (me, n) = (rank_me(), rank_n());
+            let calls: Vec<_> = (0..2000u64)
+                .map(|i| {
+                    let dest = (me + 1 + (i % u64::from(n)) as Rank) % n;
+                    (i, dest, rpc(dest, |i: u64| (i * 3, rank_me()), (i,)))
+                })
+                .collect();
+            for (i, dest, f) in calls {
+                assert_eq!(f.wait(), (i * 3, dest));
+            }
+            upcxx::barrier();
+            upcxx::finalize();
+        });
+    }
+}
+
+/// A setting that is not a number of bytes is named when UPC++ starts.
+#[test]
+fn a_bad_batch_size_is_named() {
+    let mut opts = SpmdOptions::new(1);
+    opts.env = vec![("UPCXX_RPC_BATCH_BYTES".into(), "lots".into())];
+    let Some(outcome) = spmd_outcome(opts, || {
+        upcxx::init();
+        upcxx::finalize();
+    }) else {
+        return;
+    };
+    let report = outcome.failure.expect("init fails");
+    assert!(
+        report.contains("UPCXX_RPC_BATCH_BYTES=\"lots\" is not a number of bytes"),
+        "{report}"
+    );
+}
