@@ -1,5 +1,6 @@
 //! Batches of RPCs (`rpc/batch.rs`): a thread's messages to a rank travel together in
-//! one AM, sent when the batch fills, at the thread's next progress, or when it exits.
+//! one AM, sent when the batch fills, at the thread's next progress, or when it exits
+//! (the first message after a progress goes out at once, alone).
 //! A batched message is an operation that needs its initiator's internal progress
 //! (UPC++ spec §10.3 ¶1): `progress_required` says so until it is sent, and the
 //! messages of one thread still run in the order sent, whatever their sizes.
@@ -92,9 +93,10 @@ fn small_batches_and_none_keep_the_order() {
 
 static RAN: AtomicU64 = AtomicU64::new(0);
 
-/// §10.3 ¶1–¶5: an `rpc_ff` to another rank waits in its batch, so it requires progress
-/// until `discharge` (or any progress) sends it. (`discharge.rs` checks that what was
-/// sent then arrives with no further call by the sender.)
+/// §10.3 ¶1–¶5: the first message after a progress goes out at once; those after it
+/// wait in their batches, so they require progress until `discharge` (or any progress)
+/// sends them. (`discharge.rs` checks that what was sent then arrives with no further
+/// call by the sender.)
 #[test]
 fn a_batched_rpc_requires_progress_until_sent() {
     for n in 2..=5 {
@@ -103,7 +105,7 @@ fn a_batched_rpc_requires_progress_until_sent() {
             upcxx::barrier();
             assert!(!progress_required());
             if rank_me() == 0 {
-                for r in 1..rank_n() {
+                for r in (1..rank_n()).chain(1..rank_n()) {
                     rpc_ff(
                         r,
                         || {
@@ -116,7 +118,7 @@ fn a_batched_rpc_requires_progress_until_sent() {
                 discharge();
                 assert!(!progress_required());
             } else {
-                common::progress_until(|| RAN.load(Ordering::Relaxed) == 1);
+                common::progress_until(|| RAN.load(Ordering::Relaxed) == 2);
             }
             upcxx::barrier();
             upcxx::finalize();

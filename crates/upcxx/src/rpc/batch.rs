@@ -9,7 +9,8 @@
 //! needs its initiator's internal progress to reach its target: `progress_required()`
 //! is true meanwhile, and `discharge()` sends it (UPC++ spec §10.3 ¶1–¶7: "a
 //! well-behaved UPC++ application is encouraged to call discharge before any long
-//! lapse of attentiveness to progress").
+//! lapse of attentiveness to progress"). The first message after a progress goes out
+//! at once, alone ([`batching`]), so a lone call pays nothing for the batches.
 //!
 //! A batch is a run of *records* in the receive queue's page format (`inbox`: a
 //! 48-byte header, then the payload, padded to 16 bytes), so the target's handler
@@ -31,6 +32,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::sync::OnceLock;
 
 use super::delivery;
 use super::inbox::{footprint, Head, HEAD, KIND_REPLY, KIND_REPLY_UNIT, KIND_RPC};
@@ -52,10 +54,17 @@ static CAP: AtomicUsize = AtomicUsize::new(0);
 /// would send most messages alone.
 const MIN_CAP: usize = 256;
 
-/// Records the batch handler's index, and sizes batches from the network's largest
-/// Medium payload `max_medium` and `UPCXX_RPC_BATCH_BYTES` (called by `init`).
-pub(super) fn configure(handler: u8, max_medium: usize) {
+/// Sends one message, its header and payload, as the plain AM of `wire` (which sits
+/// on this module, so it hands the function over at init).
+pub(super) type SendOne = fn(&gex::Team, Rank, &Head, &[u8]);
+static SEND_ONE: OnceLock<SendOne> = OnceLock::new();
+
+/// Records the batch handler's index and how to send a lone message, and sizes batches
+/// from the network's largest Medium payload `max_medium` and `UPCXX_RPC_BATCH_BYTES`
+/// (called by `init`).
+pub(super) fn configure(handler: u8, send_one: SendOne, max_medium: usize) {
     HANDLER.store(handler, Ordering::Relaxed);
+    let _ = SEND_ONE.set(send_one);
     let cap = cap_from(
         std::env::var("UPCXX_RPC_BATCH_BYTES").ok().as_deref(),
         max_medium,
@@ -82,7 +91,7 @@ fn cap_from(setting: Option<&str>, max_medium: usize) -> usize {
 
 /// True if messages travel in batches (see [`configure`]).
 #[inline(always)]
-pub(super) fn enabled() -> bool {
+fn enabled() -> bool {
     CAP.load(Ordering::Relaxed) != 0
 }
 
@@ -95,6 +104,8 @@ struct Batch {
     dest: Rank,
     /// Bytes of whole records in `buf`.
     len: usize,
+    /// Records in `buf`.
+    count: u32,
     /// Every record is an RPC (the target can queue the batch in one copy).
     rpcs_only: bool,
     /// `CAP` bytes once assigned.
@@ -108,6 +119,7 @@ impl Batch {
         Batch {
             dest: NOBODY,
             len: 0,
+            count: 0,
             rpcs_only: true,
             buf: Vec::new(),
         }
@@ -144,21 +156,52 @@ thread_local! {
             spill: Vec::new(),
         })
     };
-    /// Some batch of this thread holds records.
-    static UNSENT: Cell<bool> = const { Cell::new(false) };
+    /// Where this thread stands since its last progress: [`IDLE`], [`SENT_ALONE`] or
+    /// [`UNSENT`].
+    static STATE: Cell<u8> = const { Cell::new(IDLE) };
+}
+
+/// [`STATE`]: the thread sent nothing since its last progress; its next message goes
+/// out at once, alone.
+const IDLE: u8 = 0;
+/// [`STATE`]: the thread sent a message alone since its last progress, and its batches
+/// are empty.
+const SENT_ALONE: u8 = 1;
+/// [`STATE`]: some batch of this thread holds records.
+const UNSENT: u8 = 2;
+
+/// Whether a message to another rank goes into a batch ([`push`]) rather than out at
+/// once as its own AM. The first message a thread sends after its progress goes out
+/// at once: a lone call (a round trip, an `rpc_ff` followed by a wait) then costs what
+/// it costs without batches, the work of a batch and its flush saved. Those that
+/// follow it before the next progress gather in batches. As every batch is empty when
+/// a message goes alone, none overtakes one sent before it.
+#[inline(always)]
+pub(super) fn batching() -> bool {
+    if !enabled() {
+        return false;
+    }
+    let s = STATE.get();
+    if s == IDLE {
+        STATE.set(SENT_ALONE);
+    }
+    s != IDLE
 }
 
 /// True while this thread has batched messages it has not sent.
 #[inline(always)]
 pub(crate) fn unsent() -> bool {
-    UNSENT.get()
+    STATE.get() == UNSENT
 }
 
-/// Sends this thread's batches, if it has any records (internal progress).
+/// Sends this thread's batches, if it has any records (progress of any level); its
+/// next message goes out at once.
 #[inline(always)]
 pub(crate) fn send_unsent() {
-    if UNSENT.get() {
-        send_all();
+    match STATE.get() {
+        IDLE => {}
+        SENT_ALONE => STATE.set(IDLE),
+        _ => send_all(),
     }
 }
 
@@ -168,7 +211,7 @@ fn send_all() {
     // Serialization may not make progress (§6.1 ¶5); fail as the poll would.
     gex::layered::check_may_communicate("progress (sending batched RPCs)");
     let Some(rt) = try_rt() else { return };
-    UNSENT.set(false);
+    STATE.set(IDLE);
     OUTBOX.with(|o| {
         for b in &mut o.borrow_mut().batches {
             flush(rt, b);
@@ -176,22 +219,45 @@ fn send_all() {
     });
 }
 
-/// Sends the records of `b`, if any, as one AM.
+/// Sends the records of `b`, if any, as one AM, copied into the network's slot: a
+/// batch of one record as the plain message it holds (`send_one`: the target's
+/// handler then has no batch to walk, which keeps a lone round trip as fast as
+/// without batches).
+#[inline(always)]
 fn flush(rt: &Setup, b: &mut Batch) {
-    if b.len == 0 {
-        return;
+    if b.len != 0 {
+        flush_now(rt, b);
     }
-    rt.team
-        .request_medium(
+}
+
+#[inline(never)]
+fn flush_now(rt: &Setup, b: &mut Batch) {
+    let records = &b.buf[..b.len];
+    if b.count == 1 {
+        let head: Head = bytemuck::pod_read_unaligned(&records[..HEAD]);
+        let send_one = SEND_ONE.get().expect("configured at init");
+        send_one(
+            &rt.team,
             b.dest,
-            HANDLER.load(Ordering::Relaxed),
-            &b.buf[..b.len],
-            gex::Lc::Now,
-            gex::Flags::NONE,
-            &[],
-        )
-        .expect("a blocking Request always succeeds");
+            &head,
+            &records[HEAD..HEAD + head.len as usize],
+        );
+    } else {
+        rt.team
+            .request_medium_in_place(
+                b.dest,
+                HANDLER.load(Ordering::Relaxed),
+                &[],
+                gex::Flags::NONE,
+                |slot| {
+                    slot[..records.len()].copy_from_slice(records);
+                    Some(records.len())
+                },
+            )
+            .expect("a blocking Request always succeeds");
+    }
     b.len = 0;
+    b.count = 0;
     b.rpcs_only = true;
 }
 
@@ -225,7 +291,7 @@ pub(super) fn push<G>(
         } else {
             put_head(b, head, len);
         }
-        UNSENT.set(true);
+        STATE.set(UNSENT);
         Ok(len)
     })
 }
@@ -238,6 +304,7 @@ fn put_head(b: &mut Batch, mut head: Head, len: usize) {
     b.rpcs_only &= head.kind == KIND_RPC;
     b.buf[b.len..b.len + HEAD].copy_from_slice(bytemuck::bytes_of(&head));
     b.len += footprint(len);
+    b.count += 1;
 }
 
 /// A message (`msg`, its whole payload) that did not fit the room left in `b`: `b`

@@ -96,7 +96,7 @@ pub(crate) fn register_handlers(endpoint: &gex::Endpoint) {
         .unwrap_or_else(|e| panic!("upcxx::init: registering the RPC handler: {e}"));
     HANDLER.store(table[0].index, Ordering::Relaxed);
     SHORT_HANDLER.store(table[1].index, Ordering::Relaxed);
-    batch::configure(table[2].index, gex::am::lub_request_medium());
+    batch::configure(table[2].index, send_one, gex::am::lub_request_medium());
     FRAGMENT_HANDLER.store(table[3].index, Ordering::Relaxed);
     MEDIUM_MAX.store(gex::am::lub_request_medium(), Ordering::Relaxed);
 }
@@ -132,7 +132,7 @@ pub(super) fn send(
     let args = [
         kind, entry[0], entry[1], cookie[0], cookie[1], cookie[2], cookie[3],
     ];
-    if batch::enabled() {
+    if batch::batching() {
         let (k, seq) = split_first_arg(kind);
         let head = Head::new(rt.rank, k, seq, entry, cookie, 0);
         return batch::push(
@@ -244,6 +244,30 @@ fn serializer_communicates() -> ! {
         "upcxx::rpc: an RPC was sent while serializing another; serialization may not \
          communicate (UPC++ spec §6.1 ¶5)"
     )
+}
+
+/// Sends one message of a batch (`head` and its payload) as its own AM, as [`send`]
+/// does without batches: a Short without payload, otherwise a Medium whose payload is
+/// copied into the network's slot.
+fn send_one(team: &gex::Team, dest: Rank, head: &Head, payload: &[u8]) {
+    let args = [
+        first_arg(head.kind, head.seq),
+        head.func[0],
+        head.func[1],
+        head.cookie[0],
+        head.cookie[1],
+        head.cookie[2],
+        head.cookie[3],
+    ];
+    if payload.is_empty() {
+        return send_short(team, dest, &args);
+    }
+    let handler = HANDLER.load(Ordering::Relaxed);
+    team.request_medium_in_place(dest, handler, &args, gex::Flags::NONE, |slot| {
+        slot[..payload.len()].copy_from_slice(payload);
+        Some(payload.len())
+    })
+    .expect("a blocking Request always succeeds");
 }
 
 /// Sends a message that bypasses the batches (too large for one) as one Medium AM, or
