@@ -161,8 +161,8 @@ pub(super) fn queue_rpc_from_self(
     if thread::holds_master() && SHARED_RPCS.is_empty() {
         let len = OWN_RPCS.with(|own| {
             let mut queue = own.queue.borrow_mut();
-            // Allocated only if the message outgrows the page.
-            let mut spill = Vec::new();
+            // Used only if the message outgrows the page: the thread's reused buffer.
+            let mut spill = SCRATCH.take();
             let mut encoded = Ok(());
             let mut len = 0;
             let placed = queue.push_in_place(head, |room| {
@@ -174,6 +174,7 @@ pub(super) fn queue_rpc_from_self(
             if !placed && encoded.is_ok() {
                 queue.push(&with_len(head, len), &spill[..len]);
             }
+            keep_scratch(spill);
             encoded.map(|()| len)
         })?;
         thread::note_rpcs_queued();
@@ -203,23 +204,31 @@ fn with_encoded<R>(
     encode: impl FnOnce(&mut Writer<'_>) -> Result<(), Error>,
     then: impl FnOnce(&[u8]) -> R,
 ) -> Result<R, Error> {
-    thread_local! {
-        static SCRATCH: Cell<Vec<u8>> = const { Cell::new(Vec::new()) };
-    }
     let mut buf = SCRATCH.take();
     // With no slot, every byte goes to the vector.
     let mut w = Writer::new(&mut [], Some(&mut buf));
     let encoded = encode(&mut w);
     let (len, spilled) = (w.pos(), w.spilled());
     let out = encoded.map(|()| then(if spilled { &buf[..len] } else { &[] }));
-    if buf.capacity() <= SCRATCH_KEPT {
-        SCRATCH.set(buf);
-    }
+    keep_scratch(buf);
     out
 }
 
-/// The largest buffer [`with_encoded`] keeps for the next message.
+thread_local! {
+    /// The buffer that messages to this rank are serialized into when they do not go
+    /// straight into a page, reused from one message to the next.
+    static SCRATCH: Cell<Vec<u8>> = const { Cell::new(Vec::new()) };
+}
+
+/// The largest buffer kept in [`SCRATCH`] for the next message.
 const SCRATCH_KEPT: usize = 64 << 10;
+
+/// Gives a buffer taken from [`SCRATCH`] back, unless it grew past [`SCRATCH_KEPT`].
+fn keep_scratch(buf: Vec<u8>) {
+    if buf.capacity() <= SCRATCH_KEPT {
+        SCRATCH.set(buf);
+    }
+}
 
 /// Queues a reassembled RPC for the master persona (AM handler).
 pub(super) fn queue_rpc_page(page: Page) {
