@@ -216,11 +216,10 @@ pub(crate) trait Conduit: Send + Sync + Sized + 'static {
         len: usize,
     ) -> Result<Completion, AddressError>;
 
-    /// Stores `value` into signal word `slot` of `dest` (Release), when the conduit can:
-    /// directly when `dest` shares memory with this rank, or (the mpi conduit between
-    /// hosts) by a message that `dest`'s next poll applies; false otherwise (the caller
-    /// sends an Active Message instead). Slots are below `signal_slots()`.
-    fn signal(&self, dest: Rank, slot: usize, value: u64) -> bool;
+    /// Stores `value` into signal word `slot` of `dest` (Release): directly when `dest`
+    /// shares memory with this rank, or (the mpi conduit between hosts) by a message
+    /// that `dest`'s next poll applies. Slots are below `signal_slots()`.
+    fn signal(&self, dest: Rank, slot: usize, value: u64);
     /// This rank's signal word `slot` (Acquire).
     fn signal_value(&self, slot: usize) -> u64;
     /// How many signal words each rank has.

@@ -579,11 +579,10 @@ impl Conduit for MpiConduit {
     }
 
     #[inline]
-    fn signal(&self, dest: Rank, slot: usize, value: u64) -> bool {
+    fn signal(&self, dest: Rank, slot: usize, value: u64) {
         if !self.host.signal(dest, slot, value) {
             self.signal_remote(dest, slot, value);
         }
-        true
     }
 
     #[inline]

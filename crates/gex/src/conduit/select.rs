@@ -149,7 +149,7 @@ impl Conduit for Selected {
         each!(self, c => unsafe { c.get(dest, src, src_addr, len) })
     }
     #[inline]
-    fn signal(&self, dest: Rank, slot: usize, value: u64) -> bool {
+    fn signal(&self, dest: Rank, slot: usize, value: u64) {
         each!(self, c => c.signal(dest, slot, value))
     }
     #[inline]

@@ -297,9 +297,8 @@ impl Conduit for SmpConduit {
     }
 
     #[inline]
-    fn signal(&self, dest: Rank, slot: usize, value: u64) -> bool {
+    fn signal(&self, dest: Rank, slot: usize, value: u64) {
         self.region.control(dest as usize).signals[slot].store(value, Ordering::Release);
-        true
     }
 
     #[inline]
