@@ -329,11 +329,12 @@ impl Team {
             broadcast::Broadcast::new(tree, self.rank, self.size, root, dst, nbytes, 0, chunk);
         if self.rank == root {
             if !std::ptr::eq(dst, src) && nbytes > 0 {
-                // SAFETY: the caller's contract: both are valid for `nbytes` bytes and
-                // do not overlap unless equal (excluded here).
-                unsafe { std::ptr::copy_nonoverlapping(src, dst, nbytes) };
+                // The caller's contract: both are valid for `nbytes` bytes until
+                // completion and do not overlap unless equal (excluded here).
+                op.root_from(src);
+            } else {
+                op.root_ready();
             }
-            op.root_ready();
             if direct_possible(rt, self, src, nbytes) {
                 op.root_direct(src, self.size);
             }

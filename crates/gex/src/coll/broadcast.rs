@@ -1,5 +1,7 @@
 //! Broadcast (GASNet-EX `gex_Coll_BroadcastNB`): `nbytes` from `src` on the root to
-//! `dst` on every rank.
+//! `dst` on every rank. The root sends from `src` and copies it into its own `dst`
+//! last, once the others have what they need from it, so they do not wait for that
+//! copy.
 //!
 //! * **Along a tree** ([`Tree`]) rooted at the root: a rank forwards each chunk to its
 //!   children as soon as it has it, so a large broadcast is pipelined down the tree.
@@ -16,10 +18,11 @@
 //!   when that lies in its own segment; else its team's scratch space (granted at a
 //!   split, `Team::split`) when it is large enough and no other broadcast at this rank
 //!   is using it, each piece then copied to `dst` as its notice arrives; else nothing
-//!   (then that edge of the tree carries messages as above). The parent puts each piece of [`RMA_PIECE`] bytes straight
-//!   into the child's `dst` (a memory copy within a host, `MPI_Put` + flush between
-//!   hosts on the mpi conduit) once the piece is in its own `dst`, then sends one small
-//!   notice naming it; the child forwards a piece as soon as its notice arrived, so a
+//!   (then that edge of the tree carries messages as above). The parent puts each
+//!   piece of [`RMA_PIECE`] bytes straight into the child's `dst` (a memory copy within
+//!   a host, `MPI_Put` + flush between hosts on the mpi conduit) once the piece is in
+//!   its own `dst` (at the root: from `src`), then sends one small notice naming it;
+//!   the child forwards a piece as soon as its notice arrived, so a
 //!   large broadcast is pipelined down the tree. Each byte crosses each edge once,
 //!   without the per-message costs of a payload split into AM Mediums. Every member
 //!   makes the same choice (the size and the team's placement are the same
@@ -170,8 +173,13 @@ pub(crate) struct Broadcast {
     children: Vec<(Rank, Edge)>,
     /// At a receiver of a broadcast by RMA: its offer to its parent.
     offer: Option<Offer>,
-    /// The root's data is in `dst`.
+    /// The root's data is in `dst`, or in `root_src`.
     ready: bool,
+    /// At the root, where the data is read from until the broadcast is sent (the
+    /// caller's `src`, valid until completion), when it is not `dst`: the root copies it
+    /// into its own `dst` only after sending, so the other ranks need not wait for
+    /// that copy.
+    root_src: Option<usize>,
 }
 
 impl Broadcast {
@@ -207,6 +215,7 @@ impl Broadcast {
             children,
             offer: None,
             ready: false,
+            root_src: None,
         }
     }
 
@@ -234,6 +243,25 @@ impl Broadcast {
     /// At the root: the data is in `dst`.
     pub(crate) fn root_ready(&mut self) {
         self.ready = true;
+    }
+
+    /// At the root: the data is in `src` (valid for reads until completion, not
+    /// overlapping `dst`), sent from there and copied into `dst` last.
+    pub(crate) fn root_from(&mut self, src: *const u8) {
+        self.ready = true;
+        self.root_src = Some(src as usize);
+    }
+
+    /// At the root, once every other rank has what it needs: copies the data from
+    /// `src` into this rank's `dst`, if it was sent from `src` (once).
+    fn root_copy(&mut self) {
+        if let Some(src) = self.root_src.take() {
+            // SAFETY: `root_from`'s contract: `src` is valid for `nbytes` bytes of reads
+            // and `dst` for writes until completion, and they do not overlap.
+            unsafe {
+                std::ptr::copy_nonoverlapping(src as *const u8, self.dst as *mut u8, self.nbytes)
+            };
+        }
     }
 
     /// At the root: move the data by direct copies from `src` (an address of this
@@ -319,11 +347,15 @@ impl Collective for Broadcast {
                     }
                 }
                 let others = noticed.len() as Rank - 1;
-                return *acks == others
+                let done = *acks == others
                     && noticed
                         .iter()
                         .enumerate()
                         .all(|(r, &s)| s || r as Rank == me);
+                if done {
+                    self.root_copy();
+                }
+                return done;
             }
             Direct::Receiver { src, copied, acked } => {
                 if !*copied {
@@ -365,8 +397,10 @@ impl Collective for Broadcast {
             }
         }
         let available = self.available(me);
-        // SAFETY: as in `deliver`; only the bytes already in `dst` are read.
-        let data = unsafe { std::slice::from_raw_parts(self.dst as *const u8, self.nbytes) };
+        let from = self.root_src.unwrap_or(self.dst);
+        // SAFETY: as in `deliver`; only the bytes already in `dst` are read, or at the
+        // root its `src` (see `root_from`).
+        let data = unsafe { std::slice::from_raw_parts(from as *const u8, self.nbytes) };
         let mut all_sent = true;
         for (child, edge) in &mut self.children {
             all_sent &= match edge {
@@ -375,7 +409,11 @@ impl Collective for Broadcast {
                 Edge::Rma(puts) => puts.forward(out, *child, data, available),
             };
         }
-        all_sent && available == self.nbytes
+        let done = all_sent && available == self.nbytes;
+        if done {
+            self.root_copy();
+        }
+        done
     }
 }
 
