@@ -117,7 +117,7 @@
 //! unwrapped again, the `when_all` walked its futures three times and gave each cell a
 //! counted reference to the join, and its completion took each value through the
 //! general `take_value`. After: integers take the codec's varint
-//! (`serialization/codec/ints.rs`), a plain result goes to the reply as it is
+//! (`serialization/codec/top.rs`), a plain result goes to the reply as it is
 //! (`FutureValue::into_value`), one pass joins the cells, which point at the join
 //! uncounted, the completion moves each value straight out of its cell, and a value
 //! for a cell plainly waiting (no forward state) lands with two stores

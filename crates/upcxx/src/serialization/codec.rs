@@ -7,13 +7,13 @@
 //! reference, has a path of its own here (`varint`, `str`) beside postcard's
 //! serializer: the same bytes, without a serializer set up per value, and with the
 //! common case (a one-byte length, an ASCII string) inline. A serde value is handed
-//! the serializer and deserializer of `ints`, which write and read an integer by the
-//! same varint path and leave everything else to postcard.
+//! the serializer and deserializer of `top`, which write and read an integer, a string
+//! or an option of them by the same paths and leave everything else to postcard.
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-mod ints;
+mod top;
 
 /// Why a value could not be serialized or deserialized.
 #[derive(Debug)]
@@ -179,7 +179,7 @@ impl<'a> Writer<'a> {
             output: Flavor(self),
         };
         value
-            .serialize(ints::Top(&mut postcard))
+            .serialize(top::Top(&mut postcard))
             .map_err(Error::from)
     }
 
@@ -355,7 +355,7 @@ impl<'de> Reader<'de> {
 
     #[inline]
     pub(crate) fn serde<T: Deserialize<'de>>(&mut self) -> Result<T, Error> {
-        T::deserialize(ints::TopReader(self)).map_err(Error::from)
+        T::deserialize(top::TopReader(self)).map_err(Error::from)
     }
 
     /// Reads what [`Writer::varint`] writes: the one-byte case inline, the rest out of

@@ -108,13 +108,26 @@ fn decodes<T: Serialization>(bytes: &[u8]) -> Result<bool, TestCaseError> {
     }
 }
 
-/// Decodes `bytes` as a borrowed string's owned value and as a string view (the
-/// codec's own string path) and as a `String` (postcard's): the same string, or an
-/// error from all three.
+/// Decodes `bytes` as a borrowed string's owned value, as a string view, as a `String`
+/// and as an `Option<String>` (the codec's own string paths), and with postcard itself:
+/// the same value, or an error from all.
 fn str_decodes_as_postcard(bytes: &[u8]) -> Result<(), TestCaseError> {
     decodes::<ByRef<'_, str>>(bytes)?;
     decodes::<StrView<'_>>(bytes)?;
-    let postcard = deserialize::<String>(bytes).ok();
+    decodes::<Option<String>>(bytes)?;
+    let postcard = postcard::from_bytes::<String>(bytes).ok();
+    prop_assert_eq!(
+        &deserialize::<String>(bytes).ok(),
+        &postcard,
+        "decoding {:?}",
+        bytes
+    );
+    prop_assert_eq!(
+        deserialize::<Option<String>>(bytes).ok(),
+        postcard::from_bytes::<Option<String>>(bytes).ok(),
+        "decoding {:?}",
+        bytes
+    );
     let owned = deserialize::<ByRef<'_, str>>(bytes).ok();
     prop_assert_eq!(&owned, &postcard, "decoding {:?}", bytes);
     let view = deserialize::<StrView<'_>>(bytes)

@@ -1,6 +1,7 @@
-//! Integers without postcard's serializer: the path of a value that *is* an integer (an
-//! RPC argument `x: u64`, the result of `|x| x + 1`), the most common argument and
-//! result of an RPC.
+//! Top-level values without postcard's serializer: the path of a value that *is* an
+//! integer (an RPC argument `x: u64`, the result of `|x| x + 1`), the most common
+//! argument and result of an RPC, a string (a `String` argument, a name looked up), or
+//! an option of one (the result of a lookup, `Option<String>`).
 //!
 //! A serde type is written by handing it a serializer; postcard's costs, for one
 //! integer, a call, a varint built in a buffer and copied out of it, and its flavor's
@@ -9,8 +10,12 @@
 //! [`Reader::serde`](super::Reader::serde) hand a value: 32- and 64-bit integers
 //! (signed ones zigzag-coded first, as postcard does) take the codec's inline varint
 //! ([`Writer::varint`](super::Writer::varint), [`Reader::varint_bounded`](super::Reader::varint_bounded));
-//! everything else, and everything inside a compound value, goes to postcard as before.
-//! The bytes are postcard's either way (tested below), and so are the errors.
+//! strings take the codec's string path ([`Writer::str`](super::Writer::str), and on
+//! the way in its short ASCII test before the full UTF-8 check, where postcard runs
+//! `core::str::from_utf8`, which walks a short string byte by byte); an option writes
+//! its tag and hands its value the same serializer. Everything else, and everything
+//! inside a compound value, goes to postcard as before. The bytes are postcard's
+//! either way (tested below), and so are the errors.
 //!
 //! Hand-written because serde has no way to forward one serializer's methods to another
 //! but writing each out; the macros below do that.
@@ -28,6 +33,16 @@ type Postcard<'w, 'a> = postcard::Serializer<Flavor<'w, 'a>>;
 pub(super) struct Top<'s, 'w, 'a>(pub(super) &'s mut Postcard<'w, 'a>);
 
 impl Top<'_, '_, '_> {
+    /// An option's tag byte, as postcard writes it.
+    #[inline(always)]
+    fn tag(self, byte: u8) -> postcard::Result<()> {
+        self.0
+            .output
+            .0
+            .push(byte)
+            .map_err(|_| postcard::Error::SerializeBufferFull)
+    }
+
     #[inline(always)]
     fn varint(self, n: u64) -> postcard::Result<()> {
         self.0
@@ -96,9 +111,7 @@ impl<'s, 'w, 'a> Serializer for Top<'s, 'w, 'a> {
         serialize_f32(v: f32) -> ();
         serialize_f64(v: f64) -> ();
         serialize_char(v: char) -> ();
-        serialize_str(v: &str) -> ();
         serialize_bytes(v: &[u8]) -> ();
-        serialize_none() -> ();
         serialize_unit() -> ();
         serialize_unit_struct(name: &'static str) -> ();
         serialize_unit_variant(name: &'static str, index: u32, variant: &'static str) -> ();
@@ -115,9 +128,27 @@ impl<'s, 'w, 'a> Serializer for Top<'s, 'w, 'a> {
         ) -> Self::SerializeStructVariant;
     }
 
-    #[inline]
+    #[inline(always)]
+    fn serialize_str(self, v: &str) -> postcard::Result<()> {
+        self.0
+            .output
+            .0
+            .str(v)
+            .map_err(|_| postcard::Error::SerializeBufferFull)
+    }
+
+    #[inline(always)]
+    fn serialize_none(self) -> postcard::Result<()> {
+        self.tag(0)
+    }
+
+    /// An option's tag, then its value as a top-level value: `Option<String>` and
+    /// `Option<u64>`, the results of a lookup, take the paths of their contents.
+    #[inline(always)]
     fn serialize_some<T: Serialize + ?Sized>(self, value: &T) -> postcard::Result<()> {
-        self.0.serialize_some(value)
+        let postcard = self.0;
+        Top(&mut *postcard).tag(1)?;
+        value.serialize(Top(postcard))
     }
 
     #[inline]
@@ -173,6 +204,24 @@ impl<'de> TopReader<'_, 'de> {
     fn varint(self, max: usize, last: u8) -> postcard::Result<u64> {
         self.0.varint_bounded(max, last)
     }
+
+    /// What postcard reads as a `str`: a length (a `usize` varint), then that many bytes
+    /// of UTF-8, with postcard's errors.
+    #[inline(always)]
+    fn str(self) -> postcard::Result<&'de str> {
+        const USIZE_VARINT: (usize, u8) = if usize::BITS == 64 {
+            (10, 0x01)
+        } else {
+            (5, 0x0f)
+        };
+        let r = self.0;
+        let n = r.varint_bounded(USIZE_VARINT.0, USIZE_VARINT.1)?;
+        let n = usize::try_from(n).map_err(|_| postcard::Error::DeserializeBadVarint)?;
+        let bytes = r
+            .take(n)
+            .map_err(|_| postcard::Error::DeserializeUnexpectedEnd)?;
+        super::utf8(bytes).map_err(|_| postcard::Error::DeserializeBadUtf8)
+    }
 }
 
 /// Forwards deserializer methods to postcard's.
@@ -216,6 +265,36 @@ impl<'de> Deserializer<'de> for TopReader<'_, 'de> {
         visitor.visit_i64(((n >> 1) as i64) ^ -((n & 1) as i64))
     }
 
+    /// A string in place, its UTF-8 checked by the codec's short test
+    /// ([`utf8`](super::utf8)); a `String` copies it out of the message once.
+    #[inline(always)]
+    fn deserialize_str<V: Visitor<'de>>(self, visitor: V) -> postcard::Result<V::Value> {
+        visitor.visit_borrowed_str(self.str()?)
+    }
+
+    #[inline(always)]
+    fn deserialize_string<V: Visitor<'de>>(self, visitor: V) -> postcard::Result<V::Value> {
+        visitor.visit_borrowed_str(self.str()?)
+    }
+
+    /// An option's tag, then its value as a top-level value (see `Top::serialize_some`).
+    #[inline(always)]
+    fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> postcard::Result<V::Value> {
+        let r = self.0;
+        match r.buf.get(r.pos) {
+            Some(0) => {
+                r.pos += 1;
+                visitor.visit_none()
+            }
+            Some(1) => {
+                r.pos += 1;
+                visitor.visit_some(TopReader(r))
+            }
+            Some(_) => Err(postcard::Error::DeserializeBadOption),
+            None => Err(postcard::Error::DeserializeUnexpectedEnd),
+        }
+    }
+
     forward_de! {
         deserialize_any();
         deserialize_bool();
@@ -228,11 +307,8 @@ impl<'de> Deserializer<'de> for TopReader<'_, 'de> {
         deserialize_f32();
         deserialize_f64();
         deserialize_char();
-        deserialize_str();
-        deserialize_string();
         deserialize_bytes();
         deserialize_byte_buf();
-        deserialize_option();
         deserialize_unit();
         deserialize_unit_struct(name: &'static str);
         deserialize_newtype_struct(name: &'static str);
@@ -315,6 +391,15 @@ mod tests {
             same_as_postcard(&Some(300u64), slot);
             same_as_postcard(&None::<u64>, slot);
             same_as_postcard(&"a string".to_string(), slot);
+            for text in ["", "value-1f", "ключ", &"k".repeat(127), &"é".repeat(100)] {
+                same_as_postcard(&text.to_string(), slot);
+                same_as_postcard(&Some(text.to_string()), slot);
+                same_as_postcard(&(text.to_string(), Some(text.len() as u64)), slot);
+            }
+            same_as_postcard(&None::<String>, slot);
+            same_as_postcard(&Some(Some(-5i64)), slot);
+            same_as_postcard(&Some(None::<u32>), slot);
+            same_as_postcard(&Some(vec![Some(1u8), None]), slot);
             same_as_postcard(&vec![1u64, 300, 70_000], slot);
             same_as_postcard(&(), slot);
             for e in [Shape::Dot, Shape::Line(1 << 40), Shape::Box { w: -3, h: 4 }] {
@@ -331,10 +416,11 @@ mod tests {
         }
     }
 
-    /// Bytes that are not an integer of the type read fail as postcard fails on them:
-    /// cut short, longer than the type's varint, or a last byte past its bits.
+    /// Bytes that are not a value of the type read fail as postcard fails on them: an
+    /// integer cut short, longer than the type's varint, or with a last byte past its
+    /// bits; a string cut short or not UTF-8; an option with a bad tag.
     #[test]
-    fn bad_integers_fail_as_postcards() {
+    fn bad_bytes_fail_as_postcards() {
         let bad: [&[u8]; 6] = [
             &[],
             &[0x80],
@@ -353,6 +439,38 @@ mod tests {
             both::<i64>(bytes);
             both::<u32>(bytes);
             both::<i32>(bytes);
+        }
+        // Strings and options: cut short, a length past the bytes, a length that is no
+        // varint, bytes that are not UTF-8 (in the short test's reach and past it), an
+        // option's tag that is neither 0 nor 1.
+        let bad: [&[u8]; 9] = [
+            &[],
+            &[3, b'a', b'b'],
+            &[0xff; 11],
+            &[2, 0xc3, 0x28],
+            &[4, b'a', 0xff, b'b', b'c'],
+            &[
+                40, 0xe2, 0x82, 0x28, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17,
+                18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37,
+            ],
+            &[2],
+            &[1],
+            &[1, 5, b'a'],
+        ];
+        for bytes in bad {
+            both::<String>(bytes);
+            both::<Option<String>>(bytes);
+            both::<Option<u64>>(bytes);
+            both::<Option<Option<String>>>(bytes);
+        }
+        for (bytes, kind) in [(&[1u8, 2, 0xc3, 0x28][..], "utf-8"), (&[2], "Option")] {
+            let ours = Reader::new(bytes).serde::<Option<String>>().unwrap_err();
+            let theirs = postcard::from_bytes::<Option<String>>(bytes).unwrap_err();
+            assert_eq!(
+                ours.to_string(),
+                crate::serialization::Error::from(theirs).to_string()
+            );
+            assert!(ours.to_string().contains(kind), "{ours}");
         }
         let e = Reader::new(&[0x80]).serde::<u64>().unwrap_err();
         assert!(e.to_string().contains("end of buffer"), "{e}");
