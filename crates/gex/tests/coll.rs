@@ -22,7 +22,7 @@ fn broadcast_from_every_root_every_size_every_algorithm() {
             for algorithm in ALGORITHMS {
                 set_algorithm(Kind::Broadcast, Some(algorithm));
                 for root in 0..n {
-                    for size in [0usize, 1, 7, 3968, 3969, 70_001, 1 << 20] {
+                    for size in [0usize, 1, 7, 3968, 3969, 4000, 4001, 70_001, 1 << 20] {
                         let seed = u64::from(root) * 1000 + size as u64;
                         let want = common::pattern(seed, size);
                         let mut dst = vec![0xEEu8; size];
