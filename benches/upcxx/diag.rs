@@ -59,6 +59,9 @@ pub(crate) fn rpc_like_args(seq: u32) -> [u32; 10] {
 /// * `diag.rget_no_wait`: the initiation of `upcxx::rget` (the future is dropped);
 ///   `diag.rget_progress_result`: `rget`, one explicit `progress(User)`, `into_result`:
 ///   what `rget(..).wait()` costs without its wait loop.
+/// * `diag.rpc_u64_roundtrip`, `diag.rpc_u64_arg_roundtrip`: `upcxx.rpc_roundtrip` with
+///   one `u64` argument, and a `u64` result or none: what an RPC that carries a payload
+///   costs over one that is its header alone.
 /// * `diag.gex_am_short_self_roundtrip`, `diag.rpc_self_roundtrip`: the round trips of
 ///   `gex.am_short_roundtrip` and `upcxx.rpc_roundtrip` with rank 0 itself as the target:
 ///   all the software, no cross-core transfer.
@@ -75,6 +78,7 @@ pub(crate) fn diag(ctx: &Ctx) -> Vec<Bench<'static>> {
     let src = ctx.rank1().get_word;
     let m: &'static std::sync::Mutex<u64> = Box::leak(Box::new(std::sync::Mutex::new(0)));
     let (mut self_seq, mut mseq, mut msent, mut self_sent) = (0u32, 0u32, 0u64, 0u64);
+    let (mut u64_seq, mut arg_seq) = (0u64, 0u64);
     vec![
         Bench::solo("diag.gex_poll_idle", Unit::Latency, |iters| {
             time_n(iters, gex::poll)
@@ -115,6 +119,42 @@ pub(crate) fn diag(ctx: &Ctx) -> Vec<Bench<'static>> {
                     });
                 })
             },
+        ),
+        Bench::duo(
+            "diag.rpc_u64_roundtrip",
+            Unit::Latency,
+            move |iters| {
+                let t0 = Instant::now();
+                for _ in 0..iters {
+                    u64_seq += 1;
+                    let got = upcxx::rpc(1, |x: u64| x + 1, (u64_seq,)).wait();
+                    assert_eq!(got, u64_seq + 1, "diag.rpc_u64_roundtrip: wrong result");
+                }
+                t0.elapsed()
+            },
+            move || stop_server(team),
+            crate::common::rpc::serve_upcxx_until_stopped,
+        ),
+        Bench::duo(
+            "diag.rpc_u64_arg_roundtrip",
+            Unit::Latency,
+            move |iters| {
+                let t0 = Instant::now();
+                for _ in 0..iters {
+                    arg_seq += 1;
+                    upcxx::rpc(
+                        1,
+                        |x: u64| {
+                            black_box(x);
+                        },
+                        (arg_seq,),
+                    )
+                    .wait();
+                }
+                t0.elapsed()
+            },
+            move || stop_server(team),
+            crate::common::rpc::serve_upcxx_until_stopped,
         ),
         Bench::solo("diag.rpc_self_roundtrip", Unit::Latency, |iters| {
             time_n(iters, || upcxx::rpc(0, || (), ()).wait())
