@@ -29,7 +29,7 @@ use super::{Flavor, Reader};
 type Postcard<'w, 'a> = postcard::Serializer<Flavor<'w, 'a>>;
 
 /// The serializer a top-level value is handed (see the module documentation): its own
-/// integers, postcard for the rest.
+/// integers, strings and options, postcard for the rest.
 pub(super) struct Top<'s, 'w, 'a>(pub(super) &'s mut Postcard<'w, 'a>);
 
 impl Top<'_, '_, '_> {
@@ -179,7 +179,7 @@ impl<'s, 'w, 'a> Serializer for Top<'s, 'w, 'a> {
 }
 
 /// The deserializer a top-level value is handed (see the module documentation): its own
-/// integers, postcard, from the reader's position on, for the rest.
+/// integers, strings and options, postcard, from the reader's position on, for the rest.
 pub(super) struct TopReader<'r, 'de>(pub(super) &'r mut Reader<'de>);
 
 impl<'de> TopReader<'_, 'de> {
