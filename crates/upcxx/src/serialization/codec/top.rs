@@ -23,7 +23,7 @@
 use serde::de::Visitor;
 use serde::{Deserializer, Serialize, Serializer};
 
-use super::{Flavor, Reader};
+use super::{Error, ErrorRepr, Flavor, Reader, Writer};
 
 /// What postcard's serializer writes into: a [`Writer`](super::Writer).
 type Postcard<'w, 'a> = postcard::Serializer<Flavor<'w, 'a>>;
@@ -32,24 +32,15 @@ type Postcard<'w, 'a> = postcard::Serializer<Flavor<'w, 'a>>;
 /// integers, strings and options, postcard for the rest.
 pub(super) struct Top<'s, 'w, 'a>(pub(super) &'s mut Postcard<'w, 'a>);
 
-impl Top<'_, '_, '_> {
-    /// An option's tag byte, as postcard writes it.
+impl<'a> Top<'_, '_, 'a> {
+    /// Writes by one of the codec's own paths into the writer under postcard's
+    /// serializer; a write that finds no room fails as postcard's would.
     #[inline(always)]
-    fn tag(self, byte: u8) -> postcard::Result<()> {
-        self.0
-            .output
-            .0
-            .push(byte)
-            .map_err(|_| postcard::Error::SerializeBufferFull)
-    }
-
-    #[inline(always)]
-    fn varint(self, n: u64) -> postcard::Result<()> {
-        self.0
-            .output
-            .0
-            .varint(n)
-            .map_err(|_| postcard::Error::SerializeBufferFull)
+    fn write(
+        self,
+        write: impl FnOnce(&mut Writer<'a>) -> Result<(), Error>,
+    ) -> postcard::Result<()> {
+        write(self.0.output.0).map_err(|_| postcard::Error::SerializeBufferFull)
     }
 }
 
@@ -82,22 +73,22 @@ impl<'s, 'w, 'a> Serializer for Top<'s, 'w, 'a> {
 
     #[inline(always)]
     fn serialize_u32(self, v: u32) -> postcard::Result<()> {
-        self.varint(u64::from(v))
+        self.write(|w| w.varint(u64::from(v)))
     }
 
     #[inline(always)]
     fn serialize_u64(self, v: u64) -> postcard::Result<()> {
-        self.varint(v)
+        self.write(|w| w.varint(v))
     }
 
     #[inline(always)]
     fn serialize_i32(self, v: i32) -> postcard::Result<()> {
-        self.varint(u64::from(((v << 1) ^ (v >> 31)) as u32))
+        self.write(|w| w.varint(u64::from(((v << 1) ^ (v >> 31)) as u32)))
     }
 
     #[inline(always)]
     fn serialize_i64(self, v: i64) -> postcard::Result<()> {
-        self.varint(((v << 1) ^ (v >> 63)) as u64)
+        self.write(|w| w.varint(((v << 1) ^ (v >> 63)) as u64))
     }
 
     forward_ser! {
@@ -130,16 +121,12 @@ impl<'s, 'w, 'a> Serializer for Top<'s, 'w, 'a> {
 
     #[inline(always)]
     fn serialize_str(self, v: &str) -> postcard::Result<()> {
-        self.0
-            .output
-            .0
-            .str(v)
-            .map_err(|_| postcard::Error::SerializeBufferFull)
+        self.write(|w| w.str(v))
     }
 
     #[inline(always)]
     fn serialize_none(self) -> postcard::Result<()> {
-        self.tag(0)
+        self.write(|w| w.push(0))
     }
 
     /// An option's tag, then its value as a top-level value: `Option<String>` and
@@ -147,7 +134,7 @@ impl<'s, 'w, 'a> Serializer for Top<'s, 'w, 'a> {
     #[inline(always)]
     fn serialize_some<T: Serialize + ?Sized>(self, value: &T) -> postcard::Result<()> {
         let postcard = self.0;
-        Top(&mut *postcard).tag(1)?;
+        Top(&mut *postcard).write(|w| w.push(1))?;
         value.serialize(Top(postcard))
     }
 
@@ -205,22 +192,14 @@ impl<'de> TopReader<'_, 'de> {
         self.0.varint_bounded(max, last)
     }
 
-    /// What postcard reads as a `str`: a length (a `usize` varint), then that many bytes
-    /// of UTF-8, with postcard's errors.
+    /// A string in place, by the codec's own path ([`Reader::str`]), with postcard's
+    /// errors.
     #[inline(always)]
     fn str(self) -> postcard::Result<&'de str> {
-        const USIZE_VARINT: (usize, u8) = if usize::BITS == 64 {
-            (10, 0x01)
-        } else {
-            (5, 0x0f)
-        };
-        let r = self.0;
-        let n = r.varint_bounded(USIZE_VARINT.0, USIZE_VARINT.1)?;
-        let n = usize::try_from(n).map_err(|_| postcard::Error::DeserializeBadVarint)?;
-        let bytes = r
-            .take(n)
-            .map_err(|_| postcard::Error::DeserializeUnexpectedEnd)?;
-        super::utf8(bytes).map_err(|_| postcard::Error::DeserializeBadUtf8)
+        self.0.str().map_err(|e| match e.0 {
+            ErrorRepr::Codec(e) => e,
+            _ => postcard::Error::DeserializeUnexpectedEnd,
+        })
     }
 }
 
