@@ -21,6 +21,41 @@ pub(crate) fn serve_upcxx_until_stopped() {
     STOP.store(false, Ordering::Relaxed);
 }
 
+/// A round-trip figure: rank 0 times `call` (an RPC to rank 1 and its wait) once per
+/// iteration; rank 1 makes user-level progress, running the calls.
+pub(crate) fn round_trips(
+    name: impl Into<String>,
+    team: Team,
+    mut call: impl FnMut() + 'static,
+) -> Bench<'static> {
+    Bench::duo(
+        name,
+        Unit::Latency,
+        move |iters| {
+            let t0 = Instant::now();
+            for _ in 0..iters {
+                call();
+            }
+            t0.elapsed()
+        },
+        move || stop_server(team),
+        serve_upcxx_until_stopped,
+    )
+}
+
+/// `upcxx::rpc(1, |x| x + 1, (n,)).wait()`, each result checked: a round trip whose call
+/// and reply both carry a payload (a Medium each way).
+pub(crate) fn rpc_u64_roundtrip(name: impl Into<String>, team: Team) -> Bench<'static> {
+    let name = name.into();
+    let what = name.clone();
+    let mut n = 0u64;
+    round_trips(name, team, move || {
+        n += 1;
+        let got = upcxx::rpc(1, |x: u64| x + 1, (n,)).wait();
+        assert_eq!(got, n + 1, "{what}: wrong result");
+    })
+}
+
 /// Rank 1: `rpc_ff` messages run, and how many carried an unexpected sequence number
 /// (run by the master persona only; atomics for the statics).
 static FF_RECEIVED: AtomicU64 = AtomicU64::new(0);

@@ -20,6 +20,7 @@ use gex::{AmEntry, AmRole, AtomicDomain, Flags, Team, Token};
 
 use crate::common::am::{check_pattern, fill_pattern, serve_until_stopped, stop_server, STOP};
 use crate::common::figures::{self, page_aligned, Bench, Unit};
+use crate::common::rpc;
 use crate::common::spin_until;
 use crate::launch::Unsupported;
 use crate::{BCAST_BYTES, BW_BYTES, BW_SEED, GET_VALUE};
@@ -274,27 +275,6 @@ pub(crate) fn atomic_domain(team: &Team) -> AtomicDomain {
     AtomicDomain::create(team, Dt::I64, Op::FAdd | Op::Get, Flags::NONE)
 }
 
-/// `rpc_roundtrip`: `upcxx::rpc(1, |x| x + 1, (n,)).wait()`, each result checked; rank 1
-/// makes user-level progress.
-fn rpc_roundtrip(team: Team, name: String) -> Bench<'static> {
-    let mut n = 0u64;
-    Bench::duo(
-        name.clone(),
-        Unit::Latency,
-        move |iters| {
-            let t0 = Instant::now();
-            for _ in 0..iters {
-                n += 1;
-                let got = upcxx::rpc(1, |x: u64| x + 1, (n,)).wait();
-                assert_eq!(got, n + 1, "{name}: wrong result");
-            }
-            t0.elapsed()
-        },
-        move || stop_server(team),
-        crate::common::rpc::serve_upcxx_until_stopped,
-    )
-}
-
 /// A collective figure: before timing, rank 0 tells rank 1 with an AM how many
 /// operations to join; both perform `op(j)` for the same `j = 0, 1, 2, …`.
 /// Rank 1 polls for that count or for the stop (which arrives after every count, AMs
@@ -409,7 +389,7 @@ pub(crate) fn figures(f: &Figures, prefix: &str) -> (Vec<Bench<'static>>, Vec<Un
     let mut unsupported = Vec::new();
     let mut v = vec![
         figures::am_short_roundtrip(n("am_short_roundtrip"), a.team),
-        rpc_roundtrip(a.team, n("rpc_roundtrip")),
+        rpc::rpc_u64_roundtrip(n("rpc_roundtrip"), a.team),
         figures::am_medium_rate(n("am_medium_rate"), a.team),
     ];
     v.push(put_8b(a, n("put_8B")));

@@ -9,6 +9,7 @@ use upcxx::ProgressLevel;
 
 use crate::common::am::*;
 use crate::common::figures::{Bench, Unit};
+use crate::common::rpc::{round_trips, rpc_u64_roundtrip};
 use crate::common::spin_until;
 use crate::ctx::{Ctx, GET_VALUE};
 
@@ -78,7 +79,7 @@ pub(crate) fn diag(ctx: &Ctx) -> Vec<Bench<'static>> {
     let src = ctx.rank1().get_word;
     let m: &'static std::sync::Mutex<u64> = Box::leak(Box::new(std::sync::Mutex::new(0)));
     let (mut self_seq, mut mseq, mut msent, mut self_sent) = (0u32, 0u32, 0u64, 0u64);
-    let (mut u64_seq, mut arg_seq) = (0u64, 0u64);
+    let mut arg_seq = 0u64;
     vec![
         Bench::solo("diag.gex_poll_idle", Unit::Latency, |iters| {
             time_n(iters, gex::poll)
@@ -120,42 +121,18 @@ pub(crate) fn diag(ctx: &Ctx) -> Vec<Bench<'static>> {
                 })
             },
         ),
-        Bench::duo(
-            "diag.rpc_u64_roundtrip",
-            Unit::Latency,
-            move |iters| {
-                let t0 = Instant::now();
-                for _ in 0..iters {
-                    u64_seq += 1;
-                    let got = upcxx::rpc(1, |x: u64| x + 1, (u64_seq,)).wait();
-                    assert_eq!(got, u64_seq + 1, "diag.rpc_u64_roundtrip: wrong result");
-                }
-                t0.elapsed()
-            },
-            move || stop_server(team),
-            crate::common::rpc::serve_upcxx_until_stopped,
-        ),
-        Bench::duo(
-            "diag.rpc_u64_arg_roundtrip",
-            Unit::Latency,
-            move |iters| {
-                let t0 = Instant::now();
-                for _ in 0..iters {
-                    arg_seq += 1;
-                    upcxx::rpc(
-                        1,
-                        |x: u64| {
-                            black_box(x);
-                        },
-                        (arg_seq,),
-                    )
-                    .wait();
-                }
-                t0.elapsed()
-            },
-            move || stop_server(team),
-            crate::common::rpc::serve_upcxx_until_stopped,
-        ),
+        rpc_u64_roundtrip("diag.rpc_u64_roundtrip", team),
+        round_trips("diag.rpc_u64_arg_roundtrip", team, move || {
+            arg_seq += 1;
+            upcxx::rpc(
+                1,
+                |x: u64| {
+                    black_box(x);
+                },
+                (arg_seq,),
+            )
+            .wait();
+        }),
         Bench::solo("diag.rpc_self_roundtrip", Unit::Latency, |iters| {
             time_n(iters, || upcxx::rpc(0, || (), ()).wait())
         }),
