@@ -51,6 +51,9 @@ pub(crate) struct SlotHeader {
 }
 
 const _: () = assert!(std::mem::size_of::<SlotHeader>() <= SLOT_HEADER);
+// A Medium payload follows the header at once (16-byte aligned), so that a small one lies
+// in the header's pair of cache lines (see `SLOT_HEADER`): no room is left unused.
+const _: () = assert!(SLOT_HEADER == std::mem::size_of::<SlotHeader>().next_multiple_of(16));
 
 /// The largest Medium payload a slot holds: what follows the header.
 pub(crate) const SLOT_PAYLOAD: usize = SLOT_SIZE - SLOT_HEADER;
