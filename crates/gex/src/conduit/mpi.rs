@@ -50,7 +50,12 @@
 //!
 //! **Between hosts**, Active Messages travel over MPI point-to-point. A message is one
 //! buffer of at most [`MSG_SIZE`] bytes holding one or more records, each a header
-//! (`am::wire`: a fixed part, then the arguments) and a Medium payload, at 16-byte boundaries.
+//! (`am::wire`: a fixed part, then the arguments) and a Medium payload, at 16-byte
+//! boundaries. A message holding only a Short AM with at most one argument is sent
+//! compact instead, in 8 bytes (handler, argument count, credits, argument), told
+//! apart by its length: with Open MPI over shared memory a message of at most 8 bytes
+//! travels in one cache line, and a round trip of longer ones took up to 15% longer
+//! (`MPI_Send`/`MPI_Recv` on 2 cores: 790 ns at 8 bytes, 910 ns at 12 to 32).
 //! The Request and Reply networks are two tags, so a rank that only drains Replies
 //! never matches a Request. Each network has [`RECV_DEPTH`] pre-posted
 //! `MPI_Irecv(MPI_ANY_SOURCE)`, kept in posting order (MPI matches a message with the
@@ -137,7 +142,8 @@
 //! [`CONTROL_DEPTH`] pre-posted receives (the oldest tested by each poll, posted again
 //! by the next): credit returns, and signals to ranks of other hosts, which the
 //! receiver's poll stores into its own signal word. A barrier round between hosts is
-//! then one small message, matched and applied without an Active Message's handler,
+//! then one small message (8 bytes while the barrier's count fits 32 bits), matched
+//! and applied without an Active Message's handler,
 //! flow control or aggregation, and the barrier reads its words as within a host
 //! (messages of one pair and tag arrive in the order sent, so a word takes a sender's
 //! values in order). Signals need no credits: the barrier bounds how many are in

@@ -294,6 +294,7 @@ impl State {
             let owed = std::mem::take(&mut self.handled[dest as usize]);
             wire::set_credits(&mut buf, owed.map(|n| n as u8));
         }
+        let len = wire::compact(&mut buf, len);
         let ptr = buf.ptr();
         let tag = TAGS[net];
         self.isend(ptr, len, dest, tag, SendBuf::Msg { buf, dest, net });

@@ -125,7 +125,7 @@ impl MpiConduit {
             } else if i < SEND_BASE {
                 let c = i - CONTROL_BASE;
                 let b = st.control_bufs[c];
-                if b[0] == SIGNAL {
+                if b[0] & 0xff == SIGNAL {
                     self.apply_signal(status.MPI_SOURCE, received(&status), b);
                 } else {
                     let mut credits = [0; 2];

@@ -16,6 +16,11 @@ const FIXED: usize = std::mem::size_of::<WireHeader>();
 /// Records start at multiples of this in a message, as Medium payloads do.
 const ALIGN: usize = 16;
 
+/// Bytes of a compact message ([`compact`]): a lone Short record with at most one
+/// argument, `[handler, nargs, credits[0], credits[1], arg]`. Told apart from a
+/// message of records by its length (a record header is longer).
+pub(super) const COMPACT: usize = 8;
+
 /// `n` rounded up to a record boundary.
 const fn align(n: usize) -> usize {
     n.next_multiple_of(ALIGN)
@@ -88,6 +93,22 @@ pub(super) struct Record {
 /// `buf` is 16-byte aligned and holds `end` received bytes, unchanged while the record
 /// is used.
 pub(super) unsafe fn parse(buf: *const u8, at: usize, end: usize, src: Rank) -> Option<Record> {
+    if end == COMPACT {
+        // SAFETY: the caller's guarantee: 8 received bytes.
+        let [handler, nargs, ..] = unsafe { buf.cast::<[u8; 4]>().read() };
+        return (at == 0 && nargs <= 1).then(|| Record {
+            src,
+            handler,
+            category: Category::Short,
+            // SAFETY: inside the received bytes.
+            args: unsafe { buf.add(4) }.cast(),
+            nargs: usize::from(nargs),
+            payload: buf,
+            nbytes: 0,
+            dest_addr: 0,
+            next: COMPACT,
+        });
+    }
     if at + FIXED > end {
         return None;
     }
@@ -141,8 +162,38 @@ pub(super) fn set_credits(buf: &mut Buf, credits: [u8; 2]) {
 /// The credits returned by a received message of `len` bytes, or `None` if it is too
 /// short to hold a record header.
 pub(super) fn credits(buf: &Buf, len: usize) -> Option<[u8; 2]> {
+    if len == COMPACT {
+        // SAFETY: the buffer holds the 8 bytes received.
+        let [_, _, c0, c1] = unsafe { buf.const_ptr().cast::<[u8; 4]>().read() };
+        return Some([c0, c1]);
+    }
     // SAFETY: the buffer is aligned for a header, which lies in the received bytes.
     (len >= FIXED).then(|| unsafe { (*(buf.const_ptr() as *const WireHeader)).credits })
+}
+
+/// Rewrites a message of `len` bytes as a compact one ([`COMPACT`]) if it is a lone
+/// Short record with at most one argument; returns the length to send. With Open MPI
+/// over shared memory, a message of at most 8 bytes travels in one cache line (see
+/// the conduit's documentation).
+pub(super) fn compact(buf: &mut Buf, len: usize) -> usize {
+    if len != record_header(1) {
+        return len; // longer, or (shorter) not a record
+    }
+    let ptr = buf.ptr();
+    // SAFETY: a message of `len` bytes starts with a record header (`encode`).
+    let h = unsafe { (ptr as *const WireHeader).read() };
+    if h.category != Category::Short as u8 || h.nargs > 1 {
+        return len;
+    }
+    // SAFETY: the argument (if any) follows the fixed header, inside `len` bytes; the
+    // compact form is written over the fixed header, after reading it.
+    unsafe {
+        let arg = ptr.add(FIXED).cast::<u32>().read();
+        ptr.cast::<[u8; 4]>()
+            .write([h.handler, h.nargs, h.credits[0], h.credits[1]]);
+        ptr.add(4).cast::<u32>().write(arg);
+    }
+    COMPACT
 }
 
 /// The shape of a record written by [`encode`].
@@ -212,4 +263,87 @@ pub(super) fn append(to: &mut Buf, len: usize, from: &Buf, rec: &Encoded) -> Opt
         std::ptr::copy_nonoverlapping(src.add(HEADER), dst.add(at + rec.head), rec.payload_len);
     }
     Some(end)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::conduit::Network;
+
+    fn header(category: Category, args: &[u32], nbytes: usize) -> AmHeader<'_> {
+        AmHeader {
+            handler: 7,
+            category,
+            network: Network::Reply,
+            args,
+            nbytes,
+            dest_addr: if category == Category::Long { 4096 } else { 0 },
+        }
+    }
+
+    /// Encodes `h` from rank 3 with `credits`, sends it as `send_msg` does, and parses
+    /// what arrives: the length sent, the record and the credits read.
+    fn round_trip(h: &AmHeader<'_>, credits: [u8; 2]) -> (usize, Option<Record>, [u8; 2]) {
+        let mut buf = Buf::new();
+        let rec = encode(&mut buf, 3, h);
+        set_credits(&mut buf, credits);
+        let len = compact(&mut buf, rec.len);
+        // SAFETY: the buffer holds the `len` bytes sent.
+        let record = unsafe { parse(buf.const_ptr(), 0, len, 3) };
+        (len, record, credits_of(&buf, len))
+    }
+
+    fn credits_of(buf: &Buf, len: usize) -> [u8; 2] {
+        credits(buf, len).expect("a message holds its credits")
+    }
+
+    fn args(r: &Record) -> Vec<u32> {
+        // SAFETY: a parsed record's arguments lie in its buffer.
+        unsafe { std::slice::from_raw_parts(r.args, r.nargs) }.to_vec()
+    }
+
+    #[test]
+    fn a_short_with_at_most_one_argument_travels_in_eight_bytes() {
+        for a in [&[][..], &[0xdead_beef]] {
+            let (len, r, credits) = round_trip(&header(Category::Short, a, 0), [5, 9]);
+            let r = r.expect("a compact record parses");
+            assert_eq!(len, COMPACT);
+            assert_eq!((r.src, r.handler, r.category), (3, 7, Category::Short));
+            assert_eq!(args(&r), a);
+            assert_eq!((r.nbytes, r.next), (0, COMPACT));
+            assert_eq!(credits, [5, 9]);
+        }
+    }
+
+    #[test]
+    fn other_records_keep_their_header() {
+        let cases = [
+            header(Category::Short, &[1, 2], 0),
+            header(Category::Medium, &[], 0),
+            header(Category::Medium, &[1], 16),
+            header(Category::Long, &[1], 64),
+        ];
+        for h in &cases {
+            let (len, r, credits) = round_trip(h, [1, 2]);
+            let r = r.expect("a record parses");
+            assert!(
+                len > COMPACT,
+                "{:?} with {} args sent compact",
+                h.category,
+                h.args.len()
+            );
+            assert_eq!((r.handler, r.category, r.nbytes), (7, h.category, h.nbytes));
+            assert_eq!(args(&r), h.args);
+            assert_eq!(credits, [1, 2]);
+        }
+    }
+
+    #[test]
+    fn a_compact_record_with_two_arguments_is_corrupt() {
+        let mut buf = Buf::new();
+        // SAFETY: the buffer holds MSG_SIZE bytes.
+        unsafe { buf.ptr().cast::<[u8; 8]>().write([7, 2, 0, 0, 1, 0, 0, 0]) };
+        // SAFETY: 8 bytes written.
+        assert!(unsafe { parse(buf.const_ptr(), 0, COMPACT, 3) }.is_none());
+    }
 }
