@@ -238,12 +238,17 @@ fn rma_possible(rt: &Runtime, team: &Team, nbytes: usize, call: &str) -> bool {
 
 /// Sets `op` up for the RMA method if [`rma_possible`]: a receiver offers its `dst` when
 /// it lies in its own segment, else the team's scratch space when it is in the segment,
-/// large enough and free, else asks for messages.
+/// large enough and free, else asks for messages; a rank whose copy of the data (at
+/// the `root`, `src`; elsewhere `dst`) lies in its segment has its children read it
+/// from there.
+#[allow(clippy::too_many_arguments)]
 fn with_rma(
     rt: &Runtime,
     team: &Team,
     op: &mut broadcast::Broadcast,
+    root: Rank,
     dst: *mut u8,
+    src: usize,
     nbytes: usize,
     call: &str,
 ) {
@@ -262,6 +267,12 @@ fn with_rma(
             .map_or(broadcast::Landing::Messages, broadcast::Landing::Scratch)
     };
     op.rendezvous(team.rank, team.size, landing);
+    // This rank's copy of the data, which its children read where it lies in the
+    // segment: at the root where it sends from.
+    let copy = if team.rank == root { src } else { dst as usize };
+    if in_segment(copy) {
+        op.expose(copy);
+    }
 }
 
 fn event_of(handle: Arc<OpHandle>) -> Event {
@@ -339,7 +350,7 @@ impl Team {
                 op.root_direct(src, self.size);
             }
         }
-        with_rma(rt, self, &mut op, dst, nbytes, CALL);
+        with_rma(rt, self, &mut op, root, dst, src as usize, nbytes, CALL);
         let digest = engine::digest(&[2, u64::from(root), nbytes as u64, tree as u64]);
         let event = event_of(engine::start(rt, self, CALL, digest, Box::new(op)));
         gasp::end!(

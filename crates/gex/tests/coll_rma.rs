@@ -1,10 +1,12 @@
 //! The GASNet-EX broadcast (`gex_Coll_BroadcastNB`) between neighbourhoods by RMA:
-//! each receiver offers its parent in the tree its destination when it lies in its
-//! segment, else its team's scratch space, else asks for messages (`coll::broadcast`).
-//! On one neighbourhood (the smp conduit, one mpi host) the same calls take the direct
-//! copies or the messages, and must deliver the same bytes; run under mpi with
-//! `GEX_MPI_HOST_RANKS=1` (every rank its own host) and `=2` (mixed placement) to
-//! exercise the puts.
+//! a receiver reads the data from its parent's segment where the parent's copy lies
+//! there; else each receiver offers its parent in the tree its destination when it
+//! lies in its segment, else its team's scratch space, else asks for messages
+//! (`coll::broadcast`). On one neighbourhood (the smp conduit, one mpi host) the same
+//! calls take the direct copies or the messages, and must deliver the same bytes; run
+//! under mpi with `GEX_MPI_HOST_RANKS=1` (every rank its own host) and `=2` (mixed
+//! placement), and across namespace hosts (`scripts/multihost.sh`, where the RMA
+//! needs the target's progress), to exercise the reads and the puts.
 mod common;
 
 use common::coll::{finalize, init};
@@ -14,12 +16,13 @@ use gex::Flags;
 
 const ALGORITHMS: [Algorithm; 2] = [Algorithm::Flat, Algorithm::Binomial];
 
-/// A broadcast between neighbourhoods from [`BROADCAST_RMA_MIN`] bytes moves by RMA
-/// into each receiver's destination when it lies in the receiver's segment, and in
-/// messages to those whose destination does not (each receiver's choice for its edge
-/// of the tree). Every root and algorithm, sizes around the switch and past one
-/// piece, destinations in every segment or only in some, sources in the root's
-/// segment or not; back-to-back broadcasts into the same destinations without a
+/// A broadcast between neighbourhoods from [`BROADCAST_RMA_MIN`] bytes moves by RMA:
+/// read by each child from its parent's copy where that lies in the parent's segment
+/// (the root's source in its segment, an inner rank's destination in its segment),
+/// else put into each receiver's destination when it lies in the receiver's segment,
+/// else in messages (each parent's choice for its edge of the tree). Every root and
+/// algorithm, sizes around the switch and past one piece, destinations in every
+/// segment or only in some, sources in the root's segment or not; back-to-back broadcasts into the same destinations without a
 /// barrier between them, and two in flight at once. On one neighbourhood (the smp
 /// conduit, one mpi host) the same calls take the direct copies or the messages.
 #[test]

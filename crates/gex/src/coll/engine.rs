@@ -111,6 +111,28 @@ impl Outbox<'_> {
             .put(self.team.members[rank as usize], addr, data)
     }
 
+    /// Copies `len` bytes at `addr` of team rank `rank`'s segment (in that rank's
+    /// address space) into `dst`: a memory copy where this process maps the segment,
+    /// RMA otherwise. The conduit's completion, or its error for a range outside the
+    /// segment.
+    ///
+    /// # Safety
+    /// `dst` is valid for `len` bytes of writes until the completion.
+    pub(crate) unsafe fn get(
+        &self,
+        rank: Rank,
+        dst: *mut u8,
+        addr: usize,
+        len: usize,
+    ) -> Result<Completion, AddressError> {
+        // SAFETY: the caller's guarantee.
+        unsafe {
+            self.rt
+                .conduit
+                .get(dst, self.team.members[rank as usize], addr, len)
+        }
+    }
+
     /// Sends `data` (at most [`max_payload`](Self::max_payload) bytes) to team rank
     /// `to`; false if its queue is full (the caller retries at its next advance).
     pub(crate) fn send(&mut self, to: Rank, tag: u32, offset: usize, data: &[u8]) -> bool {

@@ -52,7 +52,9 @@ pub(super) unsafe fn broadcast_messages(
         }
     }
     if forced(Operation::Broadcast).is_none() {
-        with_rma(rt, team, &mut op, dst, nbytes, "Team::coll_broadcast_nb");
+        // The root's data is in its `dst` (copied above).
+        let call = "Team::coll_broadcast_nb";
+        with_rma(rt, team, &mut op, root, dst, dst as usize, nbytes, call);
     }
     op
 }
