@@ -182,7 +182,9 @@ mod boot;
 mod host;
 mod rma;
 
-pub(crate) use abort::{abort_job, GEX_MPI_FAILURE_DIR};
+pub(crate) use abort::abort_job;
+#[cfg(feature = "testing")]
+pub(crate) use abort::GEX_MPI_FAILURE_DIR;
 use am::{net_index, Buf, NetOutbound, State, HEADER};
 use boot::{allgather_u64, check, fatal};
 use host::Host;
