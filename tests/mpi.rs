@@ -22,6 +22,9 @@
 //!   Replies travel in MPI messages of many AMs each.
 //! * [`network_barrier_rounds_are_signals`]: between hosts the barrier's rounds are
 //!   signals carried by the conduit's control messages, not Active Messages.
+//! * [`only_host_leaders_run_barrier_rounds_between_hosts`]: with hosts of two ranks
+//!   the barrier is hierarchical: only each host's lowest rank exchanges rounds with
+//!   other hosts.
 //! * [`upcxx_programs_run_across_hosts`]: `rpc_hello`, `dht`, `stencil`, `gups`,
 //!   `histogram` and `summa` with `GEX_MPI_HOST_RANKS=1` and `=2`
 //!   on 3 and 4 ranks, each checking its own result; `upcxx_hosts` checks `is_local`
@@ -328,6 +331,35 @@ fn network_barrier_rounds_are_signals() {
                 w.2,
                 m.2
             );
+        }
+    }
+}
+
+/// Across hosts of several ranks the barrier is hierarchical: only each host's leader
+/// (its lowest rank) runs rounds with other hosts; the other ranks synchronize with
+/// their leader through the host's shared memory. Forcing messages
+/// (`GEX_COLL_BARRIER=am`) therefore adds AMs over MPI at the leaders only.
+#[test]
+fn only_host_leaders_run_barrier_rounds_between_hosts() {
+    for ranks in [4, 5] {
+        let (words, what) = gex_network_paths(ranks, Some(2), &[]);
+        let (messages, _) = gex_network_paths(ranks, Some(2), &[("GEX_COLL_BARRIER", "am")]);
+        for (w, m) in words.iter().zip(&messages) {
+            let leader = w.0.is_multiple_of(2);
+            let (rank, net_words, net_messages) = (w.0, w.2, m.2);
+            if leader {
+                assert!(
+                    net_messages > net_words,
+                    "rank {rank} leads its host: {net_words} AMs over MPI with signals, \
+                     {net_messages} with messages: {what}"
+                );
+            } else {
+                assert_eq!(
+                    net_messages, net_words,
+                    "rank {rank} does not lead its host, yet its barriers crossed hosts: \
+                     {what}"
+                );
+            }
         }
     }
 }

@@ -1,9 +1,23 @@
-//! The barrier of the primordial team: a dissemination barrier over Active Messages.
+//! The barrier of the primordial team: a dissemination barrier, within each host and
+//! then between hosts.
 //!
-//! In round `k` of `ceil(log2 N)` rounds, rank `r` signals rank `(r + 2^k) mod N` and
-//! waits for the signal of `(r - 2^k) mod N`. Arrivals are counted per round in two
-//! buckets by barrier parity: a rank can run at most one barrier ahead of any other
-//! (finishing barrier `e + 1` needs everyone to have finished `e`), so two suffice.
+//! A barrier is a fixed plan of steps per rank ([`plan`]): in each, the rank signals
+//! some ranks, then waits for the one signal of that step addressed to it (each step
+//! has its own signal word, [`Step::slot`]). On one host, or with every rank its own
+//! host, the plan is a dissemination barrier over the job: in round `k` of
+//! `ceil(log2 N)` rounds, rank `r` signals rank `(r + 2^k) mod N` and waits for the
+//! signal of `(r - 2^k) mod N`. Across hosts of several ranks it is hierarchical, so
+//! that only one rank per host sends over the network, `ceil(log2 H)` messages for `H`
+//! hosts, where a dissemination over all ranks would have every rank send about one
+//! per round:
+//! 1. a dissemination barrier among the ranks of each host (shared memory);
+//! 2. a dissemination barrier among the hosts' leaders (their lowest ranks), which each
+//!    joins once its host's members have all arrived;
+//! 3. each leader releases its host's other members, one signal each.
+//!
+//! Arrivals by Active Message are counted per step in two buckets by barrier parity: a
+//! rank can run at most one barrier ahead of any other (finishing barrier `e + 1`
+//! needs everyone to have started it, so to have finished `e`), so two suffice.
 //!
 //! The barrier is split-phase: [`Team::barrier_nb`] starts it and returns an event
 //! (any number may be in flight; they run one after another);
@@ -22,7 +36,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use spin::mutex::SpinMutex;
 
 use crate::am::{AmEntry, AmIndex, AmRole, Token};
-use crate::conduit::{Conduit, Network};
+use crate::conduit::{Conduit, Network, Rank};
 use crate::context::check_may_communicate;
 use crate::event::Event;
 use crate::runtime::{runtime, Runtime};
@@ -30,6 +44,9 @@ use crate::team::Team;
 
 /// Internal handler index of barrier signals.
 pub(crate) const BARRIER_HANDLER: AmIndex = 1;
+/// Signal words (and AM arrival counters) per rank: one per step of the plan. The
+/// release of a hierarchical barrier uses the last, the rounds between hosts those
+/// before it, the rounds within a host the first.
 const MAX_ROUNDS: usize = 32;
 const ROUND_BITS: u32 = 6;
 
@@ -40,8 +57,9 @@ static STATE: BarrierState = BarrierState {
     awaiting: AtomicU64::new(0),
     inner: SpinMutex::new(Inner {
         started: 0,
-        round: 0,
-        sent: false,
+        plan: Vec::new(),
+        step: 0,
+        sent: 0,
     }),
 };
 
@@ -70,8 +88,69 @@ struct BarrierState {
 struct Inner {
     /// How many barriers this rank has initiated.
     started: u64,
-    round: usize,
-    sent: bool,
+    /// This rank's steps (see [`plan`]), made by its first barrier.
+    plan: Vec<Step>,
+    /// The step of barrier `completed` under way, and how many of its signals are sent.
+    step: usize,
+    sent: usize,
+}
+
+/// One step of this rank's barrier: signal each rank of `to` in its signal word `slot`
+/// (or by AM), then, if `wait`, wait for the one signal of this step sent to this rank.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Step {
+    slot: usize,
+    to: Vec<Rank>,
+    wait: bool,
+}
+
+/// The steps of rank `me` of `n`, whose host holds the job ranks `host` (sorted, `me`
+/// among them), the hosts being led by `leaders` (the lowest job rank of each host):
+/// a dissemination barrier over the job when there is one host or one rank per host,
+/// else the hierarchical barrier of the module documentation. Every rank's plan
+/// matches every other's: each waiting step has exactly one sender, using the same
+/// word.
+fn plan(me: Rank, n: Rank, host: &[Rank], leaders: &[Rank]) -> Vec<Step> {
+    /// The rounds of a dissemination barrier over `group` at its member `i`, in the
+    /// words from `slot0` on.
+    fn dissemination(slot0: usize, group: &[Rank], i: usize) -> Vec<Step> {
+        let k = group.len();
+        (0..rounds(k as u32))
+            .map(|j| Step {
+                slot: slot0 + j,
+                to: vec![group[(i + (1 << j)) % k]],
+                wait: true,
+            })
+            .collect()
+    }
+    let h = leaders.len();
+    let between = rounds(h as u32);
+    let within = rounds(host.len() as u32);
+    if h <= 1 || h == n as usize || within + between + 1 > MAX_ROUNDS {
+        let all: Vec<Rank> = (0..n).collect();
+        return dissemination(0, &all, me as usize);
+    }
+    let i = host.binary_search(&me).expect("a rank is on its own host");
+    let release = MAX_ROUNDS - 1;
+    let mut steps = dissemination(0, host, i);
+    if i == 0 {
+        let x = leaders
+            .binary_search(&me)
+            .expect("a host's lowest rank leads it");
+        steps.extend(dissemination(release - between, leaders, x));
+        steps.push(Step {
+            slot: release,
+            to: host[1..].to_vec(),
+            wait: false,
+        });
+    } else {
+        steps.push(Step {
+            slot: release,
+            to: Vec::new(),
+            wait: true,
+        });
+    }
+    steps
 }
 
 /// Whether barrier `epoch` of this rank is complete.
@@ -110,12 +189,12 @@ fn signal_words() -> bool {
 pub(crate) fn advance(rt: &Runtime) {
     let awaiting = STATE.awaiting.load(Ordering::Acquire);
     if awaiting != 0 {
-        let (round, mark) = (
+        let (slot, mark) = (
             (awaiting & ((1 << ROUND_BITS) - 1)) as usize,
             awaiting >> ROUND_BITS,
         );
-        if rt.conduit.signal_value(round) < mark
-            && STATE.arrivals[((mark - 1) & 1) as usize][round].load(Ordering::Acquire) == 0
+        if rt.conduit.signal_value(slot) < mark
+            && STATE.arrivals[((mark - 1) & 1) as usize][slot].load(Ordering::Acquire) == 0
         {
             return; // nothing arrived
         }
@@ -127,55 +206,56 @@ pub(crate) fn advance(rt: &Runtime) {
 
 /// [`advance`] by the thread holding `inner`.
 fn advance_locked(rt: &Runtime, st: &mut Inner) {
-    let (me, n) = (rt.conduit.rank(), rt.conduit.size());
+    if st.plan.is_empty() {
+        let (me, n) = (rt.conduit.rank(), rt.conduit.size());
+        let (host, _) = rt.conduit.host();
+        st.plan = plan(me, n, host, rt.conduit.host_leaders());
+    }
     // Only the thread holding `inner` changes `completed`.
     let mut epoch = STATE.completed.load(Ordering::Relaxed);
     while epoch < st.started {
         let parity = (epoch & 1) as usize;
-        if st.round == rounds(n) {
+        if st.step == st.plan.len() {
             epoch += 1;
-            st.round = 0;
-            st.sent = false;
+            st.step = 0;
+            st.sent = 0;
             if epoch == st.started {
                 rt.set_advancing(advance, false);
             }
             STATE.completed.store(epoch, Ordering::Release);
             continue;
         }
-        // Barrier `epoch` marks its rounds' signal words with `epoch + 1`: the words
-        // only grow, so a signal of a later barrier also satisfies this one's round.
+        let step = &st.plan[st.step];
+        // Barrier `epoch` marks its steps' signal words with `epoch + 1`: the words
+        // only grow, so a signal of a later barrier also satisfies this one's step.
         let mark = epoch + 1;
-        let word = st.round < rt.conduit.signal_slots() && signal_words();
-        if !st.sent {
-            let peer = ((me as u64 + (1u64 << st.round)) % n as u64) as u32;
+        let word = step.slot < rt.conduit.signal_slots() && signal_words();
+        while let Some(&peer) = step.to.get(st.sent) {
             if word {
-                rt.conduit.signal(peer, st.round, mark);
-                st.sent = true;
+                rt.conduit.signal(peer, step.slot, mark);
+            } else {
+                let Some(out) = rt.conduit.am_reserve(peer, Network::Request) else {
+                    return; // queue full: try again on the next poll
+                };
+                rt.conduit.am_commit(
+                    out,
+                    &crate::conduit::AmHeader {
+                        handler: BARRIER_HANDLER,
+                        category: crate::conduit::Category::Short,
+                        network: Network::Request,
+                        args: &[parity as u32, step.slot as u32],
+                        nbytes: 0,
+                        dest_addr: 0,
+                    },
+                );
             }
+            st.sent += 1;
         }
-        if !st.sent {
-            let peer = ((me as u64 + (1u64 << st.round)) % n as u64) as u32;
-            let Some(out) = rt.conduit.am_reserve(peer, Network::Request) else {
-                return; // queue full: try again on the next poll
-            };
-            rt.conduit.am_commit(
-                out,
-                &crate::conduit::AmHeader {
-                    handler: BARRIER_HANDLER,
-                    category: crate::conduit::Category::Short,
-                    network: Network::Request,
-                    args: &[parity as u32, st.round as u32],
-                    nbytes: 0,
-                    dest_addr: 0,
-                },
-            );
-            st.sent = true;
-        }
-        if !(word && rt.conduit.signal_value(st.round) >= mark) {
-            let arrived = &STATE.arrivals[parity][st.round];
+        if step.wait && !(word && rt.conduit.signal_value(step.slot) >= mark) {
+            let arrived = &STATE.arrivals[parity][step.slot];
             if arrived.load(Ordering::Acquire) == 0 {
                 if word {
-                    let awaiting = mark << ROUND_BITS | st.round as u64;
+                    let awaiting = mark << ROUND_BITS | step.slot as u64;
                     STATE.awaiting.store(awaiting, Ordering::Release);
                 }
                 return;
@@ -183,8 +263,8 @@ fn advance_locked(rt: &Runtime, st: &mut Inner) {
             arrived.fetch_sub(1, Ordering::AcqRel);
         }
         STATE.awaiting.store(0, Ordering::Relaxed);
-        st.round += 1;
-        st.sent = false;
+        st.step += 1;
+        st.sent = 0;
     }
 }
 
@@ -227,9 +307,129 @@ impl Team {
 
 #[cfg(test)]
 mod tests {
+    use super::{plan, Step, MAX_ROUNDS};
+    use crate::conduit::Rank;
+    use std::collections::HashMap;
+
     #[test]
     fn rounds_is_ceil_log2() {
         let r: Vec<usize> = (1..=9).map(super::rounds).collect();
         assert_eq!(r, [0, 1, 2, 2, 3, 3, 3, 3, 4]);
+    }
+
+    /// Every rank's plan, for `n` ranks placed on hosts by `host_of`.
+    fn plans(n: Rank, host_of: impl Fn(Rank) -> Rank) -> Vec<Vec<Step>> {
+        let host =
+            |r: Rank| -> Vec<Rank> { (0..n).filter(|&q| host_of(q) == host_of(r)).collect() };
+        let mut leaders: Vec<Rank> = (0..n).map(|r| host(r)[0]).collect();
+        leaders.sort_unstable();
+        leaders.dedup();
+        (0..n).map(|r| plan(r, n, &host(r), &leaders)).collect()
+    }
+
+    /// The plans form a barrier: each waiting step has exactly one signal sent to it
+    /// and no signal goes elsewhere, each rank uses a word at most once, and run
+    /// together, every rank leaves knowing that every rank arrived.
+    fn check(n: Rank, plans: &[Vec<Step>], what: &str) {
+        let mut sends: HashMap<(Rank, usize), u32> = HashMap::new();
+        for steps in plans {
+            for s in steps {
+                assert!(s.slot < MAX_ROUNDS, "{what}: slot {}", s.slot);
+                for &to in &s.to {
+                    *sends.entry((to, s.slot)).or_default() += 1;
+                }
+            }
+        }
+        let mut waits = HashMap::new();
+        for (r, steps) in plans.iter().enumerate() {
+            let mut slots: Vec<usize> = steps.iter().map(|s| s.slot).collect();
+            slots.sort_unstable();
+            slots.dedup();
+            assert_eq!(slots.len(), steps.len(), "{what}: rank {r} reuses a word");
+            for s in steps.iter().filter(|s| s.wait) {
+                waits.insert((r as Rank, s.slot), 1);
+            }
+        }
+        assert_eq!(sends, waits, "{what}: signals and waits differ");
+        // Run the plans: a signal carries what its sender knows has arrived.
+        let all = (1u64 << n) - 1;
+        let mut known: Vec<u64> = (0..n).map(|r| 1 << r).collect();
+        let mut at = vec![0; n as usize];
+        let mut sent = vec![false; n as usize];
+        let mut mail: HashMap<(Rank, usize), u64> = HashMap::new();
+        let mut moved = true;
+        while moved {
+            moved = false;
+            for r in 0..n as usize {
+                while let Some(s) = plans[r].get(at[r]) {
+                    if !sent[r] {
+                        for &to in &s.to {
+                            mail.insert((to, s.slot), known[r]);
+                        }
+                        sent[r] = true;
+                        moved = true;
+                    }
+                    if s.wait {
+                        let Some(&got) = mail.get(&(r as Rank, s.slot)) else {
+                            break;
+                        };
+                        known[r] |= got;
+                    }
+                    at[r] += 1;
+                    sent[r] = false;
+                }
+            }
+        }
+        for r in 0..n as usize {
+            assert_eq!(at[r], plans[r].len(), "{what}: rank {r} is stuck");
+            assert_eq!(known[r], all, "{what}: rank {r} left early");
+        }
+    }
+
+    #[test]
+    fn the_plans_are_barriers_for_every_placement() {
+        for n in 1..=24 {
+            for cap in 1..=n {
+                let p = plans(n, |r| r / cap);
+                check(n, &p, &format!("{n} ranks, hosts of {cap}"));
+            }
+            for h in 1..=n {
+                let p = plans(n, |r| r % h);
+                check(n, &p, &format!("{n} ranks round robin over {h} hosts"));
+            }
+        }
+    }
+
+    /// Across hosts of several ranks only the leaders signal other hosts, one per
+    /// round between hosts; on one host, or one rank per host, it is the
+    /// dissemination barrier over the job.
+    #[test]
+    fn only_leaders_signal_between_hosts() {
+        let (n, cap) = (12, 4);
+        let p = plans(n, |r| r / cap);
+        for (r, steps) in p.iter().enumerate() {
+            let across: Vec<Rank> = steps
+                .iter()
+                .flat_map(|s| s.to.iter().copied())
+                .filter(|&to| to / cap != r as Rank / cap)
+                .collect();
+            let want = if (r as Rank).is_multiple_of(cap) {
+                2
+            } else {
+                0
+            };
+            assert_eq!(across.len(), want, "rank {r}: {steps:?}");
+        }
+        for cap in [1, n] {
+            let p = plans(n, |r| r / cap);
+            for (r, steps) in p.iter().enumerate() {
+                let to: Vec<Rank> = steps.iter().map(|s| s.to[0]).collect();
+                assert_eq!(
+                    to,
+                    [1, 2, 4, 8].map(|d| (r as Rank + d) % n),
+                    "hosts of {cap}"
+                );
+            }
+        }
     }
 }

@@ -168,6 +168,9 @@ pub(crate) trait Conduit: Send + Sync + Sized + 'static {
     fn host(&self) -> (&[Rank], Rank);
     /// Number of neighbourhoods and hosts, and this rank's index in each set.
     fn nbrhd_set(&self) -> (Rank, Rank, Rank, Rank);
+    /// The lowest job rank of each host, by host index (hosts are numbered in that
+    /// order).
+    fn host_leaders(&self) -> &[Rank];
 
     /// The largest segment `attach_segment` accepts.
     fn max_segment_size(&self) -> usize;

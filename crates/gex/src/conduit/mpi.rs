@@ -136,7 +136,9 @@
 //! falls back: remote atomics become Active Messages to the owner, collectives use
 //! messages unless the whole team is on one host, and the upcxx runtime reaches those
 //! segments through gex. The barrier's rounds to ranks of other hosts stay signals:
-//! [`Conduit::signal`] sends the value in a control message.
+//! [`Conduit::signal`] sends the value in a control message. With hosts of several
+//! ranks the barrier is hierarchical (`barrier`), so only each host's lowest rank
+//! ([`Conduit::host_leaders`]) sends them.
 //!
 //! **Control messages** travel on a third tag, each a few words into one of
 //! [`CONTROL_DEPTH`] pre-posted receives (the oldest tested by each poll, posted again
@@ -249,7 +251,8 @@ pub(crate) struct MpiConduit {
     host_comm: ffi::MPI_Comm,
     host_ranks: Vec<Rank>,
     host_index: Rank,
-    hosts: Rank,
+    /// The lowest job rank of each host, by host index.
+    host_leaders: Vec<Rank>,
     my_host: Rank,
     /// Whether some rank is on another host (else `poll` makes no MPI call).
     remote: bool,
@@ -369,7 +372,11 @@ impl Conduit for MpiConduit {
         (&self.host_ranks, self.host_index)
     }
     fn nbrhd_set(&self) -> (Rank, Rank, Rank, Rank) {
-        (self.hosts, self.my_host, self.hosts, self.my_host)
+        let hosts = self.host_leaders.len() as Rank;
+        (hosts, self.my_host, hosts, self.my_host)
+    }
+    fn host_leaders(&self) -> &[Rank] {
+        &self.host_leaders
     }
 
     fn max_segment_size(&self) -> usize {
@@ -447,7 +454,7 @@ impl Conduit for MpiConduit {
         // The world window serves the ranks of other hosts only; with one host there
         // are none (and Open MPI has no window of this kind for a job of one rank).
         // `hosts` is the same on every rank, so all or none take part.
-        if self.hosts > 1 {
+        if self.host_leaders.len() > 1 {
             // SAFETY: collective over the world; the memory is this rank's segment,
             // alive until finalize frees the windows.
             unsafe {

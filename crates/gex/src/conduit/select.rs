@@ -66,6 +66,9 @@ impl Conduit for Selected {
     fn nbrhd_set(&self) -> (Rank, Rank, Rank, Rank) {
         each!(self, c => c.nbrhd_set())
     }
+    fn host_leaders(&self) -> &[Rank] {
+        each!(self, c => c.host_leaders())
+    }
     fn max_segment_size(&self) -> usize {
         each!(self, c => c.max_segment_size())
     }

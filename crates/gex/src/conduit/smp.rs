@@ -171,6 +171,9 @@ impl Conduit for SmpConduit {
     fn nbrhd_set(&self) -> (Rank, Rank, Rank, Rank) {
         (1, 0, 1, 0)
     }
+    fn host_leaders(&self) -> &[Rank] {
+        &self.ranks[..1] // one host, led by rank 0
+    }
 
     fn max_segment_size(&self) -> usize {
         self.region.layout().segment_size

@@ -206,7 +206,7 @@ pub(super) fn bootstrap() -> MpiConduit {
         host_comm,
         host_ranks,
         host_index: host_index as Rank,
-        hosts: distinct.len() as Rank,
+        host_leaders: distinct.iter().map(|&r| r as Rank).collect(),
         my_host,
         remote,
         max_segment,
