@@ -282,15 +282,17 @@ mod tests {
     }
 
     /// Encodes `h` from rank 3 with `credits`, sends it as `send_msg` does, and parses
-    /// what arrives: the length sent, the record and the credits read.
-    fn round_trip(h: &AmHeader<'_>, credits: [u8; 2]) -> (usize, Option<Record>, [u8; 2]) {
+    /// what arrives: the length sent, the record and the credits read, and the buffer
+    /// the record points into.
+    fn round_trip(h: &AmHeader<'_>, credits: [u8; 2]) -> (usize, Option<Record>, [u8; 2], Buf) {
         let mut buf = Buf::new();
         let rec = encode(&mut buf, 3, h);
         set_credits(&mut buf, credits);
         let len = compact(&mut buf, rec.len);
         // SAFETY: the buffer holds the `len` bytes sent.
         let record = unsafe { parse(buf.const_ptr(), 0, len, 3) };
-        (len, record, credits_of(&buf, len))
+        let credits = credits_of(&buf, len);
+        (len, record, credits, buf)
     }
 
     fn credits_of(buf: &Buf, len: usize) -> [u8; 2] {
@@ -305,7 +307,7 @@ mod tests {
     #[test]
     fn a_short_with_at_most_one_argument_travels_in_eight_bytes() {
         for a in [&[][..], &[0xdead_beef]] {
-            let (len, r, credits) = round_trip(&header(Category::Short, a, 0), [5, 9]);
+            let (len, r, credits, _buf) = round_trip(&header(Category::Short, a, 0), [5, 9]);
             let r = r.expect("a compact record parses");
             assert_eq!(len, COMPACT);
             assert_eq!((r.src, r.handler, r.category), (3, 7, Category::Short));
@@ -324,7 +326,7 @@ mod tests {
             header(Category::Long, &[1], 64),
         ];
         for h in &cases {
-            let (len, r, credits) = round_trip(h, [1, 2]);
+            let (len, r, credits, _buf) = round_trip(h, [1, 2]);
             let r = r.expect("a record parses");
             assert!(
                 len > COMPACT,
