@@ -51,7 +51,9 @@
 //! **Between hosts**, Active Messages travel over MPI point-to-point. A message is one
 //! buffer of at most [`MSG_SIZE`] bytes holding one or more records, each a header
 //! (`am::wire`: a fixed part, then the arguments) and a Medium payload, at 16-byte
-//! boundaries. A message holding only a Short AM with at most one argument is sent
+//! boundaries (a payload of at most 256 bytes right after the arguments, even in a
+//! message of one record, so that it does not carry the space a larger one's
+//! arguments could take). A message holding only a Short AM with at most one argument is sent
 //! compact instead, in 8 bytes (handler, argument count, credits, argument), told
 //! apart by its length: with Open MPI over shared memory a message of at most 8 bytes
 //! travels in one cache line, and a round trip of longer ones took up to 15% longer

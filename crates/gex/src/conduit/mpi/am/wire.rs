@@ -203,8 +203,15 @@ pub(super) struct Encoded {
     /// Bytes of its header with its arguments, as [`append`] packs it.
     head: usize,
     nargs: usize,
+    /// Where its payload starts: [`HEADER`], or past the arguments when packed.
+    payload_at: usize,
     payload_len: usize,
 }
+
+/// A Medium payload of at most this many bytes moves next to its arguments when
+/// encoded, so that a message of it alone does not carry the unused space before
+/// [`HEADER`] (up to 64 bytes, a cache line more for MPI to move).
+const PACK_MAX: usize = 256;
 
 /// Writes the record header of `header` from `src` at the start of a claimed buffer,
 /// whose Medium payload is already at [`HEADER`]: the buffer is then a message of one
@@ -212,10 +219,10 @@ pub(super) struct Encoded {
 pub(super) fn encode(buf: &mut Buf, src: Rank, header: &AmHeader<'_>) -> Encoded {
     let nargs = header.args.len();
     let head = record_header(nargs);
-    let (payload_at, payload_len) = if header.category == Category::Medium {
-        (HEADER, header.nbytes)
-    } else {
-        (head, 0)
+    let (payload_at, payload_len) = match header.category {
+        Category::Medium if header.nbytes <= PACK_MAX => (head, header.nbytes),
+        Category::Medium => (HEADER, header.nbytes),
+        _ => (head, 0),
     };
     let h = WireHeader {
         src,
@@ -229,8 +236,12 @@ pub(super) fn encode(buf: &mut Buf, src: Rank, header: &AmHeader<'_>) -> Encoded
     };
     let ptr = buf.ptr();
     // SAFETY: the buffer is aligned for and larger than a header with its arguments
-    // (at most MAX_ARGS), which end before the payload at HEADER.
+    // (at most MAX_ARGS), which end before the payload at HEADER; a packed payload
+    // moves (possibly overlapping itself) to where the arguments end, before HEADER.
     unsafe {
+        if payload_at != HEADER {
+            std::ptr::copy(ptr.add(HEADER), ptr.add(payload_at), payload_len);
+        }
         (ptr as *mut WireHeader).write(h);
         std::ptr::copy_nonoverlapping(header.args.as_ptr(), ptr.add(FIXED).cast(), nargs);
     }
@@ -238,6 +249,7 @@ pub(super) fn encode(buf: &mut Buf, src: Rank, header: &AmHeader<'_>) -> Encoded
         len: payload_at + payload_len,
         head,
         nargs,
+        payload_at,
         payload_len,
     }
 }
@@ -260,7 +272,11 @@ pub(super) fn append(to: &mut Buf, len: usize, from: &Buf, rec: &Encoded) -> Opt
         let h = &mut *(dst.add(at) as *mut WireHeader);
         h.payload_at = rec.head as u16;
         h.credits = [0; 2];
-        std::ptr::copy_nonoverlapping(src.add(HEADER), dst.add(at + rec.head), rec.payload_len);
+        std::ptr::copy_nonoverlapping(
+            src.add(rec.payload_at),
+            dst.add(at + rec.head),
+            rec.payload_len,
+        );
     }
     Some(end)
 }
@@ -286,6 +302,9 @@ mod tests {
     /// the record points into.
     fn round_trip(h: &AmHeader<'_>, credits: [u8; 2]) -> (usize, Option<Record>, [u8; 2], Buf) {
         let mut buf = Buf::new();
+        let payload = pattern(h.nbytes);
+        // SAFETY: a claimed buffer holds MSG_SIZE - HEADER payload bytes.
+        unsafe { std::ptr::copy_nonoverlapping(payload.as_ptr(), buf.payload(), h.nbytes) };
         let rec = encode(&mut buf, 3, h);
         set_credits(&mut buf, credits);
         let len = compact(&mut buf, rec.len);
@@ -293,6 +312,10 @@ mod tests {
         let record = unsafe { parse(buf.const_ptr(), 0, len, 3) };
         let credits = credits_of(&buf, len);
         (len, record, credits, buf)
+    }
+
+    fn pattern(n: usize) -> Vec<u8> {
+        (0..n).map(|i| (i * 7 + 1) as u8).collect()
     }
 
     fn credits_of(buf: &Buf, len: usize) -> [u8; 2] {
@@ -317,27 +340,73 @@ mod tests {
         }
     }
 
+    /// Other records keep their header; a Medium payload of at most [`PACK_MAX`]
+    /// bytes follows the arguments, a larger one stays at [`HEADER`].
     #[test]
     fn other_records_keep_their_header() {
         let cases = [
-            header(Category::Short, &[1, 2], 0),
-            header(Category::Medium, &[], 0),
-            header(Category::Medium, &[1], 16),
-            header(Category::Long, &[1], 64),
+            (header(Category::Short, &[1, 2], 0), 32),
+            (header(Category::Medium, &[], 0), 32),
+            (header(Category::Medium, &[1], 16), 32 + 16),
+            (header(Category::Medium, &[1; 9], 100), 64 + 100),
+            (header(Category::Medium, &[1; 16], PACK_MAX), 96 + PACK_MAX),
+            (
+                header(Category::Medium, &[1], PACK_MAX + 1),
+                HEADER + PACK_MAX + 1,
+            ),
+            (header(Category::Long, &[1], 64), 32),
         ];
-        for h in &cases {
+        for (h, want_len) in &cases {
             let (len, r, credits, _buf) = round_trip(h, [1, 2]);
             let r = r.expect("a record parses");
-            assert!(
-                len > COMPACT,
-                "{:?} with {} args sent compact",
-                h.category,
-                h.args.len()
-            );
+            let what = format!("{:?} with {} args", h.category, h.args.len());
+            assert_eq!(len, *want_len, "{what}");
             assert_eq!((r.handler, r.category, r.nbytes), (7, h.category, h.nbytes));
             assert_eq!(args(&r), h.args);
             assert_eq!(credits, [1, 2]);
+            if h.category == Category::Medium {
+                // SAFETY: a parsed record's payload lies in its buffer.
+                let got = unsafe { std::slice::from_raw_parts(r.payload, r.nbytes) };
+                assert_eq!(got, pattern(h.nbytes), "{what}: payload");
+            }
         }
+    }
+
+    /// Records appended to a message keep their arguments and payloads, packed or not.
+    #[test]
+    fn appended_records_keep_their_payloads() {
+        let cases = [
+            header(Category::Medium, &[5], 40),
+            header(Category::Short, &[], 0),
+            header(Category::Medium, &[6, 7], PACK_MAX + 9),
+            header(Category::Medium, &[], 3),
+        ];
+        let mut msg = Buf::new();
+        let mut len = 0;
+        for (i, h) in cases.iter().enumerate() {
+            let mut buf = Buf::new();
+            let payload = pattern(h.nbytes);
+            // SAFETY: a claimed buffer holds MSG_SIZE - HEADER payload bytes.
+            unsafe { std::ptr::copy_nonoverlapping(payload.as_ptr(), buf.payload(), h.nbytes) };
+            let rec = encode(&mut buf, 3, h);
+            if i == 0 {
+                (msg, len) = (buf, rec.len);
+            } else {
+                len = append(&mut msg, len, &buf, &rec).expect("the records fit");
+            }
+        }
+        let mut at = 0;
+        for h in &cases {
+            // SAFETY: the message holds `len` bytes.
+            let r = unsafe { parse(msg.const_ptr(), at, len, 3) }.expect("a record parses");
+            assert_eq!((r.category, r.nbytes), (h.category, h.nbytes));
+            assert_eq!(args(&r), h.args);
+            // SAFETY: as above.
+            let got = unsafe { std::slice::from_raw_parts(r.payload, r.nbytes) };
+            assert_eq!(got, pattern(h.nbytes));
+            at = r.next;
+        }
+        assert_eq!(at, align(len));
     }
 
     #[test]
