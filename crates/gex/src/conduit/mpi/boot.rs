@@ -193,7 +193,13 @@ pub(super) fn bootstrap() -> MpiConduit {
         size as Rank,
         stats,
     );
-    let st = State::new(size as usize, host_win);
+    let comms = [(); 3].map(|()| {
+        let mut comm = world;
+        // SAFETY: a valid communicator and out-pointer; collective over the job.
+        unsafe { check(ffi::MPI_Comm_dup(world, &mut comm), "MPI_Comm_dup") };
+        comm
+    });
+    let st = State::new(size as usize, host_win, comms);
     // Every rank's receives are posted and its queues initialized before anyone
     // sends.
     // SAFETY: valid communicator.

@@ -7,7 +7,7 @@ use ::mpi::ffi;
 
 use super::super::boot::{check, fatal};
 use super::super::{MpiConduit, CREDITS};
-use super::{SendBuf, State};
+use super::{SendBuf, State, CONTROL};
 use crate::conduit::Rank;
 
 /// The tag of control messages: credit returns and signals (see [`Control`]).
@@ -49,12 +49,12 @@ impl State {
         }
         let n = std::mem::take(h);
         let b = self.control([net as u32, n, 0, 0]);
-        self.isend(b.as_ptr().cast(), 8, src, TAG_CONTROL, SendBuf::Control(b));
+        self.isend(b.as_ptr().cast(), 8, src, CONTROL, SendBuf::Control(b));
     }
 }
 
 impl MpiConduit {
-    pub(super) fn post_control(b: &mut Control) -> ffi::MPI_Request {
+    pub(super) fn post_control(comm: ffi::MPI_Comm, b: &mut Control) -> ffi::MPI_Request {
         // SAFETY: a null request is overwritten by MPI_Irecv.
         let mut req = unsafe { ffi::RSMPI_REQUEST_NULL };
         // SAFETY: the box outlives the receive (kept in `State::control_bufs`).
@@ -66,7 +66,7 @@ impl MpiConduit {
                     ffi::RSMPI_UINT32_T,
                     ffi::RSMPI_ANY_SOURCE,
                     TAG_CONTROL,
-                    Self::world(),
+                    comm,
                     &mut req,
                 ),
                 "MPI_Irecv",
@@ -106,13 +106,7 @@ impl MpiConduit {
         let (lo, hi) = (value as u32, (value >> 32) as u32);
         let b = st.control([SIGNAL | (slot as u32) << 8, lo, hi, 0]);
         let len = if hi == 0 { 8 } else { 12 };
-        st.isend(
-            b.as_ptr().cast(),
-            len,
-            dest,
-            TAG_CONTROL,
-            SendBuf::Control(b),
-        );
+        st.isend(b.as_ptr().cast(), len, dest, CONTROL, SendBuf::Control(b));
     }
 
     /// Applies the credits `src` returned per network to `in_flight`.
