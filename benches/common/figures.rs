@@ -13,7 +13,7 @@ use super::am::{
     await_value, fill_pattern, serve_until_stopped, stop_server, sync_medium, H_MEDIUM, H_PING,
     LAST_PONG, MEDIUM_BYTES,
 };
-use super::{spin_until, Measured, Sampler};
+use super::{spin_until, time_iters, Measured, Sampler};
 
 /// How a figure is computed from the time per operation.
 #[derive(Clone, Copy)]
@@ -249,14 +249,12 @@ pub(crate) fn raw_pingpong(name: impl Into<String>, line: &'static AtomicU64) ->
         name,
         Unit::Latency,
         move |iters| {
-            let t0 = Instant::now();
-            for _ in 0..iters {
+            time_iters(iters, || {
                 line.store(n, Ordering::Release);
                 let want = n + 1;
                 spin_until(|| line.load(Ordering::Acquire) == want);
                 n += 2;
-            }
-            t0.elapsed()
+            })
         },
         move || line.store(u64::MAX, Ordering::Release),
         move || {

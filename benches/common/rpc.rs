@@ -9,7 +9,7 @@ use upcxx::ProgressLevel;
 
 use super::am::{stop_server, STOP};
 use super::figures::{Bench, Unit};
-use super::spin_until;
+use super::{spin_until, time_iters};
 
 /// Rank 1's side of the RPC figures: make user-level progress (running the RPCs) until
 /// rank 0 says stop (its stop is a gex AM, run by the poll inside progress).
@@ -31,13 +31,7 @@ pub(crate) fn round_trips(
     Bench::duo(
         name,
         Unit::Latency,
-        move |iters| {
-            let t0 = Instant::now();
-            for _ in 0..iters {
-                call();
-            }
-            t0.elapsed()
-        },
+        move |iters| time_iters(iters, &mut call),
         move || stop_server(team),
         serve_upcxx_until_stopped,
     )

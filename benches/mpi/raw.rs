@@ -30,6 +30,7 @@ use mpi::ffi;
 
 use crate::common::am::{check_pattern, fill_pattern, MEDIUM_BYTES};
 use crate::common::figures::{page_aligned, Bench, Unit};
+use crate::common::time_iters;
 use crate::{BCAST_BYTES, BW_BYTES, BW_SEED, GET_VALUE};
 
 /// Tags on the baselines' communicator.
@@ -260,14 +261,12 @@ impl Raw {
             name,
             Unit::Latency,
             move |iters| {
-                let t0 = Instant::now();
-                for _ in 0..iters {
+                time_iters(iters, || {
                     self.send(1, TAG_PING, n);
                     let got = self.recv(1, TAG_PING);
                     assert_eq!(got, n + 1, "send/recv ping-pong: wrong pong");
                     n += 2;
-                }
-                t0.elapsed()
+                })
             },
             move || self.send(1, TAG_PING, u64::MAX),
             move || loop {

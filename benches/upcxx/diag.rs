@@ -2,7 +2,7 @@
 
 use std::hint::black_box;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use gex::{Flags, Lc, Token};
 use upcxx::ProgressLevel;
@@ -10,7 +10,7 @@ use upcxx::ProgressLevel;
 use crate::common::am::*;
 use crate::common::figures::{Bench, Unit};
 use crate::common::rpc::{round_trips, rpc_u64_roundtrip};
-use crate::common::spin_until;
+use crate::common::{spin_until, time_iters};
 use crate::ctx::{Ctx, GET_VALUE};
 
 // gex handler indices (fixed, so every rank agrees; UPC++ takes the highest free ones).
@@ -82,23 +82,23 @@ pub(crate) fn diag(ctx: &Ctx) -> Vec<Bench<'static>> {
     let mut arg_seq = 0u64;
     vec![
         Bench::solo("diag.gex_poll_idle", Unit::Latency, |iters| {
-            time_n(iters, gex::poll)
+            time_iters(iters, gex::poll)
         }),
         Bench::solo("diag.upcxx_progress_idle", Unit::Latency, |iters| {
-            time_n(iters, || upcxx::progress(ProgressLevel::User))
+            time_iters(iters, || upcxx::progress(ProgressLevel::User))
         }),
         Bench::solo("diag.spin_loop_hint", Unit::Latency, |iters| {
-            time_n(iters, std::hint::spin_loop)
+            time_iters(iters, std::hint::spin_loop)
         }),
         Bench::solo("diag.mutex_lock_unlock", Unit::Latency, move |iters| {
-            time_n(iters, || *black_box(m).lock().unwrap() += 1)
+            time_iters(iters, || *black_box(m).lock().unwrap() += 1)
         }),
         Bench::solo("diag.rget_no_wait", Unit::Latency, move |iters| {
-            time_n(iters, || drop(black_box(upcxx::rget(black_box(src)))))
+            time_iters(iters, || drop(black_box(upcxx::rget(black_box(src)))))
         }),
         Bench::solo("diag.rget_progress_result", Unit::Latency, move |iters| {
             let mut v = 0;
-            let t = time_n(iters, || {
+            let t = time_iters(iters, || {
                 let f = upcxx::rget(black_box(src));
                 upcxx::progress(ProgressLevel::User);
                 v = black_box(f.into_result());
@@ -110,7 +110,7 @@ pub(crate) fn diag(ctx: &Ctx) -> Vec<Bench<'static>> {
             "diag.gex_am_short_self_roundtrip",
             Unit::Latency,
             move |iters| {
-                time_n(iters, || {
+                time_iters(iters, || {
                     self_seq = self_seq.wrapping_add(1);
                     let want = self_seq;
                     team.request_short(0, H_PING, &[want], Flags::NONE).unwrap();
@@ -134,13 +134,13 @@ pub(crate) fn diag(ctx: &Ctx) -> Vec<Bench<'static>> {
             .wait();
         }),
         Bench::solo("diag.rpc_self_roundtrip", Unit::Latency, |iters| {
-            time_n(iters, || upcxx::rpc(0, || (), ()).wait())
+            time_iters(iters, || upcxx::rpc(0, || (), ()).wait())
         }),
         Bench::solo(
             "diag.gex_am_medium10_self_per_msg",
             Unit::Latency,
             move |iters| {
-                let t = time_n(iters, || {
+                let t = time_iters(iters, || {
                     self_sent += 1;
                     let payload = self_sent.to_le_bytes();
                     let args = rpc_like_args(self_sent as u32);
@@ -163,7 +163,7 @@ pub(crate) fn diag(ctx: &Ctx) -> Vec<Bench<'static>> {
         ),
         Bench::solo("diag.rpc_ff_self_per_msg", Unit::Latency, |iters| {
             let mut k = 0u32;
-            time_n(iters, || {
+            time_iters(iters, || {
                 upcxx::rpc_ff(
                     0,
                     |x: u64| {
@@ -244,12 +244,4 @@ pub(crate) fn msync(token: &Token<'_>, _args: &[u32]) {
     token
         .reply_short(H_SYNC_ACK, &[received, 0], Flags::NONE)
         .unwrap();
-}
-
-pub(crate) fn time_n(iters: u64, mut f: impl FnMut()) -> Duration {
-    let t0 = Instant::now();
-    for _ in 0..iters {
-        f();
-    }
-    t0.elapsed()
 }
