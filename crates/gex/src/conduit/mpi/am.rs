@@ -504,12 +504,12 @@ impl MpiConduit {
     /// shares, returning its own), which goes out first when the record does not fit.
     pub(super) fn send(&self, mut out: NetOutbound, header: &AmHeader<'_>) {
         let rec = wire::encode(&mut out.buf, self.rank, header);
-        let len = rec.len;
         let (dest, net) = (out.dest, net_index(out.network));
         let mut st = self.state.lock();
         let st = &mut *st;
         let peer = &mut st.out[dest as usize][net];
         let Some(pending) = &mut peer.pending else {
+            let len = wire::pack(&mut out.buf, &rec);
             if peer.sending == 0 {
                 st.send_msg(out.buf, len, dest, net);
             } else {
@@ -525,6 +525,7 @@ impl MpiConduit {
             // The record travels in the pending message, under that message's credit.
             st.in_flight[dest as usize][net] -= 1;
         } else {
+            let len = wire::pack(&mut out.buf, &rec);
             let full = std::mem::replace(pending, out.buf);
             let full_len = std::mem::replace(&mut peer.len, len as u16);
             st.send_msg(full, usize::from(full_len), dest, net);

@@ -203,14 +203,12 @@ pub(super) struct Encoded {
     /// Bytes of its header with its arguments, as [`append`] packs it.
     head: usize,
     nargs: usize,
-    /// Where its payload starts: [`HEADER`], or past the arguments when packed.
-    payload_at: usize,
     payload_len: usize,
 }
 
-/// A Medium payload of at most this many bytes moves next to its arguments when
-/// encoded, so that a message of it alone does not carry the unused space before
-/// [`HEADER`] (up to 64 bytes, a cache line more for MPI to move).
+/// A Medium payload of at most this many bytes moves next to its arguments when its
+/// record starts a message ([`pack`]), so that the message does not carry the unused
+/// space before [`HEADER`] (up to 64 bytes, a cache line more for MPI to move).
 const PACK_MAX: usize = 256;
 
 /// Writes the record header of `header` from `src` at the start of a claimed buffer,
@@ -219,10 +217,10 @@ const PACK_MAX: usize = 256;
 pub(super) fn encode(buf: &mut Buf, src: Rank, header: &AmHeader<'_>) -> Encoded {
     let nargs = header.args.len();
     let head = record_header(nargs);
-    let (payload_at, payload_len) = match header.category {
-        Category::Medium if header.nbytes <= PACK_MAX => (head, header.nbytes),
-        Category::Medium => (HEADER, header.nbytes),
-        _ => (head, 0),
+    let (payload_at, payload_len) = if header.category == Category::Medium {
+        (HEADER, header.nbytes)
+    } else {
+        (head, 0)
     };
     let h = WireHeader {
         src,
@@ -236,12 +234,8 @@ pub(super) fn encode(buf: &mut Buf, src: Rank, header: &AmHeader<'_>) -> Encoded
     };
     let ptr = buf.ptr();
     // SAFETY: the buffer is aligned for and larger than a header with its arguments
-    // (at most MAX_ARGS), which end before the payload at HEADER; a packed payload
-    // moves (possibly overlapping itself) to where the arguments end, before HEADER.
+    // (at most MAX_ARGS), which end before the payload at HEADER.
     unsafe {
-        if payload_at != HEADER {
-            std::ptr::copy(ptr.add(HEADER), ptr.add(payload_at), payload_len);
-        }
         (ptr as *mut WireHeader).write(h);
         std::ptr::copy_nonoverlapping(header.args.as_ptr(), ptr.add(FIXED).cast(), nargs);
     }
@@ -249,9 +243,27 @@ pub(super) fn encode(buf: &mut Buf, src: Rank, header: &AmHeader<'_>) -> Encoded
         len: payload_at + payload_len,
         head,
         nargs,
-        payload_at,
         payload_len,
     }
+}
+
+/// Moves the Medium payload of the record `rec` encoded in `buf` next to its arguments
+/// if it has at most [`PACK_MAX`] bytes, for a message that starts with this record;
+/// returns the message's length. A record appended to another message is copied there
+/// packed anyway ([`append`]), so only a record that starts one is moved.
+pub(super) fn pack(buf: &mut Buf, rec: &Encoded) -> usize {
+    if rec.len == rec.head || rec.payload_len > PACK_MAX {
+        return rec.len; // no Medium payload after room for more arguments, or a large one
+    }
+    let ptr = buf.ptr();
+    // SAFETY: `encode` wrote the record's header at the start of the buffer and its
+    // payload lies at HEADER; it moves (possibly overlapping itself) to where the
+    // arguments end, before HEADER.
+    unsafe {
+        std::ptr::copy(ptr.add(HEADER), ptr.add(rec.head), rec.payload_len);
+        (*(ptr as *mut WireHeader)).payload_at = rec.head as u16;
+    }
+    rec.head + rec.payload_len
 }
 
 /// Appends the record `rec` encoded in `from` to the message `to` of `len` bytes,
@@ -272,11 +284,7 @@ pub(super) fn append(to: &mut Buf, len: usize, from: &Buf, rec: &Encoded) -> Opt
         let h = &mut *(dst.add(at) as *mut WireHeader);
         h.payload_at = rec.head as u16;
         h.credits = [0; 2];
-        std::ptr::copy_nonoverlapping(
-            src.add(rec.payload_at),
-            dst.add(at + rec.head),
-            rec.payload_len,
-        );
+        std::ptr::copy_nonoverlapping(src.add(HEADER), dst.add(at + rec.head), rec.payload_len);
     }
     Some(end)
 }
@@ -306,8 +314,9 @@ mod tests {
         // SAFETY: a claimed buffer holds MSG_SIZE - HEADER payload bytes.
         unsafe { std::ptr::copy_nonoverlapping(payload.as_ptr(), buf.payload(), h.nbytes) };
         let rec = encode(&mut buf, 3, h);
+        let len = pack(&mut buf, &rec);
         set_credits(&mut buf, credits);
-        let len = compact(&mut buf, rec.len);
+        let len = compact(&mut buf, len);
         // SAFETY: the buffer holds the `len` bytes sent.
         let record = unsafe { parse(buf.const_ptr(), 0, len, 3) };
         let credits = credits_of(&buf, len);
@@ -390,7 +399,8 @@ mod tests {
             unsafe { std::ptr::copy_nonoverlapping(payload.as_ptr(), buf.payload(), h.nbytes) };
             let rec = encode(&mut buf, 3, h);
             if i == 0 {
-                (msg, len) = (buf, rec.len);
+                len = pack(&mut buf, &rec);
+                msg = buf;
             } else {
                 len = append(&mut msg, len, &buf, &rec).expect("the records fit");
             }
