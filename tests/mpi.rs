@@ -259,6 +259,18 @@ fn gex_network_paths(
     (paths, format!("{what}:\n{stderr}"))
 }
 
+/// Per rank, from [`common::am_paths`]: rank, AMs from the host queues, AMs over MPI,
+/// MPI messages.
+type Paths = Vec<(u32, u64, u64, u64)>;
+
+/// [`gex_network_paths`] twice: with the barrier's rounds as signals (the default),
+/// then forced to AMs (`GEX_COLL_BARRIER=am`); the second's extra AMs are the rounds'.
+fn barrier_paths(ranks: u32, cap: Option<u32>) -> (Paths, Paths, String) {
+    let (words, what) = gex_network_paths(ranks, cap, &[]);
+    let (messages, _) = gex_network_paths(ranks, cap, &[("GEX_COLL_BARRIER", "am")]);
+    (words, messages, what)
+}
+
 #[test]
 fn same_host_ams_take_the_shared_memory_path() {
     // gex_network sends every rank, itself included, 502 Requests, each answered.
@@ -286,8 +298,7 @@ fn same_host_ams_take_the_shared_memory_path() {
     }
     // Within a host the barrier's rounds are signal words: forcing messages
     // (GEX_COLL_BARRIER=am) adds the rounds' AMs to every rank's count.
-    let (words, what) = gex_network_paths(3, None, &[]);
-    let (messages, _) = gex_network_paths(3, None, &[("GEX_COLL_BARRIER", "am")]);
+    let (words, messages, what) = barrier_paths(3, None);
     for (w, m) in words.iter().zip(&messages) {
         assert!(
             m.1 > w.1,
@@ -321,8 +332,7 @@ fn network_streams_are_aggregated() {
 #[test]
 fn network_barrier_rounds_are_signals() {
     for ranks in [2, 3] {
-        let (words, what) = gex_network_paths(ranks, Some(1), &[]);
-        let (messages, _) = gex_network_paths(ranks, Some(1), &[("GEX_COLL_BARRIER", "am")]);
+        let (words, messages, what) = barrier_paths(ranks, Some(1));
         for (w, m) in words.iter().zip(&messages) {
             assert!(
                 m.2 > w.2,
@@ -342,8 +352,7 @@ fn network_barrier_rounds_are_signals() {
 #[test]
 fn only_host_leaders_run_barrier_rounds_between_hosts() {
     for ranks in [4, 5] {
-        let (words, what) = gex_network_paths(ranks, Some(2), &[]);
-        let (messages, _) = gex_network_paths(ranks, Some(2), &[("GEX_COLL_BARRIER", "am")]);
+        let (words, messages, what) = barrier_paths(ranks, Some(2));
         for (w, m) in words.iter().zip(&messages) {
             let leader = w.0.is_multiple_of(2);
             let (rank, net_words, net_messages) = (w.0, w.2, m.2);
