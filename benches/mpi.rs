@@ -49,6 +49,12 @@
 //! `MPI_Win_flush`), `fetch_and_op_i64` (`MPI_Fetch_and_op` + `MPI_Win_flush`),
 //! `barrier` (`MPI_Barrier`) and `bcast_1MiB` (`MPI_Bcast`, the root alternating).
 //!
+//! The mpi jobs run with `GEX_MPI_THREAD=single`: the bench's ranks communicate from
+//! one thread, and a raw MPI program started with `MPI_Init` gets `MPI_THREAD_SINGLE`.
+//! The level applies to the baselines too (one process), and matters to them as to the
+//! conduit: Open MPI locks around matching and sending at every higher level, and a
+//! raw ping-pong takes about a fifth longer under `MPI_THREAD_SERIALIZED`.
+//!
 //! A figure a path cannot measure is reported under the table and in the JSON's
 //! `"unsupported"` list (`name`, `why`), never as a number. Every job runs under UPC++
 //! (which reaches the segments of other hosts through gex). gex atomics are probed
@@ -84,7 +90,7 @@ use std::time::Duration;
 use common::{RankJob, Report, Sampler, TargetIs};
 use gex::Team;
 use kernels::{Area, Figures, AREA_BYTES};
-use launch::{Unsupported, GEX_MPI_HOST_RANKS};
+use launch::{Unsupported, GEX_MPI_HOST_RANKS, GEX_MPI_THREAD};
 use serde_json::json;
 
 const BENCH: &str = "mpi";
@@ -295,7 +301,13 @@ fn driver() -> i32 {
             Path::Smp => launch::run_smp_job(BENCH, path.job(), 2, SEGMENT, timeout),
             Path::Host | Path::Net => {
                 let cap = if path == Path::Net { "1" } else { "2" };
-                let env = [(GEX_MPI_HOST_RANKS, cap.to_owned())];
+                let env = [
+                    (GEX_MPI_HOST_RANKS, cap.to_owned()),
+                    (
+                        GEX_MPI_THREAD,
+                        std::env::var("ZZ_T").unwrap_or("single".into()),
+                    ),
+                ];
                 launch::run_mpi_job(BENCH, path.job(), 2, SEGMENT, &env, timeout)
             }
         };

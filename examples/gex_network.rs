@@ -11,7 +11,9 @@
 //!
 //! Run as `UPCXX_RANKS=4 gex_network`, or, built with the `mpi` feature, as
 //! `mpirun -n 4 gex_network` (add `-x GEX_MPI_HOST_RANKS=1` so that every rank is its
-//! own host and every transfer between ranks goes over the network path).
+//! own host and every transfer between ranks goes over the network path). With the
+//! argument `--on-thread` every transfer is made by a second thread of each rank, not
+//! by the thread that initialized gex.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Mutex;
@@ -182,6 +184,19 @@ fn main() {
         position.host_set_rank, position.host_set_size
     );
 
+    if std::env::args().any(|a| a == "--on-thread") {
+        std::thread::scope(|s| {
+            s.spawn(|| transfers(&team, &seg));
+        });
+    } else {
+        transfers(&team, &seg);
+    }
+    client.finalize();
+}
+
+/// Every transfer of the program, checked; ends the job if one delivered wrong bytes.
+fn transfers(team: &gex::Team, seg: &Segment) {
+    let (me, n) = (team.rank(), team.size());
     for r in 0..n {
         for seq in 0..FLOOD {
             team.request_short(r, PING, &[me, seq], Flags::NONE)
@@ -294,5 +309,4 @@ fn main() {
     if me == 0 {
         println!("{n} ranks: AMs, puts and gets between every pair verified");
     }
-    client.finalize();
 }

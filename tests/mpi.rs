@@ -40,6 +40,10 @@
 //!   dynamic loader names the library and the status is 127, at once.
 //! * [`a_bad_host_cap_is_a_clear_error`]: `GEX_MPI_HOST_RANKS=0` ends the job with a
 //!   message naming the variable.
+//! * [`the_thread_level_is_chosen_by_gex_mpi_thread`]: by default (`serialized`) a
+//!   second thread of each rank may communicate between hosts; `GEX_MPI_THREAD=single`
+//!   runs a program that communicates from its first thread only, ends one that uses
+//!   another with a message naming the variable, and a value that is neither is refused.
 //! * [`a_host_window_that_cannot_be_allocated_ends_the_job`]: without Open MPI's
 //!   shared-memory window component (`--mca osc ^sm`) the bootstrap's window of AM
 //!   queues cannot be allocated: the job ends naming `MPI_Win_allocate_shared`.
@@ -155,6 +159,7 @@ fn mpirun_env(
     cmd.args(["--oversubscribe", "-n", &ranks.to_string()]);
     // The host cap is this test's alone, not the one the suite may run under.
     cmd.env_remove("GEX_MPI_HOST_RANKS");
+    cmd.env_remove("GEX_MPI_THREAD");
     if let Some(cap) = cap {
         cmd.args(["-x", &format!("GEX_MPI_HOST_RANKS={cap}")]);
     }
@@ -523,6 +528,42 @@ fn a_bad_host_cap_is_a_clear_error() {
             assert!(out.status.success(), "{what}:\n{stderr}");
         }
     }
+}
+
+#[test]
+fn the_thread_level_is_chosen_by_gex_mpi_thread() {
+    const VERIFIED: &str = "3 ranks: AMs, puts and gets between every pair verified";
+    let run = |level: Option<&str>, args: &[&str]| {
+        let env: Vec<(&str, &str)> = level.map(|l| ("GEX_MPI_THREAD", l)).into_iter().collect();
+        mpirun_env("gex_network", args, 3, Some(1), &env)
+    };
+    for (level, args) in [
+        (None, &["--on-thread"][..]),
+        (Some("serialized"), &["--on-thread"][..]),
+        (Some("single"), &[][..]),
+    ] {
+        let (out, what) = run(level, args);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && stdout.contains(VERIFIED),
+            "{what} with GEX_MPI_THREAD={level:?}: {}\n{stdout}{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let (out, what) = run(Some("single"), &["--on-thread"]);
+    fails_with(
+        &out,
+        &what,
+        "GEX_MPI_THREAD=single (MPI_THREAD_SINGLE) allows communication from the thread \
+         that initialized gex only, and another thread communicated",
+    );
+    let (out, what) = run(Some("multiple"), &[]);
+    fails_with(
+        &out,
+        &what,
+        "GEX_MPI_THREAD=multiple is neither single nor serialized",
+    );
 }
 
 #[test]

@@ -15,6 +15,8 @@ use crate::common::{
 
 /// The conduit's cap on the host team (`crates/gex/src/conduit/mpi.rs`).
 pub(crate) const GEX_MPI_HOST_RANKS: &str = "GEX_MPI_HOST_RANKS";
+/// The thread level the conduit asks of MPI (`single` or `serialized`).
+pub(crate) const GEX_MPI_THREAD: &str = "GEX_MPI_THREAD";
 
 /// A figure a job did not measure, and why (the operation is not available on its
 /// path): reported as such, never as a number.

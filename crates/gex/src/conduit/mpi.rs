@@ -134,8 +134,15 @@
 //! its host queues and how many over MPI, in how many MPI messages (tests use it to
 //! check which path carried the AMs, and that streams were aggregated).
 //!
-//! **Threads.** Every MPI call is made under one lock (`MPI_THREAD_SERIALIZED`), and no
-//! thread is started: progress happens in `poll`, which is called from library calls.
+//! **Threads.** Every MPI call is made under one lock, and no thread is started:
+//! progress happens in `poll`, which is called from library calls. MPI is initialized
+//! with `MPI_THREAD_SERIALIZED`, so any thread may communicate; **`GEX_MPI_THREAD=single`**
+//! asks for `MPI_THREAD_SINGLE` instead, for a program that communicates from the thread
+//! that started it only (UPC++'s `seq` thread mode, GASNet's SEQ). It is faster: Open
+//! MPI takes its own locks around matching and sending at every level above
+//! `MPI_THREAD_SINGLE`, which costs a raw `MPI_Send`/`MPI_Recv` ping-pong about a fifth
+//! of its time. An MPI call from another thread then ends the job with an error that
+//! names the variable ([`MpiConduit::serial`]), instead of breaking MPI's contract.
 //!
 //! **Across hosts** [`Conduit::translate`] reports [`AddressError::NotMapped`] (after
 //! checking the range, which [`Conduit::check_range`] does alone), and every caller
@@ -182,7 +189,8 @@ use std::sync::OnceLock;
 
 use ::mpi::ffi;
 use parking_lot::Mutex;
-use spin::{mutex::SpinMutex, relax::Yield};
+use spin::mutex::{SpinMutex, SpinMutexGuard};
+use spin::relax::Yield;
 
 mod abort;
 mod am;
@@ -218,6 +226,15 @@ pub(crate) const GEX_MPI_HOST_RANKS: &str = "GEX_MPI_HOST_RANKS";
 /// The environment variable that makes each rank report at finalize which path carried
 /// the AMs it handled (any value but `0`).
 pub(crate) const GEX_MPI_STATS: &str = "GEX_MPI_STATS";
+/// `single` or `serialized` (the default): the thread level asked of MPI (see the module
+/// documentation).
+pub(crate) const GEX_MPI_THREAD: &str = "GEX_MPI_THREAD";
+
+thread_local! {
+    /// Whether this thread initialized MPI: under `GEX_MPI_THREAD=single` only it may
+    /// make MPI calls.
+    static INIT_THREAD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
 
 /// Whether this process was started by an MPI launcher (and not by ours).
 pub(crate) fn launched() -> bool {
@@ -273,6 +290,8 @@ pub(crate) struct MpiConduit {
     /// the holder may be waiting in MPI (`MPI_Win_flush` waits for the target's
     /// progress).
     state: SpinMutex<State, Yield>,
+    /// MPI was initialized with `MPI_THREAD_SINGLE` (`GEX_MPI_THREAD=single`).
+    single_thread: bool,
     /// Taken only with `state` held.
     windows: Mutex<Option<Windows>>,
     segments: OnceLock<Box<[PeerSegment]>>,
@@ -287,6 +306,16 @@ unsafe impl Send for MpiConduit {}
 unsafe impl Sync for MpiConduit {}
 
 impl MpiConduit {
+    /// Takes `state`, which allows MPI calls. Under `GEX_MPI_THREAD=single` a thread
+    /// other than the one that initialized MPI ends the job here.
+    #[inline]
+    fn serial(&self) -> SpinMutexGuard<'_, State> {
+        if self.single_thread && !INIT_THREAD.with(|t| t.get()) {
+            wrong_thread();
+        }
+        self.state.lock()
+    }
+
     /// `dest`'s queue of `network` if `dest` is on this host: a slot of it is claimed,
     /// filled and published as under the smp conduit (`select` sends there without
     /// going through this conduit's [`Outbound`]).
@@ -300,7 +329,7 @@ impl MpiConduit {
     /// host queue already.
     #[inline]
     pub(super) fn net_reserve(&self, dest: Rank, network: Network) -> Option<NetOutbound> {
-        let mut st = self.state.lock();
+        let mut st = self.serial();
         let in_flight = &mut st.in_flight[dest as usize][net_index(network)];
         if *in_flight >= CREDITS {
             return None;
@@ -393,7 +422,7 @@ impl Conduit for MpiConduit {
         let mut base: *mut c_void = std::ptr::null_mut();
         // SAFETY: reading an MPI constant.
         let mut win = unsafe { ffi::RSMPI_WIN_NULL };
-        let _serial = self.state.lock();
+        let _serial = self.serial();
         // One page more than asked: Open MPI's part of the window need not start on a
         // page, and a segment does (the same rounding on every rank finds each peer's
         // segment in its part, see `segments_attached`).
@@ -426,7 +455,7 @@ impl Conduit for MpiConduit {
 
     fn segments_attached(&self) {
         let (base, size) = *self.my_segment.get().expect("attach_segment ran");
-        let _serial = self.state.lock();
+        let _serial = self.serial();
         let world = Self::world();
         let bases = allgather_u64(world, base as u64);
         let sizes = allgather_u64(world, size as u64);
@@ -616,7 +645,7 @@ impl Conduit for MpiConduit {
     }
 
     fn finalize(&self) {
-        let mut st = self.state.lock();
+        let mut st = self.serial();
         if st.finalized {
             return;
         }
@@ -681,4 +710,16 @@ impl Conduit for MpiConduit {
     fn aborted(&self) -> bool {
         false
     }
+}
+
+/// Ends the job: an MPI call from a thread other than the one that initialized MPI with
+/// `MPI_THREAD_SINGLE`.
+#[cold]
+#[inline(never)]
+fn wrong_thread() -> ! {
+    fatal(&format!(
+        "{GEX_MPI_THREAD}=single (MPI_THREAD_SINGLE) allows communication from the thread \
+         that initialized gex only, and another thread communicated; unset \
+         {GEX_MPI_THREAD} (or set it to serialized) to communicate from several threads"
+    ))
 }

@@ -360,7 +360,7 @@ impl MpiConduit {
     /// wait for those stores to leave the store buffer, on the way from an arrival to
     /// its handler.
     pub(super) fn drain(&self, requests: bool, dispatch: fn(&Inbound<'_>)) -> usize {
-        let mut st = self.state.lock();
+        let mut st = self.serial();
         if st.finalized {
             return 0;
         }
@@ -427,7 +427,7 @@ impl MpiConduit {
             // A handler may poll (a nested drain takes the next records) or send.
             drop(st);
             self.dispatch_record(&record, network, dispatch);
-            st = self.state.lock();
+            st = self.serial();
             n += 1;
             st.slots[c.slot].active -= 1;
             if st.finalized {
@@ -505,7 +505,7 @@ impl MpiConduit {
     pub(super) fn send(&self, mut out: NetOutbound, header: &AmHeader<'_>) {
         let rec = wire::encode(&mut out.buf, self.rank, header);
         let (dest, net) = (out.dest, net_index(out.network));
-        let mut st = self.state.lock();
+        let mut st = self.serial();
         let st = &mut *st;
         let peer = &mut st.out[dest as usize][net];
         let Some(pending) = &mut peer.pending else {

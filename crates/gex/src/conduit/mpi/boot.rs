@@ -10,7 +10,7 @@ use spin::mutex::SpinMutex;
 
 use super::am::State;
 use super::host::Host;
-use super::{MpiConduit, GEX_MPI_HOST_RANKS, GEX_MPI_STATS};
+use super::{MpiConduit, GEX_MPI_HOST_RANKS, GEX_MPI_STATS, GEX_MPI_THREAD, INIT_THREAD};
 use crate::conduit::Rank;
 
 pub(super) use super::abort::fatal;
@@ -78,6 +78,20 @@ pub(super) fn allgather_u64(comm: ffi::MPI_Comm, value: u64) -> Vec<u64> {
     all
 }
 
+/// Whether `GEX_MPI_THREAD` asks for `MPI_THREAD_SINGLE`.
+fn single_thread() -> bool {
+    let Ok(v) = std::env::var(GEX_MPI_THREAD) else {
+        return false;
+    };
+    match v.trim() {
+        "single" => true,
+        "serialized" | "" => false,
+        _ => fatal(&format!(
+            "{GEX_MPI_THREAD}={v} is neither single nor serialized"
+        )),
+    }
+}
+
 fn host_cap() -> Option<c_int> {
     let v = std::env::var(GEX_MPI_HOST_RANKS).ok()?;
     match v.trim().parse::<c_int>() {
@@ -92,6 +106,15 @@ fn host_cap() -> Option<c_int> {
 /// allocates the host's shared memory, checks that the ranks agree on the segment size
 /// and posts the receives; returns after a barrier of every rank.
 pub(super) fn bootstrap() -> MpiConduit {
+    let single_thread = single_thread();
+    // SAFETY: reading MPI constants.
+    let (required, name) = unsafe {
+        if single_thread {
+            (ffi::RSMPI_THREAD_SINGLE, "MPI_THREAD_SINGLE")
+        } else {
+            (ffi::RSMPI_THREAD_SERIALIZED, "MPI_THREAD_SERIALIZED")
+        }
+    };
     let mut provided = 0;
     // SAFETY: MPI is initialized once per process, here (Client::init refuses a
     // second initialization).
@@ -100,16 +123,16 @@ pub(super) fn bootstrap() -> MpiConduit {
             ffi::MPI_Init_thread(
                 std::ptr::null_mut(),
                 std::ptr::null_mut(),
-                ffi::RSMPI_THREAD_SERIALIZED,
+                required,
                 &mut provided,
             ),
             "MPI_Init_thread",
         );
     }
-    // SAFETY: reading MPI constants.
-    if provided < unsafe { ffi::RSMPI_THREAD_SERIALIZED } {
-        fatal("the MPI library does not provide MPI_THREAD_SERIALIZED");
+    if provided < required {
+        fatal(&format!("the MPI library does not provide {name}"));
     }
+    INIT_THREAD.with(|t| t.set(true));
     let world = MpiConduit::world();
     // Failing calls return their error to `check`, which names them; communicators
     // split from the world inherit this.
@@ -218,6 +241,7 @@ pub(super) fn bootstrap() -> MpiConduit {
         max_segment,
         host,
         state: SpinMutex::new(st),
+        single_thread,
         windows: Mutex::new(None),
         segments: OnceLock::new(),
         my_segment: OnceLock::new(),

@@ -103,7 +103,7 @@ impl MpiConduit {
     pub(super) fn rma(&self, target: Rank, op: impl FnOnce(ffi::MPI_Win) -> c_int, call: &str) {
         // Every MPI call is made under `state` (MPI_THREAD_SERIALIZED); `windows` is
         // always taken after it.
-        let _serial = self.state.lock();
+        let _serial = self.serial();
         let windows = self.windows.lock();
         let w = windows
             .as_ref()

@@ -99,7 +99,7 @@ impl MpiConduit {
     /// Messages of one pair and tag arrive in the order sent, so the word takes the
     /// values in that order, as a store would.
     pub(in super::super) fn signal_remote(&self, dest: Rank, slot: usize, value: u64) {
-        let mut st = self.state.lock();
+        let mut st = self.serial();
         if st.finalized {
             return;
         }
