@@ -135,8 +135,10 @@ impl MpiConduit {
                     }
                     self.apply_credits(&mut st.in_flight, status.MPI_SOURCE, credits);
                 }
-                // Posted again by the next poll, as a receive slot is.
-                st.control_order.retain(|&o| o != c);
+                // Posted again by the next poll, as a receive slot is. Only the oldest
+                // control receive is tested (`gather`), so it is the one that completed.
+                debug_assert_eq!(st.control_order.front(), Some(&c));
+                st.control_order.pop_front();
                 st.control_unposted.push(c);
             } else {
                 sends_done = true;
