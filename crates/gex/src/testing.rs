@@ -60,7 +60,8 @@
 //! `testing/mpirun.rs`), so that the same tests run over the mpi conduit:
 //! `GEX_TEST_CONDUIT=mpi cargo test --workspace --features pgas/mpi`. The launcher
 //! command is `GEX_MPIRUN` (a command prefix split on whitespace) or `mpirun
-//! --oversubscribe`; `GEX_MPI_HOST_RANKS` reaches the ranks when set. Every
+//! --oversubscribe`; the conduit's settings (`GEX_MPI_HOST_RANKS`, `GEX_MPI_THREAD`,
+//! `GEX_MPI_STATS`) reach the ranks when set. Every
 //! [`SpmdOptions`] field applies in both modes. Differences a test can see: a rank
 //! under `mpirun` has no `UPCXX_RANK` (use [`launcher_rank`]) and no job region, its
 //! output is `mpirun`'s (each line tagged with its rank, shown with the test's output),

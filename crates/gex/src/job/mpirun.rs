@@ -65,8 +65,20 @@ pub fn mpi_requested() -> Result<bool, String> {
 /// environment.
 pub const MPI_LAUNCHER_VARS: [&str; 3] = ["OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"];
 
-/// The variable capping the mpi conduit's host team (see the conduit's docs); passed
-/// on to the ranks when set here.
+/// The mpi conduit's settings (see the conduit's docs: the host team's cap, the thread
+/// level asked of MPI, the AM path counts), passed on to the ranks when set here, so
+/// that they reach ranks on other hosts too.
+pub(crate) const CONDUIT_VARS: [&str; 3] = [GEX_MPI_HOST_RANKS, "GEX_MPI_THREAD", "GEX_MPI_STATS"];
+
+/// The pairs of [`CONDUIT_VARS`] that `lookup` finds set.
+fn conduit_settings(lookup: impl Fn(&str) -> Option<OsString>) -> Vec<(OsString, OsString)> {
+    CONDUIT_VARS
+        .iter()
+        .filter_map(|&name| Some((OsString::from(name), lookup(name)?)))
+        .collect()
+}
+
+/// The variable capping the mpi conduit's host team.
 pub(crate) const GEX_MPI_HOST_RANKS: &str = "GEX_MPI_HOST_RANKS";
 
 /// The launcher's command prefix: [`GEX_MPIRUN`] split on whitespace, or the default
@@ -130,7 +142,8 @@ pub struct Options {
 
 /// `PREFIX OPTIONS -n ranks [-x NAME...] PROGRAM ARGS...`, with
 /// `UPCXX_SEGMENT_SIZE=segment_size` and every pair of `env` set for the ranks (and
-/// exported with `-x` under `mpirun`), and `GEX_MPI_HOST_RANKS` passed on when set.
+/// exported with `-x` under `mpirun`), and the conduit's settings ([`CONDUIT_VARS`])
+/// passed on when set.
 ///
 /// # Errors
 /// As [`prefix`].
@@ -142,12 +155,13 @@ pub fn command(
     program: &OsStr,
     args: &[OsString],
 ) -> Result<Command, String> {
+    let settings = conduit_settings(|name| std::env::var_os(name));
     Ok(command_from(
         prefix()?,
         options,
         ranks,
         segment_size,
-        env,
+        &[&settings[..], env].concat(),
         program,
         args,
     ))
@@ -188,9 +202,6 @@ fn command_from(
         OsStr::new(UPCXX_SEGMENT_SIZE),
         OsStr::new(&segment_size.to_string()),
     );
-    if let Some(v) = std::env::var_os(GEX_MPI_HOST_RANKS) {
-        export(OsStr::new(GEX_MPI_HOST_RANKS), &v);
-    }
     for (name, value) in env {
         export(name, value);
     }
@@ -340,6 +351,21 @@ mod tests {
         assert!(set.contains(&(OsStr::new("A"), Some(OsStr::new("1 2")))));
         assert!(set.contains(&(OsStr::new(UPCXX_SEGMENT_SIZE), Some(OsStr::new("4096")))));
         assert!(set.contains(&(OsStr::new(UPCXX_RANK), None)));
+    }
+
+    #[test]
+    fn the_conduit_settings_that_are_set_are_exported() {
+        let settings = conduit_settings(|name| (name != "GEX_MPI_STATS").then(|| name.into()));
+        let names: Vec<_> = settings.iter().map(|(n, _)| n.to_str().unwrap()).collect();
+        assert_eq!(names, [GEX_MPI_HOST_RANKS, "GEX_MPI_THREAD"]);
+        let options = Options { tag_output: false };
+        let prefix = prefix_from(None, false).unwrap();
+        let cmd = command_from(prefix, &options, 2, 4096, &settings, OsStr::new("p"), &[]);
+        let w = words(&cmd);
+        for name in names {
+            assert!(w.windows(2).any(|p| p == ["-x", name]), "{w:?}");
+        }
+        assert!(!w.iter().any(|a| a == "GEX_MPI_STATS"), "{w:?}");
     }
 
     #[test]
