@@ -54,6 +54,7 @@
 //! The level applies to the baselines too (one process), and matters to them as to the
 //! conduit: Open MPI locks around matching and sending at every higher level, and a
 //! raw ping-pong takes about a fifth longer under `MPI_THREAD_SERIALIZED`.
+//! `PGAS_BENCH_MPI_THREAD=serialized` runs the jobs at that level instead, to compare.
 //!
 //! A figure a path cannot measure is reported under the table and in the JSON's
 //! `"unsupported"` list (`name`, `why`), never as a number. Every job runs under UPC++
@@ -305,7 +306,7 @@ fn driver() -> i32 {
                     (GEX_MPI_HOST_RANKS, cap.to_owned()),
                     (
                         GEX_MPI_THREAD,
-                        std::env::var("ZZ_T").unwrap_or("single".into()),
+                        std::env::var("PGAS_BENCH_MPI_THREAD").unwrap_or("single".into()),
                     ),
                 ];
                 launch::run_mpi_job(BENCH, path.job(), 2, SEGMENT, &env, timeout)
