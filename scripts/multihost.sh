@@ -27,8 +27,8 @@
 #     the bytes of the puts and gets addressed to it), and with shared memory as the
 #     only transport (`btl self,vader`) the job cannot connect the hosts: no shared
 #     memory joins ranks of different namespaces;
-#   * `upcxx-run --conduit mpi` (if built) runs its job there, the segment size reaching
-#     every host;
+#   * `upcxx-run --conduit mpi` (if built) runs its job there, the segment size and the
+#     conduit's settings (GEX_MPI_STATS, GEX_MPI_THREAD) reaching every host;
 #   * `gex_hello`, `dht`, `stencil` and `gex_atomics` run and check their results, and
 #     `upcxx_hosts` its own (RMA and atomics to every rank), each rank's local team
 #     being the ranks with its host name.
@@ -378,18 +378,22 @@ $(cat "$work/out")"
         fail "gex_network with shared memory only failed, but not for want of a transport:
 $(cat "$work/err")"
 
-    # upcxx-run --conduit mpi through the launcher: its segment size reaches the ranks
-    # of the other hosts (`-x`; their environment is otherwise a login's), or the
-    # conduit would stop the job.
+    # upcxx-run --conduit mpi through the launcher: its segment size and the
+    # conduit's settings set where it starts reach the ranks of the other hosts (`-x`;
+    # their environment is otherwise a login's): else the conduit would stop the job,
+    # and those ranks would not report their AM counts (GEX_MPI_STATS).
     if [ -x "$launcher" ]; then
         n=$((hosts + 1))
         echo "multihost: upcxx-run --conduit mpi -n $n gex_network"
-        timeout -k 10 "$limit" "$launcher" --conduit mpi -n "$n" --segment-size 64M \
+        GEX_MPI_STATS=1 GEX_MPI_THREAD=single timeout -k 10 "$limit" "$launcher" \
+            --conduit mpi -n "$n" --segment-size 64M \
             "${on_host[@]}" "$examples/gex_network" >"$work/out" 2>"$work/err" ||
             fail "upcxx-run --conduit mpi: exit $?:
 $(cat "$work/out" "$work/err")"
         why=$(same_hosts "$n") || fail "upcxx-run: the gex hosts are not the namespaces: $why
 $(cat "$work/out")"
+        why=$(am_paths "$n") || fail "upcxx-run: $why
+$(cat "$work/out" "$work/err")"
     else
         echo "multihost: upcxx-run not built (cargo build -p upcxx-run): not run"
     fi
