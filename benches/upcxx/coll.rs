@@ -63,6 +63,7 @@ pub(crate) fn figures(ctx: &Ctx) -> Vec<Bench<'static>> {
     let team = ctx.team;
     let gex_src = segment_bytes(BCAST);
     let gex_dst = segment_bytes(BCAST);
+    let gex_buf = segment_bytes(BCAST);
     let upc_buf = segment_bytes(BCAST);
     // SAFETY: this rank's fresh source block; no collective runs on it yet.
     fill_pattern(unsafe { bytes(gex_src) }, BCAST_SEED + u64::from(ctx.rank));
@@ -89,6 +90,17 @@ pub(crate) fn figures(ctx: &Ctx) -> Vec<Bench<'static>> {
             // of `BCAST` bytes, used by nothing else until the event completes.
             unsafe { team.broadcast_nb(root, d, s, BCAST, Flags::NONE) }.wait();
         }),
+        broadcast(
+            &mut slots,
+            "coll.broadcast_inplace_1MiB",
+            gex_buf,
+            move |root| {
+                let buf = gex_buf.local();
+                // SAFETY: a block of this rank's segment of `BCAST` bytes, used by nothing
+                // else until the event completes; at the root `src == dst`.
+                unsafe { team.broadcast_nb(root, buf, buf, BCAST, Flags::NONE) }.wait();
+            },
+        ),
         broadcast(&mut slots, "upcxx.broadcast_1MiB", upc_buf, move |root| {
             upcxx::coll::broadcast_global(upc_buf, BCAST, root, upcxx::world()).wait();
         }),
