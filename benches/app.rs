@@ -268,10 +268,10 @@ use std::hint::black_box;
 use std::rc::Rc;
 use std::sync::atomic::AtomicU64;
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::figures::{self, Bench, Unit};
-use common::{Measured, RankJob, Report, Sampler, TargetIs};
+use common::{time_iters, Measured, RankJob, Report, Sampler, TargetIs};
 use rustc_hash::FxHashMap;
 use upcxx::{GlobalPtr, Rank};
 
@@ -378,13 +378,11 @@ fn hashmap_insert_rate(rank: Rank) -> Bench<'static> {
                     dht::store(&mut map, k, v);
                 }
             }
-            let t0 = Instant::now();
-            for _ in 0..iters {
+            let t = time_iters(iters, || {
                 let (k, v) = &pairs[next];
                 dht::store(black_box(&mut map), k, v);
                 next = (next + 1) % pairs.len();
-            }
-            let t = t0.elapsed();
+            });
             assert_eq!(map.len(), pairs.len(), "the local map lost keys");
             t
         },

@@ -54,11 +54,11 @@ mod vis;
 
 use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::am::*;
 use common::figures::{self, page_aligned, Bench, Unit};
-use common::{spin_until, Measured, RankJob, Report, Sampler, TargetIs};
+use common::{spin_until, time_iters, Measured, RankJob, Report, Sampler, TargetIs};
 use gex::{Client, Flags, Segment, Team};
 
 const BENCH: &str = "gex";
@@ -296,14 +296,12 @@ fn raw_pingpong_2lines(ctx: &Ctx) -> Bench<'static> {
         ctx.name("raw.pingpong_2lines_roundtrip"),
         Unit::Latency,
         move |iters| {
-            let t0 = Instant::now();
-            for _ in 0..iters {
+            time_iters(iters, || {
                 to1.store(n, Ordering::Release);
                 let want = n + 1;
                 spin_until(|| mine0.load(Ordering::Acquire) == want);
                 n += 2;
-            }
-            t0.elapsed()
+            })
         },
         move || to1.store(u64::MAX, Ordering::Release),
         move || {
@@ -353,12 +351,10 @@ fn put_bw(ctx: &Ctx) -> Vec<Bench<'static>> {
             let mut checked = false;
             let name = ctx.name(&format!("gex.put_bw_{}", common::size_name(size)));
             Bench::solo(name, Unit::Bandwidth(size), move |iters| {
-                let t0 = Instant::now();
-                for _ in 0..iters {
+                let t = time_iters(iters, || {
                     team.put_blocking(1, dest, black_box(&src[..size]), Flags::NONE)
                         .unwrap();
-                }
-                let t = t0.elapsed();
+                });
                 if !checked {
                     // SAFETY: this size's range of rank 1's segment, mapped here; only
                     // this benchmark writes it, and rank 1 only reads it at the end.
@@ -394,12 +390,10 @@ fn get_bw(ctx: &Ctx) -> Vec<Bench<'static>> {
             let mut checked = false;
             let name = ctx.name(&format!("gex.get_bw_{}", common::size_name(size)));
             Bench::solo(name, Unit::Bandwidth(size), move |iters| {
-                let t0 = Instant::now();
-                for _ in 0..iters {
+                let t = time_iters(iters, || {
                     team.get_blocking(black_box(&mut *local), 1, src, Flags::NONE)
                         .unwrap();
-                }
-                let t = t0.elapsed();
+                });
                 if !checked {
                     check_pattern(local, GET_SEED, &format!("get of {size} bytes"));
                     checked = true;

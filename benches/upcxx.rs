@@ -89,7 +89,7 @@ use std::time::{Duration, Instant};
 use common::am::*;
 use common::figures::{self, page_aligned, Bench, Unit};
 use common::rpc::serve_upcxx_until_stopped;
-use common::{spin_until, Measured, RankJob, Report, Sampler, TargetIs};
+use common::{spin_until, time_iters, Measured, RankJob, Report, Sampler, TargetIs};
 use ctx::{my_ptrs, owner_addr, word, Ctx, Ptrs, BW, GET_VALUE, MINE};
 use diag::{diag, mcount, mping, mpong, msync, H_MCOUNT, H_MPING, H_MPONG, H_MSYNC};
 use gex::{AmCategory, AmEntry, AmRole, Flags};
@@ -216,11 +216,9 @@ fn rpc_roundtrip(ctx: &Ctx) -> Bench<'static> {
         "upcxx.rpc_roundtrip",
         Unit::Latency,
         move |iters| {
-            let t0 = Instant::now();
-            for _ in 0..iters {
+            let t = time_iters(iters, || {
                 upcxx::rpc(1, || (), ()).wait();
-            }
-            let t = t0.elapsed();
+            });
             if !checked {
                 let x = black_box(0x5eed_1234_u64);
                 let got = upcxx::rpc(1, |x: u64| (upcxx::rank_me(), !x), (x,)).wait();
@@ -246,11 +244,9 @@ fn dist_object_fetch(ctx: &Ctx) -> Bench<'static> {
         "upcxx.dist_object_fetch",
         Unit::Latency,
         move |iters| {
-            let t0 = Instant::now();
-            for _ in 0..iters {
+            let t = time_iters(iters, || {
                 black_box(object.fetch(1).wait());
-            }
-            let t = t0.elapsed();
+            });
             if !checked {
                 assert_eq!(
                     object.fetch(1).wait(),
@@ -277,14 +273,12 @@ fn upcxx_rput_pingpong(ctx: &Ctx) -> Bench<'static> {
         "upcxx.rput_pingpong_8B",
         Unit::Latency,
         move |iters| {
-            let t0 = Instant::now();
-            for _ in 0..iters {
+            time_iters(iters, || {
                 upcxx::rput(n, theirs).wait();
                 let want = n + 1;
                 spin_until(|| mine.load(Ordering::Acquire) == want);
                 n += 2;
-            }
-            t0.elapsed()
+            })
         },
         move || upcxx::rput(u64::MAX, theirs).wait(),
         move || {
@@ -303,12 +297,10 @@ fn upcxx_rget_8b(ctx: &Ctx) -> Bench<'static> {
     let mut checked = false;
     Bench::solo("upcxx.rget_8B", Unit::Latency, move |iters| {
         let mut v = 0;
-        let t0 = Instant::now();
-        for _ in 0..iters {
+        let t = time_iters(iters, || {
             v = upcxx::rget(black_box(src)).wait();
             black_box(v);
-        }
-        let t = t0.elapsed();
+        });
         if !checked {
             assert_eq!(v, GET_VALUE, "upcxx rget_8B read wrong data");
             checked = true;
@@ -346,12 +338,10 @@ fn bandwidth(ctx: &Ctx) -> Vec<Bench<'static>> {
     let (mut gex_checked, mut upc_checked) = (false, false);
     vec![
         Bench::solo("gex.put_bw_4MiB", Unit::Bandwidth(BW), move |iters| {
-            let t0 = Instant::now();
-            for _ in 0..iters {
+            let t = time_iters(iters, || {
                 team.put_blocking(1, gex_dest, black_box(gex_src), Flags::NONE)
                     .unwrap();
-            }
-            let t = t0.elapsed();
+            });
             if !gex_checked {
                 // SAFETY: only this figure writes the block, and not meanwhile.
                 check_pattern(unsafe { area(r1.gex_bw) }, GEX_SEED, "gex put of 4 MiB");
@@ -365,11 +355,9 @@ fn bandwidth(ctx: &Ctx) -> Vec<Bench<'static>> {
             check_pattern(here, GEX_SEED, "rank 1 reading the gex put of 4 MiB");
         }),
         Bench::solo("upcxx.rput_bw_4MiB", Unit::Bandwidth(BW), move |iters| {
-            let t0 = Instant::now();
-            for _ in 0..iters {
+            let t = time_iters(iters, || {
                 upcxx::rput_slice(black_box(upc_src), upc_dest).wait();
-            }
-            let t = t0.elapsed();
+            });
             if !upc_checked {
                 // SAFETY: only this figure writes the block, and not meanwhile.
                 check_pattern(unsafe { area(upc_dest) }, UPC_SEED, "upcxx rput of 4 MiB");

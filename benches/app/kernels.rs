@@ -19,6 +19,7 @@ use std::time::Instant;
 use upcxx::{op_fast_add, world, Rank};
 
 use crate::common::figures::{Bench, Unit};
+use crate::common::time_iters;
 use crate::{counters, grid, kernel, updates};
 
 /// log2 of each rank's words of the GUPS tables.
@@ -284,11 +285,9 @@ fn matmul_rate() -> Bench<'static> {
         "raw.matmul_rate",
         Unit::ItemRate("flop/s", 2 * bs * bs * bs),
         move |iters| {
-            let t0 = Instant::now();
-            for _ in 0..iters {
+            let t = time_iters(iters, || {
                 grid::multiply_add(bs, &a, &b, &mut c);
-            }
-            let t = t0.elapsed();
+            });
             done += iters;
             // `done` times the block product, exact in f64 (small integers).
             for s in 0..grid::SAMPLES {

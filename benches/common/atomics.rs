@@ -16,7 +16,7 @@ use gex::ops::Op;
 use gex::{AtomicDomain, Flags};
 
 use super::figures::{Bench, Unit};
-use super::spin_until;
+use super::{spin_until, time_iters};
 
 /// Where a latency figure operates: the target word and the words rank 1 uses.
 #[derive(Clone, Copy)]
@@ -45,11 +45,9 @@ pub(crate) fn touch_until_stopped(line: Line) {
 fn checked_run(line: Line, mut fetch_add: impl FnMut() -> u64) -> impl FnMut(u64) -> Duration {
     let mut checked = false;
     move |iters| {
-        let t0 = Instant::now();
-        for _ in 0..iters {
+        let t = time_iters(iters, || {
             black_box(fetch_add());
-        }
-        let t = t0.elapsed();
+        });
         if !checked {
             let before = line.target.load(Ordering::Acquire);
             assert_eq!(fetch_add(), before, "a fetch-add read a wrong value");

@@ -275,8 +275,7 @@ pub(crate) fn am_short_roundtrip(name: impl Into<String>, team: Team) -> Bench<'
         name,
         Unit::Latency,
         move |iters| {
-            let t0 = Instant::now();
-            for _ in 0..iters {
+            time_iters(iters, || {
                 seq = seq.wrapping_add(1);
                 let want = seq;
                 team.request_short(1, H_PING, &[want], Flags::NONE).unwrap();
@@ -284,8 +283,7 @@ pub(crate) fn am_short_roundtrip(name: impl Into<String>, team: Team) -> Bench<'
                     gex::poll();
                     LAST_PONG.load(Ordering::Relaxed) == want
                 });
-            }
-            t0.elapsed()
+            })
         },
         move || stop_server(team),
         serve_until_stopped,
@@ -338,15 +336,13 @@ pub(crate) fn put_pingpong(
         name,
         Unit::Latency,
         move |iters| {
-            let t0 = Instant::now();
-            for _ in 0..iters {
+            time_iters(iters, || {
                 team.put_blocking(1, theirs, &n.to_ne_bytes(), Flags::NONE)
                     .unwrap();
                 let want = n + 1;
                 spin_until(|| mine.load(Ordering::Acquire) == want);
                 n += 2;
-            }
-            t0.elapsed()
+            })
         },
         move || {
             team.put_blocking(1, theirs, &u64::MAX.to_ne_bytes(), Flags::NONE)
@@ -375,12 +371,10 @@ pub(crate) fn get_8b(
     let mut word = [0u8; 8];
     let mut checked = false;
     Bench::solo(name.clone(), Unit::Latency, move |iters| {
-        let t0 = Instant::now();
-        for _ in 0..iters {
+        let t = time_iters(iters, || {
             team.get_blocking(black_box(&mut word), 1, src, Flags::NONE)
                 .unwrap();
-        }
-        let t = t0.elapsed();
+        });
         if !checked {
             assert_eq!(u64::from_ne_bytes(word), expect, "{name} read wrong data");
             checked = true;
@@ -397,8 +391,7 @@ pub(crate) fn raw_memcpy(name: impl Into<String>, bytes: usize) -> Bench<'static
     let dst = page_aligned(bytes, 0xa5);
     let mut checked = false;
     Bench::solo(name, Unit::Bandwidth(bytes), move |iters| {
-        let t0 = Instant::now();
-        for _ in 0..iters {
+        let t = time_iters(iters, || {
             // SAFETY: two distinct live buffers of `bytes` bytes.
             unsafe {
                 std::ptr::copy_nonoverlapping(
@@ -408,8 +401,7 @@ pub(crate) fn raw_memcpy(name: impl Into<String>, bytes: usize) -> Bench<'static
                 )
             };
             black_box(&mut *dst);
-        }
-        let t = t0.elapsed();
+        });
         if !checked {
             assert!(*dst == *src, "memcpy copied wrong data");
             checked = true;

@@ -14,9 +14,9 @@
 //! Each figure checks its data once, through rank 0's mapping of rank 1's segment.
 
 use std::hint::black_box;
-use std::time::Instant;
 
 use super::common::figures::{page_aligned, Bench, Unit};
+use super::common::time_iters;
 use super::Ctx;
 use gex::Flags;
 
@@ -78,8 +78,7 @@ fn raw_transpose(ctx: &Ctx) -> Bench<'static> {
         ctx.name("raw.strided_transpose_copy"),
         Unit::Bandwidth(MATRIX),
         move |iters| {
-            let t0 = Instant::now();
-            for _ in 0..iters {
+            let t = time_iters(iters, || {
                 let src = black_box(src);
                 for (j, row) in dst.chunks_exact_mut(ROWS).enumerate() {
                     for (i, d) in row.iter_mut().enumerate() {
@@ -87,8 +86,7 @@ fn raw_transpose(ctx: &Ctx) -> Bench<'static> {
                     }
                 }
                 black_box(&mut *dst);
-            }
-            let t = t0.elapsed();
+            });
             if !checked {
                 // SAFETY: the u64s of `dst` as bytes.
                 let bytes = unsafe { std::slice::from_raw_parts(dst.as_ptr().cast(), MATRIX) };
@@ -113,8 +111,7 @@ fn transpose_put(ctx: &Ctx) -> Bench<'static> {
         ctx.name("vis.strided_transpose_put"),
         Unit::Bandwidth(MATRIX),
         move |iters| {
-            let t0 = Instant::now();
-            for _ in 0..iters {
+            let t = time_iters(iters, || {
                 team.strided_put_blocking(
                     1,
                     dest,
@@ -127,8 +124,7 @@ fn transpose_put(ctx: &Ctx) -> Bench<'static> {
                     Flags::NONE,
                 )
                 .unwrap();
-            }
-            let t = t0.elapsed();
+            });
             if !checked {
                 // SAFETY: this figure's range of rank 1's segment, mapped here and
                 // written only by it.
@@ -189,13 +185,11 @@ fn single_puts(ctx: &Ctx) -> Bench<'static> {
             if !checked {
                 clear_blocks(check);
             }
-            let t0 = Instant::now();
-            for _ in 0..iters {
+            let t = time_iters(iters, || {
                 for (b, &a) in black_box(&blocks).iter().zip(&addrs) {
                     team.put_blocking(1, a, b, Flags::NONE).unwrap();
                 }
-            }
-            let t = t0.elapsed();
+            });
             if !checked {
                 check_blocks(check, "64 single puts");
                 checked = true;
@@ -217,12 +211,10 @@ fn indexed_put(ctx: &Ctx) -> Bench<'static> {
             if !checked {
                 clear_blocks(check);
             }
-            let t0 = Instant::now();
-            for _ in 0..iters {
+            let t = time_iters(iters, || {
                 team.indexed_put_blocking(1, &addrs, BLOCK, black_box(&blocks), Flags::NONE)
                     .unwrap();
-            }
-            let t = t0.elapsed();
+            });
             if !checked {
                 check_blocks(check, "indexed put");
                 checked = true;

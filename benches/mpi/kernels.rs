@@ -21,7 +21,7 @@ use gex::{AmEntry, AmRole, AtomicDomain, Flags, Team, Token};
 use crate::common::am::{check_pattern, fill_pattern, serve_until_stopped, stop_server, STOP};
 use crate::common::figures::{self, page_aligned, Bench, Unit};
 use crate::common::rpc;
-use crate::common::spin_until;
+use crate::common::{spin_until, time_iters};
 use crate::launch::Unsupported;
 use crate::{BCAST_BYTES, BW_BYTES, BW_SEED, GET_VALUE};
 
@@ -156,13 +156,11 @@ fn put_8b(a: Area, name: String) -> Bench<'static> {
     let team = a.team;
     let dest = a.peer + PUT_OFF;
     solo_polled(name.clone(), Unit::Latency, team, move |iters| {
-        let t0 = Instant::now();
-        for _ in 0..iters {
+        let t = time_iters(iters, || {
             n += 1;
             team.put_blocking(1, dest, &n.to_ne_bytes(), Flags::NONE)
                 .unwrap();
-        }
-        let t = t0.elapsed();
+        });
         if !checked {
             let mut back = [0u8; 8];
             team.get_blocking(&mut back, 1, dest, Flags::NONE).unwrap();
@@ -188,12 +186,10 @@ fn put_bw(a: Area, name: String) -> Bench<'static> {
     let mut checked = false;
     let what = name.clone();
     solo_polled(name, Unit::Bandwidth(BW_BYTES), team, move |iters| {
-        let t0 = Instant::now();
-        for _ in 0..iters {
+        let t = time_iters(iters, || {
             team.put_blocking(1, dest, black_box(src), Flags::NONE)
                 .unwrap();
-        }
-        let t = t0.elapsed();
+        });
         if !checked {
             let back = page_aligned(BW_BYTES, 0);
             team.get_blocking(back, 1, dest, Flags::NONE).unwrap();
@@ -214,12 +210,10 @@ fn get_8b(a: Area, name: String) -> Bench<'static> {
     let mut word = [0u8; 8];
     let mut checked = false;
     solo_polled(name.clone(), Unit::Latency, team, move |iters| {
-        let t0 = Instant::now();
-        for _ in 0..iters {
+        let t = time_iters(iters, || {
             team.get_blocking(black_box(&mut word), 1, src, Flags::NONE)
                 .unwrap();
-        }
-        let t = t0.elapsed();
+        });
         if !checked {
             assert_eq!(u64::from_ne_bytes(word), GET_VALUE, "{name}: wrong data");
             checked = true;
@@ -234,15 +228,13 @@ fn fetch_add(a: Area, ad: AtomicDomain, name: String) -> Bench<'static> {
     let target = a.peer + FADD_OFF;
     let mut next = 0i64;
     solo_polled(name.clone(), Unit::Latency, a.team, move |iters| {
-        let t0 = Instant::now();
-        for _ in 0..iters {
+        time_iters(iters, || {
             let old = ad
                 .op_blocking(1, target, Op::FAdd, 1i64, 0, Flags::NONE)
                 .expect("FADD fetches");
             assert_eq!(old, next, "{name}: wrong value fetched");
             next += 1;
-        }
-        t0.elapsed()
+        })
     })
 }
 

@@ -430,13 +430,11 @@ impl Raw {
             name,
             Unit::Latency,
             move |iters| {
-                let t0 = Instant::now();
-                for _ in 0..iters {
+                let t = time_iters(iters, || {
                     n += 1;
                     self.put(&n.to_ne_bytes(), 1, PUT_OFF);
                     self.flush(1);
-                }
-                let t = t0.elapsed();
+                });
                 if !checked {
                     let mut back = [0u8; 8];
                     self.get(&mut back, 1, PUT_OFF);
@@ -460,12 +458,10 @@ impl Raw {
             name,
             Unit::Latency,
             move |iters| {
-                let t0 = Instant::now();
-                for _ in 0..iters {
+                let t = time_iters(iters, || {
                     self.get(&mut word, 1, GET_OFF);
                     self.flush(1);
-                }
-                let t = t0.elapsed();
+                });
                 if !checked {
                     assert_eq!(u64::from_ne_bytes(word), GET_VALUE, "MPI_Get: wrong data");
                     checked = true;
@@ -488,12 +484,10 @@ impl Raw {
             name,
             Unit::Bandwidth(BW_BYTES),
             move |iters| {
-                let t0 = Instant::now();
-                for _ in 0..iters {
+                let t = time_iters(iters, || {
                     self.put(src, 1, BW_OFF);
                     self.flush(1);
-                }
-                let t = t0.elapsed();
+                });
                 if !checked {
                     let back = page_aligned(BW_BYTES, 0);
                     self.get(back, 1, BW_OFF);
@@ -517,8 +511,7 @@ impl Raw {
             Unit::Latency,
             move |iters| {
                 let one = 1i64;
-                let t0 = Instant::now();
-                for _ in 0..iters {
+                time_iters(iters, || {
                     let mut old = -1i64;
                     // SAFETY: one i64 each way; `old` is live until the flush.
                     unsafe {
@@ -538,8 +531,7 @@ impl Raw {
                     self.flush(1);
                     assert_eq!(old, next, "MPI_Fetch_and_op: wrong value fetched");
                     next += 1;
-                }
-                t0.elapsed()
+                })
             },
             self.stop(),
             self.wait_stop(),

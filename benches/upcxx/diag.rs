@@ -181,8 +181,7 @@ pub(crate) fn diag(ctx: &Ctx) -> Vec<Bench<'static>> {
             "diag.gex_am_medium10_roundtrip",
             Unit::Latency,
             move |iters| {
-                let t0 = Instant::now();
-                for _ in 0..iters {
+                time_iters(iters, || {
                     mseq = mseq.wrapping_add(1);
                     let want = mseq;
                     let args = rpc_like_args(want);
@@ -192,8 +191,7 @@ pub(crate) fn diag(ctx: &Ctx) -> Vec<Bench<'static>> {
                         gex::poll();
                         LAST_MPONG.load(Ordering::Relaxed) == want
                     });
-                }
-                t0.elapsed()
+                })
             },
             move || stop_server(team),
             serve_until_stopped,
