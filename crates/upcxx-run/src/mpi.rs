@@ -6,12 +6,13 @@
 //! `GEX_MPIRUN=srun` starts the job with Slurm), then `-n N -x UPCXX_SEGMENT_SIZE -x ...
 //! PROGRAM ARGS...` with the segment size set for every rank (the conduit stops a job
 //! whose ranks disagree on it) and the GASP tool's variables and the conduit's settings
-//! (`GEX_MPI_HOST_RANKS`, `GEX_MPI_THREAD`, `GEX_MPI_STATS`) passed on. The launcher reports failed ranks and ends the job itself (a rank that
-//! dies aborts the job naming itself); its exit status is the job's. `--timeout` is
-//! kept by `gex::job::mpirun::wait`, which ends the launcher past it (status 124). `--profile` and `--trace` work as with the smp
-//! conduit: `gex::job::with_tool` gives the ranks a directory for their parts and
-//! merges them once `mpirun` returns (the directory must be shared by the hosts of a
-//! multi-host job).
+//! (`GEX_MPI_HOST_RANKS`, `GEX_MPI_THREAD`, `GEX_MPI_STATS`) passed on. The launcher
+//! reports failed ranks and ends the job itself (a rank that dies aborts the job naming
+//! itself); its exit status is the job's. `--timeout` is kept by
+//! `gex::job::mpirun::wait`, which ends the launcher past it (status 124). `--profile`
+//! and `--trace` work as with the smp conduit: `gex::job::with_tool` gives the ranks a
+//! directory for their parts and merges them once `mpirun` returns (the directory must
+//! be shared by the hosts of a multi-host job).
 
 use std::io;
 

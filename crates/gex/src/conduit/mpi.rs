@@ -221,14 +221,9 @@ const CONTROL_DEPTH: usize = 4;
 /// Largest number of Active Messages handled per network in one poll.
 const POLL_BATCH: usize = 32;
 
-/// The environment variable capping the host team's size.
-pub(crate) const GEX_MPI_HOST_RANKS: &str = "GEX_MPI_HOST_RANKS";
-/// The environment variable that makes each rank report at finalize which path carried
-/// the AMs it handled (any value but `0`).
-pub(crate) const GEX_MPI_STATS: &str = "GEX_MPI_STATS";
-/// `single` or `serialized` (the default): the thread level asked of MPI (see the module
-/// documentation).
-pub(crate) const GEX_MPI_THREAD: &str = "GEX_MPI_THREAD";
+/// The conduit's settings (see the module documentation), named where the launcher
+/// passes them on to the ranks.
+pub(crate) use crate::job::mpirun::{GEX_MPI_HOST_RANKS, GEX_MPI_STATS, GEX_MPI_THREAD};
 
 thread_local! {
     /// Whether this thread initialized MPI: under `GEX_MPI_THREAD=single` only it may

@@ -68,7 +68,7 @@ pub const MPI_LAUNCHER_VARS: [&str; 3] = ["OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "P
 /// The mpi conduit's settings (see the conduit's docs: the host team's cap, the thread
 /// level asked of MPI, the AM path counts), passed on to the ranks when set here, so
 /// that they reach ranks on other hosts too.
-pub(crate) const CONDUIT_VARS: [&str; 3] = [GEX_MPI_HOST_RANKS, "GEX_MPI_THREAD", "GEX_MPI_STATS"];
+pub(crate) const CONDUIT_VARS: [&str; 3] = [GEX_MPI_HOST_RANKS, GEX_MPI_THREAD, GEX_MPI_STATS];
 
 /// The pairs of [`CONDUIT_VARS`] that `lookup` finds set.
 fn conduit_settings(lookup: impl Fn(&str) -> Option<OsString>) -> Vec<(OsString, OsString)> {
@@ -80,6 +80,11 @@ fn conduit_settings(lookup: impl Fn(&str) -> Option<OsString>) -> Vec<(OsString,
 
 /// The variable capping the mpi conduit's host team.
 pub(crate) const GEX_MPI_HOST_RANKS: &str = "GEX_MPI_HOST_RANKS";
+/// The variable that makes each rank of the mpi conduit report at finalize which path
+/// carried the AMs it handled (any value but `0`).
+pub(crate) const GEX_MPI_STATS: &str = "GEX_MPI_STATS";
+/// `single` or `serialized` (the default): the thread level the mpi conduit asks of MPI.
+pub(crate) const GEX_MPI_THREAD: &str = "GEX_MPI_THREAD";
 
 /// The launcher's command prefix: [`GEX_MPIRUN`] split on whitespace, or the default
 /// (see the [module documentation](self)).
@@ -355,9 +360,9 @@ mod tests {
 
     #[test]
     fn the_conduit_settings_that_are_set_are_exported() {
-        let settings = conduit_settings(|name| (name != "GEX_MPI_STATS").then(|| name.into()));
+        let settings = conduit_settings(|name| (name != GEX_MPI_STATS).then(|| name.into()));
         let names: Vec<_> = settings.iter().map(|(n, _)| n.to_str().unwrap()).collect();
-        assert_eq!(names, [GEX_MPI_HOST_RANKS, "GEX_MPI_THREAD"]);
+        assert_eq!(names, [GEX_MPI_HOST_RANKS, GEX_MPI_THREAD]);
         let options = Options { tag_output: false };
         let prefix = prefix_from(None, false).unwrap();
         let cmd = command_from(prefix, &options, 2, 4096, &settings, OsStr::new("p"), &[]);
@@ -365,7 +370,7 @@ mod tests {
         for name in names {
             assert!(w.windows(2).any(|p| p == ["-x", name]), "{w:?}");
         }
-        assert!(!w.iter().any(|a| a == "GEX_MPI_STATS"), "{w:?}");
+        assert!(!w.iter().any(|a| a == GEX_MPI_STATS), "{w:?}");
     }
 
     #[test]
