@@ -34,7 +34,8 @@
 //!   negotiated payloads. [`rma`]: put and get (Blocking, NB, NBI, value-based).
 //!   [`event`]: events, local completion, NBI categories and access regions.
 //!   [`hsl`]: handler-safe locks. [`vis`]: vector, indexed and strided put and get.
-//!   [`atomic`]: atomic domains and remote atomics.
+//!   [`atomic`]: atomic domains and remote atomics. [`kinds`]: memory kinds, segments
+//!   of device memory (our extension).
 //! * [`client`]: client, endpoint, team and segment objects, job queries.
 //! * `progress` ([`poll`]), `runtime` (the process-wide state), `context` (restricted
 //!   contexts), `backoff`, `env`: the core below the operations.
@@ -58,6 +59,7 @@ pub mod event;
 pub mod hsl;
 mod init;
 pub mod job;
+pub mod kinds;
 pub mod layered;
 pub mod ops;
 mod progress;

@@ -1,0 +1,268 @@
+//! The CUDA class of memory kinds (`cuda_device`): the driver API through `cudarc`'s
+//! raw bindings, loaded at run time (see the parent module). A leaf: the one file that
+//! calls the CUDA driver.
+//!
+//! Every call makes the device's primary context current on the calling thread first
+//! (`cuCtxSetCurrent`, a thread-local store in the driver), so any thread may use a
+//! kind; the context stays current afterwards, as CUDA's runtime API leaves it, and it
+//! is the context the runtime API itself uses for the device.
+//!
+//! Copies are complete at return: the driver's copies from pageable host memory and
+//! between device addresses may return before the data has landed, so those are
+//! followed by a synchronization of the default stream (the copies' stream), not of the
+//! whole context, which would also wait for the program's own kernels.
+
+use std::ffi::{c_int, c_void, CStr};
+use std::sync::OnceLock;
+
+use cudarc::driver::sys::{self, CUresult};
+
+use super::{Device, DeviceAddr, End, KindError};
+
+const CLASS: &str = "cuda_device";
+
+/// Loads the driver library and initializes it, once per process: the outcome of the
+/// first call is every later call's.
+fn driver(call: &'static str) -> Result<(), KindError> {
+    static INIT: OnceLock<Result<(), (bool, String)>> = OnceLock::new();
+    let outcome = INIT.get_or_init(|| {
+        // SAFETY: loading the driver library runs its initializers only, and is probed
+        // before any binding resolves a symbol (a missing library would panic there).
+        if !unsafe { sys::is_culib_present() } {
+            return Err((
+                true,
+                "the CUDA driver library (libcuda.so) was not found on the library path"
+                    .to_string(),
+            ));
+        }
+        // SAFETY: cuInit takes flags 0; the library is present.
+        let r = unsafe { sys::cuInit(0) };
+        if r == CUresult::CUDA_ERROR_NO_DEVICE {
+            return Ok(()); // a driver without devices: counted as 0 below
+        }
+        result(r, "cuInit").map_err(|e| (false, e))
+    });
+    match outcome {
+        Ok(()) => Ok(()),
+        Err((true, detail)) => Err(KindError::NoDriver {
+            call,
+            class: CLASS,
+            detail: detail.clone(),
+        }),
+        Err((false, error)) => Err(KindError::Driver {
+            call,
+            function: "cuInit",
+            error: error.clone(),
+        }),
+    }
+}
+
+/// `Ok` for success, else the driver's name of the error and its code.
+fn result(r: CUresult, function: &str) -> Result<(), String> {
+    if r == CUresult::CUDA_SUCCESS {
+        return Ok(());
+    }
+    let mut name: *const std::ffi::c_char = std::ptr::null();
+    // SAFETY: an out-pointer; the driver returns a static string or fails.
+    let named = unsafe { sys::cuGetErrorName(r, &mut name) } == CUresult::CUDA_SUCCESS;
+    if named && !name.is_null() {
+        // SAFETY: a NUL-terminated static string of the driver.
+        let s = unsafe { CStr::from_ptr(name) }.to_string_lossy();
+        Err(format!("{s} ({})", r as u32))
+    } else {
+        Err(format!("{function}: CUresult {}", r as u32))
+    }
+}
+
+fn check(call: &'static str, function: &'static str, r: CUresult) -> Result<(), KindError> {
+    result(r, function).map_err(|error| KindError::Driver {
+        call,
+        function,
+        error,
+    })
+}
+
+/// How many CUDA devices the process sees: 0 if the driver has none.
+pub(super) fn device_count(call: &'static str) -> Result<i32, KindError> {
+    driver(call)?;
+    let mut n: c_int = 0;
+    // SAFETY: an out-pointer; the driver is initialized.
+    let r = unsafe { sys::cuDeviceGetCount(&mut n) };
+    if r == CUresult::CUDA_ERROR_NO_DEVICE || r == CUresult::CUDA_ERROR_NOT_INITIALIZED {
+        return Ok(0);
+    }
+    check(call, "cuDeviceGetCount", r)?;
+    Ok(n)
+}
+
+/// One CUDA device with its primary context retained.
+#[derive(Debug)]
+pub(super) struct Cuda {
+    id: i32,
+    dev: sys::CUdevice,
+    ctx: Context,
+    total: usize,
+}
+
+/// The primary context, as the driver's pointer.
+#[derive(Debug, Clone, Copy)]
+struct Context(sys::CUcontext);
+
+// SAFETY: a CUDA context may be made current on any thread (cuCtxSetCurrent); the
+// handle is an opaque pointer the driver owns.
+unsafe impl Send for Context {}
+// SAFETY: as above; the driver synchronizes its own use of a context.
+unsafe impl Sync for Context {}
+
+impl Cuda {
+    /// Opens device `id`, retaining its primary context.
+    pub(super) fn open(call: &'static str, id: i32) -> Result<Cuda, KindError> {
+        let count = device_count(call)?;
+        if id < 0 || id >= count {
+            return Err(KindError::NoSuchDevice {
+                call,
+                class: CLASS,
+                id,
+                count,
+            });
+        }
+        let mut dev: sys::CUdevice = 0;
+        // SAFETY: an out-pointer; `id` is a valid ordinal.
+        check(call, "cuDeviceGet", unsafe {
+            sys::cuDeviceGet(&mut dev, id)
+        })?;
+        let mut ctx: sys::CUcontext = std::ptr::null_mut();
+        // SAFETY: an out-pointer; `dev` is a device handle. Released in `drop`.
+        check(call, "cuDevicePrimaryCtxRetain", unsafe {
+            sys::cuDevicePrimaryCtxRetain(&mut ctx, dev)
+        })?;
+        let mut total = 0;
+        // SAFETY: an out-pointer; `dev` is a device handle.
+        let r = unsafe { sys::cuDeviceTotalMem_v2(&mut total, dev) };
+        let cuda = Cuda {
+            id,
+            dev,
+            ctx: Context(ctx),
+            total,
+        };
+        check(call, "cuDeviceTotalMem", r)?;
+        Ok(cuda)
+    }
+
+    /// Makes the device's primary context current on this thread.
+    fn bind(&self, call: &'static str) -> Result<(), KindError> {
+        // SAFETY: a context retained by `open`, alive until `drop`.
+        check(call, "cuCtxSetCurrent", unsafe {
+            sys::cuCtxSetCurrent(self.ctx.0)
+        })
+    }
+}
+
+impl Drop for Cuda {
+    fn drop(&mut self) {
+        // SAFETY: retained once by `open`; every segment of the device holds the kind,
+        // so none is left. An error here cannot be acted on.
+        unsafe { sys::cuDevicePrimaryCtxRelease_v2(self.dev) };
+    }
+}
+
+impl Device for Cuda {
+    fn class(&self) -> &'static str {
+        CLASS
+    }
+
+    fn id(&self) -> i32 {
+        self.id
+    }
+
+    fn total_memory(&self) -> usize {
+        self.total
+    }
+
+    fn alloc(&self, call: &'static str, size: usize) -> Result<DeviceAddr, KindError> {
+        self.bind(call)?;
+        let mut addr: sys::CUdeviceptr = 0;
+        // SAFETY: an out-pointer; the context is current.
+        let r = unsafe { sys::cuMemAlloc_v2(&mut addr, size) };
+        if r == CUresult::CUDA_ERROR_OUT_OF_MEMORY {
+            return Err(KindError::OutOfMemory {
+                call,
+                size,
+                total: self.total,
+            });
+        }
+        check(call, "cuMemAlloc", r)?;
+        Ok(addr)
+    }
+
+    unsafe fn free(&self, addr: DeviceAddr) {
+        if self.bind("gex::kinds::DeviceSegment::drop").is_ok() {
+            // SAFETY: the caller's guarantee: allocated by `alloc`, not used again.
+            unsafe { sys::cuMemFree_v2(addr) };
+        }
+    }
+
+    fn owns(&self, addr: DeviceAddr, len: usize) -> bool {
+        if self.bind("gex::kinds::Mk::owns").is_err() {
+            return false;
+        }
+        let mut ordinal: c_int = -1;
+        // SAFETY: an out-pointer of the attribute's type (int); any address may be asked.
+        let r = unsafe {
+            sys::cuPointerGetAttribute(
+                (&mut ordinal as *mut c_int).cast::<c_void>(),
+                sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                addr,
+            )
+        };
+        if r != CUresult::CUDA_SUCCESS || ordinal != self.id {
+            return false;
+        }
+        let (mut base, mut size): (sys::CUdeviceptr, usize) = (0, 0);
+        // SAFETY: out-pointers; `addr` is device memory of this context (above).
+        let r = unsafe { sys::cuMemGetAddressRange_v2(&mut base, &mut size, addr) };
+        r == CUresult::CUDA_SUCCESS && addr + len as u64 <= base + size as u64
+    }
+
+    unsafe fn copy(
+        &self,
+        call: &'static str,
+        dst: End<'_>,
+        src: End<'_>,
+        len: usize,
+    ) -> Result<(), KindError> {
+        self.bind(call)?;
+        // Each arm: the caller guarantees that device ends are `len` bytes of this
+        // device's memory and host ends slices of `len` bytes; the host side of every
+        // copy is done when the call returns (the stream is synchronized after the two
+        // that may return early), so the borrows outlive the copies.
+        match (dst, src) {
+            (End::Device(d), End::Host(s)) => {
+                // SAFETY: as above.
+                let r = unsafe { sys::cuMemcpyHtoD_v2(d, s.as_ptr().cast(), len) };
+                check(call, "cuMemcpyHtoD", r)?;
+                sync(call)
+            }
+            (End::HostMut(d), End::Device(s)) => {
+                // SAFETY: as above.
+                let r = unsafe { sys::cuMemcpyDtoH_v2(d.as_mut_ptr().cast(), s, len) };
+                check(call, "cuMemcpyDtoH", r)
+            }
+            (End::Device(d), End::Device(s)) => {
+                // SAFETY: as above.
+                let r = unsafe { sys::cuMemcpyDtoD_v2(d, s, len) };
+                check(call, "cuMemcpyDtoD", r)?;
+                sync(call)
+            }
+            _ => unreachable!("a copy has a device end"),
+        }
+    }
+}
+
+/// Waits for the copies on the default stream of the current context.
+fn sync(call: &'static str) -> Result<(), KindError> {
+    // SAFETY: the null stream is the current context's default stream.
+    check(call, "cuStreamSynchronize", unsafe {
+        sys::cuStreamSynchronize(std::ptr::null_mut())
+    })
+}

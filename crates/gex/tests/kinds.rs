@@ -1,0 +1,235 @@
+//! Memory kinds (`gex::kinds`, our extension of the GASNet-EX API for UPC++ ch. 16):
+//! kinds, device segments and copies between host and device memory.
+//!
+//! Each behaviour is checked on emulated devices (feature `testing`), which every
+//! machine has, and again on every CUDA device this process sees; without one the
+//! CUDA part prints that it was skipped, and the errors of a machine without CUDA are
+//! checked instead.
+
+use gex::kinds::{DeviceSegment, Dst, KindError, Mk, Range, Src};
+
+const MIB: usize = 1 << 20;
+
+/// The kinds to run a behaviour on: two emulated devices, and the first two CUDA
+/// devices if there are any.
+fn kinds(test: &str) -> Vec<(Mk, Mk)> {
+    let mut all = vec![(Mk::emulated(0, 64 * MIB), Mk::emulated(1, 64 * MIB))];
+    let n = Mk::cuda_device_count();
+    if n == 0 {
+        eprintln!("{test}: no CUDA device: the CUDA part is skipped");
+    } else {
+        let a = Mk::cuda(0).expect("CUDA device 0");
+        let b = if n > 1 {
+            Mk::cuda(1).expect("CUDA device 1")
+        } else {
+            a.clone()
+        };
+        all.push((a, b));
+    }
+    all
+}
+
+fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .collect()
+}
+
+fn range(segment: &DeviceSegment, offset: usize, len: usize) -> Range<'_> {
+    Range {
+        segment,
+        offset,
+        len,
+    }
+}
+
+fn read(seg: &DeviceSegment, offset: usize, len: usize) -> Vec<u8> {
+    let mut out = vec![0u8; len];
+    DeviceSegment::copy(Dst::Host(&mut out), Src::Device(range(seg, offset, len))).unwrap();
+    out
+}
+
+#[test]
+fn host_to_device_and_back_round_trips_every_byte() {
+    for (mk, _) in kinds("host_to_device_and_back_round_trips_every_byte") {
+        let seg = DeviceSegment::create(&mk, 4 * MIB).unwrap();
+        assert_eq!(seg.size(), 4 * MIB);
+        assert!(mk.owns(seg.base(), seg.size()), "{mk:?}");
+        for (offset, len) in [
+            (0, 1),
+            (7, 8),
+            (4096, 65_536 + 3),
+            (4 * MIB - 5, 5),
+            (0, 4 * MIB),
+        ] {
+            let data = pattern(len, offset as u8);
+            DeviceSegment::copy(Dst::Device(range(&seg, offset, len)), Src::Host(&data)).unwrap();
+            assert_eq!(
+                read(&seg, offset, len),
+                data,
+                "{mk:?}: {len} bytes at {offset}"
+            );
+        }
+    }
+}
+
+#[test]
+fn device_to_device_copies_within_a_segment_between_segments_and_devices() {
+    for (a, b) in kinds("device_to_device_copies_within_a_segment_between_segments_and_devices") {
+        let s1 = DeviceSegment::create(&a, MIB).unwrap();
+        let s2 = DeviceSegment::create(&a, MIB).unwrap();
+        let s3 = DeviceSegment::create(&b, MIB).unwrap();
+        let data = pattern(MIB / 2, 3);
+        DeviceSegment::copy(Dst::Device(range(&s1, 0, MIB / 2)), Src::Host(&data)).unwrap();
+        // Within one segment, ranges apart.
+        DeviceSegment::copy(
+            Dst::Device(range(&s1, MIB / 2, MIB / 2)),
+            Src::Device(range(&s1, 0, MIB / 2)),
+        )
+        .unwrap();
+        assert_eq!(read(&s1, MIB / 2, MIB / 2), data);
+        // Between two segments of one device, then to the other device (or, with one
+        // CUDA device, a third segment of it).
+        DeviceSegment::copy(
+            Dst::Device(range(&s2, 100, 5000)),
+            Src::Device(range(&s1, 0, 5000)),
+        )
+        .unwrap();
+        assert_eq!(read(&s2, 100, 5000), data[..5000]);
+        DeviceSegment::copy(
+            Dst::Device(range(&s3, 0, MIB / 2)),
+            Src::Device(range(&s1, MIB / 2, MIB / 2)),
+        )
+        .unwrap();
+        assert_eq!(read(&s3, 0, MIB / 2), data, "{a:?} -> {b:?}");
+    }
+}
+
+#[test]
+fn segments_free_their_memory_when_dropped() {
+    for (mk, _) in kinds("segments_free_their_memory_when_dropped") {
+        assert_eq!(mk.allocated(), 0);
+        let s1 = DeviceSegment::create(&mk, MIB).unwrap();
+        let s2 = DeviceSegment::create(&mk, 3 * MIB).unwrap();
+        assert_eq!(mk.allocated(), 4 * MIB);
+        let base = s1.base();
+        drop(s1);
+        assert_eq!(mk.allocated(), 3 * MIB);
+        assert!(
+            !mk.owns(base, 1),
+            "{mk:?}: a freed segment is not device memory"
+        );
+        drop(s2);
+        assert_eq!(mk.allocated(), 0);
+    }
+    // An emulated device's whole capacity, many times over: every drop gave it back.
+    let mk = Mk::emulated(0, 8 * MIB);
+    for _ in 0..64 {
+        let s = DeviceSegment::create(&mk, 8 * MIB).unwrap();
+        assert!(DeviceSegment::create(&mk, 1).is_err(), "the device is full");
+        drop(s);
+    }
+}
+
+#[test]
+fn bad_sizes_and_ranges_are_errors_naming_the_call_and_copy_nothing() {
+    for (mk, _) in kinds("bad_sizes_and_ranges_are_errors_naming_the_call_and_copy_nothing") {
+        let create = "gex::kinds::DeviceSegment::create";
+        let e = DeviceSegment::create(&mk, 0).unwrap_err();
+        assert!(matches!(e, KindError::BadSize { .. }), "{e}");
+        assert!(e.to_string().starts_with(create), "{e}");
+        let too_big = mk.total_memory() + 1;
+        let e = DeviceSegment::create(&mk, too_big).unwrap_err();
+        assert!(
+            matches!(e, KindError::OutOfMemory { size, .. } if size == too_big),
+            "{e}"
+        );
+        assert!(e.to_string().starts_with(create), "{e}");
+        assert_eq!(mk.allocated(), 0, "a failed create allocates nothing");
+
+        let seg = DeviceSegment::create(&mk, 4096).unwrap();
+        let zeros = vec![0u8; 4096];
+        DeviceSegment::copy(Dst::Device(range(&seg, 0, 4096)), Src::Host(&zeros)).unwrap();
+        let copy = "gex::kinds::DeviceSegment::copy";
+        let data = pattern(64, 9);
+        for (offset, len) in [(4096 - 63, 64), (4096, 64), (usize::MAX - 10, 64)] {
+            let e = DeviceSegment::copy(
+                Dst::Device(range(&seg, offset, len)),
+                Src::Host(&data[..len]),
+            )
+            .unwrap_err();
+            assert!(matches!(e, KindError::OutOfSegment { .. }), "{e}");
+            assert!(e.to_string().starts_with(copy), "{e}");
+            let mut out = vec![0u8; len];
+            let e = DeviceSegment::copy(Dst::Host(&mut out), Src::Device(range(&seg, offset, len)))
+                .unwrap_err();
+            assert!(matches!(e, KindError::OutOfSegment { .. }), "{e}");
+        }
+        let e = DeviceSegment::copy(Dst::Device(range(&seg, 0, 32)), Src::Host(&data)).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                KindError::LengthMismatch {
+                    dst: 32,
+                    src: 64,
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        let e = DeviceSegment::copy(
+            Dst::Device(range(&seg, 16, 64)),
+            Src::Device(range(&seg, 0, 64)),
+        )
+        .unwrap_err();
+        assert!(matches!(e, KindError::Overlap { .. }), "{e}");
+        assert_eq!(
+            read(&seg, 0, 4096),
+            zeros,
+            "{mk:?}: a refused copy wrote nothing"
+        );
+    }
+}
+
+#[test]
+fn a_host_address_is_not_device_memory() {
+    for (mk, _) in kinds("a_host_address_is_not_device_memory") {
+        let host = vec![0u8; 4096];
+        assert!(!mk.owns(host.as_ptr() as u64, 1), "{mk:?}");
+        let seg = DeviceSegment::create(&mk, 4096).unwrap();
+        assert!(mk.owns(seg.base() + 4095, 1));
+        assert!(
+            !mk.owns(seg.base() + 4095, 2),
+            "{mk:?}: past the allocation"
+        );
+        assert_eq!(seg.offset_of(seg.base() + 10, 20), Some(10));
+        assert_eq!(seg.offset_of(seg.base() + 4090, 20), None);
+        assert_eq!(seg.offset_of(seg.base().wrapping_sub(1), 1), None);
+    }
+}
+
+#[test]
+fn without_cuda_opening_a_device_says_why() {
+    let n = Mk::cuda_device_count();
+    assert!(n >= 0);
+    for id in [-1, n, n + 5] {
+        let e = Mk::cuda(id).unwrap_err();
+        assert!(e.to_string().starts_with("gex::kinds::Mk::cuda: "), "{e}");
+        match e {
+            KindError::NoDriver { class, .. } => {
+                assert_eq!(n, 0);
+                assert_eq!(class, "cuda_device");
+                assert!(e.to_string().contains("libcuda"), "{e}");
+            }
+            KindError::NoSuchDevice { id: got, count, .. } => {
+                assert_eq!((got, count), (id, n));
+            }
+            other => panic!("Mk::cuda({id}): {other}"),
+        }
+    }
+    if n > 0 {
+        let mk = Mk::cuda(0).unwrap();
+        assert_eq!((mk.class(), mk.device_id()), ("cuda_device", 0));
+        assert!(mk.total_memory() > 0);
+    }
+}
