@@ -65,11 +65,16 @@ impl Client {
         ObjectState::new(name, flags).install();
         install_panic_hook();
         let [atomic_request, atomic_reply] = crate::atomic::handler_entries();
+        let [kind_put, kind_ack, kind_get, kind_data] = crate::kinds::handler_entries();
         crate::am::register_internal(&mut [
             crate::barrier::handler_entry(),
             crate::coll::handler_entry(),
             atomic_request,
             atomic_reply,
+            kind_put,
+            kind_ack,
+            kind_get,
+            kind_data,
         ]);
         #[cfg(feature = "gasp")]
         attach_gasp_tool(rt);

@@ -484,6 +484,30 @@ pub(crate) fn send_internal(
     )
 }
 
+/// Sends a Medium Request of one of the library's own handlers to job rank `dest`,
+/// waiting for room; `payload` is copied before the call returns.
+#[track_caller]
+pub(crate) fn send_internal_medium(
+    rt: &Runtime,
+    call: &str,
+    dest: Rank,
+    handler: AmIndex,
+    args: &[u32],
+    payload: &[u8],
+) {
+    let sent = send(
+        rt,
+        call,
+        dest,
+        Network::Request,
+        handler,
+        args,
+        Payload::Medium(payload),
+        Flags::NONE,
+    );
+    sent.expect("a send without Flags::IMMEDIATE waits for room");
+}
+
 /// Sends a VIS peer completion: `handler` as a 0-argument Medium on the Reply network
 /// of job rank `dest`, with `payload`. Sent from outside any handler, it waits for room
 /// as a Request would.
