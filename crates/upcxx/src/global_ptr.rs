@@ -62,8 +62,9 @@
 //! (the default) or [`AnyKind`]. Every pointer also carries the run-time [`KindId`] of
 //! the memory it references, in what would otherwise be padding (the pointer is 16 bytes
 //! either way), so that a `GlobalPtr<T, AnyKind>` knows its [`GlobalPtr::dynamic_kind`].
-//! Device kinds (`cuda_device`, ch. 16) add a marker type and a `KindId` and reuse the
-//! same layout; a device index, when devices arrive, fits in the remaining padding.
+//! Device kinds (`cuda_device`, ch. 16: [`CudaDeviceKind`]) add a marker type and a
+//! `KindId` and reuse the same layout; a pointer to device memory also carries the
+//! device's id in the remaining padding (`device_allocator::device_id`, §16.1.2 ¶41).
 //! The kinds are `global_ptr/kind.rs`.
 //!
 //! # Why one file
@@ -82,7 +83,7 @@ mod traits;
 
 use crate::runtime::state::{rt, Rank, Setup};
 use kind::kinds_convertible;
-pub use kind::{AnyKind, Host, KindId, MemoryKind};
+pub use kind::{AnyKind, CudaDeviceKind, Host, KindId, MemoryKind};
 
 /// A pointer to a `T` in the shared segment of some rank (UPC++ spec §3.2 ¶4
 /// `global_ptr<T, Kind>`). See the [module documentation](self).
@@ -98,6 +99,9 @@ pub struct GlobalPtr<T, K: MemoryKind = Host> {
     rank: Rank,
     /// The kind of the referenced memory; `Host` for null.
     kind: KindId,
+    /// For device memory, the device's id within its kind (§16.1.2 ¶41 `device_id`);
+    /// 0 for host memory.
+    device: u16,
     _marker: PhantomData<(fn() -> T, K)>,
 }
 
@@ -113,6 +117,7 @@ impl<T, K: MemoryKind> GlobalPtr<T, K> {
             addr: 0,
             rank: 0,
             kind: KindId::Host,
+            device: 0,
             _marker: PhantomData,
         }
     }
@@ -121,6 +126,17 @@ impl<T, K: MemoryKind> GlobalPtr<T, K> {
     /// space. For the runtime (allocation, RMA), which knows the parts are right.
     #[inline]
     pub(crate) const fn from_parts(rank: Rank, addr: usize, kind: KindId) -> Self {
+        Self::from_device_parts(rank, addr, kind, 0)
+    }
+
+    /// [`from_parts`](Self::from_parts) of memory on device `device` of `kind`.
+    #[inline]
+    pub(crate) const fn from_device_parts(
+        rank: Rank,
+        addr: usize,
+        kind: KindId,
+        device: u16,
+    ) -> Self {
         if addr == 0 {
             return Self::null();
         }
@@ -128,8 +144,15 @@ impl<T, K: MemoryKind> GlobalPtr<T, K> {
             addr,
             rank,
             kind,
+            device,
             _marker: PhantomData,
         }
+    }
+
+    /// The id of the device holding the referenced memory (0 for host memory).
+    #[inline]
+    pub(crate) const fn device(self) -> u16 {
+        self.device
     }
 
     /// The address in the owner's address space (0 for null), e.g. for `gex` RMA,
@@ -320,6 +343,7 @@ impl<T, K: MemoryKind> GlobalPtr<T, K> {
             addr: self.addr,
             rank: self.rank,
             kind: self.kind,
+            device: self.device,
             _marker: PhantomData,
         }
     }
@@ -365,12 +389,7 @@ impl<T, K: MemoryKind> GlobalPtr<T, K> {
         if To::ID != KindId::Any && !self.is_null() && self.kind != To::ID {
             return None;
         }
-        Some(GlobalPtr {
-            addr: self.addr,
-            rank: self.rank,
-            kind: self.kind,
-            _marker: PhantomData,
-        })
+        Some(self.retyped())
     }
 }
 

@@ -33,12 +33,12 @@
 //! [`runtime`] (ch. 2), [`global_ptr`] (ch. 3), [`alloc`] (ch. 4), [`future`] (ch. 5),
 //! [`serialization`] (ch. 6), [`completion`] (ch. 7), [`rma`] (ch. 8), [`rpc`](mod@rpc) (ch. 9),
 //! [`persona`] (ch. 10), [`team`] (ch. 11), [`coll`] (ch. 12), [`atomic`] (ch. 13),
-//! [`dist_object`] (ch. 14), [`vis`] (ch. 15).
+//! [`dist_object`] (ch. 14), [`vis`] (ch. 15), [`device`] (ch. 16).
 //!
 //! Imports point down these layers, lowest first: the runtime state and the per-thread
 //! state; global pointers, allocation and serialization; futures; RPC; personas;
 //! completions; RMA and non-contiguous RMA; user-level progress; teams and collectives;
-//! atomics; distributed objects;
+//! atomics; distributed objects; memory kinds;
 //! and `init`/`finalize`, which compose them.
 //! The one exception is futures ↔ progress: waiting on a future makes progress (see
 //! [`future`]).
@@ -47,6 +47,7 @@ pub mod alloc;
 pub mod atomic;
 pub mod coll;
 pub mod completion;
+pub mod device;
 pub mod dist_object;
 pub mod future;
 pub mod global_ptr;
@@ -75,9 +76,15 @@ pub use coll::{
     ReduceOp,
 };
 pub use completion::{operation_cx, remote_cx, source_cx};
+pub use device::{
+    copy, copy_from_host, copy_from_host_with, copy_to_host, copy_to_host_with, copy_with,
+    CudaDevice, Device, DeviceAllocator,
+};
 pub use dist_object::{DistId, DistObject};
 pub use future::{make_future, to_future, when_all, Future, FutureValue, Promise};
-pub use global_ptr::{to_global_ptr, try_global_ptr, AnyKind, GlobalPtr, Host, KindId, MemoryKind};
+pub use global_ptr::{
+    to_global_ptr, try_global_ptr, AnyKind, CudaDeviceKind, GlobalPtr, Host, KindId, MemoryKind,
+};
 pub use persona::{
     current_persona, default_persona, default_persona_scope, in_restricted_context,
     liberate_master_persona, lpc, lpc_ff, master_persona, top_persona_scope, Persona, PersonaScope,

@@ -53,7 +53,7 @@ mod sealed {
 
 /// A memory kind as a type (UPC++ spec §3.2 ¶4 the `Kind` parameter of `global_ptr`).
 ///
-/// Sealed: the kinds are [`Host`] and [`AnyKind`] (device kinds come with ch. 16).
+/// Sealed: the kinds are [`Host`], [`CudaDeviceKind`] and [`AnyKind`].
 pub trait MemoryKind:
     sealed::Sealed
     + Copy
@@ -82,8 +82,15 @@ pub struct Host;
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct AnyKind;
 
+/// UPC++ spec §3.2 ¶3 `memory_kind::cuda_device`: memory of a CUDA device, allocated by
+/// a [`DeviceAllocator`](crate::DeviceAllocator) of a [`CudaDevice`](crate::CudaDevice)
+/// (ch. 16). Never local: the host cannot load or store it; `copy` moves it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct CudaDeviceKind;
+
 impl sealed::Sealed for Host {}
 impl sealed::Sealed for AnyKind {}
+impl sealed::Sealed for CudaDeviceKind {}
 
 impl MemoryKind for Host {
     const ID: KindId = KindId::Host;
@@ -91,6 +98,10 @@ impl MemoryKind for Host {
 
 impl MemoryKind for AnyKind {
     const ID: KindId = KindId::Any;
+}
+
+impl MemoryKind for CudaDeviceKind {
+    const ID: KindId = KindId::CudaDevice;
 }
 
 /// UPC++ spec §3.2 ¶96: a kind cast is allowed only between equal kinds, or to or from

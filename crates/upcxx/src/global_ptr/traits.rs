@@ -104,16 +104,16 @@ impl<T, K: MemoryKind> fmt::Debug for GlobalPtr<T, K> {
 }
 
 /// UPC++ spec §3.2 ¶6 (DefinitelyTriviallySerializable): a pointer travels as
-/// `(rank, kind, address)`.
+/// `(rank, kind, address, device)`.
 impl<T, K: MemoryKind> Serialize for GlobalPtr<T, K> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        (self.rank, self.kind as u8, self.addr as u64).serialize(s)
+        (self.rank, self.kind as u8, self.addr as u64, self.device).serialize(s)
     }
 }
 
 impl<'de, T, K: MemoryKind> Deserialize<'de> for GlobalPtr<T, K> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let (rank, kind, addr) = <(Rank, u8, u64)>::deserialize(d)?;
+        let (rank, kind, addr, device) = <(Rank, u8, u64, u16)>::deserialize(d)?;
         let addr = usize::try_from(addr)
             .map_err(|_| D::Error::custom(format!("global pointer address {addr:#x} too wide")))?;
         let kind = KindId::from_u8(kind)
@@ -125,7 +125,12 @@ impl<'de, T, K: MemoryKind> Deserialize<'de> for GlobalPtr<T, K> {
                 K::ID
             )));
         }
-        Ok(GlobalPtr::from_parts(rank, addr, kind))
+        if kind == KindId::Host && device != 0 {
+            return Err(D::Error::custom(format!(
+                "a pointer to host memory names device {device}"
+            )));
+        }
+        Ok(GlobalPtr::from_device_parts(rank, addr, kind, device))
     }
 }
 

@@ -1,0 +1,323 @@
+//! Memory kinds (UPC++ spec ch. 16): `cuda_device` (§16.1.1), `device_allocator`
+//! (§16.1.2) and `copy` (§16.1.3) in every direction between host and device memory,
+//! local and remote, on 1 to 4 ranks, with every completion of §16.1.3 ¶5–¶7; and the
+//! errors.
+//!
+//! The devices are emulated (`gex::kinds::Mk::emulated`, through
+//! `CudaDevice::with_kind`), so every machine runs the device-independent machinery;
+//! `cuda_devices_copy_in_every_direction` runs the same copies on CUDA devices and
+//! prints that it was skipped where there is none.
+
+mod common;
+use common::{all_gather, panic_text};
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use gex::kinds::{KindError, Mk};
+use upcxx::{
+    copy, copy_from_host, copy_to_host, copy_to_host_with, copy_with, delete_array, new_array,
+    operation_cx, rank_me, rank_n, remote_cx, source_cx, CudaDevice, CudaDeviceKind,
+    DeviceAllocator, EntryBarrier, GlobalPtr, Promise,
+};
+
+const MIB: usize = 1 << 20;
+/// Values each rank moves per direction and target: several Active Messages' worth.
+const N: usize = 20_000;
+
+fn values(seed: usize, salt: u64) -> Vec<u64> {
+    (0..N as u64)
+        .map(|i| i * 0x9e37_79b9 + seed as u64 * 1_000_003 + salt)
+        .collect()
+}
+
+fn read_device(src: GlobalPtr<u64, CudaDeviceKind>) -> Vec<u64> {
+    let mut out = vec![0u64; N];
+    copy_to_host(src, &mut out).wait();
+    out
+}
+
+/// Every direction of `copy` from every rank to every rank, on the devices given.
+fn every_direction(mut dev: CudaDevice) {
+    let me = rank_me() as usize;
+    let n = rank_n() as usize;
+    let alloc = DeviceAllocator::new(&mut dev, 8 * n * N * 8 + MIB).unwrap();
+    // Per initiator: two device regions and one host region at every rank.
+    let dregion = alloc.allocate::<u64>(2 * n * N);
+    let hregion: GlobalPtr<u64> = new_array(n * N);
+    assert!(!dregion.is_null());
+    assert_eq!(
+        DeviceAllocator::<CudaDevice>::device_id(dregion),
+        dev.device_id()
+    );
+    let all = all_gather(&(dregion, hregion));
+    for (t, &(d, h)) in all.iter().enumerate() {
+        let (d1, d2) = (d.add(me * N), d.add((n + me) * N));
+        let hmine = h.add(me * N);
+        // Host slice to the device of `t`, and back into a slice.
+        let v = values(me, t as u64);
+        copy_from_host(&v, d1).wait();
+        assert_eq!(read_device(d1), v, "rank {me}: host slice -> device of {t}");
+        // The device of `t` to host memory of `t` (remote host), then that host
+        // memory to a device of the next rank (remote to remote), and back.
+        copy(d1, hmine, N).wait();
+        let next = &all[(t + 1) % n];
+        let dnext = next.0.add(me * N);
+        let v2 = values(me, 1000 + t as u64);
+        copy_from_host(&v2, d2).wait();
+        copy(hmine, dnext, N).wait();
+        assert_eq!(
+            read_device(dnext),
+            v,
+            "rank {me}: host of {t} -> device of next"
+        );
+        // Device to device between two other ranks' devices (or the same one).
+        copy(d2, dnext, N).wait();
+        assert_eq!(
+            read_device(dnext),
+            v2,
+            "rank {me}: device of {t} -> device of next"
+        );
+        // The device of `t` into this rank's own host memory, through a global pointer.
+        let mine: GlobalPtr<u64> = new_array(N);
+        copy(d2, mine, N).wait();
+        // SAFETY: this rank's own array of N values, written by the finished copy.
+        let got = unsafe { std::slice::from_raw_parts(mine.local(), N) };
+        assert_eq!(got, &v2[..], "rank {me}: device of {t} -> own host");
+        delete_array(mine);
+    }
+    upcxx::barrier();
+    alloc.deallocate(dregion);
+    assert_eq!(alloc.used(), 0);
+    delete_array(hregion);
+    drop(alloc);
+    dev.destroy(EntryBarrier::User);
+}
+
+#[test]
+fn copy_moves_every_direction_between_every_pair_of_ranks() {
+    for n in [1, 2, 3, 4] {
+        gex::testing::spmd(n, || {
+            upcxx::init();
+            every_direction(CudaDevice::with_kind(Mk::emulated(
+                rank_me() as i32,
+                256 * MIB,
+            )));
+            upcxx::finalize();
+        });
+    }
+}
+
+#[test]
+fn cuda_devices_copy_in_every_direction() {
+    let count = CudaDevice::device_count();
+    if count == 0 {
+        eprintln!("cuda_devices_copy_in_every_direction: no CUDA device: skipped");
+        return;
+    }
+    for n in [1, 2, 4] {
+        gex::testing::spmd(n, move || {
+            upcxx::init();
+            let id = rank_me() as i32 % count;
+            every_direction(CudaDevice::new(id).expect("a CUDA device"));
+            upcxx::finalize();
+        });
+    }
+}
+
+static REMOTE_RAN: AtomicU64 = AtomicU64::new(0);
+
+fn landed(at: GlobalPtr<u64, CudaDeviceKind>, want: u64) {
+    // §16.1.3 ¶6: remote completion implies the values are at the destination.
+    // A copy writes a host destination before it returns; waiting for its future
+    // here, in the restricted context, would not be allowed (§10.2).
+    let mut got = [0u64; 1];
+    drop(copy_to_host(at, &mut got));
+    assert_eq!(got[0], want, "remote completion ran before the data landed");
+    REMOTE_RAN.fetch_add(1, Ordering::SeqCst);
+}
+
+#[test]
+fn completions_are_delivered_as_chapter_7_says() {
+    gex::testing::spmd(2, || {
+        upcxx::init();
+        let me = rank_me();
+        let mut dev = CudaDevice::with_kind(Mk::emulated(0, 64 * MIB));
+        let alloc = DeviceAllocator::new(&mut dev, MIB).unwrap();
+        let mine = alloc.allocate::<u64>(64);
+        let all = all_gather(&mine);
+        let peer = all[(1 - me) as usize];
+        let src = [7u64 + u64::from(me); 64];
+        // Source and operation futures, ready at the next progress (§7.1 ¶14).
+        let (s, o) = upcxx::copy_from_host_with(
+            &src,
+            peer,
+            source_cx::as_future() | operation_cx::as_future(),
+        );
+        s.wait();
+        o.wait();
+        // A promise, and a remote completion run by the destination's owner.
+        let p = Promise::<()>::new();
+        let () = upcxx::copy_from_host_with(
+            &src[..1],
+            peer.add(1),
+            operation_cx::as_promise(&p)
+                | remote_cx::as_rpc(landed, (peer.add(1), 7 + u64::from(me))),
+        );
+        p.finalize().wait();
+        // copy between global pointers, with an LPC.
+        let hits = std::sync::Arc::new(AtomicU64::new(0));
+        let h2 = hits.clone();
+        let () = copy_with(
+            peer,
+            mine.add(2),
+            1,
+            operation_cx::as_lpc(&upcxx::current_persona(), move || {
+                h2.fetch_add(1, Ordering::SeqCst);
+            }),
+        );
+        while hits.load(Ordering::SeqCst) == 0 {
+            upcxx::progress(upcxx::ProgressLevel::User);
+        }
+        // A remote completion of a copy into host memory of this process runs here.
+        let mut out = [0u64; 1];
+        let before = REMOTE_RAN.load(Ordering::SeqCst);
+        let () = copy_to_host_with(
+            mine.add(2),
+            &mut out,
+            remote_cx::as_rpc(landed, (mine.add(2), 7 + u64::from(me))),
+        );
+        while REMOTE_RAN.load(Ordering::SeqCst) == before {
+            upcxx::progress(upcxx::ProgressLevel::User);
+        }
+        upcxx::barrier();
+        // Each rank ran the remote completions of the other's first copy and its own.
+        while REMOTE_RAN.load(Ordering::SeqCst) < 2 {
+            upcxx::progress(upcxx::ProgressLevel::User);
+        }
+        upcxx::barrier();
+        alloc.deallocate(mine);
+        drop(alloc);
+        dev.destroy(EntryBarrier::User);
+        upcxx::finalize();
+    });
+}
+
+#[test]
+fn the_allocator_allocates_aligned_frees_and_reports_null_when_full() {
+    gex::testing::spmd(1, || {
+        upcxx::init();
+        let mut dev = CudaDevice::with_kind(Mk::emulated(3, 64 * MIB));
+        assert!(dev.is_active());
+        assert_eq!(dev.device_id(), 3);
+        let alloc = DeviceAllocator::new(&mut dev, MIB).unwrap();
+        let a = alloc.allocate_aligned::<u8>(100, 4096);
+        assert_eq!(DeviceAllocator::<CudaDevice>::local(a) % 4096, 0);
+        let b = alloc.allocate::<u64>(1000);
+        assert_eq!(DeviceAllocator::<CudaDevice>::local(b) % 8, 0);
+        assert_eq!(b.where_(), rank_me());
+        assert_eq!(b.dynamic_kind(), upcxx::KindId::CudaDevice);
+        assert!(!b.is_local(), "device memory is never local");
+        // to_global_ptr and local are inverses.
+        let raw = DeviceAllocator::<CudaDevice>::local(b.add(10));
+        assert_eq!(alloc.to_global_ptr::<u64>(raw), b.add(10));
+        assert_eq!(DeviceAllocator::<CudaDevice>::device_id(b.add(10)), 3);
+        assert_eq!(
+            DeviceAllocator::<CudaDevice>::device_id(GlobalPtr::<u64, CudaDeviceKind>::null()),
+            CudaDevice::INVALID_DEVICE_ID
+        );
+        // Full: null, and room again after a free.
+        assert!(alloc.allocate::<u8>(MIB).is_null());
+        alloc.deallocate(a);
+        alloc.deallocate(b);
+        assert_eq!(alloc.used(), 0);
+        let whole = alloc.allocate::<u8>(MIB);
+        assert!(
+            !whole.is_null(),
+            "freed ranges merge back into the whole segment"
+        );
+        alloc.deallocate(whole);
+        alloc.deallocate(GlobalPtr::<u8, CudaDeviceKind>::null());
+        drop(alloc);
+        dev.destroy(EntryBarrier::None);
+        upcxx::finalize();
+    });
+}
+
+#[test]
+fn devices_are_created_and_destroyed_collectively_and_bad_ids_say_why() {
+    for n in [1, 3] {
+        gex::testing::spmd(n, || {
+            upcxx::init();
+            // Inactive devices take part in the collective (§16.1.1 ¶3).
+            let mut d = if rank_me().is_multiple_of(2) {
+                CudaDevice::with_kind(Mk::emulated(0, MIB))
+            } else {
+                CudaDevice::new(CudaDevice::INVALID_DEVICE_ID).unwrap()
+            };
+            assert_eq!(d.is_active(), rank_me().is_multiple_of(2));
+            d.destroy(EntryBarrier::User);
+            assert!(!d.is_active());
+            assert_eq!(d.device_id(), CudaDevice::INVALID_DEVICE_ID);
+            // A valid-looking id this process cannot open: the reason, after the
+            // collective part (every rank gets here).
+            let count = CudaDevice::device_count();
+            let e = CudaDevice::new(count + 7).unwrap_err();
+            assert!(
+                matches!(
+                    e,
+                    KindError::NoDriver { .. } | KindError::NoSuchDevice { .. }
+                ),
+                "{e}"
+            );
+            assert!(e.to_string().starts_with("gex::kinds::Mk::cuda"), "{e}");
+            upcxx::finalize();
+        });
+    }
+}
+
+#[test]
+fn bad_calls_fail_naming_the_call() {
+    gex::testing::spmd(2, || {
+        upcxx::init();
+        let me = rank_me();
+        let mut dev = CudaDevice::with_kind(Mk::emulated(0, 64 * MIB));
+        let alloc = DeviceAllocator::new(&mut dev, MIB).unwrap();
+        let text = panic_text(|| {
+            let _ = DeviceAllocator::new(&mut dev, MIB);
+        });
+        assert!(
+            text.contains("device_allocator") && text.contains("already"),
+            "{text}"
+        );
+        let mut inactive = CudaDevice::inactive();
+        let text = panic_text(|| {
+            let _ = DeviceAllocator::new(&mut inactive, MIB);
+        });
+        assert!(text.contains("inactive"), "{text}");
+        let mut small = CudaDevice::with_kind(Mk::emulated(1, MIB));
+        let e = DeviceAllocator::new(&mut small, 2 * MIB);
+        assert!(matches!(e, Err(KindError::OutOfMemory { .. })), "{e:?}");
+        small.destroy(EntryBarrier::User);
+        let g = alloc.allocate::<u64>(128);
+        let all = all_gather(&g);
+        let peer = all[(1 - me) as usize];
+        // Past the end of the peer's segment: the owner refuses it.
+        let host = [0u64; 128];
+        let text = panic_text(|| copy_from_host(&host, peer.add(MIB / 8 - 64)).wait());
+        assert!(text.starts_with("upcxx::copy: gex::kinds::put"), "{text}");
+        assert!(text.contains(&format!("rank {}", 1 - me)), "{text}");
+        let text = panic_text(|| copy(g, g.add(64), 128).wait());
+        assert!(text.contains("overlap"), "{text}");
+        let text = panic_text(|| copy(GlobalPtr::<u64, CudaDeviceKind>::null(), g, 1).wait());
+        assert!(text.contains("null"), "{text}");
+        let text = panic_text(|| alloc.deallocate(peer));
+        assert!(text.contains("device_allocator::deallocate"), "{text}");
+        alloc.deallocate(g);
+        let text = panic_text(|| alloc.deallocate(g));
+        assert!(text.contains("not a live allocation"), "{text}");
+        upcxx::barrier();
+        drop(alloc);
+        dev.destroy(EntryBarrier::User);
+        upcxx::finalize();
+    });
+}
