@@ -6,7 +6,7 @@
 
 #include <stdint.h>
 
-#define GASP_UPCXX_VERSION 6
+#define GASP_UPCXX_VERSION 7
 
 /* A pointer-to-shared: the owning rank and the address in the owner's address
  * space. Events pass a pointer to one (GASP section 5.4). */
@@ -298,6 +298,42 @@ typedef enum {
  *   GASP_END:   uint64_t team
  */
 #define GASP_UPCXX_ATOMIC_DOMAIN_DESTROY 0x142
+
+/* Copying `n` bytes between memory of any kinds (`upcxx::copy`, `copy_from_host`, `copy_to_host`; UPC++ ch. 16): `peer` is the rank at the other end (the destination's, unless it is this rank's and the source's is not), `dst` and `src` the ends (a host slice as this rank's pointer), `dst_kind` and `src_kind` their memory kinds (`upcxx::KindId`: 1 host, 2 cuda_device). Complete inside the call; its notifications are the futures'.
+ *   GASP_START: int peer, gasp_upcxx_gptr_t *dst, gasp_upcxx_gptr_t *src, int dst_kind, int src_kind, size_t n
+ *   GASP_END:   int peer, gasp_upcxx_gptr_t *dst, gasp_upcxx_gptr_t *src, int dst_kind, int src_kind, size_t n
+ */
+#define GASP_UPCXX_COPY 0x150
+
+/* Creating this rank's representative of a collective device of memory kind `kind` (`upcxx::CudaDevice::new`, collective over the world): `device` is its id, -1 for an inactive device.
+ *   GASP_START: int kind, int device
+ *   GASP_END:   int kind, int device
+ */
+#define GASP_UPCXX_DEVICE_CONSTRUCT 0x151
+
+/* Destroying a collective device (`upcxx::CudaDevice::destroy`), entry barrier included.
+ *   GASP_START: int kind, int device
+ *   GASP_END:   int kind, int device
+ */
+#define GASP_UPCXX_DEVICE_DESTROY 0x152
+
+/* Allocating the `nbytes`-byte segment of a device allocator on device `device` (`upcxx::DeviceAllocator::new`).
+ *   GASP_START: int device, size_t nbytes
+ *   GASP_END:   int device, size_t nbytes
+ */
+#define GASP_UPCXX_DEVICE_SEGMENT 0x153
+
+/* Allocating `nbytes` in a device segment (`upcxx::DeviceAllocator::allocate`); the END adds the pointer (null when the segment had no room).
+ *   GASP_START: int device, size_t nbytes
+ *   GASP_END:   int device, size_t nbytes, gasp_upcxx_gptr_t *ptr
+ */
+#define GASP_UPCXX_DEVICE_ALLOC 0x154
+
+/* Freeing device memory (`upcxx::DeviceAllocator::deallocate`).
+ *   GASP_START: int device, gasp_upcxx_gptr_t *ptr
+ *   GASP_END:   int device, gasp_upcxx_gptr_t *ptr
+ */
+#define GASP_UPCXX_DEVICE_FREE 0x155
 
 /* Sending an Active Message Request (`gex::Team::am_request_*`): `category` is 0 Short, 1 Medium, 2 Long; `nbytes` the payload.
  *   GASP_START: int target, int handler, int category, size_t nbytes

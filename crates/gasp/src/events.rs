@@ -56,7 +56,7 @@
 
 /// The C header's `GASP_UPC_VERSION`-style number of this event list; bump it when an
 /// event is added (GASP §5.5).
-pub const EVENTS_VERSION: u32 = 6;
+pub const EVENTS_VERSION: u32 = 7;
 
 /// The first tag returned by `create_event` for user events (GASP §5.3's
 /// `GASP_UPC_USEREVT_START`).
@@ -571,6 +571,35 @@ events! {
     /// collective), entry barrier included.
     GASP_UPCXX_ATOMIC_DOMAIN_DESTROY = 0x142, Upcxx, Interval, Blocking,
         start(team: U64), end(team: U64);
+    /// Copying `n` bytes between memory of any kinds (`upcxx::copy`, `copy_from_host`,
+    /// `copy_to_host`; UPC++ ch. 16): `peer` is the rank at the other end (the
+    /// destination's, unless it is this rank's and the source's is not), `dst` and
+    /// `src` the ends (a host slice as this rank's pointer), `dst_kind` and `src_kind`
+    /// their memory kinds (`upcxx::KindId`: 1 host, 2 cuda_device). Complete inside
+    /// the call; its notifications are the futures'.
+    GASP_UPCXX_COPY = 0x150, Upcxx, Interval, Blocking,
+        start(peer: Rank, dst: GPtr, src: GPtr, dst_kind: Int, src_kind: Int, n: Bytes),
+        end(peer: Rank, dst: GPtr, src: GPtr, dst_kind: Int, src_kind: Int, n: Bytes);
+    /// Creating this rank's representative of a collective device of memory kind
+    /// `kind` (`upcxx::CudaDevice::new`, collective over the world): `device` is its id,
+    /// -1 for an inactive device.
+    GASP_UPCXX_DEVICE_CONSTRUCT = 0x151, Upcxx, Interval, Blocking,
+        start(kind: Int, device: Int), end(kind: Int, device: Int);
+    /// Destroying a collective device (`upcxx::CudaDevice::destroy`), entry barrier
+    /// included.
+    GASP_UPCXX_DEVICE_DESTROY = 0x152, Upcxx, Interval, Blocking,
+        start(kind: Int, device: Int), end(kind: Int, device: Int);
+    /// Allocating the `nbytes`-byte segment of a device allocator on device `device`
+    /// (`upcxx::DeviceAllocator::new`).
+    GASP_UPCXX_DEVICE_SEGMENT = 0x153, Upcxx, Interval, Blocking,
+        start(device: Int, nbytes: Size), end(device: Int, nbytes: Size);
+    /// Allocating `nbytes` in a device segment (`upcxx::DeviceAllocator::allocate`); the
+    /// END adds the pointer (null when the segment had no room).
+    GASP_UPCXX_DEVICE_ALLOC = 0x154, Upcxx, Interval, Blocking,
+        start(device: Int, nbytes: Size), end(device: Int, nbytes: Size, ptr: GPtr);
+    /// Freeing device memory (`upcxx::DeviceAllocator::deallocate`).
+    GASP_UPCXX_DEVICE_FREE = 0x155, Upcxx, Interval, Blocking,
+        start(device: Int, ptr: GPtr), end(device: Int, ptr: GPtr);
     /// Sending an Active Message Request (`gex::Team::am_request_*`): `category` is
     /// 0 Short, 1 Medium, 2 Long; `nbytes` the payload.
     GASP_GEX_AM_REQUEST = 0x200, Gex, Interval, Blocking,
@@ -683,6 +712,7 @@ pub fn is_communication(tag: u32) -> bool {
             | GASP_UPCXX_VIS_GET
             | GASP_GEX_AD_OP
             | GASP_UPCXX_ATOMIC_OP
+            | GASP_UPCXX_COPY
     )
 }
 

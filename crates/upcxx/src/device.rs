@@ -42,6 +42,11 @@
 //! futures and promises at the next user-level progress, a remote-completion RPC run
 //! by the destination's owner (the caller, for [`copy_to_host`]; ¶4).
 //!
+//! GASP: `GASP_UPCXX_COPY` around each copy (the transfers inside are not reported),
+//! `GASP_UPCXX_DEVICE_CONSTRUCT` and `_DESTROY` around the collective device calls,
+//! `GASP_UPCXX_DEVICE_SEGMENT` around the allocation of an allocator's segment, and
+//! `GASP_UPCXX_DEVICE_ALLOC` and `_FREE` around allocations in it.
+//!
 //! A device without CUDA: [`CudaDevice::new`] with a valid id fails with the reason
 //! (no driver, no such device), as `gex::kinds::Mk::cuda` reports it; with
 //! [`CudaDevice::INVALID_DEVICE_ID`] it makes an inactive device (¶6).
@@ -159,8 +164,15 @@ impl CudaDevice {
                 panic!("upcxx::{call}: device id {} is too large", mk.device_id());
             }
         }
+        let device = match &opened {
+            Some(Ok(mk)) => mk.device_id(),
+            _ => Self::INVALID_DEVICE_ID,
+        };
+        let kind = Self::KIND as i32;
+        let span = gasp::span!(GASP_UPCXX_DEVICE_CONSTRUCT, kind, device);
         // Every rank takes part, whether or not its device opened.
         rt.team.barrier_nb().wait();
+        gasp::end!(span, kind, device);
         match opened {
             None => Ok(CudaDevice::default()),
             Some(Ok(mk)) => Ok(CudaDevice {
@@ -208,6 +220,8 @@ impl CudaDevice {
         const CALL: &str = "cuda_device::destroy";
         let rt = rt(CALL);
         check_collective(CALL);
+        let (kind, device) = (Self::KIND as i32, self.device_id());
+        let span = gasp::span!(GASP_UPCXX_DEVICE_DESTROY, kind, device);
         match lev {
             EntryBarrier::User => {
                 let mut ev = rt.team.barrier_nb();
@@ -217,6 +231,7 @@ impl CudaDevice {
             EntryBarrier::None => {}
         }
         self.mk = None;
+        gasp::end!(span, kind, device);
     }
 }
 
@@ -253,6 +268,22 @@ struct Heap {
     /// The range each live allocation took (its start may lie below the pointer, for
     /// the alignment), by the pointer's offset.
     live: std::collections::HashMap<u64, Range<u64>>,
+}
+
+impl AllocState {
+    /// The device address of room for `n` values of `size` bytes aligned to `align`,
+    /// if the segment has it.
+    fn allocate(&self, n: usize, size: usize, align: usize) -> Option<DeviceAddr> {
+        // A zero-sized request still gets its own address, as `malloc(0)` may.
+        let len = n.checked_mul(size)?.max(1) as u64;
+        let base = self.segment.base();
+        let mut heap = self.heap.lock().unwrap_or_else(PoisonError::into_inner);
+        // Aligned as a device address (the segment's base is 256-aligned under CUDA).
+        let range = heap.free.allocate_range(len + align as u64 - 1).ok()?;
+        let at = (base + range.start).next_multiple_of(align as u64) - base;
+        heap.live.insert(at, range);
+        Some(base + at)
+    }
 }
 
 impl<D: Device> std::fmt::Debug for DeviceAllocator<D> {
@@ -295,7 +326,10 @@ impl<D: Device> DeviceAllocator<D> {
                  §16.1.2 ¶8: one per device)"
             );
         }
-        let segment = DeviceSegment::create(mk, size)?;
+        let span = gasp::span!(GASP_UPCXX_DEVICE_SEGMENT, id, size);
+        let segment = DeviceSegment::create(mk, size);
+        gasp::end!(span, id, size);
+        let segment = segment?;
         *allocated = true;
         Ok(DeviceAllocator {
             state: Some(Arc::new(AllocState {
@@ -337,20 +371,16 @@ impl<D: Device> DeviceAllocator<D> {
         if !align.is_power_of_two() {
             panic!("upcxx::{CALL}: alignment {align} is not a power of two");
         }
-        let Some(bytes) = n.checked_mul(std::mem::size_of::<T>()) else {
-            return GlobalPtr::null();
-        };
-        // A zero-sized request still gets its own address, as `malloc(0)` may.
-        let len = bytes.max(1) as u64;
-        let base = st.segment.base();
-        let mut heap = st.heap.lock().unwrap_or_else(PoisonError::into_inner);
-        // Aligned as a device address (the segment's base is 256-aligned under CUDA).
-        let Ok(range) = heap.free.allocate_range(len + align as u64 - 1) else {
-            return GlobalPtr::null();
-        };
-        let at = (base + range.start).next_multiple_of(align as u64) - base;
-        heap.live.insert(at, range);
-        GlobalPtr::from_device_parts(rt(CALL).rank, (base + at) as usize, D::Kind::ID, st.device)
+        let (me, device) = (rt(CALL).rank, i32::from(st.device));
+        let nbytes = n.saturating_mul(std::mem::size_of::<T>());
+        let span = gasp::span!(GASP_UPCXX_DEVICE_ALLOC, device, nbytes);
+        let gp = st
+            .allocate(n, std::mem::size_of::<T>(), align)
+            .map_or(GlobalPtr::null(), |addr| {
+                GlobalPtr::from_device_parts(me, addr as usize, D::Kind::ID, st.device)
+            });
+        gasp::end!(span, device, nbytes, gasp::GPtr::new(me, gp.owner_addr()));
+        gp
     }
 
     /// §16.1.2 ¶28 `deallocate`: frees what [`allocate`](Self::allocate) returned; null
@@ -372,6 +402,8 @@ impl<D: Device> DeviceAllocator<D> {
                 g.where_()
             );
         }
+        let (device, at) = (i32::from(st.device), gasp::GPtr::new(me, g.owner_addr()));
+        let span = gasp::span!(GASP_UPCXX_DEVICE_FREE, device, at);
         let off = (g.owner_addr() as u64).wrapping_sub(st.segment.base());
         let mut heap = st.heap.lock().unwrap_or_else(PoisonError::into_inner);
         let Some(range) = heap.live.remove(&off) else {
@@ -381,6 +413,8 @@ impl<D: Device> DeviceAllocator<D> {
             );
         };
         heap.free.free_range(range);
+        drop(heap);
+        gasp::end!(span, device, at);
     }
 
     /// §16.1.2 ¶32 `to_global_ptr`: the global pointer to the device address `ptr`,
@@ -504,7 +538,25 @@ pub fn copy_with<T: Pod, Ks: MemoryKind, Kd: MemoryKind, C: Completions<CopyEven
         if s.rank == d.rank && s.kind == d.kind && s.addr < d.addr + len && d.addr < s.addr + len {
             panic!("upcxx::{CALL}: the {len}-byte ranges at {src} and {dest} overlap");
         }
+        let span = gasp::span!(
+            GASP_UPCXX_COPY,
+            peer(rt, d, s),
+            d.gasp(),
+            s.gasp(),
+            d.kind as i32,
+            s.kind as i32,
+            len
+        );
         between(CALL, rt, d, s, len);
+        gasp::end!(
+            span,
+            peer(rt, d, s),
+            d.gasp(),
+            s.gasp(),
+            d.kind as i32,
+            s.kind as i32,
+            len
+        );
     }
     cxs.completed_at_initiation(dest.where_(), ()).into_return()
 }
@@ -543,7 +595,12 @@ pub fn copy_from_host_with<T: Pod, Kd: MemoryKind, C: Completions<CopyEvents>>(
     let rt = start(CALL);
     let bytes: &[u8] = bytemuck::cast_slice(src);
     if !bytes.is_empty() {
-        write(CALL, rt, end(CALL, dest), bytes);
+        let (d, s) = (end(CALL, dest), End::slice(rt, bytes));
+        let n = bytes.len();
+        let (dk, sk) = (d.kind as i32, s.kind as i32);
+        let span = gasp::span!(GASP_UPCXX_COPY, d.rank, d.gasp(), s.gasp(), dk, sk, n);
+        write(CALL, rt, d, bytes);
+        gasp::end!(span, d.rank, d.gasp(), s.gasp(), dk, sk, n);
     }
     cxs.completed_at_initiation(dest.where_(), ()).into_return()
 }
@@ -583,7 +640,12 @@ pub fn copy_to_host_with<T: Pod, Ks: MemoryKind, C: Completions<CopyEvents>>(
     let rt = start(CALL);
     let bytes: &mut [u8] = bytemuck::cast_slice_mut(dest);
     if !bytes.is_empty() {
-        read(CALL, rt, end(CALL, src), bytes);
+        let (d, s) = (End::slice(rt, bytes), end(CALL, src));
+        let n = bytes.len();
+        let (dk, sk) = (d.kind as i32, s.kind as i32);
+        let span = gasp::span!(GASP_UPCXX_COPY, s.rank, d.gasp(), s.gasp(), dk, sk, n);
+        read(CALL, rt, s, bytes);
+        gasp::end!(span, s.rank, d.gasp(), s.gasp(), dk, sk, n);
     }
     cxs.completed_at_initiation(rt.rank, ()).into_return()
 }
@@ -602,6 +664,32 @@ struct End {
 /// The runtime. A copy may start in the restricted context (§10.2), as an `rput` may:
 /// it waits with internal progress only, which the restricted context does not make a
 /// no-op.
+impl End {
+    /// A host slice of this process, as an end.
+    fn slice(rt: &Setup, bytes: &[u8]) -> End {
+        End {
+            rank: rt.rank,
+            addr: bytes.as_ptr() as usize,
+            kind: KindId::Host,
+        }
+    }
+
+    /// The end as a GASP pointer (rank and owner-space address).
+    fn gasp(self) -> gasp::GPtr {
+        gasp::GPtr::new(self.rank, self.addr)
+    }
+}
+
+/// The rank at the other end of a copy: the destination's, unless that is this rank
+/// and the source's is not.
+fn peer(rt: &Setup, dst: End, src: End) -> Rank {
+    if dst.rank == rt.rank {
+        src.rank
+    } else {
+        dst.rank
+    }
+}
+
 #[track_caller]
 fn start(call: &str) -> &'static Setup {
     rt(call)

@@ -321,3 +321,97 @@ fn bad_calls_fail_naming_the_call() {
         upcxx::finalize();
     });
 }
+
+/// GASP: a collective device, its segment, an allocation, copies in each form and the
+/// free each report their event at the caller's line, with the ends, kinds and bytes
+/// of each copy; the transfers inside a copy are not reported.
+#[cfg(feature = "gasp")]
+#[test]
+fn memory_kinds_report_their_gasp_events() {
+    use common::recorder::{Recorder, Shared};
+    use gasp::events::*;
+    use gasp::{Arg, EventType};
+    use std::sync::Arc;
+
+    gex::testing::spmd(2, || {
+        let rec = Arc::new(Recorder::default());
+        let shared = rec.clone();
+        gasp::register_tool(move |_, _| Box::new(Shared(shared)));
+        upcxx::init();
+        let me = rank_me();
+        let new_line = line!() + 1;
+        let mut dev = CudaDevice::with_kind(Mk::emulated(0, 64 * MIB));
+        let seg_line = line!() + 1;
+        let alloc = DeviceAllocator::new(&mut dev, MIB).unwrap();
+        let alloc_line = line!() + 1;
+        let mine = alloc.allocate::<u64>(16);
+        let peer = all_gather(&mine)[1 - me as usize];
+        let host = [5u64; 16];
+        let to_line = line!() + 1;
+        copy_from_host(&host, peer).wait();
+        let mut back = [0u64; 16];
+        let from_line = line!() + 1;
+        copy_to_host(peer, &mut back).wait();
+        let between_line = line!() + 1;
+        copy(peer, mine, 16).wait();
+        upcxx::barrier();
+        let free_line = line!() + 1;
+        alloc.deallocate(mine);
+        drop(alloc);
+        let destroy_line = line!() + 1;
+        dev.destroy(EntryBarrier::User);
+        let got = rec.0.lock().unwrap().clone();
+        assert!(
+            got.iter()
+                .all(|e| ![GASP_GEX_AM_REQUEST, GASP_UPC_PUT, GASP_UPC_GET].contains(&e.0)),
+            "a copy's transfers were reported"
+        );
+        let ours: Vec<_> = got
+            .iter()
+            .filter(|e| (GASP_UPCXX_COPY..=GASP_UPCXX_DEVICE_FREE).contains(&e.0))
+            .collect();
+        let kinds: Vec<_> = ours.iter().map(|e| (e.0, e.1, e.2)).collect();
+        use EventType::{End, Start};
+        assert_eq!(
+            kinds,
+            [
+                (GASP_UPCXX_DEVICE_CONSTRUCT, Start, new_line),
+                (GASP_UPCXX_DEVICE_CONSTRUCT, End, new_line),
+                (GASP_UPCXX_DEVICE_SEGMENT, Start, seg_line),
+                (GASP_UPCXX_DEVICE_SEGMENT, End, seg_line),
+                (GASP_UPCXX_DEVICE_ALLOC, Start, alloc_line),
+                (GASP_UPCXX_DEVICE_ALLOC, End, alloc_line),
+                (GASP_UPCXX_COPY, Start, to_line),
+                (GASP_UPCXX_COPY, End, to_line),
+                (GASP_UPCXX_COPY, Start, from_line),
+                (GASP_UPCXX_COPY, End, from_line),
+                (GASP_UPCXX_COPY, Start, between_line),
+                (GASP_UPCXX_COPY, End, between_line),
+                (GASP_UPCXX_DEVICE_FREE, Start, free_line),
+                (GASP_UPCXX_DEVICE_FREE, End, free_line),
+                (GASP_UPCXX_DEVICE_DESTROY, Start, destroy_line),
+                (GASP_UPCXX_DEVICE_DESTROY, End, destroy_line),
+            ]
+        );
+        let other = 1 - me;
+        let fmt = |a: Arg<'_>| format!("{a:?}");
+        // The copy to the other rank's device: peer, kinds (host 1, device 2), bytes.
+        let to = &ours[6].3;
+        assert_eq!(to[0], fmt(Arg::Rank(other)), "{to:?}");
+        assert_eq!(
+            to[3..],
+            [Arg::Int(2), Arg::Int(1), Arg::Bytes(128)].map(fmt),
+            "{to:?}"
+        );
+        let from = &ours[8].3;
+        assert_eq!(from[0], fmt(Arg::Rank(other)), "{from:?}");
+        assert_eq!(from[3..5], [Arg::Int(1), Arg::Int(2)].map(fmt), "{from:?}");
+        let between = &ours[10].3;
+        assert_eq!(between[0], fmt(Arg::Rank(other)), "{between:?}");
+        assert_eq!(ours[2].3, [Arg::Int(0), Arg::Size(MIB)].map(fmt));
+        assert_eq!(ours[4].3, [Arg::Int(0), Arg::Size(128)].map(fmt));
+        assert!(is_communication(GASP_UPCXX_COPY));
+        assert!(!is_communication(GASP_UPCXX_DEVICE_ALLOC));
+        upcxx::finalize();
+    });
+}

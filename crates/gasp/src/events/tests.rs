@@ -284,3 +284,39 @@ fn atomic_operations_are_communication_and_domains_are_not() {
         assert!(!is_communication(tag), "{}", e.name);
     }
 }
+
+/// A copy between memory kinds is communication (the profiler's matrix finds the peer
+/// in its first argument and the bytes in `n`); the device calls around it are not.
+#[test]
+fn copies_are_communication_and_device_calls_are_not() {
+    let e = by_tag(GASP_UPCXX_COPY).unwrap();
+    assert!(is_communication(GASP_UPCXX_COPY) && !runs_user_code(GASP_UPCXX_COPY));
+    assert!(e.start_args.starts_with("int peer"), "{}", e.start_args);
+    assert!(e.start_args.ends_with("size_t n"), "{}", e.start_args);
+    let copy = args::GASP_UPCXX_COPY.start(
+        3,
+        crate::GPtr::new(3, 0x40),
+        crate::GPtr::new(0, 0x80),
+        2,
+        1,
+        64,
+    );
+    assert_eq!(copy.args()[0], crate::Arg::Rank(3));
+    assert_eq!(copy.args()[5], crate::Arg::Bytes(64));
+    for tag in [
+        GASP_UPCXX_DEVICE_CONSTRUCT,
+        GASP_UPCXX_DEVICE_DESTROY,
+        GASP_UPCXX_DEVICE_SEGMENT,
+        GASP_UPCXX_DEVICE_ALLOC,
+        GASP_UPCXX_DEVICE_FREE,
+    ] {
+        let e = by_tag(tag).unwrap();
+        assert_eq!(
+            (e.shape, e.timing),
+            (Shape::Interval, Timing::Blocking),
+            "{}",
+            e.name
+        );
+        assert!(!is_communication(tag), "{}", e.name);
+    }
+}
