@@ -65,17 +65,14 @@ impl Client {
         ObjectState::new(name, flags).install();
         install_panic_hook();
         let [atomic_request, atomic_reply] = crate::atomic::handler_entries();
-        let [kind_put, kind_ack, kind_get, kind_data] = crate::kinds::handler_entries();
-        crate::am::register_internal(&mut [
+        let mut internal = vec![
             crate::barrier::handler_entry(),
             crate::coll::handler_entry(),
             atomic_request,
             atomic_reply,
-            kind_put,
-            kind_ack,
-            kind_get,
-            kind_data,
-        ]);
+        ];
+        internal.extend(crate::kinds::handler_entries());
+        crate::am::register_internal(&mut internal);
         #[cfg(feature = "gasp")]
         attach_gasp_tool(rt);
         let team = team::install_world(rt.conduit.rank(), rt.conduit.size());
@@ -94,6 +91,8 @@ impl Client {
         gasp::end!(span, 0);
         #[cfg(feature = "gasp")]
         gasp::dispatch::finish();
+        rt.finalized
+            .store(true, std::sync::atomic::Ordering::Release);
         rt.conduit.finalize();
     }
 }
@@ -144,6 +143,8 @@ pub fn exit(code: i32) -> ! {
         gasp::atomic!(GASP_UPC_NONCOLLECTIVE_EXIT, code);
         #[cfg(feature = "gasp")]
         gasp::dispatch::finish();
+        rt.finalized
+            .store(true, std::sync::atomic::Ordering::Release);
         if code == 0 {
             rt.conduit.finalize();
         } else {

@@ -43,10 +43,16 @@ use std::sync::Arc;
 mod cuda;
 #[cfg(feature = "testing")]
 mod emulated;
+mod ipc;
 mod registry;
 mod remote;
 
-pub(crate) use remote::handler_entries;
+/// The handlers of transfers between ranks (registered by client initialization).
+pub(crate) fn handler_entries() -> [crate::am::AmEntry; 8] {
+    let [put, ack, get, data] = remote::handler_entries();
+    let [ask, answer, forget, forgotten] = ipc::handler_entries();
+    [put, ack, get, data, ask, answer, forget, forgotten]
+}
 
 use crate::conduit::{Conduit, Rank};
 use crate::Team;
@@ -243,6 +249,27 @@ pub(crate) trait Device: Send + Sync + fmt::Debug {
     }
     /// Whether `[addr, addr + len)` is memory of this device.
     fn owns(&self, addr: DeviceAddr, len: usize) -> bool;
+    /// An opaque handle by which another process of this host maps the allocation at
+    /// `base` (CUDA IPC's `cuIpcGetMemHandle`).
+    fn export(&self, call: &'static str, base: DeviceAddr) -> Result<Vec<u8>, KindError>;
+    /// Maps the `size`-byte allocation of another process that `handle` names into
+    /// this process, where this device's copies reach it (`cuIpcOpenMemHandle`).
+    ///
+    /// # Safety
+    /// `handle` came from [`export`](Device::export) of a device of this class on this
+    /// host, for an allocation of `size` bytes that is not freed until the import is
+    /// closed.
+    unsafe fn import(
+        &self,
+        call: &'static str,
+        handle: &[u8],
+        size: usize,
+    ) -> Result<DeviceAddr, KindError>;
+    /// Unmaps what [`import`](Device::import) returned.
+    ///
+    /// # Safety
+    /// `addr` came from `import` on this device and is not used again.
+    unsafe fn close(&self, addr: DeviceAddr);
     /// Copies `len` bytes from `src` to `dst`; a host end holds exactly `len` bytes.
     ///
     /// # Safety
@@ -566,8 +593,10 @@ const BOUNCE: usize = 4 << 20;
 
 impl Drop for DeviceSegment {
     fn drop(&mut self) {
-        // No transfer finds the segment from here on, and none runs in it now.
-        registry::remove(self.base);
+        // No transfer finds the segment from here on, and none runs in it now; the
+        // processes that map it unmap it first.
+        let importers = registry::remove(self.base);
+        ipc::forget(self.base, &importers);
         // SAFETY: allocated by `create` on this device; the segment is gone after this.
         unsafe { self.mk.0.dev.free(self.base) };
         self.mk.0.allocated.fetch_sub(self.size, Ordering::Relaxed);
@@ -598,7 +627,12 @@ fn put_in(
         return Ok(());
     }
     if rank != rt.conduit.rank() {
-        return remote::put(rt, call, rank, dst, src);
+        let len = src.len();
+        let mapped = ipc::with(rt, call, rank, dst, len, true, |mk, local| {
+            // SAFETY: this process maps the range (`ipc`), kept mapped meanwhile.
+            unsafe { mk.0.dev.copy(call, End::Device(local), End::Host(src), len) }
+        });
+        return mapped.unwrap_or_else(|| remote::put(rt, call, rank, dst, src));
     }
     registry::with(dst, src.len(), |mk, _| {
         // SAFETY: a live segment of `mk` holds the range (kept alive by the lookup).
@@ -634,7 +668,15 @@ fn get_in(
         return Ok(());
     }
     if rank != rt.conduit.rank() {
-        return remote::get(rt, call, rank, src, dst);
+        let len = dst.len();
+        let mapped = ipc::with(rt, call, rank, src, len, true, |mk, local| {
+            // SAFETY: as in `put_in`.
+            unsafe {
+                mk.0.dev
+                    .copy(call, End::HostMut(&mut *dst), End::Device(local), len)
+            }
+        });
+        return mapped.unwrap_or_else(|| remote::get(rt, call, rank, src, dst));
     }
     let len = dst.len();
     registry::with(src, len, |mk, _| {
@@ -700,6 +742,30 @@ pub fn copy(
             Some(Some(None)) => {} // two devices: through host memory
         }
     }
+    if dst_job != me || src_job != me {
+        // One device copy when this process reaches both ranges (its own segments, or
+        // segments of this host's other processes mapped here) with devices of one
+        // class; a driver that refuses it leaves the copy to host memory below. The
+        // segments are mapped first, one at a time (mapping one takes the table's
+        // write lock, which the nested lookups below hold for reading).
+        for (rank, addr) in [(dst_job, dst), (src_job, src)] {
+            if rank != me {
+                ipc::with(rt, CALL, rank, addr, len, true, |_, _| ());
+            }
+        }
+        let direct = reach(rt, CALL, dst_job, dst, len, |dmk, d| {
+            reach(rt, CALL, src_job, src, len, |smk, s| {
+                (dmk.class() == smk.class()).then(|| {
+                    // SAFETY: both ranges are reached here and kept so meanwhile;
+                    // on different ranks they do not overlap.
+                    unsafe { dmk.0.dev.copy(CALL, End::Device(d), End::Device(s), len) }
+                })
+            })
+        });
+        if let Some(Some(Some(Ok(())))) = direct {
+            return Ok(());
+        }
+    }
     let mut bounce = vec![0u8; len.min(BOUNCE)];
     let mut done = 0;
     while done < len {
@@ -710,6 +776,24 @@ pub fn copy(
         done += n;
     }
     Ok(())
+}
+
+/// Runs `f` with a device of this process and the address here of `[addr, addr +
+/// len)` of job rank `rank`'s device memory, if this process reaches it now: a segment
+/// of its own, or one of another process of this host mapped here already (`ipc`).
+fn reach<R>(
+    rt: &crate::runtime::Runtime,
+    call: &'static str,
+    rank: Rank,
+    addr: DeviceAddr,
+    len: usize,
+    f: impl FnOnce(&Mk, DeviceAddr) -> R,
+) -> Option<R> {
+    if rank == rt.conduit.rank() {
+        registry::with(addr, len, |mk, _| f(mk, addr))
+    } else {
+        ipc::with(rt, call, rank, addr, len, false, f)
+    }
 }
 
 /// The runtime and the job rank of `rank` of `team`, for a call that may communicate.

@@ -5,7 +5,7 @@
 //! AM dispatcher, the barrier): the composition root, client initialization
 //! (`init.rs`), hands them in, so this module sits below all of them.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
 use crate::conduit::{Inbound, Selected};
@@ -25,6 +25,9 @@ pub(crate) struct Runtime {
     /// so an idle poll pays one load each, and announcing work changes only the
     /// registrant's own word.
     pub(crate) advance: Box<[(Advance, AtomicUsize)]>,
+    /// Whether this rank has finalized (or exited): no message may be sent from here
+    /// on, and none that needs an answer would get one.
+    pub(crate) finalized: AtomicBool,
 }
 
 impl Runtime {
@@ -40,6 +43,7 @@ impl Runtime {
                 .into_iter()
                 .map(|f| (f, AtomicUsize::new(0)))
                 .collect(),
+            finalized: AtomicBool::new(false),
         }
     }
 

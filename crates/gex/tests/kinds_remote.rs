@@ -1,12 +1,16 @@
 //! Transfers to and from the device memory of other ranks (`gex::kinds::put`, `get`,
 //! `copy`: our extension of the GASNet-EX API for UPC++ ch. 16) on 1 to 5 ranks, each
 //! with a device segment on an emulated device: every pair of ranks, pieces larger
-//! than one Active Message, device to device between two other ranks, and the errors.
+//! than one Active Message, device to device between two other ranks, and the errors;
+//! each with the segments of this host's other ranks mapped (IPC, the default) and
+//! with every transfer by messages (`GEX_KINDS_IPC=0`). Then what mapping promises: a
+//! transfer that needs nothing of its owner, and an owner that frees a segment only
+//! once its importers have unmapped it.
 mod common;
 
 use common::expect_panic;
 use gex::kinds::{self, DeviceSegment, Dst, KindError, Mk, Range, Src};
-use gex::testing::spmd;
+use gex::testing::{spmd, spmd_with, SpmdOptions};
 use gex::{Client, Flags, Segment, Team};
 
 const MIB: usize = 1 << 20;
@@ -47,10 +51,21 @@ fn read_local(seg: &DeviceSegment, offset: usize, len: usize) -> Vec<u8> {
     out
 }
 
+/// Options for `n` ranks, with mapping (IPC) on or off.
+fn options(n: usize, ipc: bool) -> SpmdOptions {
+    let mut o = SpmdOptions::new(n);
+    o.env
+        .push(("GEX_KINDS_IPC".into(), if ipc { "1" } else { "0" }.into()));
+    o
+}
+
 #[test]
 fn every_rank_puts_gets_and_copies_device_memory_of_every_rank() {
-    for n in [1, 2, 3, 5] {
-        spmd(n, || {
+    for (n, ipc) in [1, 2, 3, 5]
+        .into_iter()
+        .flat_map(|n| [(n, true), (n, false)])
+    {
+        spmd_with(options(n, ipc), || {
             let (client, _ep, team) = Client::init("KINDS", Flags::NONE).unwrap();
             let _host = Segment::attach(&team, 16 * gex::PAGE_SIZE).unwrap();
             let (me, size) = (team.rank() as usize, team.size() as usize);
@@ -111,8 +126,8 @@ fn every_rank_puts_gets_and_copies_device_memory_of_every_rank() {
 
 #[test]
 fn addresses_outside_device_segments_and_bad_ranks_are_errors_naming_the_call() {
-    for n in [1, 3] {
-        spmd(n, || {
+    for (n, ipc) in [(1, true), (3, true), (3, false)] {
+        spmd_with(options(n, ipc), || {
             common::quiet_expected_panics();
             let (client, _ep, team) = Client::init("KINDS", Flags::NONE).unwrap();
             let _host = Segment::attach(&team, 16 * gex::PAGE_SIZE).unwrap();
@@ -168,4 +183,92 @@ fn addresses_outside_device_segments_and_bad_ranks_are_errors_naming_the_call() 
             client.finalize();
         });
     }
+}
+
+/// Reads word `i` of this rank's own host segment (written by another rank's put).
+fn host_word(team: &Team, i: usize) -> u64 {
+    let at = team.segment_bound(team.rank()).unwrap().owner_addr + 8 * i;
+    std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+    // SAFETY: a word of this rank's own segment, inside it (16 pages).
+    unsafe { (at as *const u64).read_volatile() }
+}
+
+/// With the owner's segment mapped, a transfer needs nothing of the owner: rank 1 does
+/// not poll (it sleeps) while rank 0 puts into its device segment 100 times and then
+/// raises a flag in rank 1's host memory; by messages the first put would wait for rank
+/// 1's handlers.
+#[test]
+fn a_mapped_segment_is_reached_without_its_owner() {
+    if gex::testing::skip_unless_one_host("the ranks must share a host to map segments") {
+        return;
+    }
+    spmd(2, || {
+        let (client, _ep, team) = Client::init("KINDS", Flags::NONE).unwrap();
+        let _host = Segment::attach(&team, 16 * gex::PAGE_SIZE).unwrap();
+        let me = team.rank();
+        let mk = Mk::emulated(0, 16 * MIB);
+        let seg = DeviceSegment::create(&mk, MIB).unwrap();
+        let bases = device_bases(&team, &seg);
+        let flag_at = team.segment_bound(1).unwrap().owner_addr + 8;
+        if me == 0 {
+            kinds::put(&team, 1, bases[1], &[1u8; 8]).unwrap(); // maps it
+        }
+        team.barrier();
+        if me == 0 {
+            for i in 0..100u8 {
+                kinds::put(&team, 1, bases[1] + u64::from(i) * 64, &[i; 64]).unwrap();
+            }
+            team.put_blocking(1, flag_at, &7u64.to_le_bytes(), Flags::NONE)
+                .unwrap();
+        } else {
+            let start = std::time::Instant::now();
+            while host_word(&team, 1) != 7 {
+                assert!(
+                    start.elapsed() < std::time::Duration::from_secs(20),
+                    "the puts waited for this rank's attention"
+                );
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            let got = read_local(&seg, 0, 6400);
+            for i in 0..100 {
+                assert!(
+                    got[i * 64..(i + 1) * 64].iter().all(|&b| b == i as u8),
+                    "piece {i}"
+                );
+            }
+        }
+        team.barrier();
+        drop(seg);
+        client.finalize();
+    });
+}
+
+/// An owner frees a segment only after its importers have unmapped it, so a later
+/// segment (perhaps at the same address) is reached, not the old memory.
+#[test]
+fn a_freed_segment_is_unmapped_by_its_importers_first() {
+    spmd(3, || {
+        let (client, _ep, team) = Client::init("KINDS", Flags::NONE).unwrap();
+        let _host = Segment::attach(&team, 16 * gex::PAGE_SIZE).unwrap();
+        let me = team.rank() as usize;
+        let mk = Mk::emulated(0, 16 * MIB);
+        for round in 0..6u8 {
+            let seg = DeviceSegment::create(&mk, MIB).unwrap();
+            let bases = device_bases(&team, &seg);
+            // Every rank writes its byte into every other rank's segment.
+            for (r, base) in bases.iter().enumerate() {
+                kinds::put(&team, r as u32, base + me as u64, &[round * 8 + me as u8]).unwrap();
+            }
+            team.barrier();
+            let got = read_local(&seg, 0, 3);
+            assert_eq!(
+                got,
+                [round * 8, round * 8 + 1, round * 8 + 2],
+                "round {round}"
+            );
+            team.barrier();
+            drop(seg); // its importers unmap it before the memory goes
+        }
+        client.finalize();
+    });
 }

@@ -224,6 +224,60 @@ impl Device for Cuda {
         r == CUresult::CUDA_SUCCESS && addr + len as u64 <= base + size as u64
     }
 
+    fn export(&self, call: &'static str, base: DeviceAddr) -> Result<Vec<u8>, KindError> {
+        self.bind(call)?;
+        // SAFETY: a zeroed handle is a valid out-parameter (an array of bytes).
+        let mut handle: sys::CUipcMemHandle = unsafe { std::mem::zeroed() };
+        // SAFETY: an out-pointer; the driver checks that `base` is an allocation.
+        check(call, "cuIpcGetMemHandle", unsafe {
+            sys::cuIpcGetMemHandle(&mut handle, base)
+        })?;
+        Ok(handle.reserved.iter().map(|&c| c as u8).collect())
+    }
+
+    unsafe fn import(
+        &self,
+        call: &'static str,
+        handle: &[u8],
+        _size: usize,
+    ) -> Result<DeviceAddr, KindError> {
+        self.bind(call)?;
+        // SAFETY: as in `export`.
+        let mut h: sys::CUipcMemHandle = unsafe { std::mem::zeroed() };
+        if handle.len() != h.reserved.len() {
+            return Err(KindError::Driver {
+                call,
+                function: "cuIpcOpenMemHandle",
+                error: format!(
+                    "a handle of {} bytes, not {}",
+                    handle.len(),
+                    h.reserved.len()
+                ),
+            });
+        }
+        for (d, &b) in h.reserved.iter_mut().zip(handle) {
+            *d = b as std::ffi::c_char;
+        }
+        let mut addr: sys::CUdeviceptr = 0;
+        // SAFETY: an out-pointer and a handle of another process's allocation (the
+        // caller's guarantee); peers are enabled lazily when the devices differ.
+        check(call, "cuIpcOpenMemHandle", unsafe {
+            sys::cuIpcOpenMemHandle_v2(
+                &mut addr,
+                h,
+                sys::CUipcMem_flags::CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS as u32,
+            )
+        })?;
+        Ok(addr)
+    }
+
+    unsafe fn close(&self, addr: DeviceAddr) {
+        if self.bind("gex::kinds (closing an import)").is_ok() {
+            // SAFETY: opened by `import` (the caller's guarantee).
+            unsafe { sys::cuIpcCloseMemHandle(addr) };
+        }
+    }
+
     unsafe fn copy(
         &self,
         call: &'static str,

@@ -5,14 +5,19 @@
 //! A lookup holds the table's read lock while its copy runs, and a segment leaves the
 //! table (write lock) before its memory is freed, so a copy never touches freed memory.
 
+use std::sync::Mutex;
+
 use parking_lot::RwLock;
 
-use super::{DeviceAddr, Mk};
+use super::{DeviceAddr, KindError, Mk};
+use crate::conduit::Rank;
 
 struct Entry {
     base: DeviceAddr,
     size: usize,
     mk: Mk,
+    /// The ranks that asked to map the segment (`ipc`), told before it is freed.
+    importers: Mutex<Vec<Rank>>,
 }
 
 static SEGMENTS: RwLock<Vec<Entry>> = parking_lot::const_rwlock(Vec::new());
@@ -23,15 +28,62 @@ pub(super) fn add(mk: &Mk, base: DeviceAddr, size: usize) {
         base,
         size,
         mk: mk.clone(),
+        importers: Mutex::new(Vec::new()),
     });
 }
 
-/// Removes the segment at `base`, waiting for the copies into it that run now.
-pub(super) fn remove(base: DeviceAddr) {
+/// Removes the segment at `base`, waiting for the copies into it that run now;
+/// returns the ranks that asked to map it.
+pub(super) fn remove(base: DeviceAddr) -> Vec<Rank> {
     let mut all = SEGMENTS.write();
-    if let Some(i) = all.iter().position(|e| e.base == base) {
-        all.swap_remove(i);
+    match all.iter().position(|e| e.base == base) {
+        Some(i) => {
+            let e = all.swap_remove(i);
+            e.importers.into_inner().unwrap_or_else(|e| e.into_inner())
+        }
+        None => Vec::new(),
     }
+}
+
+/// A segment exported for another process of this host.
+pub(super) struct Exported {
+    pub(super) base: DeviceAddr,
+    pub(super) size: usize,
+    pub(super) class: &'static str,
+    /// The handle that maps it, or why the driver gave none.
+    pub(super) handle: Result<Vec<u8>, KindError>,
+}
+
+/// The segment holding `addr`, exported for `asker` (noted as an importer).
+pub(super) fn export(addr: DeviceAddr, asker: Rank) -> Option<Exported> {
+    let all = SEGMENTS.read_recursive();
+    let e = all
+        .iter()
+        .find(|e| addr >= e.base && addr - e.base < e.size as u64)?;
+    let handle =
+        e.mk.0
+            .dev
+            .export("gex::kinds (exporting a segment)", e.base);
+    if handle.is_ok() {
+        let mut importers = e.importers.lock().unwrap_or_else(|e| e.into_inner());
+        if !importers.contains(&asker) {
+            importers.push(asker);
+        }
+    }
+    Some(Exported {
+        base: e.base,
+        size: e.size,
+        class: e.mk.0.dev.class(),
+        handle,
+    })
+}
+
+/// A device of this process of class `class` (the kind of one of its segments).
+pub(super) fn any_of(class: &str) -> Option<Mk> {
+    let all = SEGMENTS.read_recursive();
+    all.iter()
+        .find(|e| e.mk.0.dev.class() == class)
+        .map(|e| e.mk.clone())
 }
 
 /// Runs `f` with the kind and the base address of the segment holding
