@@ -1,7 +1,8 @@
 //! Global pointers (UPC++ spec ch. 3): values, arithmetic, ordering, hashing, printing,
 //! casts, and translation to local pointers on every rank of the local team.
 //!
-//! Pure-value tests build non-null pointers by deserializing `(rank, kind, address)`,
+//! Pure-value tests build non-null pointers by deserializing `(rank, kind, address,
+//! device)`,
 //! which needs no runtime; multi-rank tests run under `gex::testing::spmd`.
 
 mod common;
@@ -15,13 +16,14 @@ use upcxx::{
     to_global_ptr, try_global_ptr, AnyKind, GlobalPtr, Host, KindId,
 };
 
-/// A pointer from its parts, through the serialized form (rank, kind, address).
+/// A pointer from its parts, through the serialized form (rank, kind, address,
+/// device).
 fn gp<T>(rank: u32, kind: KindId, addr: usize) -> GlobalPtr<T> {
-    serde_json::from_str(&format!("[{rank},{},{addr}]", kind as u8)).unwrap()
+    serde_json::from_str(&format!("[{rank},{},{addr},0]", kind as u8)).unwrap()
 }
 
 fn any_gp<T>(rank: u32, kind: KindId, addr: usize) -> GlobalPtr<T, AnyKind> {
-    serde_json::from_str(&format!("[{rank},{},{addr}]", kind as u8)).unwrap()
+    serde_json::from_str(&format!("[{rank},{},{addr},0]", kind as u8)).unwrap()
 }
 
 fn hash_of<V: Hash>(v: &V) -> u64 {
@@ -218,19 +220,23 @@ fn display_distinguishes_exactly_the_unequal() {
 fn serde_round_trip_and_validation() {
     let a = gp::<u16>(5, KindId::Host, 0xabc0);
     let text = serde_json::to_string(&a).unwrap();
-    assert_eq!(text, format!("[5,{},{}]", KindId::Host as u8, 0xabc0));
+    assert_eq!(text, format!("[5,{},{},0]", KindId::Host as u8, 0xabc0));
     assert_eq!(serde_json::from_str::<GlobalPtr<u16>>(&text).unwrap(), a);
     let null = serde_json::to_string(&GlobalPtr::<u16>::null()).unwrap();
     assert!(serde_json::from_str::<GlobalPtr<u16>>(&null)
         .unwrap()
         .is_null());
     // A host pointer cannot hold device memory; `Any` is never a dynamic kind.
-    let dev = format!("[5,{},4096]", KindId::CudaDevice as u8);
+    let dev = format!("[5,{},4096,3]", KindId::CudaDevice as u8);
     assert!(serde_json::from_str::<GlobalPtr<u16>>(&dev).is_err());
-    assert!(serde_json::from_str::<GlobalPtr<u16, AnyKind>>(&dev).is_ok());
-    let any = format!("[5,{},4096]", KindId::Any as u8);
+    let d = serde_json::from_str::<GlobalPtr<u16, AnyKind>>(&dev).unwrap();
+    assert_eq!(serde_json::to_string(&d).unwrap(), dev, "the device id travels");
+    let any = format!("[5,{},4096,0]", KindId::Any as u8);
     assert!(serde_json::from_str::<GlobalPtr<u16, AnyKind>>(&any).is_err());
-    assert!(serde_json::from_str::<GlobalPtr<u16>>("[5,9,4096]").is_err());
+    assert!(serde_json::from_str::<GlobalPtr<u16>>("[5,9,4096,0]").is_err());
+    // Host memory is on no device.
+    let host_on_device = format!("[5,{},4096,1]", KindId::Host as u8);
+    assert!(serde_json::from_str::<GlobalPtr<u16>>(&host_on_device).is_err());
 }
 
 #[test]
