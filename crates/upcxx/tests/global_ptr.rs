@@ -230,7 +230,11 @@ fn serde_round_trip_and_validation() {
     let dev = format!("[5,{},4096,3]", KindId::CudaDevice as u8);
     assert!(serde_json::from_str::<GlobalPtr<u16>>(&dev).is_err());
     let d = serde_json::from_str::<GlobalPtr<u16, AnyKind>>(&dev).unwrap();
-    assert_eq!(serde_json::to_string(&d).unwrap(), dev, "the device id travels");
+    assert_eq!(
+        serde_json::to_string(&d).unwrap(),
+        dev,
+        "the device id travels"
+    );
     let any = format!("[5,{},4096,0]", KindId::Any as u8);
     assert!(serde_json::from_str::<GlobalPtr<u16, AnyKind>>(&any).is_err());
     assert!(serde_json::from_str::<GlobalPtr<u16>>("[5,9,4096,0]").is_err());
@@ -409,6 +413,26 @@ fn local_checks_rank_and_segment() {
             msg.contains("rank 7 is not in the job (rank_n() = 2)"),
             "{msg}"
         );
+        upcxx::finalize();
+    });
+}
+
+/// A global pointer is a plain value of futures: an RPC returns one (of any kind), and
+/// `make_future` holds one.
+#[test]
+fn futures_and_rpcs_carry_global_pointers() {
+    gex::testing::spmd(2, || {
+        upcxx::init();
+        let mine: GlobalPtr<u64> = new_array(1);
+        let other = 1 - rank_me();
+        let back = upcxx::rpc(other, |p: GlobalPtr<u64>| p, (mine,)).wait();
+        assert_eq!(back, mine);
+        let dev = any_gp::<u64>(other, KindId::CudaDevice, 0x4000);
+        let back = upcxx::rpc(other, |p: GlobalPtr<u64, AnyKind>| p, (dev,)).wait();
+        assert_eq!(back.dynamic_kind(), KindId::CudaDevice);
+        assert_eq!(upcxx::make_future(mine).wait(), mine);
+        upcxx::barrier();
+        delete_array(mine);
         upcxx::finalize();
     });
 }

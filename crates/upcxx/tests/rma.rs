@@ -309,7 +309,7 @@ fn out_of_segment_ranges_fail_in_gex_with_the_callers_location() {
 #[test]
 fn calls_before_init_fail_naming_the_call() {
     // A pointer built from its serialized parts needs no runtime.
-    let gp: GlobalPtr<u64> = serde_json::from_str("[0,1,4096]").unwrap();
+    let gp: GlobalPtr<u64> = serde_json::from_str("[0,1,4096,0]").unwrap();
     assert_eq!(
         panic_text(|| drop(rput(1u64, gp))),
         "upcxx::rput: called before upcxx::init"

@@ -224,6 +224,28 @@ generic_future_value! {
     [T] std::sync::Arc<T>;
 }
 
+/// A global pointer is a plain value, as the spec's `global_ptr` is (an RPC that returns
+/// one, `make_future(gp)`).
+impl<T: 'static, K: crate::global_ptr::MemoryKind> FutureValue for crate::GlobalPtr<T, K> {
+    type Value = Self;
+    #[inline]
+    fn into_future(self) -> Future<Self> {
+        make_future(self)
+    }
+    #[inline]
+    fn into_value(self) -> Result<Self, Future<Self>> {
+        Ok(self)
+    }
+}
+
+impl<T: 'static, K: crate::global_ptr::MemoryKind> FutureElements for crate::GlobalPtr<T, K> {
+    type List = Cons<Self, Nil>;
+    #[inline]
+    fn into_elements(self) -> Self::List {
+        Cons::one(self)
+    }
+}
+
 impl<T: 'static, const N: usize> FutureValue for [T; N] {
     type Value = [T; N];
     #[inline]
