@@ -178,7 +178,7 @@ fn main() {
     let ranks = upcxx::rank_n();
     let count = CudaDevice::device_count();
     // Every rank must have a device: agree on it before the collective calls.
-    let fewest = upcxx::reduce_all(count, upcxx::op_fast_min, &upcxx::world()).wait();
+    let fewest = upcxx::reduce_all(count, upcxx::op_fast_min, upcxx::world()).wait();
     if !emulated && fewest == 0 {
         if me == 0 {
             let why = match CudaDevice::new(0) {

@@ -226,6 +226,34 @@ fn stencil_matches_the_serial_result() {
     }
 }
 
+/// The stencil with its rod in device memory (UPC++ ch. 16): on emulated devices it
+/// runs everywhere and matches the serial result; plainly, it says why it skips
+/// without a CUDA device (and runs on the GPUs where there are some).
+#[test]
+fn gpu_stencil_matches_the_serial_result_or_says_it_skipped() {
+    for n in [1, 2, 3, 4] {
+        let out = run_env(
+            "gpu_stencil",
+            n,
+            &["40"],
+            &[("GPU_STENCIL_DEVICE", "emulated")],
+        );
+        assert_eq!(
+            last_line(&out),
+            Some("verified"),
+            "gpu_stencil on {n} ranks:\n{out}"
+        );
+        assert!(out.contains("on emulated devices"), "{out}");
+    }
+    let out = run_with("gpu_stencil", 2, &["40"]);
+    if upcxx::CudaDevice::device_count() == 0 {
+        assert_eq!(last_line(&out), Some("skipped"), "{out}");
+        assert!(out.contains("no CUDA device"), "{out}");
+    } else {
+        assert_eq!(last_line(&out), Some("verified"), "{out}");
+    }
+}
+
 /// SUMMA on grids of every shape: 1x1, 1x2, 1x3 (a prime), 2x2 and 2x3 (rectangular,
 /// with more steps than grid columns), matches the serial product and says so last.
 #[test]
