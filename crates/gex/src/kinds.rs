@@ -18,8 +18,18 @@
 //! device whose memory is ordinary host memory that only this module's copies touch,
 //! so that the device-independent machinery is tested on machines without a GPU. Every
 //! class implements one private [`Device`] trait (allocate, free, copy between its
-//! memory and the host or within itself); what is above it (segments, range checks,
-//! later the routing of transfers between ranks) is written once, for every class.
+//! memory and the host or within itself, and sharing its memory with other processes
+//! of the host); what is above it (segments, range checks, the routing of transfers
+//! between ranks) is written once, for every class.
+//!
+//! # Between ranks
+//!
+//! [`put`], [`get`] and [`copy`] name device memory of any rank by its device address
+//! (`transfer`): this rank's through the registry of its segments (`registry`), another
+//! rank's on this host mapped here and reached by one device copy (`ipc`: CUDA IPC, or
+//! an emulated device's memory file), any other by Active Messages to its owner, whose
+//! handler copies between the message and its device (`remote`). The files are leaves
+//! of this one, in that order of use.
 //!
 //! # CUDA without CUDA
 //!
@@ -43,9 +53,14 @@ use std::sync::Arc;
 mod cuda;
 #[cfg(feature = "testing")]
 mod emulated;
+mod error;
 mod ipc;
 mod registry;
 mod remote;
+mod transfer;
+
+pub use error::KindError;
+pub use transfer::{copy, get, put};
 
 /// The handlers of transfers between ranks (registered by client initialization).
 pub(crate) fn handler_entries() -> [crate::am::AmEntry; 8] {
@@ -54,166 +69,9 @@ pub(crate) fn handler_entries() -> [crate::am::AmEntry; 8] {
     [put, ack, get, data, ask, answer, forget, forgotten]
 }
 
-use crate::conduit::{Conduit, Rank};
-use crate::Team;
-
 /// An address in a device's memory (CUDA's `CUdeviceptr`): not dereferenceable on the
 /// host.
 pub type DeviceAddr = u64;
-
-/// What a memory-kind call could not do. Each names the call that failed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum KindError {
-    /// The driver of the kind's class is not installed (no CUDA driver library).
-    NoDriver {
-        /// The call that failed.
-        call: &'static str,
-        /// The class (`cuda_device`).
-        class: &'static str,
-        /// What was looked for, and where.
-        detail: String,
-    },
-    /// No device of the class has this id.
-    NoSuchDevice {
-        /// The call that failed.
-        call: &'static str,
-        /// The class (`cuda_device`).
-        class: &'static str,
-        /// The id asked for.
-        id: i32,
-        /// How many devices of the class there are (ids `0..count`).
-        count: i32,
-    },
-    /// The device has less memory than asked for.
-    OutOfMemory {
-        /// The call that failed.
-        call: &'static str,
-        /// Bytes asked for.
-        size: usize,
-        /// Bytes of memory the device has in all.
-        total: usize,
-    },
-    /// A size that is not allowed (zero).
-    BadSize {
-        /// The call that failed.
-        call: &'static str,
-        /// The size given.
-        size: usize,
-    },
-    /// A range that leaves the device segment.
-    OutOfSegment {
-        /// The call that failed.
-        call: &'static str,
-        /// The range's offset into the segment.
-        offset: usize,
-        /// The range's length.
-        len: usize,
-        /// The segment's size.
-        size: usize,
-    },
-    /// Two ranges of one copy with different lengths.
-    LengthMismatch {
-        /// The call that failed.
-        call: &'static str,
-        /// The destination's length.
-        dst: usize,
-        /// The source's length.
-        src: usize,
-    },
-    /// Two ranges of one segment that overlap.
-    Overlap {
-        /// The call that failed.
-        call: &'static str,
-        /// The destination's offset.
-        dst: usize,
-        /// The source's offset.
-        src: usize,
-        /// The ranges' length.
-        len: usize,
-    },
-    /// An address that is not memory of the device it was given as.
-    NotDeviceMemory {
-        /// The call that failed.
-        call: &'static str,
-        /// The address.
-        addr: DeviceAddr,
-        /// The kind it was claimed to be.
-        kind: String,
-    },
-    /// The driver failed a call for another reason.
-    Driver {
-        /// The call that failed.
-        call: &'static str,
-        /// The driver function.
-        function: &'static str,
-        /// The driver's name of its error.
-        error: String,
-    },
-}
-
-impl fmt::Display for KindError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            KindError::NoDriver {
-                call,
-                class,
-                detail,
-            } => write!(f, "{call}: no {class} driver: {detail}"),
-            KindError::NoSuchDevice {
-                call,
-                class,
-                id,
-                count,
-            } => write!(
-                f,
-                "{call}: no {class} with id {id}: this process sees {count} (ids 0..{count})"
-            ),
-            KindError::OutOfMemory { call, size, total } => write!(
-                f,
-                "{call}: {size} bytes asked for, more than the device's {total} bytes"
-            ),
-            KindError::BadSize { call, size } => {
-                write!(
-                    f,
-                    "{call}: a device segment of {size} bytes: must be at least 1"
-                )
-            }
-            KindError::OutOfSegment {
-                call,
-                offset,
-                len,
-                size,
-            } => write!(
-                f,
-                "{call}: {len} bytes at offset {offset} leave the device segment of {size} bytes"
-            ),
-            KindError::LengthMismatch { call, dst, src } => write!(
-                f,
-                "{call}: the destination has {dst} bytes and the source {src}: they must match"
-            ),
-            KindError::Overlap {
-                call,
-                dst,
-                src,
-                len,
-            } => write!(
-                f,
-                "{call}: {len} bytes from offset {src} to offset {dst} of one segment overlap"
-            ),
-            KindError::NotDeviceMemory { call, addr, kind } => {
-                write!(f, "{call}: address {addr:#x} is not memory of {kind}")
-            }
-            KindError::Driver {
-                call,
-                function,
-                error,
-            } => write!(f, "{call}: {function} failed: {error}"),
-        }
-    }
-}
-
-impl std::error::Error for KindError {}
 
 /// One end of a copy, as the [`Device`] of a kind sees it.
 pub(crate) enum End<'a> {
@@ -589,7 +447,7 @@ fn src_len(src: &Src<'_>) -> usize {
 }
 
 /// The piece of a copy between two devices staged in host memory.
-const BOUNCE: usize = 4 << 20;
+pub(super) const BOUNCE: usize = 4 << 20;
 
 impl Drop for DeviceSegment {
     fn drop(&mut self) {
@@ -600,214 +458,5 @@ impl Drop for DeviceSegment {
         // SAFETY: allocated by `create` on this device; the segment is gone after this.
         unsafe { self.mk.0.dev.free(self.base) };
         self.mk.0.allocated.fetch_sub(self.size, Ordering::Relaxed);
-    }
-}
-
-/// Puts `src` into the device memory at `dst` of rank `rank` of `team`: a device
-/// segment of that rank must hold `[dst, dst + src.len())`. Complete at return; the
-/// owner's part runs when it makes progress (an AM to it), unless it is this rank.
-///
-/// # Panics
-/// If `rank` is not a rank of `team`, or from a restricted context (a handler).
-#[track_caller]
-pub fn put(team: &Team, rank: Rank, dst: DeviceAddr, src: &[u8]) -> Result<(), KindError> {
-    put_in("gex::kinds::put", team, rank, dst, src)
-}
-
-#[track_caller]
-fn put_in(
-    call: &'static str,
-    team: &Team,
-    rank: Rank,
-    dst: DeviceAddr,
-    src: &[u8],
-) -> Result<(), KindError> {
-    let (rt, rank) = start(call, team, rank);
-    if src.is_empty() {
-        return Ok(());
-    }
-    if rank != rt.conduit.rank() {
-        let len = src.len();
-        let mapped = ipc::with(rt, call, rank, dst, len, true, |mk, local| {
-            // SAFETY: this process maps the range (`ipc`), kept mapped meanwhile.
-            unsafe { mk.0.dev.copy(call, End::Device(local), End::Host(src), len) }
-        });
-        return mapped.unwrap_or_else(|| remote::put(rt, call, rank, dst, src));
-    }
-    registry::with(dst, src.len(), |mk, _| {
-        // SAFETY: a live segment of `mk` holds the range (kept alive by the lookup).
-        unsafe {
-            mk.0.dev
-                .copy(call, End::Device(dst), End::Host(src), src.len())
-        }
-    })
-    .unwrap_or_else(|| Err(not_found(call, dst, rank)))
-}
-
-/// Gets the device memory at `src` of rank `rank` of `team` into `dst`: a device
-/// segment of that rank must hold `[src, src + dst.len())`. Complete at return, as
-/// [`put`].
-///
-/// # Panics
-/// As [`put`].
-#[track_caller]
-pub fn get(team: &Team, rank: Rank, src: DeviceAddr, dst: &mut [u8]) -> Result<(), KindError> {
-    get_in("gex::kinds::get", team, rank, src, dst)
-}
-
-#[track_caller]
-fn get_in(
-    call: &'static str,
-    team: &Team,
-    rank: Rank,
-    src: DeviceAddr,
-    dst: &mut [u8],
-) -> Result<(), KindError> {
-    let (rt, rank) = start(call, team, rank);
-    if dst.is_empty() {
-        return Ok(());
-    }
-    if rank != rt.conduit.rank() {
-        let len = dst.len();
-        let mapped = ipc::with(rt, call, rank, src, len, true, |mk, local| {
-            // SAFETY: as in `put_in`.
-            unsafe {
-                mk.0.dev
-                    .copy(call, End::HostMut(&mut *dst), End::Device(local), len)
-            }
-        });
-        return mapped.unwrap_or_else(|| remote::get(rt, call, rank, src, dst));
-    }
-    let len = dst.len();
-    registry::with(src, len, |mk, _| {
-        // SAFETY: as in `put`.
-        unsafe {
-            mk.0.dev
-                .copy(call, End::HostMut(dst), End::Device(src), len)
-        }
-    })
-    .unwrap_or_else(|| Err(not_found(call, src, rank)))
-}
-
-/// Copies `len` bytes of device memory from `src` of rank `src_rank` to `dst` of rank
-/// `dst_rank` (ranks of `team`): one device copy when both are this rank's on one
-/// device, else in pieces through host memory of this rank ([`get`], then [`put`]).
-/// Complete at return; the ranges of one segment must not overlap.
-///
-/// # Panics
-/// As [`put`].
-#[track_caller]
-pub fn copy(
-    team: &Team,
-    dst_rank: Rank,
-    dst: DeviceAddr,
-    src_rank: Rank,
-    src: DeviceAddr,
-    len: usize,
-) -> Result<(), KindError> {
-    const CALL: &str = "gex::kinds::copy";
-    let (rt, dst_job) = start(CALL, team, dst_rank);
-    let (_, src_job) = start(CALL, team, src_rank);
-    if len == 0 {
-        return Ok(());
-    }
-    let me = rt.conduit.rank();
-    if dst_job == me && src_job == me {
-        let direct = registry::with(dst, len, |dmk, dbase| {
-            registry::with(src, len, |smk, sbase| {
-                if !dmk.same_device(smk) {
-                    return None;
-                }
-                if dbase == sbase && dst < src + len as u64 && src < dst + len as u64 {
-                    return Some(Err(KindError::Overlap {
-                        call: CALL,
-                        dst: (dst - dbase) as usize,
-                        src: (src - sbase) as usize,
-                        len,
-                    }));
-                }
-                // SAFETY: live segments of one device hold both ranges, which do not
-                // overlap.
-                Some(unsafe {
-                    dmk.0
-                        .dev
-                        .copy(CALL, End::Device(dst), End::Device(src), len)
-                })
-            })
-        });
-        match direct {
-            None => return Err(not_found(CALL, dst, dst_job)),
-            Some(None) => return Err(not_found(CALL, src, src_job)),
-            Some(Some(Some(r))) => return r,
-            Some(Some(None)) => {} // two devices: through host memory
-        }
-    }
-    if dst_job != me || src_job != me {
-        // One device copy when this process reaches both ranges (its own segments, or
-        // segments of this host's other processes mapped here) with devices of one
-        // class; a driver that refuses it leaves the copy to host memory below. The
-        // segments are mapped first, one at a time (mapping one takes the table's
-        // write lock, which the nested lookups below hold for reading).
-        for (rank, addr) in [(dst_job, dst), (src_job, src)] {
-            if rank != me {
-                ipc::with(rt, CALL, rank, addr, len, true, |_, _| ());
-            }
-        }
-        let direct = reach(rt, CALL, dst_job, dst, len, |dmk, d| {
-            reach(rt, CALL, src_job, src, len, |smk, s| {
-                (dmk.class() == smk.class()).then(|| {
-                    // SAFETY: both ranges are reached here and kept so meanwhile;
-                    // on different ranks they do not overlap.
-                    unsafe { dmk.0.dev.copy(CALL, End::Device(d), End::Device(s), len) }
-                })
-            })
-        });
-        if let Some(Some(Some(Ok(())))) = direct {
-            return Ok(());
-        }
-    }
-    let mut bounce = vec![0u8; len.min(BOUNCE)];
-    let mut done = 0;
-    while done < len {
-        let n = (len - done).min(BOUNCE);
-        let buf = &mut bounce[..n];
-        get_in(CALL, team, src_rank, src + done as u64, buf)?;
-        put_in(CALL, team, dst_rank, dst + done as u64, buf)?;
-        done += n;
-    }
-    Ok(())
-}
-
-/// Runs `f` with a device of this process and the address here of `[addr, addr +
-/// len)` of job rank `rank`'s device memory, if this process reaches it now: a segment
-/// of its own, or one of another process of this host mapped here already (`ipc`).
-fn reach<R>(
-    rt: &crate::runtime::Runtime,
-    call: &'static str,
-    rank: Rank,
-    addr: DeviceAddr,
-    len: usize,
-    f: impl FnOnce(&Mk, DeviceAddr) -> R,
-) -> Option<R> {
-    if rank == rt.conduit.rank() {
-        registry::with(addr, len, |mk, _| f(mk, addr))
-    } else {
-        ipc::with(rt, call, rank, addr, len, false, f)
-    }
-}
-
-/// The runtime and the job rank of `rank` of `team`, for a call that may communicate.
-#[track_caller]
-fn start(call: &'static str, team: &Team, rank: Rank) -> (&'static crate::runtime::Runtime, Rank) {
-    let rt = crate::runtime::runtime(call);
-    crate::context::check_may_communicate(call);
-    (rt, team.job_rank_of(call, rank))
-}
-
-fn not_found(call: &'static str, addr: DeviceAddr, rank: Rank) -> KindError {
-    KindError::NotDeviceMemory {
-        call,
-        addr,
-        kind: format!("a device segment of rank {rank}"),
     }
 }

@@ -1,0 +1,341 @@
+//! `copy` between memory of any kinds on any ranks (UPC++ spec §16.1.3); see the parent
+//! module, "Copies". A leaf of `device`.
+
+use bytemuck::Pod;
+use gex::kinds::{DeviceAddr, KindError};
+
+use crate::completion::{
+    operation_cx, CompletionEvents, Completions, FutureList, HasOperation, HasRemote, HasSource,
+    Returned,
+};
+use crate::global_ptr::{GlobalPtr, KindId, MemoryKind};
+use crate::runtime::state::{rt, Rank, Setup};
+
+/// The completion events of [`copy_with`] and its host forms (§16.1.3 ¶5–¶7): source,
+/// remote and operation, no values.
+#[derive(Debug)]
+pub enum CopyEvents {}
+
+impl CompletionEvents for CopyEvents {
+    const NAME: &'static str = "copy";
+    type OpValues = ();
+}
+impl HasSource for CopyEvents {}
+impl HasRemote for CopyEvents {}
+impl HasOperation for CopyEvents {}
+
+/// Copies `count` values from `src` to `dest`, memory of any kinds on any ranks
+/// (UPC++ `copy(global_ptr src, global_ptr dest, count)`, §16.1.3), with the default
+/// completion: a future of operation completion.
+///
+/// # Panics
+/// If either pointer is null while `count` is not 0, if a range is not memory of its
+/// kind on its rank (outside every segment), if the ranges overlap, or before `init`.
+#[track_caller]
+pub fn copy<T: Pod, Ks: MemoryKind, Kd: MemoryKind>(
+    src: GlobalPtr<T, Ks>,
+    dest: GlobalPtr<T, Kd>,
+    count: usize,
+) -> crate::Future<()> {
+    copy_with(src, dest, count, operation_cx::as_future())
+}
+
+/// [`copy`] with completions (§16.1.3): `source_cx`, `remote_cx` (run by `dest`'s
+/// owner, ¶4) and `operation_cx` requests, with operation or remote completion among
+/// them (§7.2.1 ¶2).
+///
+/// # Panics
+/// As [`copy`].
+#[track_caller]
+pub fn copy_with<T: Pod, Ks: MemoryKind, Kd: MemoryKind, C: Completions<CopyEvents>>(
+    src: GlobalPtr<T, Ks>,
+    dest: GlobalPtr<T, Kd>,
+    count: usize,
+    cxs: C,
+) -> Returned<C, CopyEvents> {
+    const CALL: &str = "copy";
+    const {
+        assert!(
+            crate::completion::requests_op_or_remote::<CopyEvents, C>(),
+            "copy needs an operation_cx or remote_cx request (UPC++ spec §7.2.1)"
+        )
+    };
+    let rt = start(CALL);
+    let len = bytes::<T>(CALL, count);
+    if len > 0 {
+        let (s, d) = (end(CALL, src), end(CALL, dest));
+        if s.rank == d.rank && s.kind == d.kind && s.addr < d.addr + len && d.addr < s.addr + len {
+            panic!("upcxx::{CALL}: the {len}-byte ranges at {src} and {dest} overlap");
+        }
+        let span = gasp::span!(
+            GASP_UPCXX_COPY,
+            peer(rt, d, s),
+            d.gasp(),
+            s.gasp(),
+            d.kind as i32,
+            s.kind as i32,
+            len
+        );
+        between(CALL, rt, d, s, len);
+        gasp::end!(
+            span,
+            peer(rt, d, s),
+            d.gasp(),
+            s.gasp(),
+            d.kind as i32,
+            s.kind as i32,
+            len
+        );
+    }
+    cxs.completed_at_initiation(dest.where_(), ()).into_return()
+}
+
+/// Copies `src`, host memory of this process, to `dest`, memory of any kind on any
+/// rank (UPC++ `copy(T const *src, global_ptr dest, count)`, §16.1.3), with the default
+/// completion. `src` is borrowed only for the call.
+///
+/// # Panics
+/// As [`copy`].
+#[track_caller]
+pub fn copy_from_host<T: Pod, Kd: MemoryKind>(
+    src: &[T],
+    dest: GlobalPtr<T, Kd>,
+) -> crate::Future<()> {
+    copy_from_host_with(src, dest, operation_cx::as_future())
+}
+
+/// [`copy_from_host`] with completions, as [`copy_with`].
+///
+/// # Panics
+/// As [`copy`].
+#[track_caller]
+pub fn copy_from_host_with<T: Pod, Kd: MemoryKind, C: Completions<CopyEvents>>(
+    src: &[T],
+    dest: GlobalPtr<T, Kd>,
+    cxs: C,
+) -> Returned<C, CopyEvents> {
+    const CALL: &str = "copy";
+    const {
+        assert!(
+            crate::completion::requests_op_or_remote::<CopyEvents, C>(),
+            "copy needs an operation_cx or remote_cx request (UPC++ spec §7.2.1)"
+        )
+    };
+    let rt = start(CALL);
+    let bytes: &[u8] = bytemuck::cast_slice(src);
+    if !bytes.is_empty() {
+        let (d, s) = (end(CALL, dest), End::slice(rt, bytes));
+        let n = bytes.len();
+        let (dk, sk) = (d.kind as i32, s.kind as i32);
+        let span = gasp::span!(GASP_UPCXX_COPY, d.rank, d.gasp(), s.gasp(), dk, sk, n);
+        write(CALL, rt, d, bytes);
+        gasp::end!(span, d.rank, d.gasp(), s.gasp(), dk, sk, n);
+    }
+    cxs.completed_at_initiation(dest.where_(), ()).into_return()
+}
+
+/// Copies `src`, memory of any kind on any rank, into `dest`, host memory of this
+/// process (UPC++ `copy(global_ptr src, T *dest, count)`, §16.1.3), with the default
+/// completion. `dest` is written before the call returns.
+///
+/// # Panics
+/// As [`copy`].
+#[track_caller]
+pub fn copy_to_host<T: Pod, Ks: MemoryKind>(
+    src: GlobalPtr<T, Ks>,
+    dest: &mut [T],
+) -> crate::Future<()> {
+    copy_to_host_with(src, dest, operation_cx::as_future())
+}
+
+/// [`copy_to_host`] with completions, as [`copy_with`]; a remote-completion RPC runs
+/// on this process (¶4).
+///
+/// # Panics
+/// As [`copy`].
+#[track_caller]
+pub fn copy_to_host_with<T: Pod, Ks: MemoryKind, C: Completions<CopyEvents>>(
+    src: GlobalPtr<T, Ks>,
+    dest: &mut [T],
+    cxs: C,
+) -> Returned<C, CopyEvents> {
+    const CALL: &str = "copy";
+    const {
+        assert!(
+            crate::completion::requests_op_or_remote::<CopyEvents, C>(),
+            "copy needs an operation_cx or remote_cx request (UPC++ spec §7.2.1)"
+        )
+    };
+    let rt = start(CALL);
+    let bytes: &mut [u8] = bytemuck::cast_slice_mut(dest);
+    if !bytes.is_empty() {
+        let (d, s) = (End::slice(rt, bytes), end(CALL, src));
+        let n = bytes.len();
+        let (dk, sk) = (d.kind as i32, s.kind as i32);
+        let span = gasp::span!(GASP_UPCXX_COPY, s.rank, d.gasp(), s.gasp(), dk, sk, n);
+        read(CALL, rt, s, bytes);
+        gasp::end!(span, s.rank, d.gasp(), s.gasp(), dk, sk, n);
+    }
+    cxs.completed_at_initiation(rt.rank, ()).into_return()
+}
+
+/// Pieces of a copy that bounces through this process's memory.
+const BOUNCE: usize = 4 << 20;
+
+/// One end of a copy: memory of `kind` at `addr` (owner space) of `rank`.
+#[derive(Clone, Copy)]
+struct End {
+    rank: Rank,
+    addr: usize,
+    kind: KindId,
+}
+
+/// The runtime. A copy may start in the restricted context (§10.2), as an `rput` may:
+/// it waits with internal progress only, which the restricted context does not make a
+/// no-op.
+impl End {
+    /// A host slice of this process, as an end.
+    fn slice(rt: &Setup, bytes: &[u8]) -> End {
+        End {
+            rank: rt.rank,
+            addr: bytes.as_ptr() as usize,
+            kind: KindId::Host,
+        }
+    }
+
+    /// The end as a GASP pointer (rank and owner-space address).
+    fn gasp(self) -> gasp::GPtr {
+        gasp::GPtr::new(self.rank, self.addr)
+    }
+}
+
+/// The rank at the other end of a copy: the destination's, unless that is this rank
+/// and the source's is not.
+fn peer(rt: &Setup, dst: End, src: End) -> Rank {
+    if dst.rank == rt.rank {
+        src.rank
+    } else {
+        dst.rank
+    }
+}
+
+#[track_caller]
+fn start(call: &str) -> &'static Setup {
+    rt(call)
+}
+
+#[track_caller]
+fn bytes<T>(call: &str, count: usize) -> usize {
+    count
+        .checked_mul(std::mem::size_of::<T>())
+        .unwrap_or_else(|| panic!("upcxx::{call}: {count} values overflow the address space"))
+}
+
+#[track_caller]
+fn end<T, K: MemoryKind>(call: &str, gp: GlobalPtr<T, K>) -> End {
+    if gp.is_null() {
+        panic!("upcxx::{call}: the global pointer is null");
+    }
+    End {
+        rank: gp.where_(),
+        addr: gp.owner_addr(),
+        kind: gp.dynamic_kind(),
+    }
+}
+
+/// What a device transfer failed with, as a panic naming the call.
+#[track_caller]
+fn failed(call: &str, e: KindError) -> ! {
+    panic!("upcxx::{call}: {e}")
+}
+
+/// Writes `bytes` to `to`.
+#[track_caller]
+fn write(call: &str, rt: &Setup, to: End, bytes: &[u8]) {
+    if to.kind != KindId::Host {
+        gex::kinds::put(&rt.team, to.rank, to.addr as DeviceAddr, bytes)
+            .unwrap_or_else(|e| failed(call, e));
+    } else if let Some(local) = rt.local_range(to.rank, to.addr, bytes.len()) {
+        // SAFETY: inside the mapping of `to.rank`'s segment (`local_range`), mapped for
+        // the job; concurrent access is the program's to order, as for any put.
+        unsafe { std::ptr::copy(bytes.as_ptr(), local as *mut u8, bytes.len()) };
+    } else {
+        rt.team
+            .put_blocking(to.rank, to.addr, bytes, gex::Flags::NONE)
+            .expect("a put without IMMEDIATE does it");
+    }
+}
+
+/// Reads `from` into `buf`.
+#[track_caller]
+fn read(call: &str, rt: &Setup, from: End, buf: &mut [u8]) {
+    if from.kind != KindId::Host {
+        gex::kinds::get(&rt.team, from.rank, from.addr as DeviceAddr, buf)
+            .unwrap_or_else(|e| failed(call, e));
+    } else if let Some(local) = rt.local_range(from.rank, from.addr, buf.len()) {
+        // SAFETY: as in `write`; `buf` is a live exclusive borrow.
+        unsafe { std::ptr::copy(local as *const u8, buf.as_mut_ptr(), buf.len()) };
+    } else {
+        rt.team
+            .get_blocking(buf, from.rank, from.addr, gex::Flags::NONE)
+            .expect("a get without IMMEDIATE does it");
+    }
+}
+
+/// Copies `len` bytes from `src` to `dst`: one device transfer when both are device
+/// memory, in place when this process maps either host end, else in pieces through a
+/// buffer of this process.
+#[track_caller]
+fn between(call: &str, rt: &Setup, dst: End, src: End, len: usize) {
+    if dst.kind != KindId::Host && src.kind != KindId::Host {
+        gex::kinds::copy(
+            &rt.team,
+            dst.rank,
+            dst.addr as DeviceAddr,
+            src.rank,
+            src.addr as DeviceAddr,
+            len,
+        )
+        .unwrap_or_else(|e| failed(call, e));
+        return;
+    }
+    if src.kind == KindId::Host {
+        if let Some(local) = rt.local_range(src.rank, src.addr, len) {
+            // SAFETY: inside a mapped segment (`local_range`), mapped for the job.
+            let from = unsafe { std::slice::from_raw_parts(local as *const u8, len) };
+            return write(call, rt, dst, from);
+        }
+    }
+    if dst.kind == KindId::Host {
+        if let Some(local) = rt.local_range(dst.rank, dst.addr, len) {
+            // SAFETY: as above; the ranges do not overlap (checked by the caller).
+            let to = unsafe { std::slice::from_raw_parts_mut(local as *mut u8, len) };
+            return read(call, rt, src, to);
+        }
+    }
+    let mut buf = vec![0u8; len.min(BOUNCE)];
+    let mut done = 0;
+    while done < len {
+        let n = (len - done).min(BOUNCE);
+        let piece = &mut buf[..n];
+        read(
+            call,
+            rt,
+            End {
+                addr: src.addr + done,
+                ..src
+            },
+            piece,
+        );
+        write(
+            call,
+            rt,
+            End {
+                addr: dst.addr + done,
+                ..dst
+            },
+            piece,
+        );
+        done += n;
+    }
+}
