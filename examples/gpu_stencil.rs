@@ -6,8 +6,8 @@
 //!
 //! Run it with `UPCXX_RANKS=4 cargo run --release --example gpu_stencil [STEPS]`
 //! (default 200 steps): rank `r` uses CUDA device `r % devices`. Without a CUDA device
-//! on every rank it prints why and `skipped`. With `GPU_STENCIL_DEVICE=emulated` it runs
-//! on emulated devices (`gex::kinds::Mk::emulated`), each step's update made on the
+//! on every rank it prints why and `skipped`. With `GPU_STENCIL_DEVICE=emulated` (read
+//! by rank 0) it runs on emulated devices (`gex::kinds::Mk::emulated`), each step's update made on the
 //! host between two copies, so the data movement is checked anywhere.
 //!
 //! At the end rank 0 copies every block to the host and compares it with the same
@@ -172,8 +172,10 @@ fn main() {
             .parse()
             .expect("gpu_stencil: STEPS must be a number of time steps")
     });
-    let emulated = std::env::var("GPU_STENCIL_DEVICE").is_ok_and(|v| v == "emulated");
     upcxx::init();
+    // Rank 0's environment decides for all: a launcher need not pass it to every host.
+    let asked = std::env::var("GPU_STENCIL_DEVICE").is_ok_and(|v| v == "emulated");
+    let emulated = upcxx::broadcast(u8::from(asked), 0, upcxx::world()).wait() != 0;
     let me = upcxx::rank_me();
     let ranks = upcxx::rank_n();
     let count = CudaDevice::device_count();
