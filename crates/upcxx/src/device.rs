@@ -35,7 +35,8 @@
 //! ranks; [`copy_from_host`] and [`copy_to_host`] have a host slice at one end
 //! (§16.1.3). Host memory this process maps is read or written in place; other host
 //! memory moves with gex RMA; device memory with `gex::kinds::put`, `get` and `copy`,
-//! which reach another rank's device with Active Messages to its owner. A copy
+//! which map the device segments of this host's other ranks (CUDA IPC: one driver
+//! copy) and reach other hosts' with Active Messages to the owner. A copy
 //! between two places neither of which this process can reach in place bounces
 //! through this process's memory in pieces of 4 MiB. Every copy finishes before the
 //! call returns (the calls make internal progress, §16.1.3 ¶9), so a host slice is
