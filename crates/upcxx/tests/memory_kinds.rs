@@ -179,6 +179,9 @@ fn completions(mut dev: CudaDevice) {
         operation_cx::as_promise(&p) | remote_cx::as_rpc(landed, (peer.add(1), 7 + u64::from(me))),
     );
     p.finalize().wait();
+    // The other rank's copies into this rank's memory are done (they finish inside
+    // their calls) before this rank writes `mine[2]` below.
+    upcxx::barrier();
     // copy between global pointers, with an LPC.
     let hits = std::sync::Arc::new(AtomicU64::new(0));
     let h2 = hits.clone();
