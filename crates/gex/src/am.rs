@@ -48,3 +48,16 @@ pub(crate) use send::{
 };
 pub use send::{lub_reply_long, lub_reply_medium, lub_request_long, lub_request_medium, LcKind};
 pub(crate) use table::register_internal;
+
+/// A 64-bit value as two AM arguments (low word first), for the library's handlers
+/// that carry addresses, records and operands.
+#[inline]
+pub(crate) fn split_u64(v: u64) -> [u32; 2] {
+    [v as u32, (v >> 32) as u32]
+}
+
+/// The 64-bit value of two AM arguments made by [`split_u64`].
+#[inline]
+pub(crate) fn join_u64(lo: u32, hi: u32) -> u64 {
+    u64::from(lo) | u64::from(hi) << 32
+}

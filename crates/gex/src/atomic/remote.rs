@@ -21,7 +21,7 @@
 
 use std::sync::Arc;
 
-use crate::am::{AmEntry, AmIndex, AmRole, Token};
+use crate::am::{join_u64, split_u64, AmEntry, AmIndex, AmRole, Token};
 use crate::conduit::{Completion, Conduit, OpHandle, Rank};
 use crate::ops::{Dt, Op};
 use crate::runtime::Runtime;
@@ -92,14 +92,6 @@ pub(crate) fn handler_entries() -> [AmEntry; 2] {
     ]
 }
 
-fn split(v: u64) -> [u32; 2] {
-    [v as u32, (v >> 32) as u32]
-}
-
-fn join(lo: u32, hi: u32) -> u64 {
-    u64::from(lo) | u64::from(hi) << 32
-}
-
 /// Sends the operation to `rank`, the owner of `addr` (an aligned `T` inside its
 /// segment, checked by the caller), and returns its pending completion; or `NoOp`,
 /// having done nothing, if `flags` has `IMMEDIATE` and the owner's queue is full.
@@ -133,10 +125,10 @@ pub(super) unsafe fn send<T: AtomicType>(
     });
     let record = Box::into_raw(pending) as u64;
     let bits = u32::from(order.acquire) * ACQUIRE + u32::from(order.release) * RELEASE;
-    let [r0, r1] = split(record);
-    let [a0, a1] = split(addr as u64);
-    let [x0, x1] = split(operand1.to_bits());
-    let [y0, y1] = split(operand2.to_bits());
+    let [r0, r1] = split_u64(record);
+    let [a0, a1] = split_u64(addr as u64);
+    let [x0, x1] = split_u64(operand1.to_bits());
+    let [y0, y1] = split_u64(operand2.to_bits());
     let args = [
         r0,
         r1,
@@ -171,7 +163,7 @@ pub(super) unsafe fn send<T: AtomicType>(
 
 /// The owner's handler: runs the operation on its mapping and replies with `op0`.
 fn on_request(token: &Token<'_>, args: &[u32]) {
-    let addr = join(args[2], args[3]) as usize;
+    let addr = join_u64(args[2], args[3]) as usize;
     let op = *Op::ALL
         .iter()
         .find(|o| o.bit() == args[4])
@@ -184,7 +176,7 @@ fn on_request(token: &Token<'_>, args: &[u32]) {
         acquire: args[6] & ACQUIRE != 0,
         release: args[6] & RELEASE != 0,
     };
-    let (op1, op2) = (join(args[7], args[8]), join(args[9], args[10]));
+    let (op1, op2) = (join_u64(args[7], args[8]), join_u64(args[9], args[10]));
     let rt = token.runtime();
     let size = dt.size().expect("atomics are on built-in types");
     // The initiator checked the range against this segment, this rank's own, so it is
@@ -213,7 +205,7 @@ fn on_request(token: &Token<'_>, args: &[u32]) {
             Dt::User => unreachable!("atomics are on built-in types"),
         }
     };
-    let [v0, v1] = split(op0);
+    let [v0, v1] = split_u64(op0);
     token
         .reply_short(REPLY_HANDLER, &[args[0], args[1], v0, v1], Flags::NONE)
         .expect("a Reply without IMMEDIATE waits for room");
@@ -231,12 +223,12 @@ unsafe fn apply<T: AtomicType>(local: usize, op: Op, op1: u64, op2: u64, order: 
 
 /// The initiator's handler: stores the fetched value, then completes the operation.
 fn on_reply(_token: &Token<'_>, args: &[u32]) {
-    let record = join(args[0], args[1]) as usize as *mut Pending;
+    let record = join_u64(args[0], args[1]) as usize as *mut Pending;
     // SAFETY: the record was leaked by `send` in this process and travelled to the
     // owner and back unchanged; each Request gets one Reply, so this is its one use.
     let pending = unsafe { Box::from_raw(record) };
     if !pending.result.is_null() {
-        let value = join(args[2], args[3]);
+        let value = join_u64(args[2], args[3]);
         // SAFETY: the result location is valid for writes of the value's type, aligned
         // for it (checked at initiation), until completion (`send`'s contract).
         unsafe { write_value(pending.result, pending.size, value) };
@@ -266,8 +258,8 @@ mod tests {
     #[test]
     fn values_keep_their_bits_through_the_arguments() {
         for v in [0u64, 1, u64::MAX, 0x8000_0000_0000_0001, 0xdead_beef] {
-            let [lo, hi] = split(v);
-            assert_eq!(join(lo, hi), v);
+            let [lo, hi] = split_u64(v);
+            assert_eq!(join_u64(lo, hi), v);
         }
         assert_eq!(f32::from_bits((-1.5f32).to_bits()), -1.5);
         assert_eq!(<f64 as AtomicType>::from_bits((-2.5f64).to_bits()), -2.5);

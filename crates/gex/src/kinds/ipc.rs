@@ -29,7 +29,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use parking_lot::RwLock;
 
-use crate::am::{AmCategory, AmEntry, AmIndex, AmRole, Token};
+use crate::am::{join_u64, split_u64, AmCategory, AmEntry, AmIndex, AmRole, Token};
 use crate::conduit::{Conduit, Rank};
 use crate::runtime::Runtime;
 use crate::{Flags, Lc};
@@ -122,14 +122,6 @@ pub(crate) fn handler_entries() -> [AmEntry; 4] {
     ]
 }
 
-fn split(v: u64) -> [u32; 2] {
-    [v as u32, (v >> 32) as u32]
-}
-
-fn join(lo: u32, hi: u32) -> u64 {
-    u64::from(lo) | u64::from(hi) << 32
-}
-
 /// Runs `f` with a device of this process and the address here of `[addr, addr +
 /// len)` of job rank `rank`'s device memory, if this process maps (or, when `may_ask`,
 /// can map) the segment holding it; `None` to take messages instead (another host, a
@@ -188,8 +180,8 @@ fn ask(rt: &Runtime, call: &'static str, rank: Rank, addr: DeviceAddr) -> bool {
         .get_or_insert_with(Imports::default)
         .asks
         .push((rank, asked.clone()));
-    let [r0, r1] = split(Arc::as_ptr(&asked) as u64);
-    let [a0, a1] = split(addr);
+    let [r0, r1] = split_u64(Arc::as_ptr(&asked) as u64);
+    let [a0, a1] = split_u64(addr);
     crate::am::send_internal(rt, call, rank, ASK_HANDLER, &[r0, r1, a0, a1], Flags::NONE)
         .expect("a send without Flags::IMMEDIATE waits for room");
     rt.wait_until(|| asked.answered.load(Ordering::Acquire));
@@ -245,7 +237,7 @@ fn map(call: &'static str, answer: &Answer) -> Option<(Mk, DeviceAddr)> {
 
 /// The owner's handler: finds the segment, exports it, notes the importer, answers.
 fn on_ask(token: &Token<'_>, args: &[u32]) {
-    let addr = join(args[2], args[3]);
+    let addr = join_u64(args[2], args[3]);
     let asker = token.src_rank();
     let found = registry::export(addr, asker);
     let (status, base, size, class, handle) = match found {
@@ -261,8 +253,8 @@ fn on_ask(token: &Token<'_>, args: &[u32]) {
             }
         }
     };
-    let [b0, b1] = split(base);
-    let [s0, s1] = split(size as u64);
+    let [b0, b1] = split_u64(base);
+    let [s0, s1] = split_u64(size as u64);
     token
         .reply_medium(
             ANSWER_HANDLER,
@@ -276,11 +268,11 @@ fn on_ask(token: &Token<'_>, args: &[u32]) {
 
 fn on_answer(_token: &Token<'_>, payload: &[u8], args: &[u32]) {
     // SAFETY: the pointer of an `Arc<Ask>` that `ask` holds until it is answered.
-    let asked = unsafe { &*(join(args[0], args[1]) as usize as *const Ask) };
+    let asked = unsafe { &*(join_u64(args[0], args[1]) as usize as *const Ask) };
     *asked.answer.lock().unwrap_or_else(|e| e.into_inner()) = Some(Answer {
         status: args[2],
-        base: join(args[3], args[4]),
-        size: join(args[5], args[6]) as usize,
+        base: join_u64(args[3], args[4]),
+        size: join_u64(args[5], args[6]) as usize,
         class: args[7],
         handle: payload.to_vec(),
     });
@@ -300,8 +292,8 @@ pub(super) fn forget(base: DeviceAddr, importers: &[Rank]) {
         return; // no transfer into the segment can come, and no importer would answer
     }
     let left = AtomicUsize::new(importers.len());
-    let [l0, l1] = split(&left as *const AtomicUsize as u64);
-    let [b0, b1] = split(base);
+    let [l0, l1] = split_u64(&left as *const AtomicUsize as u64);
+    let [b0, b1] = split_u64(base);
     for &r in importers {
         let sent = crate::am::send_internal(
             rt,
@@ -320,7 +312,7 @@ pub(super) fn forget(base: DeviceAddr, importers: &[Rank]) {
 /// cancels asks to its owner in flight, answers.
 fn on_forget(token: &Token<'_>, args: &[u32]) {
     let owner = token.src_rank();
-    let base = join(args[2], args[3]);
+    let base = join_u64(args[2], args[3]);
     let mut table = IMPORTS.write();
     if let Some(t) = table.as_mut() {
         for (_, a) in t.asks.iter().filter(|(r, _)| *r == owner) {
@@ -343,6 +335,6 @@ fn on_forget(token: &Token<'_>, args: &[u32]) {
 
 fn on_forgotten(_token: &Token<'_>, args: &[u32]) {
     // SAFETY: the counter `forget` waits on until every importer has answered.
-    let left = unsafe { &*(join(args[0], args[1]) as usize as *const AtomicUsize) };
+    let left = unsafe { &*(join_u64(args[0], args[1]) as usize as *const AtomicUsize) };
     left.fetch_sub(1, Ordering::Release);
 }

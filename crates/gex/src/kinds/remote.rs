@@ -20,7 +20,7 @@
 
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 
-use crate::am::{AmCategory, AmEntry, AmIndex, AmRole, Token};
+use crate::am::{join_u64, split_u64, AmCategory, AmEntry, AmIndex, AmRole, Token};
 use crate::conduit::{Conduit, Rank};
 use crate::runtime::Runtime;
 use crate::{Flags, Lc};
@@ -86,14 +86,6 @@ pub(crate) fn handler_entries() -> [AmEntry; 4] {
     ]
 }
 
-fn split(v: u64) -> [u32; 2] {
-    [v as u32, (v >> 32) as u32]
-}
-
-fn join(lo: u32, hi: u32) -> u64 {
-    u64::from(lo) | u64::from(hi) << 32
-}
-
 /// The bytes of one piece: what one Medium carries either way.
 fn piece(rt: &Runtime) -> usize {
     rt.conduit.am_max_medium()
@@ -112,11 +104,11 @@ pub(super) fn put(
         status: AtomicU32::new(OK),
         dst: std::ptr::null_mut(),
     };
-    let [r0, r1] = split(&pending as *const Pending as u64);
+    let [r0, r1] = split_u64(&pending as *const Pending as u64);
     for (i, bytes) in src.chunks(piece(rt)).enumerate() {
         rt.wait_until(|| pending.left.load(Ordering::Acquire) < WINDOW);
         pending.left.fetch_add(1, Ordering::Relaxed);
-        let [a0, a1] = split(dst + (i * piece(rt)) as u64);
+        let [a0, a1] = split_u64(dst + (i * piece(rt)) as u64);
         crate::am::send_internal_medium(rt, call, rank, PUT_HANDLER, &[r0, r1, a0, a1], bytes);
     }
     finish(rt, call, rank, dst, &pending)
@@ -136,15 +128,15 @@ pub(super) fn get(
         status: AtomicU32::new(OK),
         dst: dst.as_mut_ptr(),
     };
-    let [r0, r1] = split(&pending as *const Pending as u64);
+    let [r0, r1] = split_u64(&pending as *const Pending as u64);
     let step = piece(rt);
     let mut at = 0;
     while at < dst.len() {
         let len = step.min(dst.len() - at);
         rt.wait_until(|| pending.left.load(Ordering::Acquire) < WINDOW);
         pending.left.fetch_add(1, Ordering::Relaxed);
-        let [a0, a1] = split(src + at as u64);
-        let [o0, o1] = split(at as u64);
+        let [a0, a1] = split_u64(src + at as u64);
+        let [o0, o1] = split_u64(at as u64);
         let args = [r0, r1, a0, a1, len as u32, o0, o1];
         crate::am::send_internal(rt, call, rank, GET_HANDLER, &args, Flags::NONE)
             .expect("a send without Flags::IMMEDIATE waits for room");
@@ -184,7 +176,7 @@ fn finish(
 /// record is alive until this piece is counted answered.
 unsafe fn record<'a>(args: &[u32]) -> &'a Pending {
     // SAFETY: the caller's guarantee.
-    unsafe { &*(join(args[0], args[1]) as usize as *const Pending) }
+    unsafe { &*(join_u64(args[0], args[1]) as usize as *const Pending) }
 }
 
 /// Marks one piece answered with `status` (after its bytes were stored).
@@ -197,7 +189,7 @@ fn answered(pending: &Pending, status: u32) {
 
 /// The owner's put handler: copies the piece into its device, answers.
 fn on_put(token: &Token<'_>, payload: &[u8], args: &[u32]) {
-    let addr = join(args[2], args[3]);
+    let addr = join_u64(args[2], args[3]);
     let status = registry::with(addr, payload.len(), |mk, _| {
         // SAFETY: the registry found the range in a live segment of `mk`'s device,
         // kept alive during the copy; the payload is host memory of that length.
@@ -228,7 +220,7 @@ fn on_ack(_token: &Token<'_>, args: &[u32]) {
 
 /// The owner's get handler: copies the piece out of its device into the Reply.
 fn on_get(token: &Token<'_>, args: &[u32]) {
-    let addr = join(args[2], args[3]);
+    let addr = join_u64(args[2], args[3]);
     let len = args[4] as usize;
     let mut buf = vec![0u8; len];
     let status = registry::with(addr, len, |mk, _| {
@@ -265,7 +257,7 @@ fn on_data(_token: &Token<'_>, payload: &[u8], args: &[u32]) {
     let pending = unsafe { record(args) };
     let status = args[2];
     if status == OK {
-        let at = join(args[3], args[4]) as usize;
+        let at = join_u64(args[3], args[4]) as usize;
         // SAFETY: `get` asked for this piece at offset `at` of its destination, which
         // holds it; the owner sent exactly the piece's length.
         unsafe {
