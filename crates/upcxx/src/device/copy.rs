@@ -67,25 +67,7 @@ pub fn copy_with<T: Pod, Ks: MemoryKind, Kd: MemoryKind, C: Completions<CopyEven
         if s.rank == d.rank && s.kind == d.kind && s.addr < d.addr + len && d.addr < s.addr + len {
             panic!("upcxx::{CALL}: the {len}-byte ranges at {src} and {dest} overlap");
         }
-        let span = gasp::span!(
-            GASP_UPCXX_COPY,
-            peer(rt, d, s),
-            d.gasp(),
-            s.gasp(),
-            d.kind as i32,
-            s.kind as i32,
-            len
-        );
-        between(CALL, rt, d, s, len);
-        gasp::end!(
-            span,
-            peer(rt, d, s),
-            d.gasp(),
-            s.gasp(),
-            d.kind as i32,
-            s.kind as i32,
-            len
-        );
+        reported(rt, d, s, len, || between(CALL, rt, d, s, len));
     }
     cxs.completed_at_initiation(dest.where_(), ()).into_return()
 }
@@ -125,11 +107,7 @@ pub fn copy_from_host_with<T: Pod, Kd: MemoryKind, C: Completions<CopyEvents>>(
     let bytes: &[u8] = bytemuck::cast_slice(src);
     if !bytes.is_empty() {
         let (d, s) = (end(CALL, dest), End::slice(rt, bytes));
-        let n = bytes.len();
-        let (dk, sk) = (d.kind as i32, s.kind as i32);
-        let span = gasp::span!(GASP_UPCXX_COPY, d.rank, d.gasp(), s.gasp(), dk, sk, n);
-        write(CALL, rt, d, bytes);
-        gasp::end!(span, d.rank, d.gasp(), s.gasp(), dk, sk, n);
+        reported(rt, d, s, bytes.len(), || write(CALL, rt, d, bytes));
     }
     cxs.completed_at_initiation(dest.where_(), ()).into_return()
 }
@@ -171,10 +149,7 @@ pub fn copy_to_host_with<T: Pod, Ks: MemoryKind, C: Completions<CopyEvents>>(
     if !bytes.is_empty() {
         let (d, s) = (End::slice(rt, bytes), end(CALL, src));
         let n = bytes.len();
-        let (dk, sk) = (d.kind as i32, s.kind as i32);
-        let span = gasp::span!(GASP_UPCXX_COPY, s.rank, d.gasp(), s.gasp(), dk, sk, n);
-        read(CALL, rt, s, bytes);
-        gasp::end!(span, s.rank, d.gasp(), s.gasp(), dk, sk, n);
+        reported(rt, d, s, n, || read(CALL, rt, s, bytes));
     }
     cxs.completed_at_initiation(rt.rank, ()).into_return()
 }
@@ -190,9 +165,6 @@ struct End {
     kind: KindId,
 }
 
-/// The runtime. A copy may start in the restricted context (§10.2), as an `rput` may:
-/// it waits with internal progress only, which the restricted context does not make a
-/// no-op.
 impl End {
     /// A host slice of this process, as an end.
     fn slice(rt: &Setup, bytes: &[u8]) -> End {
@@ -209,16 +181,25 @@ impl End {
     }
 }
 
-/// The rank at the other end of a copy: the destination's, unless that is this rank
-/// and the source's is not.
-fn peer(rt: &Setup, dst: End, src: End) -> Rank {
-    if dst.rank == rt.rank {
+/// Runs `transfer`, the copy of `n` bytes from `src` to `dst`, inside its
+/// `GASP_UPCXX_COPY` event, whose peer is the rank at the other end: the
+/// destination's, unless that is this rank and the source's is not.
+#[track_caller]
+fn reported(rt: &Setup, dst: End, src: End, n: usize, transfer: impl FnOnce()) {
+    let peer = if dst.rank == rt.rank {
         src.rank
     } else {
         dst.rank
-    }
+    };
+    let (d, s, dk, sk) = (dst.gasp(), src.gasp(), dst.kind as i32, src.kind as i32);
+    let span = gasp::span!(GASP_UPCXX_COPY, peer, d, s, dk, sk, n);
+    transfer();
+    gasp::end!(span, peer, d, s, dk, sk, n);
 }
 
+/// The runtime. A copy may start in the restricted context (§10.2), as an `rput` may:
+/// it waits with internal progress only, which the restricted context does not make a
+/// no-op.
 #[track_caller]
 fn start(call: &str) -> &'static Setup {
     rt(call)
