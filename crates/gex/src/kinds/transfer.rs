@@ -29,25 +29,19 @@ fn put_in(
     src: &[u8],
 ) -> Result<(), KindError> {
     let (rt, rank) = start(call, team, rank);
-    if src.is_empty() {
+    let len = src.len();
+    if len == 0 {
         return Ok(());
     }
-    if rank != rt.conduit.rank() {
-        let len = src.len();
-        let mapped = ipc::with(rt, call, rank, dst, len, true, |mk, local| {
-            // SAFETY: this process maps the range (`ipc`), kept mapped meanwhile.
-            unsafe { mk.0.dev.copy(call, End::Device(local), End::Host(src), len) }
-        });
-        return mapped.unwrap_or_else(|| remote::put(rt, call, rank, dst, src));
+    let reached = reach(rt, call, rank, dst, len, true, |mk, at| {
+        // SAFETY: this process reaches the range (`reach`), kept so meanwhile.
+        unsafe { mk.0.dev.copy(call, End::Device(at), End::Host(src), len) }
+    });
+    match reached {
+        Some(done) => done,
+        None if rank == rt.conduit.rank() => Err(not_found(call, dst, rank)),
+        None => remote::put(rt, call, rank, dst, src),
     }
-    registry::with(dst, src.len(), |mk, _| {
-        // SAFETY: a live segment of `mk` holds the range (kept alive by the lookup).
-        unsafe {
-            mk.0.dev
-                .copy(call, End::Device(dst), End::Host(src), src.len())
-        }
-    })
-    .unwrap_or_else(|| Err(not_found(call, dst, rank)))
 }
 
 /// Gets the device memory at `src` of rank `rank` of `team` into `dst`: a device
@@ -70,35 +64,29 @@ fn get_in(
     dst: &mut [u8],
 ) -> Result<(), KindError> {
     let (rt, rank) = start(call, team, rank);
-    if dst.is_empty() {
+    let len = dst.len();
+    if len == 0 {
         return Ok(());
     }
-    if rank != rt.conduit.rank() {
-        let len = dst.len();
-        let mapped = ipc::with(rt, call, rank, src, len, true, |mk, local| {
-            // SAFETY: as in `put_in`.
-            unsafe {
-                mk.0.dev
-                    .copy(call, End::HostMut(&mut *dst), End::Device(local), len)
-            }
-        });
-        return mapped.unwrap_or_else(|| remote::get(rt, call, rank, src, dst));
-    }
-    let len = dst.len();
-    registry::with(src, len, |mk, _| {
-        // SAFETY: as in `put`.
+    let reached = reach(rt, call, rank, src, len, true, |mk, at| {
+        // SAFETY: as in `put_in`.
         unsafe {
             mk.0.dev
-                .copy(call, End::HostMut(dst), End::Device(src), len)
+                .copy(call, End::HostMut(&mut *dst), End::Device(at), len)
         }
-    })
-    .unwrap_or_else(|| Err(not_found(call, src, rank)))
+    });
+    match reached {
+        Some(done) => done,
+        None if rank == rt.conduit.rank() => Err(not_found(call, src, rank)),
+        None => remote::get(rt, call, rank, src, dst),
+    }
 }
 
 /// Copies `len` bytes of device memory from `src` of rank `src_rank` to `dst` of rank
-/// `dst_rank` (ranks of `team`): one device copy when both are this rank's on one
-/// device, else in pieces through host memory of this rank ([`get`], then [`put`]).
-/// Complete at return; the ranges of one segment must not overlap.
+/// `dst_rank` (ranks of `team`): one device copy when this process reaches both ranges
+/// (its own segments on one device, or segments of this host mapped here), else in
+/// pieces through host memory of this rank ([`get`], then [`put`]). Complete at return;
+/// the ranges of one segment must not overlap.
 ///
 /// # Panics
 /// As [`put`].
@@ -155,12 +143,10 @@ pub fn copy(
         // segments are mapped first, one at a time (mapping one takes the table's
         // write lock, which the nested lookups below hold for reading).
         for (rank, addr) in [(dst_job, dst), (src_job, src)] {
-            if rank != me {
-                ipc::with(rt, CALL, rank, addr, len, true, |_, _| ());
-            }
+            reach(rt, CALL, rank, addr, len, true, |_, _| ());
         }
-        let direct = reach(rt, CALL, dst_job, dst, len, |dmk, d| {
-            reach(rt, CALL, src_job, src, len, |smk, s| {
+        let direct = reach(rt, CALL, dst_job, dst, len, false, |dmk, d| {
+            reach(rt, CALL, src_job, src, len, false, |smk, s| {
                 (dmk.class() == smk.class()).then(|| {
                     // SAFETY: both ranges are reached here and kept so meanwhile;
                     // on different ranks they do not overlap.
@@ -185,20 +171,22 @@ pub fn copy(
 }
 
 /// Runs `f` with a device of this process and the address here of `[addr, addr +
-/// len)` of job rank `rank`'s device memory, if this process reaches it now: a segment
-/// of its own, or one of another process of this host mapped here already (`ipc`).
+/// len)` of job rank `rank`'s device memory, if this process reaches it: a segment of
+/// its own, or one of another process of this host mapped here (asking the owner for
+/// it first when `may_ask`; see `ipc::with`, whose lock rules nested calls follow).
 fn reach<R>(
     rt: &Runtime,
     call: &'static str,
     rank: Rank,
     addr: DeviceAddr,
     len: usize,
+    may_ask: bool,
     f: impl FnOnce(&Mk, DeviceAddr) -> R,
 ) -> Option<R> {
     if rank == rt.conduit.rank() {
         registry::with(addr, len, |mk, _| f(mk, addr))
     } else {
-        ipc::with(rt, call, rank, addr, len, false, f)
+        ipc::with(rt, call, rank, addr, len, may_ask, f)
     }
 }
 
