@@ -343,10 +343,7 @@ impl DeviceSegment {
     /// segment must not overlap; nothing is copied otherwise. Complete at return.
     pub fn copy(dst: Dst<'_>, src: Src<'_>) -> Result<(), KindError> {
         const CALL: &str = "gex::kinds::DeviceSegment::copy";
-        let (dst_len, src_len) = match (&dst, &src) {
-            (Dst::Host(d), _) => (d.len(), src_len(&src)),
-            (Dst::Device(r), _) => (r.len, src_len(&src)),
-        };
+        let (dst_len, src_len) = (dst.len(), src.len());
         if dst_len != src_len {
             return Err(KindError::LengthMismatch {
                 call: CALL,
@@ -439,10 +436,21 @@ impl DeviceSegment {
     }
 }
 
-fn src_len(src: &Src<'_>) -> usize {
-    match src {
-        Src::Host(s) => s.len(),
-        Src::Device(r) => r.len,
+impl Src<'_> {
+    fn len(&self) -> usize {
+        match self {
+            Src::Host(s) => s.len(),
+            Src::Device(r) => r.len,
+        }
+    }
+}
+
+impl Dst<'_> {
+    fn len(&self) -> usize {
+        match self {
+            Dst::Host(s) => s.len(),
+            Dst::Device(r) => r.len,
+        }
     }
 }
 
