@@ -6,10 +6,14 @@
 //! messages of one thread still run in the order sent, whatever their sizes.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::OnceLock;
 
 use gex::testing::{spmd, spmd_outcome, spmd_with, SpmdOptions};
 use upcxx::serialization::{make_view, View};
-use upcxx::{discharge, progress_required, rank_me, rank_n, rpc, rpc_ff, Rank};
+use upcxx::{
+    discharge, local_team_contains, new_array, progress_required, rank_me, rank_n, rpc, rpc_ff,
+    GlobalPtr, ProgressLevel, Rank,
+};
 
 mod common;
 
@@ -193,4 +197,102 @@ fn a_bad_batch_size_is_named() {
         report.contains("UPCXX_RPC_BATCH_BYTES=\"lots\" is not a number of bytes"),
         "{report}"
     );
+}
+
+/// RPCs rank 0 queues to itself and runs in one drain in
+/// [`a_drain_takes_in_what_peers_send`].
+const DRAIN: u64 = 4096;
+/// Rank 0's words that both ranks reach through their mappings: rank 0 started its
+/// drain, and how many of its `rpc_ff`s rank 1 has sent.
+static WORDS: OnceLock<GlobalPtr<u64>> = OnceLock::new();
+/// The calls of the drain that found rank 1 behind (0 when it never was).
+static BEHIND: AtomicU64 = AtomicU64::new(0);
+/// Rank 1's calls that ran on rank 0.
+static FROM_1: AtomicU64 = AtomicU64::new(0);
+
+/// Word `i` of [`WORDS`], through this process's mapping of rank 0's segment.
+fn shared_word(words: GlobalPtr<u64>, i: usize) -> &'static AtomicU64 {
+    let p = words.add(i).local();
+    assert!(!p.is_null(), "rank 0's segment is mapped here");
+    // SAFETY: an aligned u64 of rank 0's segment, mapped for the life of the process,
+    // which the test only accesses through atomics.
+    unsafe { &*(p as *const AtomicU64) }
+}
+
+/// Call `i` of rank 0's drain: waits, making no progress, until rank 1 has sent `i / 4`
+/// calls (at most until `deadline`, in microseconds since the Unix epoch; a call
+/// past it gives up at once and counts as behind).
+fn drained(i: u64, deadline: u64) {
+    let words = *WORDS.get().expect("rank 0 set its words");
+    let sent = shared_word(words, 1);
+    let now = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_micros() as u64)
+    };
+    while sent.load(Ordering::Acquire) < i / 4 {
+        if now() > deadline {
+            BEHIND.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        std::hint::spin_loop();
+    }
+}
+
+/// A user-level progress that runs many RPCs polls the network meanwhile (§10.2), so
+/// that a peer is not kept waiting for room in this rank's queues for the whole drain.
+/// Rank 0 queues [`DRAIN`] RPCs to itself and runs them in one progress call, call
+/// `i` waiting until rank 1, sending `rpc_ff`s to rank 0 one AM each (no batches), has
+/// sent `i / 4` of them: 1,024 by the end, four times what rank 0's queue holds, so
+/// rank 1 gets there only if the drain takes its messages in as it runs.
+#[test]
+fn a_drain_takes_in_what_peers_send() {
+    let mut opts = SpmdOptions::new(2);
+    opts.env = vec![("UPCXX_RPC_BATCH_BYTES".into(), "0".into())];
+    spmd_with(opts, || {
+        upcxx::init();
+        let me = rank_me();
+        if me == 0 {
+            WORDS.set(new_array::<u64>(2)).expect("set once");
+        }
+        let words = rpc(0, || *WORDS.get().expect("set before"), ()).wait();
+        if !local_team_contains(1 - me) {
+            eprintln!("skipped: the two ranks must share a host to reach each other's words");
+            upcxx::barrier();
+            upcxx::finalize();
+            return;
+        }
+        upcxx::barrier();
+        let sends = DRAIN / 4;
+        if me == 0 {
+            let deadline = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .expect("after the epoch")
+                .as_micros() as u64
+                + 10_000_000;
+            for i in 0..DRAIN {
+                rpc_ff(0, drained, (i, deadline));
+            }
+            shared_word(words, 0).store(1, Ordering::Release);
+            upcxx::progress(ProgressLevel::User);
+            let behind = BEHIND.load(Ordering::Relaxed);
+            assert_eq!(
+                behind,
+                0,
+                "{behind} calls of the drain gave up waiting for rank 1's sends (it sent {})",
+                shared_word(words, 1).load(Ordering::Acquire)
+            );
+            common::progress_until(|| FROM_1.load(Ordering::Relaxed) == sends);
+        } else {
+            while shared_word(words, 0).load(Ordering::Acquire) == 0 {
+                std::hint::spin_loop();
+            }
+            for k in 1..=sends {
+                rpc_ff(0, || FROM_1.fetch_add(1, Ordering::Relaxed), ());
+                shared_word(words, 1).store(k, Ordering::Release);
+            }
+        }
+        upcxx::barrier();
+        upcxx::finalize();
+    });
 }

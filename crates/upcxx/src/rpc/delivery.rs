@@ -25,7 +25,8 @@
 //!
 //! The holder runs its own queue by swapping the page being filled with an empty page
 //! it keeps for this, running the messages of the swapped-out page while handlers fill
-//! the other: a drain moves no page and allocates nothing.
+//! the other: a drain moves no page and allocates nothing. Every [`POLL_EVERY`] RPCs
+//! the drain polls the network, so a long drain keeps taking in what peers send.
 //!
 //! RPCs from one rank run in the order they were sent (the network layer delivers them
 //! in order, and runs one handler of a queue at a time). To keep that across the two
@@ -63,9 +64,23 @@ use super::reply::{complete_unit, cookie_word};
 use crate::serialization::{Error, Writer};
 use crate::thread;
 
+/// How many RPCs user-level progress runs between two polls of the network.
+///
+/// A drain runs every page queued when it starts, which can be thousands of RPCs when
+/// the rank was busy sending (every insert of a `dht` in flight at once). Without a
+/// poll meanwhile, the peers' messages wait in this rank's network queues for the
+/// whole drain, and a peer that needs room there to send sits idle. With a poll every
+/// 128 RPCs, the `dht` example on 2 ranks inserted and found 20-45% more keys per
+/// second (alternating runs); every 32 did as well for the `dht` but cut the rate of
+/// 10,000 round trips in flight (their replies, flushed by each poll, left in batches
+/// of 32 instead of full ones), while 128 did not measurably.
+const POLL_EVERY: usize = 128;
+
 /// Runs the messages of `page` and clears it, or, if a message kept the page through
-/// `hold`, gives the page to it (leaving an empty one). Returns how many ran.
-fn run_page(page: &mut Page, hold: &Hold) -> usize {
+/// `hold`, gives the page to it (leaving an empty one). Returns how many ran. With
+/// `poll`, makes internal progress after every [`POLL_EVERY`] messages (the messages
+/// it queues wait for the next drain, so the order of the RPCs is kept).
+fn run_page(page: &mut Page, hold: &Hold, poll: bool) -> usize {
     let mut n = 0;
     for (head, payload) in page.messages() {
         run(&Incoming {
@@ -74,6 +89,9 @@ fn run_page(page: &mut Page, hold: &Hold) -> usize {
             hold,
         });
         n += 1;
+        if poll && n % POLL_EVERY == 0 {
+            crate::progress::internal_progress();
+        }
     }
     match hold.slot.borrow_mut().take() {
         None => page.clear(),
@@ -270,9 +288,9 @@ fn run_master_rpcs_queued() -> usize {
             let mut n = 0;
             for _ in 0..pages {
                 if own.queue.borrow_mut().take_into(&mut draining) {
-                    n += run_page(&mut draining, &hold);
+                    n += run_page(&mut draining, &hold, true);
                 } else if let Some(mut page) = SHARED_RPCS.take() {
-                    n += run_page(&mut page, &hold);
+                    n += run_page(&mut page, &hold, true);
                     SHARED_RPCS.recycle(page);
                 } else {
                     break;
@@ -366,7 +384,7 @@ pub(super) fn deliver_reply_page(head: &Head, page: Page) {
     match other_thread(head) {
         None => {
             let mut page = page;
-            run_page(&mut page, &Hold::default());
+            run_page(&mut page, &Hold::default(), false);
         }
         Some(inbox) => {
             inbox.push_page(page);
@@ -388,7 +406,7 @@ pub(crate) fn deliver_forwarded_replies() {
 #[cold]
 fn deliver_inbox(inbox: &Inbox) {
     while let Some(mut page) = inbox.take() {
-        run_page(&mut page, &Hold::default());
+        run_page(&mut page, &Hold::default(), false);
         inbox.recycle(page);
     }
 }
