@@ -250,9 +250,10 @@
 //! every 128 RPCs (`rpc/delivery.rs`): in alternating runs of the same binary, the
 //! example inserted 20-45% more keys per second and found 25-45% more; in the table
 //! (runs with `upcxx.rpc_ff_rate` at about 41 M msg/s), `app.dht_insert` went from 4.2
-//! to 5.5 M keys/s and `app.dht_find` from 3.4 to 4.4 M on 2 ranks, and from 3.6 to
-//! 4.0 M and 2.8 to 3.2 M on 4. `upcxx.rpc_inflight_rate` read 0.51x and 0.61x
-//! `upcxx.rpc_ff_rate` in two runs after it (0.64x in one before; spreads about 40%).
+//! to 5.5 M keys/s and `app.dht_find` from 3.4 to 4.4 M on 2 ranks, and on 4 from 3.6
+//! to 4.0-4.9 M and from 2.8 to 3.2-3.9 M (five runs). `upcxx.rpc_inflight_rate` read
+//! 0.51x and 0.61x `upcxx.rpc_ff_rate` on 2 ranks in two runs after it (0.64x in one
+//! before; spreads about 40%), and 0.51-0.64x on 4 ranks in five.
 //!
 //! Data is checked: `app.dht_find` checks every value it finds (so it also checks the
 //! inserts), the stencil's rod is compared with a serial run after its first

@@ -203,7 +203,7 @@ fn a_bad_batch_size_is_named() {
 /// [`a_drain_takes_in_what_peers_send`].
 const DRAIN: u64 = 4096;
 /// Rank 0's words that both ranks reach through their mappings: rank 0 started its
-/// drain, and how many of its `rpc_ff`s rank 1 has sent.
+/// drain, and how many `rpc_ff`s rank 1 has sent it.
 static WORDS: OnceLock<GlobalPtr<u64>> = OnceLock::new();
 /// The calls of the drain that found rank 1 behind (0 when it never was).
 static BEHIND: AtomicU64 = AtomicU64::new(0);
