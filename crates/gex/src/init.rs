@@ -75,6 +75,8 @@ impl Client {
         crate::am::register_internal(&mut internal);
         #[cfg(feature = "gasp")]
         attach_gasp_tool(rt);
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        crate::backoff::set_oversubscribed(rt.conduit.nbrhd().0.len() > cpus);
         let team = team::install_world(rt.conduit.rank(), rt.conduit.size());
         Ok((Client(()), Endpoint(()), team))
     }
