@@ -16,6 +16,13 @@ pub(crate) fn set_oversubscribed(yes: bool) {
     OVERSUBSCRIBED.store(yes, Ordering::Relaxed);
 }
 
+/// Whether this host runs more ranks than this process may use processors (found by
+/// `Client::init`; false before it), for a runtime's own waiting loops.
+#[inline]
+pub fn oversubscribed() -> bool {
+    OVERSUBSCRIBED.load(Ordering::Relaxed)
+}
+
 /// Spins for a few polls (a reply from a rank on another core arrives within a
 /// microsecond), then yields the processor between polls (another rank of an
 /// oversubscribed job may need it), and after about a millisecond of idleness sleeps
@@ -68,7 +75,7 @@ impl Backoff {
         } else if self.idle < Self::YIELDS {
             std::thread::yield_now();
         } else {
-            let nap = self.next_nap(OVERSUBSCRIBED.load(Ordering::Relaxed));
+            let nap = self.next_nap(oversubscribed());
             std::thread::sleep(std::time::Duration::from_micros(u64::from(nap)));
         }
     }

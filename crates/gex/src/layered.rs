@@ -4,6 +4,6 @@
 //! RPCs) around gex's poll, and waits in loops of its own. These are the few calls it
 //! needs for that; everything else it uses is the GASNet-EX API at the crate root.
 
-pub use crate::backoff::Backoff;
+pub use crate::backoff::{oversubscribed, Backoff};
 pub use crate::context::{check_may_communicate, in_handler, PrepareScope};
 pub use crate::progress::poll_unreported;

@@ -110,20 +110,9 @@ fn polite(worked: bool) {
     }
     let idle = IDLE_CALLS.get().saturating_add(1);
     IDLE_CALLS.set(idle);
-    if idle > IDLE_BEFORE_YIELD && oversubscribed() {
+    if idle > IDLE_BEFORE_YIELD && gex::layered::oversubscribed() {
         std::thread::yield_now();
     }
-}
-
-/// Whether this host runs more ranks (the local team) than the processors this process
-/// may use.
-#[cold]
-fn oversubscribed() -> bool {
-    static OVERSUBSCRIBED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *OVERSUBSCRIBED.get_or_init(|| {
-        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-        crate::local_team().rank_n() as usize > cpus
-    })
 }
 
 /// The reported instance of [`progress`]: see [the reported instance](gasp::instrument#the-reported-instance-of-an-operation).
