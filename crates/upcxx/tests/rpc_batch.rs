@@ -7,6 +7,7 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 
 use gex::testing::{spmd, spmd_outcome, spmd_with, SpmdOptions};
 use upcxx::serialization::{make_view, View};
@@ -219,19 +220,18 @@ fn shared_word(words: GlobalPtr<u64>, i: usize) -> &'static AtomicU64 {
     unsafe { &*(p as *const AtomicU64) }
 }
 
+/// When rank 0's drain gives up waiting for rank 1 (set on rank 0 before it starts).
+static DEADLINE: OnceLock<Instant> = OnceLock::new();
+
 /// Call `i` of rank 0's drain: waits, making no progress, until rank 1 has sent `i / 4`
-/// calls (at most until `deadline`, in microseconds since the Unix epoch; a call
-/// past it gives up at once and counts as behind).
-fn drained(i: u64, deadline: u64) {
+/// calls (at most until [`DEADLINE`]; a call past it gives up at once and counts as
+/// behind).
+fn drained(i: u64) {
     let words = *WORDS.get().expect("rank 0 set its words");
     let sent = shared_word(words, 1);
-    let now = || {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_micros() as u64)
-    };
+    let deadline = *DEADLINE.get().expect("rank 0 set its deadline");
     while sent.load(Ordering::Acquire) < i / 4 {
-        if now() > deadline {
+        if Instant::now() > deadline {
             BEHIND.fetch_add(1, Ordering::Relaxed);
             return;
         }
@@ -265,13 +265,11 @@ fn a_drain_takes_in_what_peers_send() {
         upcxx::barrier();
         let sends = DRAIN / 4;
         if me == 0 {
-            let deadline = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .expect("after the epoch")
-                .as_micros() as u64
-                + 10_000_000;
+            DEADLINE
+                .set(Instant::now() + Duration::from_secs(10))
+                .expect("set once");
             for i in 0..DRAIN {
-                rpc_ff(0, drained, (i, deadline));
+                rpc_ff(0, drained, (i,));
             }
             shared_word(words, 0).store(1, Ordering::Release);
             upcxx::progress(ProgressLevel::User);
