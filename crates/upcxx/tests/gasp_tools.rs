@@ -8,6 +8,8 @@
 
 mod common;
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use gasp::events::*;
 use gasp::formats::{Profile, Trace, TraceEvent};
 use gex::testing::{spmd_outcome, SpmdOptions};
@@ -106,6 +108,13 @@ fn a_profile_of_a_upcxx_program_counts_its_operations() {
     }
 }
 
+/// The `rpc_ff`s this rank has run.
+static FF_RUN: AtomicU64 = AtomicU64::new(0);
+
+fn count_ff() {
+    FF_RUN.fetch_add(1, Ordering::Relaxed);
+}
+
 #[test]
 fn a_trace_draws_one_flow_from_each_rpc_send_to_its_execution() {
     for ranks in [2, 3, 4] {
@@ -115,9 +124,14 @@ fn a_trace_draws_one_flow_from_each_rpc_send_to_its_execution() {
             for i in 0..ITERS {
                 upcxx::rpc((rank_me() + 1) % n, |x: u64| x + 1, (i,)).wait();
                 // No payload: a Short AM carries it.
-                upcxx::rpc_ff((rank_me() + n - 1) % n, || {}, ());
+                upcxx::rpc_ff((rank_me() + n - 1) % n, count_ff, ());
                 // To itself.
                 upcxx::rpc(rank_me(), || rank_me(), ()).wait();
+            }
+            // A barrier does not wait for rpc_ffs in flight, and finalize leaves them
+            // undefined (§2 ¶11): the program waits for its own.
+            while FF_RUN.load(Ordering::Relaxed) < ITERS {
+                upcxx::progress(upcxx::ProgressLevel::User);
             }
             upcxx::barrier();
             upcxx::finalize();
