@@ -540,18 +540,12 @@ fn driver() -> i32 {
         for (app, raw) in ONE_PROCESS {
             report.relate(&format!("{app}{sfx}"), &format!("{raw}{sfx}"), None);
         }
-        let value = |name: &str| {
-            report
-                .entries
-                .iter()
-                .find(|e| e.measured.name == name)
-                .map(|e| e.measured.value)
-        };
         let dht = ("app.dht_insert", "raw.hashmap_insert_rate");
         for (app, raw) in std::iter::once(dht).chain(ONE_PROCESS) {
-            if let (Some(x), Some(base)) =
-                (value(&format!("{app}{sfx}")), value(&format!("{raw}{sfx}")))
-            {
+            if let (Some(x), Some(base)) = (
+                report.value_of(&format!("{app}{sfx}")),
+                report.value_of(&format!("{raw}{sfx}")),
+            ) {
                 notes.push(format!(
                     "{ranks} ranks: {app} is {:.3}x {raw} ({:.3}x per rank)",
                     x / base,

@@ -113,7 +113,8 @@ impl Report {
         self.sections.insert(key.to_owned(), value);
     }
 
-    fn value_of(&self, name: &str) -> Option<f64> {
+    /// The measured value of result `name`, if the run has it.
+    pub(crate) fn value_of(&self, name: &str) -> Option<f64> {
         self.entries
             .iter()
             .find(|e| e.measured.name == name)
