@@ -42,7 +42,11 @@
 //! (bandwidth and rate ≥ 1/1.2×). The raw baselines (`mpi/raw.rs`, MPI calls through rsmpi's
 //! `mpi::ffi` on a communicator and an `MPI_Win_create` window of their own, made as
 //! the conduit makes its window, in the same processes) are
-//! `send_recv_pingpong` (`MPI_Send`/`MPI_Recv` of 8 bytes and back), `isend_rate` (a
+//! `send_recv_pingpong` (`MPI_Send`/`MPI_Recv` of 8 bytes and back),
+//! `anysource_pingpong` (the same made as a message layer must, not knowing who sends
+//! next: receives from any source posted ahead, `MPI_Isend` + `MPI_Test`, arrivals
+//! found by `MPI_Test`; related to `send_recv_pingpong` without a target, and noted
+//! under the table as the floor of `am_short_roundtrip`), `isend_rate` (a
 //! stream of 64-byte `MPI_Isend`s, received with pre-posted `MPI_Irecv`s: one MPI
 //! message per AM is what the conduit's aggregation must beat), `put_flush_8B` and
 //! `put_flush_bw_1MiB` (`MPI_Put` + `MPI_Win_flush`), `get_flush_8B` (`MPI_Get` +
@@ -341,6 +345,21 @@ fn driver() -> i32 {
         );
     }
 
+    // What MPI itself costs under an AM round trip (see `raw.rs`): the floor of
+    // `am_short_roundtrip`, related to the target's baseline, and the figure to it.
+    let floor = "raw.mpi.net.anysource_pingpong";
+    report.relate(floor, "raw.mpi.net.send_recv_pingpong", None);
+    let mut notes: Vec<String> = Vec::new();
+    if let (Some(am), Some(base)) = (
+        report.value_of("mpi.net.am_short_roundtrip"),
+        report.value_of(floor),
+    ) {
+        notes.push(format!(
+            "mpi.net.am_short_roundtrip is {:.3}x {floor}, the floor under it",
+            am / base
+        ));
+    }
+
     report.section(
         "unsupported",
         json!(unsupported
@@ -348,10 +367,11 @@ fn driver() -> i32 {
             .map(|u| json!({"name": u.name, "why": u.why}))
             .collect::<Vec<_>>()),
     );
-    let notes: Vec<String> = unsupported
-        .iter()
-        .map(|u| format!("{}: unsupported: {}", u.name, u.why))
-        .collect();
+    notes.extend(
+        unsupported
+            .iter()
+            .map(|u| format!("{}: unsupported: {}", u.name, u.why)),
+    );
     report.finish(
         &format!(
             "mpi benchmarks: smp.* on the smp conduit, mpi.host.* and raw.mpi.host.* under \

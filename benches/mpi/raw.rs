@@ -37,6 +37,7 @@ use crate::{BCAST_BYTES, BW_BYTES, BW_SEED, GET_VALUE};
 const TAG_CTL: c_int = 1;
 const TAG_PING: c_int = 2;
 const TAG_STREAM: c_int = 3;
+const TAG_ANY_PING: c_int = 4;
 
 /// The stream's receives rank 1 keeps posted and sends rank 0 keeps in flight (the mpi
 /// conduit's receives per network and credits per peer).
@@ -277,6 +278,132 @@ impl Raw {
                 self.send(0, TAG_PING, v + 1);
             },
         )
+    }
+
+    /// The ping-pong of [`send_recv_pingpong`](Self::send_recv_pingpong) made as a
+    /// message layer over MPI must make it, since it cannot know who sends next: each
+    /// rank keeps a receive from any source posted (`MPI_Irecv` with
+    /// `MPI_ANY_SOURCE`), posted again after its next send, sends by `MPI_Isend` +
+    /// `MPI_Test`, and finds an arrival by `MPI_Test` in a loop. What MPI itself costs
+    /// under `am_short_roundtrip`, the floor of that figure.
+    pub(crate) fn anysource_pingpong(self, name: String) -> Bench<'static> {
+        let mut n = 1u64;
+        Bench::duo(
+            name,
+            Unit::Latency,
+            move |iters| {
+                let (mut ping, mut pong) = (Box::new(0u64), Box::new(0u64));
+                let mut recv = self.post_any(&mut pong);
+                time_iters(iters, || {
+                    *ping = n;
+                    let send = self.isend_test(1, &ping);
+                    if self.is_null(recv) {
+                        recv = self.post_any(&mut pong);
+                    }
+                    self.test_until_done(&mut recv);
+                    self.complete(send);
+                    assert_eq!(*pong, n + 1, "any-source ping-pong: wrong pong");
+                    n += 2;
+                })
+            },
+            move || self.send(1, TAG_ANY_PING, u64::MAX),
+            move || {
+                let (mut ping, mut pong) = (Box::new(0u64), Box::new(0u64));
+                let mut recv = self.post_any(&mut ping);
+                loop {
+                    self.test_until_done(&mut recv);
+                    if *ping == u64::MAX {
+                        return;
+                    }
+                    *pong = *ping + 1;
+                    let send = self.isend_test(0, &pong);
+                    recv = self.post_any(&mut ping);
+                    self.complete(send);
+                }
+            },
+        )
+    }
+
+    /// A receive of one u64 into `into` from any source on [`TAG_ANY_PING`].
+    fn post_any(&self, into: &mut Box<u64>) -> ffi::MPI_Request {
+        // SAFETY: a null request is overwritten by MPI_Irecv.
+        let mut req = unsafe { ffi::RSMPI_REQUEST_NULL };
+        // SAFETY: the boxed u64 outlives the receive (each caller tests it to completion
+        // before dropping or reposting it).
+        unsafe {
+            check(
+                ffi::MPI_Irecv(
+                    (&mut **into as *mut u64).cast(),
+                    1,
+                    ffi::RSMPI_UINT64_T,
+                    ffi::RSMPI_ANY_SOURCE,
+                    TAG_ANY_PING,
+                    self.comm,
+                    &mut req,
+                ),
+                "MPI_Irecv",
+            )
+        };
+        req
+    }
+
+    /// `MPI_Isend` of `*v` to `to` on [`TAG_ANY_PING`], then one `MPI_Test` (a small
+    /// send completes there, eagerly); the caller keeps `v` until
+    /// [`complete`](Self::complete).
+    fn isend_test(&self, to: c_int, v: &u64) -> ffi::MPI_Request {
+        // SAFETY: a null request is overwritten by MPI_Isend.
+        let mut req = unsafe { ffi::RSMPI_REQUEST_NULL };
+        let mut done = 0;
+        // SAFETY: the caller keeps the value until the send completes.
+        unsafe {
+            check(
+                ffi::MPI_Isend(
+                    (v as *const u64).cast(),
+                    1,
+                    ffi::RSMPI_UINT64_T,
+                    to,
+                    TAG_ANY_PING,
+                    self.comm,
+                    &mut req,
+                ),
+                "MPI_Isend",
+            );
+            check(
+                ffi::MPI_Test(&mut req, &mut done, ffi::RSMPI_STATUS_IGNORE),
+                "MPI_Test",
+            );
+        }
+        req
+    }
+
+    /// Waits for a send of [`isend_test`](Self::isend_test) (at once if it completed).
+    fn complete(&self, mut req: ffi::MPI_Request) {
+        // SAFETY: the send's request; a null one returns at once.
+        unsafe {
+            check(
+                ffi::MPI_Wait(&mut req, ffi::RSMPI_STATUS_IGNORE),
+                "MPI_Wait",
+            )
+        };
+    }
+
+    /// `MPI_Test` of `req` until it completes (and MPI sets it null).
+    fn test_until_done(&self, req: &mut ffi::MPI_Request) {
+        let mut done = 0;
+        while done == 0 {
+            // SAFETY: a pending receive.
+            unsafe {
+                check(
+                    ffi::MPI_Test(req, &mut done, ffi::RSMPI_STATUS_IGNORE),
+                    "MPI_Test",
+                )
+            };
+        }
+    }
+
+    fn is_null(&self, req: ffi::MPI_Request) -> bool {
+        // SAFETY: reading an MPI constant.
+        req == unsafe { ffi::RSMPI_REQUEST_NULL }
     }
 
     /// A stream of [`MEDIUM_BYTES`]-byte `MPI_Isend`s to rank 1, at most
@@ -635,6 +762,7 @@ pub(crate) fn figures(raw: Raw, prefix: &str) -> Vec<Bench<'static>> {
     let n = |s: &str| format!("{prefix}{s}");
     vec![
         raw.send_recv_pingpong(n("send_recv_pingpong")),
+        raw.anysource_pingpong(n("anysource_pingpong")),
         raw.isend_rate(n("isend_rate")),
         raw.put_flush_8b(n("put_flush_8B")),
         raw.get_flush_8b(n("get_flush_8B")),
