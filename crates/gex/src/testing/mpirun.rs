@@ -53,6 +53,11 @@ pub(super) fn run(spec: &JobSpec, dir: &Path) -> JobOutcome {
     // The ranks see the conduit their test process runs them on (`test_conduit`):
     // ranks on other hosts do not inherit this process's environment.
     env.push((super::GEX_TEST_CONDUIT.into(), "mpi".into()));
+    // Nor the launcher of one's own that makes the placement unknown (`mpi_placement`):
+    // without it a rank on another host would take itself for one on this host.
+    if let Some(launcher) = std::env::var_os(job::mpirun::GEX_MPIRUN) {
+        env.push((job::mpirun::GEX_MPIRUN.into(), launcher));
+    }
     // Where the conduit of a failing rank writes why (see `failing_rank`).
     #[cfg(feature = "mpi")]
     env.push((
