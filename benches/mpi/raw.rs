@@ -293,7 +293,7 @@ impl Raw {
             Unit::Latency,
             move |iters| {
                 let (mut ping, mut pong) = (Box::new(0u64), Box::new(0u64));
-                let mut recv = self.post_any(&mut pong);
+                let mut recv = self.null();
                 time_iters(iters, || {
                     *ping = n;
                     let send = self.isend_test(1, &ping);
@@ -325,15 +325,15 @@ impl Raw {
     }
 
     /// A receive of one u64 into `into` from any source on [`TAG_ANY_PING`].
-    fn post_any(&self, into: &mut Box<u64>) -> ffi::MPI_Request {
+    fn post_any(&self, into: &mut u64) -> ffi::MPI_Request {
         // SAFETY: a null request is overwritten by MPI_Irecv.
         let mut req = unsafe { ffi::RSMPI_REQUEST_NULL };
-        // SAFETY: the boxed u64 outlives the receive (each caller tests it to completion
-        // before dropping or reposting it).
+        // SAFETY: each caller keeps `into` (boxed: it does not move) until it has tested
+        // the receive to completion.
         unsafe {
             check(
                 ffi::MPI_Irecv(
-                    (&mut **into as *mut u64).cast(),
+                    (into as *mut u64).cast(),
                     1,
                     ffi::RSMPI_UINT64_T,
                     ffi::RSMPI_ANY_SOURCE,
@@ -401,9 +401,13 @@ impl Raw {
         }
     }
 
-    fn is_null(&self, req: ffi::MPI_Request) -> bool {
+    fn null(&self) -> ffi::MPI_Request {
         // SAFETY: reading an MPI constant.
-        req == unsafe { ffi::RSMPI_REQUEST_NULL }
+        unsafe { ffi::RSMPI_REQUEST_NULL }
+    }
+
+    fn is_null(&self, req: ffi::MPI_Request) -> bool {
+        req == self.null()
     }
 
     /// A stream of [`MEDIUM_BYTES`]-byte `MPI_Isend`s to rank 1, at most
