@@ -293,11 +293,11 @@ impl Raw {
             Unit::Latency,
             move |iters| {
                 let (mut ping, mut pong) = (Box::new(0u64), Box::new(0u64));
-                let mut recv = self.null();
+                let mut recv = Self::null();
                 time_iters(iters, || {
                     *ping = n;
                     let send = self.isend_test(1, &ping);
-                    if self.is_null(recv) {
+                    if recv == Self::null() {
                         recv = self.post_any(&mut pong);
                     }
                     self.test_until_done(&mut recv);
@@ -326,33 +326,55 @@ impl Raw {
 
     /// A receive of one u64 into `into` from any source on [`TAG_ANY_PING`].
     fn post_any(&self, into: &mut u64) -> ffi::MPI_Request {
-        // SAFETY: a null request is overwritten by MPI_Irecv.
-        let mut req = unsafe { ffi::RSMPI_REQUEST_NULL };
+        let mut req = Self::null();
         // SAFETY: each caller keeps `into` (boxed: it does not move) until it has tested
         // the receive to completion.
         unsafe {
+            self.irecv(
+                (into as *mut u64).cast(),
+                8,
+                ffi::RSMPI_ANY_SOURCE,
+                TAG_ANY_PING,
+                &mut req,
+            )
+        };
+        req
+    }
+
+    /// `MPI_Irecv` of `len` bytes into `buf` from `src` on `tag`, its request in `req`.
+    ///
+    /// # Safety
+    /// `buf` must stay live and unmoved until the receive completes or is cancelled.
+    unsafe fn irecv(
+        &self,
+        buf: *mut u8,
+        len: usize,
+        src: c_int,
+        tag: c_int,
+        req: &mut ffi::MPI_Request,
+    ) {
+        // SAFETY: the caller's guarantee for `buf`.
+        unsafe {
             check(
                 ffi::MPI_Irecv(
-                    (into as *mut u64).cast(),
-                    1,
-                    ffi::RSMPI_UINT64_T,
-                    ffi::RSMPI_ANY_SOURCE,
-                    TAG_ANY_PING,
+                    buf.cast(),
+                    len as c_int,
+                    ffi::RSMPI_UINT8_T,
+                    src,
+                    tag,
                     self.comm,
-                    &mut req,
+                    req,
                 ),
                 "MPI_Irecv",
             )
         };
-        req
     }
 
     /// `MPI_Isend` of `*v` to `to` on [`TAG_ANY_PING`], then one `MPI_Test` (a small
     /// send completes there, eagerly); the caller keeps `v` until
     /// [`complete`](Self::complete).
     fn isend_test(&self, to: c_int, v: &u64) -> ffi::MPI_Request {
-        // SAFETY: a null request is overwritten by MPI_Isend.
-        let mut req = unsafe { ffi::RSMPI_REQUEST_NULL };
+        let mut req = Self::null();
         let mut done = 0;
         // SAFETY: the caller keeps the value until the send completes.
         unsafe {
@@ -401,13 +423,10 @@ impl Raw {
         }
     }
 
-    fn null(&self) -> ffi::MPI_Request {
+    /// `MPI_REQUEST_NULL`: a request that is complete, or not started.
+    fn null() -> ffi::MPI_Request {
         // SAFETY: reading an MPI constant.
         unsafe { ffi::RSMPI_REQUEST_NULL }
-    }
-
-    fn is_null(&self, req: ffi::MPI_Request) -> bool {
-        req == self.null()
     }
 
     /// A stream of [`MEDIUM_BYTES`]-byte `MPI_Isend`s to rank 1, at most
@@ -418,11 +437,9 @@ impl Raw {
     /// received that many, saying whether their sequence numbers were `1..=count` and
     /// every payload right. A count of 0 stops rank 1.
     pub(crate) fn isend_rate(self, name: String) -> Bench<'static> {
-        // SAFETY: reading an MPI constant.
-        let null = unsafe { ffi::RSMPI_REQUEST_NULL };
         let mut sent = 0u64;
         let mut bufs = vec![[0u8; MEDIUM_BYTES]; STREAM_SENDS];
-        let mut reqs = vec![null; STREAM_SENDS];
+        let mut reqs = vec![Self::null(); STREAM_SENDS];
         let (mut received, mut sum) = (0u64, 0u64);
         Bench::duo(
             name,
@@ -479,8 +496,7 @@ impl Raw {
     /// Rank 1's part of [`Raw::isend_rate`], until the stop; `received` and `sum` (of
     /// the sequence numbers) carry over from one sample to the next.
     fn serve_stream(self, received: &mut u64, sum: &mut u64) {
-        // SAFETY: reading an MPI constant.
-        let null = unsafe { ffi::RSMPI_REQUEST_NULL };
+        let null = Self::null();
         let mut bufs = vec![[0u8; MEDIUM_BYTES]; STREAM_RECVS];
         let mut ctl = Box::new(0u64);
         // The stream's receives, then the control message's.
@@ -488,20 +504,7 @@ impl Raw {
         let post = |buf: *mut u8, len: usize, tag: c_int, req: &mut ffi::MPI_Request| {
             // SAFETY: `buf` is live and unmoved until the receive completes or is
             // cancelled below.
-            unsafe {
-                check(
-                    ffi::MPI_Irecv(
-                        buf.cast(),
-                        len as c_int,
-                        ffi::RSMPI_UINT8_T,
-                        0,
-                        tag,
-                        self.comm,
-                        req,
-                    ),
-                    "MPI_Irecv",
-                )
-            };
+            unsafe { self.irecv(buf, len, 0, tag, req) };
         };
         for (b, r) in bufs.iter_mut().zip(reqs.iter_mut()) {
             post(b.as_mut_ptr(), MEDIUM_BYTES, TAG_STREAM, r);
