@@ -370,7 +370,7 @@ fn find_batch(rt: &Setup, o: &mut Outbox, dest: Rank, cap: usize) -> usize {
 /// persona and delivers its replies, in order.
 pub(super) fn handler(token: &gex::Token<'_>, payload: &[u8], _args: &[u32]) {
     let src = token.src_rank();
-    if check(payload, src) {
+    if all_rpcs(payload, src) {
         delivery::queue_rpc_records(payload);
         return;
     }
@@ -383,20 +383,21 @@ pub(super) fn handler(token: &gex::Token<'_>, payload: &[u8], _args: &[u32]) {
     }
 }
 
-/// Checks that `batch` is a run of whole records from rank `src`; true if all are
-/// RPCs (the batch can be queued as it is).
+/// True if `batch` is a run of whole records from rank `src`, all of them RPCs (the
+/// batch can be queued as it is). Stops at the first record that is not an RPC: the
+/// caller then walks the batch record by record, and [`records`] checks the rest as
+/// it goes, so a batch of replies (thousands of round trips in flight) is walked once.
+///
+/// # Panics
+/// If a record it reads runs past the batch, or names another sender.
+fn all_rpcs(batch: &[u8], src: Rank) -> bool {
+    records(batch, src).all(|(head, _)| head.kind == KIND_RPC)
+}
+
+/// The records of `batch`, from rank `src`, each checked before it is yielded.
 ///
 /// # Panics
 /// If a record's length runs past the batch, or names another sender.
-fn check(batch: &[u8], src: Rank) -> bool {
-    let mut rpcs = true;
-    for (head, _) in records(batch, src) {
-        rpcs &= head.kind == KIND_RPC;
-    }
-    rpcs
-}
-
-/// The records of `batch`, from rank `src`, with the checks of [`check`].
 fn records(batch: &[u8], src: Rank) -> impl Iterator<Item = (Head, &[u8])> {
     let mut rest = batch;
     std::iter::from_fn(move || {
@@ -470,9 +471,9 @@ mod tests {
                 (KIND_RPC, vec![])
             ]
         );
-        assert!(!check(&batch, 3));
+        assert!(!all_rpcs(&batch, 3));
         let rpcs = [record(3, KIND_RPC, b"x"), record(3, KIND_RPC, &[1; 17])].concat();
-        assert!(check(&rpcs, 3));
+        assert!(all_rpcs(&rpcs, 3));
     }
 
     #[test]
@@ -480,19 +481,31 @@ mod tests {
     fn a_record_past_the_end_is_refused() {
         let mut batch = record(1, KIND_RPC, &[1; 20]);
         batch.truncate(HEAD + 10);
-        check(&batch, 1);
+        all_rpcs(&batch, 1);
+    }
+
+    #[test]
+    #[should_panic(expected = "a record longer than the batch")]
+    fn a_record_past_the_end_after_a_reply_is_refused_by_the_walk() {
+        // `all_rpcs` stops at the reply; the handler's walk of the records checks the
+        // rest.
+        let mut batch = record(1, KIND_REPLY, b"r");
+        batch.extend(record(1, KIND_RPC, &[1; 20]));
+        batch.truncate(batch.len() - 10);
+        assert!(!all_rpcs(&batch, 1));
+        records(&batch, 1).for_each(drop);
     }
 
     #[test]
     #[should_panic(expected = "a header cut short")]
     fn a_cut_header_is_refused() {
         let batch = record(1, KIND_RPC, b"");
-        check(&batch[..HEAD - 1], 1);
+        all_rpcs(&batch[..HEAD - 1], 1);
     }
 
     #[test]
     #[should_panic(expected = "a record from another rank")]
     fn a_record_naming_another_sender_is_refused() {
-        check(&record(2, KIND_RPC, b"ab"), 1);
+        all_rpcs(&record(2, KIND_RPC, b"ab"), 1);
     }
 }
