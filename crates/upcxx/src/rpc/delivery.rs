@@ -348,7 +348,9 @@ fn other_thread(head: &Head) -> Option<&'static Inbox> {
 }
 
 /// Delivers a reply (AM handler): at once if it is for this thread, otherwise through
-/// the calling thread's reply inbox.
+/// the calling thread's reply inbox. Inlined into the handlers: a batch of replies
+/// calls it once per record.
+#[inline]
 pub(super) fn deliver_reply(head: &Head, payload: &[u8]) {
     match other_thread(head) {
         // SAFETY: a reply of this kind to an `rpc` made on this thread.
