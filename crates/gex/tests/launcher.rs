@@ -268,9 +268,19 @@ fn launcher_entry() {
     spec.forward_signals = true;
     spec.name = "fake-launcher".into();
     let signals = std::env::var(SIGNALS_VAR).unwrap_or_default();
-    if signals == "ignore-int" {
-        // SAFETY: setting a signal's disposition to SIG_IGN has no preconditions.
-        unsafe { libc::signal(libc::SIGINT, libc::SIG_IGN) };
+    // Start from the dispositions the test asks for, not those the test runner got: a
+    // runner started in the background by a non-interactive shell inherits SIGINT
+    // ignored, which every process it starts would keep.
+    let int = if signals == "ignore-int" {
+        libc::SIG_IGN
+    } else {
+        libc::SIG_DFL
+    };
+    // SAFETY: setting a signal's disposition to SIG_IGN or SIG_DFL has no
+    // preconditions.
+    unsafe {
+        libc::signal(libc::SIGINT, int);
+        libc::signal(libc::SIGTERM, libc::SIG_DFL);
     }
     let outcome = job::run(&spec).expect("job::run");
     if signals == "raise-int-after" {
