@@ -19,6 +19,7 @@
 //! | result                      | what                                                  | baseline (target)                   |
 //! |-----------------------------|-------------------------------------------------------|-------------------------------------|
 //! | `raw.hashmap_insert_rate`   | rank 0 alone: its keys and values stored as the owner stores them (the example's `store`) into a local `FxHashMap`, the dht's own map type, holding them already: the compute floor of an insert | — |
+//! | `raw.hashmap_store_alone_rate` | the same stores, each finished before the next starts (an `lfence` after each), as the stores of the dht's RPCs run: the compute floor of an insert in a program | — |
 //! | `gex.am_medium_64B_rate`    | rank 0 streams 64-byte Medium requests to polling rank 1 (as in `gex.rs`) | — |
 //! | `upcxx.rpc_ff_rate`         | rank 0 streams `rpc_ff(1, f, (seq,))` (as in `upcxx.rs`) | `gex.am_medium_64B_rate` (2 ranks: ≥ 1.0×) |
 //! | `upcxx.rpc_inflight_rate`   | rank 0 starts [`INFLIGHT`] round-trip `rpc(1, \|x\| x + 1, (x,))`, then one `when_all` of their futures, and again; per RPC | `upcxx.rpc_ff_rate` (2 ranks: ≥ 0.5×) |
@@ -36,9 +37,13 @@
 //! The keys stay in the tables between operations (the first, untimed operation of a
 //! figure fills them), so every timed insert replaces a value: the table's size, and
 //! so its cache behaviour, is the same in every sample, as for the raw map. The note
-//! under the table relates `app.dht_insert` to `raw.hashmap_insert_rate`, and each
-//! kernel to its one-process baseline per rank as well as over the job (the ratio in
-//! the table): the share of one process's compute floor that each rank attains.
+//! under the table relates `app.dht_insert` to `raw.hashmap_insert_rate` and to
+//! `raw.hashmap_store_alone_rate`, and each kernel to its one-process baseline per rank
+//! as well as over the job (the ratio in the table): the share of one process's
+//! compute floor that each rank attains. It also gives the rate at which the job's
+//! CPUs would insert if messaging cost nothing, each storing keys at
+//! `raw.hashmap_store_alone_rate`, as a multiple of `upcxx.rpc_ff_rate`: the most the
+//! `app.dht_insert` target can read on this machine (see "Where a store's time goes").
 //!
 //! All the figures of a job are measured in one group, interleaved as in `gex.rs` (a
 //! calibration phase for each, then rounds of one sample of each), so their ratios
@@ -255,6 +260,27 @@
 //! 0.51x and 0.61x `upcxx.rpc_ff_rate` on 2 ranks in two runs after it (0.64x in one
 //! before; spreads about 40%), and 0.51-0.64x on 4 ranks in five.
 //!
+//! **Where a store's time goes.** Sampled the same way (both ranks inserting, then
+//! finding, their 100,000 keys 40 times), the map's two lookups, the insert's
+//! `get_mut` and the find's (inlined into its RPC's function), took 43% of all
+//! samples, and 79-83% of each lookup's samples fall on one instruction: the first
+//! load from the bucket that the control bytes point at (the key's length, compared
+//! before its bytes), a cache miss. The raw loop pays the same misses but overlaps
+//! them, one store's with the next's. Stores each finished before the next starts
+//! (`raw.hashmap_store_alone_rate`) ran at 5.3-5.7 M keys/s, against 10-12 M for the
+//! loop, and at the same rate on both ranks at once, so the two ranks' tables do not
+//! crowd each other out of the shared cache. A store in an RPC is such a store:
+//! hundreds of instructions of messaging lie between two of them. So with 2 ranks on
+//! 2 CPUs, the stores alone bound the insert at twice that rate, about 11.5 M keys/s:
+//! 0.295x `upcxx.rpc_ff_rate` in a run where it read 38.9 M msg/s (the note under the
+//! table gives this bound in every run). The 0.3x target is out of reach on this
+//! machine whatever messaging costs, whenever the RPC layer runs that fast; when the
+//! machine is in its slower state (`rpc_ff_rate` about 21 M msg/s) the bound is about
+//! 0.55x and the insert reads 0.22-0.25x. In that run `app.dht_insert` read 5.1 M
+//! keys/s, 0.889x one CPU's store-alone rate: each key cost the job's two CPUs about
+//! 390 ns, of which its store took about 175 and the messaging, the futures and the
+//! waits the rest.
+//!
 //! Data is checked: `app.dht_find` checks every value it finds (so it also checks the
 //! inserts), the stencil's rod is compared with a serial run after its first
 //! operation, the SUMMA product with the serial one after the first operation and the
@@ -361,6 +387,7 @@ fn rank_main(job: RankJob) {
 
     let mut figures = vec![
         hashmap_insert_rate(rank),
+        hashmap_store_alone_rate(rank),
         figures::am_medium_rate("gex.am_medium_64B_rate", team),
         common::rpc::rpc_ff_rate("upcxx.rpc_ff_rate", team),
         common::rpc::rpc_inflight_rate("upcxx.rpc_inflight_rate", team, INFLIGHT),
@@ -382,27 +409,49 @@ fn rank_main(job: RankJob) {
 /// `raw.hashmap_insert_rate`: rank 0's own keys and values, stored by the example's
 /// `store` into a local map of the dht's type that holds them already; per key.
 fn hashmap_insert_rate(rank: Rank) -> Bench<'static> {
+    hashmap_stores(rank, "raw.hashmap_insert_rate", || {})
+}
+
+/// `raw.hashmap_store_alone_rate`: the stores of `raw.hashmap_insert_rate`, each
+/// finished before the next starts, as the stores of the `dht`'s RPCs are: between two
+/// of them run hundreds of instructions of messaging, more than the processor looks
+/// ahead, so the cache misses of one store (its bucket, then the key's bytes) cannot
+/// overlap the next store's, as they do in a loop of stores. An `lfence` after each
+/// store keeps the next from starting (x86-64; elsewhere a full fence, which orders
+/// the memory accesses as well).
+fn hashmap_store_alone_rate(rank: Rank) -> Bench<'static> {
+    hashmap_stores(rank, "raw.hashmap_store_alone_rate", || {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `lfence` has no preconditions (SSE2, part of x86-64).
+        unsafe {
+            std::arch::x86_64::_mm_lfence()
+        };
+        #[cfg(not(target_arch = "x86_64"))]
+        std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+    })
+}
+
+/// Rank `rank`'s keys and values stored one per iteration by the example's `store`
+/// into a local map of the dht's type that holds them already, `after` run after each.
+fn hashmap_stores(rank: Rank, name: &str, after: fn()) -> Bench<'static> {
     let pairs = dht::pairs(rank, KEYS);
     let mut map: FxHashMap<String, String> = FxHashMap::default();
     let mut next = 0usize;
-    Bench::solo(
-        "raw.hashmap_insert_rate",
-        Unit::Rate("keys/s"),
-        move |iters| {
-            if map.is_empty() {
-                for (k, v) in &pairs {
-                    dht::store(&mut map, k, v);
-                }
+    Bench::solo(name, Unit::Rate("keys/s"), move |iters| {
+        if map.is_empty() {
+            for (k, v) in &pairs {
+                dht::store(&mut map, k, v);
             }
-            let t = time_iters(iters, || {
-                let (k, v) = &pairs[next];
-                dht::store(black_box(&mut map), k, v);
-                next = (next + 1) % pairs.len();
-            });
-            assert_eq!(map.len(), pairs.len(), "the local map lost keys");
-            t
-        },
-    )
+        }
+        let t = time_iters(iters, || {
+            let (k, v) = &pairs[next];
+            dht::store(black_box(&mut map), k, v);
+            after();
+            next = (next + 1) % pairs.len();
+        });
+        assert_eq!(map.len(), pairs.len(), "the local map lost keys");
+        t
+    })
 }
 
 /// Keys inserted or found per operation over the job.
@@ -528,6 +577,7 @@ fn driver() -> i32 {
     }
 
     let mut notes = Vec::new();
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     for ranks in JOBS {
         let sfx = suffix(ranks);
         let target = |t: f64| (ranks == 2).then_some((t, TargetIs::Min));
@@ -540,8 +590,11 @@ fn driver() -> i32 {
         for (app, raw) in ONE_PROCESS {
             report.relate(&format!("{app}{sfx}"), &format!("{raw}{sfx}"), None);
         }
-        let dht = ("app.dht_insert", "raw.hashmap_insert_rate");
-        for (app, raw) in std::iter::once(dht).chain(ONE_PROCESS) {
+        let dht = [
+            ("app.dht_insert", "raw.hashmap_insert_rate"),
+            ("app.dht_insert", "raw.hashmap_store_alone_rate"),
+        ];
+        for (app, raw) in dht.into_iter().chain(ONE_PROCESS) {
             if let (Some(x), Some(base)) = (
                 report.value_of(&format!("{app}{sfx}")),
                 report.value_of(&format!("{raw}{sfx}")),
@@ -552,6 +605,20 @@ fn driver() -> i32 {
                     x / base / ranks as f64
                 ));
             }
+        }
+        // What the stores alone allow: every processor storing keys at the rate of a
+        // store run alone, as if messaging cost nothing.
+        if let (Some(alone), Some(ff_rate)) = (
+            report.value_of(&format!("raw.hashmap_store_alone_rate{sfx}")),
+            report.value_of(&ff),
+        ) {
+            let busy = ranks.min(cpus);
+            notes.push(format!(
+                "{ranks} ranks: with free messaging, the stores alone would bound \
+                 app.dht_insert at {busy} x raw.hashmap_store_alone_rate (one per CPU at \
+                 work) = {:.3}x {ff}",
+                busy as f64 * alone / ff_rate
+            ));
         }
     }
     report.finish(
