@@ -23,36 +23,39 @@ const CLASS: &str = "cuda_device";
 
 /// Loads the driver library and initializes it, once per process: the outcome of the
 /// first call is every later call's.
+///
+/// A library that is found but whose `cuInit` fails is no usable driver either: the
+/// toolkit's stub `libcuda.so` ahead of the real one on the library path
+/// (`CUDA_ERROR_STUB_LIBRARY`), a driver older than the toolkit, or a kernel module
+/// that does not match it. Each is [`KindError::NoDriver`], naming `cuInit`'s error, as
+/// a missing library is: a program, or a test, that goes on without a device where
+/// there is no driver does so there too.
 fn driver(call: &'static str) -> Result<(), KindError> {
-    static INIT: OnceLock<Result<(), (bool, String)>> = OnceLock::new();
+    static INIT: OnceLock<Result<(), String>> = OnceLock::new();
     let outcome = INIT.get_or_init(|| {
         // SAFETY: loading the driver library runs its initializers only, and is probed
         // before any binding resolves a symbol (a missing library would panic there).
         if !unsafe { sys::is_culib_present() } {
-            return Err((
-                true,
+            return Err(
                 "the CUDA driver library (libcuda.so) was not found on the library path"
                     .to_string(),
-            ));
+            );
         }
         // SAFETY: cuInit takes flags 0; the library is present.
         let r = unsafe { sys::cuInit(0) };
         if r == CUresult::CUDA_ERROR_NO_DEVICE {
             return Ok(()); // a driver without devices: counted as 0 below
         }
-        result(r, "cuInit").map_err(|e| (false, e))
+        result(r, "cuInit").map_err(|e| {
+            format!("the CUDA driver library (libcuda.so) was found, but cuInit failed: {e}")
+        })
     });
     match outcome {
         Ok(()) => Ok(()),
-        Err((true, detail)) => Err(KindError::NoDriver {
+        Err(detail) => Err(KindError::NoDriver {
             call,
             class: CLASS,
             detail: detail.clone(),
-        }),
-        Err((false, error)) => Err(KindError::Driver {
-            call,
-            function: "cuInit",
-            error: error.clone(),
         }),
     }
 }

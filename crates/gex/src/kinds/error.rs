@@ -9,7 +9,8 @@ use super::DeviceAddr;
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum KindError {
-    /// The driver of the kind's class is not installed (no CUDA driver library).
+    /// The driver of the kind's class is not installed (no CUDA driver library), or
+    /// cannot be initialized (its `cuInit` fails).
     NoDriver {
         /// The call that failed.
         call: &'static str,
