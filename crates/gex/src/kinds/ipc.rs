@@ -191,33 +191,25 @@ fn ask(rt: &Runtime, call: &'static str, rank: Rank, addr: DeviceAddr) -> bool {
         .unwrap_or_else(|e| e.into_inner())
         .take()
         .expect("an answered ask has its answer");
-    // Mapped (or not) before the table's lock, which a forget of the segment takes to
-    // cancel this ask; inserted under it, unless cancelled meanwhile.
-    let mapped = match answer.status {
-        NOT_FOUND => None,
-        _ => Some(map(call, &answer)),
-    };
+    // Mapped under the table's lock, which a forget of the segment takes: a forget that
+    // came first cancelled this ask (its owner may have freed the memory since, so the
+    // handle is not opened), and one that comes now waits for the import, then unmaps
+    // it before answering its owner.
     let mut table = IMPORTS.write();
     let t = table.get_or_insert_with(Imports::default);
     t.asks.retain(|(_, a)| !Arc::ptr_eq(a, &asked));
-    let Some(mapped) = mapped else {
-        return false;
-    };
-    if asked.cancelled.load(Ordering::Acquire) {
-        drop(table);
-        if let Some((mk, local)) = mapped {
-            // SAFETY: mapped just now by `map`, never handed out.
-            unsafe { mk.0.dev.close(local) };
-        }
+    if answer.status == NOT_FOUND || asked.cancelled.load(Ordering::Acquire) {
         return false;
     }
-    t.segments.insert(
-        (rank, answer.base),
-        Import {
+    // Another thread's ask may have imported the segment meanwhile: that import stays
+    // and this ask opens nothing (a second opening would outlive the forget, which
+    // closes the one import of the table).
+    t.segments
+        .entry((rank, answer.base))
+        .or_insert_with(|| Import {
             size: answer.size,
-            mapped,
-        },
-    );
+            mapped: map(call, &answer),
+        });
     true
 }
 
