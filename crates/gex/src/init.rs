@@ -89,6 +89,9 @@ impl Client {
         let rt = runtime("Client::finalize");
         check_may_communicate("Client::finalize");
         let span = gasp::span!(GASP_UPC_COLLECTIVE_EXIT, 0);
+        // Before the barrier: after it, the owners of the device segments this process
+        // mapped may free them without asking it.
+        crate::kinds::close_imports();
         team::world(rt).barrier();
         gasp::end!(span, 0);
         #[cfg(feature = "gasp")]

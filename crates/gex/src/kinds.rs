@@ -62,6 +62,12 @@ mod transfer;
 pub use error::KindError;
 pub use transfer::{copy, get, put};
 
+/// Unmaps the device segments of other processes that this process mapped (client
+/// finalization, before its barrier), so that their owners may free them after it.
+pub(crate) fn close_imports() {
+    ipc::close_all();
+}
+
 /// The handlers of transfers between ranks (registered by client initialization).
 pub(crate) fn handler_entries() -> [crate::am::AmEntry; 8] {
     let [put, ack, get, data] = remote::handler_entries();

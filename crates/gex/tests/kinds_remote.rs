@@ -272,3 +272,37 @@ fn a_freed_segment_is_unmapped_by_its_importers_first() {
         client.finalize();
     });
 }
+
+/// The mappings of emulated device memory in this process.
+fn emulated_mappings() -> usize {
+    std::fs::read_to_string("/proc/self/maps")
+        .expect("read /proc/self/maps")
+        .lines()
+        .filter(|l| l.contains("gex-emulated-device"))
+        .count()
+}
+
+/// Finalization unmaps the segments of other ranks that this process mapped, so an
+/// owner that drops its segment after finalizing (when no importer would answer its
+/// notice) frees memory that no other process maps.
+#[test]
+fn finalization_unmaps_the_segments_of_other_ranks() {
+    if gex::testing::skip_unless_one_host("the ranks must share a host to map segments") {
+        return;
+    }
+    spmd(2, || {
+        let (client, _ep, team) = Client::init("KINDS", Flags::NONE).unwrap();
+        let _host = Segment::attach(&team, 16 * gex::PAGE_SIZE).unwrap();
+        let mk = Mk::emulated(0, 16 * MIB);
+        let seg = DeviceSegment::create(&mk, MIB).unwrap();
+        let bases = device_bases(&team, &seg);
+        let peer = 1 - team.rank();
+        kinds::put(&team, peer, bases[peer as usize], &[1u8; 8]).unwrap(); // maps it
+        assert_eq!(emulated_mappings(), 2, "its own segment and its peer's");
+        team.barrier();
+        client.finalize();
+        assert_eq!(emulated_mappings(), 1, "its own segment only");
+        drop(seg);
+        assert_eq!(emulated_mappings(), 0);
+    });
+}

@@ -18,7 +18,9 @@
 //! ([`FORGOTTEN_HANDLER`]); the owner polls until every answer is in. An import being
 //! made while the forget arrives (the answer of the ask and the forget travel on two
 //! networks, in either order) is cancelled: a forget marks every ask of this process to
-//! that owner, under the table's lock, and a cancelled ask maps nothing.
+//! that owner, under the table's lock, and a cancelled ask maps nothing. Client
+//! finalization unmaps every import before its barrier ([`close_all`]), so a segment
+//! dropped after finalization, whose owner asks no importer, is mapped nowhere else.
 //!
 //! `GEX_KINDS_IPC=0` turns this off (every transfer to another rank takes messages),
 //! for tests and to compare.
@@ -213,6 +215,19 @@ fn ask(rt: &Runtime, call: &'static str, rank: Rank, addr: DeviceAddr) -> bool {
     true
 }
 
+/// Unmaps every segment of other processes mapped here (client finalization, before
+/// its barrier): after it, an owner may free its segments without asking this process,
+/// as a segment dropped after finalization does.
+pub(super) fn close_all() {
+    let imports = IMPORTS.write().take();
+    for import in imports.into_iter().flat_map(|t| t.segments.into_values()) {
+        if let Some((mk, local)) = import.mapped {
+            // SAFETY: mapped by `map`; out of the table, so no transfer uses it.
+            unsafe { mk.0.dev.close(local) };
+        }
+    }
+}
+
 /// Maps the answered segment with a device of this process of its class, if there is
 /// one and the driver allows it.
 fn map(call: &'static str, answer: &Answer) -> Option<(Mk, DeviceAddr)> {
@@ -281,7 +296,9 @@ pub(super) fn forget(base: DeviceAddr, importers: &[Rank]) {
         return;
     };
     if rt.finalized.load(Ordering::Acquire) {
-        return; // no transfer into the segment can come, and no importer would answer
+        // Every importer unmapped it in its finalization (`close_all`), and none would
+        // answer now.
+        return;
     }
     let left = AtomicUsize::new(importers.len());
     let [l0, l1] = split_u64(&left as *const AtomicUsize as u64);
