@@ -4,8 +4,10 @@
 //! than one Active Message, device to device between two other ranks, and the errors;
 //! each with the segments of this host's other ranks mapped (IPC, the default) and
 //! with every transfer by messages (`GEX_KINDS_IPC=0`). Then what mapping promises: a
-//! transfer that needs nothing of its owner, and an owner that frees a segment only
-//! once its importers have unmapped it.
+//! transfer that needs nothing of its owner (also on CUDA device 0 where there is one,
+//! so that a CUDA IPC that fails, whose transfers would quietly take messages, fails
+//! the test), an owner that frees a segment only once its importers have unmapped it,
+//! and a finalization that unmaps them all.
 mod common;
 
 use common::expect_panic;
@@ -193,10 +195,23 @@ fn host_word(team: &Team, i: usize) -> u64 {
     unsafe { (at as *const u64).read_volatile() }
 }
 
+/// The devices each rank makes its segments on in the tests of mapping: an emulated
+/// one, and CUDA device 0 where there is one (the ranks of a host share it, and CUDA
+/// IPC maps memory between processes on one device).
+fn mapping_kinds() -> Vec<Mk> {
+    let mut all = vec![Mk::emulated(0, 16 * MIB)];
+    if Mk::cuda_device_count() > 0 {
+        all.push(Mk::cuda(0).expect("CUDA device 0"));
+    } else {
+        eprintln!("no CUDA device: mapping is tested on the emulated device only");
+    }
+    all
+}
+
 /// With the owner's segment mapped, a transfer needs nothing of the owner: rank 1 does
 /// not poll (it sleeps) while rank 0 puts into its device segment 100 times and then
 /// raises a flag in rank 1's host memory; by messages the first put would wait for rank
-/// 1's handlers.
+/// 1's handlers. On each device of [`mapping_kinds`].
 #[test]
 fn a_mapped_segment_is_reached_without_its_owner() {
     if gex::testing::skip_unless_one_host("the ranks must share a host to map segments") {
@@ -206,39 +221,41 @@ fn a_mapped_segment_is_reached_without_its_owner() {
         let (client, _ep, team) = Client::init("KINDS", Flags::NONE).unwrap();
         let _host = Segment::attach(&team, 16 * gex::PAGE_SIZE).unwrap();
         let me = team.rank();
-        let mk = Mk::emulated(0, 16 * MIB);
-        let seg = DeviceSegment::create(&mk, MIB).unwrap();
-        let bases = device_bases(&team, &seg);
-        let flag_at = team.segment_bound(1).unwrap().owner_addr + 8;
-        if me == 0 {
-            kinds::put(&team, 1, bases[1], &[1u8; 8]).unwrap(); // maps it
+        for (k, mk) in mapping_kinds().iter().enumerate() {
+            let seg = DeviceSegment::create(mk, MIB).unwrap();
+            let bases = device_bases(&team, &seg);
+            let flag_at = team.segment_bound(1).unwrap().owner_addr + 8;
+            let flag = 7 + k as u64;
+            if me == 0 {
+                kinds::put(&team, 1, bases[1], &[1u8; 8]).unwrap(); // maps it
+            }
+            team.barrier();
+            if me == 0 {
+                for i in 0..100u8 {
+                    kinds::put(&team, 1, bases[1] + u64::from(i) * 64, &[i; 64]).unwrap();
+                }
+                team.put_blocking(1, flag_at, &flag.to_le_bytes(), Flags::NONE)
+                    .unwrap();
+            } else {
+                let start = std::time::Instant::now();
+                while host_word(&team, 1) != flag {
+                    assert!(
+                        start.elapsed() < std::time::Duration::from_secs(20),
+                        "{mk:?}: the puts waited for this rank's attention"
+                    );
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+                let got = read_local(&seg, 0, 6400);
+                for i in 0..100 {
+                    assert!(
+                        got[i * 64..(i + 1) * 64].iter().all(|&b| b == i as u8),
+                        "{mk:?}: piece {i}"
+                    );
+                }
+            }
+            team.barrier();
+            drop(seg);
         }
-        team.barrier();
-        if me == 0 {
-            for i in 0..100u8 {
-                kinds::put(&team, 1, bases[1] + u64::from(i) * 64, &[i; 64]).unwrap();
-            }
-            team.put_blocking(1, flag_at, &7u64.to_le_bytes(), Flags::NONE)
-                .unwrap();
-        } else {
-            let start = std::time::Instant::now();
-            while host_word(&team, 1) != 7 {
-                assert!(
-                    start.elapsed() < std::time::Duration::from_secs(20),
-                    "the puts waited for this rank's attention"
-                );
-                std::thread::sleep(std::time::Duration::from_millis(1));
-            }
-            let got = read_local(&seg, 0, 6400);
-            for i in 0..100 {
-                assert!(
-                    got[i * 64..(i + 1) * 64].iter().all(|&b| b == i as u8),
-                    "piece {i}"
-                );
-            }
-        }
-        team.barrier();
-        drop(seg);
         client.finalize();
     });
 }
