@@ -6,13 +6,22 @@
 //! CUDA part prints that it was skipped, and the errors of a machine without CUDA are
 //! checked instead.
 
+use std::sync::{Mutex, MutexGuard};
+
 use gex::kinds::{DeviceSegment, Dst, KindError, Mk, Range, Src};
 
 const MIB: usize = 1 << 20;
 
+/// Held by each test while it runs: the tests share CUDA device 0's primary context,
+/// whose allocator readily hands a freed address to the next allocation, so a test that
+/// checks that a freed address is no longer device memory must not run beside one that
+/// allocates.
+static SERIAL: Mutex<()> = Mutex::new(());
+
 /// The kinds to run a behaviour on: two emulated devices, and the first two CUDA
-/// devices if there are any.
-fn kinds(test: &str) -> Vec<(Mk, Mk)> {
+/// devices if there are any; with the guard of [`SERIAL`].
+fn kinds(test: &str) -> (MutexGuard<'static, ()>, Vec<(Mk, Mk)>) {
+    let serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let mut all = vec![(Mk::emulated(0, 64 * MIB), Mk::emulated(1, 64 * MIB))];
     let n = Mk::cuda_device_count();
     if n == 0 {
@@ -26,7 +35,7 @@ fn kinds(test: &str) -> Vec<(Mk, Mk)> {
         };
         all.push((a, b));
     }
-    all
+    (serial, all)
 }
 
 fn pattern(len: usize, seed: u8) -> Vec<u8> {
@@ -51,7 +60,8 @@ fn read(seg: &DeviceSegment, offset: usize, len: usize) -> Vec<u8> {
 
 #[test]
 fn host_to_device_and_back_round_trips_every_byte() {
-    for (mk, _) in kinds("host_to_device_and_back_round_trips_every_byte") {
+    let (_serial, all) = kinds("host_to_device_and_back_round_trips_every_byte");
+    for (mk, _) in all {
         let seg = DeviceSegment::create(&mk, 4 * MIB).unwrap();
         assert_eq!(seg.size(), 4 * MIB);
         assert!(mk.owns(seg.base(), seg.size()), "{mk:?}");
@@ -75,7 +85,9 @@ fn host_to_device_and_back_round_trips_every_byte() {
 
 #[test]
 fn device_to_device_copies_within_a_segment_between_segments_and_devices() {
-    for (a, b) in kinds("device_to_device_copies_within_a_segment_between_segments_and_devices") {
+    let (_serial, all) =
+        kinds("device_to_device_copies_within_a_segment_between_segments_and_devices");
+    for (a, b) in all {
         let s1 = DeviceSegment::create(&a, MIB).unwrap();
         let s2 = DeviceSegment::create(&a, MIB).unwrap();
         let s3 = DeviceSegment::create(&b, MIB).unwrap();
@@ -107,7 +119,8 @@ fn device_to_device_copies_within_a_segment_between_segments_and_devices() {
 
 #[test]
 fn segments_free_their_memory_when_dropped() {
-    for (mk, _) in kinds("segments_free_their_memory_when_dropped") {
+    let (_serial, all) = kinds("segments_free_their_memory_when_dropped");
+    for (mk, _) in all {
         assert_eq!(mk.allocated(), 0);
         let s1 = DeviceSegment::create(&mk, MIB).unwrap();
         let s2 = DeviceSegment::create(&mk, 3 * MIB).unwrap();
@@ -133,7 +146,8 @@ fn segments_free_their_memory_when_dropped() {
 
 #[test]
 fn bad_sizes_and_ranges_are_errors_naming_the_call_and_copy_nothing() {
-    for (mk, _) in kinds("bad_sizes_and_ranges_are_errors_naming_the_call_and_copy_nothing") {
+    let (_serial, all) = kinds("bad_sizes_and_ranges_are_errors_naming_the_call_and_copy_nothing");
+    for (mk, _) in all {
         let create = "gex::kinds::DeviceSegment::create";
         let e = DeviceSegment::create(&mk, 0).unwrap_err();
         assert!(matches!(e, KindError::BadSize { .. }), "{e}");
@@ -193,7 +207,8 @@ fn bad_sizes_and_ranges_are_errors_naming_the_call_and_copy_nothing() {
 
 #[test]
 fn a_host_address_is_not_device_memory() {
-    for (mk, _) in kinds("a_host_address_is_not_device_memory") {
+    let (_serial, all) = kinds("a_host_address_is_not_device_memory");
+    for (mk, _) in all {
         let host = vec![0u8; 4096];
         assert!(!mk.owns(host.as_ptr() as u64, 1), "{mk:?}");
         let seg = DeviceSegment::create(&mk, 4096).unwrap();
