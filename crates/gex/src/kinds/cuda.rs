@@ -9,8 +9,12 @@
 //!
 //! Copies are complete at return: the driver's copies from pageable host memory and
 //! between device addresses may return before the data has landed, so those are
-//! followed by a synchronization of the default stream (the copies' stream), not of the
-//! whole context, which would also wait for the program's own kernels.
+//! followed by a synchronization of the legacy default stream, the copies' stream.
+//! That stream is ordered with the context's blocking streams, so the copies also wait
+//! for kernels the program queued on those (and the synchronization with them), but
+//! not with non-blocking streams (cudarc's `CudaContext::new_stream` makes those): a
+//! program that runs kernels there synchronizes them itself before a copy reads what
+//! they write, as `examples/gpu_stencil.rs` does.
 
 use std::ffi::{c_int, c_void, CStr};
 use std::sync::OnceLock;
