@@ -189,6 +189,17 @@
 //! The `dht` insert phase below measured 1,985 instructions per insert with batches
 //! (one run), against 2,376–2,613.
 //!
+//! The replies of `rt` come back in batches too, which the initiator's batch handler
+//! delivers record by record: 142 instructions per reply (`rpc_batches 100 rt`, the
+//! handler's inclusive count over the 20,000 replies), of which 81 the delivery into
+//! the cell. The handler walked each batch twice, once to learn whether it held RPCs
+//! only (queued with one copy) and again to deliver; the first walk now stops at the
+//! first record that is not an RPC, and the delivery is inlined into the walk: 110.
+//! `upcxx.rpc_inflight_rate` read 0.61x `upcxx.rpc_ff_rate` with the machine in its
+//! fast state and 0.67-0.72x in its slow one in the first runs after it (0.54-0.58x
+//! and 0.65-0.71x before), but 0.42x to 0.50x in three of eight later runs: the
+//! figure's spread from run to run is wider than the change.
+//!
 //! The insert phase of the `dht` example (`dht::insert_all`: the RPCs, the `when_all`,
 //! the barrier) on 2 ranks with 20,000 keys each, under `UPCXX_RANKS=2 valgrind
 //! --tool=callgrind --trace-children=yes --toggle-collect='*insert_all*'
