@@ -196,9 +196,9 @@
 //! only (queued with one copy) and again to deliver; the first walk now stops at the
 //! first record that is not an RPC, and the delivery is inlined into the walk: 110.
 //! `upcxx.rpc_inflight_rate` read 0.61x `upcxx.rpc_ff_rate` with the machine in its
-//! fast state and 0.67-0.72x in its slow one in the first runs after it (0.54-0.58x
-//! and 0.65-0.71x before), but 0.42x to 0.50x in three of eight later runs: the
-//! figure's spread from run to run is wider than the change.
+//! fast state and 0.67-0.72x in its slow one in the first three runs after it
+//! (0.54-0.58x and 0.65-0.71x in four before), but 0.42x to 0.50x in the three runs
+//! after those: the figure's spread from run to run is wider than the change.
 //!
 //! The insert phase of the `dht` example (`dht::insert_all`: the RPCs, the `when_all`,
 //! the barrier) on 2 ranks with 20,000 keys each, under `UPCXX_RANKS=2 valgrind
