@@ -19,6 +19,14 @@ const MIB: usize = 1 << 20;
 /// Bytes each rank writes into each rank's device segment: many Medium AMs.
 const REGION: usize = 300_000;
 
+/// This rank's client, its primordial team and a host segment of 16 pages, whose first
+/// words the tests use to exchange device addresses and flags.
+fn init() -> (Client, Team, Segment) {
+    let (client, _ep, team) = Client::init("KINDS", Flags::NONE).unwrap();
+    let host = Segment::attach(&team, 16 * gex::PAGE_SIZE).unwrap();
+    (client, team, host)
+}
+
 fn pattern(len: usize, seed: usize) -> Vec<u8> {
     (0..len)
         .map(|i| (i.wrapping_mul(7) + seed * 13) as u8)
@@ -68,8 +76,7 @@ fn every_rank_puts_gets_and_copies_device_memory_of_every_rank() {
         .flat_map(|n| [(n, true), (n, false)])
     {
         spmd_with(options(n, ipc), || {
-            let (client, _ep, team) = Client::init("KINDS", Flags::NONE).unwrap();
-            let _host = Segment::attach(&team, 16 * gex::PAGE_SIZE).unwrap();
+            let (client, team, _host) = init();
             let (me, size) = (team.rank() as usize, team.size() as usize);
             let mk = Mk::emulated(me as i32, 16 * MIB);
             let seg = DeviceSegment::create(&mk, 4 * MIB).unwrap();
@@ -131,8 +138,7 @@ fn addresses_outside_device_segments_and_bad_ranks_are_errors_naming_the_call() 
     for (n, ipc) in [(1, true), (3, true), (3, false)] {
         spmd_with(options(n, ipc), || {
             common::quiet_expected_panics();
-            let (client, _ep, team) = Client::init("KINDS", Flags::NONE).unwrap();
-            let _host = Segment::attach(&team, 16 * gex::PAGE_SIZE).unwrap();
+            let (client, team, _host) = init();
             let me = team.rank() as usize;
             let size = team.size() as usize;
             let mk = Mk::emulated(0, 16 * MIB);
@@ -218,8 +224,7 @@ fn a_mapped_segment_is_reached_without_its_owner() {
         return;
     }
     spmd(2, || {
-        let (client, _ep, team) = Client::init("KINDS", Flags::NONE).unwrap();
-        let _host = Segment::attach(&team, 16 * gex::PAGE_SIZE).unwrap();
+        let (client, team, _host) = init();
         let me = team.rank();
         for (k, mk) in mapping_kinds().iter().enumerate() {
             let seg = DeviceSegment::create(mk, MIB).unwrap();
@@ -265,8 +270,7 @@ fn a_mapped_segment_is_reached_without_its_owner() {
 #[test]
 fn a_freed_segment_is_unmapped_by_its_importers_first() {
     spmd(3, || {
-        let (client, _ep, team) = Client::init("KINDS", Flags::NONE).unwrap();
-        let _host = Segment::attach(&team, 16 * gex::PAGE_SIZE).unwrap();
+        let (client, team, _host) = init();
         let me = team.rank() as usize;
         let mk = Mk::emulated(0, 16 * MIB);
         for round in 0..6u8 {
@@ -308,8 +312,7 @@ fn finalization_unmaps_the_segments_of_other_ranks() {
         return;
     }
     spmd(2, || {
-        let (client, _ep, team) = Client::init("KINDS", Flags::NONE).unwrap();
-        let _host = Segment::attach(&team, 16 * gex::PAGE_SIZE).unwrap();
+        let (client, team, _host) = init();
         let mk = Mk::emulated(0, 16 * MIB);
         let seg = DeviceSegment::create(&mk, MIB).unwrap();
         let bases = device_bases(&team, &seg);
