@@ -458,15 +458,20 @@ fn a_tool_that_calls_the_runtime_does_not_recurse() {
 /// `GASP_GEX_WAIT_SOME` interval, then the sync of each event it found complete) and a
 /// successful `gex::nbi_test` (`GASP_NB_IMPLICIT`). The pending operation is rank 0's
 /// split-phase barrier (GASP §5.4.2: its sync is a `GASP_UPC_WAIT`): rank 0 notifies
-/// first and only then lets the others enter, and only its own polls complete it.
+/// first and only then lets the others enter, by a Short AM (sent without polling,
+/// wherever the others are), and only its own polls complete it.
 #[test]
 fn every_call_that_retires_a_pending_operation_reports_its_sync() {
+    static PHASE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    fn enter(_token: &Token<'_>, args: &[u32]) {
+        PHASE.store(u64::from(args[0]), Ordering::Release);
+    }
     for ranks in [2, 3] {
         spmd(ranks, || {
             let rec = install_recorder(false);
-            let (client, _ep, team) = Client::init("GASPS", Flags::NONE).unwrap();
-            let segment = Segment::attach(&team, 1 << 16).unwrap();
-            let bases = common::segment_bases(&team);
+            let (client, ep, team) = Client::init("GASPS", Flags::NONE).unwrap();
+            let mut table = [AmEntry::short("enter", AmRole::Request, 1, enter)];
+            ep.register_handlers(&mut table).unwrap();
             team.barrier();
             let syncs = |mark: usize| -> Vec<Rec> {
                 rec.since(mark)
@@ -485,8 +490,7 @@ fn every_call_that_retires_a_pending_operation_reports_its_sync() {
             };
             if team.rank() != 0 {
                 for phase in 1..=3u64 {
-                    // SAFETY: the segment's first word is this rank's, written by rank 0.
-                    while unsafe { common::read_u64(segment.addr() as usize) } != phase {
+                    while PHASE.load(Ordering::Acquire) != phase {
                         gex::poll();
                     }
                     team.barrier_nb().wait();
@@ -499,7 +503,7 @@ fn every_call_that_retires_a_pending_operation_reports_its_sync() {
                 let barrier = team.barrier_nb();
                 assert!(!barrier.is_invalid(), "the others have not entered yet");
                 for r in 1..team.size() {
-                    team.put_val_blocking(r, bases[r as usize], phase, 8, Flags::NONE)
+                    team.request_short(r, table[0].index, &[phase as u32], Flags::NONE)
                         .unwrap();
                 }
                 barrier

@@ -135,17 +135,27 @@ fn promises_count_one_dependency_per_request() {
         upcxx::init();
         let (mine, next) = ring::<u32>(10);
         let p = Promise::<()>::new();
-        for k in 0..10u32 {
-            rput_with(k * k, next.add(k as usize), operation_cx::as_promise(&p));
-        }
+        // Each put's operation completion also as a future, to see when progress has
+        // delivered it (a put to another host completes when its owner answers).
+        let mut puts: Vec<Future<()>> = (0..10u32)
+            .map(|k| {
+                rput_with(
+                    k * k,
+                    next.add(k as usize),
+                    operation_cx::as_promise(&p) | operation_cx::as_future(),
+                )
+            })
+            .collect();
         // Two requests of one call count twice.
-        rput_slice_with(
+        puts.push(rput_slice_with(
             &[7u32],
             next,
-            source_cx::as_promise(&p) | operation_cx::as_promise(&p),
-        );
+            source_cx::as_promise(&p) | operation_cx::as_promise(&p) | operation_cx::as_future(),
+        ));
         // 1 initial + 12 registered dependencies; progress fulfils the 12.
-        user_progress();
+        while !puts.iter().all(|f| f.ready()) {
+            user_progress();
+        }
         assert!(
             !p.get_future().ready(),
             "ready before its initial dependency was fulfilled"
@@ -166,8 +176,7 @@ fn promises_count_one_dependency_per_request() {
             !q.get_future().ready(),
             "the puts' dependencies were not registered"
         );
-        user_progress();
-        assert!(q.get_future().ready());
+        q.get_future().wait();
         // A value-producing event fulfils the promise's result (§7.1 ¶8).
         rput(123u32, next.add(9)).wait();
         let r = Promise::<u32>::new();
