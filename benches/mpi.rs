@@ -38,6 +38,10 @@
 //! | `barrier`              | `Team::barrier_nb().wait()`, both ranks                  | net: ≤ 1.3× `barrier` (raw) |
 //! | `broadcast_1MiB`       | `Team::broadcast_nb` of 1 MiB, the root alternating, time per broadcast | net: `bcast_1MiB` (—) |
 //!
+//! Between hosts `put_8B` and `get_8B` travel as Active Messages to rank 1, which copies
+//! (the conduit leaves transfers of at most `GEX_MPI_AM_RMA_MAX` bytes to messages);
+//! `put_bw_1MiB` and `broadcast_1MiB` take the MPI window.
+//!
 //! Within a host every `mpi.host.<figure>` is related to `smp.<figure>`: time ≤ 1.2×
 //! (bandwidth and rate ≥ 1/1.2×). The raw baselines (`mpi/raw.rs`, MPI calls through rsmpi's
 //! `mpi::ffi` on a communicator and an `MPI_Win_create` window of their own, made as

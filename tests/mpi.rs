@@ -20,6 +20,10 @@
 //!   signal words, not messages.
 //! * [`network_streams_are_aggregated`]: between hosts, `gex_network`'s flood and its
 //!   Replies travel in MPI messages of many AMs each.
+//! * [`small_transfers_between_hosts_are_messages`]: between hosts a small put or get
+//!   travels as AMs to the owner (more AMs over MPI than with `GEX_MPI_AM_RMA_MAX=0`,
+//!   which sends every transfer through the MPI window, both jobs checking their
+//!   data); a threshold that is not a number ends the job naming the variable.
 //! * [`network_barrier_rounds_are_signals`]: between hosts the barrier's rounds are
 //!   signals carried by the conduit's control messages, not Active Messages.
 //! * [`only_host_leaders_run_barrier_rounds_between_hosts`]: with hosts of two ranks
@@ -329,6 +333,43 @@ fn network_streams_are_aggregated() {
             );
         }
     }
+}
+
+/// Between hosts a put or get of at most `GEX_MPI_AM_RMA_MAX` bytes travels as Active
+/// Messages to the owner, larger ones through the MPI window: `gex_network`'s small put
+/// and get to the next rank (and their answers) add AMs over MPI at every rank,
+/// which the same job with the threshold at 0 (every transfer through the window)
+/// does not count; both jobs check the bytes moved.
+#[test]
+fn small_transfers_between_hosts_are_messages() {
+    for ranks in [2, 3] {
+        let (messages, what) = gex_network_paths(ranks, Some(1), &[]);
+        let (window, _) = gex_network_paths(ranks, Some(1), &[("GEX_MPI_AM_RMA_MAX", "0")]);
+        for (m, w) in messages.iter().zip(&window) {
+            // Its own put and get answered, and the previous rank's put and get.
+            assert!(
+                m.2 >= w.2 + 4,
+                "rank {}: {} AMs over MPI by default, {} with every transfer through the \
+                 window: {what}",
+                m.0,
+                m.2,
+                w.2
+            );
+        }
+    }
+    let (out, what) = mpirun_env(
+        "gex_hello",
+        &[],
+        2,
+        Some(1),
+        &[("GEX_MPI_AM_RMA_MAX", "3k")],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{what} succeeded");
+    assert!(
+        stderr.contains("GEX_MPI_AM_RMA_MAX=3k is not a number of bytes"),
+        "{what}:\n{stderr}"
+    );
 }
 
 /// Between hosts the barrier's rounds are signals that the mpi conduit carries in

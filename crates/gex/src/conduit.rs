@@ -188,6 +188,13 @@ pub(crate) trait Conduit: Send + Sync + Sized + 'static {
 
     fn am_max_medium(&self) -> usize;
     fn am_max_long(&self) -> usize;
+    /// The largest put or get to a segment not mapped here that gex's RMA calls send
+    /// as Active Messages to the owner (`rma/remote.rs`) rather than through
+    /// [`put`](Self::put) and [`get`](Self::get), where messages are the faster path
+    /// (0: none).
+    fn am_rma_max(&self) -> usize {
+        0
+    }
     /// Claims a send buffer for a message to `dest`, or `None` under back-pressure.
     fn am_reserve(&self, dest: Rank, network: Network) -> Option<Self::Outbound>;
     /// The payload area of a claimed buffer (`am_max_medium` bytes, 16-byte aligned).

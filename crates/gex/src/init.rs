@@ -71,6 +71,7 @@ impl Client {
             atomic_request,
             atomic_reply,
         ];
+        internal.extend(crate::rma::remote::handler_entries());
         internal.extend(crate::kinds::handler_entries());
         crate::am::register_internal(&mut internal);
         #[cfg(feature = "gasp")]

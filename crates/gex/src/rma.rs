@@ -9,12 +9,14 @@
 
 use gasp::GPtr;
 
-use crate::conduit::{AddressError, Completion, Conduit, Rank};
+use crate::conduit::{AddressError, Completion, Rank};
 use crate::context;
 use crate::event::{self, Event, EventCategory, Lc};
 use crate::runtime::{runtime, Runtime};
 use crate::team::Team;
 use crate::{Flags, NoOp};
+
+pub(crate) mod remote;
 
 /// The value type of value-based RMA (GASNet-EX `gex_RMA_Value_t`).
 pub type RmaValue = u64;
@@ -89,7 +91,7 @@ impl Team {
             rank,
             dest,
             src.len(),
-            rt.conduit.put(r, dest, src),
+            remote::put(rt, "Team::put_blocking", r, dest, src),
         );
         event::complete_blocking(rt, c);
         gasp::end!(
@@ -128,7 +130,7 @@ impl Team {
             rank,
             dest,
             src.len(),
-            rt.conduit.put(r, dest, src),
+            remote::put(rt, "Team::put_nbi", r, dest, src),
         );
         let handle = event::nbi_handle(&c);
         event::track_nbi(EventCategory::PUT, c);
@@ -162,7 +164,7 @@ impl Team {
             rank,
             dest,
             src.len(),
-            rt.conduit.put(r, dest, src),
+            remote::put(rt, "Team::put_nb", r, dest, src),
         );
         lc.complete_now();
         let e = Event::from_completion(c);
@@ -191,7 +193,14 @@ impl Team {
                 rank,
                 src,
                 dest.len(),
-                rt.conduit.get(dest.as_mut_ptr(), r, src, dest.len()),
+                remote::get(
+                    rt,
+                    "Team::get_blocking",
+                    dest.as_mut_ptr(),
+                    r,
+                    src,
+                    dest.len(),
+                ),
             )
         };
         event::complete_blocking(rt, c);
@@ -230,7 +239,7 @@ impl Team {
                 rank,
                 src,
                 len,
-                rt.conduit.get(dest, r, src, len),
+                remote::get(rt, "Team::get_nbi", dest, r, src, len),
             )
         };
         let handle = event::nbi_handle(&c);
@@ -268,7 +277,7 @@ impl Team {
                 rank,
                 src,
                 len,
-                rt.conduit.get(dest, r, src, len),
+                remote::get(rt, "Team::get_nb", dest, r, src, len),
             )
         };
         let e = Event::from_completion(c);
@@ -300,7 +309,7 @@ impl Team {
                 rank,
                 src,
                 nbytes,
-                rt.conduit.get(bytes.as_mut_ptr(), r, src, nbytes),
+                remote::get(rt, "Team::get_val", bytes.as_mut_ptr(), r, src, nbytes),
             )
         };
         event::complete_blocking(rt, c);
@@ -330,7 +339,7 @@ impl Team {
             rank,
             dest,
             nbytes,
-            rt.conduit.put(r, dest, &bytes[..nbytes]),
+            remote::put(rt, "Team::put_val_blocking", r, dest, &bytes[..nbytes]),
         );
         event::complete_blocking(rt, c);
         gasp::end!(span, 1, GPtr::new(r, dest), src, nbytes);
@@ -358,7 +367,7 @@ impl Team {
             rank,
             dest,
             nbytes,
-            rt.conduit.put(r, dest, &bytes[..nbytes]),
+            remote::put(rt, "Team::put_val_nbi", r, dest, &bytes[..nbytes]),
         );
         let handle = event::nbi_handle(&c);
         event::track_nbi(EventCategory::PUT, c);
@@ -387,7 +396,7 @@ impl Team {
             rank,
             dest,
             nbytes,
-            rt.conduit.put(r, dest, &bytes[..nbytes]),
+            remote::put(rt, "Team::put_val_nb", r, dest, &bytes[..nbytes]),
         ));
         gasp::end!(span, 1, GPtr::new(r, dest), src, nbytes, e.gasp_handle());
         Ok(e)

@@ -64,12 +64,15 @@
 //! Where the target's segment is mapped here (every rank, on the smp conduit), the data
 //! are copied through the mapping during the call and the operation is complete at
 //! return ([`Event::invalid`], nothing pending in the NBI categories); otherwise each
-//! contiguous run is one conduit put or get, and the event stands for all of them. Local
+//! contiguous run is one put or get as gex's RMA calls make it (the conduit's, or
+//! messages to the owner for a small run where the conduit asks for them), and the
+//! event stands for all of them. Local
 //! completion always happens before return (the conduit reads a put's source during
 //! the call), so with [`Flags::ENABLE_LEAF_LC`] the leaf event of an NB put
 //! ([`Event::query_leaf`]) is invalid and an NBI put adds nothing to
 //! [`EventCategory::LC`](crate::EventCategory::LC). [`Flags::IMMEDIATE`] is accepted
-//! and never taken: a VIS call never waits for resources.
+//! and never taken: a run the conduit leaves to messages (see `rma/remote.rs`) waits
+//! for room to send, as the conduit's own transfers wait for theirs.
 //!
 //! # The copy loops
 //!
@@ -245,7 +248,8 @@ impl<'t> Mover<'t> {
             None => {
                 // SAFETY: the caller's contract.
                 let bytes = unsafe { std::slice::from_raw_parts(src, len) };
-                let c = self.target.rt.conduit.put(self.target.job, addr, bytes);
+                let t = self.target;
+                let c = crate::rma::remote::put(t.rt, t.call, t.job, addr, bytes);
                 self.pending(c.expect("the range was checked before any byte moved"));
             }
         }
@@ -261,8 +265,9 @@ impl<'t> Mover<'t> {
             // SAFETY: as in `put`, with the roles exchanged.
             Some(src) => unsafe { copy_run(src, dst, len) },
             None => {
+                let t = self.target;
                 // SAFETY: the caller's contract.
-                let c = unsafe { self.target.rt.conduit.get(dst, self.target.job, addr, len) };
+                let c = unsafe { crate::rma::remote::get(t.rt, t.call, dst, t.job, addr, len) };
                 self.pending(c.expect("the range was checked before any byte moved"));
             }
         }

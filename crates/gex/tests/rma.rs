@@ -10,7 +10,9 @@ use gex::{Client, Event, EventCategory, Flags, Lc, Segment};
 const MB: usize = 1 << 20;
 /// Put variants: Blocking; NB with Now, Defer, an event; NBI with Now, Defer, Group.
 const PUT_VARIANTS: usize = 7;
-const SIZES: [usize; 9] = [1, 2, 7, 8, 63, 4096, 4097, 65537, MB];
+/// Sizes on both sides of the largest transfer the mpi conduit sends between hosts as
+/// messages by default (3 KiB), and of a page.
+const SIZES: [usize; 11] = [1, 2, 7, 8, 63, 3072, 3073, 4096, 4097, 65537, MB];
 
 fn seed(writer: u32, target: u32, variant: usize, size: usize) -> u64 {
     ((writer as u64) << 48) ^ ((target as u64) << 40) ^ ((variant as u64) << 32) ^ size as u64

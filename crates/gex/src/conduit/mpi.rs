@@ -22,8 +22,11 @@
 //! `MPI_Win_create` over the same memory on `MPI_COMM_WORLD`, is locked once
 //! (`MPI_Win_lock_all`, MPI-3 passive target, MPI 4.1 §12.5.3) and each put or get is an
 //! `MPI_Put`/`MPI_Get` followed by `MPI_Win_flush`: complete at return, so the upper
-//! half's events need nothing from `poll`. RMA chose windows over AMs because they need
-//! no protocol of our own.
+//! half's events need nothing from `poll`. The upper half sends a put or get of at
+//! most `GEX_MPI_AM_RMA_MAX` bytes (default [`AM_RMA_MAX`]) to such a rank as Active
+//! Messages to the owner instead ([`Conduit::am_rma_max`], `gex/rma/remote.rs`): a
+//! round trip of messages is faster than an `MPI_Put` and its flush (see `rma`).
+//! Long payloads and the collectives' transfers always take the window.
 //!
 //! **RMA between hosts needs the target's progress** where the window is served by Open
 //! MPI's `osc pt2pt` (hosts joined by TCP only, as under `scripts/multihost.sh`; see
@@ -223,7 +226,14 @@ const POLL_BATCH: usize = 32;
 
 /// The conduit's settings (see the module documentation), named where the launcher
 /// passes them on to the ranks.
-pub(crate) use crate::job::mpirun::{GEX_MPI_HOST_RANKS, GEX_MPI_STATS, GEX_MPI_THREAD};
+pub(crate) use crate::job::mpirun::{
+    GEX_MPI_AM_RMA_MAX, GEX_MPI_HOST_RANKS, GEX_MPI_STATS, GEX_MPI_THREAD,
+};
+
+/// The default of `GEX_MPI_AM_RMA_MAX`: the transfers that messages carry faster than
+/// RMA (see `rma`), with room to spare below the size at which Open MPI's shared-memory
+/// transport stops sending a message eagerly.
+const AM_RMA_MAX: usize = 3072;
 
 thread_local! {
     /// Whether this thread initialized MPI: under `GEX_MPI_THREAD=single` only it may
@@ -275,6 +285,9 @@ pub(crate) struct MpiConduit {
     /// Whether some rank is on another host (else `poll` makes no MPI call).
     remote: bool,
     max_segment: usize,
+    /// The largest put or get to another host's segment left to messages
+    /// (`GEX_MPI_AM_RMA_MAX`; see `rma`).
+    am_rma_max: usize,
     /// The shared memory of this host: queues and signal words.
     host: Host,
     /// The AM transport's state; holding its lock is what allows an MPI call. A spin
@@ -539,6 +552,11 @@ impl Conduit for MpiConduit {
 
     fn am_max_long(&self) -> usize {
         self.max_segment
+    }
+
+    #[inline]
+    fn am_rma_max(&self) -> usize {
+        self.am_rma_max
     }
 
     #[inline]

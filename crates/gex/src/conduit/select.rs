@@ -124,6 +124,10 @@ impl Conduit for Selected {
             _ => mismatch(),
         }
     }
+    #[inline]
+    fn am_rma_max(&self) -> usize {
+        each!(self, c => c.am_rma_max())
+    }
     fn long_payload(
         &self,
         dest: Rank,

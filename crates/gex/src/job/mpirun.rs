@@ -68,7 +68,12 @@ pub const MPI_LAUNCHER_VARS: [&str; 3] = ["OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "P
 /// The mpi conduit's settings (see the conduit's docs: the host team's cap, the thread
 /// level asked of MPI, the AM path counts), passed on to the ranks when set here, so
 /// that they reach ranks on other hosts too.
-pub(crate) const CONDUIT_VARS: [&str; 3] = [GEX_MPI_HOST_RANKS, GEX_MPI_THREAD, GEX_MPI_STATS];
+pub(crate) const CONDUIT_VARS: [&str; 4] = [
+    GEX_MPI_HOST_RANKS,
+    GEX_MPI_THREAD,
+    GEX_MPI_STATS,
+    GEX_MPI_AM_RMA_MAX,
+];
 
 /// The pairs of [`CONDUIT_VARS`] that `lookup` finds set.
 fn conduit_settings(lookup: impl Fn(&str) -> Option<OsString>) -> Vec<(OsString, OsString)> {
@@ -85,6 +90,9 @@ pub(crate) const GEX_MPI_HOST_RANKS: &str = "GEX_MPI_HOST_RANKS";
 pub(crate) const GEX_MPI_STATS: &str = "GEX_MPI_STATS";
 /// `single` or `serialized` (the default): the thread level the mpi conduit asks of MPI.
 pub(crate) const GEX_MPI_THREAD: &str = "GEX_MPI_THREAD";
+/// The largest put or get to another host's segment that the mpi conduit leaves to
+/// Active Messages (bytes; larger ones use MPI RMA).
+pub(crate) const GEX_MPI_AM_RMA_MAX: &str = "GEX_MPI_AM_RMA_MAX";
 
 /// The launcher's command prefix: [`GEX_MPIRUN`] split on whitespace, or the default
 /// (see the [module documentation](self)).
@@ -362,7 +370,10 @@ mod tests {
     fn the_conduit_settings_that_are_set_are_exported() {
         let settings = conduit_settings(|name| (name != GEX_MPI_STATS).then(|| name.into()));
         let names: Vec<_> = settings.iter().map(|(n, _)| n.to_str().unwrap()).collect();
-        assert_eq!(names, [GEX_MPI_HOST_RANKS, GEX_MPI_THREAD]);
+        assert_eq!(
+            names,
+            [GEX_MPI_HOST_RANKS, GEX_MPI_THREAD, GEX_MPI_AM_RMA_MAX]
+        );
         let options = Options { tag_output: false };
         let prefix = prefix_from(None, false).unwrap();
         let cmd = command_from(prefix, &options, 2, 4096, &settings, OsStr::new("p"), &[]);

@@ -10,7 +10,10 @@ use spin::mutex::SpinMutex;
 
 use super::am::State;
 use super::host::Host;
-use super::{MpiConduit, GEX_MPI_HOST_RANKS, GEX_MPI_STATS, GEX_MPI_THREAD, INIT_THREAD};
+use super::{
+    MpiConduit, AM_RMA_MAX, GEX_MPI_AM_RMA_MAX, GEX_MPI_HOST_RANKS, GEX_MPI_STATS, GEX_MPI_THREAD,
+    INIT_THREAD,
+};
 use crate::conduit::Rank;
 
 pub(super) use super::abort::fatal;
@@ -90,6 +93,19 @@ fn single_thread() -> bool {
             "{GEX_MPI_THREAD}={v} is neither single nor serialized"
         )),
     }
+}
+
+/// `GEX_MPI_AM_RMA_MAX`: the largest put or get to another host's segment left to
+/// messages (see `rma`), [`AM_RMA_MAX`] when unset.
+fn am_rma_max() -> usize {
+    let Ok(v) = std::env::var(GEX_MPI_AM_RMA_MAX) else {
+        return AM_RMA_MAX;
+    };
+    v.trim().parse::<usize>().unwrap_or_else(|_| {
+        fatal(&format!(
+            "{GEX_MPI_AM_RMA_MAX}={v} is not a number of bytes"
+        ))
+    })
 }
 
 fn host_cap() -> Option<c_int> {
@@ -239,6 +255,7 @@ pub(super) fn bootstrap() -> MpiConduit {
         my_host,
         remote,
         max_segment,
+        am_rma_max: am_rma_max(),
         host,
         state: SpinMutex::new(st),
         single_thread,

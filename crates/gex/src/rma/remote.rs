@@ -1,0 +1,266 @@
+//! Puts and gets sent as messages: to a segment this process does not map, where the
+//! conduit says messages to the owner are faster than its own RMA
+//! ([`Conduit::am_rma_max`]: the mpi conduit between hosts, up to `GEX_MPI_AM_RMA_MAX`
+//! bytes). The owner copies between
+//! the message and its segment, as GASNet-EX's AM-based conduits do for every transfer.
+//!
+//! * A put sends its bytes in Medium Requests to [`PUT_HANDLER`], each carrying the
+//!   address of its piece and the address of the initiator's [`Pending`] record; the
+//!   owner copies the piece into its segment and answers with a Short Reply to
+//!   [`ACK_HANDLER`].
+//! * A get sends a Short Request to [`GET_HANDLER`] per piece (address, length, offset
+//!   in the destination); the owner answers with a Medium Reply to [`DATA_HANDLER`]
+//!   carrying the bytes, which its handler stores.
+//!
+//! The record is on the heap: the completion of an NB or NBI transfer outlives the
+//! call. The answer to its last piece completes the record's [`OpHandle`] (the
+//! transfer's completion, as the conduit's own would be) and frees it. The initiator
+//! checked the range against the owner's segment before any message left; the owner
+//! checks it again against its own. The owner's handlers need its attentiveness, as
+//! every AM does: a transfer completes once the owner polls.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use crate::am::{join_u64, split_u64, AmCategory, AmEntry, AmIndex, AmRole, Token};
+use crate::conduit::{AddressError, Completion, Conduit, OpHandle, Rank};
+use crate::runtime::Runtime;
+use crate::{Flags, Lc};
+
+/// The library's handler index of a put's piece (run by the owner).
+pub(crate) const PUT_HANDLER: AmIndex = 13;
+/// Its Reply (run by the initiator).
+pub(crate) const ACK_HANDLER: AmIndex = 14;
+/// The library's handler index of a get's piece (run by the owner).
+pub(crate) const GET_HANDLER: AmIndex = 15;
+/// Its Reply, carrying the bytes (run by the initiator).
+pub(crate) const DATA_HANDLER: AmIndex = 16;
+
+/// What the initiator keeps of a transfer until every piece is answered.
+struct Pending {
+    /// Pieces not yet answered.
+    left: AtomicUsize,
+    done: Arc<OpHandle>,
+    /// A get's destination (null for a put).
+    dst: *mut u8,
+}
+
+/// The entries of the four handlers (registered by client initialization). Unreported:
+/// a transfer is reported as itself, not as its messages.
+pub(crate) fn handler_entries() -> [AmEntry; 4] {
+    [
+        AmEntry::payload("gex put", AmCategory::Medium, AmRole::Request, 4, on_put)
+            .unreported()
+            .at(PUT_HANDLER),
+        AmEntry::short("gex put reply", AmRole::Reply, 2, on_ack)
+            .unreported()
+            .at(ACK_HANDLER),
+        AmEntry::short("gex get", AmRole::Request, 7, on_get)
+            .unreported()
+            .at(GET_HANDLER),
+        AmEntry::payload(
+            "gex get reply",
+            AmCategory::Medium,
+            AmRole::Reply,
+            4,
+            on_data,
+        )
+        .unreported()
+        .at(DATA_HANDLER),
+    ]
+}
+
+/// Puts `src` at `addr` in job rank `rank`'s segment: by messages to the owner where
+/// the conduit asks for them (at most [`Conduit::am_rma_max`] bytes to a segment not
+/// mapped here), else through the conduit.
+#[inline]
+pub(crate) fn put(
+    rt: &Runtime,
+    call: &str,
+    rank: Rank,
+    addr: usize,
+    src: &[u8],
+) -> Result<Completion, AddressError> {
+    if by_messages(rt, rank, addr, src.len()) {
+        return Ok(put_by_messages(rt, call, rank, addr, src));
+    }
+    rt.conduit.put(rank, addr, src)
+}
+
+/// Gets `len` bytes at `addr` in job rank `rank`'s segment into `dst` (the path chosen
+/// as for [`put`]).
+///
+/// # Safety
+/// `dst` must be valid for `len` bytes of writes, and not otherwise accessed, until the
+/// completion.
+#[inline]
+pub(crate) unsafe fn get(
+    rt: &Runtime,
+    call: &str,
+    dst: *mut u8,
+    rank: Rank,
+    addr: usize,
+    len: usize,
+) -> Result<Completion, AddressError> {
+    if by_messages(rt, rank, addr, len) {
+        // SAFETY: the caller's contract.
+        return Ok(unsafe { get_by_messages(rt, call, dst, rank, addr, len) });
+    }
+    // SAFETY: the caller's contract.
+    unsafe { rt.conduit.get(dst, rank, addr, len) }
+}
+
+/// Whether a transfer of `len` bytes at `addr` of `rank` goes by messages: small enough
+/// for the conduit, to a range of the segment that is not mapped here (an error is
+/// left to the conduit's transfer to report).
+#[inline]
+fn by_messages(rt: &Runtime, rank: Rank, addr: usize, len: usize) -> bool {
+    len <= rt.conduit.am_rma_max()
+        && matches!(
+            rt.conduit.translate(rank, addr, len),
+            Err(AddressError::NotMapped)
+        )
+}
+
+/// The bytes of one piece: what one Medium carries either way.
+fn piece(rt: &Runtime) -> usize {
+    rt.conduit.am_max_medium()
+}
+
+/// A record for a transfer of `len` bytes in pieces, and its address as two
+/// arguments; `None` for an empty transfer, complete at once.
+fn record(rt: &Runtime, len: usize, dst: *mut u8) -> Option<(Arc<OpHandle>, [u32; 2])> {
+    if len == 0 {
+        return None;
+    }
+    let done = OpHandle::new();
+    let pending = Box::new(Pending {
+        // Every piece is counted before the first is sent: answers may arrive while the
+        // later ones wait for room.
+        left: AtomicUsize::new(len.div_ceil(piece(rt))),
+        done: done.clone(),
+        dst,
+    });
+    Some((done, split_u64(Box::into_raw(pending) as u64)))
+}
+
+#[inline(never)]
+fn put_by_messages(rt: &Runtime, call: &str, rank: Rank, addr: usize, src: &[u8]) -> Completion {
+    let Some((done, [r0, r1])) = record(rt, src.len(), std::ptr::null_mut()) else {
+        return Completion::Done;
+    };
+    for (i, bytes) in src.chunks(piece(rt)).enumerate() {
+        let [a0, a1] = split_u64((addr + i * piece(rt)) as u64);
+        // The bytes are copied into the message before this returns: the source is
+        // free again at once, as a put's local completion may say.
+        crate::am::send_internal_medium(rt, call, rank, PUT_HANDLER, &[r0, r1, a0, a1], bytes);
+    }
+    Completion::Pending(done)
+}
+
+/// # Safety
+/// As for [`get`].
+#[inline(never)]
+unsafe fn get_by_messages(
+    rt: &Runtime,
+    call: &str,
+    dst: *mut u8,
+    rank: Rank,
+    addr: usize,
+    len: usize,
+) -> Completion {
+    let Some((done, [r0, r1])) = record(rt, len, dst) else {
+        return Completion::Done;
+    };
+    let step = piece(rt);
+    let mut at = 0;
+    while at < len {
+        let n = step.min(len - at);
+        let [a0, a1] = split_u64((addr + at) as u64);
+        let [o0, o1] = split_u64(at as u64);
+        let args = [r0, r1, a0, a1, n as u32, o0, o1];
+        crate::am::send_internal(rt, call, rank, GET_HANDLER, &args, Flags::NONE)
+            .expect("a send without Flags::IMMEDIATE waits for room");
+        at += n;
+    }
+    Completion::Pending(done)
+}
+
+/// The owner's local address of `[addr, addr + len)` in its own segment.
+fn owned(token: &Token<'_>, addr: usize, len: usize) -> *mut u8 {
+    let rt = token.runtime();
+    match rt.conduit.translate(rt.conduit.rank(), addr, len) {
+        Ok(local) => local as *mut u8,
+        // The initiator checked the range against this segment: only a corrupt message
+        // gets here.
+        Err(e) => panic!(
+            "gex: a transfer from rank {} names [{addr:#x}, {addr:#x}+{len}), not in this \
+             rank's segment ({e:?})",
+            token.src_rank()
+        ),
+    }
+}
+
+/// Marks one piece of the record named by `args[0..2]` answered; the last answer
+/// completes the transfer and frees the record.
+fn answered(args: &[u32]) {
+    let record = join_u64(args[0], args[1]) as usize as *mut Pending;
+    // SAFETY: the record was leaked by `record` in this process and travelled to the
+    // owner and back unchanged; it lives until its last piece is answered, which is
+    // this one at the earliest.
+    let left = unsafe { &(*record).left };
+    // AcqRel: the stores of every earlier answer (a get's pieces, on any thread) happen
+    // before the completion that the last one makes.
+    if left.fetch_sub(1, Ordering::AcqRel) == 1 {
+        // SAFETY: the last answer: nothing else uses the record any more.
+        let pending = unsafe { Box::from_raw(record) };
+        pending.done.complete();
+    }
+}
+
+/// The owner's put handler: copies the piece into its segment, answers.
+fn on_put(token: &Token<'_>, payload: &[u8], args: &[u32]) {
+    let local = owned(token, join_u64(args[2], args[3]) as usize, payload.len());
+    // SAFETY: `local` holds `payload.len()` bytes of this rank's segment (checked),
+    // mapped for the life of the job.
+    unsafe { std::ptr::copy_nonoverlapping(payload.as_ptr(), local, payload.len()) };
+    token
+        .reply_short(ACK_HANDLER, &args[..2], Flags::NONE)
+        .expect("a Reply without IMMEDIATE waits for room");
+}
+
+fn on_ack(_token: &Token<'_>, args: &[u32]) {
+    answered(args);
+}
+
+/// The owner's get handler: answers with the piece's bytes.
+fn on_get(token: &Token<'_>, args: &[u32]) {
+    let len = args[4] as usize;
+    let local = owned(token, join_u64(args[2], args[3]) as usize, len);
+    // SAFETY: as in `on_put`; the Reply copies the bytes before it returns.
+    let bytes = unsafe { std::slice::from_raw_parts(local, len) };
+    token
+        .reply_medium(
+            DATA_HANDLER,
+            bytes,
+            Lc::Now,
+            Flags::NONE,
+            &[args[0], args[1], args[5], args[6]],
+        )
+        .expect("a Reply without IMMEDIATE waits for room");
+}
+
+/// The initiator's handler of a get's piece: stores the bytes, then counts the piece.
+fn on_data(_token: &Token<'_>, payload: &[u8], args: &[u32]) {
+    let record = join_u64(args[0], args[1]) as usize as *const Pending;
+    let at = join_u64(args[2], args[3]) as usize;
+    // SAFETY: an answer to a piece `get_by_messages` sent at offset `at` of its
+    // destination, which holds it and stays valid until the completion (its contract);
+    // the owner sent exactly the piece's length; the record lives until this piece is
+    // counted.
+    unsafe {
+        let dst = (*record).dst.add(at);
+        std::ptr::copy_nonoverlapping(payload.as_ptr(), dst, payload.len());
+    }
+    answered(args);
+}
