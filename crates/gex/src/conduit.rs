@@ -201,6 +201,13 @@ pub(crate) trait Conduit: Send + Sync + Sized + 'static {
     fn am_buffer(&self, out: &Self::Outbound) -> *mut u8;
     /// Sends the message in a claimed buffer.
     fn am_commit(&self, out: Self::Outbound, header: &AmHeader<'_>);
+    /// Whether a Long payload of `len` bytes to the claimed buffer `out` travels in the
+    /// message itself: the upper half then copies it into [`am_buffer`](Self::am_buffer)
+    /// as a Medium's, instead of calling [`long_payload`](Self::long_payload), and the
+    /// receiver copies it to its destination before the handler runs.
+    fn am_long_inline(&self, _out: &Self::Outbound, _len: usize) -> bool {
+        false
+    }
     /// Delivers a Long payload to `dest_addr` in `dest`'s segment before its header.
     fn long_payload(
         &self,

@@ -14,7 +14,7 @@
 use super::handler::{max_args, AmIndex, Token};
 #[cfg(feature = "gasp")]
 use super::reported::SendSpan;
-use super::send::{check_args, check_lc, check_long, reserve};
+use super::send::{check_args, check_lc, check_long, long_payload, reserve};
 #[cfg(feature = "gasp")]
 use super::table::HANDLERS;
 use crate::conduit::{AmHeader, Category, Conduit, Network, Rank, Selected};
@@ -380,7 +380,7 @@ impl<'a> SrcDesc<'a> {
                     };
                 }
             }
-            _ => long_payload(self.rt, self.dest, dest_addr, src),
+            _ => long_payload(self.rt, &out, self.dest, dest_addr, src),
         }
         self.rt.conduit.am_commit(
             out,
@@ -423,17 +423,6 @@ impl<'a> SrcDesc<'a> {
             self.size
         );
     }
-}
-
-/// Writes a committed Long's payload to `dest_addr` of `dest` (out of line: the
-/// Medium commit is inlined into its callers, this is not needed there).
-#[inline(never)]
-fn long_payload(rt: &Runtime, dest: Rank, dest_addr: usize, src: &[u8]) {
-    let c = rt
-        .conduit
-        .long_payload(dest, dest_addr, src)
-        .expect("the destination was checked before the slot was claimed");
-    crate::event::complete_blocking(rt, c);
 }
 
 impl Drop for SrcDesc<'_> {

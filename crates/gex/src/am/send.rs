@@ -252,13 +252,7 @@ fn send_as<const REPORT: bool>(
                 std::ptr::copy_nonoverlapping(p.as_ptr(), rt.conduit.am_buffer(&out), p.len())
             };
         }
-        Payload::Long(p, addr) => {
-            let c = rt
-                .conduit
-                .long_payload(dest, addr, p)
-                .expect("the destination was checked before the slot was claimed");
-            crate::event::complete_blocking(rt, c);
-        }
+        Payload::Long(p, addr) => long_payload(rt, &out, dest, addr, p),
     }
     rt.conduit.am_commit(
         out,
@@ -276,6 +270,33 @@ fn send_as<const REPORT: bool>(
         span.end(dest, handler, category, nbytes);
     }
     Ok(())
+}
+
+/// Delivers a Long's checked payload `src` for the claimed buffer `out`: into the
+/// buffer, where the conduit carries it in the message (`am_long_inline`), else to
+/// `dest_addr` of `dest` before the header is sent. Out of line: the other categories'
+/// sends do not need it.
+#[inline(never)]
+pub(super) fn long_payload(
+    rt: &Runtime,
+    out: &<Selected as Conduit>::Outbound,
+    dest: Rank,
+    dest_addr: usize,
+    src: &[u8],
+) {
+    if rt.conduit.am_long_inline(out, src.len()) {
+        // SAFETY: the claimed buffer's payload area holds the bytes (am_long_inline)
+        // and is ours until commit.
+        unsafe {
+            std::ptr::copy_nonoverlapping(src.as_ptr(), rt.conduit.am_buffer(out), src.len())
+        };
+        return;
+    }
+    let c = rt
+        .conduit
+        .long_payload(dest, dest_addr, src)
+        .expect("the destination was checked before the slot was claimed");
+    crate::event::complete_blocking(rt, c);
 }
 
 impl Team {

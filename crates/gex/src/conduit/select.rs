@@ -125,6 +125,13 @@ impl Conduit for Selected {
         }
     }
     #[inline]
+    fn am_long_inline(&self, out: &Outbound, len: usize) -> bool {
+        match (self, out) {
+            (Selected::Mpi(c), Outbound::Mpi(o)) => c.am_long_inline(o, len),
+            _ => false,
+        }
+    }
+    #[inline]
     fn am_rma_max(&self) -> usize {
         each!(self, c => c.am_rma_max())
     }

@@ -13,9 +13,9 @@ use super::boot::{check, fatal};
 use spin::mutex::SpinMutexGuard;
 
 use super::{MpiConduit, CONTROL_DEPTH, MSG_SIZE, POLL_BATCH, RECV_DEPTH};
-pub(crate) use wire::Buf;
 use wire::Record;
 pub(super) use wire::HEADER;
+pub(crate) use wire::{long_inline, Buf};
 
 mod control;
 mod progress;
@@ -481,7 +481,13 @@ impl MpiConduit {
                             self.rank, r.src
                         ))
                     });
-                // SAFETY: inside our segment (translate), delivered before the header.
+                if r.long_inline {
+                    // SAFETY: the payload lies in the received bytes (checked by
+                    // `record`), the destination in our segment (translate).
+                    unsafe { std::ptr::copy_nonoverlapping(r.payload, local as *mut u8, r.nbytes) };
+                }
+                // SAFETY: inside our segment (translate), delivered before the header
+                // or just now.
                 unsafe { std::slice::from_raw_parts(local as *const u8, r.nbytes) }
             }
         };

@@ -1,6 +1,9 @@
 //! The wire format of the mpi conduit's Active Messages between hosts: a message is a
 //! sequence of records, each an AM's header, arguments and Medium payload (see
-//! [`WireHeader`]), at [`ALIGN`]-byte boundaries.
+//! [`WireHeader`]), at [`ALIGN`]-byte boundaries. A Long payload that fits a message
+//! ([`long_inline`]) travels in its record as a Medium's does, and the receiver copies
+//! it to its destination before the handler runs; a larger one was put there by RMA
+//! before the record was sent.
 
 use super::super::MSG_SIZE;
 use crate::conduit::{AmHeader, Category, Rank};
@@ -21,6 +24,16 @@ const ALIGN: usize = 16;
 /// message of records by its length (a record header is longer).
 pub(super) const COMPACT: usize = 8;
 
+/// The wire category of a Long record carrying its payload ([`long_inline`]); the
+/// others are [`Category`]'s values.
+const LONG_INLINE: u8 = 3;
+
+/// Whether a Long payload of `nbytes` travels in its record (the payload area of a
+/// claimed buffer holds it), not by RMA.
+pub(crate) fn long_inline(nbytes: usize) -> bool {
+    nbytes <= MSG_SIZE - HEADER
+}
+
 /// `n` rounded up to a record boundary.
 const fn align(n: usize) -> usize {
     n.next_multiple_of(ALIGN)
@@ -35,7 +48,7 @@ const fn record_header(nargs: usize) -> usize {
 /// multiple of [`ALIGN`] bytes: this header, `nargs` `u32` arguments, and for a
 /// Medium its payload at `payload_at` (a multiple of `ALIGN`, past the arguments);
 /// the next record starts at the next multiple of `ALIGN` after the payload, or after
-/// the arguments for Short and Long.
+/// the arguments for Short and for a Long whose payload was put by RMA.
 #[repr(C, align(8))]
 #[derive(Clone, Copy, Default)]
 struct WireHeader {
@@ -81,6 +94,8 @@ pub(super) struct Record {
     pub(super) payload: *const u8,
     pub(super) nbytes: usize,
     pub(super) dest_addr: usize,
+    /// A Long record carries its payload (at `payload`), to be copied to `dest_addr`.
+    pub(super) long_inline: bool,
     /// Where the next record of the message starts.
     pub(super) next: usize,
 }
@@ -106,6 +121,7 @@ pub(super) unsafe fn parse(buf: *const u8, at: usize, end: usize, src: Rank) -> 
             payload: buf,
             nbytes: 0,
             dest_addr: 0,
+            long_inline: false,
             next: COMPACT,
         });
     }
@@ -120,11 +136,12 @@ pub(super) unsafe fn parse(buf: *const u8, at: usize, end: usize, src: Rank) -> 
     let category = match h.category {
         0 => Category::Short,
         1 => Category::Medium,
-        2 => Category::Long,
+        2 | LONG_INLINE => Category::Long,
         _ => return None,
     };
+    let long_inline = h.category == LONG_INLINE;
     let payload_at = h.payload_at as usize;
-    let payload_len = if category == Category::Medium {
+    let payload_len = if category == Category::Medium || long_inline {
         h.nbytes as usize
     } else {
         0
@@ -149,6 +166,7 @@ pub(super) unsafe fn parse(buf: *const u8, at: usize, end: usize, src: Rank) -> 
         payload: unsafe { buf.add(at + payload_at) },
         nbytes: h.nbytes as usize,
         dest_addr: h.dest_addr as usize,
+        long_inline,
         next: at + align(payload_at + payload_len),
     })
 }
@@ -217,7 +235,8 @@ const PACK_MAX: usize = 256;
 pub(super) fn encode(buf: &mut Buf, src: Rank, header: &AmHeader<'_>) -> Encoded {
     let nargs = header.args.len();
     let head = record_header(nargs);
-    let (payload_at, payload_len) = if header.category == Category::Medium {
+    let inline = header.category == Category::Long && long_inline(header.nbytes);
+    let (payload_at, payload_len) = if header.category == Category::Medium || inline {
         (HEADER, header.nbytes)
     } else {
         (head, 0)
@@ -225,7 +244,11 @@ pub(super) fn encode(buf: &mut Buf, src: Rank, header: &AmHeader<'_>) -> Encoded
     let h = WireHeader {
         src,
         handler: header.handler,
-        category: header.category as u8,
+        category: if inline {
+            LONG_INLINE
+        } else {
+            header.category as u8
+        },
         nargs: nargs as u8,
         nbytes: header.nbytes as u32,
         payload_at: payload_at as u16,
@@ -310,9 +333,10 @@ mod tests {
     /// the record points into.
     fn round_trip(h: &AmHeader<'_>, credits: [u8; 2]) -> (usize, Option<Record>, [u8; 2], Buf) {
         let mut buf = Buf::new();
-        let payload = pattern(h.nbytes);
+        // A Long payload too large for a message is not written into it.
+        let payload = pattern(h.nbytes.min(MSG_SIZE - HEADER));
         // SAFETY: a claimed buffer holds MSG_SIZE - HEADER payload bytes.
-        unsafe { std::ptr::copy_nonoverlapping(payload.as_ptr(), buf.payload(), h.nbytes) };
+        unsafe { std::ptr::copy_nonoverlapping(payload.as_ptr(), buf.payload(), payload.len()) };
         let rec = encode(&mut buf, 3, h);
         let len = pack(&mut buf, &rec);
         set_credits(&mut buf, credits);
@@ -349,8 +373,9 @@ mod tests {
         }
     }
 
-    /// Other records keep their header; a Medium payload of at most [`PACK_MAX`]
-    /// bytes follows the arguments, a larger one stays at [`HEADER`].
+    /// Other records keep their header; a Medium payload, or a Long one that fits a
+    /// message, of at most [`PACK_MAX`] bytes follows the arguments, a larger one stays
+    /// at [`HEADER`]; a Long payload too large for a message is not in its record.
     #[test]
     fn other_records_keep_their_header() {
         let cases = [
@@ -363,7 +388,9 @@ mod tests {
                 header(Category::Medium, &[1], PACK_MAX + 1),
                 HEADER + PACK_MAX + 1,
             ),
-            (header(Category::Long, &[1], 64), 32),
+            (header(Category::Long, &[1], 64), 32 + 64),
+            (header(Category::Long, &[1], MSG_SIZE - HEADER), MSG_SIZE),
+            (header(Category::Long, &[1], MSG_SIZE - HEADER + 1), 32),
         ];
         for (h, want_len) in &cases {
             let (len, r, credits, _buf) = round_trip(h, [1, 2]);
@@ -373,7 +400,13 @@ mod tests {
             assert_eq!((r.handler, r.category, r.nbytes), (7, h.category, h.nbytes));
             assert_eq!(args(&r), h.args);
             assert_eq!(credits, [1, 2]);
-            if h.category == Category::Medium {
+            let carried = h.category == Category::Medium || long_inline(h.nbytes);
+            assert_eq!(
+                r.long_inline,
+                h.category == Category::Long && carried,
+                "{what}"
+            );
+            if carried {
                 // SAFETY: a parsed record's payload lies in its buffer.
                 let got = unsafe { std::slice::from_raw_parts(r.payload, r.nbytes) };
                 assert_eq!(got, pattern(h.nbytes), "{what}: payload");
@@ -388,6 +421,7 @@ mod tests {
             header(Category::Medium, &[5], 40),
             header(Category::Short, &[], 0),
             header(Category::Medium, &[6, 7], PACK_MAX + 9),
+            header(Category::Long, &[8], 24),
             header(Category::Medium, &[], 3),
         ];
         let mut msg = Buf::new();
