@@ -66,7 +66,8 @@ pub fn mpi_requested() -> Result<bool, String> {
 pub const MPI_LAUNCHER_VARS: [&str; 3] = ["OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"];
 
 /// The mpi conduit's settings (see the conduit's docs: the host team's cap, the thread
-/// level asked of MPI, the AM path counts), passed on to the ranks when set here, so
+/// level asked of MPI, the AM path counts, the largest put or get between hosts sent as
+/// messages), passed on to the ranks when set here, so
 /// that they reach ranks on other hosts too.
 pub(crate) const CONDUIT_VARS: [&str; 4] = [
     GEX_MPI_HOST_RANKS,
