@@ -64,9 +64,10 @@
 //! Where the target's segment is mapped here (every rank, on the smp conduit), the data
 //! are copied through the mapping during the call and the operation is complete at
 //! return ([`Event::invalid`], nothing pending in the NBI categories); otherwise each
-//! contiguous run is one put or get as gex's RMA calls make it (the conduit's, or
-//! messages to the owner for a small run where the conduit asks for them), and the
-//! event stands for all of them. Local
+//! contiguous run is one put or get as gex's RMA calls make it (the conduit's, or, for
+//! a small run where the conduit asks for messages, a place in a message of runs to
+//! the owner, which carries as many as fit: `rma/remote.rs`), and the event stands for
+//! all of them. Local
 //! completion always happens before return (the conduit reads a put's source during
 //! the call), so with [`Flags::ENABLE_LEAF_LC`] the leaf event of an NB put
 //! ([`Event::query_leaf`]) is invalid and an NBI put adds nothing to
@@ -100,6 +101,7 @@ use std::sync::Arc;
 use crate::conduit::{AddressError, BoundSegment, Completion, Conduit, OpHandle, Rank};
 use crate::context;
 use crate::event::{self, Event, EventCategory};
+use crate::rma::remote::Runs;
 use crate::runtime::{runtime, Runtime};
 use crate::team::Team;
 use crate::Flags;
@@ -219,6 +221,9 @@ impl Target {
 pub(crate) struct Mover<'t> {
     target: &'t Target,
     pending: Vec<Arc<OpHandle>>,
+    /// The small runs to a segment not mapped here that the conduit leaves to
+    /// messages, gathered into messages of runs.
+    runs: Option<Runs>,
 }
 
 impl<'t> Mover<'t> {
@@ -226,6 +231,7 @@ impl<'t> Mover<'t> {
         Mover {
             target,
             pending: Vec::new(),
+            runs: None,
         }
     }
 
@@ -233,6 +239,13 @@ impl<'t> Mover<'t> {
         if let Completion::Pending(op) = c {
             self.pending.push(op);
         }
+    }
+
+    /// The messages of runs of this operation.
+    fn runs(&mut self) -> &mut Runs {
+        let t = self.target;
+        self.runs
+            .get_or_insert_with(|| Runs::new(t.rt, t.call, t.job))
     }
 
     /// Puts `len` bytes from `src` to the checked remote `addr`.
@@ -249,6 +262,12 @@ impl<'t> Mover<'t> {
                 // SAFETY: the caller's contract.
                 let bytes = unsafe { std::slice::from_raw_parts(src, len) };
                 let t = self.target;
+                if Runs::takes(t.rt, len) {
+                    if let Some(c) = self.runs().put(addr, bytes) {
+                        self.pending(c);
+                    }
+                    return;
+                }
                 let c = crate::rma::remote::put(t.rt, t.call, t.job, addr, bytes);
                 self.pending(c.expect("the range was checked before any byte moved"));
             }
@@ -266,6 +285,14 @@ impl<'t> Mover<'t> {
             Some(src) => unsafe { copy_run(src, dst, len) },
             None => {
                 let t = self.target;
+                if Runs::takes(t.rt, len) {
+                    // SAFETY: the caller's contract, until the operation's completion,
+                    // which waits for the message's.
+                    if let Some(c) = unsafe { self.runs().get(dst, addr, len) } {
+                        self.pending(c);
+                    }
+                    return;
+                }
                 // SAFETY: the caller's contract.
                 let c = unsafe { crate::rma::remote::get(t.rt, t.call, dst, t.job, addr, len) };
                 self.pending(c.expect("the range was checked before any byte moved"));
@@ -278,7 +305,10 @@ impl<'t> Mover<'t> {
     /// peer completion handler is sent once the data are at the target. Returns the
     /// event and the operation's GASP handle.
     #[track_caller]
-    fn finish(self, dir: Dir, form: Form, peer: Option<peer::Armed>) -> (Event, u64) {
+    fn finish(mut self, dir: Dir, form: Form, peer: Option<peer::Armed>) -> (Event, u64) {
+        if let Some(c) = self.runs.as_mut().and_then(Runs::flush) {
+            self.pending(c);
+        }
         let rt = self.target.rt;
         let mut pending = self.pending;
         if let Some(armed) = peer {

@@ -369,8 +369,16 @@ fn vector_and_indexed_every_form() {
             let mut cases: Vec<(Option<usize>, Lists)> =
                 vector_cases().into_iter().map(|c| (None, c)).collect();
             // Indexed: 64 blocks of 64 bytes; 32 remote blocks of 16 from 16 local of
-            // 32; and a list of blocks of length zero.
-            for (count, len, lcount, llen) in [(64, 64, 64, 64), (32, 16, 16, 32), (5, 0, 3, 0)] {
+            // 32; a list of blocks of length zero; and 600 blocks of 8 and 150 of 40,
+            // more small runs than one message carries to a rank of another host (the
+            // mpi conduit gathers them into messages of runs).
+            for (count, len, lcount, llen) in [
+                (64, 64, 64, 64),
+                (32, 16, 16, 32),
+                (5, 0, 3, 0),
+                (600, 8, 600, 8),
+                (150, 40, 50, 120),
+            ] {
                 let remote = indexed_offsets(count, len)
                     .into_iter()
                     .map(|a| (a, len))

@@ -12,6 +12,12 @@
 //!   in the destination); the owner answers with a Medium Reply to [`DATA_HANDLER`]
 //!   carrying the bytes, which its handler stores.
 //!
+//! * The small runs of one VIS operation to such a rank travel together ([`Runs`]):
+//!   a Medium Request to [`PUT_RUNS_HANDLER`] lists the runs (address and length) and
+//!   carries their bytes, answered as a put's piece; one to [`GET_RUNS_HANDLER`] lists
+//!   them, and the owner answers with a Medium Reply to [`DATA_RUNS_HANDLER`] carrying
+//!   their bytes in order, which its handler scatters to the runs' destinations.
+//!
 //! The record is on the heap: the completion of an NB or NBI transfer outlives the
 //! call. The answer to its last piece completes the record's [`OpHandle`] (the
 //! transfer's completion, as the conduit's own would be) and frees it. The initiator
@@ -35,6 +41,17 @@ pub(crate) const ACK_HANDLER: AmIndex = 14;
 pub(crate) const GET_HANDLER: AmIndex = 15;
 /// Its Reply, carrying the bytes (run by the initiator).
 pub(crate) const DATA_HANDLER: AmIndex = 16;
+/// The library's handler index of a message of put runs (run by the owner; answered
+/// to [`ACK_HANDLER`]).
+pub(crate) const PUT_RUNS_HANDLER: AmIndex = 17;
+/// The library's handler index of a message of get runs (run by the owner).
+pub(crate) const GET_RUNS_HANDLER: AmIndex = 18;
+/// Its Reply, carrying the runs' bytes (run by the initiator).
+pub(crate) const DATA_RUNS_HANDLER: AmIndex = 19;
+
+/// Bytes of a run's entry in a message of runs: its address (8) and length (4), and
+/// 4 bytes of padding so that entries stay aligned.
+const ENTRY: usize = 16;
 
 /// What the initiator keeps of a transfer until every piece is answered.
 struct Pending {
@@ -43,11 +60,14 @@ struct Pending {
     done: Arc<OpHandle>,
     /// A get's destination (null for a put).
     dst: *mut u8,
+    /// A message of get runs: each run's destination and length, in the message's
+    /// order (empty otherwise).
+    runs: Vec<(*mut u8, usize)>,
 }
 
 /// The entries of the four handlers (registered by client initialization). Unreported:
 /// a transfer is reported as itself, not as its messages.
-pub(crate) fn handler_entries() -> [AmEntry; 4] {
+pub(crate) fn handler_entries() -> [AmEntry; 7] {
     [
         AmEntry::payload("gex put", AmCategory::Medium, AmRole::Request, 4, on_put)
             .unreported()
@@ -67,6 +87,33 @@ pub(crate) fn handler_entries() -> [AmEntry; 4] {
         )
         .unreported()
         .at(DATA_HANDLER),
+        AmEntry::payload(
+            "gex put runs",
+            AmCategory::Medium,
+            AmRole::Request,
+            3,
+            on_put_runs,
+        )
+        .unreported()
+        .at(PUT_RUNS_HANDLER),
+        AmEntry::payload(
+            "gex get runs",
+            AmCategory::Medium,
+            AmRole::Request,
+            3,
+            on_get_runs,
+        )
+        .unreported()
+        .at(GET_RUNS_HANDLER),
+        AmEntry::payload(
+            "gex get runs reply",
+            AmCategory::Medium,
+            AmRole::Reply,
+            2,
+            on_data_runs,
+        )
+        .unreported()
+        .at(DATA_RUNS_HANDLER),
     ]
 }
 
@@ -133,15 +180,21 @@ fn record(rt: &Runtime, len: usize, dst: *mut u8) -> Option<(Arc<OpHandle>, [u32
     if len == 0 {
         return None;
     }
+    // Every piece is counted before the first is sent: answers may arrive while the
+    // later ones wait for room.
+    Some(leak(len.div_ceil(piece(rt)), dst, Vec::new()))
+}
+
+/// A record awaiting `left` answers, and its address as two arguments.
+fn leak(left: usize, dst: *mut u8, runs: Vec<(*mut u8, usize)>) -> (Arc<OpHandle>, [u32; 2]) {
     let done = OpHandle::new();
     let pending = Box::new(Pending {
-        // Every piece is counted before the first is sent: answers may arrive while the
-        // later ones wait for room.
-        left: AtomicUsize::new(len.div_ceil(piece(rt))),
+        left: AtomicUsize::new(left),
         done: done.clone(),
         dst,
+        runs,
     });
-    Some((done, split_u64(Box::into_raw(pending) as u64)))
+    (done, split_u64(Box::into_raw(pending) as u64))
 }
 
 #[inline(never)]
@@ -261,6 +314,205 @@ fn on_data(_token: &Token<'_>, payload: &[u8], args: &[u32]) {
     unsafe {
         let dst = (*record).dst.add(at);
         std::ptr::copy_nonoverlapping(payload.as_ptr(), dst, payload.len());
+    }
+    answered(args);
+}
+
+/// The small runs of one VIS operation to one rank this process does not map, gathered
+/// into messages of runs (see the module documentation). Each message is one pending
+/// completion, returned by [`put`](Runs::put) or [`get`](Runs::get) when a run does
+/// not fit the message being gathered, which is then sent, and by
+/// [`flush`](Runs::flush) for the last one.
+pub(crate) struct Runs {
+    rt: &'static Runtime,
+    call: &'static str,
+    rank: Rank,
+    /// The entries of the message being gathered.
+    list: Vec<u8>,
+    /// A put's bytes, in the entries' order.
+    data: Vec<u8>,
+    /// A get's destinations, in the entries' order.
+    dsts: Vec<(*mut u8, usize)>,
+    /// Bytes of the runs gathered.
+    bytes: usize,
+}
+
+impl Runs {
+    pub(crate) fn new(rt: &'static Runtime, call: &'static str, rank: Rank) -> Runs {
+        Runs {
+            rt,
+            call,
+            rank,
+            list: Vec::new(),
+            data: Vec::new(),
+            dsts: Vec::new(),
+            bytes: 0,
+        }
+    }
+
+    /// Whether a run of `len` bytes goes into a message of runs: not empty, as small
+    /// as the conduit sends by messages, and fitting one message with its entry
+    /// (larger ones go in pieces of their own).
+    #[inline]
+    pub(crate) fn takes(rt: &Runtime, len: usize) -> bool {
+        len > 0 && len <= rt.conduit.am_rma_max() && ENTRY + len <= piece(rt)
+    }
+
+    /// Whether a run of `len` bytes fits the message being gathered: a put's entries
+    /// and bytes share one Medium payload; a get's entries fill the Request and its
+    /// bytes the Reply.
+    fn fits(&self, len: usize, put: bool) -> bool {
+        let max = piece(self.rt);
+        if put {
+            self.list.len() + ENTRY + self.bytes + len <= max
+        } else {
+            self.list.len() + ENTRY <= max && self.bytes + len <= max
+        }
+    }
+
+    fn entry(&mut self, addr: usize, len: usize) {
+        self.list.extend_from_slice(&(addr as u64).to_le_bytes());
+        self.list.extend_from_slice(&(len as u32).to_le_bytes());
+        self.list.extend_from_slice(&[0; 4]);
+        self.bytes += len;
+    }
+
+    /// Gathers the put of `src` to `addr` (a run [`takes`](Runs::takes)); the
+    /// completion of the message sent to make room, if one was.
+    pub(crate) fn put(&mut self, addr: usize, src: &[u8]) -> Option<Completion> {
+        let sent = (!self.fits(src.len(), true))
+            .then(|| self.flush())
+            .flatten();
+        self.entry(addr, src.len());
+        self.data.extend_from_slice(src);
+        sent
+    }
+
+    /// Gathers the get of `len` bytes at `addr` into `dst` (a run
+    /// [`takes`](Runs::takes)); the completion of the message sent to make room, if one
+    /// was.
+    ///
+    /// # Safety
+    /// `dst` must be valid for `len` bytes of writes, and not otherwise accessed, until
+    /// the completion of the message that carries the run.
+    pub(crate) unsafe fn get(
+        &mut self,
+        dst: *mut u8,
+        addr: usize,
+        len: usize,
+    ) -> Option<Completion> {
+        let sent = (!self.fits(len, false)).then(|| self.flush()).flatten();
+        self.entry(addr, len);
+        self.dsts.push((dst, len));
+        sent
+    }
+
+    /// Sends the message being gathered, if it holds a run; its completion.
+    pub(crate) fn flush(&mut self) -> Option<Completion> {
+        if self.list.is_empty() {
+            return None;
+        }
+        let count = (self.list.len() / ENTRY) as u32;
+        let put = self.dsts.is_empty();
+        let (done, [r0, r1]) = leak(1, std::ptr::null_mut(), std::mem::take(&mut self.dsts));
+        let (handler, payload) = if put {
+            self.list.extend_from_slice(&self.data);
+            (PUT_RUNS_HANDLER, &self.list)
+        } else {
+            (GET_RUNS_HANDLER, &self.list)
+        };
+        crate::am::send_internal_medium(
+            self.rt,
+            self.call,
+            self.rank,
+            handler,
+            &[r0, r1, count],
+            payload,
+        );
+        self.list.clear();
+        self.data.clear();
+        self.bytes = 0;
+        Some(Completion::Pending(done))
+    }
+}
+
+/// The runs listed in a message of `count` runs (the first `count` entries of
+/// `payload`): each one's owner address and length; a message whose list does not fit
+/// its payload is corrupt.
+fn listed<'p>(
+    token: &Token<'_>,
+    payload: &'p [u8],
+    count: u32,
+) -> (impl Iterator<Item = (usize, usize)> + 'p, usize) {
+    let end = count as usize * ENTRY;
+    if end > payload.len() {
+        panic!(
+            "gex: a message of {count} runs from rank {} holds {} bytes",
+            token.src_rank(),
+            payload.len()
+        );
+    }
+    let runs = payload[..end].chunks_exact(ENTRY).map(|e| {
+        let addr = u64::from_le_bytes(e[..8].try_into().expect("8 bytes"));
+        let len = u32::from_le_bytes(e[8..12].try_into().expect("4 bytes"));
+        (addr as usize, len as usize)
+    });
+    (runs, end)
+}
+
+/// The owner's handler of put runs: copies each run's bytes into its segment, answers.
+fn on_put_runs(token: &Token<'_>, payload: &[u8], args: &[u32]) {
+    let (runs, mut at) = listed(token, payload, args[2]);
+    for (addr, len) in runs {
+        let Some(bytes) = payload.get(at..at + len) else {
+            panic!(
+                "gex: a message of put runs from rank {} ends early",
+                token.src_rank()
+            );
+        };
+        let local = owned(token, addr, len);
+        // SAFETY: as in `on_put`.
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), local, len) };
+        at += len;
+    }
+    token
+        .reply_short(ACK_HANDLER, &args[..2], Flags::NONE)
+        .expect("a Reply without IMMEDIATE waits for room");
+}
+
+/// The owner's handler of get runs: answers with the runs' bytes, in order.
+fn on_get_runs(token: &Token<'_>, payload: &[u8], args: &[u32]) {
+    let (runs, _) = listed(token, payload, args[2]);
+    let mut bytes = Vec::new();
+    for (addr, len) in runs {
+        let local = owned(token, addr, len);
+        // SAFETY: as in `on_get`.
+        bytes.extend_from_slice(unsafe { std::slice::from_raw_parts(local, len) });
+    }
+    token
+        .reply_medium(DATA_RUNS_HANDLER, &bytes, Lc::Now, Flags::NONE, &args[..2])
+        .expect("a Reply without IMMEDIATE waits for room");
+}
+
+/// The initiator's handler of get runs' bytes: scatters them to the runs'
+/// destinations, then completes the message's record.
+fn on_data_runs(_token: &Token<'_>, payload: &[u8], args: &[u32]) {
+    let record = join_u64(args[0], args[1]) as usize as *const Pending;
+    // SAFETY: the record lives until its one answer (this one) is counted.
+    let runs = unsafe { &(*record).runs };
+    let total: usize = runs.iter().map(|&(_, len)| len).sum();
+    assert_eq!(
+        payload.len(),
+        total,
+        "gex: get runs answered with the wrong bytes"
+    );
+    let mut at = 0;
+    for &(dst, len) in runs {
+        // SAFETY: the owner sent the runs' bytes in the order of the record's
+        // destinations (checked to add up), each valid for its length until the
+        // completion (`Runs::get`'s contract).
+        unsafe { std::ptr::copy_nonoverlapping(payload.as_ptr().add(at), dst, len) };
+        at += len;
     }
     answered(args);
 }
