@@ -1,8 +1,8 @@
 //! Puts and gets sent as messages: to a segment this process does not map, where the
 //! conduit says messages to the owner are faster than its own RMA
 //! ([`Conduit::am_rma_max`]: the mpi conduit between hosts, up to `GEX_MPI_AM_RMA_MAX`
-//! bytes). The owner copies between
-//! the message and its segment, as GASNet-EX's AM-based conduits do for every transfer.
+//! bytes). The owner copies between the message and its segment, as GASNet-EX's
+//! AM-based conduits do for every transfer.
 //!
 //! * A put sends its bytes in Medium Requests to [`PUT_HANDLER`], each carrying the
 //!   address of its piece and the address of the initiator's [`Pending`] record; the
@@ -11,7 +11,6 @@
 //! * A get sends a Short Request to [`GET_HANDLER`] per piece (address, length, offset
 //!   in the destination); the owner answers with a Medium Reply to [`DATA_HANDLER`]
 //!   carrying the bytes, which its handler stores.
-//!
 //! * The small runs of one VIS operation to such a rank travel together ([`Runs`]):
 //!   a Medium Request to [`PUT_RUNS_HANDLER`] lists the runs (address and length) and
 //!   carries their bytes, answered as a put's piece; one to [`GET_RUNS_HANDLER`] lists
