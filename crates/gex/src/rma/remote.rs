@@ -12,10 +12,11 @@
 //!   in the destination); the owner answers with a Medium Reply to [`DATA_HANDLER`]
 //!   carrying the bytes, which its handler stores.
 //! * The small runs of one VIS operation to such a rank travel together ([`Runs`]):
-//!   a Medium Request to [`PUT_RUNS_HANDLER`] lists the runs (address and length) and
-//!   carries their bytes, answered as a put's piece; one to [`GET_RUNS_HANDLER`] lists
-//!   them, and the owner answers with a Medium Reply to [`DATA_RUNS_HANDLER`] carrying
-//!   their bytes in order, which its handler scatters to the runs' destinations.
+//!   a Medium Request to [`PUT_RUNS_HANDLER`] holds each run's entry (address and
+//!   length) followed by its bytes, answered as a put's piece; one to
+//!   [`GET_RUNS_HANDLER`] holds the entries alone, and the owner answers with a Medium
+//!   Reply to [`DATA_RUNS_HANDLER`] carrying the runs' bytes in order, which its handler
+//!   scatters to the runs' destinations.
 //!
 //! The record is on the heap: the completion of an NB or NBI transfer outlives the
 //! call. The answer to its last piece completes the record's [`OpHandle`] (the
@@ -48,9 +49,9 @@ pub(crate) const GET_RUNS_HANDLER: AmIndex = 18;
 /// Its Reply, carrying the runs' bytes (run by the initiator).
 pub(crate) const DATA_RUNS_HANDLER: AmIndex = 19;
 
-/// Bytes of a run's entry in a message of runs: its address (8) and length (4), and
-/// 4 bytes of padding so that entries stay aligned.
-const ENTRY: usize = 16;
+/// Bytes of a run's entry in a message of runs: its address (8) and length (4), read
+/// byte by byte (a put's entries fall wherever the previous run's bytes end).
+const ENTRY: usize = 12;
 
 /// What the initiator keeps of a transfer until every piece is answered.
 struct Pending {
@@ -326,14 +327,15 @@ pub(crate) struct Runs {
     rt: &'static Runtime,
     call: &'static str,
     rank: Rank,
-    /// The entries of the message being gathered.
-    list: Vec<u8>,
-    /// A put's bytes, in the entries' order.
-    data: Vec<u8>,
+    /// The payload of the message being gathered: a put's entries each followed by its
+    /// run's bytes, a get's entries alone.
+    msg: Vec<u8>,
+    /// Runs in `msg`.
+    count: u32,
+    /// Bytes of the runs in `msg` (for a get, of its Reply).
+    bytes: usize,
     /// A get's destinations, in the entries' order.
     dsts: Vec<(*mut u8, usize)>,
-    /// Bytes of the runs gathered.
-    bytes: usize,
 }
 
 impl Runs {
@@ -342,10 +344,10 @@ impl Runs {
             rt,
             call,
             rank,
-            list: Vec::new(),
-            data: Vec::new(),
-            dsts: Vec::new(),
+            msg: Vec::new(),
+            count: 0,
             bytes: 0,
+            dsts: Vec::new(),
         }
     }
 
@@ -357,33 +359,30 @@ impl Runs {
         len > 0 && len <= rt.conduit.am_rma_max() && ENTRY + len <= piece(rt)
     }
 
-    /// Whether a run of `len` bytes fits the message being gathered: a put's entries
-    /// and bytes share one Medium payload; a get's entries fill the Request and its
-    /// bytes the Reply.
-    fn fits(&self, len: usize, put: bool) -> bool {
+    /// Adds the entry of a run of `len` bytes at `addr`, sending the message gathered
+    /// first if the run does not fit it (a put's entry and bytes share the Request; a
+    /// get's entry goes in the Request, its bytes in the Reply); the completion of the
+    /// message sent, if one was.
+    fn add(&mut self, addr: usize, len: usize, put: bool) -> Option<Completion> {
         let max = piece(self.rt);
-        if put {
-            self.list.len() + ENTRY + self.bytes + len <= max
+        let fits = if put {
+            self.msg.len() + ENTRY + len <= max
         } else {
-            self.list.len() + ENTRY <= max && self.bytes + len <= max
-        }
-    }
-
-    fn entry(&mut self, addr: usize, len: usize) {
-        self.list.extend_from_slice(&(addr as u64).to_le_bytes());
-        self.list.extend_from_slice(&(len as u32).to_le_bytes());
-        self.list.extend_from_slice(&[0; 4]);
+            self.msg.len() + ENTRY <= max && self.bytes + len <= max
+        };
+        let sent = if fits { None } else { self.flush() };
+        self.msg.extend_from_slice(&(addr as u64).to_le_bytes());
+        self.msg.extend_from_slice(&(len as u32).to_le_bytes());
+        self.count += 1;
         self.bytes += len;
+        sent
     }
 
     /// Gathers the put of `src` to `addr` (a run [`takes`](Runs::takes)); the
     /// completion of the message sent to make room, if one was.
     pub(crate) fn put(&mut self, addr: usize, src: &[u8]) -> Option<Completion> {
-        let sent = (!self.fits(src.len(), true))
-            .then(|| self.flush())
-            .flatten();
-        self.entry(addr, src.len());
-        self.data.extend_from_slice(src);
+        let sent = self.add(addr, src.len(), true);
+        self.msg.extend_from_slice(src);
         sent
     }
 
@@ -400,80 +399,76 @@ impl Runs {
         addr: usize,
         len: usize,
     ) -> Option<Completion> {
-        let sent = (!self.fits(len, false)).then(|| self.flush()).flatten();
-        self.entry(addr, len);
+        let sent = self.add(addr, len, false);
         self.dsts.push((dst, len));
         sent
     }
 
     /// Sends the message being gathered, if it holds a run; its completion.
     pub(crate) fn flush(&mut self) -> Option<Completion> {
-        if self.list.is_empty() {
+        if self.count == 0 {
             return None;
         }
-        let count = (self.list.len() / ENTRY) as u32;
-        let put = self.dsts.is_empty();
-        let (done, [r0, r1]) = leak(1, std::ptr::null_mut(), std::mem::take(&mut self.dsts));
-        let (handler, payload) = if put {
-            self.list.extend_from_slice(&self.data);
-            (PUT_RUNS_HANDLER, &self.list)
+        // A get's runs each have a destination; a put's none.
+        let handler = if self.dsts.is_empty() {
+            PUT_RUNS_HANDLER
         } else {
-            (GET_RUNS_HANDLER, &self.list)
+            GET_RUNS_HANDLER
         };
+        let (done, [r0, r1]) = leak(1, std::ptr::null_mut(), std::mem::take(&mut self.dsts));
         crate::am::send_internal_medium(
             self.rt,
             self.call,
             self.rank,
             handler,
-            &[r0, r1, count],
-            payload,
+            &[r0, r1, self.count],
+            &self.msg,
         );
-        self.list.clear();
-        self.data.clear();
+        self.msg.clear();
+        self.count = 0;
         self.bytes = 0;
         Some(Completion::Pending(done))
     }
 }
 
-/// The runs listed in a message of `count` runs (the first `count` entries of
-/// `payload`): each one's owner address and length; a message whose list does not fit
-/// its payload is corrupt.
-fn listed<'p>(
+/// Calls `f` with each run's owner address, length and, for a put (`with_bytes`), its
+/// bytes (else an empty slice), for the `count` runs of a message of runs; a message
+/// that ends early is corrupt.
+fn each_run(
     token: &Token<'_>,
-    payload: &'p [u8],
+    payload: &[u8],
     count: u32,
-) -> (impl Iterator<Item = (usize, usize)> + 'p, usize) {
-    let end = count as usize * ENTRY;
-    if end > payload.len() {
-        panic!(
-            "gex: a message of {count} runs from rank {} holds {} bytes",
-            token.src_rank(),
-            payload.len()
-        );
+    with_bytes: bool,
+    mut f: impl FnMut(usize, usize, &[u8]),
+) {
+    let mut at = 0;
+    for _ in 0..count {
+        let run = payload.get(at..at + ENTRY).and_then(|e| {
+            let addr = u64::from_le_bytes(e[..8].try_into().expect("8 bytes")) as usize;
+            let len = u32::from_le_bytes(e[8..].try_into().expect("4 bytes")) as usize;
+            let body = if with_bytes { len } else { 0 };
+            let bytes = payload.get(at + ENTRY..at + ENTRY + body)?;
+            Some((addr, len, bytes))
+        });
+        let Some((addr, len, bytes)) = run else {
+            panic!(
+                "gex: a message of {count} runs from rank {} ends early ({} bytes)",
+                token.src_rank(),
+                payload.len()
+            );
+        };
+        f(addr, len, bytes);
+        at += ENTRY + bytes.len();
     }
-    let runs = payload[..end].chunks_exact(ENTRY).map(|e| {
-        let addr = u64::from_le_bytes(e[..8].try_into().expect("8 bytes"));
-        let len = u32::from_le_bytes(e[8..12].try_into().expect("4 bytes"));
-        (addr as usize, len as usize)
-    });
-    (runs, end)
 }
 
 /// The owner's handler of put runs: copies each run's bytes into its segment, answers.
 fn on_put_runs(token: &Token<'_>, payload: &[u8], args: &[u32]) {
-    let (runs, mut at) = listed(token, payload, args[2]);
-    for (addr, len) in runs {
-        let Some(bytes) = payload.get(at..at + len) else {
-            panic!(
-                "gex: a message of put runs from rank {} ends early",
-                token.src_rank()
-            );
-        };
+    each_run(token, payload, args[2], true, |addr, len, bytes| {
         let local = owned(token, addr, len);
         // SAFETY: as in `on_put`.
         unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), local, len) };
-        at += len;
-    }
+    });
     token
         .reply_short(ACK_HANDLER, &args[..2], Flags::NONE)
         .expect("a Reply without IMMEDIATE waits for room");
@@ -481,13 +476,12 @@ fn on_put_runs(token: &Token<'_>, payload: &[u8], args: &[u32]) {
 
 /// The owner's handler of get runs: answers with the runs' bytes, in order.
 fn on_get_runs(token: &Token<'_>, payload: &[u8], args: &[u32]) {
-    let (runs, _) = listed(token, payload, args[2]);
     let mut bytes = Vec::new();
-    for (addr, len) in runs {
+    each_run(token, payload, args[2], false, |addr, len, _| {
         let local = owned(token, addr, len);
         // SAFETY: as in `on_get`.
         bytes.extend_from_slice(unsafe { std::slice::from_raw_parts(local, len) });
-    }
+    });
     token
         .reply_medium(DATA_RUNS_HANDLER, &bytes, Lc::Now, Flags::NONE, &args[..2])
         .expect("a Reply without IMMEDIATE waits for room");
