@@ -26,7 +26,7 @@
 //!   blocks to send its Reply only needs to drain Replies, and Reply handlers never
 //!   send: the protocol cannot deadlock however full the queues are.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 #[cfg(feature = "mpi")]
@@ -99,15 +99,38 @@ pub(crate) struct Inbound<'a> {
 #[derive(Debug, Default)]
 pub(crate) struct OpHandle {
     done: AtomicBool,
+    /// Parts not yet done, of an operation made of parts ([`OpHandle::awaiting`]).
+    left: AtomicUsize,
 }
 
 impl OpHandle {
     pub(crate) fn new() -> Arc<OpHandle> {
         Arc::new(OpHandle::default())
     }
+    /// An operation of `parts` parts (at least one), complete when each is done
+    /// ([`OpHandle::part_done`]). Not in an `Arc`: a blocking call keeps it on its stack.
+    pub(crate) fn awaiting(parts: usize) -> OpHandle {
+        debug_assert!(parts > 0, "an operation of no parts");
+        OpHandle {
+            done: AtomicBool::new(false),
+            left: AtomicUsize::new(parts),
+        }
+    }
     /// Marks the operation complete (called by the conduit).
     pub(crate) fn complete(&self) {
         self.done.store(true, Ordering::Release);
+    }
+    /// Marks one part of an operation made by [`OpHandle::awaiting`] done; the last
+    /// completes it. Returns whether this was the last. Nothing touches the handle
+    /// after the completion's store: a waiter may free it at once.
+    pub(crate) fn part_done(&self) -> bool {
+        // AcqRel: what each part stored (a get's bytes, on any thread) happens before
+        // the completion the last part makes.
+        let last = self.left.fetch_sub(1, Ordering::AcqRel) == 1;
+        if last {
+            self.complete();
+        }
+        last
     }
     pub(crate) fn is_done(&self) -> bool {
         self.done.load(Ordering::Acquire)

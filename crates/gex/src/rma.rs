@@ -91,7 +91,7 @@ impl Team {
             rank,
             dest,
             src.len(),
-            remote::put(rt, "Team::put_blocking", r, dest, src),
+            remote::put_blocking(rt, "Team::put_blocking", r, dest, src),
         );
         event::complete_blocking(rt, c);
         gasp::end!(
@@ -193,7 +193,7 @@ impl Team {
                 rank,
                 src,
                 dest.len(),
-                remote::get(
+                remote::get_blocking(
                     rt,
                     "Team::get_blocking",
                     dest.as_mut_ptr(),
@@ -309,7 +309,7 @@ impl Team {
                 rank,
                 src,
                 nbytes,
-                remote::get(rt, "Team::get_val", bytes.as_mut_ptr(), r, src, nbytes),
+                remote::get_blocking(rt, "Team::get_val", bytes.as_mut_ptr(), r, src, nbytes),
             )
         };
         event::complete_blocking(rt, c);
@@ -339,7 +339,7 @@ impl Team {
             rank,
             dest,
             nbytes,
-            remote::put(rt, "Team::put_val_blocking", r, dest, &bytes[..nbytes]),
+            remote::put_blocking(rt, "Team::put_val_blocking", r, dest, &bytes[..nbytes]),
         );
         event::complete_blocking(rt, c);
         gasp::end!(span, 1, GPtr::new(r, dest), src, nbytes);

@@ -5,11 +5,11 @@
 //! AM-based conduits do for every transfer.
 //!
 //! * A put sends its bytes in Medium Requests to [`PUT_HANDLER`], each carrying the
-//!   address of its piece and the address of the initiator's [`Pending`] record; the
+//!   address of its piece and the name of its completion ([`Name`]); the
 //!   owner copies the piece into its segment and answers with a Short Reply to
 //!   [`ACK_HANDLER`].
-//! * A get sends a Short Request to [`GET_HANDLER`] per piece (address, length, offset
-//!   in the destination); the owner answers with a Medium Reply to [`DATA_HANDLER`]
+//! * A get sends a Short Request to [`GET_HANDLER`] per piece (address, length, where
+//!   the piece goes); the owner answers with a Medium Reply to [`DATA_HANDLER`]
 //!   carrying the bytes, which its handler stores.
 //! * The small runs of one VIS operation to such a rank travel together ([`Runs`]):
 //!   a Medium Request to [`PUT_RUNS_HANDLER`] holds each run's entry (address and
@@ -18,14 +18,16 @@
 //!   Reply to [`DATA_RUNS_HANDLER`] carrying the runs' bytes in order, which its handler
 //!   scatters to the runs' destinations.
 //!
-//! The record is on the heap: the completion of an NB or NBI transfer outlives the
-//! call. The answer to its last piece completes the record's [`OpHandle`] (the
-//! transfer's completion, as the conduit's own would be) and frees it. The initiator
+//! The messages name the transfer's completion, an [`OpHandle`] awaiting one answer per
+//! piece ([`Name`]); the answer to the last piece completes it, as the conduit's own
+//! completion would be. The handle of an NB or NBI transfer outlives the call, so it
+//! is on the heap, and the messages hold a reference to it that the last answer
+//! releases; a blocking call keeps it on its stack and waits there ([`Blocking`]),
+//! which saves an allocation and its free on every blocking put and get. The initiator
 //! checked the range against the owner's segment before any message left; the owner
 //! checks it again against its own. The owner's handlers need its attentiveness, as
 //! every AM does: a transfer completes once the owner polls.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use crate::am::{join_u64, split_u64, AmCategory, AmEntry, AmIndex, AmRole, Token};
@@ -53,16 +55,72 @@ pub(crate) const DATA_RUNS_HANDLER: AmIndex = 19;
 /// byte by byte (a put's entries fall wherever the previous run's bytes end).
 const ENTRY: usize = 12;
 
-/// What the initiator keeps of a transfer until every piece is answered.
-struct Pending {
-    /// Pieces not yet answered.
-    left: AtomicUsize,
-    done: Arc<OpHandle>,
-    /// A get's destination (null for a put).
-    dst: *mut u8,
-    /// A message of get runs: each run's destination and length, in the message's
-    /// order (empty otherwise).
+/// How the messages of a transfer name its completion, as two arguments: the address
+/// of its [`OpHandle`] (aligned to 8), with the low bit set when the messages hold a
+/// reference to it (an `Arc` of an NB or NBI transfer, [`Name::counted`]) that the last
+/// answer releases, clear when a blocking call waits for it on its stack
+/// ([`Blocking`]).
+#[derive(Clone, Copy)]
+struct Name([u32; 2]);
+
+impl Name {
+    /// The completion of a transfer of `parts` pieces that outlives the call: its
+    /// handle, and its name, which holds a reference.
+    fn counted(parts: usize) -> (Arc<OpHandle>, Name) {
+        let op = Arc::new(OpHandle::awaiting(parts));
+        let raw = Arc::into_raw(op.clone()) as usize as u64;
+        (op, Name(split_u64(raw | 1)))
+    }
+
+    /// Marks one piece of the transfer named by `args[0..2]` answered; the last answer
+    /// completes the transfer and releases the messages' reference if they hold one.
+    fn answered(args: &[u32]) {
+        let name = join_u64(args[0], args[1]);
+        let op = (name & !1) as usize as *const OpHandle;
+        // SAFETY: a handle named in this process, which travelled to the owner and back
+        // unchanged; it lives until its last piece is answered (by the messages'
+        // reference, or the blocking call's wait), which is this one at the earliest.
+        // `part_done` touches it no more after the completion.
+        if unsafe { (*op).part_done() } && name & 1 != 0 {
+            // SAFETY: the reference `counted` gave the messages, released once: by the
+            // last answer.
+            drop(unsafe { Arc::from_raw(op) });
+        }
+    }
+}
+
+/// The completion of a blocking transfer, on the caller's stack: dropping it waits
+/// until the transfer completes, both when the call returns and when it unwinds (a
+/// handler run while it waits panicked), since the answers still name it.
+struct Blocking<'a> {
+    rt: &'a Runtime,
+    op: OpHandle,
+}
+
+impl<'a> Blocking<'a> {
+    fn new(rt: &'a Runtime, parts: usize) -> Blocking<'a> {
+        Blocking {
+            rt,
+            op: OpHandle::awaiting(parts),
+        }
+    }
+
+    fn name(&self) -> Name {
+        Name(split_u64(&self.op as *const OpHandle as usize as u64))
+    }
+}
+
+impl Drop for Blocking<'_> {
+    fn drop(&mut self) {
+        self.rt.wait_until(|| self.op.is_done());
+    }
+}
+
+/// What the initiator keeps of a message of get runs until its answer: each run's
+/// destination and length, in the message's order, and the message's completion.
+struct GetRuns {
     runs: Vec<(*mut u8, usize)>,
+    done: Arc<OpHandle>,
 }
 
 /// The entries of the four handlers (registered by client initialization). Unreported:
@@ -134,6 +192,23 @@ pub(crate) fn put(
     rt.conduit.put(rank, addr, src)
 }
 
+/// [`put`] for a call that waits for the completion: a put by messages has completed
+/// when this returns.
+#[inline]
+pub(crate) fn put_blocking(
+    rt: &Runtime,
+    call: &str,
+    rank: Rank,
+    addr: usize,
+    src: &[u8],
+) -> Result<Completion, AddressError> {
+    if by_messages(rt, rank, addr, src.len()) {
+        put_by_messages_blocking(rt, call, rank, addr, src);
+        return Ok(Completion::Done);
+    }
+    rt.conduit.put(rank, addr, src)
+}
+
 /// Gets `len` bytes at `addr` in job rank `rank`'s segment into `dst` (the path chosen
 /// as for [`put`]).
 ///
@@ -157,6 +232,29 @@ pub(crate) unsafe fn get(
     unsafe { rt.conduit.get(dst, rank, addr, len) }
 }
 
+/// [`get`] for a call that waits for the completion: a get by messages has completed
+/// when this returns.
+///
+/// # Safety
+/// As for [`get`].
+#[inline]
+pub(crate) unsafe fn get_blocking(
+    rt: &Runtime,
+    call: &str,
+    dst: *mut u8,
+    rank: Rank,
+    addr: usize,
+    len: usize,
+) -> Result<Completion, AddressError> {
+    if by_messages(rt, rank, addr, len) {
+        // SAFETY: the caller's contract.
+        unsafe { get_by_messages_blocking(rt, call, dst, rank, addr, len) };
+        return Ok(Completion::Done);
+    }
+    // SAFETY: the caller's contract.
+    unsafe { rt.conduit.get(dst, rank, addr, len) }
+}
+
 /// Whether a transfer of `len` bytes at `addr` of `rank` goes by messages: small enough
 /// for the conduit, to a range of the segment that is not mapped here (an error is
 /// left to the conduit's transfer to report).
@@ -174,41 +272,29 @@ fn piece(rt: &Runtime) -> usize {
     rt.conduit.am_max_medium()
 }
 
-/// A record for a transfer of `len` bytes in pieces, and its address as two
-/// arguments; `None` for an empty transfer, complete at once.
-fn record(rt: &Runtime, len: usize, dst: *mut u8) -> Option<(Arc<OpHandle>, [u32; 2])> {
-    if len == 0 {
-        return None;
-    }
-    // Every piece is counted before the first is sent: answers may arrive while the
-    // later ones wait for room.
-    Some(leak(len.div_ceil(piece(rt)), dst, Vec::new()))
-}
-
-/// A record awaiting `left` answers, and its address as two arguments.
-fn leak(left: usize, dst: *mut u8, runs: Vec<(*mut u8, usize)>) -> (Arc<OpHandle>, [u32; 2]) {
-    let done = OpHandle::new();
-    let pending = Box::new(Pending {
-        left: AtomicUsize::new(left),
-        done: done.clone(),
-        dst,
-        runs,
-    });
-    (done, split_u64(Box::into_raw(pending) as u64))
+/// The pieces of a transfer of `len` bytes. Every piece is counted before the first
+/// is sent: answers may arrive while the later ones wait for room.
+fn pieces(rt: &Runtime, len: usize) -> usize {
+    len.div_ceil(piece(rt))
 }
 
 #[inline(never)]
 fn put_by_messages(rt: &Runtime, call: &str, rank: Rank, addr: usize, src: &[u8]) -> Completion {
-    let Some((done, [r0, r1])) = record(rt, src.len(), std::ptr::null_mut()) else {
+    if src.is_empty() {
         return Completion::Done;
-    };
-    for (i, bytes) in src.chunks(piece(rt)).enumerate() {
-        let [a0, a1] = split_u64((addr + i * piece(rt)) as u64);
-        // The bytes are copied into the message before this returns: the source is
-        // free again at once, as a put's local completion may say.
-        crate::am::send_internal_medium(rt, call, rank, PUT_HANDLER, &[r0, r1, a0, a1], bytes);
     }
-    Completion::Pending(done)
+    let (op, name) = Name::counted(pieces(rt, src.len()));
+    send_put(rt, call, rank, addr, src, name);
+    Completion::Pending(op)
+}
+
+#[inline(never)]
+fn put_by_messages_blocking(rt: &Runtime, call: &str, rank: Rank, addr: usize, src: &[u8]) {
+    if !src.is_empty() {
+        let waited = Blocking::new(rt, pieces(rt, src.len()));
+        send_put(rt, call, rank, addr, src, waited.name());
+        // Dropping `waited` waits for the answers.
+    }
 }
 
 /// # Safety
@@ -222,21 +308,70 @@ unsafe fn get_by_messages(
     addr: usize,
     len: usize,
 ) -> Completion {
-    let Some((done, [r0, r1])) = record(rt, len, dst) else {
+    if len == 0 {
         return Completion::Done;
-    };
+    }
+    let (op, name) = Name::counted(pieces(rt, len));
+    // SAFETY: the caller's contract, until the completion `op`.
+    unsafe { send_get(rt, call, dst, rank, addr, len, name) };
+    Completion::Pending(op)
+}
+
+/// # Safety
+/// As for [`get`].
+#[inline(never)]
+unsafe fn get_by_messages_blocking(
+    rt: &Runtime,
+    call: &str,
+    dst: *mut u8,
+    rank: Rank,
+    addr: usize,
+    len: usize,
+) {
+    if len > 0 {
+        let waited = Blocking::new(rt, pieces(rt, len));
+        // SAFETY: the caller's contract, until `waited`'s drop has waited for the
+        // completion.
+        unsafe { send_get(rt, call, dst, rank, addr, len, waited.name()) };
+    }
+}
+
+/// Sends the pieces of a put named `name`.
+fn send_put(rt: &Runtime, call: &str, rank: Rank, addr: usize, src: &[u8], name: Name) {
+    let [r0, r1] = name.0;
+    for (i, bytes) in src.chunks(piece(rt)).enumerate() {
+        let [a0, a1] = split_u64((addr + i * piece(rt)) as u64);
+        // The bytes are copied into the message before this returns: the source is
+        // free again at once, as a put's local completion may say.
+        crate::am::send_internal_medium(rt, call, rank, PUT_HANDLER, &[r0, r1, a0, a1], bytes);
+    }
+}
+
+/// Sends the pieces of a get named `name`, each carrying where its bytes go.
+///
+/// # Safety
+/// As for [`get`], until the completion that `name` names.
+unsafe fn send_get(
+    rt: &Runtime,
+    call: &str,
+    dst: *mut u8,
+    rank: Rank,
+    addr: usize,
+    len: usize,
+    name: Name,
+) {
+    let [r0, r1] = name.0;
     let step = piece(rt);
     let mut at = 0;
     while at < len {
         let n = step.min(len - at);
         let [a0, a1] = split_u64((addr + at) as u64);
-        let [o0, o1] = split_u64(at as u64);
-        let args = [r0, r1, a0, a1, n as u32, o0, o1];
+        let [d0, d1] = split_u64(dst as u64 + at as u64);
+        let args = [r0, r1, a0, a1, n as u32, d0, d1];
         crate::am::send_internal(rt, call, rank, GET_HANDLER, &args, Flags::NONE)
             .expect("a send without Flags::IMMEDIATE waits for room");
         at += n;
     }
-    Completion::Pending(done)
 }
 
 /// The owner's local address of `[addr, addr + len)` in its own segment.
@@ -254,23 +389,6 @@ fn owned(token: &Token<'_>, addr: usize, len: usize) -> *mut u8 {
     }
 }
 
-/// Marks one piece of the record named by `args[0..2]` answered; the last answer
-/// completes the transfer and frees the record.
-fn answered(args: &[u32]) {
-    let record = join_u64(args[0], args[1]) as usize as *mut Pending;
-    // SAFETY: the record was leaked by `record` in this process and travelled to the
-    // owner and back unchanged; it lives until its last piece is answered, which is
-    // this one at the earliest.
-    let left = unsafe { &(*record).left };
-    // AcqRel: the stores of every earlier answer (a get's pieces, on any thread) happen
-    // before the completion that the last one makes.
-    if left.fetch_sub(1, Ordering::AcqRel) == 1 {
-        // SAFETY: the last answer: nothing else uses the record any more.
-        let pending = unsafe { Box::from_raw(record) };
-        pending.done.complete();
-    }
-}
-
 /// The owner's put handler: copies the piece into its segment, answers.
 fn on_put(token: &Token<'_>, payload: &[u8], args: &[u32]) {
     let local = owned(token, join_u64(args[2], args[3]) as usize, payload.len());
@@ -283,7 +401,7 @@ fn on_put(token: &Token<'_>, payload: &[u8], args: &[u32]) {
 }
 
 fn on_ack(_token: &Token<'_>, args: &[u32]) {
-    answered(args);
+    Name::answered(args);
 }
 
 /// The owner's get handler: answers with the piece's bytes.
@@ -305,17 +423,12 @@ fn on_get(token: &Token<'_>, args: &[u32]) {
 
 /// The initiator's handler of a get's piece: stores the bytes, then counts the piece.
 fn on_data(_token: &Token<'_>, payload: &[u8], args: &[u32]) {
-    let record = join_u64(args[0], args[1]) as usize as *const Pending;
-    let at = join_u64(args[2], args[3]) as usize;
-    // SAFETY: an answer to a piece `get_by_messages` sent at offset `at` of its
-    // destination, which holds it and stays valid until the completion (its contract);
-    // the owner sent exactly the piece's length; the record lives until this piece is
-    // counted.
-    unsafe {
-        let dst = (*record).dst.add(at);
-        std::ptr::copy_nonoverlapping(payload.as_ptr(), dst, payload.len());
-    }
-    answered(args);
+    let dst = join_u64(args[2], args[3]) as usize as *mut u8;
+    // SAFETY: an answer to a piece `send_get` sent for `dst`, which holds it and stays
+    // valid until the completion (its contract), made by this piece at the earliest;
+    // the owner sent exactly the piece's length.
+    unsafe { std::ptr::copy_nonoverlapping(payload.as_ptr(), dst, payload.len()) };
+    Name::answered(args);
 }
 
 /// The small runs of one VIS operation to one rank this process does not map, gathered
@@ -415,7 +528,19 @@ impl Runs {
         } else {
             GET_RUNS_HANDLER
         };
-        let (done, [r0, r1]) = leak(1, std::ptr::null_mut(), std::mem::take(&mut self.dsts));
+        let (done, [r0, r1]) = if self.dsts.is_empty() {
+            let (op, name) = Name::counted(1);
+            (op, name.0)
+        } else {
+            // A message of get runs has one answer, which scatters its bytes to the
+            // runs: a record of its own names the runs and the completion.
+            let op = OpHandle::new();
+            let record = Box::new(GetRuns {
+                runs: std::mem::take(&mut self.dsts),
+                done: op.clone(),
+            });
+            (op, split_u64(Box::into_raw(record) as usize as u64))
+        };
         crate::am::send_internal_medium(
             self.rt,
             self.call,
@@ -488,11 +613,12 @@ fn on_get_runs(token: &Token<'_>, payload: &[u8], args: &[u32]) {
 }
 
 /// The initiator's handler of get runs' bytes: scatters them to the runs'
-/// destinations, then completes the message's record.
+/// destinations, then completes the message and frees its record.
 fn on_data_runs(_token: &Token<'_>, payload: &[u8], args: &[u32]) {
-    let record = join_u64(args[0], args[1]) as usize as *const Pending;
-    // SAFETY: the record lives until its one answer (this one) is counted.
-    let runs = unsafe { &(*record).runs };
+    // SAFETY: the record `Runs::flush` leaked in this process, which travelled to the
+    // owner and back unchanged; this is its one answer.
+    let record = unsafe { Box::from_raw(join_u64(args[0], args[1]) as usize as *mut GetRuns) };
+    let runs = &record.runs;
     let total: usize = runs.iter().map(|&(_, len)| len).sum();
     assert_eq!(
         payload.len(),
@@ -507,5 +633,5 @@ fn on_data_runs(_token: &Token<'_>, payload: &[u8], args: &[u32]) {
         unsafe { std::ptr::copy_nonoverlapping(payload.as_ptr().add(at), dst, len) };
         at += len;
     }
-    answered(args);
+    record.done.complete();
 }
