@@ -21,12 +21,14 @@
 
 //!
 //! The files, bottom up: `handler` (handler entries and the token a handler gets),
+//! `completion` (how the library's own messages name the completion they answer),
 //! `table` (the handler table and registration), `send` (injection of Requests,
 //! including the back-pressure wait), `reply` (a Request handler's Reply), `negotiated`
 //! (Prepare/Commit), `in_place` (a Prepare/Commit in one call), `dispatch` (running an
 //! arrived message: the function the runtime hands to progress), `reported` (their
 //! GASP events).
 
+mod completion;
 mod dispatch;
 mod handler;
 mod in_place;
@@ -37,6 +39,7 @@ mod reported;
 mod send;
 mod table;
 
+pub(crate) use completion::{Blocking, OpName};
 pub(crate) use dispatch::dispatch;
 pub use handler::{
     max_args, AmCategory, AmEntry, AmIndex, AmRole, HandlerFn, RegisterError, Token, TokenInfo,

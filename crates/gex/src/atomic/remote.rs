@@ -2,13 +2,14 @@
 //! to the target's owner, which runs the operation on its own mapping of the word.
 //!
 //! The initiator sends a Short Request to [`REQUEST_HANDLER`] carrying the operation,
-//! the data type, the ordering flags, the target address, both operands and the address
-//! of a [`Pending`] record kept by the initiator. The owner's handler computes the
-//! operation with the same [`AtomicType::apply`] every other path uses, on its local
-//! address of the word, and replies to [`REPLY_HANDLER`] with the record's address and
-//! the fetched value. The Reply handler writes the value to the caller's result
-//! location and then marks the record's [`OpHandle`] complete, which is the completion
-//! of the operation's event or NBI category.
+//! the data type, the ordering flags, the target address, both operands, the name of
+//! the operation's completion ([`OpName`]) and where a fetched value goes. The owner's
+//! handler computes the operation with the same [`AtomicType::apply`] every other path
+//! uses, on its local address of the word, and replies to [`REPLY_HANDLER`] with the
+//! name, the result location, the value's size and the fetched value. The Reply
+//! handler writes the value to the caller's result location and then completes the
+//! named [`OpHandle`](crate::conduit::OpHandle), which is the completion of the
+//! operation's event or NBI category.
 //!
 //! The owner's handler runs only when the owner makes progress (polls, waits, or makes
 //! any call that polls), so these operations need the target's attentiveness. The spec
@@ -19,10 +20,8 @@
 //! ("explicit polling and test/wait operations"). A Request handler may send its one
 //! Reply ("Calls from restricted context"), which is all the owner's handler does.
 
-use std::sync::Arc;
-
-use crate::am::{join_u64, split_u64, AmEntry, AmIndex, AmRole, Token};
-use crate::conduit::{Completion, Conduit, OpHandle, Rank};
+use crate::am::{join_u64, split_u64, AmEntry, AmIndex, AmRole, OpName, Token};
+use crate::conduit::{Completion, Conduit, Rank};
 use crate::ops::{Dt, Op};
 use crate::runtime::Runtime;
 use crate::{Flags, NoOp};
@@ -34,22 +33,15 @@ pub(crate) const REQUEST_HANDLER: AmIndex = 3;
 /// The library's handler index of its Reply (run by the initiator).
 pub(crate) const REPLY_HANDLER: AmIndex = 4;
 
-/// Arguments of the Request: record (2), address (2), op, type, order, operands (2 + 2).
-const REQUEST_ARGS: usize = 11;
-/// Arguments of the Reply: record (2), fetched value (2).
-const REPLY_ARGS: usize = 4;
+/// Arguments of the Request: completion (2), address (2), op, type, order, operands
+/// (2 + 2), result location (2, null for a non-fetching operation).
+const REQUEST_ARGS: usize = 13;
+/// Arguments of the Reply: completion (2), result location (2), the value's size,
+/// fetched value (2).
+const REPLY_ARGS: usize = 7;
 
 const ACQUIRE: u32 = 1;
 const RELEASE: u32 = 2;
-
-/// What the initiator keeps of an operation in flight, until its Reply.
-struct Pending {
-    done: Arc<OpHandle>,
-    /// Where a fetching operation's value goes (null for the others).
-    result: *mut u8,
-    /// The size of the value (the data type's).
-    size: usize,
-}
 
 /// The environment variable that chooses the path of operations on mapped targets:
 /// `auto` (the default: the mapping) or `am` (messages, for tests and benchmarks).
@@ -113,19 +105,15 @@ pub(super) unsafe fn send<T: AtomicType>(
     order: MemOrder,
     flags: Flags,
 ) -> Result<Completion, NoOp> {
-    let done = OpHandle::new();
-    let pending = Box::new(Pending {
-        done: done.clone(),
-        result: if opcode.is_fetching() {
-            result.cast()
-        } else {
-            std::ptr::null_mut()
-        },
-        size: std::mem::size_of::<T>(),
-    });
-    let record = Box::into_raw(pending) as u64;
+    let (done, name) = OpName::counted(1);
+    let result = if opcode.is_fetching() {
+        result
+    } else {
+        std::ptr::null_mut()
+    };
     let bits = u32::from(order.acquire) * ACQUIRE + u32::from(order.release) * RELEASE;
-    let [r0, r1] = split_u64(record);
+    let [r0, r1] = name.0;
+    let [p0, p1] = split_u64(result as usize as u64);
     let [a0, a1] = split_u64(addr as u64);
     let [x0, x1] = split_u64(operand1.to_bits());
     let [y0, y1] = split_u64(operand2.to_bits());
@@ -141,6 +129,8 @@ pub(super) unsafe fn send<T: AtomicType>(
         x1,
         y0,
         y1,
+        p0,
+        p1,
     ];
     // The request is ordered after every access this thread made before (a release
     // needs nothing more: the message carries them); the owner's handler orders the
@@ -154,8 +144,7 @@ pub(super) unsafe fn send<T: AtomicType>(
     match sent {
         Ok(()) => Ok(Completion::Pending(done)),
         Err(NoOp) => {
-            // SAFETY: the record was not sent: this is its only owner.
-            drop(unsafe { Box::from_raw(record as usize as *mut Pending) });
+            name.unsent();
             Err(NoOp)
         }
     }
@@ -206,8 +195,9 @@ fn on_request(token: &Token<'_>, args: &[u32]) {
         }
     };
     let [v0, v1] = split_u64(op0);
+    let reply = [args[0], args[1], args[11], args[12], size as u32, v0, v1];
     token
-        .reply_short(REPLY_HANDLER, &[args[0], args[1], v0, v1], Flags::NONE)
+        .reply_short(REPLY_HANDLER, &reply, Flags::NONE)
         .expect("a Reply without IMMEDIATE waits for room");
 }
 
@@ -223,17 +213,16 @@ unsafe fn apply<T: AtomicType>(local: usize, op: Op, op1: u64, op2: u64, order: 
 
 /// The initiator's handler: stores the fetched value, then completes the operation.
 fn on_reply(_token: &Token<'_>, args: &[u32]) {
-    let record = join_u64(args[0], args[1]) as usize as *mut Pending;
-    // SAFETY: the record was leaked by `send` in this process and travelled to the
-    // owner and back unchanged; each Request gets one Reply, so this is its one use.
-    let pending = unsafe { Box::from_raw(record) };
-    if !pending.result.is_null() {
-        let value = join_u64(args[2], args[3]);
-        // SAFETY: the result location is valid for writes of the value's type, aligned
-        // for it (checked at initiation), until completion (`send`'s contract).
-        unsafe { write_value(pending.result, pending.size, value) };
+    let result = join_u64(args[2], args[3]) as usize as *mut u8;
+    if !result.is_null() {
+        let value = join_u64(args[5], args[6]);
+        // SAFETY: the result location `send` sent, which travelled to the owner and
+        // back unchanged with the size of its data type: valid for writes of the
+        // value's type, aligned for it (checked at initiation), until completion
+        // (`send`'s contract), which follows.
+        unsafe { write_value(result, args[4] as usize, value) };
     }
-    pending.done.complete();
+    OpName::answered(args);
 }
 
 /// Writes the low `size` bytes of `value` as a native integer of that size.

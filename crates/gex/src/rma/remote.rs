@@ -5,7 +5,7 @@
 //! AM-based conduits do for every transfer.
 //!
 //! * A put sends its bytes in Medium Requests to [`PUT_HANDLER`], each carrying the
-//!   address of its piece and the name of its completion ([`Name`]); the
+//!   address of its piece and the name of its completion ([`OpName`]); the
 //!   owner copies the piece into its segment and answers with a Short Reply to
 //!   [`ACK_HANDLER`].
 //! * A get sends a Short Request to [`GET_HANDLER`] per piece (address, length, where
@@ -19,7 +19,7 @@
 //!   scatters to the runs' destinations.
 //!
 //! The messages name the transfer's completion, an [`OpHandle`] awaiting one answer per
-//! piece ([`Name`]); the answer to the last piece completes it, as the conduit's own
+//! piece ([`OpName`]); the answer to the last piece completes it, as the conduit's own
 //! completion would be. The handle of an NB or NBI transfer outlives the call, so it
 //! is on the heap, and the messages hold a reference to it that the last answer
 //! releases; a blocking call keeps it on its stack and waits there ([`Blocking`]),
@@ -30,7 +30,9 @@
 
 use std::sync::Arc;
 
-use crate::am::{join_u64, split_u64, AmCategory, AmEntry, AmIndex, AmRole, Token};
+use crate::am::{
+    join_u64, split_u64, AmCategory, AmEntry, AmIndex, AmRole, Blocking, OpName, Token,
+};
 use crate::conduit::{AddressError, Completion, Conduit, OpHandle, Rank};
 use crate::runtime::Runtime;
 use crate::{Flags, Lc};
@@ -54,67 +56,6 @@ pub(crate) const DATA_RUNS_HANDLER: AmIndex = 19;
 /// Bytes of a run's entry in a message of runs: its address (8) and length (4), read
 /// byte by byte (a put's entries fall wherever the previous run's bytes end).
 const ENTRY: usize = 12;
-
-/// How the messages of a transfer name its completion, as two arguments: the address
-/// of its [`OpHandle`] (aligned to 8), with the low bit set when the messages hold a
-/// reference to it (an `Arc` of an NB or NBI transfer, [`Name::counted`]) that the last
-/// answer releases, clear when a blocking call waits for it on its stack
-/// ([`Blocking`]).
-#[derive(Clone, Copy)]
-struct Name([u32; 2]);
-
-impl Name {
-    /// The completion of a transfer of `parts` pieces that outlives the call: its
-    /// handle, and its name, which holds a reference.
-    fn counted(parts: usize) -> (Arc<OpHandle>, Name) {
-        let op = Arc::new(OpHandle::awaiting(parts));
-        let raw = Arc::into_raw(op.clone()) as usize as u64;
-        (op, Name(split_u64(raw | 1)))
-    }
-
-    /// Marks one piece of the transfer named by `args[0..2]` answered; the last answer
-    /// completes the transfer and releases the messages' reference if they hold one.
-    fn answered(args: &[u32]) {
-        let name = join_u64(args[0], args[1]);
-        let op = (name & !1) as usize as *const OpHandle;
-        // SAFETY: a handle named in this process, which travelled to the owner and back
-        // unchanged; it lives until its last piece is answered (by the messages'
-        // reference, or the blocking call's wait), which is this one at the earliest.
-        // `part_done` touches it no more after the completion.
-        if unsafe { (*op).part_done() } && name & 1 != 0 {
-            // SAFETY: the reference `counted` gave the messages, released once: by the
-            // last answer.
-            drop(unsafe { Arc::from_raw(op) });
-        }
-    }
-}
-
-/// The completion of a blocking transfer, on the caller's stack: dropping it waits
-/// until the transfer completes, both when the call returns and when it unwinds (a
-/// handler run while it waits panicked), since the answers still name it.
-struct Blocking<'a> {
-    rt: &'a Runtime,
-    op: OpHandle,
-}
-
-impl<'a> Blocking<'a> {
-    fn new(rt: &'a Runtime, parts: usize) -> Blocking<'a> {
-        Blocking {
-            rt,
-            op: OpHandle::awaiting(parts),
-        }
-    }
-
-    fn name(&self) -> Name {
-        Name(split_u64(&self.op as *const OpHandle as usize as u64))
-    }
-}
-
-impl Drop for Blocking<'_> {
-    fn drop(&mut self) {
-        self.rt.wait_until(|| self.op.is_done());
-    }
-}
 
 /// What the initiator keeps of a message of get runs until its answer: each run's
 /// destination and length, in the message's order, and the message's completion.
@@ -283,7 +224,7 @@ fn put_by_messages(rt: &Runtime, call: &str, rank: Rank, addr: usize, src: &[u8]
     if src.is_empty() {
         return Completion::Done;
     }
-    let (op, name) = Name::counted(pieces(rt, src.len()));
+    let (op, name) = OpName::counted(pieces(rt, src.len()));
     send_put(rt, call, rank, addr, src, name);
     Completion::Pending(op)
 }
@@ -311,7 +252,7 @@ unsafe fn get_by_messages(
     if len == 0 {
         return Completion::Done;
     }
-    let (op, name) = Name::counted(pieces(rt, len));
+    let (op, name) = OpName::counted(pieces(rt, len));
     // SAFETY: the caller's contract, until the completion `op`.
     unsafe { send_get(rt, call, dst, rank, addr, len, name) };
     Completion::Pending(op)
@@ -337,7 +278,7 @@ unsafe fn get_by_messages_blocking(
 }
 
 /// Sends the pieces of a put named `name`.
-fn send_put(rt: &Runtime, call: &str, rank: Rank, addr: usize, src: &[u8], name: Name) {
+fn send_put(rt: &Runtime, call: &str, rank: Rank, addr: usize, src: &[u8], name: OpName) {
     let [r0, r1] = name.0;
     for (i, bytes) in src.chunks(piece(rt)).enumerate() {
         let [a0, a1] = split_u64((addr + i * piece(rt)) as u64);
@@ -358,7 +299,7 @@ unsafe fn send_get(
     rank: Rank,
     addr: usize,
     len: usize,
-    name: Name,
+    name: OpName,
 ) {
     let [r0, r1] = name.0;
     let step = piece(rt);
@@ -401,7 +342,7 @@ fn on_put(token: &Token<'_>, payload: &[u8], args: &[u32]) {
 }
 
 fn on_ack(_token: &Token<'_>, args: &[u32]) {
-    Name::answered(args);
+    OpName::answered(args);
 }
 
 /// The owner's get handler: answers with the piece's bytes.
@@ -428,7 +369,7 @@ fn on_data(_token: &Token<'_>, payload: &[u8], args: &[u32]) {
     // valid until the completion (its contract), made by this piece at the earliest;
     // the owner sent exactly the piece's length.
     unsafe { std::ptr::copy_nonoverlapping(payload.as_ptr(), dst, payload.len()) };
-    Name::answered(args);
+    OpName::answered(args);
 }
 
 /// The small runs of one VIS operation to one rank this process does not map, gathered
@@ -529,7 +470,7 @@ impl Runs {
             GET_RUNS_HANDLER
         };
         let (done, [r0, r1]) = if self.dsts.is_empty() {
-            let (op, name) = Name::counted(1);
+            let (op, name) = OpName::counted(1);
             (op, name.0)
         } else {
             // A message of get runs has one answer, which scatters its bytes to the
