@@ -108,13 +108,33 @@ impl OpHandle {
         Arc::new(OpHandle::default())
     }
     /// An operation of `parts` parts (at least one), complete when each is done
-    /// ([`OpHandle::part_done`]). Not in an `Arc`: a blocking call keeps it on its stack.
+    /// ([`OpHandle::part_done`]).
     pub(crate) fn awaiting(parts: usize) -> OpHandle {
         debug_assert!(parts > 0, "an operation of no parts");
         OpHandle {
             done: AtomicBool::new(false),
             left: AtomicUsize::new(parts),
         }
+    }
+    /// A handle that no operation uses, ready for [`OpHandle::restart`].
+    pub(crate) fn idle() -> OpHandle {
+        OpHandle {
+            done: AtomicBool::new(true),
+            left: AtomicUsize::new(0),
+        }
+    }
+    /// Makes a complete handle await `parts` parts again, as [`OpHandle::awaiting`]
+    /// does; false, changing nothing, if it is not complete (an operation still uses
+    /// it). Only its owner restarts it.
+    pub(crate) fn restart(&self, parts: usize) -> bool {
+        // Acquire: the last part's stores, and its completion, happen before the reuse
+        // (the completion is the last access of the operation that made it).
+        if !self.done.load(Ordering::Acquire) {
+            return false;
+        }
+        self.left.store(parts, Ordering::Relaxed);
+        self.done.store(false, Ordering::Relaxed);
+        true
     }
     /// Marks the operation complete (called by the conduit).
     pub(crate) fn complete(&self) {

@@ -22,8 +22,8 @@
 //! piece ([`OpName`]); the answer to the last piece completes it, as the conduit's own
 //! completion would be. The handle of an NB or NBI transfer outlives the call, so it
 //! is on the heap, and the messages hold a reference to it that the last answer
-//! releases; a blocking call keeps it on its stack and waits there ([`Blocking`]),
-//! which saves an allocation and its free on every blocking put and get. The initiator
+//! releases; a blocking call waits on its thread's own handle (`am::blocking`), which
+//! saves an allocation and its free on every blocking put and get. The initiator
 //! checked the range against the owner's segment before any message left; the owner
 //! checks it again against its own. The owner's handlers need its attentiveness, as
 //! every AM does: a transfer completes once the owner polls.
@@ -31,7 +31,7 @@
 use std::sync::Arc;
 
 use crate::am::{
-    join_u64, split_u64, AmCategory, AmEntry, AmIndex, AmRole, Blocking, OpName, Token,
+    join_u64, split_u64, AmCategory, AmEntry, AmIndex, AmRole, OpName, Sending, Token,
 };
 use crate::conduit::{AddressError, Completion, Conduit, OpHandle, Rank};
 use crate::runtime::Runtime;
@@ -225,16 +225,16 @@ fn put_by_messages(rt: &Runtime, call: &str, rank: Rank, addr: usize, src: &[u8]
         return Completion::Done;
     }
     let (op, name) = OpName::counted(pieces(rt, src.len()));
-    send_put(rt, call, rank, addr, src, name);
+    send_put(rt, call, rank, addr, src, &Sending::new(name));
     Completion::Pending(op)
 }
 
 #[inline(never)]
 fn put_by_messages_blocking(rt: &Runtime, call: &str, rank: Rank, addr: usize, src: &[u8]) {
     if !src.is_empty() {
-        let waited = Blocking::new(rt, pieces(rt, src.len()));
-        send_put(rt, call, rank, addr, src, waited.name());
-        // Dropping `waited` waits for the answers.
+        crate::am::blocking(rt, pieces(rt, src.len()), |sending| {
+            send_put(rt, call, rank, addr, src, sending);
+        });
     }
 }
 
@@ -254,7 +254,7 @@ unsafe fn get_by_messages(
     }
     let (op, name) = OpName::counted(pieces(rt, len));
     // SAFETY: the caller's contract, until the completion `op`.
-    unsafe { send_get(rt, call, dst, rank, addr, len, name) };
+    unsafe { send_get(rt, call, dst, rank, addr, len, &Sending::new(name)) };
     Completion::Pending(op)
 }
 
@@ -270,25 +270,26 @@ unsafe fn get_by_messages_blocking(
     len: usize,
 ) {
     if len > 0 {
-        let waited = Blocking::new(rt, pieces(rt, len));
-        // SAFETY: the caller's contract, until `waited`'s drop has waited for the
-        // completion.
-        unsafe { send_get(rt, call, dst, rank, addr, len, waited.name()) };
+        crate::am::blocking(rt, pieces(rt, len), |sending| {
+            // SAFETY: the caller's contract; `blocking` waits for the completion.
+            unsafe { send_get(rt, call, dst, rank, addr, len, sending) };
+        });
     }
 }
 
-/// Sends the pieces of a put named `name`.
-fn send_put(rt: &Runtime, call: &str, rank: Rank, addr: usize, src: &[u8], name: OpName) {
-    let [r0, r1] = name.0;
+/// Sends the pieces of a put, counting each as sent.
+fn send_put(rt: &Runtime, call: &str, rank: Rank, addr: usize, src: &[u8], sending: &Sending) {
+    let [r0, r1] = sending.name();
     for (i, bytes) in src.chunks(piece(rt)).enumerate() {
         let [a0, a1] = split_u64((addr + i * piece(rt)) as u64);
         // The bytes are copied into the message before this returns: the source is
         // free again at once, as a put's local completion may say.
         crate::am::send_internal_medium(rt, call, rank, PUT_HANDLER, &[r0, r1, a0, a1], bytes);
+        sending.one();
     }
 }
 
-/// Sends the pieces of a get named `name`, each carrying where its bytes go.
+/// Sends the pieces of a get, each carrying where its bytes go, counting each as sent.
 ///
 /// # Safety
 /// As for [`get`], until the completion that `name` names.
@@ -299,9 +300,9 @@ unsafe fn send_get(
     rank: Rank,
     addr: usize,
     len: usize,
-    name: OpName,
+    sending: &Sending,
 ) {
-    let [r0, r1] = name.0;
+    let [r0, r1] = sending.name();
     let step = piece(rt);
     let mut at = 0;
     while at < len {
@@ -311,6 +312,7 @@ unsafe fn send_get(
         let args = [r0, r1, a0, a1, n as u32, d0, d1];
         crate::am::send_internal(rt, call, rank, GET_HANDLER, &args, Flags::NONE)
             .expect("a send without Flags::IMMEDIATE waits for room");
+        sending.one();
         at += n;
     }
 }
