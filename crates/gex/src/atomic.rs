@@ -371,7 +371,7 @@ impl AtomicDomain {
         let args = (tgt_rank, tgt_addr, opcode, operand1, operand2, flags);
         // SAFETY: the caller's contract, passed on.
         unsafe {
-            self.initiate(call, result, args, |c| match c {
+            self.initiate(call, result, args, false, |c| match c {
                 Ok(c) => {
                     let e = Event::from_completion(c);
                     let handle = e.gasp_handle();
@@ -384,7 +384,8 @@ impl AtomicDomain {
 
     /// Checks and performs an operation inside its GASP event, handing its completion
     /// to `finish`, which returns what the call returns and the operation's GASP handle
-    /// (the one place the three forms share).
+    /// (the one place the three forms share). A `blocking` call's operation has
+    /// completed when `finish` gets it.
     ///
     /// # Safety
     /// As for [`op_nb`](AtomicDomain::op_nb), until `finish`'s completion is
@@ -396,6 +397,7 @@ impl AtomicDomain {
         call: &'static str,
         result: *mut T,
         (tgt_rank, tgt_addr, opcode, operand1, operand2, flags): (Rank, usize, Op, T, T, Flags),
+        blocking: bool,
         finish: impl FnOnce(Result<Completion, NoOp>) -> (R, u64),
     ) -> R {
         let target = self.check::<T>(call, result, tgt_rank, tgt_addr, opcode, flags);
@@ -413,7 +415,7 @@ impl AtomicDomain {
         // the caller's to keep valid.
         let c = unsafe {
             run(
-                call, &target, tgt_addr, result, opcode, operand1, operand2, flags,
+                call, &target, tgt_addr, result, opcode, operand1, operand2, flags, blocking,
             )
         };
         let (r, _handle) = finish(c);
@@ -458,7 +460,7 @@ impl AtomicDomain {
         let args = (tgt_rank, tgt_addr, opcode, operand1, operand2, flags);
         // SAFETY: the caller's contract, passed on.
         unsafe {
-            self.initiate(CALL, result, args, |c| match c {
+            self.initiate(CALL, result, args, false, |c| match c {
                 Ok(c) => {
                     let handle = event::nbi_handle(&c);
                     event::track_nbi(nbi_category(opcode), c);
@@ -498,7 +500,7 @@ impl AtomicDomain {
         // SAFETY: `out` lives until the operation is complete, below, and is read only
         // after that, for a fetching operation, which wrote it.
         unsafe {
-            self.initiate(CALL, out.as_mut_ptr(), args, |c| {
+            self.initiate(CALL, out.as_mut_ptr(), args, true, |c| {
                 // Complete before the event's END: nothing is left to synchronize.
                 let c = c.expect("a call without IMMEDIATE waits for room");
                 event::complete_blocking(rt, c);
@@ -511,7 +513,8 @@ impl AtomicDomain {
 
 /// Performs the operation on a checked target: on the mapping here, storing a fetched
 /// value in `result` (complete at return), or by a message to the owner of a target
-/// this process does not map (`remote`); `NoOp` only for the latter, with `IMMEDIATE`.
+/// this process does not map (`remote`), complete at return too for a `blocking` call;
+/// `NoOp` only for the latter, with `IMMEDIATE`.
 ///
 /// # Safety
 /// `target` comes from [`AtomicDomain::check`] for `T` and `opcode`, at `addr`; for a
@@ -527,26 +530,32 @@ unsafe fn run<T: AtomicType>(
     operand1: T,
     operand2: T,
     flags: Flags,
+    blocking: bool,
 ) -> Result<Completion, NoOp> {
     let order = MemOrder {
         acquire: flags.contains(Flags::AD_ACQ),
         release: flags.contains(Flags::AD_REL),
     };
     let Some(local) = target.local else {
-        // SAFETY: the target is checked; `result` is the caller's to keep valid.
+        let req = remote::Request {
+            rank: target.rank,
+            addr,
+            result,
+            opcode,
+            operand1,
+            operand2,
+            order,
+        };
+        let rt = runtime(call);
+        // SAFETY: the target is checked; `result` is the caller's to keep valid (for a
+        // blocking call, until it returns).
         return unsafe {
-            remote::send(
-                runtime(call),
-                call,
-                target.rank,
-                addr,
-                result,
-                opcode,
-                operand1,
-                operand2,
-                order,
-                flags,
-            )
+            if blocking {
+                remote::send_blocking(rt, call, &req);
+                Ok(Completion::Done)
+            } else {
+                remote::send(rt, call, &req, flags)
+            }
         };
     };
     // SAFETY: the target is a `T` in a segment mapped for the life of the job, aligned

@@ -654,3 +654,63 @@ fn create_with_different_arguments_fails_the_job() {
         "{report}"
     );
 }
+
+/// An operation refused under `IMMEDIATE` ("returns non-zero ... without initiating"
+/// when it would block) did nothing and keeps nothing: while rank 1 stays out of the
+/// library, rank 0 sends fetch-adds by messages with `IMMEDIATE` until one is refused
+/// (the owner's queue full); once rank 1 polls again, its word counts exactly the
+/// operations accepted, and they fetched each count below that once.
+#[test]
+fn refused_immediate_operation_does_nothing() {
+    spmd_with(on_path(2, "am"), || {
+        let (client, _ep, team) = Client::init("AD_REFUSED", Flags::NONE).unwrap();
+        let _seg = Segment::attach(&team, SEG).unwrap();
+        let bases = common::segment_bases(&team);
+        let ad = AtomicDomain::create(&team, Dt::U64, OpSet::from(Op::FAdd), Flags::NONE);
+        team.barrier();
+        if team.rank() == 1 {
+            // Out of the library: nothing handles rank 0's requests meanwhile.
+            std::thread::sleep(std::time::Duration::from_millis(300));
+        } else {
+            const LIMIT: usize = 100_000;
+            let mut fetched = vec![u64::MAX; LIMIT];
+            let mut events = Vec::new();
+            let out = fetched.as_mut_ptr();
+            for i in 0..LIMIT {
+                // SAFETY: `fetched` is not touched again until every event is waited for.
+                let sent = unsafe {
+                    ad.op_nb(out.add(i), 1, bases[1], Op::FAdd, 1u64, 0, Flags::IMMEDIATE)
+                };
+                match sent {
+                    Ok(ev) => events.push(ev),
+                    Err(gex::NoOp) => break,
+                }
+            }
+            let accepted = events.len();
+            assert!(accepted < LIMIT, "no fetch-add refused while rank 1 slept");
+            for ev in events {
+                ev.wait();
+            }
+            let mut got = fetched[..accepted].to_vec();
+            got.sort_unstable();
+            assert!(
+                got.iter().copied().eq(0..accepted as u64),
+                "the accepted fetch-adds fetched {:?}..",
+                &got[..got.len().min(8)]
+            );
+            assert_eq!(
+                fetched[accepted],
+                u64::MAX,
+                "the refused one wrote its result"
+            );
+            let now = ad.op_blocking(1, bases[1], Op::FAdd, 0u64, 0, Flags::NONE);
+            assert_eq!(
+                now,
+                Some(accepted as u64),
+                "rank 1's word after the accepted ones"
+            );
+        }
+        team.barrier();
+        client.finalize();
+    });
+}

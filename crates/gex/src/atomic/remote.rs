@@ -84,70 +84,97 @@ pub(crate) fn handler_entries() -> [AmEntry; 2] {
     ]
 }
 
-/// Sends the operation to `rank`, the owner of `addr` (an aligned `T` inside its
-/// segment, checked by the caller), and returns its pending completion; or `NoOp`,
-/// having done nothing, if `flags` has `IMMEDIATE` and the owner's queue is full.
+/// An operation on a target this process does not map, for its owner.
+pub(super) struct Request<T> {
+    /// The owner of the target.
+    pub(super) rank: Rank,
+    /// The target: an aligned `T` inside the owner's segment (checked by the caller).
+    pub(super) addr: usize,
+    /// Where a fetching operation's value goes (unused by the others).
+    pub(super) result: *mut T,
+    pub(super) opcode: Op,
+    pub(super) operand1: T,
+    pub(super) operand2: T,
+    pub(super) order: MemOrder,
+}
+
+impl<T: AtomicType> Request<T> {
+    /// The Request's arguments, naming the completion `name`.
+    fn args(&self, name: [u32; 2]) -> [u32; REQUEST_ARGS] {
+        let result = if self.opcode.is_fetching() {
+            self.result
+        } else {
+            std::ptr::null_mut()
+        };
+        let order = self.order;
+        let bits = u32::from(order.acquire) * ACQUIRE + u32::from(order.release) * RELEASE;
+        let [p0, p1] = split_u64(result as usize as u64);
+        let [a0, a1] = split_u64(self.addr as u64);
+        let [x0, x1] = split_u64(self.operand1.to_bits());
+        let [y0, y1] = split_u64(self.operand2.to_bits());
+        [
+            name[0],
+            name[1],
+            a0,
+            a1,
+            self.opcode.bit(),
+            T::DT.bit(),
+            bits,
+            x0,
+            x1,
+            y0,
+            y1,
+            p0,
+            p1,
+        ]
+    }
+}
+
+/// Sends the operation to the owner of its target and returns its pending completion;
+/// or `NoOp`, having done nothing, if `flags` has `IMMEDIATE` and the owner's queue is
+/// full. The request is ordered after every access this thread made before (a release
+/// needs nothing more: the message carries them); the owner's handler orders the
+/// operation itself.
 ///
 /// # Safety
-/// For a fetching operation `result` must be valid for writes of a `T` until the
+/// For a fetching operation `req.result` must be valid for writes of a `T` until the
 /// completion is done.
-#[allow(clippy::too_many_arguments)]
 #[inline(never)]
 pub(super) unsafe fn send<T: AtomicType>(
     rt: &Runtime,
     call: &str,
-    rank: Rank,
-    addr: usize,
-    result: *mut T,
-    opcode: Op,
-    operand1: T,
-    operand2: T,
-    order: MemOrder,
+    req: &Request<T>,
     flags: Flags,
 ) -> Result<Completion, NoOp> {
     let (done, name) = OpName::counted(1);
-    let result = if opcode.is_fetching() {
-        result
-    } else {
-        std::ptr::null_mut()
-    };
-    let bits = u32::from(order.acquire) * ACQUIRE + u32::from(order.release) * RELEASE;
-    let [r0, r1] = name.0;
-    let [p0, p1] = split_u64(result as usize as u64);
-    let [a0, a1] = split_u64(addr as u64);
-    let [x0, x1] = split_u64(operand1.to_bits());
-    let [y0, y1] = split_u64(operand2.to_bits());
-    let args = [
-        r0,
-        r1,
-        a0,
-        a1,
-        opcode.bit(),
-        T::DT.bit(),
-        bits,
-        x0,
-        x1,
-        y0,
-        y1,
-        p0,
-        p1,
-    ];
-    // The request is ordered after every access this thread made before (a release
-    // needs nothing more: the message carries them); the owner's handler orders the
-    // operation itself.
     let immediate = if flags.contains(Flags::IMMEDIATE) {
         Flags::IMMEDIATE
     } else {
         Flags::NONE
     };
-    let sent = crate::am::send_internal(rt, call, rank, REQUEST_HANDLER, &args, immediate);
-    match sent {
+    let args = req.args(name.0);
+    match crate::am::send_internal(rt, call, req.rank, REQUEST_HANDLER, &args, immediate) {
         Ok(()) => Ok(Completion::Pending(done)),
         Err(NoOp) => {
             name.unsent();
             Err(NoOp)
         }
     }
+}
+
+/// [`send`] for a blocking call (no `IMMEDIATE`): the operation has completed when this
+/// returns, its completion the thread's own (`am::blocking`).
+///
+/// # Safety
+/// For a fetching operation `req.result` must be valid for writes of a `T`.
+#[inline(never)]
+pub(super) unsafe fn send_blocking<T: AtomicType>(rt: &Runtime, call: &str, req: &Request<T>) {
+    crate::am::blocking(rt, 1, |sending| {
+        let args = req.args(sending.name());
+        crate::am::send_internal(rt, call, req.rank, REQUEST_HANDLER, &args, Flags::NONE)
+            .expect("a send without IMMEDIATE waits for room");
+        sending.one();
+    });
 }
 
 /// The owner's handler: runs the operation on its mapping and replies with `op0`.
