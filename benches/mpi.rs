@@ -34,13 +34,16 @@
 //! | `put_8B`               | `put_blocking` of 8 bytes into rank 1's segment          | net: ≤ 1.3× `put_flush_8B` |
 //! | `get_8B`               | `get_blocking` of 8 bytes of rank 1's segment            | net: `get_flush_8B` (—) |
 //! | `put_bw_1MiB`          | `put_blocking` of 1 MiB, as bandwidth                    | net: `put_flush_bw_1MiB` (—) |
+//! | `indexed_put_1000x8B`  | `indexed_put_blocking` of 1,000 runs of 8 bytes, 16 bytes apart, into rank 1's segment | net: — |
+//! | `indexed_get_1000x8B`  | `indexed_get_blocking` of the same runs                  | net: — |
 //! | `fetch_add_i64`        | a blocking `GEX_OP_FADD` of an i64 domain on a word of rank 1's segment | net: `fetch_and_op_i64` (—) |
 //! | `barrier`              | `Team::barrier_nb().wait()`, both ranks                  | net: ≤ 1.3× `barrier` (raw) |
 //! | `broadcast_1MiB`       | `Team::broadcast_nb` of 1 MiB, the root alternating, time per broadcast | net: `bcast_1MiB` (—) |
 //!
 //! Between hosts `put_8B` and `get_8B` travel as Active Messages to rank 1, which copies
-//! (the conduit leaves transfers of at most `GEX_MPI_AM_RMA_MAX` bytes to messages);
-//! `put_bw_1MiB` and `broadcast_1MiB` take the MPI window.
+//! (the conduit leaves transfers of at most `GEX_MPI_AM_RMA_MAX` bytes to messages), and
+//! the indexed figures' runs share messages of runs; `put_bw_1MiB` and `broadcast_1MiB`
+//! take the MPI window. The indexed figures have no raw baseline between hosts.
 //!
 //! Within a host every `mpi.host.<figure>` is related to `smp.<figure>`: time ≤ 1.2×
 //! (bandwidth and rate ≥ 1/1.2×). The raw baselines (`mpi/raw.rs`, MPI calls through rsmpi's
@@ -238,13 +241,15 @@ fn run_figures(job: &RankJob, path: Path, area: Area, barrier: &dyn Fn()) {
 
 /// The figures of every path, and whether they are bandwidths or rates (a higher ratio is
 /// better) or times.
-const FIGURES: [(&str, bool); 9] = [
+const FIGURES: [(&str, bool); 11] = [
     ("am_short_roundtrip", false),
     ("rpc_roundtrip", false),
     ("am_medium_rate", true),
     ("put_8B", false),
     ("get_8B", false),
     ("put_bw_1MiB", true),
+    ("indexed_put_1000x8B", false),
+    ("indexed_get_1000x8B", false),
     ("fetch_add_i64", false),
     ("barrier", false),
     ("broadcast_1MiB", false),

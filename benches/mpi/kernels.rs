@@ -37,8 +37,14 @@ const ARRIVE_OFF: usize = 192;
 const BW_OFF: usize = 4096;
 const BCAST_SRC: usize = BW_OFF + BW_BYTES;
 const BCAST_DST: usize = BCAST_SRC + BCAST_BYTES;
+/// The runs of the indexed figures: [`VIS_RUNS`] runs of [`VIS_RUN`] bytes,
+/// [`VIS_STRIDE`] bytes apart.
+const VIS_OFF: usize = BCAST_DST + BCAST_BYTES;
+const VIS_RUNS: usize = 1000;
+const VIS_RUN: usize = 8;
+const VIS_STRIDE: usize = 16;
 /// Bytes of each rank's area.
-pub(crate) const AREA_BYTES: usize = BCAST_DST + BCAST_BYTES;
+pub(crate) const AREA_BYTES: usize = VIS_OFF + VIS_RUNS * VIS_STRIDE;
 const BCAST_SEED: u64 = 0x5eed_0c00;
 const POISON: u8 = 0xee;
 
@@ -222,6 +228,59 @@ fn get_8b(a: Area, name: String) -> Bench<'static> {
     })
 }
 
+/// The owner addresses of the indexed figures' runs in rank 1's area.
+fn vis_runs(a: Area) -> Vec<usize> {
+    (0..VIS_RUNS)
+        .map(|i| a.peer + VIS_OFF + i * VIS_STRIDE)
+        .collect()
+}
+
+/// `indexed_put_1000x8B`: one `indexed_put_blocking` of the runs into rank 1's area
+/// (between hosts, messages of runs: `rma/remote.rs`), every run holding the sample's
+/// number; read back with an indexed get once and checked.
+fn indexed_put(a: Area, name: String) -> Bench<'static> {
+    let team = a.team;
+    let dst = vis_runs(a);
+    let mut n = 0u64;
+    let mut checked = false;
+    solo_polled(name.clone(), Unit::Latency, team, move |iters| {
+        n += 1;
+        let src = vec![n.to_ne_bytes(); VIS_RUNS];
+        let t = time_iters(iters, || {
+            team.indexed_put_blocking(1, &dst, VIS_RUN, black_box(&src), Flags::NONE)
+                .unwrap();
+        });
+        if !checked {
+            let mut back = vec![[0u8; VIS_RUN]; VIS_RUNS];
+            team.indexed_get_blocking(&mut back, 1, &dst, VIS_RUN, Flags::NONE)
+                .unwrap();
+            assert!(back == src, "{name}: wrong data read back");
+            checked = true;
+        }
+        t
+    })
+}
+
+/// `indexed_get_1000x8B`: one `indexed_get_blocking` of the runs from rank 1's area;
+/// every get finds the runs of one indexed put (each writes one value into all), or
+/// none yet, which it checks.
+fn indexed_get(a: Area, name: String) -> Bench<'static> {
+    let team = a.team;
+    let src = vis_runs(a);
+    let mut runs = vec![[0u8; VIS_RUN]; VIS_RUNS];
+    solo_polled(name.clone(), Unit::Latency, team, move |iters| {
+        let t = time_iters(iters, || {
+            team.indexed_get_blocking(black_box(&mut runs), 1, &src, VIS_RUN, Flags::NONE)
+                .unwrap();
+        });
+        assert!(
+            runs.iter().all(|r| *r == runs[0]),
+            "{name}: the runs hold different puts"
+        );
+        t
+    })
+}
+
 /// `fetch_add_i64`: a blocking `GEX_OP_FADD` of 1 on a word of rank 1's area, with rank
 /// 1 polling; nobody else adds to it, so each returns the previous one's value plus one.
 fn fetch_add(a: Area, ad: AtomicDomain, name: String) -> Bench<'static> {
@@ -387,6 +446,8 @@ pub(crate) fn figures(f: &Figures, prefix: &str) -> (Vec<Bench<'static>>, Vec<Un
     v.push(put_8b(a, n("put_8B")));
     v.push(get_8b(a, n("get_8B")));
     v.push(put_bw(a, n("put_bw_1MiB")));
+    v.push(indexed_put(a, n("indexed_put_1000x8B")));
+    v.push(indexed_get(a, n("indexed_get_1000x8B")));
     match &f.atomics {
         Ok(ad) => v.push(fetch_add(a, ad.clone(), n("fetch_add_i64"))),
         Err(why) => unsupported.push(Unsupported {
