@@ -45,6 +45,14 @@
 //! the indexed figures' runs share messages of runs; `put_bw_1MiB` and `broadcast_1MiB`
 //! take the MPI window. The indexed figures have no raw baseline between hosts.
 //!
+//! `benches/originals/README.md` sets the net figures beside GASNet-EX's own mpi
+//! conduit and UPC++ on it, measured on the same machine: its AM round trip misses 1.3×
+//! of `send_recv_pingpong` too. Part of every AM layer's distance to that baseline is
+//! MPI's own: Open MPI carries a message of at most 8 bytes (the baseline's) faster
+//! than any longer one, and an AM's header alone is longer (a raw ping-pong of 12 to 48
+//! bytes took 12-20 ns more per round trip than one of 8 in the fast state of this
+//! machine, 80-150 ns more in its slow state).
+//!
 //! Within a host every `mpi.host.<figure>` is related to `smp.<figure>`: time ≤ 1.2×
 //! (bandwidth and rate ≥ 1/1.2×). The raw baselines (`mpi/raw.rs`, MPI calls through rsmpi's
 //! `mpi::ffi` on a communicator and an `MPI_Win_create` window of their own, made as
