@@ -655,11 +655,12 @@ fn create_with_different_arguments_fails_the_job() {
     );
 }
 
-/// An operation refused under `IMMEDIATE` ("returns non-zero ... without initiating"
-/// when it would block) did nothing and keeps nothing: while rank 1 stays out of the
-/// library, rank 0 sends fetch-adds by messages with `IMMEDIATE` until one is refused
-/// (the owner's queue full); once rank 1 polls again, its word counts exactly the
-/// operations accepted, and they fetched each count below that once.
+/// An operation refused under `IMMEDIATE` ("Remote Atomic Operations": NB calls "are
+/// *permitted* to return GEX_EVENT_NO_OP to indicate that no operation was initiated")
+/// did nothing and keeps nothing: while rank 1 stays out of the library, rank 0 sends
+/// fetch-adds by messages with `IMMEDIATE` until one is refused (the owner's queue
+/// full); once rank 1 polls again, its word counts exactly the operations accepted,
+/// and they fetched each count below that once.
 #[test]
 fn refused_immediate_operation_does_nothing() {
     spmd_with(on_path(2, "am"), || {
