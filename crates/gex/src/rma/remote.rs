@@ -292,7 +292,7 @@ fn send_put(rt: &Runtime, call: &str, rank: Rank, addr: usize, src: &[u8], sendi
 /// Sends the pieces of a get, each carrying where its bytes go, counting each as sent.
 ///
 /// # Safety
-/// As for [`get`], until the completion that `name` names.
+/// As for [`get`], until the completion that `sending` names.
 unsafe fn send_get(
     rt: &Runtime,
     call: &str,
