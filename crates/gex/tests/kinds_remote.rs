@@ -326,3 +326,74 @@ fn finalization_unmaps_the_segments_of_other_ranks() {
         assert_eq!(emulated_mappings(), 0);
     });
 }
+
+/// Handlers of [`a_get_unwinding_waits_for_its_answers`].
+mod unwinding {
+    use gex::{Flags, Token};
+
+    /// Rank 1's handler of rank 0's go-ahead: answers with the Reply whose handler
+    /// panics (its index in `args[0]`).
+    pub(crate) fn go(token: &Token<'_>, args: &[u32]) {
+        token.reply_short(args[0] as u8, &[], Flags::NONE).unwrap();
+    }
+
+    pub(crate) fn boom(_token: &Token<'_>, _args: &[u32]) {
+        panic!("boom in a reply");
+    }
+}
+
+/// A get from another rank's device memory whose wait runs a handler that panics
+/// returns (unwinding) only once the pieces it sent have landed: their answers name a
+/// record on its stack and write into the caller's buffer, which the unwinding could
+/// free. With every transfer by messages, rank 0 asks rank 1 for a Reply whose handler
+/// panics, then gets many pieces from rank 1's device segment: the panicking Reply was
+/// sent first, so the panic comes out of the get, part-way; no byte may land in the
+/// buffer after that, and later gets still work.
+#[test]
+fn a_get_unwinding_waits_for_its_answers() {
+    spmd_with(options(2, false), || {
+        common::quiet_expected_panics();
+        let (client, ep, team) = Client::init("KINDS_UNWIND", Flags::NONE).unwrap();
+        let mut t = [
+            gex::AmEntry::short("go", gex::AmRole::Request, 1, unwinding::go),
+            gex::AmEntry::short("boom", gex::AmRole::Reply, 0, unwinding::boom),
+        ];
+        ep.register_handlers(&mut t).unwrap();
+        let _host = Segment::attach(&team, 16 * gex::PAGE_SIZE).unwrap();
+        let me = team.rank() as usize;
+        let mk = Mk::emulated(me as i32, 4 * MIB);
+        let seg = DeviceSegment::create(&mk, MIB).unwrap();
+        let bases = device_bases(&team, &seg);
+        // Several pieces, so that the answers keep coming after the panic.
+        let data = pattern(REGION, 1);
+        if me == 1 {
+            kinds::put(&team, 1, bases[1], &data).unwrap();
+        }
+        team.barrier();
+        if me == 0 {
+            team.request_short(1, t[0].index, &[u32::from(t[1].index)], Flags::NONE)
+                .unwrap();
+            let mut got = vec![0u8; REGION];
+            let panic = common::try_panic_message(|| kinds::get(&team, 1, bases[1], &mut got));
+            assert!(
+                panic
+                    .as_deref()
+                    .is_some_and(|m| m.contains("boom in a reply")),
+                "the get ran the panicking Reply: {panic:?}"
+            );
+            let unwound = got.clone();
+            let end = std::time::Instant::now() + std::time::Duration::from_millis(100);
+            while std::time::Instant::now() < end {
+                gex::poll();
+            }
+            assert!(got == unwound, "bytes landed after the get unwound");
+            let mut again = vec![0u8; REGION];
+            kinds::get(&team, 1, bases[1], &mut again).unwrap();
+            assert!(again == data, "a get after the unwound one");
+        }
+        team.barrier();
+        drop(seg);
+        assert_eq!(mk.allocated(), 0);
+        client.finalize();
+    });
+}

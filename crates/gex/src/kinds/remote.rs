@@ -16,8 +16,10 @@
 //! once every piece has been answered. At most [`WINDOW`] pieces are in flight, and
 //! the initiator polls while it waits, so the owner's handlers need the owner's
 //! attentiveness as every AM does. The record lives on the initiator's stack: every
-//! call returns only after every piece has been answered.
+//! call returns only after every piece has been answered, also when it unwinds (a
+//! handler run while it waits panicked: [`Answers`]).
 
+use std::cell::Cell;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 
 use crate::am::{join_u64, split_u64, AmCategory, AmEntry, AmIndex, AmRole, Token};
@@ -53,6 +55,47 @@ struct Pending {
     status: AtomicU32,
     /// A get's destination (null for a put).
     dst: *mut u8,
+}
+
+/// Waits, when dropped, until every piece sent has been answered: the answers name the
+/// record on the caller's stack, and a get's write into the caller's buffer, both of
+/// which a call that unwinds (a handler run while it waits panicked) would free. A
+/// piece counted whose send unwound is uncounted first, so that the wait ends.
+struct Answers<'a> {
+    rt: &'a Runtime,
+    pending: &'a Pending,
+    /// A piece is counted and its send has not returned.
+    sending: Cell<bool>,
+}
+
+impl<'a> Answers<'a> {
+    fn new(rt: &'a Runtime, pending: &'a Pending) -> Answers<'a> {
+        Answers {
+            rt,
+            pending,
+            sending: Cell::new(false),
+        }
+    }
+
+    /// Counts a piece, then sends it with `send`.
+    fn send(&self, send: impl FnOnce()) {
+        self.rt
+            .wait_until(|| self.pending.left.load(Ordering::Acquire) < WINDOW);
+        self.pending.left.fetch_add(1, Ordering::Relaxed);
+        self.sending.set(true);
+        send();
+        self.sending.set(false);
+    }
+}
+
+impl Drop for Answers<'_> {
+    fn drop(&mut self) {
+        if self.sending.get() {
+            self.pending.left.fetch_sub(1, Ordering::Relaxed);
+        }
+        self.rt
+            .wait_until(|| self.pending.left.load(Ordering::Acquire) == 0);
+    }
 }
 
 /// The entries of the four handlers (registered by client initialization). Unreported:
@@ -105,11 +148,12 @@ pub(super) fn put(
         dst: std::ptr::null_mut(),
     };
     let [r0, r1] = split_u64(&pending as *const Pending as u64);
+    let answers = Answers::new(rt, &pending);
     for (i, bytes) in src.chunks(piece(rt)).enumerate() {
-        rt.wait_until(|| pending.left.load(Ordering::Acquire) < WINDOW);
-        pending.left.fetch_add(1, Ordering::Relaxed);
         let [a0, a1] = split_u64(dst + (i * piece(rt)) as u64);
-        crate::am::send_internal_medium(rt, call, rank, PUT_HANDLER, &[r0, r1, a0, a1], bytes);
+        answers.send(|| {
+            crate::am::send_internal_medium(rt, call, rank, PUT_HANDLER, &[r0, r1, a0, a1], bytes)
+        });
     }
     finish(rt, call, rank, dst, &pending)
 }
@@ -129,17 +173,18 @@ pub(super) fn get(
         dst: dst.as_mut_ptr(),
     };
     let [r0, r1] = split_u64(&pending as *const Pending as u64);
+    let answers = Answers::new(rt, &pending);
     let step = piece(rt);
     let mut at = 0;
     while at < dst.len() {
         let len = step.min(dst.len() - at);
-        rt.wait_until(|| pending.left.load(Ordering::Acquire) < WINDOW);
-        pending.left.fetch_add(1, Ordering::Relaxed);
         let [a0, a1] = split_u64(src + at as u64);
         let [o0, o1] = split_u64(at as u64);
         let args = [r0, r1, a0, a1, len as u32, o0, o1];
-        crate::am::send_internal(rt, call, rank, GET_HANDLER, &args, Flags::NONE)
-            .expect("a send without Flags::IMMEDIATE waits for room");
+        answers.send(|| {
+            crate::am::send_internal(rt, call, rank, GET_HANDLER, &args, Flags::NONE)
+                .expect("a send without Flags::IMMEDIATE waits for room");
+        });
         at += len;
     }
     finish(rt, call, rank, src, &pending)
