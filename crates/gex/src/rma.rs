@@ -91,7 +91,7 @@ impl Team {
             rank,
             dest,
             src.len(),
-            remote::put_blocking(rt, "Team::put_blocking", r, dest, src),
+            remote::put(rt, "Team::put_blocking", r, dest, src, true),
         );
         event::complete_blocking(rt, c);
         gasp::end!(
@@ -130,7 +130,7 @@ impl Team {
             rank,
             dest,
             src.len(),
-            remote::put(rt, "Team::put_nbi", r, dest, src),
+            remote::put(rt, "Team::put_nbi", r, dest, src, false),
         );
         let handle = event::nbi_handle(&c);
         event::track_nbi(EventCategory::PUT, c);
@@ -164,7 +164,7 @@ impl Team {
             rank,
             dest,
             src.len(),
-            remote::put(rt, "Team::put_nb", r, dest, src),
+            remote::put(rt, "Team::put_nb", r, dest, src, false),
         );
         lc.complete_now();
         let e = Event::from_completion(c);
@@ -193,13 +193,14 @@ impl Team {
                 rank,
                 src,
                 dest.len(),
-                remote::get_blocking(
+                remote::get(
                     rt,
                     "Team::get_blocking",
                     dest.as_mut_ptr(),
                     r,
                     src,
                     dest.len(),
+                    true,
                 ),
             )
         };
@@ -239,7 +240,7 @@ impl Team {
                 rank,
                 src,
                 len,
-                remote::get(rt, "Team::get_nbi", dest, r, src, len),
+                remote::get(rt, "Team::get_nbi", dest, r, src, len, false),
             )
         };
         let handle = event::nbi_handle(&c);
@@ -277,7 +278,7 @@ impl Team {
                 rank,
                 src,
                 len,
-                remote::get(rt, "Team::get_nb", dest, r, src, len),
+                remote::get(rt, "Team::get_nb", dest, r, src, len, false),
             )
         };
         let e = Event::from_completion(c);
@@ -309,7 +310,15 @@ impl Team {
                 rank,
                 src,
                 nbytes,
-                remote::get_blocking(rt, "Team::get_val", bytes.as_mut_ptr(), r, src, nbytes),
+                remote::get(
+                    rt,
+                    "Team::get_val",
+                    bytes.as_mut_ptr(),
+                    r,
+                    src,
+                    nbytes,
+                    true,
+                ),
             )
         };
         event::complete_blocking(rt, c);
@@ -339,7 +348,14 @@ impl Team {
             rank,
             dest,
             nbytes,
-            remote::put_blocking(rt, "Team::put_val_blocking", r, dest, &bytes[..nbytes]),
+            remote::put(
+                rt,
+                "Team::put_val_blocking",
+                r,
+                dest,
+                &bytes[..nbytes],
+                true,
+            ),
         );
         event::complete_blocking(rt, c);
         gasp::end!(span, 1, GPtr::new(r, dest), src, nbytes);
@@ -367,7 +383,7 @@ impl Team {
             rank,
             dest,
             nbytes,
-            remote::put(rt, "Team::put_val_nbi", r, dest, &bytes[..nbytes]),
+            remote::put(rt, "Team::put_val_nbi", r, dest, &bytes[..nbytes], false),
         );
         let handle = event::nbi_handle(&c);
         event::track_nbi(EventCategory::PUT, c);
@@ -396,7 +412,7 @@ impl Team {
             rank,
             dest,
             nbytes,
-            remote::put(rt, "Team::put_val_nb", r, dest, &bytes[..nbytes]),
+            remote::put(rt, "Team::put_val_nb", r, dest, &bytes[..nbytes], false),
         ));
         gasp::end!(span, 1, GPtr::new(r, dest), src, nbytes, e.gasp_handle());
         Ok(e)

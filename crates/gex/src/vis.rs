@@ -268,7 +268,7 @@ impl<'t> Mover<'t> {
                     }
                     return;
                 }
-                let c = crate::rma::remote::put(t.rt, t.call, t.job, addr, bytes);
+                let c = crate::rma::remote::put(t.rt, t.call, t.job, addr, bytes, false);
                 self.pending(c.expect("the range was checked before any byte moved"));
             }
         }
@@ -294,7 +294,8 @@ impl<'t> Mover<'t> {
                     return;
                 }
                 // SAFETY: the caller's contract.
-                let c = unsafe { crate::rma::remote::get(t.rt, t.call, dst, t.job, addr, len) };
+                let c =
+                    unsafe { crate::rma::remote::get(t.rt, t.call, dst, t.job, addr, len, false) };
                 self.pending(c.expect("the range was checked before any byte moved"));
             }
         }

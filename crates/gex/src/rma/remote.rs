@@ -118,7 +118,8 @@ pub(crate) fn handler_entries() -> [AmEntry; 7] {
 
 /// Puts `src` at `addr` in job rank `rank`'s segment: by messages to the owner where
 /// the conduit asks for them (at most [`Conduit::am_rma_max`] bytes to a segment not
-/// mapped here), else through the conduit.
+/// mapped here), else through the conduit. For a `blocking` call a put by messages has
+/// completed when this returns.
 #[inline]
 pub(crate) fn put(
     rt: &Runtime,
@@ -126,32 +127,16 @@ pub(crate) fn put(
     rank: Rank,
     addr: usize,
     src: &[u8],
+    blocking: bool,
 ) -> Result<Completion, AddressError> {
     if by_messages(rt, rank, addr, src.len()) {
-        return Ok(put_by_messages(rt, call, rank, addr, src));
+        return Ok(put_by_messages(rt, call, rank, addr, src, blocking));
     }
     rt.conduit.put(rank, addr, src)
 }
 
-/// [`put`] for a call that waits for the completion: a put by messages has completed
-/// when this returns.
-#[inline]
-pub(crate) fn put_blocking(
-    rt: &Runtime,
-    call: &str,
-    rank: Rank,
-    addr: usize,
-    src: &[u8],
-) -> Result<Completion, AddressError> {
-    if by_messages(rt, rank, addr, src.len()) {
-        put_by_messages_blocking(rt, call, rank, addr, src);
-        return Ok(Completion::Done);
-    }
-    rt.conduit.put(rank, addr, src)
-}
-
-/// Gets `len` bytes at `addr` in job rank `rank`'s segment into `dst` (the path chosen
-/// as for [`put`]).
+/// Gets `len` bytes at `addr` in job rank `rank`'s segment into `dst` (the path chosen,
+/// and a `blocking` call completed, as for [`put`]).
 ///
 /// # Safety
 /// `dst` must be valid for `len` bytes of writes, and not otherwise accessed, until the
@@ -164,33 +149,11 @@ pub(crate) unsafe fn get(
     rank: Rank,
     addr: usize,
     len: usize,
+    blocking: bool,
 ) -> Result<Completion, AddressError> {
     if by_messages(rt, rank, addr, len) {
         // SAFETY: the caller's contract.
-        return Ok(unsafe { get_by_messages(rt, call, dst, rank, addr, len) });
-    }
-    // SAFETY: the caller's contract.
-    unsafe { rt.conduit.get(dst, rank, addr, len) }
-}
-
-/// [`get`] for a call that waits for the completion: a get by messages has completed
-/// when this returns.
-///
-/// # Safety
-/// As for [`get`].
-#[inline]
-pub(crate) unsafe fn get_blocking(
-    rt: &Runtime,
-    call: &str,
-    dst: *mut u8,
-    rank: Rank,
-    addr: usize,
-    len: usize,
-) -> Result<Completion, AddressError> {
-    if by_messages(rt, rank, addr, len) {
-        // SAFETY: the caller's contract.
-        unsafe { get_by_messages_blocking(rt, call, dst, rank, addr, len) };
-        return Ok(Completion::Done);
+        return Ok(unsafe { get_by_messages(rt, call, dst, (rank, addr, len), blocking) });
     }
     // SAFETY: the caller's contract.
     unsafe { rt.conduit.get(dst, rank, addr, len) }
@@ -219,23 +182,39 @@ fn pieces(rt: &Runtime, len: usize) -> usize {
     len.div_ceil(piece(rt))
 }
 
-#[inline(never)]
-fn put_by_messages(rt: &Runtime, call: &str, rank: Rank, addr: usize, src: &[u8]) -> Completion {
-    if src.is_empty() {
+/// Sends the messages of a transfer of `len` bytes with `send`: named by the thread's
+/// own handle and waited for here when `blocking` (`am::blocking`), else by a counted
+/// handle returned pending.
+fn by_messages_with(
+    rt: &Runtime,
+    len: usize,
+    blocking: bool,
+    send: impl FnOnce(&Sending),
+) -> Completion {
+    if len == 0 {
         return Completion::Done;
     }
-    let (op, name) = OpName::counted(pieces(rt, src.len()));
-    send_put(rt, call, rank, addr, src, &Sending::new(name));
+    if blocking {
+        crate::am::blocking(rt, pieces(rt, len), send);
+        return Completion::Done;
+    }
+    let (op, name) = OpName::counted(pieces(rt, len));
+    send(&Sending::new(name));
     Completion::Pending(op)
 }
 
 #[inline(never)]
-fn put_by_messages_blocking(rt: &Runtime, call: &str, rank: Rank, addr: usize, src: &[u8]) {
-    if !src.is_empty() {
-        crate::am::blocking(rt, pieces(rt, src.len()), |sending| {
-            send_put(rt, call, rank, addr, src, sending);
-        });
-    }
+fn put_by_messages(
+    rt: &Runtime,
+    call: &str,
+    rank: Rank,
+    addr: usize,
+    src: &[u8],
+    blocking: bool,
+) -> Completion {
+    by_messages_with(rt, src.len(), blocking, |sending| {
+        send_put(rt, call, rank, addr, src, sending);
+    })
 }
 
 /// # Safety
@@ -245,36 +224,14 @@ unsafe fn get_by_messages(
     rt: &Runtime,
     call: &str,
     dst: *mut u8,
-    rank: Rank,
-    addr: usize,
-    len: usize,
+    (rank, addr, len): (Rank, usize, usize),
+    blocking: bool,
 ) -> Completion {
-    if len == 0 {
-        return Completion::Done;
-    }
-    let (op, name) = OpName::counted(pieces(rt, len));
-    // SAFETY: the caller's contract, until the completion `op`.
-    unsafe { send_get(rt, call, dst, rank, addr, len, &Sending::new(name)) };
-    Completion::Pending(op)
-}
-
-/// # Safety
-/// As for [`get`].
-#[inline(never)]
-unsafe fn get_by_messages_blocking(
-    rt: &Runtime,
-    call: &str,
-    dst: *mut u8,
-    rank: Rank,
-    addr: usize,
-    len: usize,
-) {
-    if len > 0 {
-        crate::am::blocking(rt, pieces(rt, len), |sending| {
-            // SAFETY: the caller's contract; `blocking` waits for the completion.
-            unsafe { send_get(rt, call, dst, rank, addr, len, sending) };
-        });
-    }
+    by_messages_with(rt, len, blocking, |sending| {
+        // SAFETY: the caller's contract, until the completion (waited for here when
+        // `blocking`).
+        unsafe { send_get(rt, call, dst, rank, addr, len, sending) };
+    })
 }
 
 /// Sends the pieces of a put, counting each as sent.
