@@ -327,21 +327,6 @@ fn finalization_unmaps_the_segments_of_other_ranks() {
     });
 }
 
-/// Handlers of [`a_get_unwinding_waits_for_its_answers`].
-mod unwinding {
-    use gex::{Flags, Token};
-
-    /// Rank 1's handler of rank 0's go-ahead: answers with the Reply whose handler
-    /// panics (its index in `args[0]`).
-    pub(crate) fn go(token: &Token<'_>, args: &[u32]) {
-        token.reply_short(args[0] as u8, &[], Flags::NONE).unwrap();
-    }
-
-    pub(crate) fn boom(_token: &Token<'_>, _args: &[u32]) {
-        panic!("boom in a reply");
-    }
-}
-
 /// A get from another rank's device memory whose wait runs a handler that panics
 /// returns (unwinding) only once the pieces it sent have landed: their answers name a
 /// record on its stack and write into the caller's buffer, which the unwinding could
@@ -354,11 +339,7 @@ fn a_get_unwinding_waits_for_its_answers() {
     spmd_with(options(2, false), || {
         common::quiet_expected_panics();
         let (client, ep, team) = Client::init("KINDS_UNWIND", Flags::NONE).unwrap();
-        let mut t = [
-            gex::AmEntry::short("go", gex::AmRole::Request, 1, unwinding::go),
-            gex::AmEntry::short("boom", gex::AmRole::Reply, 0, unwinding::boom),
-        ];
-        ep.register_handlers(&mut t).unwrap();
+        let boom = common::am::PanickingReply::register(&ep);
         let _host = Segment::attach(&team, 16 * gex::PAGE_SIZE).unwrap();
         let me = team.rank() as usize;
         let mk = Mk::emulated(me as i32, 4 * MIB);
@@ -371,14 +352,13 @@ fn a_get_unwinding_waits_for_its_answers() {
         }
         team.barrier();
         if me == 0 {
-            team.request_short(1, t[0].index, &[u32::from(t[1].index)], Flags::NONE)
-                .unwrap();
+            boom.ask(&team, 1);
             let mut got = vec![0u8; REGION];
             let panic = common::try_panic_message(|| kinds::get(&team, 1, bases[1], &mut got));
             assert!(
                 panic
                     .as_deref()
-                    .is_some_and(|m| m.contains("boom in a reply")),
+                    .is_some_and(|m| m.contains(common::am::BOOM)),
                 "the get ran the panicking Reply: {panic:?}"
             );
             let unwound = got.clone();

@@ -294,21 +294,6 @@ fn value_based_put_and_get() {
     }
 }
 
-/// Handlers of [`blocking_get_unwinding_waits_for_its_answer`].
-mod unwinding {
-    use gex::{Flags, Token};
-
-    /// Rank 1's handler of rank 0's go-ahead: answers with the Reply whose handler
-    /// panics (its index in `args[0]`).
-    pub(crate) fn go(token: &Token<'_>, args: &[u32]) {
-        token.reply_short(args[0] as u8, &[], Flags::NONE).unwrap();
-    }
-
-    pub(crate) fn boom(_token: &Token<'_>, _args: &[u32]) {
-        panic!("boom in a reply");
-    }
-}
-
 /// A blocking get whose wait runs a handler that panics returns (unwinding) only once
 /// its bytes have landed: its answer still names the destination, which the unwinding
 /// frees. Rank 0 asks rank 1 for a Reply whose handler panics, then gets from rank 1;
@@ -321,11 +306,7 @@ fn blocking_get_unwinding_waits_for_its_answer() {
     spmd(2, || {
         common::quiet_expected_panics();
         let (client, ep, team) = Client::init("RMA_UNWIND", Flags::NONE).unwrap();
-        let mut t = [
-            gex::AmEntry::short("go", gex::AmRole::Request, 1, unwinding::go),
-            gex::AmEntry::short("boom", gex::AmRole::Reply, 0, unwinding::boom),
-        ];
-        ep.register_handlers(&mut t).unwrap();
+        let boom = common::am::PanickingReply::register(&ep);
         let seg = Segment::attach(&team, MB).unwrap();
         let bases = common::segment_bases(&team);
         let data = pattern(0x0e4d, 64);
@@ -340,8 +321,7 @@ fn blocking_get_unwinding_waits_for_its_answer() {
                 .zip(gex::testing::placement().host_of(1, 2))
                 .map(|(a, b)| a.0 != b.0);
             let mut got = vec![0u8; data.len()];
-            team.request_short(1, t[0].index, &[u32::from(t[1].index)], Flags::NONE)
-                .unwrap();
+            boom.ask(&team, 1);
             let mut panic =
                 common::try_panic_message(|| team.get_blocking(&mut got, 1, bases[1], Flags::NONE));
             assert_eq!(got, data, "the get's bytes when it returned or unwound");
@@ -351,7 +331,7 @@ fn blocking_get_unwinding_waits_for_its_answer() {
             while panic.is_none() {
                 panic = common::try_panic_message(gex::poll);
             }
-            assert!(panic.unwrap().contains("boom in a reply"));
+            assert!(panic.unwrap().contains(common::am::BOOM));
             for _ in 0..3 {
                 let mut again = vec![0u8; data.len()];
                 team.get_blocking(&mut again, 1, bases[1], Flags::NONE)
