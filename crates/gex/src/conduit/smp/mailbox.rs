@@ -10,7 +10,9 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use super::layout::{JobLayout, REPLY_SLOTS, REQUEST_SLOTS, SLOT_HEADER};
-use super::queue::{self, Queue, Reserved, SlotBounds, SlotHeader, SlotPayload};
+use super::queue::{
+    self, FirstLine, Queue, Reserved, SlotBounds, SlotHeader, SlotPayload, FIRST_LINE_ARGS,
+};
 use crate::conduit::{AmHeader, Inbound, Network, Rank};
 
 /// Largest number of messages handled per queue in one poll, so one busy sender cannot
@@ -162,15 +164,22 @@ impl Outbound {
     /// Writes the header of a message from `src` and publishes the slot.
     #[inline]
     pub(crate) fn commit(self, src: Rank, header: &AmHeader<'_>) {
+        let (first, more) = header.args.split_at(header.args.len().min(FIRST_LINE_ARGS));
+        let line = FirstLine {
+            src,
+            handler: header.handler,
+            kind: header.category as u8,
+            nargs: header.args.len() as u8,
+            pad0: 0,
+            nbytes: header.nbytes as u32,
+            pad1: 0,
+            dest_addr: header.dest_addr as u64,
+            args: std::array::from_fn(|i| first.get(i).copied().unwrap_or(0)),
+        };
         // SAFETY: the slot is claimed by us and not visible to the consumer until publish.
         let h = unsafe { &mut *(self.reserved.slot as *mut SlotHeader) };
-        h.src = src;
-        h.handler = header.handler;
-        h.kind = header.category as u8;
-        h.nargs = header.args.len() as u8;
-        h.nbytes = header.nbytes as u32;
-        h.dest_addr = header.dest_addr as u64;
-        h.args[..header.args.len()].copy_from_slice(header.args);
+        h.args[FIRST_LINE_ARGS..FIRST_LINE_ARGS + more.len()].copy_from_slice(more);
+        h.write_first_line(line);
         self.queue.publish(self.reserved);
     }
 }
