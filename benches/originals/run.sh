@@ -7,8 +7,9 @@
 #
 # Needs `upcxx` and `upcxx-meta` of a UPC++ install built with the smp and mpi
 # networks on PATH, and `mpicxx` and `mpirun` (Open MPI). Two runs of 2 ranks:
-#   smp  GASNet-EX's smp conduit: compare with `cargo bench --bench app` (2 ranks) and
-#        `cargo bench --bench upcxx`;
+#   smp  GASNet-EX's smp conduit: compare with `cargo bench --bench app` (2 ranks) and,
+#        for the RPC round trip, `cargo bench --features mpi --bench mpi`'s smp job
+#        (the same RPC; the upcxx bench's figure of that name is an empty RPC);
 #   net  GASNet-EX's mpi conduit with GASNET_SUPERNODE_MAXSIZE=1, every rank its own
 #        "host", as the mpi bench's net job runs with GEX_MPI_HOST_RANKS=1: compare
 #        with `cargo bench --features mpi --bench mpi`.
