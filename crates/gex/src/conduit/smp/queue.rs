@@ -62,9 +62,10 @@ pub(crate) const FIRST_LINE_ARGS: usize = 8;
 /// store followed by loads of the caller's header and arguments, a message took about
 /// one cross-core miss more in some builds and not in others (a Medium round trip with
 /// 7 arguments 20-50 ns slower between cores that share a cache, up to 250 ns slower
-/// between cores that do not, depending only on where the callers' stack frames lay;
-/// a load that matches a pending store's address in its low 12 bits waits for that
-/// store, and so for the line). Assembled first, the line is written by stores alone.
+/// between cores that do not, depending only on where the callers' stack frames lay: a
+/// load the store buffer cannot answer, one spanning two pending stores or matching a
+/// pending store's address in its low 12 bits, waits until the older stores reach the
+/// cache, and so for the line). Assembled first, the line is written by stores alone.
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub(crate) struct FirstLine {
