@@ -80,11 +80,19 @@ pub(crate) struct FirstLine {
     pub args: [u32; FIRST_LINE_ARGS],
 }
 
-const _: () = assert!(std::mem::offset_of!(SlotHeader, src) == 8);
-const _: () = assert!(
-    std::mem::offset_of!(SlotHeader, args) - 8 == std::mem::offset_of!(FirstLine, args)
-        && std::mem::size_of::<FirstLine>() + 8 == 64
-);
+// Every field of `FirstLine` lies where `SlotHeader` has it, 8 bytes (`seq`) earlier,
+// and the two end together at the line's end.
+const _: () = {
+    use std::mem::{offset_of, size_of};
+    assert!(offset_of!(SlotHeader, src) == 8 + offset_of!(FirstLine, src));
+    assert!(offset_of!(SlotHeader, handler) == 8 + offset_of!(FirstLine, handler));
+    assert!(offset_of!(SlotHeader, kind) == 8 + offset_of!(FirstLine, kind));
+    assert!(offset_of!(SlotHeader, nargs) == 8 + offset_of!(FirstLine, nargs));
+    assert!(offset_of!(SlotHeader, nbytes) == 8 + offset_of!(FirstLine, nbytes));
+    assert!(offset_of!(SlotHeader, dest_addr) == 8 + offset_of!(FirstLine, dest_addr));
+    assert!(offset_of!(SlotHeader, args) == 8 + offset_of!(FirstLine, args));
+    assert!(8 + size_of::<FirstLine>() == 64);
+};
 
 impl SlotHeader {
     /// Writes every field of the first cache line but `seq` (the producer's, until it
@@ -94,7 +102,7 @@ impl SlotHeader {
         // Whatever `line` was assembled from is read before the first store below.
         std::sync::atomic::compiler_fence(std::sync::atomic::Ordering::SeqCst);
         // SAFETY: `FirstLine` has the layout of the fields from `src` to the end of the
-        // line (asserted above), all plain integers; `self` is exclusive.
+        // line (asserted field by field above), all plain integers; `self` is exclusive.
         unsafe { std::ptr::write((&raw mut self.src).cast::<FirstLine>(), line) };
     }
 }
