@@ -20,9 +20,10 @@
 //! member's part, so [`Conduit::translate`] answers for same-host ranks only, and puts,
 //! gets and Long payloads to them are `memcpy`s. For the other ranks a second window,
 //! `MPI_Win_create` over the same memory on `MPI_COMM_WORLD`, is locked once
-//! (`MPI_Win_lock_all`, MPI-3 passive target, MPI 4.1 §12.5.3) and each put or get is an
-//! `MPI_Put`/`MPI_Get` followed by `MPI_Win_flush`: complete at return, so the upper
-//! half's events need nothing from `poll`. The upper half sends a put or get of at
+//! (`MPI_Win_lock_all`, MPI-3 passive target, MPI 4.1 §12.5.3). Each put is an
+//! `MPI_Put` followed by `MPI_Win_flush`, complete at return; each get is an
+//! `MPI_Rget`, whose request every poll tests with the sends in flight (`rma`), so a
+//! non-blocking get returns at once and completes in a later poll. The upper half sends a put or get of at
 //! most `GEX_MPI_AM_RMA_MAX` bytes (default [`AM_RMA_MAX`]) to such a rank as Active
 //! Messages to the owner instead ([`Conduit::am_rma_max`], `gex/rma/remote.rs`): a
 //! round trip of messages is faster than an `MPI_Put` and its flush (see `rma`).
@@ -35,8 +36,8 @@
 //! MPI, which it does in `poll`. A rank spinning on its own memory for a peer's put
 //! must therefore poll (`gex::poll`, or any call that waits: every wait polls), as
 //! GASNet-EX asks of its clients ("_Wait: Polls until success"; progress is made only
-//! inside library calls); otherwise the put's origin waits in `MPI_Win_flush` for as
-//! long as the target spins. With `osc rdma` (shared memory or an RDMA network, and
+//! inside library calls); otherwise the put's origin waits in `MPI_Win_flush`, and a
+//! get's in its polls, for as long as the target spins. With `osc rdma` (shared memory or an RDMA network, and
 //! `GEX_MPI_HOST_RANKS` on one machine) the target's NIC or memory serves the operation
 //! and no progress of the target is needed, but a client may not count on that.
 //!
@@ -647,8 +648,10 @@ impl Conduit for MpiConduit {
                 // SAFETY: inside the mapping (translate); the caller guarantees `dest`.
                 unsafe { std::ptr::copy(local as *const u8, dest, len) };
             }
-            // SAFETY: the caller's guarantee for `dest`.
-            Err(AddressError::NotMapped) => unsafe { self.get_remote(dest, src, src_addr, len)? },
+            Err(AddressError::NotMapped) => {
+                // SAFETY: the caller's guarantee for `dest`, until the completion.
+                return unsafe { self.get_remote(dest, src, src_addr, len) };
+            }
             Err(e) => return Err(e),
         }
         Ok(Completion::Done)

@@ -6,6 +6,7 @@
 
 use std::collections::VecDeque;
 use std::ffi::c_int;
+use std::sync::Arc;
 
 use ::mpi::ffi;
 
@@ -20,7 +21,7 @@ pub(crate) use wire::{long_inline, Buf};
 mod control;
 mod progress;
 mod wire;
-use crate::conduit::{AmHeader, Category, Conduit, Inbound, Network, Rank};
+use crate::conduit::{AmHeader, Category, Conduit, Inbound, Network, OpHandle, Rank};
 use control::Control;
 
 const TAG_REQUEST: c_int = 1;
@@ -82,10 +83,17 @@ pub(super) struct Cursor {
     src: Rank,
 }
 
-/// What a send in flight keeps alive until it completes.
+/// What a send in flight keeps alive until it completes, or, for a get through the
+/// window, what its completion completes.
 pub(super) enum SendBuf {
-    Msg { buf: Buf, dest: Rank, net: usize },
+    Msg {
+        buf: Buf,
+        dest: Rank,
+        net: usize,
+    },
     Control(Box<Control>),
+    /// One `MPI_Rget` of a get (see `rma`): one part of the handle's operation.
+    Get(Arc<OpHandle>),
 }
 
 /// Where the receive slots of each network start in [`State::reqs`], then the credit
@@ -279,9 +287,16 @@ impl State {
                     self.sent_done.push((dest, net));
                 }
                 SendBuf::Control(b) => self.free_control.push(b),
+                SendBuf::Get(op) => _ = op.part_done(),
             }
             return;
         }
+        self.track(req, keep);
+    }
+
+    /// Keeps a request in flight, and what it keeps alive, among those every poll
+    /// tests.
+    pub(super) fn track(&mut self, req: ffi::MPI_Request, keep: SendBuf) {
         self.reqs.push(req);
         self.sends.push(keep);
         // Every send in flight is tested: it joins the gathered requests as it joins

@@ -1,6 +1,10 @@
-//! RMA to segments that are not mapped here (another host): `MPI_Put` and `MPI_Get` on
-//! the world window, each followed by `MPI_Win_flush`, so that every transfer is
-//! complete at return (see the parent module's documentation).
+//! RMA to segments that are not mapped here (another host), on the world window: a put
+//! is `MPI_Put` followed by `MPI_Win_flush`, complete at return; a get is `MPI_Rget`,
+//! pending until a poll's `MPI_Testsome` finds its request complete (see the parent
+//! module's documentation). A get needs no flush (its request completes when the data
+//! are here), so it overlaps whatever the caller does next, other gets included; a
+//! put's request would complete with its source buffer read, not with the data at the
+//! target, which only a flush waits for.
 //!
 //! A put or get of at most `GEX_MPI_AM_RMA_MAX` bytes does not come here from gex's
 //! RMA calls: the upper half sends it as Active Messages to the owner
@@ -32,12 +36,17 @@
 //! not arise.
 
 use std::ffi::c_int;
+use std::sync::Arc;
 
 use ::mpi::ffi;
 
+use super::am::SendBuf;
 use super::boot::{check, fatal};
 use super::MpiConduit;
-use crate::conduit::{AddressError, Rank};
+use crate::conduit::{AddressError, Completion, OpHandle, Rank};
+
+/// The most bytes one MPI call moves (its counts are `int`s).
+const CHUNK: usize = 1 << 30;
 
 impl MpiConduit {
     /// `Conduit::put` to a segment that is not mapped here: `MPI_Put`s, each flushed.
@@ -50,7 +59,7 @@ impl MpiConduit {
         src: &[u8],
     ) -> Result<(), AddressError> {
         let disp = self.displacement(dest, dest_addr, src.len())?;
-        for (i, chunk) in src.chunks(1 << 30).enumerate() {
+        for (i, chunk) in src.chunks(CHUNK).enumerate() {
             self.rma(
                 dest,
                 // SAFETY: the target range is inside dest's window (checked); the source
@@ -61,7 +70,7 @@ impl MpiConduit {
                         chunk.len() as c_int,
                         ffi::RSMPI_UINT8_T,
                         dest as c_int,
-                        (disp + (i << 30)) as ffi::MPI_Aint,
+                        (disp + i * CHUNK) as ffi::MPI_Aint,
                         chunk.len() as c_int,
                         ffi::RSMPI_UINT8_T,
                         win,
@@ -73,10 +82,14 @@ impl MpiConduit {
         Ok(())
     }
 
-    /// `Conduit::get` from a segment that is not mapped here: `MPI_Get`s, each flushed.
+    /// `Conduit::get` from a segment that is not mapped here: `MPI_Rget`s (request-based
+    /// RMA, MPI 4.1 §12.3.5), complete when their requests are, which every poll tests
+    /// with the sends in flight: the get is pending at return unless MPI completed it
+    /// at once.
     ///
     /// # Safety
-    /// `dest` must be valid for `len` bytes of writes.
+    /// `dest` must be valid for `len` bytes of writes until the returned completion
+    /// says the get is complete.
     #[inline(never)]
     pub(super) unsafe fn get_remote(
         &self,
@@ -84,32 +97,58 @@ impl MpiConduit {
         src: Rank,
         src_addr: usize,
         len: usize,
-    ) -> Result<(), AddressError> {
+    ) -> Result<Completion, AddressError> {
         let disp = self.displacement(src, src_addr, len)?;
-        let mut done = 0;
-        while done < len {
-            let chunk = (len - done).min(1 << 30);
-            self.rma(
-                src,
-                // SAFETY: the source range is inside src's window (checked); the caller
-                // guarantees `dest` for `len` bytes.
-                |win| unsafe {
-                    ffi::MPI_Get(
-                        dest.add(done).cast(),
-                        chunk as c_int,
+        if len == 0 {
+            return Ok(Completion::Done);
+        }
+        let op = Arc::new(OpHandle::awaiting(len.div_ceil(CHUNK)));
+        // Every MPI call is made under `state` (MPI_THREAD_SERIALIZED); `windows` is
+        // always taken after it.
+        let mut st = self.serial();
+        let windows = self.windows.lock();
+        let w = windows
+            .as_ref()
+            .unwrap_or_else(|| fatal("RMA before the segments were attached"));
+        for at in (0..len).step_by(CHUNK) {
+            let n = (len - at).min(CHUNK);
+            // SAFETY: a null request is overwritten by MPI_Rget.
+            let mut req = unsafe { ffi::RSMPI_REQUEST_NULL };
+            let mut done = 0;
+            // SAFETY: the source range is inside src's window (checked); the caller
+            // guarantees `dest` for `len` bytes until the operation completes, which
+            // is when every request has.
+            unsafe {
+                check(
+                    ffi::MPI_Rget(
+                        dest.add(at).cast(),
+                        n as c_int,
                         ffi::RSMPI_UINT8_T,
                         src as c_int,
-                        (disp + done) as ffi::MPI_Aint,
-                        chunk as c_int,
+                        (disp + at) as ffi::MPI_Aint,
+                        n as c_int,
                         ffi::RSMPI_UINT8_T,
-                        win,
-                    )
-                },
-                "MPI_Get",
-            );
-            done += chunk;
+                        w.world,
+                        &mut req,
+                    ),
+                    "MPI_Rget",
+                );
+                check(
+                    ffi::MPI_Test(&mut req, &mut done, ffi::RSMPI_STATUS_IGNORE),
+                    "MPI_Test",
+                );
+            }
+            if done != 0 {
+                op.part_done();
+            } else {
+                st.track(req, SendBuf::Get(op.clone()));
+            }
         }
-        Ok(())
+        Ok(if op.is_done() {
+            Completion::Done
+        } else {
+            Completion::Pending(op)
+        })
     }
 
     /// Runs an RMA operation on the world window and waits for its completion there.

@@ -160,6 +160,7 @@ impl MpiConduit {
                             st.free.push(buf);
                         }
                         SendBuf::Control(sent) => st.free_control.push(sent),
+                        SendBuf::Get(op) => _ = op.part_done(),
                     }
                 } else {
                     j += 1;
