@@ -9,35 +9,67 @@
 //! * `GlobalPtr::is_local` of every rank's array is `local_team_contains` of its rank
 //!   (UPC++ spec §3.2: local means in the local team's shared segments), and the local
 //!   team is the rank's host.
-//! * `rput` of a tag into every rank's array, `rget` of every rank's tags back.
+//! * `rput` of a tag into every rank's array, `rget` of every rank's tags back, one by
+//!   one, then all at once (`rget` and `rget_vec` of every rank's tags in flight, and
+//!   of every rank's [`BULK`] words, which its owner wrote: a get larger than the mpi
+//!   conduit's threshold for messages, so it takes the MPI window; then one
+//!   `when_all`).
 //! * An `atomic_domain<u64>` on every rank's words: `fetch_add` and an increment by
 //!   `load` and `compare_exchange` on one word, from ranks on its host and elsewhere at
 //!   once; the totals are exact only if both paths are atomic with each other.
 //!
 //! `upcxx_hosts local-elsewhere` instead makes rank 0 call `GlobalPtr::local` on a
 //! pointer to the first rank on another host, which must fail naming the call.
+//!
+//! `upcxx_hosts rget-overlap FILE` also checks that gets from another host return
+//! before they complete (UPC++ spec §8.2.2: `rget` is non-blocking): after the tags are
+//! written, the first rank on another host than rank 0 stays out of the library until
+//! FILE exists, and rank 0 creates FILE only once its `rget` and `rget_vec`s (of the
+//! tags, and of the bulk words) from that rank have returned. A get that waited for its data inside the call would wait for
+//! that rank's progress, which never comes: the rank gives up after [`OVERLAP_WAIT`]
+//! and fails the job.
 
+use std::path::Path;
 use std::sync::atomic::Ordering::Relaxed;
+use std::time::{Duration, Instant};
 
 use upcxx::{
-    barrier, local_team, local_team_contains, rank_me, rank_n, rget, rput, AtomicDomain, AtomicOp,
-    DistObject, GlobalPtr, Rank,
+    barrier, local_team, local_team_contains, rank_me, rank_n, rget, rget_vec, rput, when_all,
+    AtomicDomain, AtomicOp, DistObject, GlobalPtr, Rank,
 };
 
 /// Rounds of atomics per rank and owner.
 const ROUNDS: u64 = 100;
-/// Words of each rank's array: the counter, then one tag slot per rank.
+/// Words of each rank's array: the counter, then one tag slot per rank, then the bulk
+/// words (at `TAGS + rank_n()`).
 const COUNTER: usize = 0;
 const TAGS: usize = 1;
+/// Bulk words per rank: 8 KiB, more than the mpi conduit sends as messages (3 KiB).
+const BULK: usize = 1024;
+/// How long `rget-overlap`'s far rank waits, out of the library, for rank 0's gets to
+/// return: a bound that only a get waiting for that rank inside the call can reach.
+const OVERLAP_WAIT: Duration = Duration::from_secs(30);
 
 fn tag(from: Rank, to: Rank) -> u64 {
     0x7a60_0000_0000 | (u64::from(from) << 16) | u64::from(to)
 }
 
+/// The bulk words of rank `owner`, which it writes itself.
+fn bulk(owner: Rank) -> Vec<u64> {
+    (0..BULK as u64)
+        .map(|i| 0xb0_0000_0000 | (u64::from(owner) << 20) | i)
+        .collect()
+}
+
 fn main() {
     upcxx::init();
     let (me, n) = (rank_me(), rank_n());
-    let mine: GlobalPtr<u64> = upcxx::new_array(TAGS + n as usize);
+    let mine: GlobalPtr<u64> = upcxx::new_array(TAGS + n as usize + BULK);
+    // SAFETY: the bulk words of this rank's own array, which no other rank accesses
+    // before the barrier below.
+    let words =
+        unsafe { std::slice::from_raw_parts_mut(mine.add(TAGS + n as usize).local(), BULK) };
+    words.copy_from_slice(&bulk(me));
     let mut ad = AtomicDomain::<u64>::new(&[
         AtomicOp::FetchAdd,
         AtomicOp::Load,
@@ -58,7 +90,8 @@ fn main() {
         );
     }
 
-    if std::env::args().nth(1).as_deref() == Some("local-elsewhere") {
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some("local-elsewhere") {
         // Rank 0 fails alone (the others wait until the job is stopped).
         if me == 0 {
             let Some(far) = (0..n).find(|&r| !local_team_contains(r)) else {
@@ -85,6 +118,36 @@ fn main() {
                 bad += 1;
             }
         }
+    }
+    // The same gets, all in flight at once, and each rank's tags as one vector.
+    let each: Vec<_> = (0..n)
+        .flat_map(|r| (0..n).map(move |from| (r, from)))
+        .map(|(r, from)| rget(all[r as usize].add(TAGS + from as usize)))
+        .collect();
+    let rows: Vec<_> = all
+        .iter()
+        .map(|gp| rget_vec(gp.add(TAGS), n as usize))
+        .collect();
+    let bulks: Vec<_> = all
+        .iter()
+        .map(|gp| rget_vec(gp.add(TAGS + n as usize), BULK))
+        .collect();
+    let (each, rows, bulks) = when_all((when_all(each), when_all(rows), when_all(bulks))).wait();
+    for (r, (row, words)) in (0..n).zip(rows.iter().zip(&bulks)) {
+        let expected: Vec<u64> = (0..n).map(|from| tag(from, r)).collect();
+        let single = &each[(r * n) as usize..((r + 1) * n) as usize];
+        if *row != expected || single != expected {
+            eprintln!("upcxx_hosts: rank {me}: rank {r}'s tags read {row:x?} and {single:x?}");
+            bad += 1;
+        }
+        if *words != bulk(r) {
+            eprintln!("upcxx_hosts: rank {me}: rank {r}'s bulk words differ");
+            bad += 1;
+        }
+    }
+    if args.get(1).map(String::as_str) == Some("rget-overlap") {
+        let file = args.get(2).expect("upcxx_hosts rget-overlap FILE");
+        bad += rget_overlap(&all, Path::new(file));
     }
 
     // Atomics: every rank on every counter at once, each round visiting every owner
@@ -125,4 +188,50 @@ fn main() {
         println!("verified");
     }
     upcxx::finalize();
+}
+
+/// `rget-overlap` (see the module documentation): rank 0's gets from the first rank on
+/// another host must return while that rank makes no progress. Returns the number of
+/// wrong values rank 0 read.
+fn rget_overlap(all: &[GlobalPtr<u64>], file: &Path) -> u32 {
+    let (me, n) = (rank_me(), rank_n());
+    // Only rank 0 knows which ranks share its host.
+    let far = (0..n)
+        .find(|&r| !local_team_contains(r))
+        .unwrap_or(Rank::MAX);
+    let far = upcxx::broadcast(far, 0, upcxx::world()).wait();
+    let mut bad = 0;
+    if far == Rank::MAX {
+        if me == 0 {
+            println!("rget-overlap: every rank is on rank 0's host, nothing to check");
+        }
+    } else if me == far {
+        let start = Instant::now();
+        while !file.exists() {
+            assert!(
+                start.elapsed() < OVERLAP_WAIT,
+                "upcxx_hosts: rank {me}: rank 0's gets from this rank did not return \
+                 while it made no progress: they waited for their data inside the call"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    } else if me == 0 {
+        let gp = all[far as usize].add(TAGS);
+        let one = rget(gp.add(n as usize - 1));
+        let row = rget_vec(gp, n as usize);
+        let words = rget_vec(gp.add(n as usize), BULK);
+        std::fs::write(file, b"returned").expect("rget-overlap: cannot create FILE");
+        let (one, row, words) = when_all((one, row, words)).wait();
+        let expected: Vec<u64> = (0..n).map(|from| tag(from, far)).collect();
+        if one != tag(n - 1, far) || row != expected || words != bulk(far) {
+            eprintln!(
+                "upcxx_hosts: rank 0: rank {far}'s tags read {one:#x} and {row:x?}, its bulk words {}",
+                if words == bulk(far) { "right" } else { "wrong" }
+            );
+            bad += 1;
+        }
+        println!("rget-overlap: rank 0's gets from rank {far} returned before its progress");
+    }
+    barrier();
+    bad
 }

@@ -58,12 +58,15 @@
 //!   armed and delivered from progress once the put's event completes. A remote RPC
 //!   (`remote_cx::as_rpc`) is sent only after the put finished, so the function finds
 //!   the data at the target.
-//! * **Gets** complete before the call returns: the destination is the caller's
-//!   borrowed buffer ([`rget_into`]) or a local that becomes the future's value
-//!   ([`rget`]), which must not be written after the call returns. On a conduit whose
-//!   gets finish later, the call waits for them with internal progress (allowed: these
-//!   calls make internal progress, §8.2). This is what makes [`rget_into`] safe with an
-//!   `&mut [T]`: no transfer into the buffer outlives the borrow.
+//! * **Gets** into a buffer the operation owns ([`rget`], [`rget_vec`]) return at once
+//!   from a segment this process does not map (another host), the transfer still in
+//!   flight (§8.2.2 ¶1: non-blocking); the value is the future's, or the promise's, or
+//!   the LPC's, once a later progress finds the transfer complete. Many such gets
+//!   overlap one another. A get into the caller's borrowed buffer ([`rget_into`]) is
+//!   complete before the call returns: on a conduit whose gets finish later, the call
+//!   waits for it with internal progress (allowed: these calls make internal progress,
+//!   §8.2). This is what makes [`rget_into`] safe with an `&mut [T]`: no transfer into
+//!   the buffer outlives the borrow.
 //!
 //! # Errors
 //!
@@ -119,6 +122,17 @@ impl<T: 'static> CompletionEvents for RgetValue<T> {
     type OpValues = (T,);
 }
 impl<T: 'static> HasOperation for RgetValue<T> {}
+
+/// The completion events of [`rget_vec_with`] (§8.2.2 ¶10): operation, producing the
+/// vector.
+#[derive(Debug)]
+pub struct RgetVec<T>(PhantomData<fn() -> T>);
+
+impl<T: 'static> CompletionEvents for RgetVec<T> {
+    const NAME: &'static str = "rget_vec";
+    type OpValues = (Vec<T>,);
+}
+impl<T: 'static> HasOperation for RgetVec<T> {}
 
 /// The completion events of [`rget_into_with`] (§8.2.2 ¶10): operation, no values.
 #[derive(Debug)]
@@ -304,9 +318,71 @@ pub fn rget_with<T: Pod, C: Completions<RgetValue<T>>>(
         )
     };
     let (rank, addr) = target("rget", src);
+    let rt = rt("rget");
+    let Some(from) = rt.direct_range(rank, addr, size_of::<T>()) else {
+        return get_owned(rt, "rget", rank, addr, 1, cxs, |b: Box<[T]>| (b[0],));
+    };
     let mut value = T::zeroed();
-    get("rget", bytemuck::bytes_of_mut(&mut value), rank, addr);
+    // SAFETY: the source range is inside the mapping of `rank`'s segment
+    // (`Setup::direct_range`); `value` is a local of `size_of::<T>()` bytes.
+    unsafe {
+        std::ptr::copy(
+            from as *const u8,
+            bytemuck::bytes_of_mut(&mut value).as_mut_ptr(),
+            size_of::<T>(),
+        )
+    };
     cxs.completed_at_initiation(rank, (value,)).into_return()
+}
+
+/// Reads `count` consecutive elements starting at `src` into a new vector, with the
+/// default completion: a future of the vector. The form of UPC++ `rget(src, dest,
+/// count)` (§8.2.2) whose destination the operation owns until it completes, so that
+/// it may complete after the call returns, as every `rget` may (§8.2.2 ¶1):
+/// [`rget_into`] borrows its destination and is complete on return, while gets of
+/// `rget_vec` from other hosts overlap one another and the caller's work.
+///
+/// # Panics
+/// If `src` is null or the range is outside its owner's segment, or before `init`.
+#[inline]
+#[track_caller]
+pub fn rget_vec<T: Pod>(src: GlobalPtr<T>, count: usize) -> Future<Vec<T>> {
+    rget_vec_with(src, count, operation_cx::as_future())
+}
+
+/// [`rget_vec`] with completions: `operation_cx` requests only, at least one; a
+/// promise must be a `Promise<Vec<T>>` and an LPC callback must take the `Vec<T>`.
+///
+/// # Panics
+/// As [`rget_vec`], or if an `as_promise` request's promise is already ready.
+#[inline]
+#[track_caller]
+pub fn rget_vec_with<T: Pod, C: Completions<RgetVec<T>>>(
+    src: GlobalPtr<T>,
+    count: usize,
+    cxs: C,
+) -> Returned<C, RgetVec<T>> {
+    const {
+        assert!(
+            completion::requests_op_or_remote::<RgetVec<T>, C>(),
+            "rget_vec needs an operation_cx request (UPC++ spec §7.2.1)"
+        )
+    };
+    let (rank, addr) = target("rget_vec", src);
+    let rt = rt("rget_vec");
+    let Some(len) = count.checked_mul(size_of::<T>()) else {
+        too_long("rget_vec", count)
+    };
+    let Some(from) = rt.direct_range(rank, addr, len) else {
+        return get_owned(rt, "rget_vec", rank, addr, count, cxs, |b: Box<[T]>| {
+            (b.into_vec(),)
+        });
+    };
+    let mut values = vec![T::zeroed(); count];
+    // SAFETY: the source range is inside the mapping of `rank`'s segment
+    // (`Setup::direct_range`); `values` holds `len` bytes.
+    unsafe { std::ptr::copy(from as *const u8, values.as_mut_ptr().cast::<u8>(), len) };
+    cxs.completed_at_initiation(rank, (values,)).into_return()
 }
 
 /// Reads `dest.len()` consecutive elements starting at `src` into `dest` (UPC++
@@ -346,6 +422,21 @@ pub fn rget_into_with<T: Pod, C: Completions<RgetInto>>(
     let (rank, addr) = target("rget_into", src);
     get("rget_into", bytemuck::cast_slice_mut(dest), rank, addr);
     cxs.completed_at_initiation(rank, ()).into_return()
+}
+
+#[cold]
+#[track_caller]
+fn outside(call: &str, rank: Rank, addr: usize, len: usize, base: usize, size: usize) -> ! {
+    panic!(
+        "upcxx::{call}: [{addr:#x}, {addr:#x}+{len}) is outside the segment of rank {rank} \
+         ([{base:#x}, {base:#x}+{size}))"
+    )
+}
+
+#[cold]
+#[track_caller]
+fn too_long(call: &str, count: usize) -> ! {
+    panic!("upcxx::{call}: {count} elements do not fit in the address space")
 }
 
 /// The owner and owner-space address of `gp`, or a panic naming `call` if it is null.
@@ -459,6 +550,84 @@ fn get_through_gex(rt: &Setup, dest: &mut [u8], rank: Rank, addr: usize) {
         dest.len(),
         crate::reported::nb_handle(&gex::Event::invalid())
     );
+}
+
+/// A get of `count` elements from `[addr, ..)` at `rank` through `gex`, into a buffer
+/// the operation owns: it may complete after the call returns (from a segment on
+/// another host), and `cxs` are then notified from progress, with `finish` of the
+/// buffer (§8.2.2: gets are non-blocking). Out of line, as [`get_through_gex`].
+///
+/// The buffer is allocated here and freed by `finish`'s caller once the get's event
+/// says it is complete; if the job ends with the get still in flight, it is leaked
+/// rather than freed under a transfer that may still write into it.
+#[inline(never)]
+#[track_caller]
+fn get_owned<T, Ev, C>(
+    rt: &Setup,
+    call: &str,
+    rank: Rank,
+    addr: usize,
+    count: usize,
+    cxs: C,
+    finish: fn(Box<[T]>) -> Ev::OpValues,
+) -> Returned<C, Ev>
+where
+    T: Pod,
+    Ev: CompletionEvents,
+    C: Completions<Ev>,
+{
+    let len = count * size_of::<T>();
+    // Checked before the buffer is allocated, so that a count far too large fails here
+    // (naming the range) rather than in the allocator.
+    match rt.bounds.get(rank as usize) {
+        Some(&(base, size)) if addr.wrapping_sub(base) <= size => {
+            if len > size - addr.wrapping_sub(base) {
+                outside(call, rank, addr, len, base, size)
+            }
+        }
+        Some(&(base, size)) => outside(call, rank, addr, len, base, size),
+        None => panic!(
+            "upcxx::{call}: rank {rank} is not in the job (rank_n() = {})",
+            rt.size
+        ),
+    }
+    // A raw pointer, not a `Box` held across the transfer: the transfer writes through
+    // it while the closures below own it.
+    let buf: *mut [T] = Box::into_raw(vec![T::zeroed(); count].into_boxed_slice());
+    let dest = buf.cast::<u8>();
+    let span = gasp::span!(
+        GASP_UPC_NB_GET_INIT,
+        1,
+        dest as usize,
+        gasp::GPtr::new(rank, addr),
+        len
+    );
+    // SAFETY: `dest` is valid for `len` bytes of writes, and nothing reads or frees it
+    // before the event says the get is complete (below).
+    let started = unsafe { rt.team.get_nb(dest, rank, addr, len, gex::Flags::NONE) };
+    let mut event = match started {
+        Ok(event) => event,
+        Err(gex::NoOp) => unreachable!("gex returns NoOp only for Flags::IMMEDIATE"),
+    };
+    gasp::end!(
+        span,
+        1,
+        dest as usize,
+        gasp::GPtr::new(rank, addr),
+        len,
+        crate::reported::nb_handle(&event)
+    );
+    let take = move || {
+        // SAFETY: called once, when the get is complete (at once, or from the
+        // event's test below): `buf` came from `Box::into_raw` and nothing writes it.
+        finish(unsafe { Box::from_raw(buf) })
+    };
+    if event.is_invalid() {
+        return cxs.completed_at_initiation(rank, take()).into_return();
+    }
+    let (futures, armed) = cxs.arm();
+    completion::notify_when_outgoing(move || event.test(), rank, armed, take);
+    futures.into_return()
 }
 
 /// Notifies `cxs` of a put to `rank` whose source completed during initiation and

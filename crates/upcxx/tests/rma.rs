@@ -1,5 +1,6 @@
 //! One-sided communication (UPC++ spec ch. 8): `rput` and `rget` of values and arrays
-//! between ranks, their default completions, and their errors.
+//! between ranks (`rget_vec` too, many gets in flight at once), their default
+//! completions, and their errors.
 
 mod common;
 use common::{all_gather, panic_text};
@@ -7,7 +8,8 @@ use common::{all_gather, panic_text};
 use bytemuck::{Pod, Zeroable};
 use upcxx::{
     delete_array, new_array, operation_cx, rank_me, rank_n, rget, rget_into, rget_into_with,
-    rget_with, rput, rput_slice, rput_slice_with, rput_with, source_cx, Future, GlobalPtr, Promise,
+    rget_vec, rget_vec_with, rget_with, rput, rput_slice, rput_slice_with, rput_with, source_cx,
+    when_all, Future, GlobalPtr, Promise,
 };
 
 /// A call that is expected to panic.
@@ -117,6 +119,18 @@ fn arrays_travel_whole_and_in_parts() {
         let mut part = [0.0f64; 7];
         rget_into(next.add(4998), &mut part).wait();
         assert_eq!(part, expect[4998..5005]);
+        // The same into vectors the operations own, all in flight at once: the whole,
+        // a part, every element alone, and none.
+        let whole = rget_vec(next, LEN);
+        let part = rget_vec(next.add(4998), 7);
+        let each: Vec<Future<f64>> = (0..LEN).step_by(97).map(|i| rget(next.add(i))).collect();
+        let none = rget_vec(next.add(LEN), 0);
+        let (whole, part, each, none) = when_all((whole, part, when_all(each), none)).wait();
+        assert_eq!(whole, expect);
+        assert_eq!(part, expect[4998..5005]);
+        let every: Vec<f64> = expect.iter().copied().step_by(97).collect();
+        assert_eq!(each, every);
+        assert!(none.is_empty());
         upcxx::barrier();
         delete_array(buf);
         upcxx::finalize();
@@ -189,6 +203,15 @@ fn rget_delivers_its_value_to_every_requested_notification() {
             "the data are in place when rget_into returns"
         );
         q.finalize().wait();
+        // rget_vec: the vector to each notification.
+        let v = Promise::<Vec<i64>>::new();
+        let f: Future<Vec<i64>> = rget_vec_with(
+            peer,
+            1,
+            operation_cx::as_promise(&v) | operation_cx::as_future(),
+        );
+        assert_eq!(f.wait(), [want]);
+        assert_eq!(v.finalize().wait(), [want]);
         upcxx::barrier();
         upcxx::delete_(cell);
         upcxx::finalize();
@@ -231,7 +254,8 @@ fn null_pointers_fail_naming_the_call() {
     gex::testing::spmd(1, || {
         upcxx::init();
         let null = GlobalPtr::<u64>::null();
-        let cases: [(&str, Call); 6] = [
+        let cases: [(&str, Call); 7] = [
+            ("rget_vec", Box::new(move || drop(rget_vec(null, 2)))),
             ("rput", Box::new(move || drop(rput(1u64, null)))),
             (
                 "rput",
@@ -290,6 +314,17 @@ fn out_of_segment_ranges_fail_in_gex_with_the_callers_location() {
         assert!(msg.contains("outside the segment of rank"), "{msg}");
         let msg = panic_text(|| drop(rget(below)));
         assert!(msg.contains("outside the segment of rank"), "{msg}");
+        let last = peer.add(upcxx::shared_segment_size() / 8 - 1);
+        let msg = panic_text(|| drop(rget_vec(last, 2)));
+        assert!(msg.contains("outside the segment of rank"), "{msg}");
+        assert!(location.lock().unwrap().ends_with("tests/rma.rs"));
+        // A count far larger than any segment fails the same way, not in the allocator.
+        let msg = panic_text(|| drop(rget_vec(peer, usize::MAX / 16)));
+        assert!(msg.contains("outside the segment of rank"), "{msg}");
+        assert!(location.lock().unwrap().ends_with("tests/rma.rs"));
+        let msg = panic_text(|| drop(rget_vec(peer, usize::MAX)));
+        assert!(msg.contains("do not fit in the address space"), "{msg}");
+        assert!(location.lock().unwrap().ends_with("tests/rma.rs"));
         // A slice running past the end.
         let msg = panic_text(|| {
             drop(rput_slice(
