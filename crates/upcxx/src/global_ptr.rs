@@ -37,11 +37,20 @@
 //!
 //! # Null
 //!
-//! There is exactly one null pointer per type: rank 0, address 0, kind host. Every
-//! constructor produces this canonical form, so the derived-style equality, ordering,
-//! hashing and printing are consistent with §3.2 ¶75 and ¶87 (all nulls are equal and
-//! print alike). [`GlobalPtr::where_`] of null is 0 (the spec leaves it
+//! There is exactly one null pointer per type: rank 0, address 0, kind host, all zero
+//! bits (so zeroed memory holds nulls). Every constructor produces this canonical form,
+//! so the derived-style equality, ordering, hashing and printing are consistent with
+//! §3.2 ¶75 and ¶87 (all nulls are equal and print alike). [`GlobalPtr::where_`] of null is 0 (the spec leaves it
 //! implementation-defined). Pointer arithmetic by a non-zero amount on null panics.
+//!
+//! # Plain data
+//!
+//! A pointer is DefinitelyTriviallySerializable (§3.2 ¶6): here [`bytemuck::Pod`], so
+//! it is an element type of RMA, collectives and views like any integer, and may be a
+//! field of a `Pod` struct stored in a segment (linked structures across ranks). Any
+//! bytes make a pointer, and one made of bytes that never held a pointer fails where it
+//! is used (no such rank, an address outside the segment, no such kind), with a
+//! message naming the call.
 //!
 //! # Differences from C++
 //!
@@ -60,11 +69,12 @@
 //!
 //! The kind is a type parameter implementing the sealed [`MemoryKind`] trait: [`Host`]
 //! (the default) or [`AnyKind`]. Every pointer also carries the run-time [`KindId`] of
-//! the memory it references, in what would otherwise be padding (the pointer is 16 bytes
-//! either way), so that a `GlobalPtr<T, AnyKind>` knows its [`GlobalPtr::dynamic_kind`].
-//! Device kinds (`cuda_device`, ch. 16: [`CudaDeviceKind`]) add a marker type and a
-//! `KindId` and reuse the same layout; a pointer to device memory also carries the
-//! device's id in the remaining padding (`device_allocator::device_id`, §16.1.2 ¶41).
+//! the memory it references, as a 16-bit code (host 0, so that null is all zero bits),
+//! in what would otherwise be padding (the pointer is 16 bytes either way), so that a
+//! `GlobalPtr<T, AnyKind>` knows its [`GlobalPtr::dynamic_kind`]. Device kinds
+//! (`cuda_device`, ch. 16: [`CudaDeviceKind`]) add a marker type and a `KindId` and
+//! reuse the same layout; a pointer to device memory also carries the device's id in
+//! the remaining 16 bits (`device_allocator::device_id`, §16.1.2 ¶41).
 //! The kinds are `global_ptr/kind.rs`.
 //!
 //! # Why one file
@@ -88,17 +98,18 @@ pub use kind::{AnyKind, CudaDeviceKind, Host, KindId, MemoryKind};
 /// A pointer to a `T` in the shared segment of some rank (UPC++ spec §3.2 ¶4
 /// `global_ptr<T, Kind>`). See the [module documentation](self).
 ///
-/// Plain data: `Copy`, `Send`, `Sync`, comparable, hashable and serializable whatever
-/// `T` is, because it only names memory and never owns it (§3.2 ¶19: dropping it frees
-/// nothing).
+/// Plain data: `Copy`, `Send`, `Sync`, [`bytemuck::Pod`], comparable, hashable and
+/// serializable whatever `T` is, because it only names memory and never owns it (§3.2
+/// ¶19: dropping it frees nothing; see "Plain data" in the [module documentation](self)).
 #[repr(C)]
 pub struct GlobalPtr<T, K: MemoryKind = Host> {
     /// Address in the owner's address space; 0 for null.
     addr: usize,
     /// Owner's rank in the world team; 0 for null.
     rank: Rank,
-    /// The kind of the referenced memory; `Host` for null.
-    kind: KindId,
+    /// The kind of the referenced memory, as [`KindId::code`]: host (0) for null, so
+    /// that null is all zero bits.
+    kind: u16,
     /// For device memory, the device's id within its kind (§16.1.2 ¶41 `device_id`);
     /// 0 for host memory.
     device: u16,
@@ -116,7 +127,7 @@ impl<T, K: MemoryKind> GlobalPtr<T, K> {
         GlobalPtr {
             addr: 0,
             rank: 0,
-            kind: KindId::Host,
+            kind: KindId::Host.code(),
             device: 0,
             _marker: PhantomData,
         }
@@ -143,7 +154,7 @@ impl<T, K: MemoryKind> GlobalPtr<T, K> {
         GlobalPtr {
             addr,
             rank,
-            kind,
+            kind: kind.code(),
             device,
             _marker: PhantomData,
         }
@@ -179,8 +190,18 @@ impl<T, K: MemoryKind> GlobalPtr<T, K> {
     /// UPC++ spec §3.2 ¶31 `dynamic_kind`: the kind of the referenced memory, never
     /// [`KindId::Any`]; [`KindId::Host`] for null (the spec leaves it unspecified).
     #[inline]
+    ///
+    /// # Panics
+    /// If the pointer's bytes were read from memory that never held a pointer and name
+    /// no kind (a pointer is plain data: any bytes make one, §3.2 ¶6).
     pub const fn dynamic_kind(self) -> KindId {
-        self.kind
+        match KindId::from_code(self.kind) {
+            Some(kind) => kind,
+            None => panic!(
+                "upcxx::GlobalPtr::dynamic_kind: the pointer names no memory kind (its bytes \
+                 were read from memory that never held a global pointer)"
+            ),
+        }
     }
 
     /// UPC++ spec §3.2 ¶34 `is_local`: whether this process can load and store the
@@ -199,7 +220,7 @@ impl<T, K: MemoryKind> GlobalPtr<T, K> {
         if self.is_null() {
             return true;
         }
-        self.kind == KindId::Host
+        self.kind == KindId::Host.code()
             && rt("GlobalPtr::is_local")
                 .peers
                 .get(self.rank as usize)
@@ -222,8 +243,8 @@ impl<T, K: MemoryKind> GlobalPtr<T, K> {
         if self.is_null() {
             return std::ptr::null_mut();
         }
-        if self.kind != KindId::Host {
-            not_host("GlobalPtr::local", self.kind);
+        if self.kind != KindId::Host.code() {
+            not_host("GlobalPtr::local", self.dynamic_kind());
         }
         let rt = rt("GlobalPtr::local");
         // Length 0: a one-past-the-end pointer of an object at the segment's end is valid.
@@ -364,10 +385,10 @@ impl<T, K: MemoryKind> GlobalPtr<T, K> {
                 "static_kind_cast between two different kinds, neither of which is AnyKind"
             )
         };
-        if To::ID != KindId::Any && !self.is_null() && self.kind != To::ID {
+        if To::ID != KindId::Any && !self.is_null() && self.kind != To::ID.code() {
             panic!(
                 "upcxx::GlobalPtr::static_kind_cast: {self} references {} memory, not {}",
-                self.kind,
+                self.dynamic_kind(),
                 To::ID
             );
         }
@@ -386,7 +407,7 @@ impl<T, K: MemoryKind> GlobalPtr<T, K> {
                 "dynamic_kind_cast between two different kinds, neither of which is AnyKind"
             )
         };
-        if To::ID != KindId::Any && !self.is_null() && self.kind != To::ID {
+        if To::ID != KindId::Any && !self.is_null() && self.kind != To::ID.code() {
             return None;
         }
         Some(self.retyped())

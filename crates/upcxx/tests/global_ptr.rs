@@ -13,7 +13,7 @@ use std::hash::{Hash, Hasher};
 
 use upcxx::{
     delete_array, local_team_contains, new_array, new_array_with, rank_me, rank_n, rget, rput,
-    to_global_ptr, try_global_ptr, AnyKind, GlobalPtr, Host, KindId,
+    to_global_ptr, try_global_ptr, AnyKind, GlobalPtr, Host, KindId, Rank,
 };
 
 /// A pointer from its parts, through the serialized form (rank, kind, address,
@@ -435,4 +435,85 @@ fn futures_and_rpcs_carry_global_pointers() {
         delete_array(mine);
         upcxx::finalize();
     });
+}
+
+/// A node of a ring of lists spread over the ranks: plain data holding a global pointer.
+#[derive(Debug, Clone, Copy, PartialEq, Default, bytemuck::Pod, bytemuck::Zeroable)]
+#[repr(C)]
+struct Node {
+    value: u64,
+    next: GlobalPtr<Node>,
+}
+
+/// UPC++ spec §3.2 ¶6: a global pointer is DefinitelyTriviallySerializable. Zeroed
+/// bytes are the null pointer; pointers travel by `rput`, `rget`, `rget_vec` and
+/// `broadcast`, inside structs stored in segments, and a ring of nodes linked across
+/// the ranks is walked by gets alone. Bytes that never held a pointer make one whose
+/// kind fails where it is asked for, naming the call.
+#[test]
+fn pointers_are_plain_data() {
+    let zeroed: GlobalPtr<u64> = bytemuck::Zeroable::zeroed();
+    assert_eq!(zeroed, GlobalPtr::null());
+    assert!(bytemuck::bytes_of(&GlobalPtr::<u64, AnyKind>::null())
+        .iter()
+        .all(|&b| b == 0));
+    // The kind code in the last four bytes: 0 is host, 1 is cuda_device.
+    let mut bytes = [0u8; std::mem::size_of::<GlobalPtr<u64, AnyKind>>()];
+    bytes[..8].copy_from_slice(&0x4000u64.to_ne_bytes());
+    bytes[8..12].copy_from_slice(&1u32.to_ne_bytes());
+    bytes[12..14].copy_from_slice(&1u16.to_ne_bytes());
+    let dev: GlobalPtr<u64, AnyKind> = bytemuck::cast(bytes);
+    assert_eq!(dev, any_gp(1, KindId::CudaDevice, 0x4000));
+    bytes[12..14].copy_from_slice(&7u16.to_ne_bytes());
+    let garbage: GlobalPtr<u64, AnyKind> = bytemuck::cast(bytes);
+    assert!(!garbage.is_null());
+    assert_eq!(garbage.to_string(), "(gp: rank 1, kind code 7, 0x4000)");
+    let msg = panic_text(|| {
+        garbage.dynamic_kind();
+    });
+    assert!(msg.contains("names no memory kind"), "{msg}");
+
+    for ranks in 1..=4 {
+        gex::testing::spmd(ranks, || {
+            upcxx::init();
+            let (me, n) = (rank_me(), rank_n());
+            // Every rank's node, its pointer broadcast from its owner.
+            let node: GlobalPtr<Node> = new_array(1);
+            let nodes: Vec<GlobalPtr<Node>> = (0..n)
+                .map(|r| upcxx::broadcast(node, r, upcxx::world()).wait())
+                .collect();
+            assert_eq!(nodes[me as usize], node);
+            // Each node links to the next rank's, written by a put of the whole node.
+            let next = nodes[((me + 1) % n) as usize];
+            let value = 1000 + u64::from(me);
+            rput(Node { value, next }, node).wait();
+            upcxx::barrier();
+            // A walk round the ring from this rank's node, by gets of nodes.
+            let mut at = node;
+            let mut seen = Vec::new();
+            for _ in 0..n {
+                let Node { value, next } = rget(at).wait();
+                seen.push(value);
+                at = next;
+            }
+            assert_eq!(at, node, "the ring closes");
+            let expected: Vec<u64> = (0..n).map(|k| 1000 + u64::from((me + k) % n)).collect();
+            assert_eq!(seen, expected);
+            // The pointers alone, 8 bytes into each node: rank 0's as a vector of one,
+            // the next rank's as a value.
+            let link = |r: Rank| {
+                nodes[r as usize]
+                    .cast::<u64>()
+                    .add(1)
+                    .cast::<GlobalPtr<Node>>()
+            };
+            let links = upcxx::rget_vec(link(0), 1).wait();
+            assert_eq!(links, [nodes[1 % n as usize]]);
+            let theirs = rget(link((me + 1) % n)).wait();
+            assert_eq!(theirs, nodes[((me + 2) % n) as usize]);
+            upcxx::barrier();
+            delete_array(node);
+            upcxx::finalize();
+        });
+    }
 }

@@ -31,6 +31,26 @@ impl KindId {
         }
     }
 
+    /// The code a pointer stores for its dynamic kind: 0 for host memory, so that the
+    /// all-zero pointer is the null pointer (a zeroed segment holds nulls), then the
+    /// device kinds. `Any` is never a pointer's dynamic kind.
+    pub(super) const fn code(self) -> u16 {
+        match self {
+            KindId::Host | KindId::Any => 0,
+            KindId::CudaDevice => 1,
+        }
+    }
+
+    /// The kind a pointer's stored code stands for; `None` for a code no pointer stores
+    /// (its bytes came from memory that never held a pointer).
+    pub(super) const fn from_code(code: u16) -> Option<KindId> {
+        match code {
+            0 => Some(KindId::Host),
+            1 => Some(KindId::CudaDevice),
+            _ => None,
+        }
+    }
+
     /// The spec's name of the kind (`host`, `any`, `cuda_device`).
     pub const fn name(self) -> &'static str {
         match self {

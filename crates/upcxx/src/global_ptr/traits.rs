@@ -23,6 +23,29 @@ impl<T, K: MemoryKind> Clone for GlobalPtr<T, K> {
 
 impl<T, K: MemoryKind> Copy for GlobalPtr<T, K> {}
 
+// SAFETY: all zero bits are a valid pointer, the null pointer (`KindId::code` of host
+// is 0): the fields are integers and the marker is zero-sized.
+unsafe impl<T: 'static, K: MemoryKind> bytemuck::Zeroable for GlobalPtr<T, K> {}
+
+/// UPC++ spec §3.2 ¶6: a global pointer is DefinitelyTriviallySerializable, so it is
+/// [`bytemuck::Pod`], the element types of RMA, collectives and views here: it may be
+/// put, got, broadcast, reduced, stored in a segment or in a `Pod` struct. Any bytes
+/// make a pointer; one made of bytes that never held a pointer names a rank, address or
+/// kind that the operation using it refuses, with a message (in UPC++ such a pointer
+/// is undefined behaviour).
+// SAFETY: `repr(C)` with integer fields only (`usize`, `u32`, `u16`, `u16`) and no
+// padding (asserted below), every bit pattern of which is a value of the field; the
+// marker is zero-sized. No unsafe code relies on a pointer's rank, address, kind or
+// device being valid: every use checks them against the job, the segments or the
+// devices (`local`, `rt().direct_range`, gex's checks).
+unsafe impl<T: 'static, K: MemoryKind> bytemuck::Pod for GlobalPtr<T, K> {}
+
+const _: () = assert!(
+    std::mem::size_of::<GlobalPtr<u8>>()
+        == std::mem::size_of::<usize>() + std::mem::size_of::<Rank>() + 4,
+    "a GlobalPtr has padding, so it cannot be Pod"
+);
+
 /// UPC++ spec §3.2 ¶12: the default pointer is null.
 impl<T, K: MemoryKind> Default for GlobalPtr<T, K> {
     #[inline]
@@ -43,7 +66,7 @@ impl<T, K: MemoryKind> Eq for GlobalPtr<T, K> {}
 
 impl<T, K: MemoryKind> GlobalPtr<T, K> {
     #[inline]
-    fn key(&self) -> (Rank, KindId, usize) {
+    fn key(&self) -> (Rank, u16, usize) {
         (self.rank, self.kind, self.addr)
     }
 }
@@ -80,14 +103,17 @@ impl<T, K: MemoryKind> fmt::Display for GlobalPtr<T, K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.is_null() {
             f.write_str("(gp: null)")
-        } else if self.kind == KindId::Host {
+        } else if self.kind == KindId::Host.code() {
             write!(f, "(gp: rank {}, {:#x})", self.rank, self.addr)
         } else {
-            write!(
-                f,
-                "(gp: rank {}, {}, {:#x})",
-                self.rank, self.kind, self.addr
-            )
+            match KindId::from_code(self.kind) {
+                Some(kind) => write!(f, "(gp: rank {}, {kind}, {:#x})", self.rank, self.addr),
+                None => write!(
+                    f,
+                    "(gp: rank {}, kind code {}, {:#x})",
+                    self.rank, self.kind, self.addr
+                ),
+            }
         }
     }
 }
@@ -107,7 +133,8 @@ impl<T, K: MemoryKind> fmt::Debug for GlobalPtr<T, K> {
 /// `(rank, kind, address, device)`.
 impl<T, K: MemoryKind> Serialize for GlobalPtr<T, K> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        (self.rank, self.kind as u8, self.addr as u64, self.device).serialize(s)
+        let kind = self.dynamic_kind() as u8;
+        (self.rank, kind, self.addr as u64, self.device).serialize(s)
     }
 }
 
