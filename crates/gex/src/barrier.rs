@@ -1,9 +1,9 @@
 //! The barrier of the primordial team: a dissemination barrier, within each host and
 //! then between hosts.
 //!
-//! A barrier is a fixed plan of steps per rank ([`plan`]): in each, the rank signals
+//! A barrier is a fixed plan of steps per rank (`plan`): in each, the rank signals
 //! some ranks, then waits for the one signal of that step addressed to it (each step
-//! has its own signal word, [`Step::slot`]). On one host, or with every rank its own
+//! has its own signal word, `Step::slot`). On one host, or with every rank its own
 //! host, the plan is a dissemination barrier over the job: in round `k` of
 //! `ceil(log2 N)` rounds, rank `r` signals rank `(r + 2^k) mod N` and waits for the
 //! signal of `(r - 2^k) mod N`. Across hosts of several ranks it is hierarchical, so

@@ -17,7 +17,7 @@
 //! (`cuda_device`, through the driver API) or, with the feature `testing`, an emulated
 //! device whose memory is ordinary host memory that only this module's copies touch,
 //! so that the device-independent machinery is tested on machines without a GPU. Every
-//! class implements one private [`Device`] trait (allocate, free, copy between its
+//! class implements one private `Device` trait (allocate, free, copy between its
 //! memory and the host or within itself, and sharing its memory with other processes
 //! of the host); what is above it (segments, range checks, the routing of transfers
 //! between ranks) is written once, for every class.

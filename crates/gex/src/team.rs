@@ -5,7 +5,7 @@
 //! rank in it and its size. The primordial team (id 0) holds every rank of the job in
 //! job-rank order, so its ranks are job ranks and translating them costs nothing. Any
 //! other team was made by a split (`Team::split`, in the collectives) and is described
-//! by a [`TeamData`] in this process's team table: the job rank of each member, and the
+//! by a `TeamData` in this process's team table: the job rank of each member, and the
 //! id the same team has in each member's process (ids are local: each process numbers
 //! the teams it belongs to itself, and a message names the team by the receiver's id).
 //!

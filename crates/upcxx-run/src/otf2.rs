@@ -3,7 +3,7 @@
 //!
 //! The archive is written through the OTF2 C library (cargo feature `otf2`, which the
 //! build script links when it finds the library; `ffi.rs` declares the few functions
-//! used). Without it, [`write`] says how to get it.
+//! used). Without it, [`write`](fn@write) says how to get it.
 //!
 //! # From our trace to OTF2
 //!
@@ -73,7 +73,7 @@ pub(crate) struct Plan {
     pub(crate) end_ns: u64,
 }
 
-/// What [`write`] wrote, for the launcher's message.
+/// What [`write`](fn@write) wrote, for the launcher's message.
 #[derive(Debug)]
 pub(crate) struct Written {
     pub(crate) locations: usize,

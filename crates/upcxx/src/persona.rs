@@ -440,7 +440,7 @@ impl PersonaScopeRef {
     /// The persona this scope pushed.
     ///
     /// # Panics
-    /// As [`PersonaScopeRef::personas`].
+    /// Once the scope ended.
     #[track_caller]
     pub fn persona(&self) -> Persona {
         self.personas("PersonaScopeRef::persona")

@@ -534,11 +534,11 @@ where
     crate::rpc::rpc_ff(team[rank], func, args)
 }
 
-/// [`rpc`](crate::rpc) to the process with rank `rank` in `team` (UPC++
+/// [`rpc`](fn@crate::rpc) to the process with rank `rank` in `team` (UPC++
 /// `rpc(team, recipient, func, args...)`, §9.3).
 ///
 /// # Panics
-/// As [`rpc`](crate::rpc); if `rank` is not a rank of `team`.
+/// As [`rpc`](fn@crate::rpc); if `rank` is not a rank of `team`.
 #[track_caller]
 pub fn rpc_in<F, A>(team: &Team, rank: Rank, func: F, args: A) -> Future<crate::rpc::RpcValue<F, A>>
 where

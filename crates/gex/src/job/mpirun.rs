@@ -1,5 +1,5 @@
 //! The launcher command line of a job on the mpi conduit, shared by `upcxx-run
-//! --conduit mpi` and the mpi mode of [`gex::testing`](crate::testing).
+//! --conduit mpi` and the mpi mode of `gex::testing`.
 //!
 //! The launcher is a command prefix: [`GEX_MPIRUN`] when set, split on whitespace (so a
 //! multi-host set-up can pass `mpirun --host a:4,b:4 --mca plm_rsh_agent ssh`, and a
@@ -156,7 +156,7 @@ pub struct Options {
 
 /// `PREFIX OPTIONS -n ranks [-x NAME...] PROGRAM ARGS...`, with
 /// `UPCXX_SEGMENT_SIZE=segment_size` and every pair of `env` set for the ranks (and
-/// exported with `-x` under `mpirun`), and the conduit's settings ([`CONDUIT_VARS`])
+/// exported with `-x` under `mpirun`), and the conduit's settings (`CONDUIT_VARS`)
 /// passed on when set.
 ///
 /// # Errors

@@ -44,7 +44,7 @@ pub trait WhenAll {
 /// A future ready when all of `futures` are, with their values (UPC++ `when_all`).
 /// Takes a tuple of futures, whose values are concatenated (`when_all((a, b))` →
 /// `Future<(A, B)>`; a `Future<()>` contributes nothing, a `Future` of a tuple its
-/// elements: see the [module documentation](self)), or a `Vec` of futures of one type
+/// elements), or a `Vec` of futures of one type
 /// (→ `Future<Vec<T>>`).
 pub fn when_all<W: WhenAll>(futures: W) -> Future<W::Output> {
     futures.join()

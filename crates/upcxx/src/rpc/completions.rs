@@ -121,7 +121,7 @@ where
 /// [`rpc`](super::rpc) notifying as `cxs` requests (UPC++ `rpc(recipient, cxs, func,
 /// args...)`, §9.3): `source_cx` and `operation_cx` requests, operation completion
 /// among them (§7.2.1 ¶2). Returns one future per `as_future`, in `|` order (§7.2.2);
-/// see the [module documentation](self). Progress level: internal.
+/// see [`crate::completion`]. Progress level: internal.
 ///
 /// ```
 /// # use upcxx::{current_persona, operation_cx, Promise};
