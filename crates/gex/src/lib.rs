@@ -117,6 +117,16 @@ impl Flags {
     /// Asks `AtomicDomain::create` to favor targets in other neighborhoods (GASNet-EX
     /// `GEX_FLAG_AD_FAVOR_REMOTE`).
     pub const AD_FAVOR_REMOTE: Flags = Flags(1 << 20);
+    /// Makes a `Team::max_{request,reply}_{medium,long}` query answer the largest
+    /// `least_payload` of a Prepare call with a client buffer (GASNet-EX
+    /// `GEX_FLAG_AM_PREPARE_LEAST_CLIENT`); exclusive with
+    /// [`Flags::AM_PREPARE_LEAST_ALLOC`]. Ignored by Prepare calls; a fixed-payload
+    /// Request or Reply refuses it.
+    pub const AM_PREPARE_LEAST_CLIENT: Flags = Flags(1 << 8);
+    /// Makes a payload query answer the largest `least_payload` of a Prepare call whose
+    /// buffer the library provides (GASNet-EX `GEX_FLAG_AM_PREPARE_LEAST_ALLOC`); as
+    /// [`Flags::AM_PREPARE_LEAST_CLIENT`] otherwise.
+    pub const AM_PREPARE_LEAST_ALLOC: Flags = Flags(1 << 9);
     /// The remote atomic performs an "acquire" (GASNet-EX `GEX_FLAG_AD_ACQ`).
     pub const AD_ACQ: Flags = Flags(1 << 21);
     /// The remote atomic performs a "release" (GASNet-EX `GEX_FLAG_AD_REL`).
@@ -133,6 +143,16 @@ impl Flags {
     /// Whether every flag in `other` is set in `self`.
     pub const fn contains(self, other: Flags) -> bool {
         self.0 & other.0 == other.0
+    }
+
+    /// Whether any flag in `other` is set in `self`.
+    pub const fn intersects(self, other: Flags) -> bool {
+        self.0 & other.0 != 0
+    }
+
+    /// The flags of `self` and of `other` (`|`, usable in constants).
+    pub const fn or(self, other: Flags) -> Flags {
+        Flags(self.0 | other.0)
     }
 
     /// The flags of `self` that are not in `other`.

@@ -270,8 +270,11 @@ mod misuse {
 /// Misuse of the negotiated-payload calls fails naming the call, and leaves the layer
 /// usable: no buffer with an lc other than NOW ("If client_buf is NULL, this argument
 /// must also be NULL"), `most < least`, `least` over the maximum, Commit of more than
-/// `gex_AM_SrcDescSize`, of the wrong number of arguments or the wrong category, and a
-/// SrcDesc dropped without Commit ("must be consumed (exactly once) by a Commit").
+/// `gex_AM_SrcDescSize`, of the wrong number of arguments or the wrong category, a
+/// SrcDesc dropped without Commit ("must be consumed (exactly once) by a Commit"), and
+/// the `AM_PREPARE_LEAST_*` flags in a fixed-payload send ("Invalid in
+/// gex_AM_{Request,Reply}{Medium,Long}*() calls") or both in one query ("mutually
+/// exclusive").
 #[test]
 fn negotiated_payload_misuse() {
     for n in 1..=2 {
@@ -332,6 +335,16 @@ fn negotiated_payload_misuse() {
                 .prepare_request_medium(peer, None, 1, 50, Lc::Now, Flags::NONE, 1)
                 .unwrap();
             common::expect_panic(&["SrcDesc", "without Commit"], move || drop(sd));
+            // The payload queries' flags: refused by a fixed-payload send, exclusive with
+            // each other in a query.
+            let least = Flags::AM_PREPARE_LEAST_CLIENT;
+            common::expect_panic(&["Team::request_medium", "payload queries"], || {
+                team.request_medium(peer, h, &buf[..9], Lc::Now, least, &[9])
+            });
+            let both = least | Flags::AM_PREPARE_LEAST_ALLOC;
+            common::expect_panic(&["Team::max_request_long", "mutually exclusive"], || {
+                team.max_request_long(None, LcKind::Now, both, 1)
+            });
             // Still usable: a prepared send and a fixed one both arrive.
             let sd = team
                 .prepare_request_medium(peer, Some(&buf), 1, 50, Lc::Now, Flags::NONE, 1)
@@ -350,6 +363,84 @@ fn negotiated_payload_misuse() {
                 sent,
                 "abandoned SrcDescs run no handler"
             );
+            client.finalize();
+        });
+    }
+}
+
+/// "Maximum payload size queries" with `GEX_FLAG_AM_PREPARE_LEAST_{CLIENT,ALLOC}`: the
+/// largest `least_payload` of a Prepare, which a Prepare accepts (and one more it
+/// refuses), with a client buffer and with one the library provides; the flags are
+/// ignored by the Prepare itself. A library-provided Long buffer is as large as asked
+/// up to 64 KiB, and larger only when `least_payload` asks for more.
+#[test]
+fn prepare_least_queries() {
+    for n in 1..=2 {
+        spmd(n, || {
+            common::quiet_expected_panics();
+            let (client, ep, team) = Client::init("AM_LEAST", Flags::NONE).unwrap();
+            let mut t = [AmEntry::payload(
+                "misuse",
+                AmCategory::MedLong,
+                AmRole::Request,
+                1,
+                misuse::handler,
+            )];
+            ep.register_handlers(&mut t).unwrap();
+            let h = t[0].index;
+            let _seg = Segment::attach(&team, MB).unwrap();
+            let peer = (team.rank() + 1) % team.size();
+            let at = common::segment_bases(&team)[peer as usize];
+            let mut sent = 0;
+            for flags in [
+                Flags::AM_PREPARE_LEAST_CLIENT,
+                Flags::AM_PREPARE_LEAST_ALLOC,
+            ] {
+                let medium = team.max_request_medium(Some(peer), LcKind::Now, flags, 1);
+                let long = team.max_request_long(Some(peer), LcKind::Now, flags, 1);
+                assert!(medium >= 512 && long >= medium, "{medium} {long}");
+                let big = vec![3u8; medium];
+                let client_buf = (flags == Flags::AM_PREPARE_LEAST_CLIENT).then_some(&big[..]);
+                let sd = team
+                    .prepare_request_medium(peer, client_buf, medium, medium, Lc::Now, flags, 1)
+                    .unwrap();
+                assert_eq!(sd.size(), medium);
+                sd.commit_medium(h, 0, &[0]);
+                sent += 1;
+                common::expect_panic(&["Team::prepare_request_medium", "exceeds"], || {
+                    team.prepare_request_medium(
+                        peer,
+                        None,
+                        medium + 1,
+                        medium + 1,
+                        Lc::Now,
+                        flags,
+                        1,
+                    )
+                    .map(|sd| sd.commit_medium(h, 0, &[0]))
+                });
+                common::expect_panic(&["Team::prepare_request_long", "exceeds"], || {
+                    team.prepare_request_long(peer, None, long + 1, long + 1, Lc::Now, flags, 1)
+                        .map(|sd| sd.commit_long(h, 0, 0, &[0]))
+                });
+            }
+            // A buffer the library provides for a Long: up to 64 KiB unless asked for
+            // more.
+            let sd = team
+                .prepare_request_long(peer, None, 0, usize::MAX, Lc::Now, Flags::NONE, 1)
+                .unwrap();
+            assert_eq!(sd.size(), 64 << 10);
+            sd.commit_long(h, 0, at, &[0]);
+            let sd = team
+                .prepare_request_long(peer, None, 100 << 10, usize::MAX, Lc::Now, Flags::NONE, 1)
+                .unwrap();
+            assert_eq!(sd.size(), 100 << 10);
+            sd.commit_long(h, 0, at, &[0]);
+            sent += 2;
+            team.barrier();
+            poll_until("the prepared sends' handlers", 10, || {
+                misuse::RUNS.load(Ordering::Relaxed) >= sent
+            });
             client.finalize();
         });
     }

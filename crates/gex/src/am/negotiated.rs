@@ -174,6 +174,12 @@ pub struct SrcDesc<'a> {
     lc: Option<Lc<'a>>,
 }
 
+/// The largest buffer the library provides for a negotiated-payload Long whose
+/// `least_payload` is smaller: a Prepare may offer any size from `least_payload` to
+/// `most_payload`, and a Long's limit is the whole segment, so a client asking for up
+/// to "as much as possible" would get (and the library allocate) that much.
+const OWNED_LONG: usize = 64 << 10;
+
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 #[track_caller]
@@ -213,7 +219,11 @@ fn prepare<'b>(
         );
     }
     let size = most.min(max);
-    let size = client_buf.map_or(size, |b| size.min(b.len()).max(least.min(b.len())));
+    let size = match (client_buf, category) {
+        (Some(b), _) => size.min(b.len()).max(least.min(b.len())),
+        (None, Category::Long) => size.min(least.max(OWNED_LONG)),
+        (None, _) => size,
+    };
     let out = reserve(rt, dest, network, flags)?;
     let buffer = match (client_buf, category) {
         (Some(b), _) => Buffer::Client(b),

@@ -104,6 +104,36 @@ fn bad_args(rt: &Runtime, call: &str, dest: Rank, handler: AmIndex, args: &[u32]
     unreachable!("gex::{call}: the arguments were found bad but are not")
 }
 
+/// The flags that make a payload query answer for Prepare calls.
+const PREPARE_LEAST: Flags = Flags::AM_PREPARE_LEAST_CLIENT.or(Flags::AM_PREPARE_LEAST_ALLOC);
+
+/// GASNet-EX: the `AM_PREPARE_LEAST_*` flags are "invalid in gex_AM_{Request,Reply}
+/// {Medium,Long}*() calls".
+#[cold]
+#[inline(never)]
+#[track_caller]
+fn prepare_least_flag(call: &str) -> ! {
+    panic!(
+        "gex::{call}: Flags::AM_PREPARE_LEAST_CLIENT and AM_PREPARE_LEAST_ALLOC are for \
+         payload queries, not fixed-payload Requests and Replies"
+    )
+}
+
+/// The answer of a payload query with `flags`: `max`, the largest payload of the
+/// fixed-payload call and the largest `least_payload` of the Prepare call alike (a
+/// Prepare accepts any `least_payload` up to the fixed-payload maximum, with a buffer
+/// of either origin).
+#[track_caller]
+fn payload_query(call: &str, flags: Flags, max: usize) -> usize {
+    if flags.contains(PREPARE_LEAST) {
+        panic!(
+            "gex::{call}: Flags::AM_PREPARE_LEAST_CLIENT and AM_PREPARE_LEAST_ALLOC are \
+             mutually exclusive"
+        );
+    }
+    max
+}
+
 #[track_caller]
 pub(super) fn check_long(rt: &Runtime, call: &str, dest: Rank, payload: &[u8], dest_addr: usize) {
     if let Err(e) = rt.conduit.check_range(dest, dest_addr, payload.len()) {
@@ -220,6 +250,9 @@ fn send_as<const REPORT: bool>(
     flags: Flags,
 ) -> Result<(), NoOp> {
     check_args(rt, call, dest, handler, args);
+    if flags.intersects(PREPARE_LEAST) {
+        prepare_least_flag(call);
+    }
     let (category, nbytes, dest_addr) = match payload {
         Payload::None => (Category::Short, 0, 0),
         Payload::Medium(p) => {
@@ -398,47 +431,58 @@ impl Team {
     }
 
     /// GASNet-EX `gex_AM_MaxRequestMedium` (`other_rank` None: over all team members).
+    /// With [`Flags::AM_PREPARE_LEAST_CLIENT`] or [`Flags::AM_PREPARE_LEAST_ALLOC`], the
+    /// largest `least_payload` of the Prepare call: the same value (so for the three
+    /// other queries).
+    #[track_caller]
     pub fn max_request_medium(
         &self,
         _other_rank: Option<Rank>,
         _lc: LcKind,
-        _flags: Flags,
+        flags: Flags,
         _nargs: usize,
     ) -> usize {
-        runtime("Team::max_request_medium").conduit.am_max_medium()
+        const CALL: &str = "Team::max_request_medium";
+        payload_query(CALL, flags, runtime(CALL).conduit.am_max_medium())
     }
 
     /// GASNet-EX `gex_AM_MaxReplyMedium`.
+    #[track_caller]
     pub fn max_reply_medium(
         &self,
         _other_rank: Option<Rank>,
         _lc: LcKind,
-        _flags: Flags,
+        flags: Flags,
         _nargs: usize,
     ) -> usize {
-        runtime("Team::max_reply_medium").conduit.am_max_medium()
+        const CALL: &str = "Team::max_reply_medium";
+        payload_query(CALL, flags, runtime(CALL).conduit.am_max_medium())
     }
 
     /// GASNet-EX `gex_AM_MaxRequestLong`.
+    #[track_caller]
     pub fn max_request_long(
         &self,
         _other_rank: Option<Rank>,
         _lc: LcKind,
-        _flags: Flags,
+        flags: Flags,
         _nargs: usize,
     ) -> usize {
-        runtime("Team::max_request_long").conduit.am_max_long()
+        const CALL: &str = "Team::max_request_long";
+        payload_query(CALL, flags, runtime(CALL).conduit.am_max_long())
     }
 
     /// GASNet-EX `gex_AM_MaxReplyLong`.
+    #[track_caller]
     pub fn max_reply_long(
         &self,
         _other_rank: Option<Rank>,
         _lc: LcKind,
-        _flags: Flags,
+        flags: Flags,
         _nargs: usize,
     ) -> usize {
-        runtime("Team::max_reply_long").conduit.am_max_long()
+        const CALL: &str = "Team::max_reply_long";
+        payload_query(CALL, flags, runtime(CALL).conduit.am_max_long())
     }
 }
 
