@@ -101,7 +101,7 @@ pub use rpc::{rpc, rpc_ff, rpc_ff_with, rpc_with};
 pub use runtime::{backend, barrier, finalize, init, initialized, rank_me, rank_n, Rank};
 pub use serialization::{by_ref, make_seq_view, make_view, ByRef, SeqView, Trivial, View};
 pub use team::{local_team, local_team_contains, world, EntryBarrier, Team, TeamId, COLOR_NONE};
-pub use team::{rpc_ff_in, rpc_in};
+pub use team::{rpc_ff_in, rpc_ff_in_with, rpc_in, rpc_in_with};
 pub use vis::{
     rget_irregular, rget_irregular_with, rget_regular, rget_regular_with, rget_strided,
     rget_strided_with, rput_irregular, rput_irregular_with, rput_regular, rput_regular_with,

@@ -548,3 +548,49 @@ where
 {
     crate::rpc::rpc(team[rank], func, args)
 }
+
+/// [`rpc_ff_with`](crate::rpc_ff_with) to the process with rank `rank` in `team` (UPC++
+/// `rpc_ff(team, recipient, cxs, func, args...)`, §9.2).
+///
+/// # Panics
+/// As [`rpc_ff_with`](crate::rpc_ff_with); if `rank` is not a rank of `team`.
+#[track_caller]
+pub fn rpc_ff_in_with<C, F, A>(
+    team: &Team,
+    rank: Rank,
+    cxs: C,
+    func: F,
+    args: A,
+) -> crate::completion::Returned<C, crate::rpc::RpcFfCall>
+where
+    C: crate::completion::Completions<crate::rpc::RpcFfCall>,
+    F: crate::rpc::RpcFn<A>,
+    A: crate::rpc::RpcArgs,
+{
+    crate::rpc::rpc_ff_with(team[rank], cxs, func, args)
+}
+
+/// [`rpc_with`](crate::rpc_with) to the process with rank `rank` in `team` (UPC++
+/// `rpc(team, recipient, cxs, func, args...)`, §9.3).
+///
+/// # Panics
+/// As [`rpc_with`](crate::rpc_with); if `rank` is not a rank of `team`.
+#[track_caller]
+pub fn rpc_in_with<C, F, A>(
+    team: &Team,
+    rank: Rank,
+    cxs: C,
+    func: F,
+    args: A,
+) -> crate::completion::Returned<C, crate::rpc::RpcCall<crate::rpc::RpcValue<F, A>>>
+where
+    C: crate::completion::Completions<crate::rpc::RpcCall<crate::rpc::RpcValue<F, A>>>,
+    F: crate::rpc::RpcFn<A>,
+    A: crate::rpc::RpcArgs,
+    crate::rpc::RpcValue<F, A>:
+        serde::Serialize + serde::de::DeserializeOwned + crate::future::FutureElements,
+    <crate::rpc::RpcValue<F, A> as crate::future::FutureElements>::List:
+        crate::completion::ValuesFromList<crate::rpc::RpcValue<F, A>>,
+{
+    crate::rpc::rpc_with(team[rank], cxs, func, args)
+}

@@ -1,6 +1,7 @@
 //! RPCs addressed by a rank in a team (UPC++ spec §9.2, §9.3: `rpc_ff(team, recipient,
-//! ...)` and `rpc(team, recipient, ...)`), on 1 to 5 ranks: the recipient is the
-//! process with that rank in the team, not the world rank of the same number.
+//! [cxs,] ...)` and `rpc(team, recipient, [cxs,] ...)`), on 1 to 5 ranks: the
+//! recipient is the process with that rank in the team, not the world rank of the same
+//! number.
 
 use std::cell::Cell;
 
@@ -25,12 +26,33 @@ fn a_team_rank_names_the_member_of_that_team() {
                 assert_eq!(world_rank, n - 1 - r);
                 upcxx::rpc_ff_in(&reversed, r, || HITS.with(|h| h.set(h.get() + 1)), ());
             }
+            // The same with completions: the result through a promise, and the
+            // rpc_ff's source completion.
+            for r in 0..n {
+                let p = upcxx::Promise::<u32>::new();
+                upcxx::rpc_in_with(
+                    &reversed,
+                    r,
+                    upcxx::operation_cx::as_promise(&p),
+                    || upcxx::rank_me(),
+                    (),
+                );
+                assert_eq!(p.finalize().wait(), n - 1 - r);
+                let sent: upcxx::Future<()> = upcxx::rpc_ff_in_with(
+                    &reversed,
+                    r,
+                    upcxx::source_cx::as_future(),
+                    || HITS.with(|h| h.set(h.get() + 1)),
+                    (),
+                );
+                sent.wait();
+            }
             upcxx::barrier();
-            // Every rank sent one rpc_ff to each member: each received n.
-            while HITS.with(Cell::get) < n {
+            // Every rank sent two rpc_ffs to each member: each received 2n.
+            while HITS.with(Cell::get) < 2 * n {
                 upcxx::progress(upcxx::ProgressLevel::User);
             }
-            assert_eq!(HITS.with(Cell::get), n);
+            assert_eq!(HITS.with(Cell::get), 2 * n);
             upcxx::barrier();
             reversed.destroy(upcxx::EntryBarrier::User);
             upcxx::finalize();
