@@ -52,6 +52,42 @@ fn dependency_counting() {
     assert!(f.ready() && f2.ready());
 }
 
+/// §5.8.2 ¶4: `promise(dependency_count)` starts with that many dependencies (at least
+/// one).
+#[test]
+fn promise_with_a_dependency_count() {
+    let p: Promise<u64> = Promise::with_dependencies(3);
+    let f = p.get_future();
+    p.fulfill_result(7);
+    assert!(!f.ready());
+    p.fulfill_anonymous(1);
+    assert!(!f.ready());
+    p.fulfill_anonymous(1);
+    assert_eq!(f.result(), 7);
+    let zero = std::panic::catch_unwind(|| drop(Promise::<()>::with_dependencies(0)));
+    let msg = panic_message(zero.unwrap_err());
+    assert!(
+        msg.contains("Promise::with_dependencies") && msg.contains("at least 1"),
+        "{msg}"
+    );
+}
+
+/// §5.8.1 ¶4: the default-constructed future never becomes ready (`Future::never`;
+/// no runtime needed): nor do its continuations or a `when_all` including it.
+#[test]
+fn a_never_ready_future() {
+    let f: Future<u32> = Future::never();
+    assert!(!f.ready());
+    let ran = Rc::new(Cell::new(false));
+    let r = Rc::clone(&ran);
+    let g = f.then(move |x| {
+        r.set(true);
+        x
+    });
+    let both = when_all((g, make_future(1u8)));
+    assert!(!both.ready() && !ran.get());
+}
+
 #[test]
 fn promise_with_values_needs_its_result() {
     let p: Promise<(u8, String)> = Promise::new();

@@ -40,6 +40,13 @@ impl<T: 'static> Future<T> {
         }
     }
 
+    /// A future that never becomes ready (UPC++ `future()`, §5.8.1 ¶4: the default
+    /// constructor). Not `Default`, so that a defaulted field does not become a future
+    /// that waiting on hangs; needs no runtime.
+    pub fn never() -> Future<T> {
+        Future::from_state(State::new(1))
+    }
+
     /// A future that becomes ready at this thread's next user-level progress.
     pub(crate) fn after_progress(value: T) -> Future<T> {
         Future {

@@ -27,6 +27,21 @@ impl<T: 'static> Promise<T> {
         }
     }
 
+    /// A promise with a dependency count of `count` (UPC++ `promise(dependency_count)`,
+    /// §5.8.2 ¶4): ready once `count` dependencies are satisfied.
+    ///
+    /// # Panics
+    /// If `count` is 0 (the spec's precondition: at least 1).
+    #[track_caller]
+    pub fn with_dependencies(count: usize) -> Promise<T> {
+        if count == 0 {
+            panic!("upcxx::Promise::with_dependencies: the dependency count must be at least 1");
+        }
+        Promise {
+            state: State::new(count),
+        }
+    }
+
     /// Adds `count` dependencies (UPC++ `require_anonymous`).
     ///
     /// # Panics
