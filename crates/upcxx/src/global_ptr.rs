@@ -422,6 +422,15 @@ impl<T> From<GlobalPtr<T, Host>> for GlobalPtr<T, AnyKind> {
     }
 }
 
+/// UPC++ spec §3.2 ¶16: a pointer of kind [`AnyKind`] from a device pointer (the
+/// conversion exists from every kind).
+impl<T> From<GlobalPtr<T, CudaDeviceKind>> for GlobalPtr<T, AnyKind> {
+    #[inline]
+    fn from(p: GlobalPtr<T, CudaDeviceKind>) -> Self {
+        p.static_kind_cast()
+    }
+}
+
 /// UPC++ spec §3.2 ¶23 `to_global_ptr`: the global pointer to the object at `ptr`, which
 /// must lie in the shared segment of a rank of the local team (its own or a peer's);
 /// null gives null.

@@ -282,6 +282,10 @@ fn kind_casts() {
     );
     // Arithmetic keeps the kind.
     assert_eq!((d + 1).dynamic_kind(), KindId::CudaDevice);
+    // ¶16: any from a device pointer too.
+    let dev = d.static_kind_cast::<upcxx::CudaDeviceKind>();
+    let back: GlobalPtr<u32, AnyKind> = dev.into();
+    assert_eq!(back, d);
 }
 
 #[test]
