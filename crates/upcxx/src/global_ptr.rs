@@ -49,8 +49,9 @@
 //! it is an element type of RMA, collectives and views like any integer, and may be a
 //! field of a `Pod` struct stored in a segment (linked structures across ranks). Any
 //! bytes make a pointer, and one made of bytes that never held a pointer fails where it
-//! is used (no such rank, an address outside the segment, no such kind), with a
-//! message naming the call.
+//! is used as any bad pointer does (no such rank, an address outside the segment), with
+//! a message naming the call; every null is equal to `null()`, and a kind code that
+//! names no kind fails where the kind is asked for.
 //!
 //! # Differences from C++
 //!
@@ -194,7 +195,11 @@ impl<T, K: MemoryKind> GlobalPtr<T, K> {
     /// # Panics
     /// If the pointer's bytes were read from memory that never held a pointer and name
     /// no kind (a pointer is plain data: any bytes make one, §3.2 ¶6).
+    #[track_caller]
     pub const fn dynamic_kind(self) -> KindId {
+        if self.is_null() {
+            return KindId::Host;
+        }
         match KindId::from_code(self.kind) {
             Some(kind) => kind,
             None => panic!(
@@ -244,7 +249,7 @@ impl<T, K: MemoryKind> GlobalPtr<T, K> {
             return std::ptr::null_mut();
         }
         if self.kind != KindId::Host.code() {
-            not_host("GlobalPtr::local", self.dynamic_kind());
+            not_host("GlobalPtr::local", self.kind);
         }
         let rt = rt("GlobalPtr::local");
         // Length 0: a one-past-the-end pointer of an object at the segment's end is valid.
@@ -388,7 +393,7 @@ impl<T, K: MemoryKind> GlobalPtr<T, K> {
         if To::ID != KindId::Any && !self.is_null() && self.kind != To::ID.code() {
             panic!(
                 "upcxx::GlobalPtr::static_kind_cast: {self} references {} memory, not {}",
-                self.dynamic_kind(),
+                KindId::describe(self.kind),
                 To::ID
             );
         }
@@ -515,8 +520,12 @@ fn local_index(call: &str) -> &'static [(usize, Rank)] {
 
 #[cold]
 #[track_caller]
-fn not_host(call: &str, kind: KindId) -> ! {
-    panic!("upcxx::{call}: the pointer references {kind} memory, which this process cannot load or store")
+fn not_host(call: &str, code: u16) -> ! {
+    panic!(
+        "upcxx::{call}: the pointer references {} memory, which this process cannot load or \
+         store",
+        KindId::describe(code)
+    )
 }
 
 #[cold]

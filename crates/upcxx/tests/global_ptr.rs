@@ -476,6 +476,26 @@ fn pointers_are_plain_data() {
         garbage.dynamic_kind();
     });
     assert!(msg.contains("names no memory kind"), "{msg}");
+    assert!(serde_json::to_string(&garbage).is_err());
+    let msg = panic_text(|| {
+        garbage.static_kind_cast::<Host>();
+    });
+    assert!(msg.contains("references kind code 7 memory"), "{msg}");
+    // A null read from bytes with other parts than null()'s is null all the same.
+    let mut bytes = [0u8; std::mem::size_of::<GlobalPtr<u64>>()];
+    bytes[8..12].copy_from_slice(&3u32.to_ne_bytes());
+    bytes[12..14].copy_from_slice(&9u16.to_ne_bytes());
+    let odd: GlobalPtr<u64> = bytemuck::cast(bytes);
+    assert!(odd.is_null());
+    assert_eq!(odd, GlobalPtr::null());
+    assert_eq!(hash_of(&odd), hash_of(&GlobalPtr::<u64>::null()));
+    assert_eq!(odd.cmp(&GlobalPtr::null()), std::cmp::Ordering::Equal);
+    assert_eq!(odd.dynamic_kind(), KindId::Host);
+    assert_eq!(odd.offset_from(GlobalPtr::null()), 0);
+    assert_eq!(
+        serde_json::to_string(&odd).unwrap(),
+        serde_json::to_string(&GlobalPtr::<u64>::null()).unwrap()
+    );
 
     for ranks in 1..=4 {
         gex::testing::spmd(ranks, || {

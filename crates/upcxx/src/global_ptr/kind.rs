@@ -51,6 +51,15 @@ impl KindId {
         }
     }
 
+    /// How messages name the kind a pointer's stored `code` stands for: the kind's
+    /// name, or the code itself if it names none.
+    pub(super) fn describe(code: u16) -> String {
+        match KindId::from_code(code) {
+            Some(kind) => kind.name().to_owned(),
+            None => format!("kind code {code}"),
+        }
+    }
+
     /// The spec's name of the kind (`host`, `any`, `cuda_device`).
     pub const fn name(self) -> &'static str {
         match self {

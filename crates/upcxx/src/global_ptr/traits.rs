@@ -30,9 +30,11 @@ unsafe impl<T: 'static, K: MemoryKind> bytemuck::Zeroable for GlobalPtr<T, K> {}
 /// UPC++ spec §3.2 ¶6: a global pointer is DefinitelyTriviallySerializable, so it is
 /// [`bytemuck::Pod`], the element types of RMA, collectives and views here: it may be
 /// put, got, broadcast, reduced, stored in a segment or in a `Pod` struct. Any bytes
-/// make a pointer; one made of bytes that never held a pointer names a rank, address or
-/// kind that the operation using it refuses, with a message (in UPC++ such a pointer
-/// is undefined behaviour).
+/// make a pointer (in UPC++ one that never held a pointer is undefined behaviour):
+/// every null compares, hashes, prints and serializes as `null()`; a pointer is used as
+/// what its static kind says, and its rank and address are checked where it is used as
+/// every pointer's are; a kind code that names no kind fails where the kind is asked
+/// for ([`GlobalPtr::dynamic_kind`]) and where the pointer is serialized.
 // SAFETY: `repr(C)` with integer fields only (`usize`, `u32`, `u16`, `u16`) and no
 // padding (asserted below), every bit pattern of which is a value of the field; the
 // marker is zero-sized. No unsafe code relies on a pointer's rank, address, kind or
@@ -65,9 +67,16 @@ impl<T, K: MemoryKind> PartialEq for GlobalPtr<T, K> {
 impl<T, K: MemoryKind> Eq for GlobalPtr<T, K> {}
 
 impl<T, K: MemoryKind> GlobalPtr<T, K> {
+    /// What equality, order and hashing compare: every null alike (a null made of bytes
+    /// read from memory may have other parts than `null()`'s; every constructor makes
+    /// the canonical one).
     #[inline]
     fn key(&self) -> (Rank, u16, usize) {
-        (self.rank, self.kind, self.addr)
+        if self.is_null() {
+            (0, KindId::Host.code(), 0)
+        } else {
+            (self.rank, self.kind, self.addr)
+        }
     }
 }
 
@@ -106,14 +115,13 @@ impl<T, K: MemoryKind> fmt::Display for GlobalPtr<T, K> {
         } else if self.kind == KindId::Host.code() {
             write!(f, "(gp: rank {}, {:#x})", self.rank, self.addr)
         } else {
-            match KindId::from_code(self.kind) {
-                Some(kind) => write!(f, "(gp: rank {}, {kind}, {:#x})", self.rank, self.addr),
-                None => write!(
-                    f,
-                    "(gp: rank {}, kind code {}, {:#x})",
-                    self.rank, self.kind, self.addr
-                ),
-            }
+            write!(
+                f,
+                "(gp: rank {}, {}, {:#x})",
+                self.rank,
+                KindId::describe(self.kind),
+                self.addr
+            )
         }
     }
 }
@@ -133,8 +141,17 @@ impl<T, K: MemoryKind> fmt::Debug for GlobalPtr<T, K> {
 /// `(rank, kind, address, device)`.
 impl<T, K: MemoryKind> Serialize for GlobalPtr<T, K> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let kind = self.dynamic_kind() as u8;
-        (self.rank, kind, self.addr as u64, self.device).serialize(s)
+        if self.is_null() {
+            // Every null as `null()` is, whatever its other parts.
+            return (0 as Rank, KindId::Host as u8, 0u64, 0u16).serialize(s);
+        }
+        let Some(kind) = KindId::from_code(self.kind) else {
+            return Err(serde::ser::Error::custom(format!(
+                "a global pointer with {} cannot be serialized",
+                KindId::describe(self.kind)
+            )));
+        };
+        (self.rank, kind as u8, self.addr as u64, self.device).serialize(s)
     }
 }
 
