@@ -258,7 +258,9 @@ pub(crate) trait Conduit: Send + Sync + Sized + 'static {
         dest_addr: usize,
         src: &[u8],
     ) -> Result<Completion, AddressError>;
-    /// Runs `dispatch` on arrived messages of the given networks; returns how many.
+    /// Runs `dispatch` on arrived messages of the given networks; returns how many, plus
+    /// the transfers it found complete (a conduit whose polls complete transfers): the
+    /// work found, for waiting loops.
     fn poll(&self, requests: bool, dispatch: fn(&Inbound<'_>)) -> usize;
 
     /// Copies `src` to `dest_addr` in `dest`'s segment, or reports why the range is not

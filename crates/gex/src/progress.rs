@@ -28,8 +28,9 @@ pub fn poll() {
 /// is the operation a tool should see (UPC++'s internal progress); the handlers it runs
 /// report as under [`poll`]. Prohibited where [`poll`] is.
 ///
-/// Returns how many messages it handled, so that a runtime's waiting loop can tell a
-/// poll that found work from an idle one: a handler may do all that an arrival needs
+/// Returns how many messages it handled (and transfers it found complete, on a conduit
+/// whose polls complete transfers), so that a runtime's waiting loop can tell a poll
+/// that found work from an idle one: a handler may do all that an arrival needs
 /// (deliver a reply) and leave the runtime nothing else to count.
 #[inline]
 #[track_caller]

@@ -1,6 +1,6 @@
 //! One-sided RMA ("Extended API": "Put", "Get", "Value-based payloads") in its
 //! Blocking, NB and NBI forms with every local-completion option ("NOTE 2a", "NOTE 2b"),
-//! between every pair of ranks, with 1 to 4 ranks.
+//! between every pair of ranks, with 1 to 4 ranks, and many gets in flight at once.
 mod common;
 
 use common::pattern;
@@ -342,4 +342,69 @@ fn blocking_get_unwinding_waits_for_its_answer() {
         team.barrier();
         client.finalize();
     });
+}
+
+/// Many NB and NBI gets in flight at once, of every rank's segment, small and large
+/// (between hosts of the mpi conduit: messages to the owner, and `MPI_Rget`s tested by
+/// every poll), synchronized together by `gex_Event_WaitAll` and `gex_NBI_Wait`; every
+/// byte is the owner's.
+#[test]
+fn gets_in_flight_together() {
+    const PIECES: usize = 6;
+    const PIECE: usize = 48 << 10;
+    for n in 1..=4 {
+        spmd(n, || {
+            let (client, _ep, team) = Client::init("RMA_INFLIGHT", Flags::NONE).unwrap();
+            let seg = Segment::attach(&team, 2 * PIECES * PIECE).unwrap();
+            let bases = common::segment_bases(&team);
+            let me = team.rank();
+            let mine = pattern(u64::from(me) + 77, PIECES * PIECE);
+            // SAFETY: this rank's own segment, which no one reads before the barrier.
+            unsafe { std::ptr::copy_nonoverlapping(mine.as_ptr(), seg.addr(), mine.len()) };
+            team.barrier();
+            let size = team.size() as usize;
+            let mut nb = vec![0u8; size * PIECES * PIECE];
+            let mut nbi = vec![0u8; size * PIECES * PIECE];
+            let mut events = Vec::new();
+            for r in 0..team.size() {
+                for p in 0..PIECES {
+                    // Pieces of every size class: 8 bytes (a message), 3 KiB (the
+                    // largest message), the rest (the window between hosts).
+                    let len = [8, 3072, PIECE][p % 3];
+                    let at = p * PIECE;
+                    let src = bases[r as usize] + at;
+                    let off = r as usize * PIECES * PIECE + at;
+                    // SAFETY: the destinations stay untouched until the waits below.
+                    unsafe {
+                        events.push(
+                            team.get_nb(nb.as_mut_ptr().add(off), r, src, len, Flags::NONE)
+                                .unwrap(),
+                        );
+                        team.get_nbi(nbi.as_mut_ptr().add(off), r, src, len, Flags::NONE)
+                            .unwrap();
+                    }
+                }
+            }
+            Event::wait_all(&mut events);
+            gex::nbi_wait(EventCategory::GET);
+            for r in 0..team.size() {
+                let theirs = pattern(u64::from(r) + 77, PIECES * PIECE);
+                for p in 0..PIECES {
+                    let len = [8, 3072, PIECE][p % 3];
+                    let at = p * PIECE;
+                    let off = r as usize * PIECES * PIECE + at;
+                    assert!(
+                        nb[off..off + len] == theirs[at..at + len],
+                        "NB piece {p} of {r}"
+                    );
+                    assert!(
+                        nbi[off..off + len] == theirs[at..at + len],
+                        "NBI piece {p} of {r}"
+                    );
+                }
+            }
+            team.barrier();
+            client.finalize();
+        });
+    }
 }

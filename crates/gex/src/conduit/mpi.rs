@@ -690,10 +690,18 @@ impl Conduit for MpiConduit {
         }
         st.flush();
         // Sends complete once matched; the peers' receives stay posted until they too
-        // finalize, so waiting here cannot block on a peer that is gone.
+        // finalize, so waiting here cannot block on a peer that is gone. A get through
+        // the window completes once its target has served it, which every rank does
+        // while it is inside MPI, as it is from here on (these waits, the barrier).
         for req in st.reqs[am::SEND_BASE..].iter_mut() {
-            // SAFETY: a pending (or null) send request.
+            // SAFETY: a pending (or null) send or get request.
             unsafe { check(ffi::MPI_Wait(req, ffi::RSMPI_STATUS_IGNORE), "MPI_Wait") };
+        }
+        st.reqs.truncate(am::SEND_BASE);
+        for sent in st.sends.drain(..) {
+            if let am::SendBuf::Get(op) = sent {
+                op.part_done();
+            }
         }
         let world = Self::world();
         // SAFETY: every rank finalizes; after this barrier no rank sends again.

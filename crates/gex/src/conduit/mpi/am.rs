@@ -107,7 +107,8 @@ pub(super) struct State {
     /// Every request a poll tests, in one array so that one `MPI_Testsome` (one pass of
     /// MPI's progress engine) covers them all: the receive slots of the Reply and the
     /// Request network (`RECV_DEPTH` each), the credit receives, then the sends in
-    /// flight. A completed request is `MPI_REQUEST_NULL`, which `MPI_Testsome` skips.
+    /// flight and the `MPI_Rget`s of gets through the window (`rma`). A completed
+    /// request is `MPI_REQUEST_NULL`, which `MPI_Testsome` skips.
     pub(super) reqs: Vec<ffi::MPI_Request>,
     /// The receive slots, as the first `2 * RECV_DEPTH` entries of `reqs`.
     pub(super) slots: Vec<RecvSlot>,
@@ -131,7 +132,8 @@ pub(super) struct State {
     /// Messages whose send completed when it started, each counted in its peer's
     /// `sending` until the next poll's test.
     sent_done: Vec<(Rank, usize)>,
-    /// The buffers of the sends, entry `SEND_BASE + i` of `reqs` for `sends[i]`.
+    /// What each send or get in flight keeps or completes, entry `SEND_BASE + i` of
+    /// `reqs` for `sends[i]`.
     pub(super) sends: Vec<SendBuf>,
     pub(super) free: Vec<Buf>,
     /// Per peer and network, the message being filled and the sends in flight.
@@ -381,10 +383,13 @@ impl MpiConduit {
         }
         st.repost_taken();
         st.flush();
-        self.test_all(&mut st);
-        let mut n = 0;
+        // A get through the window completed counts as work, as an AM handled does, so
+        // that a loop waiting for it keeps polling rather than backing off.
+        let mut n = self.test_all(&mut st);
         if st.arrived(net_index(Network::Reply)) {
-            (n, st) = self.handle(st, Network::Reply, dispatch);
+            let handled;
+            (handled, st) = self.handle(st, Network::Reply, dispatch);
+            n += handled;
         }
         if requests && !st.finalized && st.arrived(net_index(Network::Request)) {
             n += self.handle(st, Network::Request, dispatch).0;
