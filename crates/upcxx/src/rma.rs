@@ -71,8 +71,9 @@
 //! # Errors
 //!
 //! A null global pointer fails with a panic naming the call. An address range outside
-//! the target's segment fails in `gex` with a message naming the range and the segment.
-//! Both report the caller's location.
+//! the target's segment fails with a message naming the range and the segment (in
+//! `gex`, or for a get into a buffer of the operation's, before the buffer is
+//! allocated). Both report the caller's location.
 //!
 //! RMA sits on completions, futures, global pointers and the runtime state.
 
@@ -554,8 +555,8 @@ fn get_through_gex(rt: &Setup, dest: &mut [u8], rank: Rank, addr: usize) {
 
 /// A get of `count` elements from `[addr, ..)` at `rank` through `gex`, into a buffer
 /// the operation owns: it may complete after the call returns (from a segment on
-/// another host), and `cxs` are then notified from progress, with `finish` of the
-/// buffer (§8.2.2: gets are non-blocking). Out of line, as [`get_through_gex`].
+/// another host), and `cxs` are notified from progress once it has, with `finish` of
+/// the buffer (§8.2.2: gets are non-blocking). Out of line, as [`get_through_gex`].
 ///
 /// The buffer is allocated here and freed by `finish`'s caller once the get's event
 /// says it is complete; if the job ends with the get still in flight, it is leaked
@@ -591,6 +592,9 @@ where
             rt.size
         ),
     }
+    // Before anything starts: a request that fails (a promise already ready) leaves
+    // nothing behind.
+    let (futures, armed) = cxs.arm();
     // A raw pointer, not a `Box` held across the transfer: the transfer writes through
     // it while the closures below own it.
     let buf: *mut [T] = Box::into_raw(vec![T::zeroed(); count].into_boxed_slice());
@@ -618,14 +622,11 @@ where
         crate::reported::nb_handle(&event)
     );
     let take = move || {
-        // SAFETY: called once, when the get is complete (at once, or from the
-        // event's test below): `buf` came from `Box::into_raw` and nothing writes it.
+        // SAFETY: called once, when the event's test found the get complete (at once
+        // for an invalid event, one complete at initiation): `buf` came from
+        // `Box::into_raw` and nothing writes it any more.
         finish(unsafe { Box::from_raw(buf) })
     };
-    if event.is_invalid() {
-        return cxs.completed_at_initiation(rank, take()).into_return();
-    }
-    let (futures, armed) = cxs.arm();
     completion::notify_when_outgoing(move || event.test(), rank, armed, take);
     futures.into_return()
 }

@@ -57,9 +57,10 @@
 //!
 //! Every call is one `gex` VIS operation (`gex::vis`): irregular transfers are vector
 //! transfers, regular ones indexed transfers, strided ones strided transfers. As for
-//! `rput`/`rget` (see [`crate::rma`]), a put is locally complete when the call returns
-//! (source completion at initiation; the put asks for its local-completion leaf and
-//! waits for it), and a get is complete when it returns. Notifications then follow
+//! `rput` and `rget_into` (see [`crate::rma`]), a put is locally complete when the call
+//! returns (source completion at initiation; the put asks for its local-completion
+//! leaf and waits for it), and a get, whose destinations the caller lends, is complete
+//! when it returns. Notifications then follow
 //! [`crate::rma`]'s path (`finish_put`): queued for this thread's next user-level
 //! progress, a remote RPC sent once the data are at the target.
 //!

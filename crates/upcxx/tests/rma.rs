@@ -212,6 +212,13 @@ fn rget_delivers_its_value_to_every_requested_notification() {
         );
         assert_eq!(f.wait(), [want]);
         assert_eq!(v.finalize().wait(), [want]);
+        // A promise already ready fails the call before anything starts: nothing is
+        // left pending (on another host, nothing in flight).
+        let ready = Promise::<Vec<i64>>::new();
+        ready.fulfill_result(vec![]);
+        let msg = panic_text(|| rget_vec_with(peer, 1, operation_cx::as_promise(&ready)));
+        assert!(msg.contains("already ready"), "{msg}");
+        assert!(!upcxx::progress_required());
         upcxx::barrier();
         upcxx::delete_(cell);
         upcxx::finalize();
