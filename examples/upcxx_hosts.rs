@@ -23,9 +23,10 @@
 //!
 //! `upcxx_hosts rget-overlap FILE` also checks that gets from another host return
 //! before they complete (UPC++ spec §8.2.2: `rget` is non-blocking): after the tags are
-//! written, the first rank on another host than rank 0 stays out of the library until
-//! FILE exists, and rank 0 creates FILE only once its `rget` and `rget_vec`s (of the
-//! tags, and of the bulk words) from that rank have returned. A get that waited for its data inside the call would wait for
+//! written, the first rank on another host than rank 0 leaves the library, says so by
+//! creating FILE.ready, and stays out until FILE exists; rank 0 starts its `rget` and
+//! `rget_vec`s (of the tags, and of the bulk words) from that rank once FILE.ready
+//! exists, and creates FILE once they have returned. A get that waited for its data inside the call would wait for
 //! that rank's progress, which never comes: the rank gives up after [`OVERLAP_WAIT`]
 //! and fails the job.
 
@@ -200,12 +201,16 @@ fn rget_overlap(all: &[GlobalPtr<u64>], file: &Path) -> u32 {
         .find(|&r| !local_team_contains(r))
         .unwrap_or(Rank::MAX);
     let far = upcxx::broadcast(far, 0, upcxx::world()).wait();
+    let ready = &file.with_extension("ready");
     let mut bad = 0;
     if far == Rank::MAX {
         if me == 0 {
             println!("rget-overlap: every rank is on rank 0's host, nothing to check");
         }
     } else if me == far {
+        // Out of the library from here until rank 0's gets have returned; rank 0 starts
+        // them only once told so, so that none is served by a poll of this rank's.
+        std::fs::write(ready, b"ready").expect("rget-overlap: cannot create FILE.ready");
         let start = Instant::now();
         while !file.exists() {
             assert!(
@@ -216,6 +221,14 @@ fn rget_overlap(all: &[GlobalPtr<u64>], file: &Path) -> u32 {
             std::thread::sleep(Duration::from_millis(1));
         }
     } else if me == 0 {
+        let start = Instant::now();
+        while !ready.exists() {
+            assert!(
+                start.elapsed() < OVERLAP_WAIT,
+                "upcxx_hosts: rank 0: rank {far} never left the library"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
         let gp = all[far as usize].add(TAGS);
         let one = rget(gp.add(n as usize - 1));
         let row = rget_vec(gp, n as usize);
@@ -233,5 +246,8 @@ fn rget_overlap(all: &[GlobalPtr<u64>], file: &Path) -> u32 {
         println!("rget-overlap: rank 0's gets from rank {far} returned before its progress");
     }
     barrier();
+    if me == 0 {
+        let _ = std::fs::remove_file(ready);
+    }
     bad
 }

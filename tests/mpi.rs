@@ -488,7 +488,8 @@ fn upcxx_programs_run_across_hosts() {
 
 /// UPC++ spec §8.2.2: `rget` and `rget_vec` from a rank on another host return before
 /// their data arrive; they complete in progress (`upcxx_hosts rget-overlap`, whose far
-/// rank stays out of the library until rank 0's gets have returned). Small gets travel
+/// rank leaves the library before rank 0 starts its gets and stays out until they have
+/// returned). Small gets travel
 /// as messages, a large one through the MPI window: also with the window served by
 /// Open MPI's `osc pt2pt` (as between hosts joined by TCP), where the target applies a
 /// get only when it enters MPI, so a get that waited inside the call (`MPI_Get` and
@@ -506,6 +507,7 @@ fn gets_from_other_hosts_return_before_they_complete() {
             std::process::id()
         ));
         let _ = std::fs::remove_file(&file);
+        let _ = std::fs::remove_file(file.with_extension("ready"));
         let path = file.to_str().unwrap();
         let env: &[(&str, &str)] = if osc.is_empty() {
             &[]
@@ -520,6 +522,7 @@ fn gets_from_other_hosts_return_before_they_complete() {
             env,
         );
         let _ = std::fs::remove_file(&file);
+        let _ = std::fs::remove_file(file.with_extension("ready"));
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(
             out.status.success()
