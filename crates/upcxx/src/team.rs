@@ -397,17 +397,16 @@ impl std::ops::Index<Rank> for Team {
     #[track_caller]
     fn index(&self, peer_index: Rank) -> &Rank {
         self.gex("team::operator[]");
-        self.state
-            .members
-            .get(peer_index as usize)
-            .unwrap_or_else(|| {
-                panic!(
-                    "upcxx::team::operator[]: rank {peer_index} is not in {} of {} ranks \
+        // Not `unwrap_or_else`: a closure would report its own location, not the caller's.
+        match self.state.members.get(peer_index as usize) {
+            Some(rank) => rank,
+            None => panic!(
+                "upcxx::team::operator[]: rank {peer_index} is not in {} of {} ranks \
                  (UPC++ spec §11.3.1 ¶12)",
-                    self.state.id,
-                    self.state.members.len()
-                )
-            })
+                self.state.id,
+                self.state.members.len()
+            ),
+        }
     }
 }
 

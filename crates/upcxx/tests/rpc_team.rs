@@ -4,9 +4,12 @@
 //! number.
 
 use std::cell::Cell;
+use std::sync::{Arc, Mutex};
 
 use gex::testing::spmd;
 use upcxx::team::world;
+
+mod common;
 
 thread_local! {
     static HITS: Cell<u32> = const { Cell::new(0) };
@@ -54,6 +57,19 @@ fn a_team_rank_names_the_member_of_that_team() {
             }
             assert_eq!(HITS.with(Cell::get), 2 * n);
             upcxx::barrier();
+            // A rank outside the team fails naming it, at the caller's line.
+            let location = Arc::new(Mutex::new(String::new()));
+            let previous = std::panic::take_hook();
+            let loc = location.clone();
+            std::panic::set_hook(Box::new(move |info| {
+                *loc.lock().unwrap() = info.location().map(|l| l.file().to_owned()).unwrap();
+            }));
+            let msg = common::panic_text(|| {
+                upcxx::rpc_ff_in_with(&reversed, n, upcxx::source_cx::as_future(), || (), ()).wait()
+            });
+            std::panic::set_hook(previous);
+            assert!(msg.contains(&format!("rank {n} is not in")), "{msg}");
+            assert!(location.lock().unwrap().ends_with("tests/rpc_team.rs"));
             reversed.destroy(upcxx::EntryBarrier::User);
             upcxx::finalize();
         });
