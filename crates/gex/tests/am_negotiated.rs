@@ -407,10 +407,11 @@ fn prepare_least_queries() {
                 assert_eq!(sd.size(), medium);
                 sd.commit_medium(h, 0, &[0]);
                 sent += 1;
+                let over = vec![3u8; medium + 1];
                 common::expect_panic(&["Team::prepare_request_medium", "exceeds"], || {
                     team.prepare_request_medium(
                         peer,
-                        None,
+                        client_buf.map(|_| &over[..]),
                         medium + 1,
                         medium + 1,
                         Lc::Now,

@@ -295,7 +295,7 @@ fn null_pointers_fail_naming_the_call() {
 }
 
 #[test]
-fn out_of_segment_ranges_fail_in_gex_with_the_callers_location() {
+fn out_of_segment_ranges_fail_with_the_callers_location() {
     gex::testing::spmd(2, || {
         upcxx::init();
         let me = rank_me();
@@ -321,7 +321,17 @@ fn out_of_segment_ranges_fail_in_gex_with_the_callers_location() {
         assert!(msg.contains("outside the segment of rank"), "{msg}");
         let msg = panic_text(|| drop(rget(below)));
         assert!(msg.contains("outside the segment of rank"), "{msg}");
-        let last = peer.add(upcxx::shared_segment_size() / 8 - 1);
+        // The segment's last word, and ranges that start there and run past the end.
+        let bound = upcxx::backend::gex_team()
+            .segment_bound(1 - me)
+            .expect("the peer attached a segment");
+        let last: GlobalPtr<u64> = serde_json::from_str(&format!(
+            "[{},1,{},0]",
+            1 - me,
+            bound.owner_addr + bound.size - 8
+        ))
+        .unwrap();
+        assert_eq!(rget(last).wait(), rget_vec(last, 1).wait()[0]);
         let msg = panic_text(|| drop(rget_vec(last, 2)));
         assert!(msg.contains("outside the segment of rank"), "{msg}");
         assert!(location.lock().unwrap().ends_with("tests/rma.rs"));
@@ -333,12 +343,7 @@ fn out_of_segment_ranges_fail_in_gex_with_the_callers_location() {
         assert!(msg.contains("do not fit in the address space"), "{msg}");
         assert!(location.lock().unwrap().ends_with("tests/rma.rs"));
         // A slice running past the end.
-        let msg = panic_text(|| {
-            drop(rput_slice(
-                &[0u64; 2],
-                peer.add(upcxx::shared_segment_size() / 8 - 1),
-            ))
-        });
+        let msg = panic_text(|| drop(rput_slice(&[0u64; 2], last)));
         assert!(msg.contains("outside the segment of rank"), "{msg}");
         assert!(location.lock().unwrap().ends_with("tests/rma.rs"));
         std::panic::set_hook(previous);
