@@ -221,13 +221,15 @@ fn rget_overlap(all: &[GlobalPtr<u64>], file: &Path) -> u32 {
             std::thread::sleep(Duration::from_millis(1));
         }
     } else if me == 0 {
+        // Polling meanwhile: the far rank may still be waiting in the broadcast for a
+        // message this rank sends only in its next poll.
         let start = Instant::now();
         while !ready.exists() {
             assert!(
                 start.elapsed() < OVERLAP_WAIT,
                 "upcxx_hosts: rank 0: rank {far} never left the library"
             );
-            std::thread::sleep(Duration::from_millis(1));
+            upcxx::progress(upcxx::ProgressLevel::User);
         }
         let gp = all[far as usize].add(TAGS);
         let one = rget(gp.add(n as usize - 1));
