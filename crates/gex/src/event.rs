@@ -29,6 +29,9 @@ enum State {
     /// `GEX_EVENT_INVALID`: nothing left to synchronize.
     #[default]
     Invalid,
+    /// One pending operation of the conduit (what every NB RMA call returns): its
+    /// handle alone, so that the event costs no allocation of its own.
+    One(Arc<OpHandle>),
     /// Pending operations of the conduit.
     Ops(Arc<EventState>),
     /// The split-phase barrier of the primordial team with this epoch: waiting for it
@@ -56,7 +59,10 @@ impl Event {
     pub(crate) fn from_completion(c: Completion) -> Event {
         match c {
             Completion::Done => Event::invalid(),
-            Completion::Pending(op) => Event::from_ops(vec![op], None),
+            Completion::Pending(op) if op.is_done() => Event::invalid(),
+            Completion::Pending(op) => Event {
+                state: State::One(op),
+            },
         }
     }
 
@@ -95,6 +101,7 @@ impl Event {
     pub(crate) fn gasp_handle(&self) -> u64 {
         match &self.state {
             State::Invalid => gasp::events::NB_TRIVIAL,
+            State::One(op) => Arc::as_ptr(op) as u64,
             State::Ops(s) => Arc::as_ptr(s) as u64,
             State::Barrier(epoch) => epoch | 1 << 63,
         }
@@ -109,6 +116,7 @@ impl Event {
     fn is_done(&self) -> bool {
         match &self.state {
             State::Invalid => true,
+            State::One(op) => op.is_done(),
             State::Ops(s) => s.ops.iter().all(|o| o.is_done()),
             State::Barrier(epoch) => crate::barrier::is_complete(*epoch),
         }
@@ -245,7 +253,7 @@ impl Event {
         }
         let lc = match &self.state {
             State::Ops(s) => s.lc.clone(),
-            State::Invalid | State::Barrier(_) => None,
+            State::Invalid | State::One(_) | State::Barrier(_) => None,
         };
         match lc {
             Some(lc) if !lc.is_done() => Event {
