@@ -42,8 +42,8 @@ use std::sync::atomic::Ordering;
 use crate::persona::{drain_held_personas, PersonaScopeRef};
 use crate::rpc::{deliver_forwarded_replies, run_master_rpcs};
 use crate::thread::{
-    self, check_not_restricted, run_deferred, ThreadState, DEFERRED_WORK, RPC_WORK, SHARED_WORK,
-    THREAD,
+    self, check_not_restricted, run_deferred, ThreadState, DEFERRED_WORK, OUTGOING_WORK, RPC_WORK,
+    SHARED_WORK, THREAD,
 };
 
 /// The level of progress a call makes (UPC++ `progress_level`).
@@ -267,11 +267,21 @@ fn user_actions() -> usize {
     if look {
         deliver_forwarded_replies();
     }
-    let (work, master) = THREAD.with(|h| {
+    let (mut work, master) = THREAD.with(|h| {
         h.epoch.set(h.epoch.get() + 1);
         (h.work.replace(0), h.holds_master.get())
     });
     let mut n = 0;
+    if work & OUTGOING_WORK != 0 {
+        // First, so that the notifications of the operations that completed (found by
+        // the poll just made) run below, in this progress, not in the next one after
+        // another poll.
+        n += thread::advance_outgoing();
+        work |= THREAD.with(|h| h.work.replace(0));
+        if thread::outgoing_pending() {
+            THREAD.with(|h| h.work.set(h.work.get() | OUTGOING_WORK));
+        }
+    }
     if work & DEFERRED_WORK != 0 {
         n += run_deferred();
     }

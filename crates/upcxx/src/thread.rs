@@ -43,7 +43,7 @@ pub(crate) struct ThreadState {
     /// Depth of callbacks being run by user-level progress.
     pub(crate) restricted: Cell<u32>,
     /// What was queued for this thread's next user-level progress by the thread itself:
-    /// a mask of [`DEFERRED_WORK`] and [`RPC_WORK`].
+    /// a mask of [`DEFERRED_WORK`], [`RPC_WORK`] and [`OUTGOING_WORK`].
     pub(crate) work: Cell<u8>,
     /// This thread holds the master persona.
     pub(crate) holds_master: Cell<bool>,
@@ -99,6 +99,8 @@ pub(crate) const DEFERRED_WORK: u8 = 1;
 /// [`ThreadState::work`]: this thread's handlers queued RPCs for the master persona it
 /// holds.
 pub(crate) const RPC_WORK: u8 = 2;
+/// [`ThreadState::work`]: operations tracked by [`track_outgoing`] are in flight.
+pub(crate) const OUTGOING_WORK: u8 = 4;
 
 /// Runs `f` at this thread's next user-level progress.
 pub(crate) fn defer(f: Box<dyn FnOnce()>) {
@@ -125,14 +127,12 @@ pub(crate) fn run_deferred() -> usize {
 /// Tracks an operation this thread started that needs its progress to complete:
 /// `advance` tests it and, once it completed, sends what the operation owes its target
 /// and queues the local notifications, and returns true. It must run no user code, so
-/// that internal progress ([`advance_outgoing`]) may call it (§10.3, §10.5.3). Returns
-/// true if no other operation was in flight.
-pub(crate) fn track_outgoing(advance: Outgoing) -> bool {
-    OUTGOING.with(|o| {
-        let mut o = o.borrow_mut();
-        o.push(advance);
-        o.len() == 1
-    })
+/// that internal progress ([`advance_outgoing`]) may call it (§10.3, §10.5.3). Every
+/// user-level progress advances the tracked operations while any remain
+/// ([`OUTGOING_WORK`]).
+pub(crate) fn track_outgoing(advance: Outgoing) {
+    OUTGOING.with(|o| o.borrow_mut().push(advance));
+    THREAD.with(|h| h.work.set(h.work.get() | OUTGOING_WORK));
 }
 
 /// True while operations tracked by [`track_outgoing`] are in flight: this thread's

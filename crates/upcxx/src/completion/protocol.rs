@@ -137,7 +137,7 @@ where
     V: FnOnce() -> Ev::OpValues + 'static,
 {
     let mut armed = Some((armed, values));
-    let first = thread::track_outgoing(Box::new(move || {
+    thread::track_outgoing(Box::new(move || {
         if !done() {
             return false;
         }
@@ -146,19 +146,5 @@ where
             armed.operation_done(values());
         }
         true
-    }));
-    if first {
-        advance_at_user_progress();
-    }
-}
-
-/// Makes the next user-level progress of this thread advance its outgoing operations,
-/// and the following ones while any remain.
-fn advance_at_user_progress() {
-    thread::defer(Box::new(|| {
-        thread::advance_outgoing();
-        if thread::outgoing_pending() {
-            advance_at_user_progress();
-        }
     }));
 }
