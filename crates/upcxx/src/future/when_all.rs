@@ -142,7 +142,13 @@ when_all_tuple!(a: A, b: B, c: C, d: D, e: E, f: F, g: G, h: H);
 impl<T: 'static> WhenAll for Vec<Future<T>> {
     type Output = Vec<T>;
     fn join(self) -> Future<Vec<T>> {
-        if !self.is_empty() && self.iter().all(|f| matches!(f.repr, Repr::Reply(_))) {
+        if self
+            .iter()
+            .all(|f| matches!(f.repr, Repr::Ready(_) | Repr::AfterProgress(..)))
+        {
+            return join_complete(self);
+        }
+        if self.iter().all(|f| matches!(f.repr, Repr::Reply(_))) {
             return join_cells(self);
         }
         let n = self.len();
@@ -161,6 +167,31 @@ impl<T: 'static> WhenAll for Vec<Future<T>> {
         // still being registered.
         satisfy_when_all(&state, &slots);
         Future::from_state(state)
+    }
+}
+
+/// `when_all` over futures whose values are here already (operations complete at
+/// initiation, such as RMA on shared memory, ready now or at the next user-level
+/// progress): their values in order, ready when the last of them is, with no callback,
+/// state or allocation but the vector's. Also the empty vector's: ready at once.
+fn join_complete<T: 'static>(futures: Vec<Future<T>>) -> Future<Vec<T>> {
+    let mut after: Option<u64> = None;
+    let values = futures
+        .into_iter()
+        .map(|mut f| match std::mem::replace(&mut f.repr, Repr::Taken) {
+            Repr::Ready(v) => v,
+            Repr::AfterProgress(v, epoch) => {
+                after = Some(after.map_or(epoch, |a| a.max(epoch)));
+                v
+            }
+            _ => unreachable!("only complete futures are joined here"),
+        })
+        .collect();
+    Future {
+        repr: match after {
+            Some(epoch) => Repr::AfterProgress(values, epoch),
+            None => Repr::Ready(values),
+        },
     }
 }
 
