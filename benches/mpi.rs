@@ -33,6 +33,8 @@
 //! | `am_medium_rate`       | 64-byte Medium requests streamed to rank 1 without polling, as messages per second (counted and checked by rank 1) | net: ≥ 1.0× `isend_rate` |
 //! | `put_8B`               | `put_blocking` of 8 bytes into rank 1's segment          | net: ≤ 1.3× `put_flush_8B` |
 //! | `get_8B`               | `get_blocking` of 8 bytes of rank 1's segment            | net: `get_flush_8B` (—) |
+//! | `rget_8B`              | `upcxx::rget(gp).wait()` of the same 8 bytes, rank 1 in user-level progress | net: ≤ 1.2× `get_8B` |
+//! | `rget_8B_x64`          | the same, 64 `rget`s in flight then one `when_all`, time per get | net: ≤ 0.5× `rget_8B` (the gets overlap) |
 //! | `put_bw_1MiB`          | `put_blocking` of 1 MiB, as bandwidth                    | net: `put_flush_bw_1MiB` (—) |
 //! | `indexed_put_1000x8B`  | `indexed_put_blocking` of 1,000 runs of 8 bytes, 16 bytes apart, into rank 1's segment | net: — |
 //! | `indexed_get_1000x8B`  | `indexed_get_blocking` of the same runs                  | net: — |
@@ -193,7 +195,10 @@ fn rank_main(job: RankJob) {
         .expect("register the bench's handlers");
     let mine = upcxx::allocate(AREA_BYTES, 4096).expect("segment space for the area");
     let area = Area::exchange(team, mine.local(), upcxx::barrier);
-    run_figures(&job, path, area, &upcxx::barrier);
+    // Rank 1's area for the UPC++ figures: a global pointer is plain data, broadcast as
+    // any value is.
+    let peer_area = upcxx::broadcast(mine, 1, upcxx::world()).wait();
+    run_figures(&job, path, area, peer_area, &upcxx::barrier);
     upcxx::finalize();
 }
 
@@ -210,7 +215,13 @@ fn check_placement(team: Team, path: Path) {
     );
 }
 
-fn run_figures(job: &RankJob, path: Path, area: Area, barrier: &dyn Fn()) {
+fn run_figures(
+    job: &RankJob,
+    path: Path,
+    area: Area,
+    peer_area: upcxx::GlobalPtr<u8>,
+    barrier: &dyn Fn(),
+) {
     let team = area.team;
     check_placement(team, path);
     let raw = (path != Path::Smp).then(raw::Raw::new);
@@ -227,7 +238,11 @@ fn run_figures(job: &RankJob, path: Path, area: Area, barrier: &dyn Fn()) {
         Err(why) => Err(why),
     };
     barrier();
-    let figures = Figures { area, atomics };
+    let figures = Figures {
+        area,
+        peer_area,
+        atomics,
+    };
     let (mut benches, unsupported) = kernels::figures(&figures, path.prefix());
     if let Some(r) = raw {
         benches.extend(raw::figures(r, path.raw_prefix()));
@@ -249,12 +264,14 @@ fn run_figures(job: &RankJob, path: Path, area: Area, barrier: &dyn Fn()) {
 
 /// The figures of every path, and whether they are bandwidths or rates (a higher ratio is
 /// better) or times.
-const FIGURES: [(&str, bool); 11] = [
+const FIGURES: [(&str, bool); 13] = [
     ("am_short_roundtrip", false),
     ("rpc_roundtrip", false),
     ("am_medium_rate", true),
     ("put_8B", false),
     ("get_8B", false),
+    ("rget_8B", false),
+    ("rget_8B_x64", false),
     ("put_bw_1MiB", true),
     ("indexed_put_1000x8B", false),
     ("indexed_get_1000x8B", false),
@@ -285,6 +302,13 @@ const NET_BASELINES: [(&str, &str, Target); 9] = [
     ("fetch_add_i64", "fetch_and_op_i64", None),
     ("barrier", "barrier", Some((1.3, TargetIs::Max))),
     ("broadcast_1MiB", "bcast_1MiB", None),
+];
+
+/// Between hosts: the UPC++ get figures against the gex get and against each other,
+/// with their targets.
+const NET_UPCXX: [(&str, &str, Target); 2] = [
+    ("rget_8B", "get_8B", Some((1.2, TargetIs::Max))),
+    ("rget_8B_x64", "rget_8B", Some((0.5, TargetIs::Max))),
 ];
 
 /// Names the jobs to run, comma-separated (default: `smp,host,net`).
@@ -358,6 +382,14 @@ fn driver() -> i32 {
         report.relate(
             &format!("mpi.net.{figure}"),
             &format!("raw.mpi.net.{baseline}"),
+            target,
+        );
+    }
+
+    for (figure, baseline, target) in NET_UPCXX {
+        report.relate(
+            &format!("mpi.net.{figure}"),
+            &format!("mpi.net.{baseline}"),
             target,
         );
     }

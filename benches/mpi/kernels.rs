@@ -17,6 +17,7 @@ use std::time::Instant;
 
 use gex::ops::{Dt, Op};
 use gex::{AmEntry, AmRole, AtomicDomain, Flags, Team, Token};
+use upcxx::GlobalPtr;
 
 use crate::common::am::{check_pattern, fill_pattern, serve_until_stopped, stop_server, STOP};
 use crate::common::figures::{self, page_aligned, Bench, Unit};
@@ -228,6 +229,44 @@ fn get_8b(a: Area, name: String) -> Bench<'static> {
     })
 }
 
+/// `rget_8B`: `upcxx::rget` of the word rank 1 wrote at setup, waited for, each value
+/// checked; rank 1 makes user-level progress (a get from another host is served by its
+/// polls).
+fn rget_8b(name: String, team: Team, word: GlobalPtr<u64>) -> Bench<'static> {
+    let what = name.clone();
+    rpc::round_trips(name, team, move || {
+        assert_eq!(upcxx::rget(word).wait(), GET_VALUE, "{what}: wrong data");
+    })
+}
+
+/// Gets in flight at once in `rget_8B_x64`.
+const RGETS_IN_FLIGHT: u64 = 64;
+
+/// `rget_8B_x64`: the same gets [`RGETS_IN_FLIGHT`] at a time, all started before one
+/// `when_all` waits for them (UPC++ gets are non-blocking, §8.2.2); time per get, every
+/// value checked.
+fn rget_8b_x64(name: String, team: Team, word: GlobalPtr<u64>) -> Bench<'static> {
+    let what = name.clone();
+    Bench::duo(
+        name,
+        Unit::Latency,
+        move |iters| {
+            let t0 = Instant::now();
+            let mut left = iters;
+            while left > 0 {
+                let k = left.min(RGETS_IN_FLIGHT);
+                let gets: Vec<_> = (0..k).map(|_| upcxx::rget(word)).collect();
+                let got = upcxx::when_all(gets).wait();
+                assert!(got.iter().all(|&v| v == GET_VALUE), "{what}: wrong data");
+                left -= k;
+            }
+            t0.elapsed()
+        },
+        move || stop_server(team),
+        rpc::serve_upcxx_until_stopped,
+    )
+}
+
 /// The owner addresses of the indexed figures' runs in rank 1's area.
 fn vis_runs(a: Area) -> Vec<usize> {
     (0..VIS_RUNS)
@@ -428,6 +467,8 @@ fn broadcast(a: Area, name: String) -> Bench<'static> {
 /// What the gex and UPC++ figures of one job need.
 pub(crate) struct Figures {
     pub(crate) area: Area,
+    /// Rank 1's area as a UPC++ global pointer, for the UPC++ get figures.
+    pub(crate) peer_area: GlobalPtr<u8>,
     /// `Ok` when gex atomics reach the other rank's segment (see [`probe_atomics`]).
     pub(crate) atomics: Result<AtomicDomain, String>,
 }
@@ -445,6 +486,9 @@ pub(crate) fn figures(f: &Figures, prefix: &str) -> (Vec<Bench<'static>>, Vec<Un
     ];
     v.push(put_8b(a, n("put_8B")));
     v.push(get_8b(a, n("get_8B")));
+    let word = f.peer_area.add(GET_OFF).cast::<u64>();
+    v.push(rget_8b(n("rget_8B"), a.team, word));
+    v.push(rget_8b_x64(n("rget_8B_x64"), a.team, word));
     v.push(put_bw(a, n("put_bw_1MiB")));
     v.push(indexed_put(a, n("indexed_put_1000x8B")));
     v.push(indexed_get(a, n("indexed_get_1000x8B")));
