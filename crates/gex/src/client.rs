@@ -160,6 +160,12 @@ impl Endpoint {
         Client(())
     }
 
+    /// GASNet-EX `gex_EP_QueryFlags`: the flags of its creation; the primordial
+    /// endpoint is created by `Client::init`, with none.
+    pub fn flags(&self) -> Flags {
+        Flags::NONE
+    }
+
     /// GASNet-EX `gex_EP_QuerySegment`: the bound segment, once attached.
     pub fn segment(&self) -> Option<Segment> {
         let (addr, size) = *objects("Endpoint::segment").attached.get()?;
@@ -186,6 +192,12 @@ impl Segment {
     /// GASNet-EX `gex_Segment_QuerySize`.
     pub fn size(&self) -> usize {
         self.size
+    }
+
+    /// GASNet-EX `gex_Segment_QueryFlags`: the flags of its creation; `attach` takes
+    /// none.
+    pub fn flags(&self) -> Flags {
+        Flags::NONE
     }
 
     /// GASNet-EX `gex_Segment_QueryClient`.

@@ -42,6 +42,8 @@ fn init_errors_and_job_queries() {
 
             assert_eq!(client.name(), "OBJ_TEST1");
             assert_eq!(client.flags(), Flags::NONE);
+            assert_eq!(ep.flags(), Flags::NONE);
+            assert_eq!(team.flags(), Flags::NONE);
             let (rank, size) = gex::testing::launcher_rank().expect("started as a rank");
             let (rank, size) = (rank as u32, size as u32);
             assert_eq!(gex::job_rank(), rank);
@@ -148,6 +150,7 @@ fn cdata_on_every_object() {
             common::quiet_expected_panics();
             let (client, ep, team) = Client::init("OBJ_CDATA", Flags::NONE).unwrap();
             let seg = Segment::attach(&team, 4 * PAGE_SIZE).unwrap();
+            assert_eq!(seg.flags(), Flags::NONE);
             assert!(client.cdata().is_none());
             assert!(ep.cdata().is_none());
             assert!(team.cdata().is_none());

@@ -4,6 +4,7 @@
 
 use std::cell::Cell;
 
+use crate::client::Endpoint;
 use crate::conduit::{Category, Inbound, Network, Rank};
 use crate::runtime::Runtime;
 
@@ -204,6 +205,9 @@ pub struct TokenInfo {
     pub is_long: bool,
     /// The entry the handler was registered with (`gex_entry`).
     pub entry: &'static AmEntry,
+    /// The endpoint the message arrived at (`gex_ep`, one of the two queries every
+    /// implementation supports): this process's one endpoint.
+    pub ep: Endpoint,
 }
 
 /// Names the message a handler runs for, and the way back to its sender
@@ -228,6 +232,7 @@ impl Token<'_> {
             is_request: self.msg.network == Network::Request,
             is_long: self.msg.category == Category::Long,
             entry: self.entry,
+            ep: Endpoint(()),
         }
     }
 
