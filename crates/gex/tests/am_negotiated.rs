@@ -7,7 +7,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use common::am::{base, BASES, TEAM};
 use common::{pattern, poll_until, Errors};
 use gex::testing::spmd;
-use gex::{AmCategory, AmEntry, AmRole, Client, Event, Flags, Lc, LcKind, NoOp, Segment, Token};
+use gex::{
+    AmCategory, AmEntry, AmIndex, AmRole, Client, Event, Flags, Lc, LcKind, NoOp, Segment, Team,
+    Token,
+};
 
 const MB: usize = 1 << 20;
 
@@ -265,6 +268,23 @@ mod misuse {
         assert_eq!(payload.len(), args[0] as usize);
         RUNS.fetch_add(1, Ordering::Relaxed);
     }
+
+    /// A client named `name` with [`handler`] registered and a segment attached: the
+    /// client, its team, the handler's index and the next rank.
+    pub(crate) fn setup(name: &str) -> (Client, Team, AmIndex, u32) {
+        common::quiet_expected_panics();
+        let (client, ep, team) = Client::init(name, Flags::NONE).unwrap();
+        let mut t = [AmEntry::payload(
+            "misuse",
+            AmCategory::MedLong,
+            AmRole::Request,
+            1,
+            handler,
+        )];
+        ep.register_handlers(&mut t).unwrap();
+        Segment::attach(&team, MB).unwrap();
+        (client, team, t[0].index, (team.rank() + 1) % team.size())
+    }
 }
 
 /// Misuse of the negotiated-payload calls fails naming the call, and leaves the layer
@@ -279,19 +299,7 @@ mod misuse {
 fn negotiated_payload_misuse() {
     for n in 1..=2 {
         spmd(n, || {
-            common::quiet_expected_panics();
-            let (client, ep, team) = Client::init("AM_MISUSE", Flags::NONE).unwrap();
-            let mut t = [AmEntry::payload(
-                "misuse",
-                AmCategory::MedLong,
-                AmRole::Request,
-                1,
-                misuse::handler,
-            )];
-            ep.register_handlers(&mut t).unwrap();
-            let h = t[0].index;
-            let _seg = Segment::attach(&team, MB).unwrap();
-            let peer = (team.rank() + 1) % team.size();
+            let (client, team, h, peer) = misuse::setup("AM_MISUSE");
             let max = team.max_request_medium(None, LcKind::Now, Flags::NONE, 1);
             let buf = vec![1u8; 100];
             let mut sent = 0;
@@ -377,19 +385,7 @@ fn negotiated_payload_misuse() {
 fn prepare_least_queries() {
     for n in 1..=2 {
         spmd(n, || {
-            common::quiet_expected_panics();
-            let (client, ep, team) = Client::init("AM_LEAST", Flags::NONE).unwrap();
-            let mut t = [AmEntry::payload(
-                "misuse",
-                AmCategory::MedLong,
-                AmRole::Request,
-                1,
-                misuse::handler,
-            )];
-            ep.register_handlers(&mut t).unwrap();
-            let h = t[0].index;
-            let _seg = Segment::attach(&team, MB).unwrap();
-            let peer = (team.rank() + 1) % team.size();
+            let (client, team, h, peer) = misuse::setup("AM_LEAST");
             let at = common::segment_bases(&team)[peer as usize];
             let mut sent = 0;
             for flags in [
