@@ -35,6 +35,7 @@
 //! | `get_8B`               | `get_blocking` of 8 bytes of rank 1's segment            | net: `get_flush_8B` (—) |
 //! | `rget_8B`              | `upcxx::rget(gp).wait()` of the same 8 bytes, rank 1 in user-level progress | net: ≤ 1.2× `get_8B` |
 //! | `rget_8B_x64`          | the same, 64 `rget`s in flight then one `when_all`, time per get | net: ≤ 0.5× `rget_8B` (the gets overlap) |
+//! | `rput_8B`              | `upcxx::rput(v, gp).wait()` of 8 bytes into rank 1's area, rank 1 in user-level progress | net: ≤ 1.2× `put_8B` |
 //! | `put_bw_1MiB`          | `put_blocking` of 1 MiB, as bandwidth                    | net: `put_flush_bw_1MiB` (—) |
 //! | `indexed_put_1000x8B`  | `indexed_put_blocking` of 1,000 runs of 8 bytes, 16 bytes apart, into rank 1's segment | net: — |
 //! | `indexed_get_1000x8B`  | `indexed_get_blocking` of the same runs                  | net: — |
@@ -264,7 +265,7 @@ fn run_figures(
 
 /// The figures of every path, and whether they are bandwidths or rates (a higher ratio is
 /// better) or times.
-const FIGURES: [(&str, bool); 13] = [
+const FIGURES: [(&str, bool); 14] = [
     ("am_short_roundtrip", false),
     ("rpc_roundtrip", false),
     ("am_medium_rate", true),
@@ -272,6 +273,7 @@ const FIGURES: [(&str, bool); 13] = [
     ("get_8B", false),
     ("rget_8B", false),
     ("rget_8B_x64", false),
+    ("rput_8B", false),
     ("put_bw_1MiB", true),
     ("indexed_put_1000x8B", false),
     ("indexed_get_1000x8B", false),
@@ -304,11 +306,12 @@ const NET_BASELINES: [(&str, &str, Target); 9] = [
     ("broadcast_1MiB", "bcast_1MiB", None),
 ];
 
-/// Between hosts: the UPC++ get figures against the gex get and against each other,
-/// with their targets.
-const NET_UPCXX: [(&str, &str, Target); 2] = [
+/// Between hosts: the UPC++ figures against gex's and against each other, with their
+/// targets.
+const NET_UPCXX: [(&str, &str, Target); 3] = [
     ("rget_8B", "get_8B", Some((1.2, TargetIs::Max))),
     ("rget_8B_x64", "rget_8B", Some((0.5, TargetIs::Max))),
+    ("rput_8B", "put_8B", Some((1.2, TargetIs::Max))),
 ];
 
 /// Names the jobs to run, comma-separated (default: `smp,host,net`).

@@ -35,6 +35,7 @@ const PUT_OFF: usize = 0;
 const GET_OFF: usize = 64;
 const FADD_OFF: usize = 128;
 const ARRIVE_OFF: usize = 192;
+const RPUT_OFF: usize = 256;
 const BW_OFF: usize = 4096;
 const BCAST_SRC: usize = BW_OFF + BW_BYTES;
 const BCAST_DST: usize = BCAST_SRC + BCAST_BYTES;
@@ -236,6 +237,35 @@ fn rget_8b(name: String, team: Team, word: GlobalPtr<u64>) -> Bench<'static> {
     let what = name.clone();
     rpc::round_trips(name, team, move || {
         assert_eq!(upcxx::rget(word).wait(), GET_VALUE, "{what}: wrong data");
+    })
+}
+
+/// `rput_8B`: `upcxx::rput` of 8 bytes into rank 1's area, waited for (operation
+/// completion); rank 1 makes user-level progress; the last value is read back once,
+/// and rank 1 checks that puts arrived.
+fn rput_8b(a: Area, name: String, word: GlobalPtr<u64>) -> Bench<'static> {
+    let what = name.clone();
+    let mut n = 0u64;
+    let mut checked = false;
+    Bench::duo(
+        name,
+        Unit::Latency,
+        move |iters| {
+            let t = time_iters(iters, || {
+                n += 1;
+                upcxx::rput(n, word).wait();
+            });
+            if !checked {
+                assert_eq!(upcxx::rget(word).wait(), n, "{what}: wrong data");
+                checked = true;
+            }
+            t
+        },
+        move || stop_server(a.team),
+        rpc::serve_upcxx_until_stopped,
+    )
+    .checked_by_rank1(move || {
+        assert_ne!(a.own_word(RPUT_OFF), 0, "rput_8B: rank 1 received no put");
     })
 }
 
@@ -489,6 +519,11 @@ pub(crate) fn figures(f: &Figures, prefix: &str) -> (Vec<Bench<'static>>, Vec<Un
     let word = f.peer_area.add(GET_OFF).cast::<u64>();
     v.push(rget_8b(n("rget_8B"), a.team, word));
     v.push(rget_8b_x64(n("rget_8B_x64"), a.team, word));
+    v.push(rput_8b(
+        a,
+        n("rput_8B"),
+        f.peer_area.add(RPUT_OFF).cast::<u64>(),
+    ));
     v.push(put_bw(a, n("put_bw_1MiB")));
     v.push(indexed_put(a, n("indexed_put_1000x8B")));
     v.push(indexed_get(a, n("indexed_get_1000x8B")));
