@@ -530,7 +530,7 @@ fn not_host(call: &str, code: u16) -> ! {
 
 #[cold]
 #[track_caller]
-fn bad_rank(call: &str, rank: Rank, size: Rank) -> ! {
+pub(crate) fn bad_rank(call: &str, rank: Rank, size: Rank) -> ! {
     panic!("upcxx::{call}: rank {rank} is not in the job (rank_n() = {size})")
 }
 

@@ -86,7 +86,7 @@ use crate::completion::{
     HasSource, Returned,
 };
 use crate::future::Future;
-use crate::global_ptr::GlobalPtr;
+use crate::global_ptr::{bad_rank, GlobalPtr};
 use crate::runtime::state::{rt, Rank, Setup};
 
 /// The completion events of [`rput_with`] (§8.2.1 ¶4–¶5): remote and operation, no
@@ -427,7 +427,8 @@ pub fn rget_into_with<T: Pod, C: Completions<RgetInto>>(
 
 #[cold]
 #[track_caller]
-fn outside(call: &str, rank: Rank, addr: usize, len: usize, base: usize, size: usize) -> ! {
+fn outside(call: &str, rt: &Setup, rank: Rank, addr: usize, len: usize) -> ! {
+    let (base, size) = rt.bounds[rank as usize];
     panic!(
         "upcxx::{call}: [{addr:#x}, {addr:#x}+{len}) is outside the segment of rank {rank} \
          ([{base:#x}, {base:#x}+{size}))"
@@ -580,17 +581,10 @@ where
     let len = count * size_of::<T>();
     // Checked before the buffer is allocated, so that a count far too large fails here
     // (naming the range) rather than in the allocator.
-    match rt.bounds.get(rank as usize) {
-        Some(&(base, size)) if addr.wrapping_sub(base) <= size => {
-            if len > size - addr.wrapping_sub(base) {
-                outside(call, rank, addr, len, base, size)
-            }
-        }
-        Some(&(base, size)) => outside(call, rank, addr, len, base, size),
-        None => panic!(
-            "upcxx::{call}: rank {rank} is not in the job (rank_n() = {})",
-            rt.size
-        ),
+    match rt.in_segment(rank, addr, len) {
+        Some(true) => {}
+        Some(false) => outside(call, rt, rank, addr, len),
+        None => bad_rank(call, rank, rt.size),
     }
     // Before anything starts: a request that fails (a promise already ready) leaves
     // nothing behind.

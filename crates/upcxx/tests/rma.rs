@@ -342,6 +342,11 @@ fn out_of_segment_ranges_fail_with_the_callers_location() {
         let msg = panic_text(|| drop(rget_vec(peer, usize::MAX)));
         assert!(msg.contains("do not fit in the address space"), "{msg}");
         assert!(location.lock().unwrap().ends_with("tests/rma.rs"));
+        // A rank outside the job.
+        let stranger: GlobalPtr<u64> = serde_json::from_str("[7,1,4096,0]").unwrap();
+        let msg = panic_text(|| drop(rget(stranger)));
+        assert!(msg.contains("rank 7 is not in the job"), "{msg}");
+        assert!(location.lock().unwrap().ends_with("tests/rma.rs"));
         // A slice running past the end.
         let msg = panic_text(|| drop(rput_slice(&[0u64; 2], last)));
         assert!(msg.contains("outside the segment of rank"), "{msg}");

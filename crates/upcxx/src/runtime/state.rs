@@ -70,15 +70,30 @@ impl Setup {
     pub(crate) fn direct_range(&self, rank: Rank, addr: usize, len: usize) -> Option<usize> {
         range_in(&self.direct, rank, addr, len)
     }
+
+    /// Whether `[addr, addr + len)` lies inside `rank`'s segment, mapped here or not
+    /// (`bounds`); `None` if `rank` is not in the job.
+    #[inline]
+    pub(crate) fn in_segment(&self, rank: Rank, addr: usize, len: usize) -> Option<bool> {
+        let &(base, size) = self.bounds.get(rank as usize)?;
+        Some(inside(base, size, addr, len))
+    }
 }
 
 /// `addr` must not be 0 (see [`PeerSegment::UNMAPPED`]).
 #[inline(always)]
 fn range_in(peers: &[PeerSegment], rank: Rank, addr: usize, len: usize) -> Option<usize> {
     let peer = peers.get(rank as usize)?;
-    let off = addr.wrapping_sub(peer.owner_base);
+    inside(peer.owner_base, peer.size, addr, len)
+        .then(|| peer.local_base + addr.wrapping_sub(peer.owner_base))
+}
+
+/// Whether `[addr, addr + len)` lies inside `[base, base + size)`.
+#[inline(always)]
+fn inside(base: usize, size: usize, addr: usize, len: usize) -> bool {
+    let off = addr.wrapping_sub(base);
     // Lazily: outside the segment, `off` may be anything and the sum overflow.
-    (off <= peer.size && len <= peer.size - off).then(|| peer.local_base + off)
+    off <= size && len <= size - off
 }
 
 pub(super) static RUNTIME: OnceLock<Setup> = OnceLock::new();
