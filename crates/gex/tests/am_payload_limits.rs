@@ -38,6 +38,27 @@ mod limits {
                 });
             }
         }
+        // The Prepare-least flags: one answers the same maximum, both at once are
+        // refused (as by the team queries), naming the call.
+        let least = Flags::AM_PREPARE_LEAST_ALLOC;
+        let m = token.max_reply_medium(LcKind::Now, least, 1);
+        ERRORS.check(
+            m == token.max_reply_medium(LcKind::Now, Flags::NONE, 1),
+            || "token medium with AM_PREPARE_LEAST_ALLOC".into(),
+        );
+        let both = least | Flags::AM_PREPARE_LEAST_CLIENT;
+        let refused = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            token.max_reply_long(LcKind::Now, both, 1)
+        }));
+        let msg = refused
+            .err()
+            .and_then(|e| e.downcast::<String>().ok())
+            .map(|m| *m)
+            .unwrap_or_default();
+        ERRORS.check(
+            msg.contains("Token::max_reply_long") && msg.contains("mutually exclusive"),
+            || format!("token query with both Prepare-least flags: {msg:?}"),
+        );
         DONE.fetch_add(1, Ordering::Relaxed);
     }
 }

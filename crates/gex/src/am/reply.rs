@@ -2,7 +2,7 @@
 //! queries of a token.
 
 use super::handler::{AmIndex, Token};
-use super::send::{check_lc, send, LcKind, Payload};
+use super::send::{check_lc, payload_query, send, LcKind, Payload};
 use crate::conduit::{Conduit, Network};
 use crate::context;
 use crate::event::Lc;
@@ -108,13 +108,24 @@ impl Token<'_> {
         self.mark_replied(r)
     }
 
-    /// GASNet-EX `gex_Token_MaxReplyMedium`.
-    pub fn max_reply_medium(&self, _lc: LcKind, _flags: Flags, _nargs: usize) -> usize {
-        self.rt.conduit.am_max_medium()
+    /// GASNet-EX `gex_Token_MaxReplyMedium` (the `AM_PREPARE_LEAST_*` flags as for
+    /// [`Team::max_reply_medium`](crate::Team::max_reply_medium)).
+    #[track_caller]
+    pub fn max_reply_medium(&self, _lc: LcKind, flags: Flags, _nargs: usize) -> usize {
+        payload_query(
+            "Token::max_reply_medium",
+            flags,
+            self.rt.conduit.am_max_medium(),
+        )
     }
 
     /// GASNet-EX `gex_Token_MaxReplyLong`.
-    pub fn max_reply_long(&self, _lc: LcKind, _flags: Flags, _nargs: usize) -> usize {
-        self.rt.conduit.am_max_long()
+    #[track_caller]
+    pub fn max_reply_long(&self, _lc: LcKind, flags: Flags, _nargs: usize) -> usize {
+        payload_query(
+            "Token::max_reply_long",
+            flags,
+            self.rt.conduit.am_max_long(),
+        )
     }
 }

@@ -124,7 +124,7 @@ fn prepare_least_flag(call: &str) -> ! {
 /// Prepare accepts any `least_payload` up to the fixed-payload maximum, with a buffer
 /// of either origin).
 #[track_caller]
-fn payload_query(call: &str, flags: Flags, max: usize) -> usize {
+pub(super) fn payload_query(call: &str, flags: Flags, max: usize) -> usize {
     if flags.contains(PREPARE_LEAST) {
         panic!(
             "gex::{call}: Flags::AM_PREPARE_LEAST_CLIENT and AM_PREPARE_LEAST_ALLOC are \
