@@ -26,9 +26,9 @@
 //! written, the first rank on another host than rank 0 leaves the library, says so by
 //! creating FILE.ready, and stays out until FILE exists; rank 0 starts its `rget` and
 //! `rget_vec`s (of the tags, and of the bulk words) from that rank once FILE.ready
-//! exists, and creates FILE once they have returned. A get that waited for its data inside the call would wait for
-//! that rank's progress, which never comes: the rank gives up after [`OVERLAP_WAIT`]
-//! and fails the job.
+//! exists (polling meanwhile), and creates FILE once they have returned. A get that
+//! waited for its data inside the call would wait for that rank's progress, which never
+//! comes: the rank gives up after [`OVERLAP_WAIT`] and fails the job.
 
 use std::path::Path;
 use std::sync::atomic::Ordering::Relaxed;

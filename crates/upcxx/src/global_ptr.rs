@@ -39,9 +39,10 @@
 //!
 //! There is exactly one null pointer per type: rank 0, address 0, kind host, all zero
 //! bits (so zeroed memory holds nulls). Every constructor produces this canonical form,
-//! so the derived-style equality, ordering, hashing and printing are consistent with
-//! §3.2 ¶75 and ¶87 (all nulls are equal and print alike). [`GlobalPtr::where_`] of null is 0 (the spec leaves it
-//! implementation-defined). Pointer arithmetic by a non-zero amount on null panics.
+//! and equality, ordering, hashing and printing treat any address-0 pointer as it, so
+//! they are consistent with §3.2 ¶75 and ¶87 (all nulls are equal and print alike).
+//! [`GlobalPtr::where_`] of null is 0 (the spec leaves it implementation-defined).
+//! Pointer arithmetic by a non-zero amount on null panics.
 //!
 //! # Plain data
 //!
@@ -190,11 +191,11 @@ impl<T, K: MemoryKind> GlobalPtr<T, K> {
 
     /// UPC++ spec §3.2 ¶31 `dynamic_kind`: the kind of the referenced memory, never
     /// [`KindId::Any`]; [`KindId::Host`] for null (the spec leaves it unspecified).
-    #[inline]
     ///
     /// # Panics
     /// If the pointer's bytes were read from memory that never held a pointer and name
     /// no kind (a pointer is plain data: any bytes make one, §3.2 ¶6).
+    #[inline]
     #[track_caller]
     pub const fn dynamic_kind(self) -> KindId {
         if self.is_null() {

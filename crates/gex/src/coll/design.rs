@@ -50,8 +50,8 @@
 //! the aggregate). The next call without the flag is the aggregate's last member; its
 //! event completes only when every member has completed at this rank.
 //!
-//! **Methods** ([`Method`], forced with [`set_method`](crate::coll::set_method) or the variables
-//! `GEX_COLL_DESIGN_BROADCAST`, `GEX_COLL_SCATTER`, `GEX_COLL_GATHER`,
+//! **Methods** ([`Method`], forced with [`set_method`](crate::coll::set_method) or the
+//! variables `GEX_COLL_DESIGN_BROADCAST`, `GEX_COLL_SCATTER`, `GEX_COLL_GATHER`,
 //! `GEX_COLL_GATHER_ALL`, `GEX_COLL_EXCHANGE`, `GEX_COLL_PERMUTE`,
 //! `GEX_COLL_PREFIX_REDUCE`): flat and binomial trees for broadcast (the GASNet-EX
 //! broadcast's, `coll::broadcast`), scatter and gather (`rooted`), dissemination and

@@ -23,10 +23,11 @@
 //! (`MPI_Win_lock_all`, MPI-3 passive target, MPI 4.1 §12.5.3). Each put is an
 //! `MPI_Put` followed by `MPI_Win_flush`, complete at return; each get is an
 //! `MPI_Rget`, whose request every poll tests with the sends in flight (`rma`), so a
-//! non-blocking get returns at once and completes in a later poll. The upper half sends a put or get of at
-//! most `GEX_MPI_AM_RMA_MAX` bytes (default [`AM_RMA_MAX`]) to such a rank as Active
-//! Messages to the owner instead ([`Conduit::am_rma_max`], `gex/rma/remote.rs`): a
-//! round trip of messages is faster than an `MPI_Put` and its flush (see `rma`).
+//! non-blocking get returns at once and completes in a later poll. The upper half
+//! sends a put or get of at most `GEX_MPI_AM_RMA_MAX` bytes (default [`AM_RMA_MAX`]) to
+//! such a rank as Active Messages to the owner instead ([`Conduit::am_rma_max`],
+//! `gex/rma/remote.rs`): a round trip of messages is faster than an `MPI_Put` and its
+//! flush (see `rma`).
 //! The collectives' transfers always take the window, and so does a Long payload too
 //! large for a message (a smaller one travels in its message, below).
 //!
@@ -37,9 +38,10 @@
 //! must therefore poll (`gex::poll`, or any call that waits: every wait polls), as
 //! GASNet-EX asks of its clients ("_Wait: Polls until success"; progress is made only
 //! inside library calls); otherwise the put's origin waits in `MPI_Win_flush`, and a
-//! get's in its polls, for as long as the target spins. With `osc rdma` (shared memory or an RDMA network, and
-//! `GEX_MPI_HOST_RANKS` on one machine) the target's NIC or memory serves the operation
-//! and no progress of the target is needed, but a client may not count on that.
+//! get's in its polls, for as long as the target spins. With `osc rdma` (shared memory
+//! or an RDMA network, and `GEX_MPI_HOST_RANKS` on one machine) the target's NIC or
+//! memory serves the operation and no progress of the target is needed, but a client
+//! may not count on that.
 //!
 //! **Within a host**, Active Messages and the barrier's signal words use shared memory,
 //! as under the smp conduit (`host`): at bootstrap, each member of the host team

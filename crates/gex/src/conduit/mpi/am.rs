@@ -289,7 +289,7 @@ impl State {
                     self.sent_done.push((dest, net));
                 }
                 SendBuf::Control(b) => self.free_control.push(b),
-                SendBuf::Get(op) => _ = op.part_done(),
+                SendBuf::Get(_) => unreachable!("a get is tracked, not sent"),
             }
             return;
         }
