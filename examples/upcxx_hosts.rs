@@ -21,34 +21,39 @@
 //! `upcxx_hosts local-elsewhere` instead makes rank 0 call `GlobalPtr::local` on a
 //! pointer to the first rank on another host, which must fail naming the call.
 //!
-//! `upcxx_hosts rget-overlap FILE` also checks that gets from another host return
-//! before they complete (UPC++ spec §8.2.2: `rget` is non-blocking): after the tags are
-//! written, the first rank on another host than rank 0 leaves the library, says so by
-//! creating FILE.ready, and stays out until FILE exists; rank 0 starts its `rget` and
-//! `rget_vec`s (of the tags, and of the bulk words) from that rank once FILE.ready
-//! exists (polling meanwhile), and creates FILE once they have returned. A get that
-//! waited for its data inside the call would wait for that rank's progress, which never
-//! comes: the rank gives up after [`OVERLAP_WAIT`] and fails the job.
+//! `upcxx_hosts rma-overlap FILE` also checks that gets and puts to another host return
+//! before they complete (UPC++ spec §8.2.2: `rget` and `rput` are non-blocking): after
+//! the tags are written, the first rank on another host than rank 0 leaves the library,
+//! says so by creating FILE.ready, and stays out until FILE exists; rank 0 starts its
+//! `rget` and `rget_vec`s (of the tags, and of the bulk words) from that rank, and an
+//! `rput_slice` of [`BULK`] words into that rank's landing area, once FILE.ready exists
+//! (polling meanwhile), and creates FILE once they have returned. A transfer that
+//! waited inside the call for the far rank's progress (with Open MPI's `osc pt2pt`,
+//! every transfer through the window does) would wait for progress that never comes:
+//! the rank gives up after [`OVERLAP_WAIT`] and fails the job. After the barrier, the
+//! far rank checks its landing area.
 
 use std::path::Path;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
 use upcxx::{
-    barrier, local_team, local_team_contains, rank_me, rank_n, rget, rget_vec, rput, when_all,
-    AtomicDomain, AtomicOp, DistObject, GlobalPtr, Rank,
+    barrier, local_team, local_team_contains, rank_me, rank_n, rget, rget_vec, rput, rput_slice,
+    when_all, AtomicDomain, AtomicOp, DistObject, GlobalPtr, Rank,
 };
 
 /// Rounds of atomics per rank and owner.
 const ROUNDS: u64 = 100;
 /// Words of each rank's array: the counter, then one tag slot per rank, then the bulk
-/// words (at `TAGS + rank_n()`).
+/// words (at `TAGS + rank_n()`), then the landing area of `rma-overlap`'s put
+/// ([`BULK`] more words).
 const COUNTER: usize = 0;
 const TAGS: usize = 1;
 /// Bulk words per rank: 8 KiB, more than the mpi conduit sends as messages (3 KiB).
 const BULK: usize = 1024;
-/// How long `rget-overlap`'s far rank waits, out of the library, for rank 0's gets to
-/// return: a bound that only a get waiting for that rank inside the call can reach.
+/// How long `rma-overlap`'s far rank waits, out of the library, for rank 0's transfers
+/// to return: a bound that only a transfer waiting for that rank inside the call can
+/// reach.
 const OVERLAP_WAIT: Duration = Duration::from_secs(30);
 
 fn tag(from: Rank, to: Rank) -> u64 {
@@ -65,7 +70,7 @@ fn bulk(owner: Rank) -> Vec<u64> {
 fn main() {
     upcxx::init();
     let (me, n) = (rank_me(), rank_n());
-    let mine: GlobalPtr<u64> = upcxx::new_array(TAGS + n as usize + BULK);
+    let mine: GlobalPtr<u64> = upcxx::new_array(TAGS + n as usize + 2 * BULK);
     // SAFETY: the bulk words of this rank's own array, which no other rank accesses
     // before the barrier below.
     let words =
@@ -146,9 +151,9 @@ fn main() {
             bad += 1;
         }
     }
-    if args.get(1).map(String::as_str) == Some("rget-overlap") {
-        let file = args.get(2).expect("upcxx_hosts rget-overlap FILE");
-        bad += rget_overlap(&all, Path::new(file));
+    if args.get(1).map(String::as_str) == Some("rma-overlap") {
+        let file = args.get(2).expect("upcxx_hosts rma-overlap FILE");
+        bad += rma_overlap(&all, Path::new(file));
     }
 
     // Atomics: every rank on every counter at once, each round visiting every owner
@@ -191,10 +196,10 @@ fn main() {
     upcxx::finalize();
 }
 
-/// `rget-overlap` (see the module documentation): rank 0's gets from the first rank on
-/// another host must return while that rank makes no progress. Returns the number of
-/// wrong values rank 0 read.
-fn rget_overlap(all: &[GlobalPtr<u64>], file: &Path) -> u32 {
+/// `rma-overlap` (see the module documentation): rank 0's gets from the first rank on
+/// another host, and its put there, must return while that rank makes no progress.
+/// Returns the number of wrong values read (by rank 0) or landed (on the far rank).
+fn rma_overlap(all: &[GlobalPtr<u64>], file: &Path) -> u32 {
     let (me, n) = (rank_me(), rank_n());
     // Only rank 0 knows which ranks share its host.
     let far = (0..n)
@@ -205,18 +210,19 @@ fn rget_overlap(all: &[GlobalPtr<u64>], file: &Path) -> u32 {
     let mut bad = 0;
     if far == Rank::MAX {
         if me == 0 {
-            println!("rget-overlap: every rank is on rank 0's host, nothing to check");
+            println!("rma-overlap: every rank is on rank 0's host, nothing to check");
         }
     } else if me == far {
-        // Out of the library from here until rank 0's gets have returned; rank 0 starts
-        // them only once told so, so that none is served by a poll of this rank's.
-        std::fs::write(ready, b"ready").expect("rget-overlap: cannot create FILE.ready");
+        // Out of the library from here until rank 0's transfers have returned; rank 0
+        // starts them only once told so, so that none is served by a poll of this
+        // rank's.
+        std::fs::write(ready, b"ready").expect("rma-overlap: cannot create FILE.ready");
         let start = Instant::now();
         while !file.exists() {
             assert!(
                 start.elapsed() < OVERLAP_WAIT,
-                "upcxx_hosts: rank {me}: rank 0's gets from this rank did not return \
-                 while it made no progress: they waited for their data inside the call"
+                "upcxx_hosts: rank {me}: rank 0's transfers with this rank did not \
+                 return while it made no progress: they waited inside the call"
             );
             std::thread::sleep(Duration::from_millis(1));
         }
@@ -235,8 +241,15 @@ fn rget_overlap(all: &[GlobalPtr<u64>], file: &Path) -> u32 {
         let one = rget(gp.add(n as usize - 1));
         let row = rget_vec(gp, n as usize);
         let words = rget_vec(gp.add(n as usize), BULK);
-        std::fs::write(file, b"returned").expect("rget-overlap: cannot create FILE");
-        let (one, row, words) = when_all((one, row, words)).wait();
+        let landed = {
+            // Overwritten once the put has returned: it has read its source by then.
+            let mut src = bulk(0);
+            let put = rput_slice(&src, gp.add(n as usize + BULK));
+            src.fill(0);
+            put
+        };
+        std::fs::write(file, b"returned").expect("rma-overlap: cannot create FILE");
+        let (one, row, words) = when_all((one, row, words, landed)).wait();
         let expected: Vec<u64> = (0..n).map(|from| tag(from, far)).collect();
         if one != tag(n - 1, far) || row != expected || words != bulk(far) {
             eprintln!(
@@ -245,9 +258,23 @@ fn rget_overlap(all: &[GlobalPtr<u64>], file: &Path) -> u32 {
             );
             bad += 1;
         }
-        println!("rget-overlap: rank 0's gets from rank {far} returned before its progress");
+        println!(
+            "rma-overlap: rank 0's gets from and put to rank {far} returned before its \
+             progress"
+        );
     }
     barrier();
+    if me == far {
+        // SAFETY: this rank's own landing area, which rank 0's put (complete before the
+        // barrier) wrote and no one writes again.
+        let landed = unsafe {
+            std::slice::from_raw_parts(all[me as usize].add(TAGS + n as usize + BULK).local(), BULK)
+        };
+        if *landed != bulk(0) {
+            eprintln!("upcxx_hosts: rank {me}: rank 0's put did not land");
+            bad += 1;
+        }
+    }
     if me == 0 {
         let _ = std::fs::remove_file(ready);
     }

@@ -31,8 +31,8 @@
 #     conduit's settings (GEX_MPI_STATS, GEX_MPI_THREAD) reaching every host;
 #   * `gex_hello`, `dht`, `stencil` and `gex_atomics` run and check their results, and
 #     `upcxx_hosts` its own (RMA and atomics to every rank), each rank's local team
-#     being the ranks with its host name, and its gets from another host returning
-#     before they complete (`rget-overlap`).
+#     being the ranks with its host name, and its gets from and puts to another host
+#     returning before they complete (`rma-overlap`).
 # Then (at once with --no-checks) COMMAND, if given, runs in the machine's own namespace
 # with GEX_MPIRUN (read by upcxx-run, the tests' mpi mode and the bench) naming a
 # launcher (one path) that runs
@@ -413,10 +413,10 @@ $(cat "$work/out")"
         verified "upcxx_hosts: $n ranks" -n "$n" "${on_host[@]}" "$examples/upcxx_hosts"
         why=$(same_local_team "$n") || fail "upcxx_hosts: $why
 $(cat "$work/out")"
-        # Gets from another host return before they complete: the window's gets are
-        # served by osc pt2pt here, which needs the target to enter MPI.
-        verified "upcxx_hosts rget-overlap: $n ranks" -n "$n" "$examples/upcxx_hosts" \
-            rget-overlap "$work/rget-overlap-$n"
+        # Gets from and puts to another host return before they complete: the
+        # window is served by osc pt2pt here, which needs the target to enter MPI.
+        verified "upcxx_hosts rma-overlap: $n ranks" -n "$n" "$examples/upcxx_hosts" \
+            rma-overlap "$work/rma-overlap-$n"
     done
     echo "multihost: every check passed"
 }

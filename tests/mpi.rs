@@ -34,8 +34,9 @@
 //!   on 3 and 4 ranks, each checking its own result; `upcxx_hosts` checks `is_local`
 //!   against the local team (the host), `rput`/`rget` and an atomic domain to every
 //!   rank, and that `GlobalPtr::local` of a pointer to another host fails naming it.
-//! * [`gets_from_other_hosts_return_before_they_complete`]: `rget` and `rget_vec` from
-//!   a rank on another host return while that rank makes no progress.
+//! * [`transfers_with_other_hosts_return_before_they_complete`]: `rget` and `rget_vec`
+//!   from, and `rput_slice` to, a rank on another host return while that rank makes no
+//!   progress.
 //! * [`atomics_of_both_paths_are_atomic_together`]: `gex_atomics`, every rank updating
 //!   words of every rank, with hosts of 1 and 2 ranks: ranks on the owner's host use
 //!   CPU atomics on the mapping, the others messages to the owner, and the final
@@ -486,16 +487,16 @@ fn upcxx_programs_run_across_hosts() {
     );
 }
 
-/// UPC++ spec §8.2.2: `rget` and `rget_vec` from a rank on another host return before
-/// their data arrive; they complete in progress (`upcxx_hosts rget-overlap`, whose far
-/// rank leaves the library before rank 0 starts its gets and stays out until they have
-/// returned). Small gets travel
-/// as messages, a large one through the MPI window: also with the window served by
-/// Open MPI's `osc pt2pt` (as between hosts joined by TCP), where the target applies a
-/// get only when it enters MPI, so a get that waited inside the call (`MPI_Get` and
-/// `MPI_Win_flush`) would wait for ever.
+/// UPC++ spec §8.2.1-2: `rget` and `rget_vec` from, and `rput_slice` to, a rank on
+/// another host return before they complete; they complete in progress (`upcxx_hosts
+/// rma-overlap`, whose far rank leaves the library before rank 0 starts its transfers
+/// and stays out until they have returned). Small gets travel as messages, a large get
+/// and the put (8 KiB) through the MPI window: also with the window served by Open
+/// MPI's `osc pt2pt` (as between hosts joined by TCP), where the target serves a get
+/// or a flush only when it enters MPI, so a transfer that waited inside the call
+/// (`MPI_Get` or `MPI_Put`, then `MPI_Win_flush`) would wait for ever.
 #[test]
-fn gets_from_other_hosts_return_before_they_complete() {
+fn transfers_with_other_hosts_return_before_they_complete() {
     for (ranks, cap, osc) in [
         (2, 1, "sm,pt2pt"),
         (3, 1, ""),
@@ -503,7 +504,7 @@ fn gets_from_other_hosts_return_before_they_complete() {
         (4, 2, "sm,pt2pt"),
     ] {
         let file = std::env::temp_dir().join(format!(
-            "pgas-rget-overlap-{}-{ranks}-{cap}",
+            "pgas-rma-overlap-{}-{ranks}-{cap}",
             std::process::id()
         ));
         let _ = std::fs::remove_file(&file);
@@ -514,19 +515,13 @@ fn gets_from_other_hosts_return_before_they_complete() {
         } else {
             &[("OMPI_MCA_osc", osc)]
         };
-        let (out, what) = mpirun_env(
-            "upcxx_hosts",
-            &["rget-overlap", path],
-            ranks,
-            Some(cap),
-            env,
-        );
+        let (out, what) = mpirun_env("upcxx_hosts", &["rma-overlap", path], ranks, Some(cap), env);
         let _ = std::fs::remove_file(&file);
         let _ = std::fs::remove_file(file.with_extension("ready"));
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(
             out.status.success()
-                && stdout.contains("rank 0's gets from rank")
+                && stdout.contains("rank 0's gets from and put to rank")
                 && stdout.contains("verified"),
             "{what} (osc {osc:?}): {}\n{stdout}{}",
             out.status,

@@ -264,8 +264,16 @@ pub(crate) trait Conduit: Send + Sync + Sized + 'static {
     fn poll(&self, requests: bool, dispatch: fn(&Inbound<'_>)) -> usize;
 
     /// Copies `src` to `dest_addr` in `dest`'s segment, or reports why the range is not
-    /// there (checking it is part of the transfer, so it is done once).
-    fn put(&self, dest: Rank, dest_addr: usize, src: &[u8]) -> Result<Completion, AddressError>;
+    /// there (checking it is part of the transfer, so it is done once). `src` has been
+    /// read when this returns; the transfer has completed too if `blocking`, else it
+    /// may be pending.
+    fn put(
+        &self,
+        dest: Rank,
+        dest_addr: usize,
+        src: &[u8],
+        blocking: bool,
+    ) -> Result<Completion, AddressError>;
     /// Copies `len` bytes at `src_addr` in `src`'s segment to `dest`.
     ///
     /// # Safety

@@ -26,9 +26,9 @@ fn region(writer: u32, variant: usize) -> usize {
 /// "Put" and "Get" for sizes from 1 byte to 1 MiB: every rank writes a distinct
 /// pattern into every rank's segment with each put form (PutBlocking, PutNB with
 /// `GEX_EVENT_NOW`/`DEFER`/an lc event, PutNBI with `NOW`/`DEFER`/`GROUP`), synchronizes
-/// (events, `gex_NBI_Wait`), and after a barrier the owner finds exactly those bytes
-/// (and nothing written past them); the writer reads them back with GetBlocking, GetNB
-/// and GetNBI.
+/// (events, `gex_NBI_Wait`; a source of `GEX_EVENT_NOW` is overwritten as soon as the
+/// call returns), and after a barrier the owner finds exactly those bytes (and nothing
+/// written past them); the writer reads them back with GetBlocking, GetNB and GetNBI.
 #[test]
 fn put_get_every_form_and_size() {
     for n in 1..=4 {
@@ -53,7 +53,7 @@ fn put_get_every_form_and_size() {
                 let mut events: Vec<Event> = Vec::new();
                 for r in 0..team.size() {
                     for v in 0..PUT_VARIANTS {
-                        let data = pattern(seed(me, r, v, size), size);
+                        let mut data = pattern(seed(me, r, v, size), size);
                         let dest = bases[r as usize] + region(me, v);
                         // SAFETY: for the NB and NBI variants, `data` is kept in `keep`
                         // until the events and NBI categories are synchronized below.
@@ -82,6 +82,11 @@ fn put_get_every_form_and_size() {
                                     .put_nbi(r, dest, &data, Lc::Group, Flags::NONE)
                                     .unwrap(),
                             }
+                        }
+                        if matches!(v, 1 | 4) {
+                            // GEX_EVENT_NOW: the source may change once the call returns
+                            // (a put still in flight must have its own copy).
+                            data.fill(0xee);
                         }
                         keep.push(data);
                     }

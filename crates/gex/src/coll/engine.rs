@@ -98,8 +98,8 @@ impl Outbox<'_> {
 
     /// Puts `data` at `addr` (in that rank's address space, inside its segment) of
     /// team rank `rank`: a memory copy where this process maps the segment, RMA
-    /// otherwise. The conduit's completion, or its error for a range outside the
-    /// segment.
+    /// otherwise. The conduit's completion (`data` has been read at return), or its
+    /// error for a range outside the segment.
     pub(crate) fn put(
         &self,
         rank: Rank,
@@ -108,7 +108,7 @@ impl Outbox<'_> {
     ) -> Result<Completion, AddressError> {
         self.rt
             .conduit
-            .put(self.team.members[rank as usize], addr, data)
+            .put(self.team.members[rank as usize], addr, data, false)
     }
 
     /// Copies `len` bytes at `addr` of team rank `rank`'s segment (in that rank's

@@ -20,10 +20,13 @@
 //! member's part, so [`Conduit::translate`] answers for same-host ranks only, and puts,
 //! gets and Long payloads to them are `memcpy`s. For the other ranks a second window,
 //! `MPI_Win_create` over the same memory on `MPI_COMM_WORLD`, is locked once
-//! (`MPI_Win_lock_all`, MPI-3 passive target, MPI 4.1 §12.5.3). Each put is an
-//! `MPI_Put` followed by `MPI_Win_flush`, complete at return; each get is an
-//! `MPI_Rget`, whose request every poll tests with the sends in flight (`rma`), so a
-//! non-blocking get returns at once and completes in a later poll. The upper half
+//! (`MPI_Win_lock_all`, MPI-3 passive target, MPI 4.1 §12.5.3). A blocking put is an
+//! `MPI_Put` followed by `MPI_Win_flush`, complete at return; a non-blocking put is an
+//! `MPI_Rput` from a copy of its source (from the source, waited for, beyond 64 KiB),
+//! and each get an `MPI_Rget`, whose requests
+//! every poll tests with the sends in flight (`rma`; a put's poll then flushes its
+//! target), so non-blocking transfers return at once and complete in a later poll.
+//! The upper half
 //! sends a put or get of at most `GEX_MPI_AM_RMA_MAX` bytes (default [`AM_RMA_MAX`]) to
 //! such a rank as Active Messages to the owner instead ([`Conduit::am_rma_max`],
 //! `gex/rma/remote.rs`): a round trip of messages is faster than an `MPI_Put` and its
@@ -37,11 +40,11 @@
 //! MPI, which it does in `poll`. A rank spinning on its own memory for a peer's put
 //! must therefore poll (`gex::poll`, or any call that waits: every wait polls), as
 //! GASNet-EX asks of its clients ("_Wait: Polls until success"; progress is made only
-//! inside library calls); otherwise the put's origin waits in `MPI_Win_flush`, and a
-//! get's in its polls, for as long as the target spins. With `osc rdma` (shared memory
-//! or an RDMA network, and `GEX_MPI_HOST_RANKS` on one machine) the target's NIC or
-//! memory serves the operation and no progress of the target is needed, but a client
-//! may not count on that.
+//! inside library calls); otherwise a blocking put's origin waits in `MPI_Win_flush`,
+//! and a non-blocking put's or a get's in its polls, for as long as the target spins.
+//! With `osc rdma` (shared memory or an RDMA network, and `GEX_MPI_HOST_RANKS` on one
+//! machine) the target's NIC or memory serves the operation and no progress of the
+//! target is needed, but a client may not count on that.
 //!
 //! **Within a host**, Active Messages and the barrier's signal words use shared memory,
 //! as under the smp conduit (`host`): at bootstrap, each member of the host team
@@ -605,7 +608,8 @@ impl Conduit for MpiConduit {
         dest_addr: usize,
         src: &[u8],
     ) -> Result<Completion, AddressError> {
-        self.put(dest, dest_addr, src)
+        // Blocking: the header that follows must find the payload in place.
+        self.put(dest, dest_addr, src, true)
     }
 
     fn poll(&self, requests: bool, dispatch: fn(&Inbound<'_>)) -> usize {
@@ -625,13 +629,20 @@ impl Conduit for MpiConduit {
     }
 
     #[inline]
-    fn put(&self, dest: Rank, dest_addr: usize, src: &[u8]) -> Result<Completion, AddressError> {
+    fn put(
+        &self,
+        dest: Rank,
+        dest_addr: usize,
+        src: &[u8],
+        blocking: bool,
+    ) -> Result<Completion, AddressError> {
         match self.translate(dest, dest_addr, src.len()) {
             Ok(local) => {
                 // SAFETY: inside the shared mapping of dest's segment (translate).
                 unsafe { std::ptr::copy(src.as_ptr(), local as *mut u8, src.len()) };
             }
-            Err(AddressError::NotMapped) => self.put_remote(dest, dest_addr, src)?,
+            Err(AddressError::NotMapped) if blocking => self.put_remote(dest, dest_addr, src)?,
+            Err(AddressError::NotMapped) => return self.put_remote_nb(dest, dest_addr, src),
             Err(e) => return Err(e),
         }
         Ok(Completion::Done)
@@ -692,18 +703,27 @@ impl Conduit for MpiConduit {
         }
         st.flush();
         // Sends complete once matched; the peers' receives stay posted until they too
-        // finalize, so waiting here cannot block on a peer that is gone. A get through
-        // the window completes once its target has served it, which every rank does
-        // while it is inside MPI, as it is from here on (these waits, the barrier).
+        // finalize, so waiting here cannot block on a peer that is gone. A get or put
+        // through the window completes once its target has served it, which every rank
+        // does while it is inside MPI, as it is from here on (these waits, the flush,
+        // the barrier).
         for req in st.reqs[am::SEND_BASE..].iter_mut() {
-            // SAFETY: a pending (or null) send or get request.
+            // SAFETY: a pending (or null) send, get or put request.
             unsafe { check(ffi::MPI_Wait(req, ffi::RSMPI_STATUS_IGNORE), "MPI_Wait") };
         }
         st.reqs.truncate(am::SEND_BASE);
-        for sent in st.sends.drain(..) {
-            if let am::SendBuf::Get(op) = sent {
-                op.part_done();
+        let sends = std::mem::take(&mut st.sends);
+        for sent in sends {
+            match sent {
+                am::SendBuf::Get(op) => {
+                    op.part_done();
+                }
+                am::SendBuf::Put { dest, op, .. } => st.unflushed.push((dest, op)),
+                am::SendBuf::Msg { .. } | am::SendBuf::Control(_) => {}
             }
+        }
+        if !st.unflushed.is_empty() {
+            self.flush_puts(&mut st);
         }
         let world = Self::world();
         // SAFETY: every rank finalizes; after this barrier no rank sends again.

@@ -148,8 +148,14 @@ impl Conduit for Selected {
         each!(self, c => c.poll(requests, dispatch))
     }
     #[inline]
-    fn put(&self, dest: Rank, dest_addr: usize, src: &[u8]) -> Result<Completion, AddressError> {
-        each!(self, c => c.put(dest, dest_addr, src))
+    fn put(
+        &self,
+        dest: Rank,
+        dest_addr: usize,
+        src: &[u8],
+        blocking: bool,
+    ) -> Result<Completion, AddressError> {
+        each!(self, c => c.put(dest, dest_addr, src, blocking))
     }
     #[inline]
     unsafe fn get(

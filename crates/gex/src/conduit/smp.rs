@@ -259,7 +259,7 @@ impl Conduit for SmpConduit {
         dest_addr: usize,
         src: &[u8],
     ) -> Result<Completion, AddressError> {
-        self.put(dest, dest_addr, src)
+        self.put(dest, dest_addr, src, true)
     }
 
     fn poll(&self, requests: bool, dispatch: fn(&Inbound<'_>)) -> usize {
@@ -276,7 +276,13 @@ impl Conduit for SmpConduit {
     }
 
     #[inline]
-    fn put(&self, dest: Rank, dest_addr: usize, src: &[u8]) -> Result<Completion, AddressError> {
+    fn put(
+        &self,
+        dest: Rank,
+        dest_addr: usize,
+        src: &[u8],
+        _blocking: bool,
+    ) -> Result<Completion, AddressError> {
         let local = self.translate(dest, dest_addr, src.len())?;
         // SAFETY: `local` is inside the shared mapping of dest's segment (translate
         // checked the bounds); a source slice cannot overlap in a way `copy` mishandles.

@@ -118,8 +118,8 @@ pub(crate) fn handler_entries() -> [AmEntry; 7] {
 
 /// Puts `src` at `addr` in job rank `rank`'s segment: by messages to the owner where
 /// the conduit asks for them (at most [`Conduit::am_rma_max`] bytes to a segment not
-/// mapped here), else through the conduit. For a `blocking` call a put by messages has
-/// completed when this returns.
+/// mapped here), else through the conduit. `src` has been read when this returns; a
+/// `blocking` put has completed too.
 #[inline]
 pub(crate) fn put(
     rt: &Runtime,
@@ -132,7 +132,7 @@ pub(crate) fn put(
     if by_messages(rt, rank, addr, src.len()) {
         return Ok(put_by_messages(rt, call, rank, addr, src, blocking));
     }
-    rt.conduit.put(rank, addr, src)
+    rt.conduit.put(rank, addr, src, blocking)
 }
 
 /// Gets `len` bytes at `addr` in job rank `rank`'s segment into `dst` (the path chosen,

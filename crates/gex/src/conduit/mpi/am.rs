@@ -94,6 +94,14 @@ pub(super) enum SendBuf {
     Control(Box<Control>),
     /// One `MPI_Rget` of a get (see `rma`): one part of the handle's operation.
     Get(Arc<OpHandle>),
+    /// One `MPI_Rput` of a non-blocking put (see `rma`), from `data`: once its request
+    /// completes, a flush of `dest` completes one part of the handle's operation.
+    Put {
+        #[allow(dead_code, reason = "MPI reads it until the request completes")]
+        data: Box<[u8]>,
+        dest: Rank,
+        op: Arc<OpHandle>,
+    },
 }
 
 /// Where the receive slots of each network start in [`State::reqs`], then the credit
@@ -135,6 +143,10 @@ pub(super) struct State {
     /// What each send or get in flight keeps or completes, entry `SEND_BASE + i` of
     /// `reqs` for `sends[i]`.
     pub(super) sends: Vec<SendBuf>,
+    /// The parts of non-blocking puts whose `MPI_Rput` has completed (their buffers
+    /// read), with their targets: the next poll flushes each target once and
+    /// completes them (`rma`).
+    pub(super) unflushed: Vec<(Rank, Arc<OpHandle>)>,
     pub(super) free: Vec<Buf>,
     /// Per peer and network, the message being filled and the sends in flight.
     out: Vec<[PeerOut; 2]>,
@@ -187,6 +199,7 @@ impl State {
             unposted: Vec::with_capacity(2 * RECV_DEPTH),
             control_bufs: Box::new([[0; 4]; CONTROL_DEPTH]),
             sends: Vec::new(),
+            unflushed: Vec::new(),
             sent_done: Vec::new(),
             free_control: Vec::new(),
             free: Vec::new(),
@@ -289,7 +302,9 @@ impl State {
                     self.sent_done.push((dest, net));
                 }
                 SendBuf::Control(b) => self.free_control.push(b),
-                SendBuf::Get(_) => unreachable!("a get is tracked, not sent"),
+                SendBuf::Get(_) | SendBuf::Put { .. } => {
+                    unreachable!("window RMA is tracked, not sent")
+                }
             }
             return;
         }
@@ -383,8 +398,8 @@ impl MpiConduit {
         }
         st.repost_taken();
         st.flush();
-        // A get through the window completed counts as work, as an AM handled does, so
-        // that a loop waiting for it keeps polling rather than backing off.
+        // A get or put through the window completed counts as work, as an AM handled
+        // does, so that a loop waiting for it keeps polling rather than backing off.
         let mut n = self.test_all(&mut st);
         if st.arrived(net_index(Network::Reply)) {
             let handled;

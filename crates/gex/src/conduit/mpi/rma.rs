@@ -1,10 +1,21 @@
-//! RMA to segments that are not mapped here (another host), on the world window: a put
-//! is `MPI_Put` followed by `MPI_Win_flush`, complete at return; a get is `MPI_Rget`,
-//! pending until a poll's `MPI_Testsome` finds its request complete (see the parent
-//! module's documentation). A get needs no flush (its request completes when the data
-//! are here), so it overlaps whatever the caller does next, other gets included; a
-//! put's request would complete with its source buffer read, not with the data at the
-//! target, which only a flush waits for.
+//! RMA to segments that are not mapped here (another host), on the world window: a
+//! blocking put is `MPI_Put` followed by `MPI_Win_flush`, complete at return; a get is
+//! `MPI_Rget`, pending until a poll's `MPI_Testsome` finds its request complete (see the
+//! parent module's documentation). A get needs no flush (its request completes when the
+//! data are here), so it overlaps whatever the caller does next, other gets included.
+//! A put's request completes with its source buffer read, not with the data at the
+//! target, which only a flush waits for. A non-blocking put of at most [`COPY_MAX`]
+//! bytes copies its source into a buffer of its own (the source has been read at
+//! return, as gex's put calls promise for every transfer), starts an `MPI_Rput` from it
+//! and returns pending; the poll that finds the request complete flushes the target,
+//! which by then waits for the transfer's acknowledgement at most, and completes the
+//! put. So the transfer overlaps what the caller does next, and the flush (one per
+//! target and poll, however many puts it completes) is the only wait left, inside a
+//! poll. A larger put is not copied (the copy would cost about what the transfer
+//! does): its `MPI_Rput`s start from the source and the call waits for their requests
+//! (local completion), leaving the flush to a poll, as GASNet-EX's conduits copy a
+//! non-bulk put into bounce buffers only up to a limit (`GASNET_NONBULKPUT_BOUNCE_LIMIT`
+//! of the ibv conduit, 64 KiB) and wait for local completion beyond it.
 //!
 //! A put or get of at most `GEX_MPI_AM_RMA_MAX` bytes does not come here from gex's
 //! RMA calls: the upper half sends it as Active Messages to the owner
@@ -40,7 +51,7 @@ use std::sync::Arc;
 
 use ::mpi::ffi;
 
-use super::am::SendBuf;
+use super::am::{SendBuf, State};
 use super::boot::{check, fatal};
 use super::MpiConduit;
 use crate::conduit::{AddressError, Completion, OpHandle, Rank};
@@ -48,9 +59,14 @@ use crate::conduit::{AddressError, Completion, OpHandle, Rank};
 /// The most bytes one MPI call moves (its counts are `int`s).
 const CHUNK: usize = 1 << 30;
 
+/// The largest non-blocking put copied, so that the call returns before its source is
+/// read (see the module documentation).
+const COPY_MAX: usize = 64 << 10;
+
 impl MpiConduit {
-    /// `Conduit::put` to a segment that is not mapped here: `MPI_Put`s, each flushed.
-    /// Out of line, so that the shared-memory case of `put` stays small.
+    /// `Conduit::put` of a blocking call to a segment that is not mapped here:
+    /// `MPI_Put`s, each flushed. Out of line, so that the shared-memory case of `put`
+    /// stays small.
     #[inline(never)]
     pub(super) fn put_remote(
         &self,
@@ -80,6 +96,107 @@ impl MpiConduit {
             );
         }
         Ok(())
+    }
+
+    /// `Conduit::put` of a non-blocking call to a segment that is not mapped here:
+    /// `MPI_Rput`s (request-based RMA, MPI 4.1 §12.3.5) from a copy of the source, or
+    /// from the source itself, waited for, when it is larger than [`COPY_MAX`]; pending
+    /// until a poll has flushed the target after their requests completed (see the
+    /// module documentation).
+    #[inline(never)]
+    pub(super) fn put_remote_nb(
+        &self,
+        dest: Rank,
+        dest_addr: usize,
+        src: &[u8],
+    ) -> Result<Completion, AddressError> {
+        let disp = self.displacement(dest, dest_addr, src.len())?;
+        if src.is_empty() {
+            return Ok(Completion::Done);
+        }
+        let op = Arc::new(OpHandle::awaiting(src.len().div_ceil(CHUNK)));
+        // Every MPI call is made under `state` (MPI_THREAD_SERIALIZED); `windows` is
+        // always taken after it.
+        let mut st = self.serial();
+        let windows = self.windows.lock();
+        let w = windows
+            .as_ref()
+            .unwrap_or_else(|| fatal("RMA before the segments were attached"));
+        let copied = src.len() <= COPY_MAX;
+        for (i, chunk) in src.chunks(CHUNK).enumerate() {
+            let data: Box<[u8]> = if copied { chunk.into() } else { Box::default() };
+            let from = if copied { &data[..] } else { chunk };
+            // SAFETY: a null request is overwritten by MPI_Rput.
+            let mut req = unsafe { ffi::RSMPI_REQUEST_NULL };
+            let mut done = 0;
+            // SAFETY: the target range is inside dest's window (checked); `from` is
+            // `data`, on the heap and kept with the request until it completes, or the
+            // caller's source, read before this call returns (the wait).
+            unsafe {
+                check(
+                    ffi::MPI_Rput(
+                        from.as_ptr().cast(),
+                        from.len() as c_int,
+                        ffi::RSMPI_UINT8_T,
+                        dest as c_int,
+                        (disp + i * CHUNK) as ffi::MPI_Aint,
+                        from.len() as c_int,
+                        ffi::RSMPI_UINT8_T,
+                        w.world,
+                        &mut req,
+                    ),
+                    "MPI_Rput",
+                );
+                if copied {
+                    check(
+                        ffi::MPI_Test(&mut req, &mut done, ffi::RSMPI_STATUS_IGNORE),
+                        "MPI_Test",
+                    );
+                } else {
+                    check(
+                        ffi::MPI_Wait(&mut req, ffi::RSMPI_STATUS_IGNORE),
+                        "MPI_Wait",
+                    );
+                    done = 1;
+                }
+            }
+            if done != 0 {
+                st.unflushed.push((dest, op.clone()));
+            } else {
+                st.track(
+                    req,
+                    SendBuf::Put {
+                        data,
+                        dest,
+                        op: op.clone(),
+                    },
+                );
+            }
+        }
+        Ok(Completion::Pending(op))
+    }
+
+    /// Flushes the target of every put part whose request has completed (`unflushed`),
+    /// each target once, and completes the parts; returns how many.
+    pub(super) fn flush_puts(&self, st: &mut State) -> usize {
+        let windows = self.windows.lock();
+        let w = windows
+            .as_ref()
+            .unwrap_or_else(|| fatal("RMA before the segments were attached"));
+        st.unflushed.sort_unstable_by_key(|&(dest, _)| dest);
+        let mut flushed = None;
+        for &(dest, _) in &st.unflushed {
+            if flushed != Some(dest) {
+                // SAFETY: the window is locked (lock_all) for the life of the job.
+                unsafe { check(ffi::MPI_Win_flush(dest as c_int, w.world), "MPI_Win_flush") };
+                flushed = Some(dest);
+            }
+        }
+        let n = st.unflushed.len();
+        for (_, op) in st.unflushed.drain(..) {
+            op.part_done();
+        }
+        n
     }
 
     /// `Conduit::get` from a segment that is not mapped here: `MPI_Rget`s (request-based

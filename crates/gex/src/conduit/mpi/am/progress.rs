@@ -72,8 +72,9 @@ impl MpiConduit {
     /// One pass of MPI's progress engine with one `MPI_Testsome` over the requests that
     /// can complete usefully now (see [`State::gather_tested`]): marks arrived messages
     /// ready in their slots, applies returned credits and posts their receives again,
-    /// frees completed sends and completes the parts of gets whose requests completed.
-    /// Returns how many such parts it completed (work found, for a waiting loop).
+    /// frees completed sends, completes the parts of gets whose requests completed and
+    /// flushes those of puts (`rma`). Returns how many such parts it completed (work
+    /// found, for a waiting loop).
     pub(super) fn test_all(&self, st: &mut State) -> usize {
         st.gather_tested();
         let count = st.tested.len();
@@ -148,7 +149,7 @@ impl MpiConduit {
         while let Some((dest, net)) = st.sent_done.pop() {
             st.out[dest as usize][net].sending -= 1;
         }
-        let mut gets = 0;
+        let mut parts = 0;
         if sends_done {
             // Completed sends are null now: drop them, keeping `sends` beside `reqs`.
             let mut j = SEND_BASE;
@@ -164,15 +165,19 @@ impl MpiConduit {
                         SendBuf::Control(sent) => st.free_control.push(sent),
                         SendBuf::Get(op) => {
                             op.part_done();
-                            gets += 1;
+                            parts += 1;
                         }
+                        SendBuf::Put { dest, op, .. } => st.unflushed.push((dest, op)),
                     }
                 } else {
                     j += 1;
                 }
             }
         }
-        gets
+        if !st.unflushed.is_empty() {
+            parts += self.flush_puts(st);
+        }
+        parts
     }
 }
 
