@@ -158,7 +158,7 @@ impl OpHandle {
 }
 
 /// The state of an operation when its initiation call returns.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) enum Completion {
     /// Complete already: the common case on shared memory.
     Done,
@@ -274,6 +274,20 @@ pub(crate) trait Conduit: Send + Sync + Sized + 'static {
         src: &[u8],
         blocking: bool,
     ) -> Result<Completion, AddressError>;
+    /// The non-blocking [`Conduit::put`] of a caller that keeps `src` until the put
+    /// completes: the conduit may read it until then.
+    ///
+    /// # Safety
+    /// `src` must stay valid and unchanged until the returned completion says the put
+    /// is complete.
+    unsafe fn put_held(
+        &self,
+        dest: Rank,
+        dest_addr: usize,
+        src: &[u8],
+    ) -> Result<Completion, AddressError> {
+        self.put(dest, dest_addr, src, false)
+    }
     /// Copies `len` bytes at `src_addr` in `src`'s segment to `dest`.
     ///
     /// # Safety

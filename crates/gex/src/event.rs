@@ -288,6 +288,18 @@ impl Lc<'_> {
             *e = Event::invalid();
         }
     }
+
+    /// Records local completion of a put that read its source before returning if this
+    /// is [`Lc::Now`], else held it until `c`, its completion, which is then its local
+    /// completion too.
+    #[inline]
+    pub(crate) fn complete_with(self, c: &Completion) {
+        match self {
+            Lc::Now | Lc::Defer => {}
+            Lc::Event(e) => *e = Event::from_completion(c.clone()),
+            Lc::Group => track_nbi(EventCategory::LC, c.clone()),
+        }
+    }
 }
 
 /// Event categories for NBI synchronization (GASNet-EX `gex_EC_t`).

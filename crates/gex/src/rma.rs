@@ -38,6 +38,30 @@ fn checked(
     }
 }
 
+/// The transfer of a non-blocking put with local completion `lc`: the conduit reads
+/// `src` before returning for [`Lc::Now`], else it may until the put completes.
+///
+/// # Safety
+/// Unless `lc` is [`Lc::Now`], `src` must stay valid and unchanged until the returned
+/// completion says the put is complete.
+#[inline]
+unsafe fn put_nb(
+    rt: &Runtime,
+    call: &str,
+    rank: Rank,
+    addr: usize,
+    src: &[u8],
+    lc: &Lc<'_>,
+) -> Result<Completion, AddressError> {
+    match lc {
+        Lc::Now => remote::put(rt, call, rank, addr, src, false),
+        // SAFETY: the caller's contract.
+        Lc::Defer | Lc::Group | Lc::Event(_) => unsafe {
+            remote::put_held(rt, call, rank, addr, src)
+        },
+    }
+}
+
 #[cold]
 #[track_caller]
 pub(crate) fn address_error(call: &str, rank: Rank, addr: usize, len: usize, e: AddressError) -> ! {
@@ -125,16 +149,14 @@ impl Team {
         }
         let (s, n) = (src.as_ptr() as usize, src.len());
         let span = gasp::span!(GASP_UPC_NB_PUT_INIT, 1, GPtr::new(r, dest), s, n);
-        let c = checked(
-            "Team::put_nbi",
-            rank,
-            dest,
-            src.len(),
-            remote::put(rt, "Team::put_nbi", r, dest, src, false),
-        );
+        // SAFETY: the caller keeps `src` until local completion, which for any `lc`
+        // but Now is the put's completion (`complete_with`).
+        let c = checked("Team::put_nbi", rank, dest, src.len(), unsafe {
+            put_nb(rt, "Team::put_nbi", r, dest, src, &lc)
+        });
         let handle = event::nbi_handle(&c);
+        lc.complete_with(&c);
         event::track_nbi(EventCategory::PUT, c);
-        lc.complete_now();
         gasp::end!(span, 1, GPtr::new(r, dest), s, n, handle);
         Ok(())
     }
@@ -159,14 +181,11 @@ impl Team {
         }
         let (s, n) = (src.as_ptr() as usize, src.len());
         let span = gasp::span!(GASP_UPC_NB_PUT_INIT, 1, GPtr::new(r, dest), s, n);
-        let c = checked(
-            "Team::put_nb",
-            rank,
-            dest,
-            src.len(),
-            remote::put(rt, "Team::put_nb", r, dest, src, false),
-        );
-        lc.complete_now();
+        // SAFETY: as in `put_nbi`.
+        let c = checked("Team::put_nb", rank, dest, src.len(), unsafe {
+            put_nb(rt, "Team::put_nb", r, dest, src, &lc)
+        });
+        lc.complete_with(&c);
         let e = Event::from_completion(c);
         gasp::end!(span, 1, GPtr::new(r, dest), s, n, e.gasp_handle());
         Ok(e)

@@ -1,6 +1,7 @@
 //! One-sided RMA ("Extended API": "Put", "Get", "Value-based payloads") in its
 //! Blocking, NB and NBI forms with every local-completion option ("NOTE 2a", "NOTE 2b"),
-//! between every pair of ranks, with 1 to 4 ranks, and many gets in flight at once.
+//! between every pair of ranks, with 1 to 4 ranks, many gets in flight at once, and
+//! puts to another host that return before they complete.
 mod common;
 
 use common::pattern;
@@ -412,4 +413,117 @@ fn gets_in_flight_together() {
             client.finalize();
         });
     }
+}
+
+/// Puts whose caller keeps the source ("NOTE 2a": any `lc_opt` but `GEX_EVENT_NOW`) to
+/// a segment on another host return before they complete, however large, and report
+/// local completion no earlier than that: rank 1 leaves the library (saying so by a
+/// file) and stays out until rank 0's puts have returned (another file); with the MPI
+/// window served by Open MPI's `osc pt2pt`, a put that waited inside the call for its
+/// source to be read or its data to land would wait for rank 1's progress, which never
+/// comes, and rank 1 fails the job after 30 s. Both ranks on one host: nothing to
+/// check.
+#[test]
+fn held_puts_to_another_host_return_before_they_complete() {
+    const WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+    const PIECES: [usize; 3] = [MB, 3 * MB / 2, 200 << 10];
+    spmd(2, || {
+        let (client, _ep, team) = Client::init("RMA_HELD", Flags::NONE).unwrap();
+        let seg = Segment::attach(&team, 4 * MB).unwrap();
+        let bases = common::segment_bases(&team);
+        let me = team.rank();
+        if team.segment_bound(1 - me).unwrap().local_addr.is_some() {
+            team.barrier();
+            client.finalize();
+            return;
+        }
+        // A name both ranks know: rank 0's process id, read from its segment.
+        if me == 0 {
+            let pid = u64::from(std::process::id());
+            // SAFETY: our own segment, read by rank 1 after the barrier only.
+            unsafe { seg.addr().cast::<u64>().write(pid) };
+        }
+        team.barrier();
+        let mut pid = [0u8; 8];
+        team.get_blocking(&mut pid, 0, bases[0], Flags::NONE)
+            .unwrap();
+        let file = std::env::temp_dir().join(format!("gex-held-puts-{}", u64::from_le_bytes(pid)));
+        let ready = file.with_extension("ready");
+        if me == 0 {
+            // A first transfer through the window, while rank 1 is in the library:
+            // `osc pt2pt` takes each target's lock of `MPI_Win_lock_all` at the first
+            // operation to it, which waits for the target.
+            let warm = vec![1u8; 8 << 10];
+            team.put_blocking(1, bases[1] + 3 * MB, &warm, Flags::NONE)
+                .unwrap();
+        }
+        team.barrier();
+        if me == 1 {
+            std::fs::write(&ready, b"ready").unwrap();
+            let start = std::time::Instant::now();
+            while !file.exists() {
+                assert!(
+                    start.elapsed() < WAIT,
+                    "rank 0's puts to this rank did not return while it made no progress"
+                );
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+        } else {
+            let start = std::time::Instant::now();
+            while !ready.exists() {
+                assert!(start.elapsed() < WAIT, "rank 1 never left the library");
+                gex::poll();
+            }
+            let data: Vec<Vec<u8>> = PIECES
+                .iter()
+                .enumerate()
+                .map(|(i, &len)| pattern(0x4e1d + i as u64, len))
+                .collect();
+            let mut at = bases[1];
+            let mut dest = || {
+                let d = at;
+                at += 3 * MB / 2;
+                d
+            };
+            let mut lc = Event::invalid();
+            // SAFETY: `data` is kept until every event and NBI category below is
+            // synchronized.
+            let (defer, event) = unsafe {
+                let defer = team
+                    .put_nb(1, dest(), &data[0], Lc::Defer, Flags::NONE)
+                    .unwrap();
+                let event = team
+                    .put_nb(1, dest(), &data[1], Lc::Event(&mut lc), Flags::NONE)
+                    .unwrap();
+                team.put_nbi(1, dest(), &data[2], Lc::Group, Flags::NONE)
+                    .unwrap();
+                (defer, event)
+            };
+            std::fs::write(&file, b"returned").unwrap();
+            assert!(
+                !lc.is_invalid(),
+                "local completion reported at return, although the source may still be read"
+            );
+            let mut events = vec![defer, event, lc];
+            Event::wait_all(&mut events);
+            gex::nbi_wait(EventCategory::LC | EventCategory::PUT);
+        }
+        team.barrier();
+        if me == 1 {
+            let mut at = 0;
+            for (i, &len) in PIECES.iter().enumerate() {
+                // SAFETY: our own segment, written by rank 0's puts before the barrier.
+                let got = unsafe { std::slice::from_raw_parts(seg.addr().add(at), len) };
+                assert!(
+                    got == pattern(0x4e1d + i as u64, len),
+                    "put {i} landed wrong"
+                );
+                at += 3 * MB / 2;
+            }
+            let _ = std::fs::remove_file(&file);
+            let _ = std::fs::remove_file(&ready);
+        }
+        team.barrier();
+        client.finalize();
+    });
 }

@@ -22,7 +22,8 @@
 //! `MPI_Win_create` over the same memory on `MPI_COMM_WORLD`, is locked once
 //! (`MPI_Win_lock_all`, MPI-3 passive target, MPI 4.1 §12.5.3). A blocking put is an
 //! `MPI_Put` followed by `MPI_Win_flush`, complete at return; a non-blocking put is an
-//! `MPI_Rput` from a copy of its source (from the source, waited for, beyond 64 KiB),
+//! `MPI_Rput` from a copy of its source (from the source, waited for, beyond 64 KiB;
+//! from the source, not waited for, when the caller keeps it until completion),
 //! and each get an `MPI_Rget`, whose requests
 //! every poll tests with the sends in flight (`rma`; a put's poll then flushes its
 //! target), so non-blocking transfers return at once and complete in a later poll.
@@ -41,7 +42,9 @@
 //! must therefore poll (`gex::poll`, or any call that waits: every wait polls), as
 //! GASNet-EX asks of its clients ("_Wait: Polls until success"; progress is made only
 //! inside library calls); otherwise a blocking put's origin waits in `MPI_Win_flush`,
-//! and a non-blocking put's or a get's in its polls, for as long as the target spins.
+//! and a non-blocking put's or a get's in its polls, for as long as the target spins;
+//! and the first transfer through the window to a target waits for it inside the call
+//! (`osc pt2pt` takes the target's lock of `MPI_Win_lock_all` at the first operation).
 //! With `osc rdma` (shared memory or an RDMA network, and `GEX_MPI_HOST_RANKS` on one
 //! machine) the target's NIC or memory serves the operation and no progress of the
 //! target is needed, but a client may not count on that.
@@ -642,10 +645,29 @@ impl Conduit for MpiConduit {
                 unsafe { std::ptr::copy(src.as_ptr(), local as *mut u8, src.len()) };
             }
             Err(AddressError::NotMapped) if blocking => self.put_remote(dest, dest_addr, src)?,
-            Err(AddressError::NotMapped) => return self.put_remote_nb(dest, dest_addr, src),
+            Err(AddressError::NotMapped) => {
+                // SAFETY: not `held`: the source is read before this returns.
+                return unsafe { self.put_remote_nb(dest, dest_addr, src, false) };
+            }
             Err(e) => return Err(e),
         }
         Ok(Completion::Done)
+    }
+
+    #[inline]
+    unsafe fn put_held(
+        &self,
+        dest: Rank,
+        dest_addr: usize,
+        src: &[u8],
+    ) -> Result<Completion, AddressError> {
+        match self.translate(dest, dest_addr, src.len()) {
+            // SAFETY: the caller keeps `src` until the put completes.
+            Err(AddressError::NotMapped) => unsafe {
+                self.put_remote_nb(dest, dest_addr, src, true)
+            },
+            _ => self.put(dest, dest_addr, src, false),
+        }
     }
 
     #[inline]

@@ -158,6 +158,16 @@ impl Conduit for Selected {
         each!(self, c => c.put(dest, dest_addr, src, blocking))
     }
     #[inline]
+    unsafe fn put_held(
+        &self,
+        dest: Rank,
+        dest_addr: usize,
+        src: &[u8],
+    ) -> Result<Completion, AddressError> {
+        // SAFETY: the caller's guarantee on `src` is passed on.
+        each!(self, c => unsafe { c.put_held(dest, dest_addr, src) })
+    }
+    #[inline]
     unsafe fn get(
         &self,
         dest: *mut u8,

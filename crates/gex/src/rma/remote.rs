@@ -135,6 +135,27 @@ pub(crate) fn put(
     rt.conduit.put(rank, addr, src, blocking)
 }
 
+/// [`put`] of a non-blocking call whose caller keeps `src` until the put completes: the
+/// conduit may read it until then.
+///
+/// # Safety
+/// `src` must stay valid and unchanged until the returned completion says the put is
+/// complete.
+#[inline]
+pub(crate) unsafe fn put_held(
+    rt: &Runtime,
+    call: &str,
+    rank: Rank,
+    addr: usize,
+    src: &[u8],
+) -> Result<Completion, AddressError> {
+    if by_messages(rt, rank, addr, src.len()) {
+        return Ok(put_by_messages(rt, call, rank, addr, src, false));
+    }
+    // SAFETY: the caller's contract.
+    unsafe { rt.conduit.put_held(rank, addr, src) }
+}
+
 /// Gets `len` bytes at `addr` in job rank `rank`'s segment into `dst` (the path chosen,
 /// and a `blocking` call completed, as for [`put`]).
 ///

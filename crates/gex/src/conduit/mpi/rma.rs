@@ -15,7 +15,10 @@
 //! does): its `MPI_Rput`s start from the source and the call waits for their requests
 //! (local completion), leaving the flush to a poll, as GASNet-EX's conduits copy a
 //! non-bulk put into bounce buffers only up to a limit (`GASNET_NONBULKPUT_BOUNCE_LIMIT`
-//! of the ibv conduit, 64 KiB) and wait for local completion beyond it.
+//! of the ibv conduit, 64 KiB) and wait for local completion beyond it. A put whose
+//! caller keeps the source until the put completes (any local completion but
+//! `GEX_EVENT_NOW`; gex then reports local completion with the put's) is neither copied
+//! nor waited for, whatever its size.
 //!
 //! A put or get of at most `GEX_MPI_AM_RMA_MAX` bytes does not come here from gex's
 //! RMA calls: the upper half sends it as Active Messages to the owner
@@ -100,15 +103,20 @@ impl MpiConduit {
 
     /// `Conduit::put` of a non-blocking call to a segment that is not mapped here:
     /// `MPI_Rput`s (request-based RMA, MPI 4.1 §12.3.5) from a copy of the source, or
-    /// from the source itself, waited for, when it is larger than [`COPY_MAX`]; pending
-    /// until a poll has flushed the target after their requests completed (see the
-    /// module documentation).
+    /// from the source itself when `held` or larger than [`COPY_MAX`] (then waited for
+    /// unless `held`); pending until a poll has flushed the target after their requests
+    /// completed (see the module documentation).
+    ///
+    /// # Safety
+    /// If `held`, `src` must stay valid and unchanged until the returned completion
+    /// says the put is complete.
     #[inline(never)]
-    pub(super) fn put_remote_nb(
+    pub(super) unsafe fn put_remote_nb(
         &self,
         dest: Rank,
         dest_addr: usize,
         src: &[u8],
+        held: bool,
     ) -> Result<Completion, AddressError> {
         let disp = self.displacement(dest, dest_addr, src.len())?;
         if src.is_empty() {
@@ -122,7 +130,7 @@ impl MpiConduit {
         let w = windows
             .as_ref()
             .unwrap_or_else(|| fatal("RMA before the segments were attached"));
-        let copied = src.len() <= COPY_MAX;
+        let copied = !held && src.len() <= COPY_MAX;
         for (i, chunk) in src.chunks(CHUNK).enumerate() {
             let data: Box<[u8]> = if copied { chunk.into() } else { Box::default() };
             let from = if copied { &data[..] } else { chunk };
@@ -131,7 +139,8 @@ impl MpiConduit {
             let mut done = 0;
             // SAFETY: the target range is inside dest's window (checked); `from` is
             // `data`, on the heap and kept with the request until it completes, or the
-            // caller's source, read before this call returns (the wait).
+            // caller's source, read before this call returns (the wait) or kept by the
+            // caller until the put completes (`held`).
             unsafe {
                 check(
                     ffi::MPI_Rput(
@@ -147,7 +156,7 @@ impl MpiConduit {
                     ),
                     "MPI_Rput",
                 );
-                if copied {
+                if copied || held {
                     check(
                         ffi::MPI_Test(&mut req, &mut done, ffi::RSMPI_STATUS_IGNORE),
                         "MPI_Test",
