@@ -32,10 +32,47 @@
 //! # Element types
 //!
 //! The spec asks for *DefinitelyTriviallySerializable* types (§8.1): types whose bytes
-//! are their value. Here that is [`bytemuck::Pod`] (integers, floats, arrays of them,
-//! and `#[derive(Pod, Zeroable)]` `#[repr(C)]` structs): any bit pattern read from a
-//! segment is a valid `T`, so a get can never produce an invalid value, whatever the
-//! segment held.
+//! are their value. Here each direction asks what it needs of them, in `bytemuck`'s
+//! terms:
+//!
+//! * a put reads the bytes of its values: [`bytemuck::NoUninit`] (no padding: integers,
+//!   floats, `bool`, `char`, `#[repr(C)]` structs of such fields without padding,
+//!   field-less `#[repr(u8)]`-style enums, all derivable);
+//! * a get into a value or vector the operation makes ([`rget`], [`rget_vec`]) checks
+//!   the bytes it read before they become values: [`bytemuck::CheckedBitPattern`]
+//!   (every [`bytemuck::AnyBitPattern`] type, such as integers, floats and
+//!   `#[derive(AnyBitPattern)]` structs, padded or not, with no check at all; `bool`,
+//!   `char` and derived enums, checked). Bytes that are no valid `T` (only unsafe code,
+//!   or a pointer of another type to the same memory, can have put them there) fail
+//!   the get, naming the call and the type;
+//! * a get into memory the caller lends ([`rget_into`]) writes bytes under the
+//!   caller's borrow, with no chance to check them first: [`bytemuck::Pod`].
+//!
+//! [`bytemuck::Pod`] types (and `GlobalPtr`) meet all three. A `bool` travels both
+//! ways; a padded struct can be got but not put, as its padding bytes are no values:
+//!
+//! ```
+//! # use upcxx::GlobalPtr;
+//! #[derive(Clone, Copy, bytemuck::AnyBitPattern)]
+//! #[repr(C)]
+//! struct Padded { tag: u8, value: u64 }
+//!
+//! fn flags_and_records(flag: GlobalPtr<bool>, record: GlobalPtr<Padded>) {
+//!     upcxx::rput(true, flag).wait();
+//!     assert!(upcxx::rget(flag).wait());
+//!     let _got: Padded = upcxx::rget(record).wait();
+//! }
+//! ```
+//!
+//! ```compile_fail,E0277
+//! # use upcxx::GlobalPtr;
+//! # #[derive(Clone, Copy, bytemuck::AnyBitPattern)]
+//! # #[repr(C)]
+//! # struct Padded { tag: u8, value: u64 }
+//! fn put_padding(record: GlobalPtr<Padded>, value: Padded) {
+//!     upcxx::rput(value, record).wait(); // Padded is not NoUninit
+//! }
+//! ```
 //!
 //! # How transfers and notifications happen
 //!
@@ -79,7 +116,7 @@
 
 use std::marker::PhantomData;
 
-use bytemuck::Pod;
+use bytemuck::{AnyBitPattern, CheckedBitPattern, NoUninit, Pod, Zeroable};
 
 use crate::completion::{
     self, operation_cx, CompletionEvents, Completions, FutureList, HasOperation, HasRemote,
@@ -152,7 +189,7 @@ impl HasOperation for RgetInto {}
 /// If `dest` is null or outside its owner's segment, or before `init`.
 #[inline]
 #[track_caller]
-pub fn rput<T: Pod>(value: T, dest: GlobalPtr<T>) -> Future<()> {
+pub fn rput<T: NoUninit>(value: T, dest: GlobalPtr<T>) -> Future<()> {
     rput_with(value, dest, operation_cx::as_future())
 }
 
@@ -189,7 +226,7 @@ pub fn rput<T: Pod>(value: T, dest: GlobalPtr<T>) -> Future<()> {
 /// `as_promise` request's promise is already ready.
 #[inline]
 #[track_caller]
-pub fn rput_with<T: Pod, C: Completions<RputValue>>(
+pub fn rput_with<T: NoUninit, C: Completions<RputValue>>(
     value: T,
     dest: GlobalPtr<T>,
     cxs: C,
@@ -213,7 +250,7 @@ pub fn rput_with<T: Pod, C: Completions<RputValue>>(
 /// If `dest` is null or the range is outside its owner's segment, or before `init`.
 #[inline]
 #[track_caller]
-pub fn rput_slice<T: Pod>(src: &[T], dest: GlobalPtr<T>) -> Future<()> {
+pub fn rput_slice<T: NoUninit>(src: &[T], dest: GlobalPtr<T>) -> Future<()> {
     rput_slice_with(src, dest, operation_cx::as_future())
 }
 
@@ -251,7 +288,7 @@ pub fn rput_slice<T: Pod>(src: &[T], dest: GlobalPtr<T>) -> Future<()> {
 /// As [`rput_slice`], or if an `as_promise` request's promise is already ready.
 #[inline]
 #[track_caller]
-pub fn rput_slice_with<T: Pod, C: Completions<RputSlice>>(
+pub fn rput_slice_with<T: NoUninit, C: Completions<RputSlice>>(
     src: &[T],
     dest: GlobalPtr<T>,
     cxs: C,
@@ -274,7 +311,7 @@ pub fn rput_slice_with<T: Pod, C: Completions<RputSlice>>(
 /// If `src` is null or outside its owner's segment, or before `init`.
 #[inline]
 #[track_caller]
-pub fn rget<T: Pod>(src: GlobalPtr<T>) -> Future<T> {
+pub fn rget<T: CheckedBitPattern + 'static>(src: GlobalPtr<T>) -> Future<T> {
     rget_with(src, operation_cx::as_future())
 }
 
@@ -308,7 +345,7 @@ pub fn rget<T: Pod>(src: GlobalPtr<T>) -> Future<T> {
 /// As [`rget`], or if an `as_promise` request's promise is already ready.
 #[inline]
 #[track_caller]
-pub fn rget_with<T: Pod, C: Completions<RgetValue<T>>>(
+pub fn rget_with<T: CheckedBitPattern + 'static, C: Completions<RgetValue<T>>>(
     src: GlobalPtr<T>,
     cxs: C,
 ) -> Returned<C, RgetValue<T>> {
@@ -321,19 +358,23 @@ pub fn rget_with<T: Pod, C: Completions<RgetValue<T>>>(
     let (rank, addr) = target("rget", src);
     let rt = rt("rget");
     let Some(from) = rt.direct_range(rank, addr, size_of::<T>()) else {
-        return get_owned(rt, "rget", rank, addr, 1, cxs, |b: Box<[T]>| (b[0],));
+        return get_owned(rt, "rget", rank, addr, 1, cxs, |b: Box<[T::Bits]>| {
+            (valid::<T>("rget", b[0]),)
+        });
     };
-    let mut value = T::zeroed();
+    let mut bits = T::Bits::zeroed();
     // SAFETY: the source range is inside the mapping of `rank`'s segment
-    // (`Setup::direct_range`); `value` is a local of `size_of::<T>()` bytes.
+    // (`Setup::direct_range`); `bits` is a local of `size_of::<T>()` bytes, any of
+    // which make a `T::Bits`.
     unsafe {
         std::ptr::copy(
             from as *const u8,
-            bytemuck::bytes_of_mut(&mut value).as_mut_ptr(),
+            (&raw mut bits).cast::<u8>(),
             size_of::<T>(),
         )
     };
-    cxs.completed_at_initiation(rank, (value,)).into_return()
+    cxs.completed_at_initiation(rank, (valid::<T>("rget", bits),))
+        .into_return()
 }
 
 /// Reads `count` consecutive elements starting at `src` into a new vector, with the
@@ -347,7 +388,7 @@ pub fn rget_with<T: Pod, C: Completions<RgetValue<T>>>(
 /// If `src` is null or the range is outside its owner's segment, or before `init`.
 #[inline]
 #[track_caller]
-pub fn rget_vec<T: Pod>(src: GlobalPtr<T>, count: usize) -> Future<Vec<T>> {
+pub fn rget_vec<T: CheckedBitPattern + 'static>(src: GlobalPtr<T>, count: usize) -> Future<Vec<T>> {
     rget_vec_with(src, count, operation_cx::as_future())
 }
 
@@ -358,7 +399,7 @@ pub fn rget_vec<T: Pod>(src: GlobalPtr<T>, count: usize) -> Future<Vec<T>> {
 /// As [`rget_vec`], or if an `as_promise` request's promise is already ready.
 #[inline]
 #[track_caller]
-pub fn rget_vec_with<T: Pod, C: Completions<RgetVec<T>>>(
+pub fn rget_vec_with<T: CheckedBitPattern + 'static, C: Completions<RgetVec<T>>>(
     src: GlobalPtr<T>,
     count: usize,
     cxs: C,
@@ -375,15 +416,22 @@ pub fn rget_vec_with<T: Pod, C: Completions<RgetVec<T>>>(
         too_long("rget_vec", count)
     };
     let Some(from) = rt.direct_range(rank, addr, len) else {
-        return get_owned(rt, "rget_vec", rank, addr, count, cxs, |b: Box<[T]>| {
-            (b.into_vec(),)
-        });
+        return get_owned(
+            rt,
+            "rget_vec",
+            rank,
+            addr,
+            count,
+            cxs,
+            |b: Box<[T::Bits]>| (valid_vec::<T>("rget_vec", b),),
+        );
     };
-    let mut values = vec![T::zeroed(); count];
+    let mut bits = vec![T::Bits::zeroed(); count].into_boxed_slice();
     // SAFETY: the source range is inside the mapping of `rank`'s segment
-    // (`Setup::direct_range`); `values` holds `len` bytes.
-    unsafe { std::ptr::copy(from as *const u8, values.as_mut_ptr().cast::<u8>(), len) };
-    cxs.completed_at_initiation(rank, (values,)).into_return()
+    // (`Setup::direct_range`); `bits` holds `len` bytes, any of which make `T::Bits`.
+    unsafe { std::ptr::copy(from as *const u8, bits.as_mut_ptr().cast::<u8>(), len) };
+    cxs.completed_at_initiation(rank, (valid_vec::<T>("rget_vec", bits),))
+        .into_return()
 }
 
 /// Reads `dest.len()` consecutive elements starting at `src` into `dest` (UPC++
@@ -432,6 +480,42 @@ fn outside(call: &str, rt: &Setup, rank: Rank, addr: usize, len: usize) -> ! {
     panic!(
         "upcxx::{call}: [{addr:#x}, {addr:#x}+{len}) is outside the segment of rank {rank} \
          ([{base:#x}, {base:#x}+{size}))"
+    )
+}
+
+/// `bits`, read by `call`, as the `T` they make, or a panic naming `call` and the type
+/// if they make none. Free for an [`AnyBitPattern`] type (`T::Bits` is `T`, every
+/// pattern valid).
+#[inline]
+#[track_caller]
+fn valid<T: CheckedBitPattern + 'static>(call: &str, bits: T::Bits) -> T {
+    if !T::is_valid_bit_pattern(&bits) {
+        invalid_bits::<T>(call);
+    }
+    // SAFETY: `T` has the layout of `T::Bits`, and these bits make a valid `T`
+    // (`CheckedBitPattern`'s contract).
+    unsafe { std::mem::transmute_copy(&bits) }
+}
+
+/// [`valid`] of every element of `bits`, as a vector of `T`s.
+#[inline]
+#[track_caller]
+fn valid_vec<T: CheckedBitPattern + 'static>(call: &str, bits: Box<[T::Bits]>) -> Vec<T> {
+    if !bits.iter().all(T::is_valid_bit_pattern) {
+        invalid_bits::<T>(call);
+    }
+    // SAFETY: as in `valid`, for each element; the layouts being the same, so are the
+    // allocations' (size and alignment).
+    unsafe { Box::from_raw(Box::into_raw(bits) as *mut [T]) }.into_vec()
+}
+
+#[cold]
+#[track_caller]
+fn invalid_bits<T>(call: &str) -> ! {
+    panic!(
+        "upcxx::{call}: the bytes read are not a valid `{}` (only unsafe code, or a pointer \
+         of another type to the same memory, can have written them)",
+        std::any::type_name::<T>()
     )
 }
 
@@ -574,7 +658,7 @@ fn get_owned<T, Ev, C>(
     finish: fn(Box<[T]>) -> Ev::OpValues,
 ) -> Returned<C, Ev>
 where
-    T: Pod,
+    T: AnyBitPattern,
     Ev: CompletionEvents,
     C: Completions<Ev>,
 {

@@ -84,8 +84,6 @@
 mod irregular;
 mod strided;
 
-use bytemuck::Pod;
-
 pub use irregular::{
     rget_irregular, rget_irregular_with, rget_regular, rget_regular_with, rput_irregular,
     rput_irregular_with, rput_regular, rput_regular_with,
@@ -213,7 +211,7 @@ impl Affinity {
 
 /// The byte size of `n` elements of `T`, or a panic naming `call`.
 #[track_caller]
-fn bytes_of<T: Pod>(call: &str, n: usize) -> usize {
+fn bytes_of<T>(call: &str, n: usize) -> usize {
     n.checked_mul(std::mem::size_of::<T>()).unwrap_or_else(|| {
         panic!("upcxx::{call}: a run of {n} elements overflows the address space")
     })

@@ -1,11 +1,12 @@
 //! One-sided communication (UPC++ spec ch. 8): `rput` and `rget` of values and arrays
-//! between ranks (`rget_vec` too, many gets in flight at once), their default
-//! completions, and their errors.
+//! between ranks (`rget_vec` too, many gets in flight at once), of plain data and of
+//! types with invalid bit patterns or padding, their default completions, and their
+//! errors.
 
 mod common;
 use common::{all_gather, panic_text};
 
-use bytemuck::{Pod, Zeroable};
+use bytemuck::{AnyBitPattern, CheckedBitPattern, NoUninit, Pod, Zeroable};
 use upcxx::{
     delete_array, new_array, operation_cx, rank_me, rank_n, rget, rget_into, rget_into_with,
     rget_vec, rget_vec_with, rget_with, rput, rput_slice, rput_slice_with, rput_with, source_cx,
@@ -28,6 +29,110 @@ struct Particle {
     pos: [f64; 3],
     id: u32,
     charge: i32,
+}
+
+/// A field-less enum: `NoUninit` (a put reads its byte), `CheckedBitPattern` (a get
+/// checks its byte), but not every byte is one (0 is none).
+#[derive(Debug, Clone, Copy, PartialEq, Default, NoUninit, CheckedBitPattern)]
+#[repr(u8)]
+enum Color {
+    #[default]
+    Red = 1,
+    Green = 2,
+    Blue = 3,
+}
+
+impl Color {
+    fn of(rank: u32) -> Color {
+        [Color::Red, Color::Green, Color::Blue][rank as usize % 3]
+    }
+}
+
+/// A struct with padding (7 bytes after `tag`): gets may make it (`AnyBitPattern`),
+/// puts may not read it (no `NoUninit`).
+#[derive(Debug, Clone, Copy, PartialEq, Default, AnyBitPattern)]
+#[repr(C)]
+struct Padded {
+    tag: u8,
+    value: u64,
+}
+
+/// §8.1's element types beyond plain data (`rma.rs`'s "Element types"): `bool`s and a
+/// field-less enum put and got between every pair of ranks (single values and vectors,
+/// in flight together), a padded struct got from every rank, and bytes that make no
+/// `bool` or `Color` failing the get, naming the call and the type.
+#[test]
+fn bools_enums_and_padded_structs_travel() {
+    for ranks in 1..=4 {
+        gex::testing::spmd(ranks, || {
+            upcxx::init();
+            let me = rank_me();
+            let n = rank_n() as usize;
+            let flags: GlobalPtr<bool> = new_array(n + 1);
+            let colors: GlobalPtr<Color> = new_array(n + 1);
+            let padded: GlobalPtr<Padded> = new_array(1);
+            // SAFETY: this rank's own element, read by others after the barrier.
+            unsafe {
+                padded.local().write(Padded {
+                    tag: me as u8,
+                    value: 0x9ad0_0000 + u64::from(me),
+                })
+            };
+            let all = all_gather(&(flags, colors, padded));
+            let mut done: Vec<Future<()>> = Vec::new();
+            for &(flags, colors, _) in &all {
+                done.push(rput(me.is_multiple_of(2), flags.add(me as usize)));
+                done.push(rput(Color::of(me), colors.add(me as usize)));
+            }
+            when_all(done).wait();
+            upcxx::barrier();
+            for (r, &(flags, colors, padded)) in all.iter().enumerate() {
+                let want_flags: Vec<bool> = (0..n).map(|s| s.is_multiple_of(2)).collect();
+                let want_colors: Vec<Color> = (0..n as u32).map(Color::of).collect();
+                let one_color = rget(colors.add(n - 1));
+                let (got_flags, got_colors, one_flag, got_padded) = when_all((
+                    rget_vec(flags, n),
+                    rget_vec(colors, n),
+                    rget(flags.add(n - 1)),
+                    rget_vec(padded, 1),
+                ))
+                .wait();
+                let one_color = one_color.wait();
+                assert_eq!(got_flags, want_flags, "rank {r}'s flags");
+                assert_eq!(got_colors, want_colors, "rank {r}'s colors");
+                assert_eq!(one_flag, want_flags[n - 1]);
+                assert_eq!(one_color, want_colors[n - 1]);
+                let want = Padded {
+                    tag: r as u8,
+                    value: 0x9ad0_0000 + r as u64,
+                };
+                assert_eq!(got_padded, [want], "rank {r}'s padded struct");
+                assert_eq!(rget(padded).wait(), want);
+            }
+            // Bytes that make no `bool` (2) or `Color` (0), written through the raw
+            // memory of this rank's own spare elements.
+            // SAFETY: this rank's own elements, which no one else reads.
+            unsafe {
+                flags.add(n).local().cast::<u8>().write(2);
+                colors.add(n).local().cast::<u8>().write(0);
+            }
+            let msg = panic_text(|| drop(rget(flags.add(n))));
+            assert!(
+                msg.contains("upcxx::rget: the bytes read are not a valid `bool`"),
+                "{msg}"
+            );
+            let msg = panic_text(|| drop(rget_vec(colors, n + 1)));
+            assert!(
+                msg.contains("upcxx::rget_vec: the bytes read are not a valid `rma::Color`"),
+                "{msg}"
+            );
+            upcxx::barrier();
+            delete_array(flags);
+            delete_array(colors);
+            delete_array(padded);
+            upcxx::finalize();
+        });
+    }
 }
 
 #[test]

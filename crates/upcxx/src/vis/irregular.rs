@@ -1,7 +1,7 @@
 //! Irregular and regular puts and gets (§15.2.2–§15.2.5): sequences of runs, turned
 //! into one `gex` vector (irregular) or indexed (regular) transfer.
 
-use bytemuck::Pod;
+use bytemuck::{NoUninit, Pod};
 
 use super::{
     bytes_of, check_totals, locally_complete, reported_get, reported_put, Affinity, Kind,
@@ -16,7 +16,7 @@ use crate::runtime::state::rt;
 /// The remote runs of an irregular call as `gex` ranges, their total in elements, and
 /// their target.
 #[track_caller]
-fn remote_runs<T: Pod, R: RemoteRun<T>>(
+fn remote_runs<T, R: RemoteRun<T>>(
     call: &str,
     runs: impl IntoIterator<Item = R>,
 ) -> (Vec<gex::Memvec>, usize, Affinity) {
@@ -43,7 +43,7 @@ fn remote_runs<T: Pod, R: RemoteRun<T>>(
 
 /// The remote runs of a regular call: their owner-space addresses, total and target.
 #[track_caller]
-fn remote_starts<T: Pod>(
+fn remote_starts<T>(
     call: &str,
     runs: impl IntoIterator<Item = GlobalPtr<T>>,
     run_length: usize,
@@ -89,7 +89,7 @@ fn check_run_lengths(call: &str, lens: impl Iterator<Item = usize>, run_length: 
 #[track_caller]
 pub fn rput_irregular<T, S, D>(src_runs: S, dest_runs: D) -> Future<()>
 where
-    T: Pod,
+    T: NoUninit,
     S: IntoIterator,
     S::Item: AsRef<[T]>,
     D: IntoIterator,
@@ -111,7 +111,7 @@ pub fn rput_irregular_with<T, S, D, C>(
     cxs: C,
 ) -> Returned<C, RputIrregular>
 where
-    T: Pod,
+    T: NoUninit,
     S: IntoIterator,
     S::Item: AsRef<[T]>,
     D: IntoIterator,
@@ -228,7 +228,7 @@ pub fn rput_regular<T, S, D>(
     dest_run_length: usize,
 ) -> Future<()>
 where
-    T: Pod,
+    T: NoUninit,
     S: IntoIterator,
     S::Item: AsRef<[T]>,
     D: IntoIterator<Item = GlobalPtr<T>>,
@@ -256,7 +256,7 @@ pub fn rput_regular_with<T, S, D, C>(
     cxs: C,
 ) -> Returned<C, RputRegular>
 where
-    T: Pod,
+    T: NoUninit,
     S: IntoIterator,
     S::Item: AsRef<[T]>,
     D: IntoIterator<Item = GlobalPtr<T>>,

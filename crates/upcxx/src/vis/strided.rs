@@ -1,7 +1,7 @@
 //! Strided puts and gets (§15.2.6–§15.2.7): one `gex` strided transfer with the
 //! element as its contiguous unit and `Dim` stride levels.
 
-use bytemuck::Pod;
+use bytemuck::{NoUninit, Pod};
 
 use super::{locally_complete, reported_get, reported_put, Kind, RgetStrided, RputStrided};
 use crate::completion::{self, operation_cx, Completions, FutureList, Returned};
@@ -51,7 +51,7 @@ fn base_offset<T>(call: &str, index: usize) -> usize {
 /// As described in the [module documentation](super#errors); also if the shape around
 /// `src[src_base]` leaves `src`.
 #[track_caller]
-pub fn rput_strided<const DIM: usize, T: Pod>(
+pub fn rput_strided<const DIM: usize, T: NoUninit>(
     src: &[T],
     src_base: usize,
     src_strides: [isize; DIM],
@@ -77,7 +77,7 @@ pub fn rput_strided<const DIM: usize, T: Pod>(
 /// # Panics
 /// As [`rput_strided`], or if an `as_promise` request's promise is already ready.
 #[track_caller]
-pub fn rput_strided_with<const DIM: usize, T: Pod, C: Completions<RputStrided>>(
+pub fn rput_strided_with<const DIM: usize, T: NoUninit, C: Completions<RputStrided>>(
     src: &[T],
     src_base: usize,
     src_strides: [isize; DIM],
