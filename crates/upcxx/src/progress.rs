@@ -274,9 +274,9 @@ fn user_actions() -> usize {
     let mut n = 0;
     if work & OUTGOING_WORK != 0 {
         // First, so that the notifications of the operations that completed (found by
-        // the poll just made) run below, in this progress, not in the next one after
-        // another poll.
-        n += thread::advance_outgoing();
+        // the poll just made) run in this progress, not in the next one after another
+        // poll: a promise's at once, others below.
+        n += thread::advance_outgoing_notifying();
         work |= THREAD.with(|h| h.work.replace(0));
         if thread::outgoing_pending() {
             THREAD.with(|h| h.work.set(h.work.get() | OUTGOING_WORK));

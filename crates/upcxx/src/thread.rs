@@ -52,6 +52,9 @@ pub(crate) struct ThreadState {
     pub(crate) poll_skips: Cell<u32>,
     /// The value of [`SHARED_WORK`] when this thread last looked at its shared queues.
     pub(crate) seen_shared: Cell<u64>,
+    /// User-level progress is advancing this thread's outgoing operations, outside any
+    /// callback: their notifications may run at once ([`notify`]).
+    notify_now: Cell<bool>,
 }
 
 thread_local! {
@@ -64,6 +67,7 @@ thread_local! {
             holds_master: Cell::new(false),
             poll_skips: Cell::new(0),
             seen_shared: Cell::new(LOOK),
+            notify_now: Cell::new(false),
         }
     };
     /// Notifications owed to this thread, run at its next user-level progress.
@@ -108,6 +112,28 @@ pub(crate) fn defer(f: Box<dyn FnOnce()>) {
     THREAD.with(|h| h.work.set(h.work.get() | DEFERRED_WORK));
 }
 
+/// Runs `f`, a local notification: at once, in the restricted context, when user-level
+/// progress is advancing this thread's outgoing operations
+/// ([`advance_outgoing_notifying`]), which saves queuing it; else at the next
+/// user-level progress ([`defer`]), as from internal progress (which runs no user code)
+/// and from initiation calls (which notify no earlier than the next progress, §7.1
+/// ¶14). What `f` runs may itself call `discharge`, whose advance must defer: `f` runs
+/// with the flag down.
+pub(crate) fn notify(f: impl FnOnce() + 'static) {
+    if THREAD.with(|h| h.notify_now.replace(false)) {
+        struct Again;
+        impl Drop for Again {
+            fn drop(&mut self) {
+                THREAD.with(|h| h.notify_now.set(true));
+            }
+        }
+        let _again = Again;
+        restricted(f);
+    } else {
+        defer(Box::new(f));
+    }
+}
+
 /// Runs, in the restricted context, the notifications deferred before this call (those
 /// they defer wait for the next call); returns how many ran.
 #[cold]
@@ -133,6 +159,20 @@ pub(crate) fn run_deferred() -> usize {
 pub(crate) fn track_outgoing(advance: Outgoing) {
     OUTGOING.with(|o| o.borrow_mut().push(advance));
     THREAD.with(|h| h.work.set(h.work.get() | OUTGOING_WORK));
+}
+
+/// [`advance_outgoing`] from user-level progress, outside any callback: the local
+/// notifications of the operations that completed run at once ([`notify`]).
+pub(crate) fn advance_outgoing_notifying() -> usize {
+    struct Leave;
+    impl Drop for Leave {
+        fn drop(&mut self) {
+            THREAD.with(|h| h.notify_now.set(false));
+        }
+    }
+    THREAD.with(|h| h.notify_now.set(true));
+    let _leave = Leave;
+    advance_outgoing()
 }
 
 /// True while operations tracked by [`track_outgoing`] are in flight: this thread's

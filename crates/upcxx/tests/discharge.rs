@@ -132,3 +132,55 @@ fn an_ended_scope_is_refused() {
         upcxx::finalize();
     });
 }
+
+/// §10.2 and §10.5.3 ¶7: a get from another host, found complete by a user-level
+/// progress, notifies its future there, at once, in the restricted context; a callback
+/// may then `discharge` (progress level internal), which completes a get the callback
+/// started without running that get's callbacks: they wait for the next user-level
+/// progress. (On shared memory every get completes at initiation and notifies at the
+/// next progress: the same outcome.)
+#[test]
+fn callbacks_of_completed_gets_run_restricted_and_discharge_runs_none() {
+    for n in 1..=3 {
+        spmd(n, || {
+            use std::cell::Cell;
+            use std::rc::Rc;
+            upcxx::init();
+            let words: GlobalPtr<u64> = upcxx::new_array(1);
+            // SAFETY: this rank's own word, read by others after the gather's barrier.
+            unsafe { words.local().write(100 + u64::from(rank_me())) };
+            let all = common::all_gather(&words);
+            let peer = (rank_me() + 1) % rank_n();
+            let gp = all[peer as usize];
+            let restricted = Rc::new(Cell::new(None));
+            let inner_ran = Rc::new(Cell::new(false));
+            let inner_ran_in_discharge = Rc::new(Cell::new(None));
+            let (r, ran, during) = (
+                restricted.clone(),
+                inner_ran.clone(),
+                inner_ran_in_discharge.clone(),
+            );
+            // The outer callback returns the inner get's future, so `outer` is ready
+            // once that is.
+            let outer = upcxx::rget(gp).then(move |v| {
+                r.set(Some(upcxx::in_restricted_context()));
+                let flag = ran.clone();
+                let inner = upcxx::rget(gp).then(move |w| flag.set(w == v));
+                discharge();
+                during.set(Some(ran.get()));
+                inner
+            });
+            outer.wait();
+            assert_eq!(restricted.get(), Some(true), "the callback ran restricted");
+            assert_eq!(
+                inner_ran_in_discharge.get(),
+                Some(false),
+                "discharge ran the inner get's callback"
+            );
+            assert!(inner_ran.get(), "the inner get read its word");
+            upcxx::barrier();
+            upcxx::delete_array(words);
+            upcxx::finalize();
+        });
+    }
+}

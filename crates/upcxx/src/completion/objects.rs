@@ -235,7 +235,7 @@ where
     fn remote_done(&mut self, _target: Rank) {}
     fn operation_done(self, values: Ev::OpValues) {
         let promise = self.promise;
-        thread::defer(Box::new(move || promise.fulfill_with(values)));
+        thread::notify(move || promise.fulfill_with(values));
     }
 }
 
