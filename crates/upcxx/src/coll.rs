@@ -34,8 +34,13 @@
 //!   user-level progress of the calling thread (§7.1 ¶14). A collective `gex` has not
 //!   finished at return is armed, and each user-level progress tests its event (quietly:
 //!   a tool sees the collective, not the `gex` events inside it).
-//! * Values and buffers are *DefinitelyTriviallySerializable* (§12.2 ¶25, ¶39): here
-//!   [`bytemuck::Pod`], as for RMA. The size of a broadcast is single-valued, so a
+//! * Values and buffers are *DefinitelyTriviallySerializable* (§12.2 ¶25, ¶39), in
+//!   `bytemuck`'s terms as for RMA (`rma.rs`, "Element types"): a value is read as
+//!   bytes and made again from bytes, so it is [`bytemuck::NoUninit`] and
+//!   [`bytemuck::CheckedBitPattern`] (`bool`s and derived enums included: a broadcast
+//!   value is checked before it becomes one, a reduction's operands as the operation
+//!   takes them); a buffer, written under the caller's pointer, is
+//!   [`bytemuck::Pod`]. The size of a broadcast is single-valued, so a
 //!   value whose serialized size only the root knows cannot be broadcast in one
 //!   collective; wrap plain data in [`Trivial`](crate::Trivial) or send it as bytes.
 //! * The value variants keep their source and destination in boxes that the pending
@@ -56,7 +61,7 @@ mod ops;
 
 use std::marker::PhantomData;
 
-use bytemuck::Pod;
+use bytemuck::{CheckedBitPattern, NoUninit, Pod, Zeroable};
 
 use crate::completion::{
     self, operation_cx, CompletionEvents, Completions, FutureList, HasOperation, Returned,
@@ -174,7 +179,7 @@ pub fn barrier_async_with<C: Completions<BarrierAsync>>(
 /// root, team)`, §12.2 ¶37): the future's value is the root's; the other ranks' `value`
 /// is ignored.
 #[track_caller]
-pub fn broadcast<T: Pod>(value: T, root: Rank, team: &Team) -> Future<T> {
+pub fn broadcast<T: NoUninit + CheckedBitPattern>(value: T, root: Rank, team: &Team) -> Future<T> {
     broadcast_with(value, root, team, operation_cx::as_future())
 }
 
@@ -184,7 +189,7 @@ pub fn broadcast<T: Pod>(value: T, root: Rank, team: &Team) -> Future<T> {
 /// If `root` is not a rank of the team (§12.2 ¶39), as [`barrier`], or if an
 /// `as_promise` request's promise is already ready.
 #[track_caller]
-pub fn broadcast_with<T: Pod, C: Completions<BroadcastValue<T>>>(
+pub fn broadcast_with<T: NoUninit + CheckedBitPattern, C: Completions<BroadcastValue<T>>>(
     value: T,
     root: Rank,
     team: &Team,
@@ -198,12 +203,21 @@ pub fn broadcast_with<T: Pod, C: Completions<BroadcastValue<T>>>(
     let id = team.id().to_u64();
     let size = std::mem::size_of::<T>();
     let span = gasp::span!(GASP_UPCXX_BROADCAST, id, root as i32, size);
-    let mut buf = Box::new(value);
-    let p: *mut u8 = bytemuck::bytes_of_mut(&mut *buf).as_mut_ptr();
+    // The value's bytes, in a box of its bits: the root's go out, the others' are
+    // overwritten by the root's, and become a value once checked.
+    let mut buf: Box<T::Bits> = Box::new(Zeroable::zeroed());
+    let p: *mut u8 = (&raw mut *buf).cast();
+    // SAFETY: `T::Bits` has `T`'s layout, so the box holds `size` bytes.
+    unsafe { std::ptr::copy_nonoverlapping(bytemuck::bytes_of(&value).as_ptr(), p, size) };
     // SAFETY: `buf` is a box the pending collective owns (moved into the closure
     // below, read only once the event completed); at the root `src == dst`.
     let event = unsafe { gex.broadcast_nb(root, p, p, size, gex::Flags::NONE) };
-    let futures = finish::<BroadcastValue<T>, C, _>(cxs, event, move || (*buf,));
+    let futures =
+        finish::<BroadcastValue<T>, C, _>(
+            cxs,
+            event,
+            move || (crate::rma::valid::<T>(CALL, *buf),),
+        );
     gasp::end!(span, id, root as i32, size);
     futures
 }
@@ -320,7 +334,12 @@ pub fn broadcast_global<T: Pod>(
 /// `reduce_one(value, op, root, team)`, §12.2 ¶23): the root's future has the result;
 /// the others' have their own `value` (the spec leaves it undefined, ¶29).
 #[track_caller]
-pub fn reduce_one<T: Pod, O: ReduceOp<T>>(value: T, op: O, root: Rank, team: &Team) -> Future<T> {
+pub fn reduce_one<T: NoUninit + CheckedBitPattern, O: ReduceOp<T>>(
+    value: T,
+    op: O,
+    root: Rank,
+    team: &Team,
+) -> Future<T> {
     reduce_one_with(value, op, root, team, operation_cx::as_future())
 }
 
@@ -330,7 +349,11 @@ pub fn reduce_one<T: Pod, O: ReduceOp<T>>(value: T, op: O, root: Rank, team: &Te
 /// If `root` is not a rank of the team (§12.2 ¶25), as [`barrier`], or if an
 /// `as_promise` request's promise is already ready.
 #[track_caller]
-pub fn reduce_one_with<T: Pod, O: ReduceOp<T>, C: Completions<ReduceValue<T>>>(
+pub fn reduce_one_with<
+    T: NoUninit + CheckedBitPattern,
+    O: ReduceOp<T>,
+    C: Completions<ReduceValue<T>>,
+>(
     value: T,
     op: O,
     root: Rank,
@@ -344,7 +367,11 @@ pub fn reduce_one_with<T: Pod, O: ReduceOp<T>, C: Completions<ReduceValue<T>>>(
 /// Reduces every rank's `value` with `op`; every rank's future has the result (UPC++
 /// `reduce_all(value, op, team)`, §12.2 ¶23), the same bytes on every rank.
 #[track_caller]
-pub fn reduce_all<T: Pod, O: ReduceOp<T>>(value: T, op: O, team: &Team) -> Future<T> {
+pub fn reduce_all<T: NoUninit + CheckedBitPattern, O: ReduceOp<T>>(
+    value: T,
+    op: O,
+    team: &Team,
+) -> Future<T> {
     reduce_all_with(value, op, team, operation_cx::as_future())
 }
 
@@ -353,7 +380,11 @@ pub fn reduce_all<T: Pod, O: ReduceOp<T>>(value: T, op: O, team: &Team) -> Futur
 /// # Panics
 /// As [`barrier`], or if an `as_promise` request's promise is already ready.
 #[track_caller]
-pub fn reduce_all_with<T: Pod, O: ReduceOp<T>, C: Completions<ReduceValue<T>>>(
+pub fn reduce_all_with<
+    T: NoUninit + CheckedBitPattern,
+    O: ReduceOp<T>,
+    C: Completions<ReduceValue<T>>,
+>(
     value: T,
     op: O,
     team: &Team,
@@ -460,7 +491,7 @@ fn operation_requested<Ev: CompletionEvents, C: Completions<Ev>>() {
 }
 
 #[track_caller]
-fn reduce_value<T: Pod, O: ReduceOp<T>, C: Completions<ReduceValue<T>>>(
+fn reduce_value<T: NoUninit + CheckedBitPattern, O: ReduceOp<T>, C: Completions<ReduceValue<T>>>(
     call: &'static str,
     root: Option<Rank>,
     value: T,
@@ -515,7 +546,7 @@ unsafe fn reduce_at<T, O, Ev, C, V>(
     values: V,
 ) -> Returned<C, Ev>
 where
-    T: Pod,
+    T: NoUninit + CheckedBitPattern,
     O: ReduceOp<T>,
     Ev: CompletionEvents,
     C: Completions<Ev>,

@@ -488,7 +488,7 @@ fn outside(call: &str, rt: &Setup, rank: Rank, addr: usize, len: usize) -> ! {
 /// pattern valid).
 #[inline]
 #[track_caller]
-fn valid<T: CheckedBitPattern + 'static>(call: &str, bits: T::Bits) -> T {
+pub(crate) fn valid<T: CheckedBitPattern + 'static>(call: &str, bits: T::Bits) -> T {
     if !T::is_valid_bit_pattern(&bits) {
         invalid_bits::<T>(call);
     }

@@ -1,8 +1,8 @@
 //! Collectives (UPC++ spec ch. 12) on 1 to 5 ranks and on split teams: `barrier`,
 //! `barrier_async` (§12.2 ¶6–¶16), `broadcast` of a value and of a buffer (¶37–¶43),
 //! `reduce_one` and `reduce_all` of a value and of a buffer with the `op_fast_*`
-//! operations and closures (¶17–¶36), each completion kind of chapter 7 (future,
-//! promise, LPC), and what misuse does.
+//! operations and closures (¶17–¶36), of plain data and of `bool`s and enums, each
+//! completion kind of chapter 7 (future, promise, LPC), and what misuse does.
 
 mod common;
 
@@ -164,6 +164,61 @@ fn op_fast_on_integers_and_floats() {
         );
         upcxx::finalize();
     });
+}
+
+/// A field-less enum, not every byte of which is one.
+#[derive(
+    Debug, Clone, Copy, PartialEq, PartialOrd, bytemuck::NoUninit, bytemuck::CheckedBitPattern,
+)]
+#[repr(u8)]
+enum Phase {
+    Setup = 1,
+    Run = 2,
+    Done = 3,
+}
+
+/// Values beyond plain data (§12.2 ¶25: *DefinitelyTriviallySerializable*): `bool`s
+/// and a field-less enum broadcast and reduced, with closures and with the bitwise
+/// `op_fast_*` on `bool`, on 1 to 5 ranks.
+#[test]
+fn bools_and_enums_are_broadcast_and_reduced() {
+    for n in 1..=5 {
+        spmd(n, || {
+            upcxx::init();
+            let w = world();
+            let me = rank_me();
+            let last = rank_n() - 1;
+            let phase = [Phase::Setup, Phase::Run, Phase::Done][me as usize % 3];
+            assert!(upcxx::broadcast(me == 0, 0, w).wait());
+            assert_eq!(
+                upcxx::broadcast(phase, last, w).wait(),
+                [Phase::Setup, Phase::Run, Phase::Done][last as usize % 3]
+            );
+            let all_even =
+                upcxx::reduce_all(me.is_multiple_of(2), |a: bool, b: bool| a && b, w).wait();
+            assert_eq!(all_even, rank_n() == 1);
+            assert!(upcxx::reduce_all(me == last, op_fast_bit_or, w).wait());
+            assert!(upcxx::reduce_all(true, op_fast_bit_and, w).wait());
+            assert_eq!(
+                upcxx::reduce_all(true, op_fast_bit_xor, w).wait(),
+                rank_n() % 2 == 1
+            );
+            let latest =
+                upcxx::reduce_one(phase, |a: Phase, b: Phase| if a < b { b } else { a }, 0, w)
+                    .wait();
+            if me == 0 {
+                let want = if rank_n() >= 3 {
+                    Phase::Done
+                } else if rank_n() == 2 {
+                    Phase::Run
+                } else {
+                    Phase::Setup
+                };
+                assert_eq!(latest, want);
+            }
+            upcxx::finalize();
+        });
+    }
 }
 
 /// Operation completion as a promise and as an LPC (§7.3), with the value where the

@@ -16,7 +16,7 @@
 //! Integer `op_fast_add` and `op_fast_mul` wrap on overflow, as `gex`'s built-in
 //! operations do (the defined choice for what C leaves undefined).
 
-use bytemuck::Pod;
+use bytemuck::{CheckedBitPattern, NoUninit};
 use gex::coll::ReduceFn;
 use gex::ops::{Dt, Op};
 
@@ -31,7 +31,7 @@ pub(super) enum Lowered {
 /// An operation of [`reduce_one`](crate::reduce_one) and [`reduce_all`](crate::reduce_all)
 /// over `T` (the spec's `BinaryOp`, §12.2 ¶25): the `op_fast_*` objects, and any
 /// `Fn(T, T) -> T + Sync` closure or function (associative; it may not call UPC++).
-pub trait ReduceOp<T: Pod>: Sync + Sized + 'static {
+pub trait ReduceOp<T: NoUninit + CheckedBitPattern>: Sync + Sized + 'static {
     /// Combines two values: `left` comes from lower ranks than `right`.
     fn apply(&self, left: T, right: T) -> T;
 
@@ -47,7 +47,7 @@ pub trait ReduceOp<T: Pod>: Sync + Sized + 'static {
 #[derive(Debug, Clone, Copy)]
 pub struct LoweredOp(pub(super) Lowered);
 
-impl<T: Pod, F: Fn(T, T) -> T + Sync + 'static> ReduceOp<T> for F {
+impl<T: NoUninit + CheckedBitPattern, F: Fn(T, T) -> T + Sync + 'static> ReduceOp<T> for F {
     #[inline]
     fn apply(&self, left: T, right: T) -> T {
         self(left, right)
@@ -55,8 +55,15 @@ impl<T: Pod, F: Fn(T, T) -> T + Sync + 'static> ReduceOp<T> for F {
 }
 
 /// `gex`'s user-defined reduction function for operation `O` over `T`: `right[i] =
-/// left[i] (+) right[i]` for `count` elements, `cdata` the address of the `O`.
-fn trampoline<T: Pod, O: ReduceOp<T>>(left: &[u8], right: &mut [u8], count: usize, cdata: usize) {
+/// left[i] (+) right[i]` for `count` elements, `cdata` the address of the `O`. The
+/// operands are checked as they become values (free for any type whose every bit
+/// pattern is one): bytes that make no `T` fail the reduction.
+fn trampoline<T: NoUninit + CheckedBitPattern, O: ReduceOp<T>>(
+    left: &[u8],
+    right: &mut [u8],
+    count: usize,
+    cdata: usize,
+) {
     // SAFETY: `cdata` is the address of the boxed `O` of a collective in flight
     // (`super::Reduction`), which keeps the box until the reduction completes, after
     // which `gex` calls no more; `O: Sync`, so a shared reference from any thread is fine.
@@ -65,12 +72,20 @@ fn trampoline<T: Pod, O: ReduceOp<T>>(left: &[u8], right: &mut [u8], count: usiz
     let left = left[..count * size].chunks_exact(size);
     let right = right[..count * size].chunks_exact_mut(size);
     for (l, r) in left.zip(right) {
-        let v = op.apply(
-            bytemuck::pod_read_unaligned(l),
-            bytemuck::pod_read_unaligned(r),
-        );
+        let v = op.apply(operand(l), operand(r));
         r.copy_from_slice(bytemuck::bytes_of(&v));
     }
+}
+
+/// The operand whose bytes are `bytes`, or a panic naming the type if they make none.
+fn operand<T: NoUninit + CheckedBitPattern>(bytes: &[u8]) -> T {
+    bytemuck::checked::try_pod_read_unaligned(bytes).unwrap_or_else(|_| {
+        panic!(
+            "upcxx reduction: an operand's bytes are not a valid `{}` (only unsafe code \
+             can have made such a value)",
+            std::any::type_name::<T>()
+        )
+    })
 }
 
 macro_rules! fast_op {
@@ -98,11 +113,11 @@ fast_op! {
     op_fast_min, OpFastMin, Min;
     /// `std::max` (UPC++ `op_fast_max`); arithmetic types.
     op_fast_max, OpFastMax, Max;
-    /// Binary `&` (UPC++ `op_fast_bit_and`); integer types.
+    /// Binary `&` (UPC++ `op_fast_bit_and`); integer types and `bool`.
     op_fast_bit_and, OpFastBitAnd, And;
-    /// Binary `|` (UPC++ `op_fast_bit_or`); integer types.
+    /// Binary `|` (UPC++ `op_fast_bit_or`); integer types and `bool`.
     op_fast_bit_or, OpFastBitOr, Or;
-    /// Binary `^` (UPC++ `op_fast_bit_xor`); integer types.
+    /// Binary `^` (UPC++ `op_fast_bit_xor`); integer types and `bool`.
     op_fast_bit_xor, OpFastBitXor, Xor;
 }
 
@@ -157,3 +172,6 @@ emulated!(OpFastMax: i8, i16, i128, isize, u8, u16, u128, usize; |a, b| if a < b
 emulated!(OpFastBitAnd: i8, i16, i128, isize, u8, u16, u128, usize; |a, b| a & b);
 emulated!(OpFastBitOr: i8, i16, i128, isize, u8, u16, u128, usize; |a, b| a | b);
 emulated!(OpFastBitXor: i8, i16, i128, isize, u8, u16, u128, usize; |a, b| a ^ b);
+emulated!(OpFastBitAnd: bool; |a, b| a & b);
+emulated!(OpFastBitOr: bool; |a, b| a | b);
+emulated!(OpFastBitXor: bool; |a, b| a ^ b);
