@@ -418,18 +418,30 @@ fn gets_in_flight_together() {
 /// Puts whose caller keeps the source ("NOTE 2a": any `lc_opt` but `GEX_EVENT_NOW`) to
 /// a segment on another host return before they complete, however large, and report
 /// local completion no earlier than that: rank 1 leaves the library (saying so by a
-/// file) and stays out until rank 0's puts have returned (another file); with the MPI
-/// window served by Open MPI's `osc pt2pt`, a put that waited inside the call for its
-/// source to be read or its data to land would wait for rank 1's progress, which never
-/// comes, and rank 1 fails the job after 30 s. Both ranks on one host: nothing to
-/// check.
+/// file) and stays out until rank 0's puts have returned (another file), and the lc
+/// event must still be pending at return (a put complete at return fails here). A put
+/// that waited inside the call for rank 1's progress would make rank 1 fail the job
+/// after 30 s (also with Open MPI's `osc pt2pt`, which serves a window operation only
+/// inside the target's MPI calls, once a first put has made it take the target's
+/// lock; see the mpi conduit's documentation). Every put is larger than
+/// `GEX_MPI_AM_RMA_MAX`, so that it takes the window: a put by messages larger than
+/// the flow control's window waits inside the call for the owner to return credits.
+/// Both ranks on one host: nothing to check.
 #[test]
 fn held_puts_to_another_host_return_before_they_complete() {
     const WAIT: std::time::Duration = std::time::Duration::from_secs(30);
-    const PIECES: [usize; 3] = [MB, 3 * MB / 2, 200 << 10];
+    let by_messages: usize = std::env::var("GEX_MPI_AM_RMA_MAX")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(3 << 10);
+    let pieces = [MB, 3 * MB / 2, 200 << 10].map(|len| by_messages + len);
+    let spacing = (by_messages + 3 * MB / 2).next_multiple_of(8);
     spmd(2, || {
         let (client, _ep, team) = Client::init("RMA_HELD", Flags::NONE).unwrap();
-        let seg = Segment::attach(&team, 4 * MB).unwrap();
+        let warm_at = 3 * spacing;
+        let warm_len = by_messages + (8 << 10);
+        let seg =
+            Segment::attach(&team, (warm_at + warm_len).next_multiple_of(gex::PAGE_SIZE)).unwrap();
         let bases = common::segment_bases(&team);
         let me = team.rank();
         if team.segment_bound(1 - me).unwrap().local_addr.is_some() {
@@ -453,8 +465,8 @@ fn held_puts_to_another_host_return_before_they_complete() {
             // A first transfer through the window, while rank 1 is in the library:
             // `osc pt2pt` takes each target's lock of `MPI_Win_lock_all` at the first
             // operation to it, which waits for the target.
-            let warm = vec![1u8; 8 << 10];
-            team.put_blocking(1, bases[1] + 3 * MB, &warm, Flags::NONE)
+            let warm = vec![1u8; warm_len];
+            team.put_blocking(1, bases[1] + warm_at, &warm, Flags::NONE)
                 .unwrap();
         }
         team.barrier();
@@ -474,7 +486,7 @@ fn held_puts_to_another_host_return_before_they_complete() {
                 assert!(start.elapsed() < WAIT, "rank 1 never left the library");
                 gex::poll();
             }
-            let data: Vec<Vec<u8>> = PIECES
+            let data: Vec<Vec<u8>> = pieces
                 .iter()
                 .enumerate()
                 .map(|(i, &len)| pattern(0x4e1d + i as u64, len))
@@ -482,7 +494,7 @@ fn held_puts_to_another_host_return_before_they_complete() {
             let mut at = bases[1];
             let mut dest = || {
                 let d = at;
-                at += 3 * MB / 2;
+                at += spacing;
                 d
             };
             let mut lc = Event::invalid();
@@ -511,14 +523,14 @@ fn held_puts_to_another_host_return_before_they_complete() {
         team.barrier();
         if me == 1 {
             let mut at = 0;
-            for (i, &len) in PIECES.iter().enumerate() {
+            for (i, &len) in pieces.iter().enumerate() {
                 // SAFETY: our own segment, written by rank 0's puts before the barrier.
                 let got = unsafe { std::slice::from_raw_parts(seg.addr().add(at), len) };
                 assert!(
                     got == pattern(0x4e1d + i as u64, len),
                     "put {i} landed wrong"
                 );
-                at += 3 * MB / 2;
+                at += spacing;
             }
             let _ = std::fs::remove_file(&file);
             let _ = std::fs::remove_file(&ready);

@@ -43,8 +43,10 @@
 //! GASNet-EX asks of its clients ("_Wait: Polls until success"; progress is made only
 //! inside library calls); otherwise a blocking put's origin waits in `MPI_Win_flush`,
 //! and a non-blocking put's or a get's in its polls, for as long as the target spins;
-//! and the first transfer through the window to a target waits for it inside the call
-//! (`osc pt2pt` takes the target's lock of `MPI_Win_lock_all` at the first operation).
+//! and a transfer through the window may wait for the target inside the call: `osc
+//! pt2pt` takes the target's lock of `MPI_Win_lock_all` at the first operation to it,
+//! and starts a put too large for its eager fragments only once the target has
+//! answered that lock (`MPI_MODE_NOCHECK` does not spare that wait).
 //! With `osc rdma` (shared memory or an RDMA network, and `GEX_MPI_HOST_RANKS` on one
 //! machine) the target's NIC or memory serves the operation and no progress of the
 //! target is needed, but a client may not count on that.

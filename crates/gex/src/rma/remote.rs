@@ -26,7 +26,9 @@
 //! saves an allocation and its free on every blocking put and get. The initiator
 //! checked the range against the owner's segment before any message left; the owner
 //! checks it again against its own. The owner's handlers need its attentiveness, as
-//! every AM does: a transfer completes once the owner polls.
+//! every AM does: a transfer completes once the owner polls, and one of more pieces
+//! than the flow control lets be in flight to the owner waits inside the call until
+//! the owner has polled (its credits).
 
 use std::sync::Arc;
 
