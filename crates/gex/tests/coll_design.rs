@@ -2,7 +2,8 @@
 //! proposal": `gasnet_coll_broadcast_nb`, `_scatter_nb`, `_gather_nb`,
 //! `_gather_all_nb`, `_exchange_nb`; UPC's permute): every operation on 1 to 5 ranks, every root, sizes
 //! from 0 B to 1 MiB, each method forced in turn, several in flight, on split teams;
-//! LOCAL and SINGLE addressing ("\"Single-valued\" arguments", "Argument conventions").
+//! LOCAL and SINGLE addressing ("\"Single-valued\" arguments", "Argument conventions");
+//! their blocking forms ("Handles").
 //! The sync modes and flags are in `coll_design_sync.rs`, the prefix reduction in
 //! `coll_design_scan.rs`.
 mod common;
@@ -80,6 +81,24 @@ impl Kind {
             Kind::Permute(perm) => {
                 let from = perm.iter().position(|&p| p == me).unwrap() as Rank;
                 (b(me, perm[me as usize]), b(from, me))
+            }
+        }
+    }
+
+    /// Runs the collective's blocking form.
+    ///
+    /// # Safety
+    /// The buffers behind `dst` and `src` must outlive the call.
+    unsafe fn run(&self, team: &Team, dst: Addr<'_>, src: Addr<'_>, nb: usize, f: CollFlags) {
+        // SAFETY: passed on to the caller.
+        unsafe {
+            match self {
+                Kind::Broadcast(root) => team.coll_broadcast(*root, dst, src, nb, f),
+                Kind::Scatter(root) => team.scatter(*root, dst, src, nb, f),
+                Kind::Gather(root) => team.gather(*root, dst, src, nb, f),
+                Kind::GatherAll => team.gather_all(dst, src, nb, f),
+                Kind::Exchange => team.exchange(dst, src, nb, f),
+                Kind::Permute(perm) => team.permute(perm, dst, src, nb, f),
             }
         }
     }
@@ -174,6 +193,81 @@ fn local_round(team: &Team, sizes: &[usize], first_case: u64) {
         Operation::Permute,
     ] {
         set_method(op, None);
+    }
+}
+
+/// The blocking forms ("Handles": every initiation function has one): every kind and
+/// root on 1 to 5 ranks moves the same data as its non-blocking form, with each output
+/// sync mode; `AGGREGATE` in a blocking call, or a blocking call inside an aggregate,
+/// fails naming the call (the flags section), before anything starts.
+#[test]
+fn blocking_forms() {
+    for n in 1..=5 {
+        spmd(n, || {
+            common::quiet_expected_panics();
+            let team = init("COLL_BLOCKING");
+            let (me, n) = (team.rank(), team.size());
+            let outs = [
+                CollFlags::OUT_NOSYNC,
+                CollFlags::OUT_MYSYNC,
+                CollFlags::OUT_ALLSYNC,
+            ];
+            for (c, kind) in kinds(n).into_iter().enumerate() {
+                let nb = [0, 8, 3969][c % 3];
+                let (src, want) = kind.buffers(7_000 + c as u64, me, n, nb);
+                let mut dst = vec![0xEE; want.len()];
+                let f = flags(CollFlags::IN_MYSYNC, outs[c % 3], CollFlags::LOCAL);
+                // SAFETY: the buffers outlive the call (and, for OUT_NOSYNC, the
+                // barrier below, which every rank reaches after its own call).
+                unsafe { kind.run(&team, dst.as_mut_ptr().into(), src.as_ptr().into(), nb, f) };
+                assert!(dst == want, "{kind:?} size {nb} on {n} ranks, rank {me}");
+                team.barrier();
+            }
+            let mut word = [0u8; 8];
+            let src = [me as u8; 8];
+            let msg = common::panic_message(|| {
+                // SAFETY: the call fails before anything starts; the buffers are live.
+                unsafe {
+                    team.gather_all(
+                        word.as_mut_ptr().into(),
+                        src.as_ptr().into(),
+                        0,
+                        local() | CollFlags::AGGREGATE,
+                    )
+                }
+            });
+            assert!(
+                msg.contains("gex::Team::gather_all: AGGREGATE is not allowed"),
+                "{msg}"
+            );
+            let mut all = vec![0u8; n as usize];
+            // An aggregate's member returns an event that stands for nothing.
+            // SAFETY: `all` and `src` outlive the aggregate's event, waited below.
+            let _ = unsafe {
+                team.gather_all_nb(
+                    all.as_mut_ptr().into(),
+                    src.as_ptr().into(),
+                    1,
+                    local() | CollFlags::AGGREGATE,
+                )
+            };
+            let msg = common::panic_message(|| {
+                // SAFETY: as above.
+                unsafe { team.exchange(word.as_mut_ptr().into(), src.as_ptr().into(), 0, local()) }
+            });
+            assert!(
+                msg.contains("gex::Team::exchange: a blocking collective inside an aggregate"),
+                "{msg}"
+            );
+            // The aggregate's last member, non-blocking, closes it.
+            // SAFETY: as above.
+            unsafe {
+                team.gather_all_nb(word.as_mut_ptr().into(), src.as_ptr().into(), 0, local())
+            }
+            .wait();
+            assert_eq!(all, (0..n).map(|r| r as u8).collect::<Vec<_>>());
+            finalize(&team);
+        });
     }
 }
 

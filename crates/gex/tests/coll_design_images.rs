@@ -153,6 +153,53 @@ impl Kind {
     }
 }
 
+impl Kind {
+    /// Runs the collective's blocking form (arguments as for [`start`](Self::start)).
+    ///
+    /// # Safety
+    /// The buffers behind the addresses must outlive the call.
+    unsafe fn run(self, team: &Team, dst: Arg<'_>, src: Arg<'_>, nb: usize, f: CollFlags) {
+        // SAFETY: passed on to the caller.
+        unsafe {
+            match (self, dst, src) {
+                (Kind::Broadcast(root), Arg::List(d), Arg::One(s)) => {
+                    team.broadcasti(root, d, s, nb, f)
+                }
+                (Kind::Scatter(root), Arg::List(d), Arg::One(s)) => {
+                    team.scatteri(root, d, s, nb, f)
+                }
+                (Kind::Gather(root), Arg::One(d), Arg::List(s)) => team.gatheri(root, d, s, nb, f),
+                (Kind::GatherAll, Arg::List(d), Arg::List(s)) => team.gather_alli(d, s, nb, f),
+                (Kind::Exchange, Arg::List(d), Arg::List(s)) => team.exchangei(d, s, nb, f),
+                _ => unreachable!("{self:?}: the arguments follow `lists`"),
+            }
+        }
+    }
+}
+
+/// Every kind once by its blocking form, with LOCAL lists; checks every destination.
+fn blocking_round(team: &Team, kinds: &[Kind], nb: usize, first_case: u64) {
+    let (me, n) = (team.rank(), team.size());
+    let im = Images::new(n);
+    for (c, &kind) in kinds.iter().enumerate() {
+        let Buffers { srcs, wants } = kind.buffers(first_case + c as u64, &im, me, nb);
+        let mut dsts: Vec<Vec<u8>> = wants.iter().map(|w| vec![0xEE; w.len()]).collect();
+        let src_ptrs: Vec<*mut u8> = srcs.iter().map(|s| s.as_ptr().cast_mut()).collect();
+        let dst_ptrs: Vec<*mut u8> = dsts.iter_mut().map(|d| d.as_mut_ptr()).collect();
+        let (src_list, dst_list) = kind.lists();
+        let (d, s) = (
+            local_arg(dst_list, &dst_ptrs),
+            local_arg(src_list, &src_ptrs),
+        );
+        // SAFETY: the buffers outlive the call.
+        unsafe { kind.run(team, d, s, nb, local()) };
+        assert!(
+            dsts == wants,
+            "blocking {kind:?} size {nb} on {n} ranks, rank {me}"
+        );
+    }
+}
+
 /// An address argument of an "i" call: one address, or one per image.
 #[derive(Clone, Copy)]
 enum Arg<'a> {
@@ -246,7 +293,7 @@ fn local_round(team: &Team, kinds: &[Kind], sizes: &[usize], first_case: u64) {
 /// The "i" calls with LOCAL lists ("On node i, this argument is an array of images[i]
 /// local addresses"): every root, sizes from 0 B past several messages, each message
 /// method forced, every kind of one size in flight at once; the rooted ones at 1 MiB on
-/// 1, 2 and 4 ranks.
+/// 1, 2 and 4 ranks; each kind once more by its blocking form.
 #[test]
 fn images_local_every_root_size_and_method() {
     for n in 1..=5u32 {
@@ -255,6 +302,7 @@ fn images_local_every_root_size_and_method() {
             let n = team.size();
             team.coll_init(&(0..n).map(count).collect::<Vec<_>>());
             local_round(&team, &kinds(n), &[0, 1, 7, 3969, 20_001], 1);
+            blocking_round(&team, &kinds(n), 3969, 500);
             if matches!(n, 1 | 2 | 4) {
                 let rooted: Vec<Kind> = kinds(n)
                     .into_iter()

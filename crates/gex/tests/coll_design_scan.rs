@@ -68,7 +68,7 @@ num_float!(f32 => Flt, f64 => Dbl);
 
 fn check_scan<T: Num>(team: &Team, count: usize) {
     let (me, size) = (team.rank(), std::mem::size_of::<T>());
-    for &op in T::OPS {
+    for (k, &op) in T::OPS.iter().enumerate() {
         let src: Vec<T> = (0..count).map(|i| T::from_i64(value(me, i))).collect();
         let want: Vec<T> = (0..count)
             .map(|i| {
@@ -79,26 +79,24 @@ fn check_scan<T: Num>(team: &Team, count: usize) {
             .collect();
         let mut dst = src.clone();
         dst.iter_mut().for_each(|d| *d = T::from_i64(-1));
-        // SAFETY: both outlive the wait.
+        let (d, s) = (dst.as_mut_ptr().cast::<u8>(), src.as_ptr().cast::<u8>());
+        // SAFETY: both outlive the wait (the call, for the blocking form, which every
+        // other operation uses).
         unsafe {
-            team.prefix_reduce_nb(
-                dst.as_mut_ptr().cast::<u8>().into(),
-                src.as_ptr().cast::<u8>().into(),
-                T::DT,
-                size,
-                count,
-                op,
-                None,
-                local(),
-            )
+            if k % 2 == 0 {
+                team.prefix_reduce_nb(d.into(), s.into(), T::DT, size, count, op, None, local())
+                    .wait();
+            } else {
+                team.prefix_reduce(d.into(), s.into(), T::DT, size, count, op, None, local());
+            }
         }
-        .wait();
         assert_eq!(dst, want, "{:?} {op:?} count {count} rank {me}", T::DT);
     }
 }
 
 /// Prefix reduction: every built-in type and operation, zero elements to past a
-/// message, chain and doubling forced, against the fold in rank order.
+/// message, chain and doubling forced, against the fold in rank order; every other
+/// operation by the blocking form.
 #[test]
 fn prefix_reduce_every_builtin_type_and_operation() {
     for n in 1..=5u32 {

@@ -3,7 +3,9 @@
 //! gather-all, exchange, permute and prefix reduction over any team, each non-blocking with an
 //! [`Event`] (the document's handle; `Event::test`/`wait` and
 //! `Event::test_some`/`wait_some`/`test_all`/`wait_all` are its try and wait syncs for
-//! one, some and all handles).
+//! one, some and all handles), and each also blocking (the same name without `_nb`;
+//! [`Team::coll_broadcast`] for the broadcast, as [`Team::broadcast`] is GASNet-EX's),
+//! which refuses `AGGREGATE` and a call inside an aggregate, as the document does.
 //!
 //! **Flags** ([`CollFlags`]): exactly one input sync mode, one output sync mode and one
 //! addressing scope, checked at every call; they are single-valued (in the digest that
@@ -60,7 +62,8 @@
 //! size. The automatic choice is in `select`.
 //!
 //! The files: `flags`, `select`, `movement` (the data-movement calls), `images` (the
-//! images and their address lists), `movement_images` (the "i" calls), `sync` (entry,
+//! images and their address lists), `movement_images` (the "i" calls), `blocking` (the
+//! blocking forms of them all), `sync` (entry,
 //! exit, aggregates), `rooted`, `gather_all` (also the staggered exchange and permute),
 //! `scan`, `shared`, `pulls` (the shared method's pulls of the data-movement calls).
 
@@ -75,6 +78,7 @@ macro_rules! reported {
     }};
 }
 
+mod blocking;
 mod flags;
 mod gather_all;
 mod images;
