@@ -66,6 +66,20 @@ impl Event {
         }
     }
 
+    /// The event of a put whose local completion is its completion (`GEX_EVENT_DEFER`:
+    /// the conduit may read the source until then): its LC leaf is the put itself.
+    pub(crate) fn with_deferred_lc(c: Completion) -> Event {
+        match c {
+            Completion::Pending(op) if !op.is_done() => Event {
+                state: State::Ops(Arc::new(EventState {
+                    ops: vec![op.clone()],
+                    lc: Some(op),
+                })),
+            },
+            _ => Event::invalid(),
+        }
+    }
+
     /// The event of the primordial team's split-phase barrier of this epoch (invalid if
     /// it is already complete: there is nothing to wait for, as with any operation
     /// complete at return).
@@ -245,7 +259,9 @@ impl Event {
 
     /// GASNet-EX `gex_Event_QueryLeaf`: the leaf event of one category of a root event.
     /// Only [`EventCategory::LC`] (local completion of a put) has leaves. An operation
-    /// whose local completion already happened yields an invalid event.
+    /// whose local completion already happened yields an invalid event; a put with
+    /// [`Lc::Defer`] still in flight, whose source the conduit may still read, yields
+    /// the put's own event.
     #[track_caller]
     pub fn query_leaf(&self, category: EventCategory) -> Event {
         if category != EventCategory::LC {

@@ -419,7 +419,8 @@ fn gets_in_flight_together() {
 /// a segment on another host return before they complete, however large, and report
 /// local completion no earlier than that: rank 1 leaves the library (saying so by a
 /// file) and stays out until rank 0's puts have returned (another file), and the lc
-/// event must still be pending at return (a put complete at return fails here). A put
+/// event and the DEFER put's lc leaf must still be pending at return (a put complete at
+/// return fails here). A put
 /// that waited inside the call for rank 1's progress would make rank 1 fail the job
 /// after 30 s (also with Open MPI's `osc pt2pt`, which serves a window operation only
 /// inside the target's MPI calls, once a first put has made it take the target's
@@ -516,7 +517,12 @@ fn held_puts_to_another_host_return_before_they_complete() {
                 !lc.is_invalid(),
                 "local completion reported at return, although the source may still be read"
             );
-            let mut events = vec![defer, event, lc];
+            let leaf = defer.query_leaf(EventCategory::LC);
+            assert!(
+                !leaf.is_invalid(),
+                "the DEFER put's lc leaf says its source is free, although it may still be read"
+            );
+            let mut events = vec![defer, event, lc, leaf];
             Event::wait_all(&mut events);
             gex::nbi_wait(EventCategory::LC | EventCategory::PUT);
         }
