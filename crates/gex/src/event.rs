@@ -32,6 +32,9 @@ enum State {
     /// One pending operation of the conduit (what every NB RMA call returns): its
     /// handle alone, so that the event costs no allocation of its own.
     One(Arc<OpHandle>),
+    /// A pending put with `GEX_EVENT_DEFER` that the conduit may read the source of
+    /// until it completes: [`State::One`] whose LC leaf is the put itself.
+    DeferredPut(Arc<OpHandle>),
     /// Pending operations of the conduit.
     Ops(Arc<EventState>),
     /// The split-phase barrier of the primordial team with this epoch: waiting for it
@@ -63,20 +66,6 @@ impl Event {
             Completion::Pending(op) => Event {
                 state: State::One(op),
             },
-        }
-    }
-
-    /// The event of a put whose local completion is its completion (`GEX_EVENT_DEFER`:
-    /// the conduit may read the source until then): its LC leaf is the put itself.
-    pub(crate) fn with_deferred_lc(c: Completion) -> Event {
-        match c {
-            Completion::Pending(op) if !op.is_done() => Event {
-                state: State::Ops(Arc::new(EventState {
-                    ops: vec![op.clone()],
-                    lc: Some(op),
-                })),
-            },
-            _ => Event::invalid(),
         }
     }
 
@@ -115,7 +104,7 @@ impl Event {
     pub(crate) fn gasp_handle(&self) -> u64 {
         match &self.state {
             State::Invalid => gasp::events::NB_TRIVIAL,
-            State::One(op) => Arc::as_ptr(op) as u64,
+            State::One(op) | State::DeferredPut(op) => Arc::as_ptr(op) as u64,
             State::Ops(s) => Arc::as_ptr(s) as u64,
             State::Barrier(epoch) => epoch | 1 << 63,
         }
@@ -130,7 +119,7 @@ impl Event {
     fn is_done(&self) -> bool {
         match &self.state {
             State::Invalid => true,
-            State::One(op) => op.is_done(),
+            State::One(op) | State::DeferredPut(op) => op.is_done(),
             State::Ops(s) => s.ops.iter().all(|o| o.is_done()),
             State::Barrier(epoch) => crate::barrier::is_complete(*epoch),
         }
@@ -268,13 +257,16 @@ impl Event {
             panic!("gex::Event::query_leaf: only EventCategory::LC has leaf events");
         }
         let lc = match &self.state {
-            State::Ops(s) => s.lc.clone(),
+            State::Ops(s) => s.lc.as_ref(),
+            State::DeferredPut(op) => Some(op),
             State::Invalid | State::One(_) | State::Barrier(_) => None,
         };
         match lc {
+            // An event of its own (not `State::One` of the operation), so that its GASP
+            // handle is not the root's.
             Some(lc) if !lc.is_done() => Event {
                 state: State::Ops(Arc::new(EventState {
-                    ops: vec![lc],
+                    ops: vec![lc.clone()],
                     lc: None,
                 })),
             },
@@ -307,13 +299,29 @@ impl Lc<'_> {
 
     /// Records local completion of a put that read its source before returning if this
     /// is [`Lc::Now`], else held it until `c`, its completion, which is then its local
-    /// completion too.
+    /// completion too (for [`Lc::Defer`], the leaf of the put's event: see
+    /// [`Lc::put_event`]).
     #[inline]
     pub(crate) fn complete_with(self, c: &Completion) {
         match self {
             Lc::Now | Lc::Defer => {}
             Lc::Event(e) => *e = Event::from_completion(c.clone()),
             Lc::Group => track_nbi(EventCategory::LC, c.clone()),
+        }
+    }
+
+    /// [`Lc::complete_with`] for an NB put, and the put's event: for [`Lc::Defer`],
+    /// one whose LC leaf is the put itself ([`Event::query_leaf`]).
+    #[inline]
+    pub(crate) fn put_event(self, c: Completion) -> Event {
+        match (self, c) {
+            (Lc::Defer, Completion::Pending(op)) if !op.is_done() => Event {
+                state: State::DeferredPut(op),
+            },
+            (lc, c) => {
+                lc.complete_with(&c);
+                Event::from_completion(c)
+            }
         }
     }
 }

@@ -185,14 +185,7 @@ impl Team {
         let c = checked("Team::put_nb", rank, dest, src.len(), unsafe {
             put_nb(rt, "Team::put_nb", r, dest, src, &lc)
         });
-        let deferred = matches!(lc, Lc::Defer);
-        lc.complete_with(&c);
-        // With DEFER, local completion is the put's: its leaf (`Event::query_leaf`).
-        let e = if deferred {
-            Event::with_deferred_lc(c)
-        } else {
-            Event::from_completion(c)
-        };
+        let e = lc.put_event(c);
         gasp::end!(span, 1, GPtr::new(r, dest), s, n, e.gasp_handle());
         Ok(e)
     }
