@@ -120,18 +120,25 @@ pub(crate) fn defer(f: Box<dyn FnOnce()>) {
 /// ¶14). What `f` runs may itself call `discharge`, whose advance must defer: `f` runs
 /// with the flag down.
 pub(crate) fn notify(f: impl FnOnce() + 'static) {
-    if THREAD.with(|h| h.notify_now.replace(false)) {
-        struct Again;
-        impl Drop for Again {
-            fn drop(&mut self) {
-                THREAD.with(|h| h.notify_now.set(true));
-            }
-        }
-        let _again = Again;
-        restricted(f);
+    if THREAD.with(|h| h.notify_now.get()) {
+        with_notify_now(false, true, || restricted(f));
     } else {
         defer(Box::new(f));
     }
+}
+
+/// Runs `f` with [`ThreadState::notify_now`] at `during`, then (also if `f` unwinds)
+/// at `after`.
+fn with_notify_now<R>(during: bool, after: bool, f: impl FnOnce() -> R) -> R {
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            THREAD.with(|h| h.notify_now.set(self.0));
+        }
+    }
+    THREAD.with(|h| h.notify_now.set(during));
+    let _restore = Restore(after);
+    f()
 }
 
 /// Runs, in the restricted context, the notifications deferred before this call (those
@@ -164,15 +171,7 @@ pub(crate) fn track_outgoing(advance: Outgoing) {
 /// [`advance_outgoing`] from user-level progress, outside any callback: the local
 /// notifications of the operations that completed run at once ([`notify`]).
 pub(crate) fn advance_outgoing_notifying() -> usize {
-    struct Leave;
-    impl Drop for Leave {
-        fn drop(&mut self) {
-            THREAD.with(|h| h.notify_now.set(false));
-        }
-    }
-    THREAD.with(|h| h.notify_now.set(true));
-    let _leave = Leave;
-    advance_outgoing()
+    with_notify_now(true, false, advance_outgoing)
 }
 
 /// True while operations tracked by [`track_outgoing`] are in flight: this thread's

@@ -412,6 +412,27 @@ impl MpiConduit {
     fn displacement(&self, rank: Rank, addr: usize, len: usize) -> Result<usize, AddressError> {
         self.locate(rank, addr, len).map(|(_, offset)| offset)
     }
+
+    /// A put: a copy into dest's segment where it is mapped here, else `remote` (the
+    /// segment is on another host; `rma`).
+    #[inline(always)]
+    fn put_or(
+        &self,
+        dest: Rank,
+        dest_addr: usize,
+        src: &[u8],
+        remote: impl FnOnce() -> Result<Completion, AddressError>,
+    ) -> Result<Completion, AddressError> {
+        match self.translate(dest, dest_addr, src.len()) {
+            Ok(local) => {
+                // SAFETY: inside the shared mapping of dest's segment (translate).
+                unsafe { std::ptr::copy(src.as_ptr(), local as *mut u8, src.len()) };
+                Ok(Completion::Done)
+            }
+            Err(AddressError::NotMapped) => remote(),
+            Err(e) => Err(e),
+        }
+    }
 }
 
 impl Conduit for MpiConduit {
@@ -641,19 +662,15 @@ impl Conduit for MpiConduit {
         src: &[u8],
         blocking: bool,
     ) -> Result<Completion, AddressError> {
-        match self.translate(dest, dest_addr, src.len()) {
-            Ok(local) => {
-                // SAFETY: inside the shared mapping of dest's segment (translate).
-                unsafe { std::ptr::copy(src.as_ptr(), local as *mut u8, src.len()) };
-            }
-            Err(AddressError::NotMapped) if blocking => self.put_remote(dest, dest_addr, src)?,
-            Err(AddressError::NotMapped) => {
+        self.put_or(dest, dest_addr, src, || {
+            if blocking {
+                self.put_remote(dest, dest_addr, src)
+                    .map(|()| Completion::Done)
+            } else {
                 // SAFETY: not `held`: the source is read before this returns.
-                return unsafe { self.put_remote_nb(dest, dest_addr, src, false) };
+                unsafe { self.put_remote_nb(dest, dest_addr, src, false) }
             }
-            Err(e) => return Err(e),
-        }
-        Ok(Completion::Done)
+        })
     }
 
     #[inline]
@@ -663,13 +680,10 @@ impl Conduit for MpiConduit {
         dest_addr: usize,
         src: &[u8],
     ) -> Result<Completion, AddressError> {
-        match self.translate(dest, dest_addr, src.len()) {
-            // SAFETY: the caller keeps `src` until the put completes.
-            Err(AddressError::NotMapped) => unsafe {
-                self.put_remote_nb(dest, dest_addr, src, true)
-            },
-            _ => self.put(dest, dest_addr, src, false),
-        }
+        // SAFETY: the caller keeps `src` until the put completes.
+        self.put_or(dest, dest_addr, src, || unsafe {
+            self.put_remote_nb(dest, dest_addr, src, true)
+        })
     }
 
     #[inline]
