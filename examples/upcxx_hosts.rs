@@ -25,7 +25,8 @@
 //! before they complete (UPC++ spec §8.2.2: `rget` and `rput` are non-blocking): after
 //! the tags are written, the first rank on another host than rank 0 leaves the library,
 //! says so by creating FILE.ready, and stays out until FILE exists; rank 0 starts its
-//! `rget` and `rget_vec`s (of the tags, and of the bulk words) from that rank, and an
+//! `rget` and `rget_vec`s (of the tags, and of the bulk words, which it also gets by
+//! `rget_into_vec` and `rget_into_raw`) from that rank, and an
 //! `rput_slice` of [`BULK`] words into that rank's landing area, once FILE.ready exists
 //! (polling meanwhile), and creates FILE once they have returned. A transfer that
 //! waited inside the call for the far rank's progress (with Open MPI's `osc pt2pt`,
@@ -38,8 +39,8 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
 use upcxx::{
-    barrier, local_team, local_team_contains, rank_me, rank_n, rget, rget_vec, rput, rput_slice,
-    when_all, AtomicDomain, AtomicOp, DistObject, GlobalPtr, Rank,
+    barrier, local_team, local_team_contains, rank_me, rank_n, rget, rget_into_raw, rget_into_vec,
+    rget_vec, rput, rput_slice, when_all, AtomicDomain, AtomicOp, DistObject, GlobalPtr, Rank,
 };
 
 /// Rounds of atomics per rank and owner.
@@ -241,6 +242,12 @@ fn rma_overlap(all: &[GlobalPtr<u64>], file: &Path) -> u32 {
         let one = rget(gp.add(n as usize - 1));
         let row = rget_vec(gp, n as usize);
         let words = rget_vec(gp.add(n as usize), BULK);
+        // The same words into memory lent beyond the call: a vector, and through a
+        // pointer into one that is not touched until the get completes.
+        let lent = rget_into_vec(gp.add(n as usize), vec![0; BULK]);
+        let mut through = vec![0u64; BULK];
+        // SAFETY: `through` is neither touched nor dropped before `pointed` is ready.
+        let pointed = unsafe { rget_into_raw(gp.add(n as usize), through.as_mut_ptr(), BULK) };
         let landed = {
             // Overwritten once the put has returned: it has read its source by then.
             let mut src = bulk(0);
@@ -249,13 +256,17 @@ fn rma_overlap(all: &[GlobalPtr<u64>], file: &Path) -> u32 {
             put
         };
         std::fs::write(file, b"returned").expect("rma-overlap: cannot create FILE");
-        let (one, row, words) = when_all((one, row, words, landed)).wait();
+        let (one, row, words, lent) = when_all((one, row, words, lent, pointed, landed)).wait();
         let expected: Vec<u64> = (0..n).map(|from| tag(from, far)).collect();
         if one != tag(n - 1, far) || row != expected || words != bulk(far) {
             eprintln!(
                 "upcxx_hosts: rank 0: rank {far}'s tags read {one:#x} and {row:x?}, its bulk words {}",
                 if words == bulk(far) { "right" } else { "wrong" }
             );
+            bad += 1;
+        }
+        if lent != bulk(far) || through != bulk(far) {
+            eprintln!("upcxx_hosts: rank 0: gets into lent memory read wrong words");
             bad += 1;
         }
         println!(

@@ -487,7 +487,8 @@ fn upcxx_programs_run_across_hosts() {
     );
 }
 
-/// UPC++ spec §8.2.1-2: `rget` and `rget_vec` from, and `rput_slice` to, a rank on
+/// UPC++ spec §8.2.1-2: `rget`, `rget_vec`, `rget_into_vec` and `rget_into_raw` from,
+/// and `rput_slice` to, a rank on
 /// another host return before they complete; they complete in progress (`upcxx_hosts
 /// rma-overlap`, whose far rank leaves the library before rank 0 starts its transfers
 /// and stays out until they have returned). Small gets travel as messages, a large get

@@ -45,8 +45,9 @@
 //!   `char` and derived enums, checked). Bytes that are no valid `T` (only unsafe code,
 //!   or a pointer of another type to the same memory, can have put them there) fail
 //!   the get, naming the call and the type;
-//! * a get into memory the caller lends ([`rget_into`]) writes bytes under the
-//!   caller's borrow, with no chance to check them first: [`bytemuck::Pod`].
+//! * a get into memory the caller lends ([`rget_into`], [`rget_into_vec`],
+//!   [`rget_into_raw`]) writes bytes the caller's `T`s hold, with no chance to check
+//!   them first: [`bytemuck::Pod`].
 //!
 //! [`bytemuck::Pod`] types (and `GlobalPtr`) meet all three. A `bool` travels both
 //! ways; a padded struct can be got but not put, as its padding bytes are no values:
@@ -95,11 +96,14 @@
 //!   armed and delivered from progress once the put's event completes. A remote RPC
 //!   (`remote_cx::as_rpc`) is sent only after the put finished, so the function finds
 //!   the data at the target.
-//! * **Gets** into a buffer the operation owns ([`rget`], [`rget_vec`]) return at once
-//!   from a segment this process does not map (another host), the transfer still in
-//!   flight (§8.2.2 ¶1: non-blocking); the value is the future's, or the promise's, or
-//!   the LPC's, once a later progress finds the transfer complete. Many such gets
-//!   overlap one another. A get into the caller's borrowed buffer ([`rget_into`]) is
+//! * **Gets** into memory that outlives the call return at once from a segment this
+//!   process does not map (another host), the transfer still in flight (§8.2.2 ¶1:
+//!   non-blocking): into a buffer the operation makes ([`rget`], [`rget_vec`]), into a
+//!   vector lent to the operation and given back ([`rget_into_vec`], which lets a
+//!   program reuse its buffers), or, unsafely, through a pointer ([`rget_into_raw`],
+//!   UPC++'s own form). The value is the future's, or the promise's, or the LPC's, once
+//!   a later progress finds the transfer complete. Many such gets overlap one another.
+//!   A get into the caller's borrowed buffer ([`rget_into`]) is
 //!   complete before the call returns: on a conduit whose gets finish later, the call
 //!   waits for it with internal progress (allowed: these calls make internal progress,
 //!   §8.2). This is what makes [`rget_into`] safe with an `&mut [T]`: no transfer into
@@ -127,8 +131,9 @@ use crate::runtime::state::{rt, Rank, Setup};
 mod get;
 pub(crate) use get::valid;
 pub use get::{
-    rget, rget_into, rget_into_with, rget_vec, rget_vec_with, rget_with, RgetInto, RgetValue,
-    RgetVec,
+    rget, rget_into, rget_into_raw, rget_into_raw_with, rget_into_vec, rget_into_vec_with,
+    rget_into_with, rget_vec, rget_vec_with, rget_with, RgetInto, RgetIntoRaw, RgetIntoVec,
+    RgetValue, RgetVec,
 };
 
 /// The completion events of [`rput_with`] (§8.2.1 ¶4–¶5): remote and operation, no

@@ -1,5 +1,6 @@
 //! One-sided communication (UPC++ spec ch. 8): `rput` and `rget` of values and arrays
-//! between ranks (`rget_vec` too, many gets in flight at once), of plain data and of
+//! between ranks (`rget_vec` too, many gets in flight at once, and gets into memory lent
+//! beyond the call: `rget_into_vec`, `rget_into_raw`), of plain data and of
 //! types with invalid bit patterns or padding, their default completions, and their
 //! errors.
 
@@ -8,9 +9,10 @@ use common::{all_gather, panic_text};
 
 use bytemuck::{AnyBitPattern, CheckedBitPattern, NoUninit, Pod, Zeroable};
 use upcxx::{
-    delete_array, new_array, operation_cx, rank_me, rank_n, rget, rget_into, rget_into_with,
-    rget_vec, rget_vec_with, rget_with, rput, rput_slice, rput_slice_with, rput_with, source_cx,
-    when_all, Future, GlobalPtr, Promise,
+    current_persona, delete_array, new_array, operation_cx, rank_me, rank_n, rget, rget_into,
+    rget_into_raw, rget_into_raw_with, rget_into_vec, rget_into_vec_with, rget_into_with, rget_vec,
+    rget_vec_with, rget_with, rput, rput_slice, rput_slice_with, rput_with, source_cx, when_all,
+    Future, GlobalPtr, Promise,
 };
 
 /// A call that is expected to panic.
@@ -242,6 +244,117 @@ fn arrays_travel_whole_and_in_parts() {
     });
 }
 
+/// `rget(src, dest, count)` (§8.2.2) into memory the caller lends beyond the call: an
+/// owned vector (`rget_into_vec`, given back) and a raw pointer (`rget_into_raw`). From
+/// every rank at once, in flight together (more than 3 KiB each, so that between hosts
+/// they take the mpi conduit's window; a few words, its messages; none), with futures, a
+/// promise and an LPC; the data are in place at operation completion, and the vector
+/// given back is the one lent, its allocation reused round after round.
+#[test]
+fn gets_into_lent_memory_land_by_operation_completion() {
+    const LEN: usize = 1031;
+    fn word(owner: usize, i: usize) -> u64 {
+        0x1e47_0000_0000 | (owner as u64) << 16 | i as u64
+    }
+    for ranks in [1, 2, 3, 5] {
+        gex::testing::spmd(ranks, || {
+            upcxx::init();
+            let (me, n) = (rank_me() as usize, rank_n() as usize);
+            let mine: GlobalPtr<u64> = new_array(LEN);
+            for i in 0..LEN {
+                // SAFETY: this rank's own array, read by others after the barrier.
+                unsafe { mine.add(i).local().write(word(me, i)) };
+            }
+            let all = all_gather(&mine);
+            upcxx::barrier();
+            let mut bufs: Vec<Vec<u64>> = (0..n)
+                .map(|_| {
+                    let mut b = Vec::with_capacity(LEN + 5);
+                    b.resize(LEN, 0);
+                    b
+                })
+                .collect();
+            let addrs: Vec<*const u64> = bufs.iter().map(|b| b.as_ptr()).collect();
+            for round in 0..3 {
+                let gets: Vec<Future<Vec<u64>>> = bufs
+                    .drain(..)
+                    .zip(&all)
+                    .map(|(b, &gp)| rget_into_vec(gp, b))
+                    .collect();
+                bufs = when_all(gets).wait();
+                for (r, b) in bufs.iter_mut().enumerate() {
+                    assert_eq!((b.as_ptr(), b.capacity()), (addrs[r], LEN + 5));
+                    let want: Vec<u64> = (0..LEN).map(|i| word(r, i)).collect();
+                    assert_eq!(*b, want, "round {round}: rank {r}'s words");
+                    b.fill(0);
+                }
+            }
+            let last = all[n - 1];
+            let p = Promise::<Vec<u64>>::new();
+            let (part, none) = when_all((
+                rget_into_vec_with(
+                    last.add(5),
+                    vec![0; 3],
+                    operation_cx::as_future() | operation_cx::as_promise(&p),
+                ),
+                rget_into_vec(last.add(LEN), Vec::new()),
+            ))
+            .wait();
+            assert_eq!(part, [word(n - 1, 5), word(n - 1, 6), word(n - 1, 7)]);
+            assert_eq!(p.finalize().wait(), part);
+            assert!(none.is_empty());
+
+            // Every rank's array into its part of one area, through pointers.
+            let mut area = vec![0u64; n * LEN];
+            let base = area.as_mut_ptr();
+            let all_done = Promise::<()>::new();
+            let ran = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+            for (r, &gp) in all.iter().enumerate() {
+                let ran = ran.clone();
+                // SAFETY: part `r` of `area`, which nothing touches until the promise
+                // is fulfilled.
+                let () = unsafe {
+                    rget_into_raw_with(
+                        gp,
+                        base.add(r * LEN),
+                        LEN,
+                        operation_cx::as_promise(&all_done)
+                            | operation_cx::as_lpc(&current_persona(), move || {
+                                ran.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            }),
+                    )
+                };
+            }
+            all_done.finalize().wait();
+            for (r, part) in area.chunks(LEN).enumerate() {
+                assert!(
+                    part.iter().enumerate().all(|(i, &v)| v == word(r, i)),
+                    "rank {r}'s words through a pointer"
+                );
+            }
+            while ran.load(std::sync::atomic::Ordering::Relaxed) < n {
+                upcxx::progress(upcxx::ProgressLevel::User);
+            }
+            let mut one = 0u64;
+            // SAFETY: `one` lives until the future is ready.
+            unsafe { rget_into_raw(last.add(LEN - 1), &raw mut one, 1) }.wait();
+            assert_eq!(one, word(n - 1, LEN - 1));
+            // A promise already ready fails the call before anything starts, and the
+            // vector lent is dropped with the panic.
+            let ready = Promise::<Vec<u64>>::new();
+            ready.fulfill_result(vec![]);
+            let msg = panic_text(|| {
+                rget_into_vec_with(last, vec![0; 2], operation_cx::as_promise(&ready))
+            });
+            assert!(msg.contains("already ready"), "{msg}");
+            assert!(!upcxx::progress_required());
+            upcxx::barrier();
+            delete_array(mine);
+            upcxx::finalize();
+        });
+    }
+}
+
 #[test]
 fn data_are_in_place_at_operation_completion() {
     // §8.2.1 ¶6, §8.2.2 ¶5: the writes of a put happen before its operation-completion
@@ -366,7 +479,7 @@ fn null_pointers_fail_naming_the_call() {
     gex::testing::spmd(1, || {
         upcxx::init();
         let null = GlobalPtr::<u64>::null();
-        let cases: [(&str, Call); 7] = [
+        let cases: [(&str, Call); 9] = [
             ("rget_vec", Box::new(move || drop(rget_vec(null, 2)))),
             ("rput", Box::new(move || drop(rput(1u64, null)))),
             (
@@ -387,6 +500,15 @@ fn null_pointers_fail_naming_the_call() {
                 Box::new(move || {
                     rget_into_with(null, &mut [0u64; 0], operation_cx::as_future()).wait()
                 }),
+            ),
+            (
+                "rget_into_vec",
+                Box::new(move || drop(rget_into_vec(null, vec![0u64; 2]))),
+            ),
+            (
+                "rget_into_raw",
+                // SAFETY: the call fails before it writes.
+                Box::new(move || drop(unsafe { rget_into_raw(null, &mut 0u64, 1) })),
             ),
         ];
         for (call, f) in cases {
@@ -447,6 +569,23 @@ fn out_of_segment_ranges_fail_with_the_callers_location() {
         let msg = panic_text(|| drop(rget_vec(peer, usize::MAX)));
         assert!(msg.contains("do not fit in the address space"), "{msg}");
         assert!(location.lock().unwrap().ends_with("tests/rma.rs"));
+        // Gets into lent memory: a vector running past the end, pointers' counts.
+        let msg = panic_text(|| drop(rget_into_vec(last, vec![0u64; 2])));
+        assert!(msg.contains("upcxx::rget_into_vec: ["), "{msg}");
+        assert!(msg.contains("outside the segment of rank"), "{msg}");
+        assert!(location.lock().unwrap().ends_with("tests/rma.rs"));
+        let mut word = 0u64;
+        for (count, says) in [
+            (2, "outside the segment of rank"),
+            (usize::MAX / 16, "outside the segment of rank"),
+            (usize::MAX, "do not fit in the address space"),
+        ] {
+            // SAFETY: the call fails before it writes.
+            let msg = panic_text(|| drop(unsafe { rget_into_raw(last, &raw mut word, count) }));
+            assert!(msg.contains("upcxx::rget_into_raw: "), "{msg}");
+            assert!(msg.contains(says), "{msg}");
+            assert!(location.lock().unwrap().ends_with("tests/rma.rs"));
+        }
         // A rank outside the job.
         let stranger: GlobalPtr<u64> = serde_json::from_str("[7,1,4096,0]").unwrap();
         let msg = panic_text(|| drop(rget(stranger)));

@@ -35,6 +35,27 @@ impl<T: 'static> CompletionEvents for RgetVec<T> {
 }
 impl<T: 'static> HasOperation for RgetVec<T> {}
 
+/// The completion events of [`rget_into_vec_with`] (§8.2.2 ¶10): operation, producing
+/// the vector lent.
+#[derive(Debug)]
+pub struct RgetIntoVec<T>(PhantomData<fn() -> T>);
+
+impl<T: 'static> CompletionEvents for RgetIntoVec<T> {
+    const NAME: &'static str = "rget_into_vec";
+    type OpValues = (Vec<T>,);
+}
+impl<T: 'static> HasOperation for RgetIntoVec<T> {}
+
+/// The completion events of [`rget_into_raw_with`] (§8.2.2 ¶10): operation, no values.
+#[derive(Debug)]
+pub enum RgetIntoRaw {}
+
+impl CompletionEvents for RgetIntoRaw {
+    const NAME: &'static str = "rget_into_raw";
+    type OpValues = ();
+}
+impl HasOperation for RgetIntoRaw {}
+
 /// The completion events of [`rget_into_with`] (§8.2.2 ¶10): operation, no values.
 #[derive(Debug)]
 pub enum RgetInto {}
@@ -214,6 +235,136 @@ pub fn rget_into_with<T: Pod, C: Completions<RgetInto>>(
     cxs.completed_at_initiation(rank, ()).into_return()
 }
 
+/// Reads `buf.len()` consecutive elements starting at `src` into `buf`, which the
+/// operation owns until it completes, and gives it back: the form of UPC++ `rget(src,
+/// dest, count)` (§8.2.2) that reuses a buffer, with the default completion, a future
+/// of the buffer. As for [`rget_vec`], from a segment this process does not map
+/// (another host) the call returns with the transfer in flight, so that gets overlap
+/// one another and the caller's work; unlike it, no buffer is allocated.
+///
+/// ```
+/// # upcxx::init();
+/// # let gp = upcxx::new_array::<u64>(4);
+/// let mut halo = vec![0u64; 4];
+/// for _ in 0..3 {
+///     halo = upcxx::rget_into_vec(gp, halo).wait();
+/// }
+/// # upcxx::delete_array(gp);
+/// # upcxx::finalize();
+/// ```
+///
+/// # Panics
+/// If `src` is null or the range is outside its owner's segment, or before `init`.
+#[inline]
+#[track_caller]
+pub fn rget_into_vec<T: Pod>(src: GlobalPtr<T>, buf: Vec<T>) -> Future<Vec<T>> {
+    rget_into_vec_with(src, buf, operation_cx::as_future())
+}
+
+/// [`rget_into_vec`] with completions: `operation_cx` requests only, at least one; a
+/// promise must be a `Promise<Vec<T>>` and an LPC callback must take the `Vec<T>`.
+///
+/// # Panics
+/// As [`rget_into_vec`], or if an `as_promise` request's promise is already ready.
+#[inline]
+#[track_caller]
+pub fn rget_into_vec_with<T: Pod, C: Completions<RgetIntoVec<T>>>(
+    src: GlobalPtr<T>,
+    mut buf: Vec<T>,
+    cxs: C,
+) -> Returned<C, RgetIntoVec<T>> {
+    const {
+        assert!(
+            completion::requests_op_or_remote::<RgetIntoVec<T>, C>(),
+            "rget_into_vec needs an operation_cx request (UPC++ spec §7.2.1)"
+        )
+    };
+    let (rank, addr) = target("rget_into_vec", src);
+    let rt = rt("rget_into_vec");
+    // The bytes of an existing vector: the product does not overflow.
+    let len = buf.len() * size_of::<T>();
+    let Some(from) = rt.direct_range(rank, addr, len) else {
+        return get_later(rt, "rget_into_vec", rank, addr, len, cxs, move || {
+            // The vector's parts, not the vector, are held across the transfer, which
+            // writes through the pointer meanwhile.
+            let mut buf = std::mem::ManuallyDrop::new(buf);
+            let (ptr, length, capacity) = (buf.as_mut_ptr(), buf.len(), buf.capacity());
+            let take = move || {
+                // SAFETY: called once, when the get is complete; the parts are those
+                // of a vector that was not dropped, and nothing writes it any more.
+                (unsafe { Vec::from_raw_parts(ptr, length, capacity) },)
+            };
+            (ptr.cast::<u8>(), take)
+        });
+    };
+    // SAFETY: the source range is inside the mapping of `rank`'s segment
+    // (`Setup::direct_range`); `buf` holds `len` bytes, any of which make a `T` (`Pod`).
+    unsafe { std::ptr::copy(from as *const u8, buf.as_mut_ptr().cast::<u8>(), len) };
+    cxs.completed_at_initiation(rank, (buf,)).into_return()
+}
+
+/// Reads `count` consecutive elements starting at `src` into `dest` (UPC++ `rget(src,
+/// dest, count)`, §8.2.2, with its raw destination pointer), with the default
+/// completion: the future of operation completion. From a segment this process does not
+/// map (another host) the call returns with the transfer in flight, as in C++.
+///
+/// [`rget_into_vec`] does the same safely, lending an owned buffer; [`rget_into`]
+/// borrows its destination and is complete on return.
+///
+/// # Safety
+/// `dest` must be valid for writes of `count` elements of `T`, and properly aligned,
+/// and nothing may read, write or free that memory until operation completion is
+/// notified (the future is ready, the promise fulfilled or the LPC run). A program
+/// that drops the future must learn of the completion in another way before it
+/// touches the memory again.
+///
+/// # Panics
+/// If `src` is null or the range is outside its owner's segment, or before `init`.
+#[inline]
+#[track_caller]
+pub unsafe fn rget_into_raw<T: Pod>(src: GlobalPtr<T>, dest: *mut T, count: usize) -> Future<()> {
+    // SAFETY: the caller's obligations are this call's.
+    unsafe { rget_into_raw_with(src, dest, count, operation_cx::as_future()) }
+}
+
+/// [`rget_into_raw`] with completions: `operation_cx` requests only, at least one.
+///
+/// # Safety
+/// As [`rget_into_raw`], until every requested operation completion is notified.
+///
+/// # Panics
+/// As [`rget_into_raw`], or if an `as_promise` request's promise is already ready.
+#[inline]
+#[track_caller]
+pub unsafe fn rget_into_raw_with<T: Pod, C: Completions<RgetIntoRaw>>(
+    src: GlobalPtr<T>,
+    dest: *mut T,
+    count: usize,
+    cxs: C,
+) -> Returned<C, RgetIntoRaw> {
+    const {
+        assert!(
+            completion::requests_op_or_remote::<RgetIntoRaw, C>(),
+            "rget_into_raw needs an operation_cx request (UPC++ spec §7.2.1)"
+        )
+    };
+    let (rank, addr) = target("rget_into_raw", src);
+    let rt = rt("rget_into_raw");
+    let Some(len) = count.checked_mul(size_of::<T>()) else {
+        too_long("rget_into_raw", count)
+    };
+    let Some(from) = rt.direct_range(rank, addr, len) else {
+        return get_later(rt, "rget_into_raw", rank, addr, len, cxs, || {
+            (dest.cast::<u8>(), || ())
+        });
+    };
+    // SAFETY: the source range is inside the mapping of `rank`'s segment
+    // (`Setup::direct_range`); `dest` is valid for `len` bytes of writes (the caller's
+    // obligation).
+    unsafe { std::ptr::copy(from as *const u8, dest.cast::<u8>(), len) };
+    cxs.completed_at_initiation(rank, ()).into_return()
+}
+
 /// `bits`, read by `call`, as the `T` they make, or a panic naming `call` and the type
 /// if they make none. Free for an [`AnyBitPattern`] type (`T::Bits` is `T`, every
 /// pattern valid).
@@ -297,14 +448,9 @@ fn get_through_gex(rt: &Setup, dest: &mut [u8], rank: Rank, addr: usize) {
 }
 
 /// A get of `count` elements from `[addr, ..)` at `rank` through `gex`, into a buffer
-/// the operation owns: it may complete after the call returns (from a segment on
-/// another host), and `cxs` are notified from progress once it has, with `finish` of
-/// the buffer (§8.2.2: gets are non-blocking). Out of line, as [`get_through_gex`].
-///
-/// The buffer is allocated here and freed by `finish`'s caller once the get's event
-/// says it is complete; if the job ends with the get still in flight, it is leaked
-/// rather than freed under a transfer that may still write into it.
-#[inline(never)]
+/// the operation owns, allocated here: see [`get_later`], whose `take` hands the buffer
+/// to `finish`.
+#[inline]
 #[track_caller]
 fn get_owned<T, Ev, C>(
     rt: &Setup,
@@ -320,21 +466,55 @@ where
     Ev: CompletionEvents,
     C: Completions<Ev>,
 {
-    let len = count * size_of::<T>();
-    // Checked before the buffer is allocated, so that a count far too large fails here
+    get_later(rt, call, rank, addr, count * size_of::<T>(), cxs, || {
+        // A raw pointer, not a `Box` held across the transfer: the transfer writes
+        // through it while the closure owns it.
+        let buf: *mut [T] = Box::into_raw(vec![T::zeroed(); count].into_boxed_slice());
+        let take = move || {
+            // SAFETY: called once, when the get is complete; `buf` came from
+            // `Box::into_raw` and nothing writes it any more.
+            finish(unsafe { Box::from_raw(buf) })
+        };
+        (buf.cast::<u8>(), take)
+    })
+}
+
+/// A get of `len` bytes from `[addr, ..)` at `rank` through `gex`, into memory that
+/// outlives the call: it may complete after the call returns (from a segment on another
+/// host), and `cxs` are notified from progress once it has, with the values of `take`
+/// (§8.2.2: gets are non-blocking). Out of line, as [`get_through_gex`].
+///
+/// The range is checked, and the completions armed (a request that fails, a promise
+/// already ready, leaves nothing behind), before `lend` gives the destination (valid for
+/// `len` bytes of writes, and touched by nothing else until `take` runs) and `take`.
+/// `take` runs once the get's event says it is complete; if the job ends with the get
+/// still in flight, it never runs, so a buffer it would free is leaked rather than freed
+/// under a transfer that may still write into it.
+#[inline(never)]
+#[track_caller]
+fn get_later<Ev, C, V>(
+    rt: &Setup,
+    call: &str,
+    rank: Rank,
+    addr: usize,
+    len: usize,
+    cxs: C,
+    lend: impl FnOnce() -> (*mut u8, V),
+) -> Returned<C, Ev>
+where
+    Ev: CompletionEvents,
+    C: Completions<Ev>,
+    V: FnOnce() -> Ev::OpValues + 'static,
+{
+    // Checked before a buffer is allocated, so that a count far too large fails here
     // (naming the range) rather than in the allocator.
     match rt.in_segment(rank, addr, len) {
         Some(true) => {}
         Some(false) => outside(call, rt, rank, addr, len),
         None => bad_rank(call, rank, rt.size),
     }
-    // Before anything starts: a request that fails (a promise already ready) leaves
-    // nothing behind.
     let (futures, armed) = cxs.arm();
-    // A raw pointer, not a `Box` held across the transfer: the transfer writes through
-    // it while the closures below own it.
-    let buf: *mut [T] = Box::into_raw(vec![T::zeroed(); count].into_boxed_slice());
-    let dest = buf.cast::<u8>();
+    let (dest, take) = lend();
     let span = gasp::span!(
         GASP_UPC_NB_GET_INIT,
         1,
@@ -357,12 +537,6 @@ where
         len,
         crate::reported::nb_handle(&event)
     );
-    let take = move || {
-        // SAFETY: called once, when the event's test found the get complete (at once
-        // for an invalid event, one complete at initiation): `buf` came from
-        // `Box::into_raw` and nothing writes it any more.
-        finish(unsafe { Box::from_raw(buf) })
-    };
     completion::notify_when_outgoing(move || event.test(), rank, armed, take);
     futures.into_return()
 }
