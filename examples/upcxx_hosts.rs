@@ -27,12 +27,15 @@
 //! says so by creating FILE.ready, and stays out until FILE exists; rank 0 starts its
 //! `rget` and `rget_vec`s (of the tags, and of the bulk words, which it also gets by
 //! `rget_into_vec` and `rget_into_raw`) from that rank, and an
-//! `rput_slice` of [`BULK`] words into that rank's landing area, once FILE.ready exists
+//! `rput_slice` of [`BULK`] words into that rank's landing area, and an `rput_vec` and
+//! an `rput_raw` of [`LARGE`] words each (more than the conduit copies for a put that
+//! must finish reading its source before it returns) into landing areas of their
+//! own, once FILE.ready exists
 //! (polling meanwhile), and creates FILE once they have returned. A transfer that
 //! waited inside the call for the far rank's progress (with Open MPI's `osc pt2pt`,
 //! every transfer through the window does) would wait for progress that never comes:
 //! the rank gives up after [`OVERLAP_WAIT`] and fails the job. After the barrier, the
-//! far rank checks its landing area.
+//! far rank checks its landing areas.
 
 use std::path::Path;
 use std::sync::atomic::Ordering::Relaxed;
@@ -40,18 +43,22 @@ use std::time::{Duration, Instant};
 
 use upcxx::{
     barrier, local_team, local_team_contains, rank_me, rank_n, rget, rget_into_raw, rget_into_vec,
-    rget_vec, rput, rput_slice, when_all, AtomicDomain, AtomicOp, DistObject, GlobalPtr, Rank,
+    rget_vec, rput, rput_raw, rput_slice, rput_vec, when_all, AtomicDomain, AtomicOp, DistObject,
+    GlobalPtr, Rank,
 };
 
 /// Rounds of atomics per rank and owner.
 const ROUNDS: u64 = 100;
 /// Words of each rank's array: the counter, then one tag slot per rank, then the bulk
-/// words (at `TAGS + rank_n()`), then the landing area of `rma-overlap`'s put
-/// ([`BULK`] more words).
+/// words (at `TAGS + rank_n()`), then the landing areas of `rma-overlap`'s puts
+/// ([`BULK`] more words, then twice [`LARGE`]).
 const COUNTER: usize = 0;
 const TAGS: usize = 1;
 /// Bulk words per rank: 8 KiB, more than the mpi conduit sends as messages (3 KiB).
 const BULK: usize = 1024;
+/// Words of each of `rma-overlap`'s large puts: 128 KiB, more than the mpi conduit
+/// copies (64 KiB) for a put whose source must be read before it returns.
+const LARGE: usize = 16 * 1024;
 /// How long `rma-overlap`'s far rank waits, out of the library, for rank 0's transfers
 /// to return: a bound that only a transfer waiting for that rank inside the call can
 /// reach.
@@ -68,10 +75,17 @@ fn bulk(owner: Rank) -> Vec<u64> {
         .collect()
 }
 
+/// The words of `rma-overlap`'s large put number `put`.
+fn large(put: u64) -> Vec<u64> {
+    (0..LARGE as u64)
+        .map(|i| 0x1a_0000_0000 | (put << 24) | i)
+        .collect()
+}
+
 fn main() {
     upcxx::init();
     let (me, n) = (rank_me(), rank_n());
-    let mine: GlobalPtr<u64> = upcxx::new_array(TAGS + n as usize + 2 * BULK);
+    let mine: GlobalPtr<u64> = upcxx::new_array(TAGS + n as usize + 2 * BULK + 2 * LARGE);
     // SAFETY: the bulk words of this rank's own array, which no other rank accesses
     // before the barrier below.
     let words =
@@ -255,8 +269,20 @@ fn rma_overlap(all: &[GlobalPtr<u64>], file: &Path) -> u32 {
             src.fill(0);
             put
         };
+        // Large puts from memory lent beyond the call: neither copied nor waited for.
+        let large_at = gp.add(n as usize + 2 * BULK);
+        let lent_put = rput_vec(large(1), large_at);
+        let from = large(2);
+        // SAFETY: `from` is neither written nor dropped before `raw_put` is ready.
+        let raw_put = unsafe { rput_raw(from.as_ptr(), LARGE, large_at.add(LARGE)) };
         std::fs::write(file, b"returned").expect("rma-overlap: cannot create FILE");
         let (one, row, words, lent) = when_all((one, row, words, lent, pointed, landed)).wait();
+        let given_back = when_all((lent_put, raw_put)).wait();
+        drop(from);
+        if given_back != large(1) {
+            eprintln!("upcxx_hosts: rank 0: rput_vec gave back another vector");
+            bad += 1;
+        }
         let expected: Vec<u64> = (0..n).map(|from| tag(from, far)).collect();
         if one != tag(n - 1, far) || row != expected || words != bulk(far) {
             eprintln!(
@@ -283,6 +309,17 @@ fn rma_overlap(all: &[GlobalPtr<u64>], file: &Path) -> u32 {
         };
         if *landed != bulk(0) {
             eprintln!("upcxx_hosts: rank {me}: rank 0's put did not land");
+            bad += 1;
+        }
+        // SAFETY: as above, the large puts' landing areas.
+        let large_landed = unsafe {
+            std::slice::from_raw_parts(
+                all[me as usize].add(TAGS + n as usize + 2 * BULK).local(),
+                2 * LARGE,
+            )
+        };
+        if large_landed[..LARGE] != large(1) || large_landed[LARGE..] != large(2) {
+            eprintln!("upcxx_hosts: rank {me}: rank 0's large puts did not land");
             bad += 1;
         }
     }

@@ -488,14 +488,15 @@ fn upcxx_programs_run_across_hosts() {
 }
 
 /// UPC++ spec §8.2.1-2: `rget`, `rget_vec`, `rget_into_vec` and `rget_into_raw` from,
-/// and `rput_slice` to, a rank on
-/// another host return before they complete; they complete in progress (`upcxx_hosts
-/// rma-overlap`, whose far rank leaves the library before rank 0 starts its transfers
-/// and stays out until they have returned). Small gets travel as messages, a large get
-/// and the put (8 KiB) through the MPI window: also with the window served by Open
-/// MPI's `osc pt2pt` (as between hosts joined by TCP), where the target serves a get
-/// or a flush only when it enters MPI, so a transfer that waited inside the call
-/// (`MPI_Get` or `MPI_Put`, then `MPI_Win_flush`) would wait for ever.
+/// and `rput_slice`, `rput_vec` and `rput_raw` to, a rank on another host return before
+/// they complete; they complete in progress (`upcxx_hosts rma-overlap`, whose far rank
+/// leaves the library before rank 0 starts its transfers and stays out until they have
+/// returned). Small gets travel as messages, large gets and the puts (8 KiB, and 128
+/// KiB for the puts from lent memory, more than the conduit copies for a put that must
+/// read its source before it returns) through the MPI window: also with the window
+/// served by Open MPI's `osc pt2pt` (as between hosts joined by TCP), where the target
+/// serves a get or a flush only when it enters MPI, so a transfer that waited inside
+/// the call (`MPI_Get` or `MPI_Put`, then `MPI_Win_flush`) would wait for ever.
 #[test]
 fn transfers_with_other_hosts_return_before_they_complete() {
     for (ranks, cap, osc) in [

@@ -126,7 +126,7 @@ pub use events::{
 pub use objects::{
     BlockingCx, BufferedCx, CompletionObject, CxUnion, FutureCx, LpcCx, PromiseCx, RpcCx,
 };
-pub(crate) use protocol::{notify_when, notify_when_outgoing};
+pub(crate) use protocol::{notify_when, notify_when_outgoing, notify_when_outgoing_from_source};
 pub use protocol::{requests_op_or_remote, Armed, Completions, Returned};
 
 use crate::future::Promise;

@@ -95,8 +95,8 @@ pub use progress::{
 };
 pub use rma::{
     rget, rget_into, rget_into_raw, rget_into_raw_with, rget_into_vec, rget_into_vec_with,
-    rget_into_with, rget_vec, rget_vec_with, rget_with, rput, rput_slice, rput_slice_with,
-    rput_with,
+    rget_into_with, rget_vec, rget_vec_with, rget_with, rput, rput_raw, rput_raw_with, rput_slice,
+    rput_slice_with, rput_vec, rput_vec_with, rput_with,
 };
 pub use rpc::{rpc, rpc_ff, rpc_ff_with, rpc_with};
 pub use runtime::{backend, barrier, finalize, init, initialized, rank_me, rank_n, Rank};

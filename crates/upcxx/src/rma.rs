@@ -89,13 +89,18 @@
 //! call returns, even though the value is already at the target; it is at the next
 //! `progress()` or inside `wait()`. That future costs no allocation.
 //!
-//! * **Puts** start with local completion required before return (`gex::Lc::Now`), so
-//!   source completion always happens inside the call, as if `as_buffered` were
-//!   requested. When the conduit reports the put finished at return (always, on shared
-//!   memory), remote and operation notifications are queued at once; otherwise they are
-//!   armed and delivered from progress once the put's event completes. A remote RPC
-//!   (`remote_cx::as_rpc`) is sent only after the put finished, so the function finds
-//!   the data at the target.
+//! * **Puts** from a value or a borrowed slice ([`rput`], [`rput_slice`]) start with
+//!   local completion required before return (`gex::Lc::Now`), so source completion
+//!   always happens inside the call, as if `as_buffered` were requested. Puts from
+//!   memory lent beyond the call, a vector given back at operation completion
+//!   ([`rput_vec`]) or, unsafely, a pointer ([`rput_raw`], UPC++'s own form, whose
+//!   source completion is notified when the put's local completion is seen), ask for
+//!   local completion as an event instead: to another host the conduit neither copies
+//!   nor waits for the source, however large. When the conduit reports the put
+//!   finished at return (always, on shared memory), remote and operation notifications
+//!   are queued at once; otherwise they are armed and delivered from progress once the
+//!   put's event completes. A remote RPC (`remote_cx::as_rpc`) is sent only after the
+//!   put finished, so the function finds the data at the target.
 //! * **Gets** into memory that outlives the call return at once from a segment this
 //!   process does not map (another host), the transfer still in flight (§8.2.2 ¶1:
 //!   non-blocking): into a buffer the operation makes ([`rget`], [`rget_vec`]), into a
@@ -118,7 +123,7 @@
 //!
 //! RMA sits on completions, futures, global pointers and the runtime state.
 
-use crate::global_ptr::GlobalPtr;
+use crate::global_ptr::{bad_rank, GlobalPtr};
 use crate::runtime::state::{Rank, Setup};
 
 mod get;
@@ -130,7 +135,22 @@ pub use get::{
     RgetValue, RgetVec,
 };
 pub(crate) use put::finish_put;
-pub use put::{rput, rput_slice, rput_slice_with, rput_with, RputSlice, RputValue};
+pub use put::{
+    rput, rput_raw, rput_raw_with, rput_slice, rput_slice_with, rput_vec, rput_vec_with, rput_with,
+    RputRaw, RputSlice, RputValue, RputVec,
+};
+
+/// Panics naming `call` unless `[addr, addr + len)` is inside the segment of `rank`, a
+/// rank of the job.
+#[inline]
+#[track_caller]
+fn check_range(call: &str, rt: &Setup, rank: Rank, addr: usize, len: usize) {
+    match rt.in_segment(rank, addr, len) {
+        Some(true) => {}
+        Some(false) => outside(call, rt, rank, addr, len),
+        None => bad_rank(call, rank, rt.size),
+    }
+}
 
 #[cold]
 #[track_caller]
@@ -140,6 +160,12 @@ fn outside(call: &str, rt: &Setup, rank: Rank, addr: usize, len: usize) -> ! {
         "upcxx::{call}: [{addr:#x}, {addr:#x}+{len}) is outside the segment of rank {rank} \
          ([{base:#x}, {base:#x}+{size}))"
     )
+}
+
+#[cold]
+#[track_caller]
+fn too_long(call: &str, count: usize) -> ! {
+    panic!("upcxx::{call}: {count} elements do not fit in the address space")
 }
 
 /// The owner and owner-space address of `gp`, or a panic naming `call` if it is null.

@@ -1,6 +1,7 @@
 //! One-sided communication (UPC++ spec ch. 8): `rput` and `rget` of values and arrays
 //! between ranks (`rget_vec` too, many gets in flight at once, and gets into memory lent
-//! beyond the call: `rget_into_vec`, `rget_into_raw`), of plain data and of
+//! beyond the call: `rget_into_vec`, `rget_into_raw`, and puts from it: `rput_vec`,
+//! `rput_raw`), of plain data and of
 //! types with invalid bit patterns or padding, their default completions, and their
 //! errors.
 
@@ -9,10 +10,11 @@ use common::{all_gather, panic_text};
 
 use bytemuck::{AnyBitPattern, CheckedBitPattern, NoUninit, Pod, Zeroable};
 use upcxx::{
-    current_persona, delete_array, new_array, operation_cx, rank_me, rank_n, rget, rget_into,
-    rget_into_raw, rget_into_raw_with, rget_into_vec, rget_into_vec_with, rget_into_with, rget_vec,
-    rget_vec_with, rget_with, rput, rput_slice, rput_slice_with, rput_with, source_cx, when_all,
-    Future, GlobalPtr, Promise,
+    current_persona, delete_array, new_array, operation_cx, rank_me, rank_n, remote_cx, rget,
+    rget_into, rget_into_raw, rget_into_raw_with, rget_into_vec, rget_into_vec_with,
+    rget_into_with, rget_vec, rget_vec_with, rget_with, rput, rput_raw, rput_raw_with, rput_slice,
+    rput_slice_with, rput_vec, rput_vec_with, rput_with, source_cx, when_all, Future, GlobalPtr,
+    Promise,
 };
 
 /// A call that is expected to panic.
@@ -355,6 +357,128 @@ fn gets_into_lent_memory_land_by_operation_completion() {
     }
 }
 
+/// Remote completions of `puts_from_lent_memory_land_by_operation_completion` that ran
+/// on this rank.
+static PUTS_ARRIVED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// `rput(src, dest, count)` (§8.2.1) from memory the caller lends beyond the call: an
+/// owned vector (`rput_vec`, given back at operation completion) and a raw pointer
+/// (`rput_raw`, with source completion of its own). Every rank puts into its slot of
+/// every rank's array, all in flight together (8 KiB each, and 72 KiB, more than the
+/// mpi conduit copies for `rput_slice`; a few words; none), with futures, a promise and
+/// remote RPCs; the data are in place at operation completion, the source is freed
+/// after source completion, and the vector given back is the one lent.
+#[test]
+fn puts_from_lent_memory_land_by_operation_completion() {
+    const LEN: usize = 1031;
+    const BIG: usize = 9 * 1024;
+    fn word(from: usize, round: usize, i: usize) -> u64 {
+        0x9e70_0000_0000 | (from as u64) << 32 | (round as u64) << 24 | i as u64
+    }
+    fn arrived() {
+        PUTS_ARRIVED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+    for ranks in [1, 2, 3, 5] {
+        gex::testing::spmd(ranks, || {
+            upcxx::init();
+            let (me, n) = (rank_me() as usize, rank_n() as usize);
+            // A slot of LEN words per rank, then one of BIG words per rank.
+            let mine: GlobalPtr<u64> = new_array(n * (LEN + BIG));
+            // Before any rank can put (`all_gather` waits for every rank).
+            PUTS_ARRIVED.store(0, std::sync::atomic::Ordering::Relaxed);
+            let all = all_gather(&mine);
+            let slot = |r: usize| all[r].add(me * LEN);
+            let big_slot = |r: usize| all[r].add(n * LEN + me * BIG);
+            let mut bufs: Vec<Vec<u64>> = (0..n).map(|_| Vec::with_capacity(LEN + 5)).collect();
+            let addrs: Vec<*const u64> = bufs.iter().map(|b| b.as_ptr()).collect();
+            for round in 0..3 {
+                let puts: Vec<Future<Vec<u64>>> = bufs
+                    .drain(..)
+                    .enumerate()
+                    .map(|(r, mut b)| {
+                        b.clear();
+                        b.extend((0..LEN).map(|i| word(me, round, i)));
+                        rput_vec(b, slot(r))
+                    })
+                    .collect();
+                bufs = when_all(puts).wait();
+                for (r, b) in bufs.iter().enumerate() {
+                    assert_eq!((b.as_ptr(), b.capacity()), (addrs[r], LEN + 5));
+                    let back = rget_vec(slot(r), LEN).wait();
+                    assert!(
+                        back.iter()
+                            .enumerate()
+                            .all(|(i, &v)| v == word(me, round, i)),
+                        "round {round}: this rank's words at rank {r}"
+                    );
+                }
+            }
+            // From pointers into one area: a promise and remote RPCs for all, the
+            // area freed once every source completion is notified.
+            let area: Vec<u64> = (0..n * BIG).map(|i| word(me, 7, i % BIG)).collect();
+            let all_done = Promise::<()>::new();
+            let mut sent = Vec::new();
+            for r in 0..n {
+                // SAFETY: part `r` of `area`, which is neither written nor dropped before
+                // its source completion.
+                let f: Future<()> = unsafe {
+                    rput_raw_with(
+                        area[r * BIG..].as_ptr(),
+                        BIG,
+                        big_slot(r),
+                        source_cx::as_future()
+                            | remote_cx::as_rpc(arrived, ())
+                            | operation_cx::as_promise(&all_done),
+                    )
+                };
+                sent.push(f);
+            }
+            when_all(sent).wait();
+            drop(area);
+            all_done.finalize().wait();
+            for r in 0..n {
+                let back = rget_vec(big_slot(r), BIG).wait();
+                assert!(
+                    back.iter().enumerate().all(|(i, &v)| v == word(me, 7, i)),
+                    "this rank's big words at rank {r}"
+                );
+            }
+            let last = all[n - 1];
+            let p = Promise::<Vec<u64>>::new();
+            let (part, none) = when_all((
+                rput_vec_with(
+                    vec![1, 2, 3],
+                    last.add(me * LEN + 5),
+                    operation_cx::as_future() | operation_cx::as_promise(&p),
+                ),
+                rput_vec(Vec::new(), last.add(me * LEN)),
+            ))
+            .wait();
+            assert_eq!((part, none), (vec![1, 2, 3], vec![]));
+            assert_eq!(p.finalize().wait(), [1, 2, 3]);
+            let one = [0x0e_u64];
+            // SAFETY: `one` outlives the future, which is waited for.
+            unsafe { rput_raw(one.as_ptr(), 1, last.add(me * LEN + 9)) }.wait();
+            let around = rget_vec(last.add(me * LEN + 4), 6).wait();
+            let want = [word(me, 2, 4), 1, 2, 3, word(me, 2, 8), 0x0e];
+            assert_eq!(around, want);
+            // A promise already ready fails the call before anything starts.
+            let ready = Promise::<Vec<u64>>::new();
+            ready.fulfill_result(vec![]);
+            let msg =
+                panic_text(|| rput_vec_with(vec![0u64; 2], last, operation_cx::as_promise(&ready)));
+            assert!(msg.contains("already ready"), "{msg}");
+            assert!(!upcxx::progress_required());
+            while PUTS_ARRIVED.load(std::sync::atomic::Ordering::Relaxed) < n {
+                upcxx::progress(upcxx::ProgressLevel::User);
+            }
+            upcxx::barrier();
+            delete_array(mine);
+            upcxx::finalize();
+        });
+    }
+}
+
 #[test]
 fn data_are_in_place_at_operation_completion() {
     // §8.2.1 ¶6, §8.2.2 ¶5: the writes of a put happen before its operation-completion
@@ -479,7 +603,7 @@ fn null_pointers_fail_naming_the_call() {
     gex::testing::spmd(1, || {
         upcxx::init();
         let null = GlobalPtr::<u64>::null();
-        let cases: [(&str, Call); 9] = [
+        let cases: [(&str, Call); 11] = [
             ("rget_vec", Box::new(move || drop(rget_vec(null, 2)))),
             ("rput", Box::new(move || drop(rput(1u64, null)))),
             (
@@ -504,6 +628,15 @@ fn null_pointers_fail_naming_the_call() {
             (
                 "rget_into_vec",
                 Box::new(move || drop(rget_into_vec(null, vec![0u64; 2]))),
+            ),
+            (
+                "rput_vec",
+                Box::new(move || drop(rput_vec(vec![0u64; 2], null))),
+            ),
+            (
+                "rput_raw",
+                // SAFETY: the call fails before it reads.
+                Box::new(move || drop(unsafe { rput_raw(&0u64, 1, null) })),
             ),
             (
                 "rget_into_raw",
@@ -574,15 +707,24 @@ fn out_of_segment_ranges_fail_with_the_callers_location() {
         assert!(msg.contains("upcxx::rget_into_vec: ["), "{msg}");
         assert!(msg.contains("outside the segment of rank"), "{msg}");
         assert!(location.lock().unwrap().ends_with("tests/rma.rs"));
+        let msg = panic_text(|| drop(rput_vec(vec![0u64; 2], last)));
+        assert!(msg.contains("upcxx::rput_vec: ["), "{msg}");
+        assert!(msg.contains("outside the segment of rank"), "{msg}");
+        assert!(location.lock().unwrap().ends_with("tests/rma.rs"));
         let mut word = 0u64;
         for (count, says) in [
             (2, "outside the segment of rank"),
             (usize::MAX / 16, "outside the segment of rank"),
             (usize::MAX, "do not fit in the address space"),
         ] {
-            // SAFETY: the call fails before it writes.
+            // SAFETY: the calls fail before they read or write.
             let msg = panic_text(|| drop(unsafe { rget_into_raw(last, &raw mut word, count) }));
             assert!(msg.contains("upcxx::rget_into_raw: "), "{msg}");
+            assert!(msg.contains(says), "{msg}");
+            assert!(location.lock().unwrap().ends_with("tests/rma.rs"));
+            // SAFETY: as above.
+            let msg = panic_text(|| drop(unsafe { rput_raw(&raw const word, count, last) }));
+            assert!(msg.contains("upcxx::rput_raw: "), "{msg}");
             assert!(msg.contains(says), "{msg}");
             assert!(location.lock().unwrap().ends_with("tests/rma.rs"));
         }

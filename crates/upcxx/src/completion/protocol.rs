@@ -148,3 +148,46 @@ where
         true
     }));
 }
+
+/// [`notify_when_outgoing`] for an operation whose source completion may also come after
+/// the initiating call (a put from memory the caller keeps): `source()` says whether
+/// the source-side resources are free, and is tested until it is, before `done()`.
+pub(crate) fn notify_when_outgoing_from_source<Ev, A, S, D, V>(
+    mut source: S,
+    mut done: D,
+    target: Rank,
+    mut armed: A,
+    values: V,
+) where
+    Ev: CompletionEvents,
+    A: Armed<Ev>,
+    S: FnMut() -> bool + 'static,
+    D: FnMut() -> bool + 'static,
+    V: FnOnce() -> Ev::OpValues + 'static,
+{
+    if source() {
+        armed.source_done();
+        return notify_when_outgoing(done, target, armed, values);
+    }
+    let mut armed = Some((armed, values));
+    let mut source_done = false;
+    thread::track_outgoing(Box::new(move || {
+        if !source_done {
+            if !source() {
+                return false;
+            }
+            source_done = true;
+            if let Some((armed, _)) = armed.as_mut() {
+                armed.source_done();
+            }
+        }
+        if !done() {
+            return false;
+        }
+        if let Some((mut armed, values)) = armed.take() {
+            armed.remote_done(target);
+            armed.operation_done(values());
+        }
+        true
+    }));
+}

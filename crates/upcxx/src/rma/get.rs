@@ -6,12 +6,12 @@ use std::marker::PhantomData;
 
 use bytemuck::{AnyBitPattern, CheckedBitPattern, Pod, Zeroable};
 
-use super::{outside, target};
+use super::{check_range, target, too_long};
 use crate::completion::{
     self, operation_cx, CompletionEvents, Completions, FutureList, HasOperation, Returned,
 };
 use crate::future::Future;
-use crate::global_ptr::{bad_rank, GlobalPtr};
+use crate::global_ptr::GlobalPtr;
 use crate::runtime::state::{rt, Rank, Setup};
 
 /// The completion events of [`rget_with`] (§8.2.2 ¶4): operation, producing the `T`.
@@ -312,9 +312,9 @@ pub fn rget_into_vec_with<T: Pod, C: Completions<RgetIntoVec<T>>>(
 /// borrows its destination and is complete on return.
 ///
 /// # Safety
-/// `dest` must be valid for writes of `count` elements of `T`, and properly aligned,
-/// and nothing may read, write or free that memory until operation completion is
-/// notified (the future is ready, the promise fulfilled or the LPC run). A program
+/// `dest` must be non-null, properly aligned and valid for writes of `count` elements
+/// of `T`, and nothing may read, write or free that memory until operation completion
+/// is notified (the future is ready, the promise fulfilled or the LPC run). A program
 /// that drops the future must learn of the completion in another way before it
 /// touches the memory again.
 ///
@@ -399,12 +399,6 @@ fn invalid_bits<T>(call: &str) -> ! {
          of another type to the same memory, can have written them)",
         std::any::type_name::<T>()
     )
-}
-
-#[cold]
-#[track_caller]
-fn too_long(call: &str, count: usize) -> ! {
-    panic!("upcxx::{call}: {count} elements do not fit in the address space")
 }
 
 /// Fills `dest` from `[addr, addr + dest.len())` at `rank`; complete on return. As for
@@ -508,11 +502,7 @@ where
 {
     // Checked before a buffer is allocated, so that a count far too large fails here
     // (naming the range) rather than in the allocator.
-    match rt.in_segment(rank, addr, len) {
-        Some(true) => {}
-        Some(false) => outside(call, rt, rank, addr, len),
-        None => bad_rank(call, rank, rt.size),
-    }
+    check_range(call, rt, rank, addr, len);
     let (futures, armed) = cxs.arm();
     let (dest, take) = lend();
     let span = gasp::span!(

@@ -1,12 +1,15 @@
-//! Puts (UPC++ spec §8.2.1): of a value ([`rput`]) and of a slice the caller lends for
-//! the call ([`rput_slice`]). The module documentation of [`crate::rma`] says how they
+//! Puts (UPC++ spec §8.2.1): of a value ([`rput`]), of a slice the caller lends for
+//! the call ([`rput_slice`]), and from memory lent beyond it ([`rput_vec`],
+//! [`rput_raw`]). The module documentation of [`crate::rma`] says how they
 //! travel and complete.
+
+use std::marker::PhantomData;
 
 use bytemuck::NoUninit;
 
-use super::target;
+use super::{check_range, target, too_long};
 use crate::completion::{
-    self, operation_cx, CompletionEvents, Completions, FutureList, HasOperation, HasRemote,
+    self, operation_cx, Armed, CompletionEvents, Completions, FutureList, HasOperation, HasRemote,
     HasSource, Returned,
 };
 use crate::future::Future;
@@ -37,6 +40,31 @@ impl CompletionEvents for RputSlice {
 impl HasSource for RputSlice {}
 impl HasRemote for RputSlice {}
 impl HasOperation for RputSlice {}
+
+/// The completion events of [`rput_vec_with`]: remote and operation, producing the
+/// vector lent. No source completion: the vector comes back with operation completion.
+#[derive(Debug)]
+pub struct RputVec<T>(PhantomData<fn() -> T>);
+
+impl<T: 'static> CompletionEvents for RputVec<T> {
+    const NAME: &'static str = "rput_vec";
+    type OpValues = (Vec<T>,);
+}
+impl<T: 'static> HasRemote for RputVec<T> {}
+impl<T: 'static> HasOperation for RputVec<T> {}
+
+/// The completion events of [`rput_raw_with`] (§8.2.1 ¶11–¶13): source, remote and
+/// operation, no values.
+#[derive(Debug)]
+pub enum RputRaw {}
+
+impl CompletionEvents for RputRaw {
+    const NAME: &'static str = "rput_raw";
+    type OpValues = ();
+}
+impl HasSource for RputRaw {}
+impl HasRemote for RputRaw {}
+impl HasOperation for RputRaw {}
 
 /// Writes `value` to `dest` (UPC++ `rput(T value, global_ptr<T> dest)`, §8.2.1), with
 /// the default completion: the future of operation completion.
@@ -160,6 +188,167 @@ pub fn rput_slice_with<T: NoUninit, C: Completions<RputSlice>>(
     finish_put(cxs, rank, event)
 }
 
+/// Writes the elements of `src` to `src.len()` consecutive elements starting at `dest`
+/// (UPC++ `rput(src, dest, count)`, §8.2.1, from a buffer lent to the operation), with
+/// the default completion: a future of the vector, given back at operation completion.
+///
+/// Unlike [`rput_slice`], whose source is borrowed for the call only, the vector is
+/// the operation's until it completes: to a segment this process does not map
+/// (another host) the call neither copies it nor waits for it to be read, however
+/// large it is, and the put overlaps the caller's work and other transfers.
+///
+/// ```
+/// # upcxx::init();
+/// # let gp = upcxx::new_array::<f64>(4);
+/// let mut halo = vec![0.5f64; 4];
+/// for step in 0..3 {
+///     halo.fill(f64::from(step));
+///     halo = upcxx::rput_vec(halo, gp).wait();
+/// }
+/// assert_eq!(upcxx::rget(gp.add(3)).wait(), 2.0);
+/// # upcxx::delete_array(gp);
+/// # upcxx::finalize();
+/// ```
+///
+/// # Panics
+/// If `dest` is null or the range is outside its owner's segment, or before `init`.
+#[inline]
+#[track_caller]
+pub fn rput_vec<T: NoUninit>(src: Vec<T>, dest: GlobalPtr<T>) -> Future<Vec<T>> {
+    rput_vec_with(src, dest, operation_cx::as_future())
+}
+
+/// [`rput_vec`] with completions: `remote_cx` and `operation_cx` requests, at least one
+/// of them (§7.2.1 ¶2); a promise must be a `Promise<Vec<T>>` and an LPC callback must
+/// take the `Vec<T>`. No source completion is provided: the vector comes back with
+/// operation completion (with remote completion alone, it is dropped then).
+///
+/// # Panics
+/// As [`rput_vec`], or if an `as_promise` request's promise is already ready.
+#[inline]
+#[track_caller]
+pub fn rput_vec_with<T: NoUninit, C: Completions<RputVec<T>>>(
+    src: Vec<T>,
+    dest: GlobalPtr<T>,
+    cxs: C,
+) -> Returned<C, RputVec<T>> {
+    const {
+        assert!(
+            completion::requests_op_or_remote::<RputVec<T>, C>(),
+            "rput_vec needs an operation_cx or remote_cx request (UPC++ spec §7.2.1)"
+        )
+    };
+    let (rank, addr) = target("rput_vec", dest);
+    let rt = rt("rput_vec");
+    let len = std::mem::size_of_val(src.as_slice());
+    if let Some(to) = rt.direct_range(rank, addr, len) {
+        // SAFETY: `[to, to + len)` is inside the mapping of `rank`'s segment
+        // (`Setup::direct_range`); `src` holds `len` bytes.
+        unsafe { std::ptr::copy(src.as_ptr().cast::<u8>(), to as *mut u8, len) };
+        return cxs.completed_at_initiation(rank, (src,)).into_return();
+    }
+    put_later(rt, "rput_vec", rank, addr, len, cxs, move || {
+        // The vector's parts, not the vector, are held while the put reads it.
+        let src = std::mem::ManuallyDrop::new(src);
+        let (ptr, length, capacity) = (src.as_ptr(), src.len(), src.capacity());
+        let take = move || {
+            // SAFETY: called once, at operation completion; the parts are those of a
+            // vector that was not dropped, and the put no longer reads it.
+            (unsafe { Vec::from_raw_parts(ptr.cast_mut(), length, capacity) },)
+        };
+        (ptr.cast::<u8>(), take)
+    })
+}
+
+/// Writes `count` elements read through `src` to consecutive elements starting at
+/// `dest` (UPC++ `rput(T const* src, global_ptr<T> dest, size_t count)`, §8.2.1, with
+/// its raw source pointer), with the default completion: the future of operation
+/// completion. To a segment this process does not map (another host) the call returns
+/// without copying the source or waiting for it to be read, as in C++; source
+/// completion (`source_cx`, through [`rput_raw_with`]) says when it may be reused.
+///
+/// [`rput_vec`] does the same safely, lending an owned vector; [`rput_slice`] borrows
+/// its source for the call.
+///
+/// # Safety
+/// `src` must be non-null, properly aligned and valid for reads of `count` elements of
+/// `T`, and nothing may write or free that memory until source completion, which
+/// happens no later than operation completion: until the future is ready (the promise
+/// fulfilled, the LPC run) of the source completion requested, or else of the
+/// operation's. A program that drops the future must learn of the completion in another
+/// way before it touches the memory again.
+///
+/// # Panics
+/// If `dest` is null or the range is outside its owner's segment, or before `init`.
+#[inline]
+#[track_caller]
+pub unsafe fn rput_raw<T: NoUninit>(src: *const T, count: usize, dest: GlobalPtr<T>) -> Future<()> {
+    // SAFETY: the caller's obligations are this call's.
+    unsafe { rput_raw_with(src, count, dest, operation_cx::as_future()) }
+}
+
+/// [`rput_raw`] with completions: `source_cx`, `remote_cx` and `operation_cx` requests,
+/// with operation or remote completion among them (§7.2.1 ¶2). Source completion is
+/// notified once the put has read `src`, which may be before its operation completes:
+///
+/// ```
+/// # use upcxx::{operation_cx, source_cx};
+/// # upcxx::init();
+/// # let gp = upcxx::new_array::<u64>(1024);
+/// let mut block = vec![7u64; 1024];
+/// // SAFETY: `block` is neither written nor dropped before `sent` is ready.
+/// let (sent, done) = unsafe {
+///     upcxx::rput_raw_with(
+///         block.as_ptr(),
+///         block.len(),
+///         gp,
+///         source_cx::as_future() | operation_cx::as_future(),
+///     )
+/// };
+/// sent.wait();
+/// block.fill(0); // the source may be reused from here on
+/// done.wait();
+/// assert_eq!(upcxx::rget(gp.add(1023)).wait(), 7);
+/// # upcxx::delete_array(gp);
+/// # upcxx::finalize();
+/// ```
+///
+/// # Safety
+/// As [`rput_raw`], until source completion.
+///
+/// # Panics
+/// As [`rput_raw`], or if an `as_promise` request's promise is already ready.
+#[inline]
+#[track_caller]
+pub unsafe fn rput_raw_with<T: NoUninit, C: Completions<RputRaw>>(
+    src: *const T,
+    count: usize,
+    dest: GlobalPtr<T>,
+    cxs: C,
+) -> Returned<C, RputRaw> {
+    const {
+        assert!(
+            completion::requests_op_or_remote::<RputRaw, C>(),
+            "rput_raw needs an operation_cx or remote_cx request (UPC++ spec §7.2.1)"
+        )
+    };
+    let (rank, addr) = target("rput_raw", dest);
+    let rt = rt("rput_raw");
+    let Some(len) = count.checked_mul(size_of::<T>()) else {
+        too_long("rput_raw", count)
+    };
+    if let Some(to) = rt.direct_range(rank, addr, len) {
+        // SAFETY: `[to, to + len)` is inside the mapping of `rank`'s segment
+        // (`Setup::direct_range`); `src` is valid for `len` bytes of reads (the
+        // caller's obligation).
+        unsafe { std::ptr::copy(src.cast::<u8>(), to as *mut u8, len) };
+        return cxs.completed_at_initiation(rank, ()).into_return();
+    }
+    put_later(rt, "rput_raw", rank, addr, len, cxs, || {
+        (src.cast::<u8>(), || ())
+    })
+}
+
 /// Starts a put that is locally complete on return; its event says whether the
 /// operation is complete too.
 ///
@@ -180,13 +369,24 @@ fn put(call: &str, rank: Rank, addr: usize, bytes: &[u8]) -> gex::Event {
             unsafe { std::ptr::copy(bytes.as_ptr(), dest as *mut u8, bytes.len()) };
             gex::Event::invalid()
         }
-        _ => put_through_gex(rt, rank, addr, bytes),
+        // SAFETY: with `Lc::Now` the put has finished reading `bytes` when it returns,
+        // so the borrow covers every access to the source.
+        _ => unsafe { put_through_gex(rt, rank, addr, bytes, gex::Lc::Now) },
     }
 }
 
+/// # Safety
+/// `bytes` must stay valid, and unwritten, until the put's local completion as `lc`
+/// reports it.
 #[inline(never)]
 #[track_caller]
-fn put_through_gex(rt: &Setup, rank: Rank, addr: usize, bytes: &[u8]) -> gex::Event {
+unsafe fn put_through_gex(
+    rt: &Setup,
+    rank: Rank,
+    addr: usize,
+    bytes: &[u8],
+    lc: gex::Lc<'_>,
+) -> gex::Event {
     // The argument lists are built only when a tool is attached (inside the macros).
     let span = gasp::span!(
         GASP_UPC_NB_PUT_INIT,
@@ -195,12 +395,8 @@ fn put_through_gex(rt: &Setup, rank: Rank, addr: usize, bytes: &[u8]) -> gex::Ev
         bytes.as_ptr() as usize,
         bytes.len()
     );
-    // SAFETY: with `Lc::Now` the put has finished reading `bytes` when it returns, so
-    // the borrow covers every access to the source.
-    let started = unsafe {
-        rt.team
-            .put_nb(rank, addr, bytes, gex::Lc::Now, gex::Flags::NONE)
-    };
+    // SAFETY: the caller's obligation.
+    let started = unsafe { rt.team.put_nb(rank, addr, bytes, lc, gex::Flags::NONE) };
     match started {
         Ok(event) => {
             gasp::end!(
@@ -231,5 +427,60 @@ where
     let (futures, mut armed) = cxs.arm();
     completion::Armed::source_done(&mut armed);
     completion::notify_when_outgoing(move || event.test(), rank, armed, || ());
+    futures.into_return()
+}
+
+/// A put of `len` bytes to `[addr, ..)` at `rank` through `gex`, from memory that
+/// outlives the call: it may complete, and even read its source, after the call
+/// returns (to a segment on another host), and `cxs` are notified from progress as it
+/// does: source completion once the put's local completion is seen, then remote and
+/// operation completion with the values of `take`. Out of line, as
+/// [`put_through_gex`].
+///
+/// The range is checked, and the completions armed (a request that fails, a promise
+/// already ready, leaves nothing behind), before `lend` gives the source (valid for
+/// `len` bytes of reads, and written by nothing until `take` runs) and `take`, which
+/// runs at operation completion; if the job ends with the put in flight, it never runs,
+/// so a buffer it would free is leaked rather than freed under a transfer that may
+/// still read it.
+#[inline(never)]
+#[track_caller]
+fn put_later<Ev, C, V>(
+    rt: &Setup,
+    call: &str,
+    rank: Rank,
+    addr: usize,
+    len: usize,
+    cxs: C,
+    lend: impl FnOnce() -> (*const u8, V),
+) -> Returned<C, Ev>
+where
+    Ev: CompletionEvents,
+    C: Completions<Ev>,
+    V: FnOnce() -> Ev::OpValues + 'static,
+{
+    check_range(call, rt, rank, addr, len);
+    let (futures, mut armed) = cxs.arm();
+    let (src, take) = lend();
+    let mut lc = gex::Event::invalid();
+    // SAFETY: `src` is valid for `len` bytes of reads, unwritten until `take` runs
+    // (`lend`'s contract), which is after local completion: `lc` is tested first.
+    let mut event = unsafe {
+        let bytes = std::slice::from_raw_parts(src, len);
+        put_through_gex(rt, rank, addr, bytes, gex::Lc::Event(&mut lc))
+    };
+    if event.is_invalid() {
+        armed.source_done();
+        armed.remote_done(rank);
+        armed.operation_done(take());
+        return futures.into_return();
+    }
+    completion::notify_when_outgoing_from_source(
+        move || lc.test(),
+        move || event.test(),
+        rank,
+        armed,
+        take,
+    );
     futures.into_return()
 }
