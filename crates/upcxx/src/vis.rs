@@ -82,12 +82,11 @@
 //! `gex` operation inside is not reported.
 
 mod irregular;
+mod regular;
 mod strided;
 
-pub use irregular::{
-    rget_irregular, rget_irregular_with, rget_regular, rget_regular_with, rput_irregular,
-    rput_irregular_with, rput_regular, rput_regular_with,
-};
+pub use irregular::{rget_irregular, rget_irregular_with, rput_irregular, rput_irregular_with};
+pub use regular::{rget_regular, rget_regular_with, rput_regular, rput_regular_with};
 pub use strided::{rget_strided, rget_strided_with, rput_strided, rput_strided_with};
 
 use crate::completion::{CompletionEvents, HasOperation, HasRemote, HasSource};
