@@ -67,11 +67,13 @@
 //! contiguous run is one put or get as gex's RMA calls make it (the conduit's, or, for
 //! a small run where the conduit asks for messages, a place in a message of runs to
 //! the owner, which carries as many as fit: `rma/remote.rs`), and the event stands for
-//! all of them. Local
-//! completion always happens before return (the conduit reads a put's source during
-//! the call), so with [`Flags::ENABLE_LEAF_LC`] the leaf event of an NB put
-//! ([`Event::query_leaf`]) is invalid and an NBI put adds nothing to
-//! [`EventCategory::LC`](crate::EventCategory::LC). [`Flags::IMMEDIATE`] is accepted
+//! all of them. With [`Flags::ENABLE_LEAF_LC`] local completion happens before return
+//! (the conduit reads a put's source during the call: it copies it, or waits for it to
+//! be read), so the leaf event of an NB put ([`Event::query_leaf`]) is invalid and an
+//! NBI put adds nothing to [`EventCategory::LC`](crate::EventCategory::LC). Without it,
+//! the caller of an NB or NBI put keeps its sources until the operation completes, and
+//! the conduit reads the runs it takes (not those in messages, which are copies) until
+//! then, without copying them or waiting. [`Flags::IMMEDIATE`] is accepted
 //! and never taken: a run the conduit leaves to messages (see `rma/remote.rs`) waits
 //! for room to send, as the conduit's own transfers wait for theirs.
 //!
@@ -224,14 +226,24 @@ pub(crate) struct Mover<'t> {
     /// The small runs to a segment not mapped here that the conduit leaves to
     /// messages, gathered into messages of runs.
     runs: Option<Runs>,
+    /// The caller keeps a put's sources until the operation completes ([`held`]), so
+    /// the conduit may read them until then.
+    held: bool,
+}
+
+/// Whether a VIS call's caller keeps its put's sources until the operation completes:
+/// an NB or NBI put without [`Flags::ENABLE_LEAF_LC`] (whose contract says so).
+fn held(dir: Dir, form: Form, flags: Flags) -> bool {
+    dir == Dir::Put && form != Form::Blocking && !flags.contains(Flags::ENABLE_LEAF_LC)
 }
 
 impl<'t> Mover<'t> {
-    fn new(target: &'t Target) -> Mover<'t> {
+    fn new(target: &'t Target, dir: Dir, form: Form, flags: Flags) -> Mover<'t> {
         Mover {
             target,
             pending: Vec::new(),
             runs: None,
+            held: held(dir, form, flags),
         }
     }
 
@@ -251,7 +263,8 @@ impl<'t> Mover<'t> {
     /// Puts `len` bytes from `src` to the checked remote `addr`.
     ///
     /// # Safety
-    /// `src` must be valid for `len` bytes of reads.
+    /// `src` must be valid for `len` bytes of reads, until the operation completes when
+    /// the put is [`held`].
     #[inline]
     unsafe fn put(&mut self, addr: usize, src: *const u8, len: usize) {
         match self.target.local(addr) {
@@ -268,7 +281,13 @@ impl<'t> Mover<'t> {
                     }
                     return;
                 }
-                let c = crate::rma::remote::put(t.rt, t.call, t.job, addr, bytes, false);
+                let c = match self.held {
+                    // SAFETY: the caller's contract.
+                    true => unsafe {
+                        crate::rma::remote::put_held(t.rt, t.call, t.job, addr, bytes)
+                    },
+                    false => crate::rma::remote::put(t.rt, t.call, t.job, addr, bytes, false),
+                };
                 self.pending(c.expect("the range was checked before any byte moved"));
             }
         }

@@ -84,7 +84,7 @@ fn run(
     let peer = peer::take(call, dir);
     let runs = remote.entries() + local_entries;
     super::reported(target.job, dir, remote.kind(), runs, remote_bytes, || {
-        let mut mover = Mover::new(&target);
+        let mut mover = Mover::new(&target, dir, form, flags);
         let pairs = match remote {
             // One local piece per entry, of its length (`check_uniform` and the equal
             // totals make it so): a copy per pair, with no stream to cut.

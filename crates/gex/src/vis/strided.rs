@@ -43,7 +43,7 @@ impl Strided<'_> {
             if let Some(armed) = peer {
                 let target = Target::new(call, team, self.rank);
                 return reported(target.job, dir, 0, 0, || {
-                    Mover::new(&target).finish(dir, form, Some(armed))
+                    Mover::new(&target, dir, form, flags).finish(dir, form, Some(armed))
                 });
             }
             let shown = match self.rank < team.size() {
@@ -63,7 +63,7 @@ impl Strided<'_> {
         reported(target.job, dir, shape.elems, shape.bytes, || {
             // SAFETY: `local_base` is inside the slice (`check_local`).
             let base = unsafe { local.add(self.local_base) };
-            let mut mover = Mover::new(&target);
+            let mut mover = Mover::new(&target, dir, form, flags);
             // SAFETY: both extents were checked: the local one against the slice, the
             // remote one against the segment, which `target.local` maps here.
             unsafe { transfer(&shape, dir, base, self.remote, &target, &mut mover) };
