@@ -27,10 +27,11 @@
 //! says so by creating FILE.ready, and stays out until FILE exists; rank 0 starts its
 //! `rget` and `rget_vec`s (of the tags, and of the bulk words, which it also gets by
 //! `rget_into_vec` and `rget_into_raw`) from that rank, and an
-//! `rput_slice` of [`BULK`] words into that rank's landing area, and an `rput_vec` and
-//! an `rput_raw` of [`LARGE`] words each (more than the conduit copies for a put that
-//! must finish reading its source before it returns) into landing areas of their
-//! own, once FILE.ready exists
+//! `rput_slice` of [`BULK`] words into that rank's landing area, and an `rput_vec`, an
+//! `rput_raw` and an `rput_irregular_lent` of [`LARGE`] words each (more than the
+//! conduit copies for a put that must finish reading its source before it returns)
+//! into landing areas of their own, and an `rget_irregular_lent` of the bulk words,
+//! once FILE.ready exists
 //! (polling meanwhile), and creates FILE once they have returned. A transfer that
 //! waited inside the call for the far rank's progress (with Open MPI's `osc pt2pt`,
 //! every transfer through the window does) would wait for progress that never comes:
@@ -43,15 +44,15 @@ use std::time::{Duration, Instant};
 
 use upcxx::{
     barrier, local_team, local_team_contains, rank_me, rank_n, rget, rget_into_raw, rget_into_vec,
-    rget_vec, rput, rput_raw, rput_slice, rput_vec, when_all, AtomicDomain, AtomicOp, DistObject,
-    GlobalPtr, Rank,
+    rget_irregular_lent, rget_vec, rput, rput_irregular_lent, rput_raw, rput_slice, rput_vec,
+    when_all, AtomicDomain, AtomicOp, DistObject, GlobalPtr, Rank,
 };
 
 /// Rounds of atomics per rank and owner.
 const ROUNDS: u64 = 100;
 /// Words of each rank's array: the counter, then one tag slot per rank, then the bulk
 /// words (at `TAGS + rank_n()`), then the landing areas of `rma-overlap`'s puts
-/// ([`BULK`] more words, then twice [`LARGE`]).
+/// ([`BULK`] more words, then three times [`LARGE`]).
 const COUNTER: usize = 0;
 const TAGS: usize = 1;
 /// Bulk words per rank: 8 KiB, more than the mpi conduit sends as messages (3 KiB).
@@ -85,7 +86,7 @@ fn large(put: u64) -> Vec<u64> {
 fn main() {
     upcxx::init();
     let (me, n) = (rank_me(), rank_n());
-    let mine: GlobalPtr<u64> = upcxx::new_array(TAGS + n as usize + 2 * BULK + 2 * LARGE);
+    let mine: GlobalPtr<u64> = upcxx::new_array(TAGS + n as usize + 2 * BULK + 3 * LARGE);
     // SAFETY: the bulk words of this rank's own array, which no other rank accesses
     // before the barrier below.
     let words =
@@ -275,10 +276,24 @@ fn rma_overlap(all: &[GlobalPtr<u64>], file: &Path) -> u32 {
         let from = large(2);
         // SAFETY: `from` is neither written nor dropped before `raw_put` is ready.
         let raw_put = unsafe { rput_raw(from.as_ptr(), LARGE, large_at.add(LARGE)) };
+        // The non-contiguous calls' lent forms, one run each.
+        let vis_from = large(3);
+        let mut vis_back = vec![0u64; BULK];
+        // SAFETY: `vis_from` and `vis_back` are left alone until the futures are ready.
+        let (vis_put, vis_got) = unsafe {
+            (
+                rput_irregular_lent([&vis_from[..]], [(large_at.add(2 * LARGE), LARGE)]),
+                rget_irregular_lent([(gp.add(n as usize), BULK)], [&mut vis_back[..]]),
+            )
+        };
         std::fs::write(file, b"returned").expect("rma-overlap: cannot create FILE");
         let (one, row, words, lent) = when_all((one, row, words, lent, pointed, landed)).wait();
-        let given_back = when_all((lent_put, raw_put)).wait();
-        drop(from);
+        let given_back = when_all((lent_put, raw_put, vis_put, vis_got)).wait();
+        drop((from, vis_from));
+        if vis_back != bulk(far) {
+            eprintln!("upcxx_hosts: rank 0: rget_irregular_lent read wrong words");
+            bad += 1;
+        }
         if given_back != large(1) {
             eprintln!("upcxx_hosts: rank 0: rput_vec gave back another vector");
             bad += 1;
@@ -315,10 +330,13 @@ fn rma_overlap(all: &[GlobalPtr<u64>], file: &Path) -> u32 {
         let large_landed = unsafe {
             std::slice::from_raw_parts(
                 all[me as usize].add(TAGS + n as usize + 2 * BULK).local(),
-                2 * LARGE,
+                3 * LARGE,
             )
         };
-        if large_landed[..LARGE] != large(1) || large_landed[LARGE..] != large(2) {
+        if large_landed[..LARGE] != large(1)
+            || large_landed[LARGE..2 * LARGE] != large(2)
+            || large_landed[2 * LARGE..] != large(3)
+        {
             eprintln!("upcxx_hosts: rank {me}: rank 0's large puts did not land");
             bad += 1;
         }

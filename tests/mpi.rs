@@ -487,8 +487,9 @@ fn upcxx_programs_run_across_hosts() {
     );
 }
 
-/// UPC++ spec §8.2.1-2: `rget`, `rget_vec`, `rget_into_vec` and `rget_into_raw` from,
-/// and `rput_slice`, `rput_vec` and `rput_raw` to, a rank on another host return before
+/// UPC++ spec §8.2.1-2 and ch. 15: `rget`, `rget_vec`, `rget_into_vec`, `rget_into_raw`
+/// and `rget_irregular_lent` from, and `rput_slice`, `rput_vec`, `rput_raw` and
+/// `rput_irregular_lent` to, a rank on another host return before
 /// they complete; they complete in progress (`upcxx_hosts rma-overlap`, whose far rank
 /// leaves the library before rank 0 starts its transfers and stays out until they have
 /// returned). Small gets travel as messages, large gets and the puts (8 KiB, and 128

@@ -104,9 +104,12 @@ pub use serialization::{by_ref, make_seq_view, make_view, ByRef, SeqView, Trivia
 pub use team::{local_team, local_team_contains, world, EntryBarrier, Team, TeamId, COLOR_NONE};
 pub use team::{rpc_ff_in, rpc_ff_in_with, rpc_in, rpc_in_with};
 pub use vis::{
-    rget_irregular, rget_irregular_with, rget_regular, rget_regular_with, rget_strided,
-    rget_strided_with, rput_irregular, rput_irregular_with, rput_regular, rput_regular_with,
-    rput_strided, rput_strided_with,
+    rget_irregular, rget_irregular_lent, rget_irregular_lent_with, rget_irregular_with,
+    rget_regular, rget_regular_lent, rget_regular_lent_with, rget_regular_with, rget_strided,
+    rget_strided_lent, rget_strided_lent_with, rget_strided_with, rput_irregular,
+    rput_irregular_lent, rput_irregular_lent_with, rput_irregular_with, rput_regular,
+    rput_regular_lent, rput_regular_lent_with, rput_regular_with, rput_strided, rput_strided_lent,
+    rput_strided_lent_with, rput_strided_with,
 };
 
 /// Drives a `std::future::Future` to completion on this thread, making user-level

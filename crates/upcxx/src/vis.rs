@@ -60,7 +60,8 @@
 //! `rput` and `rget_into` (see [`crate::rma`]), a put is locally complete when the call
 //! returns (source completion at initiation; the put asks for its local-completion
 //! leaf and waits for it), and a get, whose destinations the caller lends, is complete
-//! when it returns. Notifications then follow
+//! when it returns. The `_lent` forms (`lent.rs`) lend their local runs beyond the
+//! call instead, and may return with the transfer in flight. Notifications then follow
 //! [`crate::rma`]'s path (`finish_put`): queued for this thread's next user-level
 //! progress, a remote RPC sent once the data are at the target.
 //!
@@ -82,10 +83,16 @@
 //! `gex` operation inside is not reported.
 
 mod irregular;
+mod lent;
 mod regular;
 mod strided;
 
 pub use irregular::{rget_irregular, rget_irregular_with, rput_irregular, rput_irregular_with};
+pub use lent::{
+    rget_irregular_lent, rget_irregular_lent_with, rget_regular_lent, rget_regular_lent_with,
+    rget_strided_lent, rget_strided_lent_with, rput_irregular_lent, rput_irregular_lent_with,
+    rput_regular_lent, rput_regular_lent_with, rput_strided_lent, rput_strided_lent_with,
+};
 pub use regular::{rget_regular, rget_regular_with, rput_regular, rput_regular_with};
 pub use strided::{rget_strided, rget_strided_with, rput_strided, rput_strided_with};
 
@@ -131,6 +138,12 @@ put_events!(RputRegular, "rput_regular", "§15.2.4 ¶10");
 get_events!(RgetRegular, "rget_regular", "§15.2.5 ¶10");
 put_events!(RputStrided, "rput_strided", "§15.2.6 ¶10–12");
 get_events!(RgetStrided, "rget_strided", "§15.2.7 ¶8");
+put_events!(RputIrregularLent, "rput_irregular_lent", "§15.2.2 ¶15");
+get_events!(RgetIrregularLent, "rget_irregular_lent", "§15.2.3 ¶15");
+put_events!(RputRegularLent, "rput_regular_lent", "§15.2.4 ¶10");
+get_events!(RgetRegularLent, "rget_regular_lent", "§15.2.5 ¶10");
+put_events!(RputStridedLent, "rput_strided_lent", "§15.2.6 ¶10–12");
+get_events!(RgetStridedLent, "rget_strided_lent", "§15.2.7 ¶8");
 
 /// The length of a run: any primitive integer type (§15.2.2 ¶11, "size_t with other
 /// primitive integral types"). A negative length is refused.
@@ -245,20 +258,52 @@ fn reported_put(
     event
 }
 
-/// Runs `op` (a blocking `gex` get) inside the call's GASP interval.
+/// Runs `op` (the `gex` get, returning its event) inside the call's GASP interval.
 #[track_caller]
-fn reported_get(rank: Rank, kind: Kind, runs: usize, bytes: usize, op: impl FnOnce()) {
+fn reported_get(
+    rank: Rank,
+    kind: Kind,
+    runs: usize,
+    bytes: usize,
+    op: impl FnOnce() -> gex::Event,
+) -> gex::Event {
     let shape = kind as i32;
     let span = gasp::span!(GASP_UPCXX_VIS_GET, rank, shape, runs, bytes);
-    op();
-    let handle = crate::reported::nb_handle(&gex::Event::invalid());
+    let event = op();
+    let handle = crate::reported::nb_handle(&event);
     gasp::end!(span, rank, shape, runs, bytes, handle);
+    event
 }
 
-/// Waits for the local completion of a put started with `Flags::ENABLE_LEAF_LC`, so
-/// that source completion happens at initiation, and returns its operation event.
-fn locally_complete(started: Result<gex::Event, gex::NoOp>) -> gex::Event {
+/// How long a call lends its local runs to its transfer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Lend {
+    /// For the call only: a put has read them, and a get filled them, when it returns.
+    Call,
+    /// Until the completions say so (the calls of `lent.rs`).
+    Beyond,
+}
+
+impl Lend {
+    /// The flags of a put: with [`Lend::Call`], the leaf of its local completion, which
+    /// [`put_started`] waits for; with [`Lend::Beyond`], none, so that `gex` may read the
+    /// runs until the operation completes (neither copying them nor waiting for them to
+    /// be read), which is then the put's source completion too.
+    fn put_flags(self) -> gex::Flags {
+        match self {
+            Lend::Call => gex::Flags::ENABLE_LEAF_LC,
+            Lend::Beyond => gex::Flags::NONE,
+        }
+    }
+}
+
+/// The operation event of a put started with [`Lend::put_flags`]; with [`Lend::Call`],
+/// once its local completion has happened, so that source completion happens at
+/// initiation.
+fn put_started(lend: Lend, started: Result<gex::Event, gex::NoOp>) -> gex::Event {
     let event = started.unwrap_or_else(|_| unreachable!("gex returns NoOp only for IMMEDIATE"));
-    event.query_leaf(gex::EventCategory::LC).wait();
+    if lend == Lend::Call {
+        event.query_leaf(gex::EventCategory::LC).wait();
+    }
     event
 }

@@ -2,7 +2,7 @@
 //! strided puts and gets of 0 to 3 dimensions, translational and transposing
 //! (§15.2.6–7); irregular and regular puts and gets over iterators of several kinds
 //! (§15.2.1–5), with zero counts; every completion kind of ch. 7 each call provides;
-//! bad input.
+//! bad input; the same calls with local runs lent beyond the call (the `_lent` forms).
 mod common;
 use common::{all_gather, panic_text};
 
@@ -437,4 +437,167 @@ fn bad_input_fails_naming_the_call() {
         delete_array(mine);
         upcxx::finalize();
     });
+}
+
+/// Ch. 15's calls with local runs lent beyond the call (`vis/lent.rs`): every shape put
+/// to and got from every rank, all in flight together (runs of a few words, which
+/// travel in messages between hosts, and one of 4.8 KiB, which takes the window), with
+/// source completion before the source is overwritten, futures and a promise; then
+/// their errors, which leave nothing in flight.
+#[test]
+fn lent_runs_land_by_their_completions() {
+    const BLOCK: usize = 12;
+    const LONG: usize = 600;
+    // A region per writer in every rank's array: a BLOCK×BLOCK block, then LONG words,
+    // then 4 runs of 5 words 8 apart.
+    const REGION: usize = BLOCK * BLOCK + LONG + 32;
+    fn value(from: usize, to: usize, i: usize) -> u64 {
+        0x1e_0000_0000 | (from as u64) << 24 | (to as u64) << 16 | i as u64
+    }
+    for ranks in [1, 2, 3, 5] {
+        gex::testing::spmd(ranks, || {
+            upcxx::init();
+            let (me, n) = (rank_me() as usize, rank_n() as usize);
+            let mine: GlobalPtr<u64> = new_array(n * REGION);
+            let all = all_gather(&mine);
+            let region = |r: usize| all[r].add(me * REGION);
+            // Every source for every target, kept until its source completion.
+            let mut blocks: Vec<Vec<u64>> = (0..n)
+                .map(|r| (0..BLOCK * BLOCK).map(|i| value(me, r, i)).collect())
+                .collect();
+            let longs: Vec<Vec<u64>> = (0..n)
+                .map(|r| (0..LONG).map(|i| value(me, r, 1000 + i)).collect())
+                .collect();
+            let shorts: Vec<Vec<u64>> = (0..n)
+                .map(|r| (0..20).map(|i| value(me, r, 2000 + i)).collect())
+                .collect();
+            let mut sent = Vec::new();
+            let mut done = Vec::new();
+            for r in 0..n {
+                // SAFETY: the sources are neither written nor dropped before their
+                // source futures are ready.
+                let (s, d) = unsafe {
+                    upcxx::rput_strided_lent_with::<2, u64, _>(
+                        &blocks[r],
+                        0,
+                        [8, 8 * BLOCK as isize],
+                        region(r),
+                        [8 * BLOCK as isize, 8],
+                        [BLOCK, BLOCK],
+                        source_cx::as_future() | operation_cx::as_future(),
+                    )
+                };
+                sent.push(s);
+                done.push(d);
+                // SAFETY: as above.
+                done.push(unsafe {
+                    upcxx::rput_irregular_lent(
+                        [&longs[r][..]],
+                        [(region(r).add(BLOCK * BLOCK), LONG)],
+                    )
+                });
+                let starts = (0..4).map(|k| region(r).add(BLOCK * BLOCK + LONG + 8 * k));
+                // SAFETY: as above.
+                done.push(unsafe { upcxx::rput_regular_lent(shorts[r].chunks(10), 10, starts, 5) });
+            }
+            upcxx::when_all(sent).wait();
+            for b in &mut blocks {
+                b.fill(0);
+            }
+            upcxx::when_all(done).wait();
+            drop((longs, shorts));
+            upcxx::barrier();
+
+            // Back from every rank, through every shape, into buffers lent beyond the calls.
+            let mut block_back = vec![vec![0u64; BLOCK * BLOCK]; n];
+            let mut long_back = vec![vec![0u64; LONG]; n];
+            let mut short_back = vec![vec![0u64; 20]; n];
+            let all_back = Promise::<()>::new();
+            let mut got = Vec::new();
+            for (r, ((b, l), s)) in block_back
+                .iter_mut()
+                .zip(long_back.iter_mut())
+                .zip(short_back.iter_mut())
+                .enumerate()
+            {
+                let theirs = all[r].add(me * REGION);
+                // SAFETY: the buffers are left alone until their futures are ready, or
+                // the promise is.
+                unsafe {
+                    got.push(upcxx::rget_strided_lent::<2, u64>(
+                        theirs,
+                        [8 * BLOCK as isize, 8],
+                        b,
+                        0,
+                        [8, 8 * BLOCK as isize],
+                        [BLOCK, BLOCK],
+                    ));
+                    got.push(upcxx::rget_irregular_lent(
+                        [(theirs.add(BLOCK * BLOCK), LONG)],
+                        [&mut l[..]],
+                    ));
+                    let starts = (0..4).map(|k| theirs.add(BLOCK * BLOCK + LONG + 8 * k));
+                    let () = upcxx::rget_regular_lent_with(
+                        starts,
+                        5,
+                        s.chunks_mut(4),
+                        4,
+                        operation_cx::as_promise(&all_back),
+                    );
+                }
+            }
+            upcxx::when_all(got).wait();
+            all_back.finalize().wait();
+            for r in 0..n {
+                let want: Vec<u64> = (0..BLOCK * BLOCK).map(|i| value(me, r, i)).collect();
+                assert_eq!(block_back[r], want, "the block this rank put at rank {r}");
+                let want: Vec<u64> = (0..LONG).map(|i| value(me, r, 1000 + i)).collect();
+                assert_eq!(long_back[r], want, "the long run this rank put at rank {r}");
+                let want: Vec<u64> = (0..20).map(|i| value(me, r, 2000 + i)).collect();
+                assert_eq!(
+                    short_back[r], want,
+                    "the short runs this rank put at rank {r}"
+                );
+            }
+            // Errors name the call, and a promise already ready leaves nothing in flight.
+            let src = [7u64; 4];
+            let mut dst = [0u64; 4];
+            let msg = panic_text(|| {
+                // SAFETY: the call fails before it starts.
+                drop(unsafe { upcxx::rput_strided_lent(&src, 0, [4], all[0], [8], [2]) })
+            });
+            assert!(
+                msg.contains("upcxx::rput_strided_lent: the stride of 4 bytes"),
+                "{msg}"
+            );
+            let null = GlobalPtr::<u64>::null();
+            let msg = panic_text(|| {
+                // SAFETY: as above.
+                drop(unsafe { upcxx::rget_irregular_lent([(null, 2usize)], [&mut dst[..2]]) })
+            });
+            assert!(
+                msg.contains("upcxx::rget_irregular_lent: a run of the remote sequence starts"),
+                "{msg}"
+            );
+            let ready = Promise::<()>::new();
+            ready.fulfill_result(());
+            // SAFETY: the call fails before it starts.
+            let msg = panic_text(|| unsafe {
+                upcxx::rget_strided_lent_with::<1, u64, _>(
+                    all[n - 1],
+                    [8],
+                    &mut dst,
+                    0,
+                    [8],
+                    [4],
+                    operation_cx::as_promise(&ready),
+                )
+            });
+            assert!(msg.contains("already ready"), "{msg}");
+            assert!(!upcxx::progress_required());
+            upcxx::barrier();
+            delete_array(mine);
+            upcxx::finalize();
+        });
+    }
 }

@@ -4,13 +4,13 @@
 use bytemuck::{NoUninit, Pod};
 
 use super::{
-    bytes_of, check_totals, locally_complete, reported_get, reported_put, Affinity, Kind,
+    bytes_of, check_totals, put_started, reported_get, reported_put, Affinity, Kind, Lend,
     RemoteRun, RgetIrregular, RputIrregular,
 };
 use crate::completion::{self, operation_cx, Completions, FutureList, Returned};
 use crate::future::Future;
 use crate::rma::finish_put;
-use crate::runtime::state::rt;
+use crate::runtime::state::{rt, Rank};
 
 /// The remote runs of an irregular call as `gex` ranges, their total in elements, and
 /// their target.
@@ -86,27 +86,51 @@ where
             "rput_irregular needs an operation_cx or remote_cx request (UPC++ spec §7.2.1)"
         )
     };
-    let rt = rt(CALL);
+    // SAFETY: lent for the call only.
+    let (rank, event) = unsafe { put(CALL, src_runs, dest_runs, Lend::Call) };
+    finish_put(cxs, rank, event)
+}
+
+/// Starts the put of an irregular call: its target and operation event (see
+/// [`Lend::put_flags`]).
+///
+/// # Safety
+/// With [`Lend::Beyond`], the memory of the source runs must stay valid, and unwritten,
+/// until the put's operation completes.
+#[track_caller]
+pub(super) unsafe fn put<T, S, D>(
+    call: &str,
+    src_runs: S,
+    dest_runs: D,
+    lend: Lend,
+) -> (Rank, gex::Event)
+where
+    T: NoUninit,
+    S: IntoIterator,
+    S::Item: AsRef<[T]>,
+    D: IntoIterator,
+    D::Item: RemoteRun<T>,
+{
+    let rt = rt(call);
     let src: Vec<S::Item> = src_runs.into_iter().collect();
     let pieces: Vec<&[u8]> = src
         .iter()
         .map(|s| bytemuck::cast_slice(s.as_ref()))
         .collect();
     let src_total: usize = src.iter().map(|s| s.as_ref().len()).sum();
-    let (dst, dst_total, affinity) = remote_runs::<T, _>(CALL, dest_runs);
-    check_totals(CALL, src_total, dst_total);
-    let rank = affinity.rank(CALL);
+    let (dst, dst_total, affinity) = remote_runs::<T, _>(call, dest_runs);
+    check_totals(call, src_total, dst_total);
+    let rank = affinity.rank(call);
     let runs = pieces.len() + dst.len();
-    let bytes = bytes_of::<T>(CALL, src_total);
+    let bytes = bytes_of::<T>(call, src_total);
     let event = reported_put(rank, Kind::Irregular, runs, bytes, || {
-        // SAFETY: the put is locally complete when `locally_complete` returns, within
-        // the borrow of `pieces`.
-        locally_complete(unsafe {
-            rt.team
-                .vector_put_nb(rank, &dst, &pieces, gex::Flags::ENABLE_LEAF_LC)
+        // SAFETY: with `Lend::Call` the put is locally complete when `put_started`
+        // returns, within the borrow of `pieces`; else the caller's obligation.
+        put_started(lend, unsafe {
+            rt.team.vector_put_nb(rank, &dst, &pieces, lend.put_flags())
         })
     });
-    finish_put(cxs, rank, event)
+    (rank, event)
 }
 
 /// Gets `src_runs` (`(GlobalPtr<T>, n)` pairs) into `dest_runs` (local `&mut` slices)
@@ -153,23 +177,56 @@ where
             "rget_irregular needs an operation_cx request (UPC++ spec §7.2.1)"
         )
     };
-    let rt = rt(CALL);
-    let (src, src_total, affinity) = remote_runs::<T, _>(CALL, src_runs);
+    // SAFETY: lent for the call only.
+    let (rank, _complete) = unsafe { get(CALL, src_runs, dest_runs, Lend::Call) };
+    cxs.completed_at_initiation(rank, ()).into_return()
+}
+
+/// Starts the get of an irregular call: its target and event (invalid with
+/// [`Lend::Call`]: the get is complete).
+///
+/// # Safety
+/// With [`Lend::Beyond`], the memory of the destination runs must stay valid, and
+/// untouched, until the get's completion.
+#[track_caller]
+pub(super) unsafe fn get<T, S, D>(
+    call: &str,
+    src_runs: S,
+    dest_runs: D,
+    lend: Lend,
+) -> (Rank, gex::Event)
+where
+    T: Pod,
+    S: IntoIterator,
+    S::Item: RemoteRun<T>,
+    D: IntoIterator,
+    D::Item: AsMut<[T]>,
+{
+    let rt = rt(call);
+    let (src, src_total, affinity) = remote_runs::<T, _>(call, src_runs);
     let mut dest: Vec<D::Item> = dest_runs.into_iter().collect();
     let dest_total: usize = dest.iter_mut().map(|d| d.as_mut().len()).sum();
-    check_totals(CALL, src_total, dest_total);
-    let rank = affinity.rank(CALL);
+    check_totals(call, src_total, dest_total);
+    let rank = affinity.rank(call);
     let runs = src.len() + dest.len();
     let mut pieces: Vec<&mut [u8]> = dest
         .iter_mut()
         .map(|d| bytemuck::cast_slice_mut(d.as_mut()))
         .collect();
-    let bytes = bytes_of::<T>(CALL, src_total);
-    reported_get(rank, Kind::Irregular, runs, bytes, || {
-        let got = rt
-            .team
-            .vector_get_blocking(&mut pieces, rank, &src, gex::Flags::NONE);
-        got.unwrap_or_else(|_| unreachable!("gex returns NoOp only for IMMEDIATE"));
+    let bytes = bytes_of::<T>(call, src_total);
+    let event = reported_get(rank, Kind::Irregular, runs, bytes, || {
+        let started = match lend {
+            Lend::Call => rt
+                .team
+                .vector_get_blocking(&mut pieces, rank, &src, gex::Flags::NONE)
+                .map(|()| gex::Event::invalid()),
+            // SAFETY: the caller's obligation.
+            Lend::Beyond => unsafe {
+                rt.team
+                    .vector_get_nb(&mut pieces, rank, &src, gex::Flags::NONE)
+            },
+        };
+        started.unwrap_or_else(|_| unreachable!("gex returns NoOp only for IMMEDIATE"))
     });
-    cxs.completed_at_initiation(rank, ()).into_return()
+    (rank, event)
 }

@@ -4,14 +4,14 @@
 use bytemuck::{NoUninit, Pod};
 
 use super::{
-    bytes_of, check_totals, locally_complete, reported_get, reported_put, Affinity, Kind,
+    bytes_of, check_totals, put_started, reported_get, reported_put, Affinity, Kind, Lend,
     RgetRegular, RputRegular,
 };
 use crate::completion::{self, operation_cx, Completions, FutureList, Returned};
 use crate::future::Future;
 use crate::global_ptr::GlobalPtr;
 use crate::rma::finish_put;
-use crate::runtime::state::rt;
+use crate::runtime::state::{rt, Rank};
 
 /// The remote runs of a regular call: their owner-space addresses, total and target.
 #[track_caller]
@@ -107,9 +107,44 @@ where
             "rput_regular needs an operation_cx or remote_cx request (UPC++ spec §7.2.1)"
         )
     };
-    let rt = rt(CALL);
+    // SAFETY: lent for the call only.
+    let (rank, event) = unsafe {
+        put(
+            CALL,
+            src_runs,
+            src_run_length,
+            dest_runs,
+            dest_run_length,
+            Lend::Call,
+        )
+    };
+    finish_put(cxs, rank, event)
+}
+
+/// Starts the put of a regular call: its target and operation event (see
+/// [`Lend::put_flags`]).
+///
+/// # Safety
+/// With [`Lend::Beyond`], the memory of the source runs must stay valid, and unwritten,
+/// until the put's operation completes.
+#[track_caller]
+pub(super) unsafe fn put<T, S, D>(
+    call: &str,
+    src_runs: S,
+    src_run_length: usize,
+    dest_runs: D,
+    dest_run_length: usize,
+    lend: Lend,
+) -> (Rank, gex::Event)
+where
+    T: NoUninit,
+    S: IntoIterator,
+    S::Item: AsRef<[T]>,
+    D: IntoIterator<Item = GlobalPtr<T>>,
+{
+    let rt = rt(call);
     let src: Vec<S::Item> = src_runs.into_iter().collect();
-    check_run_lengths(CALL, src.iter().map(|s| s.as_ref().len()), src_run_length);
+    check_run_lengths(call, src.iter().map(|s| s.as_ref().len()), src_run_length);
     let pieces: Vec<&[u8]> = src
         .iter()
         .map(|s| bytemuck::cast_slice(s.as_ref()))
@@ -117,23 +152,24 @@ where
     let src_total = src
         .len()
         .checked_mul(src_run_length)
-        .unwrap_or_else(|| panic!("upcxx::{CALL}: the source runs' total overflows"));
-    let (dst, dst_total, affinity) = remote_starts(CALL, dest_runs, dest_run_length);
-    check_totals(CALL, src_total, dst_total);
-    let rank = affinity.rank(CALL);
+        .unwrap_or_else(|| panic!("upcxx::{call}: the source runs' total overflows"));
+    let (dst, dst_total, affinity) = remote_starts(call, dest_runs, dest_run_length);
+    check_totals(call, src_total, dst_total);
+    let rank = affinity.rank(call);
     let runs = pieces.len() + dst.len();
     let (bytes, run_bytes) = (
-        bytes_of::<T>(CALL, src_total),
-        bytes_of::<T>(CALL, dest_run_length),
+        bytes_of::<T>(call, src_total),
+        bytes_of::<T>(call, dest_run_length),
     );
     let event = reported_put(rank, Kind::Regular, runs, bytes, || {
-        // SAFETY: as in `rput_irregular_with` (`irregular.rs`).
-        locally_complete(unsafe {
+        // SAFETY: with `Lend::Call` the put is locally complete when `put_started`
+        // returns, within the borrow of `pieces`; else the caller's obligation.
+        put_started(lend, unsafe {
             rt.team
-                .indexed_put_nb(rank, &dst, run_bytes, &pieces, gex::Flags::ENABLE_LEAF_LC)
+                .indexed_put_nb(rank, &dst, run_bytes, &pieces, lend.put_flags())
         })
     });
-    finish_put(cxs, rank, event)
+    (rank, event)
 }
 
 /// Gets `src_runs` (global pointers to runs of `src_run_length` elements) into
@@ -191,34 +227,77 @@ where
             "rget_regular needs an operation_cx request (UPC++ spec §7.2.1)"
         )
     };
-    let rt = rt(CALL);
-    let (src, src_total, affinity) = remote_starts(CALL, src_runs, src_run_length);
+    // SAFETY: lent for the call only.
+    let (rank, _complete) = unsafe {
+        get(
+            CALL,
+            src_runs,
+            src_run_length,
+            dest_runs,
+            dest_run_length,
+            Lend::Call,
+        )
+    };
+    cxs.completed_at_initiation(rank, ()).into_return()
+}
+
+/// Starts the get of a regular call: its target and event (invalid with [`Lend::Call`]:
+/// the get is complete).
+///
+/// # Safety
+/// With [`Lend::Beyond`], the memory of the destination runs must stay valid, and
+/// untouched, until the get's completion.
+#[track_caller]
+pub(super) unsafe fn get<T, S, D>(
+    call: &str,
+    src_runs: S,
+    src_run_length: usize,
+    dest_runs: D,
+    dest_run_length: usize,
+    lend: Lend,
+) -> (Rank, gex::Event)
+where
+    T: Pod,
+    S: IntoIterator<Item = GlobalPtr<T>>,
+    D: IntoIterator,
+    D::Item: AsMut<[T]>,
+{
+    let rt = rt(call);
+    let (src, src_total, affinity) = remote_starts(call, src_runs, src_run_length);
     let mut dest: Vec<D::Item> = dest_runs.into_iter().collect();
     check_run_lengths(
-        CALL,
+        call,
         dest.iter_mut().map(|d| d.as_mut().len()),
         dest_run_length,
     );
     let dest_total = dest
         .len()
         .checked_mul(dest_run_length)
-        .unwrap_or_else(|| panic!("upcxx::{CALL}: the destination runs' total overflows"));
-    check_totals(CALL, src_total, dest_total);
-    let rank = affinity.rank(CALL);
+        .unwrap_or_else(|| panic!("upcxx::{call}: the destination runs' total overflows"));
+    check_totals(call, src_total, dest_total);
+    let rank = affinity.rank(call);
     let runs = src.len() + dest.len();
     let mut pieces: Vec<&mut [u8]> = dest
         .iter_mut()
         .map(|d| bytemuck::cast_slice_mut(d.as_mut()))
         .collect();
     let (bytes, run_bytes) = (
-        bytes_of::<T>(CALL, src_total),
-        bytes_of::<T>(CALL, src_run_length),
+        bytes_of::<T>(call, src_total),
+        bytes_of::<T>(call, src_run_length),
     );
-    reported_get(rank, Kind::Regular, runs, bytes, || {
-        let got =
-            rt.team
-                .indexed_get_blocking(&mut pieces, rank, &src, run_bytes, gex::Flags::NONE);
-        got.unwrap_or_else(|_| unreachable!("gex returns NoOp only for IMMEDIATE"));
+    let event = reported_get(rank, Kind::Regular, runs, bytes, || {
+        let started = match lend {
+            Lend::Call => rt
+                .team
+                .indexed_get_blocking(&mut pieces, rank, &src, run_bytes, gex::Flags::NONE)
+                .map(|()| gex::Event::invalid()),
+            // SAFETY: the caller's obligation.
+            Lend::Beyond => unsafe {
+                rt.team
+                    .indexed_get_nb(&mut pieces, rank, &src, run_bytes, gex::Flags::NONE)
+            },
+        };
+        started.unwrap_or_else(|_| unreachable!("gex returns NoOp only for IMMEDIATE"))
     });
-    cxs.completed_at_initiation(rank, ()).into_return()
+    (rank, event)
 }

@@ -3,12 +3,12 @@
 
 use bytemuck::{NoUninit, Pod};
 
-use super::{locally_complete, reported_get, reported_put, Kind, RgetStrided, RputStrided};
+use super::{put_started, reported_get, reported_put, Kind, Lend, RgetStrided, RputStrided};
 use crate::completion::{self, operation_cx, Completions, FutureList, Returned};
 use crate::future::Future;
 use crate::global_ptr::GlobalPtr;
 use crate::rma::{finish_put, target};
-use crate::runtime::state::rt;
+use crate::runtime::state::{rt, Rank};
 
 /// Panics naming `call` if a stride is not a multiple of `T`'s alignment (every
 /// address of the shape must be a `T`'s, §15.2.6 ¶2 and ¶4).
@@ -93,11 +93,45 @@ pub fn rput_strided_with<const DIM: usize, T: NoUninit, C: Completions<RputStrid
             "rput_strided needs an operation_cx or remote_cx request (UPC++ spec §7.2.1)"
         )
     };
-    let rt = rt(CALL);
-    check_strides::<T>(CALL, &src_strides);
-    check_strides::<T>(CALL, &dest_strides);
-    let (rank, addr) = target(CALL, dest_base);
-    let base = base_offset::<T>(CALL, src_base);
+    // SAFETY: lent for the call only.
+    let (rank, event) = unsafe {
+        put(
+            CALL,
+            src,
+            src_base,
+            src_strides,
+            dest_base,
+            dest_strides,
+            extents,
+            Lend::Call,
+        )
+    };
+    finish_put(cxs, rank, event)
+}
+
+/// Starts the put of a strided call: its target and operation event (see
+/// [`Lend::put_flags`]).
+///
+/// # Safety
+/// With [`Lend::Beyond`], the memory of `src` must stay valid, and unwritten, until the
+/// put's operation completes.
+#[allow(clippy::too_many_arguments)]
+#[track_caller]
+pub(super) unsafe fn put<const DIM: usize, T: NoUninit>(
+    call: &str,
+    src: &[T],
+    src_base: usize,
+    src_strides: [isize; DIM],
+    dest_base: GlobalPtr<T>,
+    dest_strides: [isize; DIM],
+    extents: [usize; DIM],
+    lend: Lend,
+) -> (Rank, gex::Event) {
+    let rt = rt(call);
+    check_strides::<T>(call, &src_strides);
+    check_strides::<T>(call, &dest_strides);
+    let (rank, addr) = target(call, dest_base);
+    let base = base_offset::<T>(call, src_base);
     let bytes: &[u8] = bytemuck::cast_slice(src);
     let elems = elements(&extents);
     let size = std::mem::size_of::<T>();
@@ -107,9 +141,9 @@ pub fn rput_strided_with<const DIM: usize, T: NoUninit, C: Completions<RputStrid
         elems,
         elems.saturating_mul(size),
         || {
-            // SAFETY: the put is locally complete when `locally_complete` returns, within
-            // the borrow of `src`.
-            locally_complete(unsafe {
+            // SAFETY: with `Lend::Call` the put is locally complete when `put_started`
+            // returns, within the borrow of `src`; else the caller's obligation.
+            put_started(lend, unsafe {
                 rt.team.strided_put_nb(
                     rank,
                     addr,
@@ -119,12 +153,12 @@ pub fn rput_strided_with<const DIM: usize, T: NoUninit, C: Completions<RputStrid
                     &src_strides,
                     size,
                     &extents,
-                    gex::Flags::ENABLE_LEAF_LC,
+                    lend.put_flags(),
                 )
             })
         },
     );
-    finish_put(cxs, rank, event)
+    (rank, event)
 }
 
 /// Gets a `Dim`-dimensional section (UPC++ `rget_strided`, §15.2.7) with the default
@@ -175,33 +209,86 @@ pub fn rget_strided_with<const DIM: usize, T: Pod, C: Completions<RgetStrided>>(
             "rget_strided needs an operation_cx request (UPC++ spec §7.2.1)"
         )
     };
-    let rt = rt(CALL);
-    check_strides::<T>(CALL, &src_strides);
-    check_strides::<T>(CALL, &dest_strides);
-    let (rank, addr) = target(CALL, src_base);
-    let base = base_offset::<T>(CALL, dest_base);
+    // SAFETY: lent for the call only.
+    let (rank, _complete) = unsafe {
+        get(
+            CALL,
+            src_base,
+            src_strides,
+            dest,
+            dest_base,
+            dest_strides,
+            extents,
+            Lend::Call,
+        )
+    };
+    cxs.completed_at_initiation(rank, ()).into_return()
+}
+
+/// Starts the get of a strided call: its target and event (invalid with
+/// [`Lend::Call`]: the get is complete).
+///
+/// # Safety
+/// With [`Lend::Beyond`], the memory of `dest` must stay valid, and untouched, until
+/// the get's completion.
+#[allow(clippy::too_many_arguments)]
+#[track_caller]
+pub(super) unsafe fn get<const DIM: usize, T: Pod>(
+    call: &str,
+    src_base: GlobalPtr<T>,
+    src_strides: [isize; DIM],
+    dest: &mut [T],
+    dest_base: usize,
+    dest_strides: [isize; DIM],
+    extents: [usize; DIM],
+    lend: Lend,
+) -> (Rank, gex::Event) {
+    let rt = rt(call);
+    check_strides::<T>(call, &src_strides);
+    check_strides::<T>(call, &dest_strides);
+    let (rank, addr) = target(call, src_base);
+    let base = base_offset::<T>(call, dest_base);
     let bytes: &mut [u8] = bytemuck::cast_slice_mut(dest);
     let elems = elements(&extents);
     let size = std::mem::size_of::<T>();
-    reported_get(
+    let event = reported_get(
         rank,
         Kind::Strided,
         elems,
         elems.saturating_mul(size),
         || {
-            let got = rt.team.strided_get_blocking(
-                bytes,
-                base,
-                &dest_strides,
-                rank,
-                addr,
-                &src_strides,
-                size,
-                &extents,
-                gex::Flags::NONE,
-            );
-            got.unwrap_or_else(|_| unreachable!("gex returns NoOp only for IMMEDIATE"));
+            let started = match lend {
+                Lend::Call => rt
+                    .team
+                    .strided_get_blocking(
+                        bytes,
+                        base,
+                        &dest_strides,
+                        rank,
+                        addr,
+                        &src_strides,
+                        size,
+                        &extents,
+                        gex::Flags::NONE,
+                    )
+                    .map(|()| gex::Event::invalid()),
+                // SAFETY: the caller's obligation.
+                Lend::Beyond => unsafe {
+                    rt.team.strided_get_nb(
+                        bytes,
+                        base,
+                        &dest_strides,
+                        rank,
+                        addr,
+                        &src_strides,
+                        size,
+                        &extents,
+                        gex::Flags::NONE,
+                    )
+                },
+            };
+            started.unwrap_or_else(|_| unreachable!("gex returns NoOp only for IMMEDIATE"))
         },
     );
-    cxs.completed_at_initiation(rank, ()).into_return()
+    (rank, event)
 }
