@@ -123,6 +123,7 @@
 //!
 //! RMA sits on completions, futures, global pointers and the runtime state.
 
+use crate::completion::{Armed, CompletionEvents, Completions, FutureList, Returned};
 use crate::global_ptr::{bad_rank, GlobalPtr};
 use crate::runtime::state::{Rank, Setup};
 
@@ -139,6 +140,23 @@ pub use put::{
     rput, rput_raw, rput_raw_with, rput_slice, rput_slice_with, rput_vec, rput_vec_with, rput_with,
     RputRaw, RputSlice, RputValue, RputVec,
 };
+
+/// Arms `cxs`, makes the transfer (`transfer`: a copy made here, complete when it
+/// returns, giving the operation's values), and queues every notification. Armed first,
+/// so that a request that fails (a promise already ready) moves nothing.
+#[inline]
+fn done_here<Ev, C>(cxs: C, rank: Rank, transfer: impl FnOnce() -> Ev::OpValues) -> Returned<C, Ev>
+where
+    Ev: CompletionEvents,
+    C: Completions<Ev>,
+{
+    let (futures, mut armed) = cxs.arm();
+    let values = transfer();
+    armed.source_done();
+    armed.remote_done(rank);
+    armed.operation_done(values);
+    futures.into_return()
+}
 
 /// Panics naming `call` unless `[addr, addr + len)` is inside the segment of `rank`, a
 /// rank of the job.

@@ -341,7 +341,7 @@ fn gets_into_lent_memory_land_by_operation_completion() {
             // SAFETY: `one` lives until the future is ready.
             unsafe { rget_into_raw(last.add(LEN - 1), &raw mut one, 1) }.wait();
             assert_eq!(one, word(n - 1, LEN - 1));
-            // A promise already ready fails the call before anything starts, and the
+            // A promise already ready fails the call before anything moves, and the
             // vector lent is dropped with the panic.
             let ready = Promise::<Vec<u64>>::new();
             ready.fulfill_result(vec![]);
@@ -349,6 +349,22 @@ fn gets_into_lent_memory_land_by_operation_completion() {
                 rget_into_vec_with(last, vec![0; 2], operation_cx::as_promise(&ready))
             });
             assert!(msg.contains("already ready"), "{msg}");
+            let ready = Promise::<()>::new();
+            ready.fulfill_result(());
+            let mut untouched = [7u64; 2];
+            let msg = panic_text(|| {
+                // SAFETY: the call fails before it writes.
+                unsafe {
+                    rget_into_raw_with(
+                        last,
+                        untouched.as_mut_ptr(),
+                        2,
+                        operation_cx::as_promise(&ready),
+                    )
+                }
+            });
+            assert!(msg.contains("already ready"), "{msg}");
+            assert_eq!(untouched, [7, 7]);
             assert!(!upcxx::progress_required());
             upcxx::barrier();
             delete_array(mine);
@@ -462,12 +478,38 @@ fn puts_from_lent_memory_land_by_operation_completion() {
             let around = rget_vec(last.add(me * LEN + 4), 6).wait();
             let want = [word(me, 2, 4), 1, 2, 3, word(me, 2, 8), 0x0e];
             assert_eq!(around, want);
-            // A promise already ready fails the call before anything starts.
+            // A promise already ready fails the call before anything moves (into this
+            // rank's slot, which it alone writes).
+            let mine_at_last = last.add(me * LEN);
             let ready = Promise::<Vec<u64>>::new();
             ready.fulfill_result(vec![]);
-            let msg =
-                panic_text(|| rput_vec_with(vec![0u64; 2], last, operation_cx::as_promise(&ready)));
+            let msg = panic_text(|| {
+                rput_vec_with(
+                    vec![0u64; 2],
+                    mine_at_last,
+                    operation_cx::as_promise(&ready),
+                )
+            });
             assert!(msg.contains("already ready"), "{msg}");
+            let ready = Promise::<()>::new();
+            ready.fulfill_result(());
+            let zeros = [0u64; 2];
+            let msg = panic_text(|| {
+                // SAFETY: the call fails before it reads.
+                unsafe {
+                    rput_raw_with(
+                        zeros.as_ptr(),
+                        2,
+                        mine_at_last,
+                        operation_cx::as_promise(&ready),
+                    )
+                }
+            });
+            assert!(msg.contains("already ready"), "{msg}");
+            assert_eq!(
+                rget_vec(mine_at_last, 2).wait(),
+                [word(me, 2, 0), word(me, 2, 1)]
+            );
             assert!(!upcxx::progress_required());
             while PUTS_ARRIVED.load(std::sync::atomic::Ordering::Relaxed) < n {
                 upcxx::progress(upcxx::ProgressLevel::User);

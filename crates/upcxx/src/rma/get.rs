@@ -6,7 +6,7 @@ use std::marker::PhantomData;
 
 use bytemuck::{AnyBitPattern, CheckedBitPattern, Pod, Zeroable};
 
-use super::{check_range, target, too_long};
+use super::{check_range, done_here, target, too_long};
 use crate::completion::{
     self, operation_cx, CompletionEvents, Completions, FutureList, HasOperation, Returned,
 };
@@ -297,10 +297,13 @@ pub fn rget_into_vec_with<T: Pod, C: Completions<RgetIntoVec<T>>>(
             (ptr.cast::<u8>(), take)
         });
     };
-    // SAFETY: the source range is inside the mapping of `rank`'s segment
-    // (`Setup::direct_range`); `buf` holds `len` bytes, any of which make a `T` (`Pod`).
-    unsafe { std::ptr::copy(from as *const u8, buf.as_mut_ptr().cast::<u8>(), len) };
-    cxs.completed_at_initiation(rank, (buf,)).into_return()
+    done_here(cxs, rank, move || {
+        // SAFETY: the source range is inside the mapping of `rank`'s segment
+        // (`Setup::direct_range`); `buf` holds `len` bytes, any of which make a `T`
+        // (`Pod`).
+        unsafe { std::ptr::copy(from as *const u8, buf.as_mut_ptr().cast::<u8>(), len) };
+        (buf,)
+    })
 }
 
 /// Reads `count` consecutive elements starting at `src` into `dest` (UPC++ `rget(src,
@@ -358,11 +361,12 @@ pub unsafe fn rget_into_raw_with<T: Pod, C: Completions<RgetIntoRaw>>(
             (dest.cast::<u8>(), || ())
         });
     };
-    // SAFETY: the source range is inside the mapping of `rank`'s segment
-    // (`Setup::direct_range`); `dest` is valid for `len` bytes of writes (the caller's
-    // obligation).
-    unsafe { std::ptr::copy(from as *const u8, dest.cast::<u8>(), len) };
-    cxs.completed_at_initiation(rank, ()).into_return()
+    done_here(cxs, rank, || {
+        // SAFETY: the source range is inside the mapping of `rank`'s segment
+        // (`Setup::direct_range`); `dest` is valid for `len` bytes of writes (the
+        // caller's obligation).
+        unsafe { std::ptr::copy(from as *const u8, dest.cast::<u8>(), len) }
+    })
 }
 
 /// `bits`, read by `call`, as the `T` they make, or a panic naming `call` and the type

@@ -7,7 +7,7 @@ use std::marker::PhantomData;
 
 use bytemuck::NoUninit;
 
-use super::{check_range, target, too_long};
+use super::{check_range, done_here, target, too_long};
 use crate::completion::{
     self, operation_cx, Armed, CompletionEvents, Completions, FutureList, HasOperation, HasRemote,
     HasSource, Returned,
@@ -242,10 +242,12 @@ pub fn rput_vec_with<T: NoUninit, C: Completions<RputVec<T>>>(
     let rt = rt("rput_vec");
     let len = std::mem::size_of_val(src.as_slice());
     if let Some(to) = rt.direct_range(rank, addr, len) {
-        // SAFETY: `[to, to + len)` is inside the mapping of `rank`'s segment
-        // (`Setup::direct_range`); `src` holds `len` bytes.
-        unsafe { std::ptr::copy(src.as_ptr().cast::<u8>(), to as *mut u8, len) };
-        return cxs.completed_at_initiation(rank, (src,)).into_return();
+        return done_here(cxs, rank, move || {
+            // SAFETY: `[to, to + len)` is inside the mapping of `rank`'s segment
+            // (`Setup::direct_range`); `src` holds `len` bytes.
+            unsafe { std::ptr::copy(src.as_ptr().cast::<u8>(), to as *mut u8, len) };
+            (src,)
+        });
     }
     put_later(rt, "rput_vec", rank, addr, len, cxs, move || {
         // The vector's parts, not the vector, are held while the put reads it.
@@ -338,11 +340,12 @@ pub unsafe fn rput_raw_with<T: NoUninit, C: Completions<RputRaw>>(
         too_long("rput_raw", count)
     };
     if let Some(to) = rt.direct_range(rank, addr, len) {
-        // SAFETY: `[to, to + len)` is inside the mapping of `rank`'s segment
-        // (`Setup::direct_range`); `src` is valid for `len` bytes of reads (the
-        // caller's obligation).
-        unsafe { std::ptr::copy(src.cast::<u8>(), to as *mut u8, len) };
-        return cxs.completed_at_initiation(rank, ()).into_return();
+        return done_here(cxs, rank, || {
+            // SAFETY: `[to, to + len)` is inside the mapping of `rank`'s segment
+            // (`Setup::direct_range`); `src` is valid for `len` bytes of reads (the
+            // caller's obligation).
+            unsafe { std::ptr::copy(src.cast::<u8>(), to as *mut u8, len) }
+        });
     }
     put_later(rt, "rput_raw", rank, addr, len, cxs, || {
         (src.cast::<u8>(), || ())
