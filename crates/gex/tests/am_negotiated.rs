@@ -1,5 +1,6 @@
 //! Negotiated-payload Active Messages ("Negotiated-payload AM APIs": `gex_AM_Prepare*`,
-//! `gex_AM_SrcDesc*`, `gex_AM_Commit*`) and their misuse, with 1 to 4 ranks.
+//! `gex_AM_SrcDesc*`, `gex_AM_Commit*`), Longs prepared with their `dest_addr`, and
+//! their misuse, with 1 to 4 ranks.
 mod common;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -107,6 +108,7 @@ mod negotiated {
                         Some(buf),
                         1000,
                         100_000,
+                        None,
                         Lc::Event(&mut ev),
                         Flags::NONE,
                         2,
@@ -122,7 +124,7 @@ mod negotiated {
             // Reply Long in a library buffer.
             _ => {
                 let mut sd = token
-                    .prepare_reply_long(None, 4096, 8192, Lc::Now, Flags::NONE, 2)
+                    .prepare_reply_long(None, 4096, 8192, None, Lc::Now, Flags::NONE, 2)
                     .unwrap();
                 let size = sd.size();
                 ERRORS.check((4096..=8192).contains(&size), || {
@@ -207,6 +209,7 @@ fn negotiated_payload() {
                         Some(&buf),
                         1,
                         100_000,
+                        None,
                         Lc::Event(&mut ev),
                         Flags::NONE,
                         2,
@@ -224,7 +227,7 @@ fn negotiated_payload() {
                 assert!(ev.test(), "lc event after Commit");
                 // Case 3: Long in a library buffer.
                 let mut sd = team
-                    .prepare_request_long(r, None, 4096, 65536, Lc::Now, Flags::NONE, 2)
+                    .prepare_request_long(r, None, 4096, 65536, None, Lc::Now, Flags::NONE, 2)
                     .unwrap();
                 let size = sd.size();
                 assert!((4096..=65536).contains(&size));
@@ -255,6 +258,160 @@ fn negotiated_payload() {
             team.barrier();
             assert_eq!(REQUESTS.load(Ordering::Relaxed), want);
             assert_eq!(REPLIES.load(Ordering::Relaxed), want);
+            ERRORS.assert_none();
+            client.finalize();
+        });
+    }
+}
+
+mod in_place {
+    use super::*;
+    pub(crate) static ERRORS: Errors = Errors::new();
+    pub(crate) static REQUESTS: AtomicUsize = AtomicUsize::new(0);
+    pub(crate) static REPLIES: AtomicUsize = AtomicUsize::new(0);
+    pub(crate) static HANDLER: AtomicUsize = AtomicUsize::new(0);
+    /// Bytes of each Long: more than the 64 KiB of a library buffer.
+    pub(crate) const BYTES: usize = 200 << 10;
+
+    /// Where the Longs from `src` land in the target's segment.
+    pub(crate) fn off(src: u32, reply: bool) -> usize {
+        (reply as usize) * 2 * MB + src as usize * (256 << 10)
+    }
+
+    /// Where each rank's segment is mapped here, if it is (found before any Prepare:
+    /// the query may not be made between a Prepare and its Commit, nor in a handler).
+    pub(crate) static MAPPINGS: std::sync::OnceLock<Vec<Option<usize>>> =
+        std::sync::OnceLock::new();
+
+    /// Where `rank`'s segment at `off` is mapped here, if it is.
+    pub(crate) fn mapped(rank: u32, off: usize) -> Option<*mut u8> {
+        MAPPINGS.get().expect("mappings set")[rank as usize].map(|a| (a + off) as *mut u8)
+    }
+
+    /// A Long prepared for `dest_addr` at `rank`'s `off`: checks that the library chose
+    /// the destination itself where it is mapped here (and its whole size), a buffer
+    /// of its own elsewhere; fills it with `p` and commits it.
+    pub(crate) fn fill_and_commit(sd: gex::SrcDesc<'_>, rank: u32, off: usize, p: &[u8]) {
+        let mut sd = sd;
+        let size = sd.size();
+        match mapped(rank, off) {
+            Some(at) => {
+                ERRORS.check(sd.addr() == at, || {
+                    format!("to {rank}: not the destination")
+                });
+                ERRORS.check(size == BYTES, || format!("to {rank}: size {size}"));
+            }
+            None => ERRORS.check((1..=64 << 10).contains(&size), || {
+                format!("to {rank}, not mapped: size {size}")
+            }),
+        }
+        sd.buffer_mut()
+            .expect("a library buffer")
+            .copy_from_slice(&p[..size]);
+        let h = HANDLER.load(Ordering::Relaxed) as u8;
+        sd.commit_long(h, size, base(rank) + off, &[size as u32]);
+    }
+
+    /// args: [nbytes]
+    pub(crate) fn handler(token: &Token<'_>, payload: &[u8], args: &[u32]) {
+        let info = token.info();
+        let (src, me, reply) = (info.src_rank, gex::job_rank(), !info.is_request);
+        let nbytes = args[0] as usize;
+        ERRORS.check(
+            payload == &pattern(seed(src, me, reply), nbytes)[..],
+            || format!("from {src} (reply {reply}): payload"),
+        );
+        ERRORS.check(token.dest_addr() == base(me) + off(src, reply), || {
+            format!("from {src} (reply {reply}): dest_addr")
+        });
+        if reply {
+            REPLIES.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        REQUESTS.fetch_add(1, Ordering::Relaxed);
+        let at = off(me, true);
+        let sd = token
+            .prepare_reply_long(
+                None,
+                1,
+                BYTES,
+                Some(base(src) + at),
+                Lc::Now,
+                Flags::NONE,
+                1,
+            )
+            .unwrap();
+        fill_and_commit(sd, src, at, &pattern(seed(me, src, true), BYTES));
+    }
+
+    pub(crate) fn seed(src: u32, dst: u32, reply: bool) -> u64 {
+        0x1a_0000_0000 | ((src as u64) << 20) | ((dst as u64) << 4) | reply as u64
+    }
+}
+
+/// `gex_AM_Prepare{Request,Reply}Long`'s `dest_addr` ("GASNet may use this value to
+/// guide its choice of outputs (addr and size)"): without a client buffer, a Long to a
+/// rank whose segment is mapped here is assembled at its destination (the SrcDesc's
+/// address, of all `most_payload` bytes, not the 64 KiB of a library buffer; up to the
+/// segment's end), elsewhere in a buffer of the library's; the handler finds the
+/// payload either way. A Commit given another `dest_addr` ("required to pass the same
+/// value to the Commit call") fails naming the call. 1 to 4 ranks.
+#[test]
+fn longs_prepared_with_their_destination_are_assembled_there() {
+    use in_place::*;
+    for n in 1..=4 {
+        spmd(n, || {
+            common::quiet_expected_panics();
+            let (client, ep, team) = Client::init("AM_IN_PLACE", Flags::NONE).unwrap();
+            let mut t = [AmEntry::payload(
+                "in_place",
+                AmCategory::Long,
+                AmRole::ReqRep,
+                1,
+                handler,
+            )];
+            ep.register_handlers(&mut t).unwrap();
+            HANDLER.store(t[0].index as usize, Ordering::Relaxed);
+            let _ = TEAM.set(team);
+            let seg = Segment::attach(&team, 4 * MB).unwrap();
+            let _ = BASES.set(common::segment_bases(&team));
+            let maps = (0..team.size())
+                .map(|r| team.segment_bound(r).expect("attached").local_addr)
+                .collect();
+            let _ = MAPPINGS.set(maps);
+            team.barrier();
+            let me = team.rank();
+            for r in 0..team.size() {
+                let at = off(me, false);
+                let sd = team
+                    .prepare_request_long(
+                        r,
+                        None,
+                        1,
+                        BYTES,
+                        Some(base(r) + at),
+                        Lc::Now,
+                        Flags::NONE,
+                        1,
+                    )
+                    .unwrap();
+                fill_and_commit(sd, r, at, &pattern(seed(me, r, false), BYTES));
+            }
+            // The segment's end bounds the size; another dest_addr at Commit fails.
+            let end = base(me) + seg.size();
+            let sd = team
+                .prepare_request_long(me, None, 1, 4096, Some(end - 1000), Lc::Now, Flags::NONE, 1)
+                .unwrap();
+            assert_eq!(sd.size(), 1000);
+            assert_eq!(Some(sd.addr()), mapped(me, seg.size() - 1000));
+            common::expect_panic(&["SrcDesc::commit_long", "given to Prepare"], move || {
+                sd.commit_long(t[0].index, 8, end - 992, &[8])
+            });
+            poll_until("the in-place replies", 10, || {
+                REPLIES.load(Ordering::Relaxed) >= team.size() as usize
+            });
+            team.barrier();
+            assert_eq!(REQUESTS.load(Ordering::Relaxed), team.size() as usize);
             ERRORS.assert_none();
             client.finalize();
         });
@@ -316,7 +473,7 @@ fn negotiated_payload_misuse() {
                     .map(|sd| sd.commit_medium(h, 0, &[0]))
             });
             common::expect_panic(&["Team::prepare_request_long", "17 arguments"], || {
-                team.prepare_request_long(peer, Some(&buf), 1, 10, Lc::Now, Flags::NONE, 17)
+                team.prepare_request_long(peer, Some(&buf), 1, 10, None, Lc::Now, Flags::NONE, 17)
                     .map(|sd| sd.commit_long(h, 0, 0, &[0]))
             });
             // Each failed Commit below frees its slot; the layer stays usable.
@@ -417,19 +574,37 @@ fn prepare_least_queries() {
                     .map(|sd| sd.commit_medium(h, 0, &[0]))
                 });
                 common::expect_panic(&["Team::prepare_request_long", "exceeds"], || {
-                    team.prepare_request_long(peer, None, long + 1, long + 1, Lc::Now, flags, 1)
-                        .map(|sd| sd.commit_long(h, 0, 0, &[0]))
+                    team.prepare_request_long(
+                        peer,
+                        None,
+                        long + 1,
+                        long + 1,
+                        None,
+                        Lc::Now,
+                        flags,
+                        1,
+                    )
+                    .map(|sd| sd.commit_long(h, 0, 0, &[0]))
                 });
             }
             // A buffer the library provides for a Long: up to 64 KiB unless asked for
             // more.
             let sd = team
-                .prepare_request_long(peer, None, 0, usize::MAX, Lc::Now, Flags::NONE, 1)
+                .prepare_request_long(peer, None, 0, usize::MAX, None, Lc::Now, Flags::NONE, 1)
                 .unwrap();
             assert_eq!(sd.size(), 64 << 10);
             sd.commit_long(h, 0, at, &[0]);
             let sd = team
-                .prepare_request_long(peer, None, 100 << 10, usize::MAX, Lc::Now, Flags::NONE, 1)
+                .prepare_request_long(
+                    peer,
+                    None,
+                    100 << 10,
+                    usize::MAX,
+                    None,
+                    Lc::Now,
+                    Flags::NONE,
+                    1,
+                )
                 .unwrap();
             assert_eq!(sd.size(), 100 << 10);
             sd.commit_long(h, 0, at, &[0]);

@@ -188,7 +188,7 @@ fn reply_handler(token: &Token<'_>, args: &[u32]) {
     });
     forbidden("Token::prepare_reply_long", why, || {
         token
-            .prepare_reply_long(None, 1, 8, Lc::Now, Flags::NONE, 0)
+            .prepare_reply_long(None, 1, 8, None, Lc::Now, Flags::NONE, 0)
             .map(|sd| sd.commit_long(idx(3), 0, base(token.src_rank()), &[]))
     });
     REPLIES.fetch_add(1, Ordering::Relaxed);
@@ -315,7 +315,7 @@ fn no_communication_between_prepare_and_commit() {
             let buf = [1u8, 2, 3];
             for long in [false, true] {
                 let sd = if long {
-                    team.prepare_request_long(peer, Some(&buf), 3, 3, Lc::Now, Flags::NONE, 0)
+                    team.prepare_request_long(peer, Some(&buf), 3, 3, None, Lc::Now, Flags::NONE, 0)
                 } else {
                     team.prepare_request_medium(peer, Some(&buf), 3, 3, Lc::Now, Flags::NONE, 0)
                 }
@@ -323,7 +323,7 @@ fn no_communication_between_prepare_and_commit() {
                 let between = "between an AM Prepare and its Commit";
                 prohibited_calls(team, between);
                 forbidden("Team::prepare_request_long", between, || {
-                    team.prepare_request_long(peer, None, 1, 1, Lc::Now, Flags::NONE, 0)
+                    team.prepare_request_long(peer, None, 1, 1, None, Lc::Now, Flags::NONE, 0)
                         .map(|sd| sd.commit_long(idx(2), 0, 0, &[]))
                 });
                 ERRORS.assert_none();

@@ -305,7 +305,7 @@ fn commit_long_out_of_segment_leaves_queue_usable() {
         let end = team.segment_bound(peer).unwrap().owner_addr + SEG;
         let buf = [1u8; 8];
         let sd = team
-            .prepare_request_long(peer, Some(&buf), 8, 8, Lc::Now, Flags::NONE, 0)
+            .prepare_request_long(peer, Some(&buf), 8, 8, None, Lc::Now, Flags::NONE, 0)
             .unwrap();
         expect_panic(
             &["gex::SrcDesc::commit_long", "outside the segment"],

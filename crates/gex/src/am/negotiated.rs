@@ -1,9 +1,11 @@
 //! Negotiated-payload Active Messages (GASNet-EX spec, "Negotiated-payload AM APIs").
 //!
 //! A Prepare call claims the injection resources up front and returns a [`SrcDesc`]:
-//! either the client's own buffer (copied at Commit) or, for a Medium without one, the
-//! claimed slot of the target's queue itself, so the payload is assembled in place and
-//! never copied. Until the Commit consumes the `SrcDesc` the thread may not
+//! either the client's own buffer (copied at Commit) or, without one, a place the
+//! payload is assembled in and never copied from where it can be: for a Medium, the
+//! claimed slot of the target's queue itself; for a Long given its `dest_addr` at
+//! Prepare, the destination itself when this process maps the target's segment; else a
+//! library allocation. Until the Commit consumes the `SrcDesc` the thread may not
 //! communicate; a `SrcDesc` dropped without Commit frees its slot and panics.
 //!
 //! Prepare and Commit are inlined into their callers, their failures out of line: for a
@@ -47,6 +49,7 @@ impl Token<'_> {
             client_buf,
             least_payload,
             most_payload,
+            None,
             lc,
             flags,
             nargs,
@@ -54,7 +57,8 @@ impl Token<'_> {
         self.mark_replied(r)
     }
 
-    /// GASNet-EX `gex_AM_PrepareReplyLong`.
+    /// GASNet-EX `gex_AM_PrepareReplyLong`; `dest_addr` as for
+    /// [`Team::prepare_request_long`].
     #[allow(clippy::too_many_arguments)]
     #[track_caller]
     pub fn prepare_reply_long<'b>(
@@ -62,6 +66,7 @@ impl Token<'_> {
         client_buf: Option<&'b [u8]>,
         least_payload: usize,
         most_payload: usize,
+        dest_addr: Option<usize>,
         lc: Lc<'b>,
         flags: Flags,
         nargs: usize,
@@ -77,6 +82,7 @@ impl Token<'_> {
             client_buf,
             least_payload,
             most_payload,
+            dest_addr,
             lc,
             flags,
             nargs,
@@ -112,6 +118,7 @@ impl Team {
             client_buf,
             least_payload,
             most_payload,
+            None,
             lc,
             flags,
             nargs,
@@ -119,6 +126,14 @@ impl Team {
     }
 
     /// GASNet-EX `gex_AM_PrepareRequestLong`.
+    ///
+    /// `dest_addr` is the spec's hint: `Some` address in the target's segment, which
+    /// Commit must then be given again, lets the library choose its buffer for it. For
+    /// a target whose segment this process maps (every rank on shared memory) and no
+    /// client buffer, the buffer is the destination itself, up to `most_payload` bytes
+    /// or the segment's end: the payload is assembled where the handler will find it,
+    /// and Commit copies nothing. `None` (the spec's NULL) asks for the conservative
+    /// choice: a library allocation, copied at Commit.
     #[allow(clippy::too_many_arguments)]
     #[track_caller]
     pub fn prepare_request_long<'b>(
@@ -127,6 +142,7 @@ impl Team {
         client_buf: Option<&'b [u8]>,
         least_payload: usize,
         most_payload: usize,
+        dest_addr: Option<usize>,
         lc: Lc<'b>,
         flags: Flags,
         nargs: usize,
@@ -143,6 +159,7 @@ impl Team {
             client_buf,
             least_payload,
             most_payload,
+            dest_addr,
             lc,
             flags,
             nargs,
@@ -158,6 +175,9 @@ enum Buffer<'a> {
     Slot,
     /// A library allocation (Long without a client buffer).
     Owned(Box<[u8]>),
+    /// The Long's destination in the target's segment, mapped here at this address
+    /// (a Prepare given `dest_addr`): the payload is written in place.
+    Destination(*mut u8),
 }
 
 /// A prepared negotiated-payload AM (GASNet-EX `gex_AM_SrcDesc_t`), consumed by
@@ -170,6 +190,8 @@ pub struct SrcDesc<'a> {
     nargs: usize,
     size: usize,
     buffer: Buffer<'a>,
+    /// The `dest_addr` given to Prepare, which Commit must be given again.
+    dest_addr: Option<usize>,
     out: Option<<Selected as Conduit>::Outbound>,
     lc: Option<Lc<'a>>,
 }
@@ -192,6 +214,7 @@ fn prepare<'b>(
     client_buf: Option<&'b [u8]>,
     least: usize,
     most: usize,
+    dest_addr: Option<usize>,
     lc: Lc<'b>,
     flags: Flags,
     nargs: usize,
@@ -219,16 +242,23 @@ fn prepare<'b>(
         );
     }
     let size = most.min(max);
-    let size = match (client_buf, category) {
-        (Some(b), _) => size.min(b.len()).max(least.min(b.len())),
-        (None, Category::Long) => size.min(least.max(OWNED_LONG)),
-        (None, _) => size,
+    // A Long's destination mapped here, when the client leaves the buffer to us.
+    let in_place = match (client_buf, dest_addr) {
+        (None, Some(at)) => destination(rt, dest, at, least, size),
+        _ => None,
+    };
+    let size = match (client_buf, category, in_place) {
+        (Some(b), _, _) => size.min(b.len()).max(least.min(b.len())),
+        (None, Category::Long, Some((_, fits))) => fits,
+        (None, Category::Long, None) => size.min(least.max(OWNED_LONG)),
+        (None, _, _) => size,
     };
     let out = reserve(rt, dest, network, flags)?;
-    let buffer = match (client_buf, category) {
-        (Some(b), _) => Buffer::Client(b),
-        (None, Category::Medium) => Buffer::Slot,
-        (None, _) => Buffer::Owned(vec![0u8; size].into_boxed_slice()),
+    let buffer = match (client_buf, category, in_place) {
+        (Some(b), _, _) => Buffer::Client(b),
+        (None, Category::Medium, _) => Buffer::Slot,
+        (None, _, Some((at, _))) => Buffer::Destination(at),
+        (None, _, None) => Buffer::Owned(vec![0u8; size].into_boxed_slice()),
     };
     context::enter_prepare(call);
     Ok(SrcDesc {
@@ -239,9 +269,27 @@ fn prepare<'b>(
         nargs,
         size,
         buffer,
+        dest_addr,
         out: Some(out),
         lc: Some(lc),
     })
+}
+
+/// Where `dest`'s segment at `at` is mapped here, and how many bytes from there (at
+/// most `size`, at least `least`) the segment holds; `None` if it is not mapped, or
+/// holds fewer than `least` bytes from `at` (Commit will then refuse the address).
+fn destination(
+    rt: &Runtime,
+    dest: Rank,
+    at: usize,
+    least: usize,
+    size: usize,
+) -> Option<(*mut u8, usize)> {
+    let seg = rt.conduit.bound_segment(dest)?;
+    let local = seg.local_addr?;
+    let offset = at.checked_sub(seg.owner_addr)?;
+    let fits = seg.size.checked_sub(offset)?.min(size);
+    (fits >= least).then(|| ((local + offset) as *mut u8, fits))
 }
 
 /// Fails a Prepare whose arguments [`prepare`] found bad, saying which one.
@@ -289,6 +337,7 @@ impl<'a> SrcDesc<'a> {
                 .conduit
                 .am_buffer(self.out.as_ref().expect("not committed")),
             Buffer::Owned(b) => b.as_ptr() as *mut u8,
+            Buffer::Destination(at) => *at,
         }
     }
 
@@ -306,6 +355,10 @@ impl<'a> SrcDesc<'a> {
         match &mut self.buffer {
             Buffer::Client(_) => None,
             Buffer::Owned(b) => Some(&mut b[..size]),
+            // SAFETY: `size` bytes of the target's segment from `at`, mapped for the
+            // life of the job (`destination`); the target reads them only once the
+            // Commit's handler runs.
+            Buffer::Destination(at) => Some(unsafe { std::slice::from_raw_parts_mut(*at, size) }),
             Buffer::Slot => {
                 let p = self
                     .rt
@@ -361,9 +414,14 @@ impl<'a> SrcDesc<'a> {
             self.bad_commit(call, category, nbytes, args.len());
         }
         check_args(self.rt, call, self.dest, handler, args);
+        if self.dest_addr.is_some_and(|at| at != dest_addr) {
+            self.bad_commit_dest(call, dest_addr);
+        }
         let src: &[u8] = match &self.buffer {
             Buffer::Client(b) => &b[..nbytes],
             Buffer::Owned(b) => &b[..nbytes],
+            // SAFETY: as in `buffer_mut`; nothing else writes the range meanwhile.
+            Buffer::Destination(at) => unsafe { std::slice::from_raw_parts(*at, nbytes) },
             Buffer::Slot => &[],
         };
         if category == Category::Long {
@@ -390,6 +448,8 @@ impl<'a> SrcDesc<'a> {
                     };
                 }
             }
+            // Already at its destination.
+            _ if matches!(self.buffer, Buffer::Destination(_)) => {}
             _ => long_payload(self.rt, &out, self.dest, dest_addr, src),
         }
         self.rt.conduit.am_commit(
@@ -411,6 +471,18 @@ impl<'a> SrcDesc<'a> {
             span.end(self.dest, handler, category, nbytes);
         }
     }
+    /// Fails a Commit whose `dest_addr` is not the one given to Prepare.
+    #[cold]
+    #[inline(never)]
+    #[track_caller]
+    fn bad_commit_dest(&self, call: &str, dest_addr: usize) -> ! {
+        panic!(
+            "gex::{call}: dest_addr {dest_addr:#x} is not the {:#x} given to Prepare (the spec \
+             asks for the same value)",
+            self.dest_addr.unwrap_or_default()
+        );
+    }
+
     /// Fails a Commit that does not match its Prepare, saying how.
     #[cold]
     #[inline(never)]
