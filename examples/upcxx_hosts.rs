@@ -30,7 +30,8 @@
 //! `rput_slice` of [`BULK`] words into that rank's landing area, and an `rput_vec`, an
 //! `rput_raw` and an `rput_irregular_lent` of [`LARGE`] words each (more than the
 //! conduit copies for a put that must finish reading its source before it returns)
-//! into landing areas of their own, and an `rget_irregular_lent` of the bulk words,
+//! into landing areas of their own, an `rget_irregular_lent` of the bulk words, and
+//! `copy`s of [`BULK`] words both ways between its own host memory and that rank's,
 //! once FILE.ready exists
 //! (polling meanwhile), and creates FILE once they have returned. A transfer that
 //! waited inside the call for the far rank's progress (with Open MPI's `osc pt2pt`,
@@ -52,7 +53,7 @@ use upcxx::{
 const ROUNDS: u64 = 100;
 /// Words of each rank's array: the counter, then one tag slot per rank, then the bulk
 /// words (at `TAGS + rank_n()`), then the landing areas of `rma-overlap`'s puts
-/// ([`BULK`] more words, then three times [`LARGE`]).
+/// ([`BULK`] more words, then three times [`LARGE`], then [`BULK`] words more).
 const COUNTER: usize = 0;
 const TAGS: usize = 1;
 /// Bulk words per rank: 8 KiB, more than the mpi conduit sends as messages (3 KiB).
@@ -86,7 +87,7 @@ fn large(put: u64) -> Vec<u64> {
 fn main() {
     upcxx::init();
     let (me, n) = (rank_me(), rank_n());
-    let mine: GlobalPtr<u64> = upcxx::new_array(TAGS + n as usize + 2 * BULK + 3 * LARGE);
+    let mine: GlobalPtr<u64> = upcxx::new_array(TAGS + n as usize + 3 * BULK + 3 * LARGE);
     // SAFETY: the bulk words of this rank's own array, which no other rank accesses
     // before the barrier below.
     let words =
@@ -276,6 +277,12 @@ fn rma_overlap(all: &[GlobalPtr<u64>], file: &Path) -> u32 {
         let from = large(2);
         // SAFETY: `from` is neither written nor dropped before `raw_put` is ready.
         let raw_put = unsafe { rput_raw(from.as_ptr(), LARGE, large_at.add(LARGE)) };
+        // `copy` between this rank's host memory and the far rank's, both ways: from
+        // this rank's bulk words, and into its own landing area (which no rank uses).
+        let copy_at = large_at.add(3 * LARGE);
+        let copied_to = upcxx::copy(all[0].add(TAGS + n as usize), copy_at, BULK);
+        let own_landing = all[0].add(TAGS + n as usize + BULK);
+        let copied_from = upcxx::copy(gp.add(n as usize), own_landing, BULK);
         // The non-contiguous calls' lent forms, one run each.
         let vis_from = large(3);
         let mut vis_back = vec![0u64; BULK];
@@ -288,8 +295,15 @@ fn rma_overlap(all: &[GlobalPtr<u64>], file: &Path) -> u32 {
         };
         std::fs::write(file, b"returned").expect("rma-overlap: cannot create FILE");
         let (one, row, words, lent) = when_all((one, row, words, lent, pointed, landed)).wait();
-        let given_back = when_all((lent_put, raw_put, vis_put, vis_got)).wait();
+        let given_back =
+            when_all((lent_put, raw_put, vis_put, vis_got, copied_to, copied_from)).wait();
         drop((from, vis_from));
+        // SAFETY: this rank's own landing area, written by the finished copy.
+        let own = unsafe { std::slice::from_raw_parts(own_landing.local(), BULK) };
+        if *own != bulk(far) {
+            eprintln!("upcxx_hosts: rank 0: copy from rank {far} read wrong words");
+            bad += 1;
+        }
         if vis_back != bulk(far) {
             eprintln!("upcxx_hosts: rank 0: rget_irregular_lent read wrong words");
             bad += 1;
@@ -338,6 +352,19 @@ fn rma_overlap(all: &[GlobalPtr<u64>], file: &Path) -> u32 {
             || large_landed[2 * LARGE..] != large(3)
         {
             eprintln!("upcxx_hosts: rank {me}: rank 0's large puts did not land");
+            bad += 1;
+        }
+        // SAFETY: as above, the landing area of rank 0's copy.
+        let copied = unsafe {
+            std::slice::from_raw_parts(
+                all[me as usize]
+                    .add(TAGS + n as usize + 2 * BULK + 3 * LARGE)
+                    .local(),
+                BULK,
+            )
+        };
+        if *copied != bulk(0) {
+            eprintln!("upcxx_hosts: rank {me}: rank 0's copy did not land");
             bad += 1;
         }
     }

@@ -487,17 +487,18 @@ fn upcxx_programs_run_across_hosts() {
     );
 }
 
-/// UPC++ spec §8.2.1-2 and ch. 15: `rget`, `rget_vec`, `rget_into_vec`, `rget_into_raw`
-/// and `rget_irregular_lent` from, and `rput_slice`, `rput_vec`, `rput_raw` and
-/// `rput_irregular_lent` to, a rank on another host return before
-/// they complete; they complete in progress (`upcxx_hosts rma-overlap`, whose far rank
-/// leaves the library before rank 0 starts its transfers and stays out until they have
-/// returned). Small gets travel as messages, large gets and the puts (8 KiB, and 128
-/// KiB for the puts from lent memory, more than the conduit copies for a put that must
-/// read its source before it returns) through the MPI window: also with the window
-/// served by Open MPI's `osc pt2pt` (as between hosts joined by TCP), where the target
-/// serves a get or a flush only when it enters MPI, so a transfer that waited inside
-/// the call (`MPI_Get` or `MPI_Put`, then `MPI_Win_flush`) would wait for ever.
+/// UPC++ spec §8.2.1-2, ch. 15 and §16.1.3: `rget`, `rget_vec`, `rget_into_vec`,
+/// `rget_into_raw` and `rget_irregular_lent` from, `rput_slice`, `rput_vec`, `rput_raw`
+/// and `rput_irregular_lent` to, and `copy` both ways with, a rank on another host
+/// return before they complete; they complete in progress (`upcxx_hosts rma-overlap`,
+/// whose far rank leaves the library before rank 0 starts its transfers and stays out
+/// until they have returned). Small gets travel as messages, large gets, the puts (8
+/// KiB, and 128 KiB for the puts from lent memory, more than the conduit copies for a
+/// put that must read its source before it returns) and the copies through the MPI
+/// window: also with the window served by Open MPI's `osc pt2pt` (as between hosts
+/// joined by TCP), where the target serves a get or a flush only when it enters MPI,
+/// so a transfer that waited inside the call (`MPI_Get` or `MPI_Put`, then
+/// `MPI_Win_flush`) would wait for ever.
 #[test]
 fn transfers_with_other_hosts_return_before_they_complete() {
     for (ranks, cap, osc) in [

@@ -38,9 +38,13 @@
 //! which map the device segments of this host's other ranks (CUDA IPC: one driver
 //! copy) and reach other hosts' with Active Messages to the owner. A copy
 //! between two places neither of which this process can reach in place bounces
-//! through this process's memory in pieces of 4 MiB. Every copy finishes before the
-//! call returns (the calls make internal progress, §16.1.3 ¶9), so a host slice is
-//! borrowed only for the call; its notifications are delivered as chapter 7 says:
+//! through this process's memory in pieces of 4 MiB. A [`copy`] between host memory
+//! this process maps and host memory of another host is one put or get, which returns
+//! with the transfer in flight (§16.1.3 ¶3: the call initiates the copy) and completes
+//! in progress, the mapped end lent to it until the completions say so. Every other
+//! copy finishes before the call returns (the calls make internal progress, §16.1.3
+//! ¶9), so a host slice is borrowed only for the call; notifications are delivered as
+//! chapter 7 says:
 //! futures and promises at the next user-level progress, a remote-completion RPC run
 //! by the destination's owner (the caller, for [`copy_to_host`]; ¶4).
 //!

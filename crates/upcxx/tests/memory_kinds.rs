@@ -1,7 +1,7 @@
 //! Memory kinds (UPC++ spec ch. 16): `cuda_device` (§16.1.1), `device_allocator`
-//! (§16.1.2) and `copy` (§16.1.3) in every direction between host and device memory,
-//! local and remote, on 1 to 4 ranks, with every completion of §16.1.3 ¶5–¶7; and the
-//! errors.
+//! (§16.1.2) and `copy` (§16.1.3) in every direction between host and device memory
+//! (and between host memory of two ranks), local and remote, on 1 to 4 ranks, with
+//! every completion of §16.1.3 ¶5–¶7; and the errors.
 //!
 //! The devices are emulated (`gex::kinds::Mk::emulated`, through
 //! `CudaDevice::with_kind`), so every machine runs the device-independent machinery;
@@ -77,6 +77,37 @@ fn every_direction(mut dev: CudaDevice) {
             v2,
             "rank {me}: device of {t} -> device of next"
         );
+        // Host memory of this rank to host memory of `t` and back (with every rank its
+        // own host, one put or get that completes in progress), the source overwritten
+        // once source completion says it may be.
+        let own: GlobalPtr<u64> = new_array(N);
+        let back: GlobalPtr<u64> = new_array(N);
+        let v3 = values(me, 2000 + t as u64);
+        // SAFETY: this rank's own arrays of N values, which no other rank accesses.
+        let (own_local, back_local) = unsafe {
+            (
+                std::slice::from_raw_parts_mut(own.local(), N),
+                std::slice::from_raw_parts(back.local(), N),
+            )
+        };
+        own_local.copy_from_slice(&v3);
+        let (sent, done) = copy_with(
+            own,
+            hmine,
+            N,
+            source_cx::as_future() | operation_cx::as_future(),
+        );
+        sent.wait();
+        own_local.fill(0);
+        done.wait();
+        copy(hmine, back, N).wait();
+        assert_eq!(
+            back_local,
+            &v3[..],
+            "rank {me}: own host -> host of {t} -> own host"
+        );
+        delete_array(own);
+        delete_array(back);
         // The device of `t` into this rank's own host memory, through a global pointer.
         let mine: GlobalPtr<u64> = new_array(N);
         copy(d2, mine, N).wait();

@@ -67,9 +67,74 @@ pub fn copy_with<T: Pod, Ks: MemoryKind, Kd: MemoryKind, C: Completions<CopyEven
         if s.rank == d.rank && s.kind == d.kind && s.addr < d.addr + len && d.addr < s.addr + len {
             panic!("upcxx::{CALL}: the {len}-byte ranges at {src} and {dest} overlap");
         }
+        if let Some(lent) = Lent::of(rt, d, s, len) {
+            // Armed first, so that a request that fails leaves nothing in flight.
+            let (futures, armed) = cxs.arm();
+            let (mut lc, mut op) = reported(rt, d, s, len, || lent.start(rt, d, s, len));
+            crate::completion::notify_when_outgoing_from_source(
+                move || lc.test(),
+                move || op.test(),
+                dest.where_(),
+                armed,
+                || (),
+            );
+            return futures.into_return();
+        }
         reported(rt, d, s, len, || between(CALL, rt, d, s, len));
     }
     cxs.completed_at_initiation(dest.where_(), ()).into_return()
+}
+
+/// A copy between host memory that this process maps and host memory it does not (of
+/// another host): one put or get through gex, which may complete after the call
+/// returns, as any copy may (§16.1.3 ¶3), the mapped end lent to it meanwhile. It is
+/// segment memory, mapped for the life of the job; what the program does with it
+/// before the completions say so is the program's to order, as for memory other
+/// ranks' transfers reach.
+enum Lent {
+    /// From the source, mapped here at this address.
+    Put(usize),
+    /// Into the destination, mapped here at this address.
+    Get(usize),
+}
+
+impl Lent {
+    fn of(rt: &Setup, dst: End, src: End, len: usize) -> Option<Lent> {
+        if dst.kind != KindId::Host || src.kind != KindId::Host {
+            return None;
+        }
+        let from = rt.local_range(src.rank, src.addr, len);
+        let to = rt.local_range(dst.rank, dst.addr, len);
+        match (from, to) {
+            (Some(from), None) => Some(Lent::Put(from)),
+            (None, Some(to)) => Some(Lent::Get(to)),
+            _ => None,
+        }
+    }
+
+    /// Starts the transfer: its local-completion and operation events.
+    #[track_caller]
+    fn start(self, rt: &Setup, dst: End, src: End, len: usize) -> (gex::Event, gex::Event) {
+        let mut lc = gex::Event::invalid();
+        // SAFETY: (both arms) the mapped end is segment memory, mapped for the job
+        // (`local_range`), valid until the events say the transfer is done with it.
+        let started = unsafe {
+            match self {
+                Lent::Put(from) => {
+                    let bytes = std::slice::from_raw_parts(from as *const u8, len);
+                    let lc = gex::Lc::Event(&mut lc);
+                    rt.team
+                        .put_nb(dst.rank, dst.addr, bytes, lc, gex::Flags::NONE)
+                }
+                Lent::Get(to) => {
+                    rt.team
+                        .get_nb(to as *mut u8, src.rank, src.addr, len, gex::Flags::NONE)
+                }
+            }
+        };
+        let op = started.unwrap_or_else(|_| unreachable!("gex returns NoOp only for IMMEDIATE"));
+        (lc, op)
+    }
 }
 
 /// Copies `src`, host memory of this process, to `dest`, memory of any kind on any
@@ -185,7 +250,7 @@ impl End {
 /// `GASP_UPCXX_COPY` event, whose peer is the rank at the other end: the
 /// destination's, unless that is this rank and the source's is not.
 #[track_caller]
-fn reported(rt: &Setup, dst: End, src: End, n: usize, transfer: impl FnOnce()) {
+fn reported<R>(rt: &Setup, dst: End, src: End, n: usize, transfer: impl FnOnce() -> R) -> R {
     let peer = if dst.rank == rt.rank {
         src.rank
     } else {
@@ -193,8 +258,9 @@ fn reported(rt: &Setup, dst: End, src: End, n: usize, transfer: impl FnOnce()) {
     };
     let (d, s, dk, sk) = (dst.gasp(), src.gasp(), dst.kind as i32, src.kind as i32);
     let span = gasp::span!(GASP_UPCXX_COPY, peer, d, s, dk, sk, n);
-    transfer();
+    let r = transfer();
     gasp::end!(span, peer, d, s, dk, sk, n);
+    r
 }
 
 /// The runtime. A copy may start in the restricted context (§10.2), as an `rput` may:
