@@ -118,8 +118,11 @@
 //!
 //! A null global pointer fails with a panic naming the call. An address range outside
 //! the target's segment fails with a message naming the range and the segment (in
-//! `gex`, or for a get into a buffer of the operation's, before the buffer is
-//! allocated). Both report the caller's location.
+//! `gex`, or, for a transfer that may outlive the call, here, naming the call, before
+//! a buffer is allocated or a completion armed). Both report the caller's location. A
+//! request that fails (a promise already ready) fails a transfer that may outlive the
+//! call before anything moves; `rput` and `rput_slice` into a segment mapped here have
+//! made their copy by then.
 //!
 //! RMA sits on completions, futures, global pointers and the runtime state.
 
