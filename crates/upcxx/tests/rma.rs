@@ -506,6 +506,14 @@ fn puts_from_lent_memory_land_by_operation_completion() {
                 }
             });
             assert!(msg.contains("already ready"), "{msg}");
+            // The same of the puts that read their source in the call.
+            let msg =
+                panic_text(|| rput_with(0u64, mine_at_last, operation_cx::as_promise(&ready)));
+            assert!(msg.contains("already ready"), "{msg}");
+            let msg = panic_text(|| {
+                rput_slice_with(&zeros, mine_at_last, operation_cx::as_promise(&ready))
+            });
+            assert!(msg.contains("already ready"), "{msg}");
             assert_eq!(
                 rget_vec(mine_at_last, 2).wait(),
                 [word(me, 2, 0), word(me, 2, 1)]
