@@ -126,7 +126,7 @@
 //!
 //! RMA sits on completions, futures, global pointers and the runtime state.
 
-use crate::completion::{Armed, CompletionEvents, Completions, FutureList, Returned};
+use crate::completion::{CompletionEvents, Completions, FutureList, Returned};
 use crate::global_ptr::{bad_rank, GlobalPtr};
 use crate::runtime::state::{Rank, Setup};
 
@@ -144,21 +144,20 @@ pub use put::{
     RputRaw, RputSlice, RputValue, RputVec,
 };
 
-/// Arms `cxs`, makes the transfer (`transfer`: a copy made here, complete when it
-/// returns, giving the operation's values), and queues every notification. Armed first,
-/// so that a request that fails (a promise already ready) moves nothing.
+/// Makes the transfer (`transfer`: a copy made here, complete when it returns, giving
+/// the operation's values) and notifies `cxs` of an operation completed at initiation
+/// (allocation-free for futures). The requests are checked first, so that one that
+/// fails (a promise already ready) moves nothing.
 #[inline]
+#[track_caller]
 fn done_here<Ev, C>(cxs: C, rank: Rank, transfer: impl FnOnce() -> Ev::OpValues) -> Returned<C, Ev>
 where
     Ev: CompletionEvents,
     C: Completions<Ev>,
 {
-    let (futures, mut armed) = cxs.arm();
+    cxs.check_armable();
     let values = transfer();
-    armed.source_done();
-    armed.remote_done(rank);
-    armed.operation_done(values);
-    futures.into_return()
+    cxs.completed_at_initiation(rank, values).into_return()
 }
 
 /// Panics naming `call` unless `[addr, addr + len)` is inside the segment of `rank`, a

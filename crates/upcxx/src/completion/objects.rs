@@ -126,6 +126,13 @@ where
     }
 
     #[inline]
+    #[track_caller]
+    fn check_armable(&self) {
+        self.a.check_armable();
+        self.b.check_armable();
+    }
+
+    #[inline]
     fn completed_at_initiation(self, target: Rank, values: Ev::OpValues) -> Self::Futures {
         let fa = self.a.completed_at_initiation(target, values.clone());
         let fb = self.b.completed_at_initiation(target, values);
@@ -181,6 +188,14 @@ impl<E, T: 'static> PromiseCx<E, T> {
     /// Registers the dependency this request will fulfil (§7.1 ¶8).
     #[track_caller]
     fn register(self, call: &str) -> Self {
+        self.check(call);
+        self.promise.require_anonymous(1);
+        self
+    }
+
+    /// Panics naming `call` if the promise is already ready (§7.2.1 ¶3).
+    #[track_caller]
+    fn check(&self, call: &str) {
         if self.promise.get_future().ready() {
             panic!(
                 "upcxx::{call}: the promise of an as_promise completion has a dependency \
@@ -188,8 +203,6 @@ impl<E, T: 'static> PromiseCx<E, T> {
                  (UPC++ spec §7.2.1)"
             );
         }
-        self.promise.require_anonymous(1);
-        self
     }
 }
 
@@ -201,6 +214,11 @@ impl<Ev: HasSource, T: 'static> Completions<Ev> for PromiseCx<Source, T> {
     #[track_caller]
     fn arm(self) -> (Nil, Self) {
         (Nil, self.register(Ev::NAME))
+    }
+
+    #[track_caller]
+    fn check_armable(&self) {
+        self.check(Ev::NAME);
     }
 }
 
@@ -224,6 +242,11 @@ where
     #[track_caller]
     fn arm(self) -> (Nil, Self) {
         (Nil, self.register(Ev::NAME))
+    }
+
+    #[track_caller]
+    fn check_armable(&self) {
+        self.check(Ev::NAME);
     }
 }
 

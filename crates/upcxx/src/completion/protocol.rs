@@ -33,6 +33,13 @@ pub trait Completions<Ev: CompletionEvents>: Sized {
     /// If a promise named has a dependency count of zero (§7.2.1 ¶3).
     fn arm(self) -> (Self::Futures, Self::Armed);
 
+    /// Panics as [`Completions::arm`] would (a promise already ready), without arming
+    /// anything: for a call that must fail before its data move and then completes at
+    /// initiation ([`Completions::completed_at_initiation`]).
+    #[inline]
+    #[track_caller]
+    fn check_armable(&self) {}
+
     /// Every event of the operation (to `target`) occurred inside the initiating call,
     /// with operation values `values`: queues the notifications for this thread's next
     /// user-level progress (sending any remote RPC now) and returns the futures.
