@@ -120,9 +120,8 @@
 //! the target's segment fails with a message naming the range and the segment (in
 //! `gex`, or, for a transfer that may outlive the call, here, naming the call, before
 //! a buffer is allocated or a completion armed). Both report the caller's location. A
-//! request that fails (a promise already ready) fails a put or a get into lent memory
-//! before anything moves (the non-contiguous puts of [`crate::vis`], whose ranges gex
-//! checks, have moved their data by then).
+//! request that fails (a promise already ready) fails the call before anything moves
+//! (as in [`crate::vis`]).
 //!
 //! RMA sits on completions, futures, global pointers and the runtime state.
 

@@ -594,6 +594,24 @@ fn lent_runs_land_by_their_completions() {
                 )
             });
             assert!(msg.contains("already ready"), "{msg}");
+            // The safe forms too, before their data move: the first words of this
+            // rank's region at the last rank keep their values.
+            let last = region(n - 1);
+            let msg = panic_text(|| {
+                upcxx::rput_strided_with::<1, u64, _>(
+                    &src,
+                    0,
+                    [8],
+                    last,
+                    [8],
+                    [4],
+                    operation_cx::as_promise(&ready),
+                )
+            });
+            assert!(msg.contains("already ready"), "{msg}");
+            // (The block landed transposed: word j of the region holds element j * BLOCK.)
+            let kept: Vec<u64> = (0..4).map(|j| value(me, n - 1, j * BLOCK)).collect();
+            assert_eq!(upcxx::rget_vec(last, 4).wait(), kept);
             assert!(!upcxx::progress_required());
             upcxx::barrier();
             delete_array(mine);

@@ -231,6 +231,7 @@ pub fn rget_into_with<T: Pod, C: Completions<RgetInto>>(
         )
     };
     let (rank, addr) = target("rget_into", src);
+    cxs.check_armable();
     get("rget_into", bytemuck::cast_slice_mut(dest), rank, addr);
     cxs.completed_at_initiation(rank, ()).into_return()
 }

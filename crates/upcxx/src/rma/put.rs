@@ -122,7 +122,9 @@ pub fn rput_with<T: NoUninit, C: Completions<RputValue>>(
         )
     };
     let (rank, addr) = target("rput", dest);
-    put_now("rput", cxs, rank, addr, bytemuck::bytes_of(&value))
+    cxs.check_armable();
+    let event = put("rput", rank, addr, bytemuck::bytes_of(&value));
+    finish_put(cxs, rank, event)
 }
 
 /// Writes the values of `src` to `src.len()` consecutive elements starting at `dest`
@@ -183,7 +185,9 @@ pub fn rput_slice_with<T: NoUninit, C: Completions<RputSlice>>(
         )
     };
     let (rank, addr) = target("rput_slice", dest);
-    put_now("rput_slice", cxs, rank, addr, bytemuck::cast_slice(src))
+    cxs.check_armable();
+    let event = put("rput_slice", rank, addr, bytemuck::cast_slice(src));
+    finish_put(cxs, rank, event)
 }
 
 /// Writes the elements of `src` to `src.len()` consecutive elements starting at `dest`
@@ -350,46 +354,30 @@ pub unsafe fn rput_raw_with<T: NoUninit, C: Completions<RputRaw>>(
     })
 }
 
-/// A put that has read its source when it returns, notifying `cxs`: the operation is
-/// complete too unless the put went through gex to a segment on another host, and
-/// then notified from progress once it is.
+/// Starts a put that is locally complete on return; its event says whether the
+/// operation is complete too.
 ///
 /// Into a segment this process maps, with no tool attached, the put is a copy made
-/// here, as the communication layer would make it; everything else (other hosts, and
-/// GASP events) takes [`put_through_gex`], the range checked here first. The
-/// completions are armed before any byte moves, so a request that fails (a promise
-/// already ready) moves nothing, and after the checks, so a bad range leaves no
-/// completion armed.
+/// here, as the communication layer would make it; everything else (other hosts, a
+/// range outside the segment, which `gex` reports, and GASP events) takes
+/// [`put_through_gex`].
 #[inline]
 #[track_caller]
-fn put_now<Ev, C>(call: &str, cxs: C, rank: Rank, addr: usize, bytes: &[u8]) -> Returned<C, Ev>
-where
-    Ev: CompletionEvents<OpValues = ()>,
-    C: Completions<Ev>,
-{
+fn put(call: &str, rank: Rank, addr: usize, bytes: &[u8]) -> gex::Event {
     let rt = rt(call);
-    if let Some(dest) = rt.direct_range(rank, addr, bytes.len()) {
-        return done_here(cxs, rank, || {
+    match rt.direct_range(rank, addr, bytes.len()) {
+        Some(dest) => {
             // SAFETY: `[dest, dest + len)` is inside the mapping of `rank`'s segment
             // (`Setup::direct_range`), which stays mapped for the life of the job;
             // `bytes` is a live borrow. Concurrent access by other ranks is the
             // program's to order, as for any put.
-            unsafe { std::ptr::copy(bytes.as_ptr(), dest as *mut u8, bytes.len()) }
-        });
+            unsafe { std::ptr::copy(bytes.as_ptr(), dest as *mut u8, bytes.len()) };
+            gex::Event::invalid()
+        }
+        // SAFETY: with `Lc::Now` the put has finished reading `bytes` when it returns,
+        // so the borrow covers every access to the source.
+        _ => unsafe { put_through_gex(rt, rank, addr, bytes, gex::Lc::Now) },
     }
-    check_range(call, rt, rank, addr, bytes.len());
-    let (futures, mut armed) = cxs.arm();
-    // SAFETY: with `Lc::Now` the put has finished reading `bytes` when it returns, so
-    // the borrow covers every access to the source.
-    let mut event = unsafe { put_through_gex(rt, rank, addr, bytes, gex::Lc::Now) };
-    armed.source_done();
-    if event.is_invalid() {
-        armed.remote_done(rank);
-        armed.operation_done(());
-    } else {
-        completion::notify_when_outgoing(move || event.test(), rank, armed, || ());
-    }
-    futures.into_return()
 }
 
 /// # Safety
@@ -431,7 +419,9 @@ unsafe fn put_through_gex(
 }
 
 /// Notifies `cxs` of a put to `rank` whose source completed during initiation and
-/// whose operation completion `event` stands for.
+/// whose operation completion `event` stands for. The caller checked `cxs`
+/// ([`Completions::check_armable`]) before the put moved any data, so that a request
+/// that fails moves nothing.
 #[inline]
 pub(crate) fn finish_put<Ev, C>(cxs: C, rank: Rank, mut event: gex::Event) -> Returned<C, Ev>
 where

@@ -86,6 +86,7 @@ where
             "rput_irregular needs an operation_cx or remote_cx request (UPC++ spec §7.2.1)"
         )
     };
+    cxs.check_armable();
     // SAFETY: lent for the call only.
     let (rank, event) = unsafe { put(CALL, src_runs, dest_runs, Lend::Call) };
     finish_put(cxs, rank, event)
@@ -177,6 +178,7 @@ where
             "rget_irregular needs an operation_cx request (UPC++ spec §7.2.1)"
         )
     };
+    cxs.check_armable();
     // SAFETY: lent for the call only.
     let (rank, _complete) = unsafe { get(CALL, src_runs, dest_runs, Lend::Call) };
     cxs.completed_at_initiation(rank, ()).into_return()

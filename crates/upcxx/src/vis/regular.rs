@@ -107,6 +107,7 @@ where
             "rput_regular needs an operation_cx or remote_cx request (UPC++ spec §7.2.1)"
         )
     };
+    cxs.check_armable();
     // SAFETY: lent for the call only.
     let (rank, event) = unsafe {
         put(
@@ -227,6 +228,7 @@ where
             "rget_regular needs an operation_cx request (UPC++ spec §7.2.1)"
         )
     };
+    cxs.check_armable();
     // SAFETY: lent for the call only.
     let (rank, _complete) = unsafe {
         get(

@@ -93,6 +93,7 @@ pub fn rput_strided_with<const DIM: usize, T: NoUninit, C: Completions<RputStrid
             "rput_strided needs an operation_cx or remote_cx request (UPC++ spec §7.2.1)"
         )
     };
+    cxs.check_armable();
     // SAFETY: lent for the call only.
     let (rank, event) = unsafe {
         put(
@@ -209,6 +210,7 @@ pub fn rget_strided_with<const DIM: usize, T: Pod, C: Completions<RgetStrided>>(
             "rget_strided needs an operation_cx request (UPC++ spec §7.2.1)"
         )
     };
+    cxs.check_armable();
     // SAFETY: lent for the call only.
     let (rank, _complete) = unsafe {
         get(
