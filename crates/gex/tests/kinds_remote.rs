@@ -1,8 +1,9 @@
 //! Transfers to and from the device memory of other ranks (`gex::kinds::put`, `get`,
 //! `copy`: our extension of the GASNet-EX API for UPC++ ch. 16) on 1 to 5 ranks, each
-//! with a device segment on an emulated device: every pair of ranks, pieces larger
-//! than one Active Message, device to device between two other ranks, and the errors;
-//! each with the segments of this host's other ranks mapped (IPC, the default) and
+//! with a device segment on an emulated device, and again on a CUDA device where there
+//! is one (the ranks sharing it): every pair of ranks, pieces larger than one Active
+//! Message, device to device between two other ranks, and the errors; each with the
+//! segments of this host's other ranks mapped (IPC, the default) and
 //! with every transfer by messages (`GEX_KINDS_IPC=0`). Then what mapping promises: a
 //! transfer that needs nothing of its owner (also on CUDA device 0 where there is one,
 //! so that a CUDA IPC that fails, whose transfers would quietly take messages, fails
@@ -77,60 +78,80 @@ fn every_rank_puts_gets_and_copies_device_memory_of_every_rank() {
     {
         spmd_with(options(n, ipc), || {
             let (client, team, _host) = init();
-            let (me, size) = (team.rank() as usize, team.size() as usize);
-            let mk = Mk::emulated(me as i32, 16 * MIB);
-            let seg = DeviceSegment::create(&mk, 4 * MIB).unwrap();
-            let bases = device_bases(&team, &seg);
-            // Each rank writes its region of every rank's segment (its own too).
-            let mine = pattern(REGION, me);
-            for (r, base) in bases.iter().enumerate() {
-                kinds::put(&team, r as u32, base + (me * REGION) as u64, &mine).unwrap();
+            for mk in own_kinds(team.rank() as usize) {
+                puts_gets_and_copies(&team, &mk);
             }
-            team.barrier();
-            for w in 0..size {
-                assert_eq!(
-                    read_local(&seg, w * REGION, REGION),
-                    pattern(REGION, w),
-                    "rank {me}: the region rank {w} put"
-                );
-            }
-            // Gets of every rank's region from every rank.
-            for (r, base) in bases.iter().enumerate() {
-                let mut got = vec![0u8; REGION];
-                let w = (me + r) % size;
-                kinds::get(&team, r as u32, base + (w * REGION) as u64, &mut got).unwrap();
-                assert!(
-                    got == pattern(REGION, w),
-                    "rank {me}: region {w} of rank {r}"
-                );
-            }
-            team.barrier();
-            // Device to device: from the next rank's segment to the one after it,
-            // into its upper half, then checked by the owner.
-            let (from, to) = ((me + 1) % size, (me + 2) % size);
-            let upper = 2 * MIB + me * REGION;
-            kinds::copy(
-                &team,
-                to as u32,
-                bases[to] + upper as u64,
-                from as u32,
-                bases[from] + (me * REGION) as u64,
-                REGION,
-            )
-            .unwrap();
-            team.barrier();
-            // The rank two places back copied into this one.
-            let w = (me + 2 * size - 2) % size;
-            assert!(
-                read_local(&seg, 2 * MIB + w * REGION, REGION) == pattern(REGION, w),
-                "rank {me}: the copy rank {w} made into it"
-            );
-            team.barrier();
-            drop(seg);
-            assert_eq!(mk.allocated(), 0);
             client.finalize();
         });
     }
+}
+
+/// The devices of rank `me` in the tests of transfers: an emulated one of its own, and
+/// CUDA device `me % devices` where there is one (several ranks then share a device).
+fn own_kinds(me: usize) -> Vec<Mk> {
+    let mut all = vec![Mk::emulated(me as i32, 16 * MIB)];
+    let n = Mk::cuda_device_count();
+    if n > 0 {
+        all.push(Mk::cuda(me as i32 % n).expect("a CUDA device"));
+    } else if me == 0 {
+        eprintln!("no CUDA device: transfers are tested on emulated devices only");
+    }
+    all
+}
+
+/// Puts, gets and device-to-device copies between every pair of ranks, each rank with
+/// a device segment on `mk`; every segment freed at the end.
+fn puts_gets_and_copies(team: &Team, mk: &Mk) {
+    let (me, size) = (team.rank() as usize, team.size() as usize);
+    let seg = DeviceSegment::create(mk, 4 * MIB).unwrap();
+    let bases = device_bases(team, &seg);
+    // Each rank writes its region of every rank's segment (its own too).
+    let mine = pattern(REGION, me);
+    for (r, base) in bases.iter().enumerate() {
+        kinds::put(team, r as u32, base + (me * REGION) as u64, &mine).unwrap();
+    }
+    team.barrier();
+    for w in 0..size {
+        assert_eq!(
+            read_local(&seg, w * REGION, REGION),
+            pattern(REGION, w),
+            "rank {me}: the region rank {w} put"
+        );
+    }
+    // Gets of every rank's region from every rank.
+    for (r, base) in bases.iter().enumerate() {
+        let mut got = vec![0u8; REGION];
+        let w = (me + r) % size;
+        kinds::get(team, r as u32, base + (w * REGION) as u64, &mut got).unwrap();
+        assert!(
+            got == pattern(REGION, w),
+            "rank {me}: region {w} of rank {r}"
+        );
+    }
+    team.barrier();
+    // Device to device: from the next rank's segment to the one after it,
+    // into its upper half, then checked by the owner.
+    let (from, to) = ((me + 1) % size, (me + 2) % size);
+    let upper = 2 * MIB + me * REGION;
+    kinds::copy(
+        team,
+        to as u32,
+        bases[to] + upper as u64,
+        from as u32,
+        bases[from] + (me * REGION) as u64,
+        REGION,
+    )
+    .unwrap();
+    team.barrier();
+    // The rank two places back copied into this one.
+    let w = (me + 2 * size - 2) % size;
+    assert!(
+        read_local(&seg, 2 * MIB + w * REGION, REGION) == pattern(REGION, w),
+        "rank {me}: the copy rank {w} made into it"
+    );
+    team.barrier();
+    drop(seg);
+    assert_eq!(mk.allocated(), 0);
 }
 
 #[test]
@@ -139,58 +160,72 @@ fn addresses_outside_device_segments_and_bad_ranks_are_errors_naming_the_call() 
         spmd_with(options(n, ipc), || {
             common::quiet_expected_panics();
             let (client, team, _host) = init();
-            let me = team.rank() as usize;
-            let size = team.size() as usize;
-            let mk = Mk::emulated(0, 16 * MIB);
-            let seg = DeviceSegment::create(&mk, MIB).unwrap();
-            let bases = device_bases(&team, &seg);
-            let peer = (me + 1) % size;
-            let data = pattern(70_000, me);
-            // A range that runs past the end of the peer's segment: refused by the
-            // owner, piece by piece, and reported once all are answered.
-            let past = bases[peer] + (MIB - 1000) as u64;
-            let e = kinds::put(&team, peer as u32, past, &data).unwrap_err();
-            assert!(matches!(e, KindError::NotDeviceMemory { .. }), "{e}");
-            let text = e.to_string();
-            assert!(text.starts_with("gex::kinds::put: "), "{text}");
-            assert!(text.contains(&format!("rank {peer}")), "{text}");
-            let mut out = vec![0u8; 70_000];
-            let e = kinds::get(&team, peer as u32, past, &mut out).unwrap_err();
-            assert!(e.to_string().starts_with("gex::kinds::get: "), "{e}");
-            // A host address is no device memory, here or there.
-            let host = data.as_ptr() as u64;
-            let e = kinds::put(&team, me as u32, host, &data[..8]).unwrap_err();
-            assert!(matches!(e, KindError::NotDeviceMemory { .. }), "{e}");
-            let e = kinds::copy(&team, me as u32, bases[me], peer as u32, 64, 8).unwrap_err();
-            assert!(e.to_string().starts_with("gex::kinds::copy: "), "{e}");
-            // Overlapping ranges of this rank's one segment.
-            let e =
-                kinds::copy(&team, me as u32, bases[me] + 8, me as u32, bases[me], 64).unwrap_err();
-            assert!(
-                matches!(
-                    e,
-                    KindError::Overlap {
-                        dst: 8,
-                        src: 0,
-                        len: 64,
-                        ..
-                    }
-                ),
-                "{e}"
-            );
-            // The refused transfers wrote nothing.
-            team.barrier();
-            assert!(
-                read_local(&seg, 0, MIB).iter().all(|&b| b == 0),
-                "rank {me}"
-            );
-            expect_panic(&["gex::kinds::put", "rank"], || {
-                kinds::put(&team, size as u32, bases[0], &data[..8])
-            });
-            team.barrier();
+            for mk in own_kinds(team.rank() as usize) {
+                refuses_bad_addresses(&team, &mk);
+            }
             client.finalize();
         });
     }
+}
+
+/// Transfers outside the device segments (on `mk`) of this rank and the next, and to a
+/// rank that does not exist: each an error naming the call, none writing anything.
+fn refuses_bad_addresses(team: &Team, mk: &Mk) {
+    let me = team.rank() as usize;
+    let size = team.size() as usize;
+    let seg = DeviceSegment::create(mk, MIB).unwrap();
+    // Device memory starts with any values (CUDA's does): zeros, to be kept.
+    let zeros = vec![0u8; MIB];
+    let whole = Range {
+        segment: &seg,
+        offset: 0,
+        len: MIB,
+    };
+    DeviceSegment::copy(Dst::Device(whole), Src::Host(&zeros)).unwrap();
+    let bases = device_bases(team, &seg);
+    let peer = (me + 1) % size;
+    let data = pattern(70_000, me);
+    // A range that runs past the end of the peer's segment: refused by the
+    // owner, piece by piece, and reported once all are answered.
+    let past = bases[peer] + (MIB - 1000) as u64;
+    let e = kinds::put(team, peer as u32, past, &data).unwrap_err();
+    assert!(matches!(e, KindError::NotDeviceMemory { .. }), "{e}");
+    let text = e.to_string();
+    assert!(text.starts_with("gex::kinds::put: "), "{text}");
+    assert!(text.contains(&format!("rank {peer}")), "{text}");
+    let mut out = vec![0u8; 70_000];
+    let e = kinds::get(team, peer as u32, past, &mut out).unwrap_err();
+    assert!(e.to_string().starts_with("gex::kinds::get: "), "{e}");
+    // A host address is no device memory, here or there.
+    let host = data.as_ptr() as u64;
+    let e = kinds::put(team, me as u32, host, &data[..8]).unwrap_err();
+    assert!(matches!(e, KindError::NotDeviceMemory { .. }), "{e}");
+    let e = kinds::copy(team, me as u32, bases[me], peer as u32, 64, 8).unwrap_err();
+    assert!(e.to_string().starts_with("gex::kinds::copy: "), "{e}");
+    // Overlapping ranges of this rank's one segment.
+    let e = kinds::copy(team, me as u32, bases[me] + 8, me as u32, bases[me], 64).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            KindError::Overlap {
+                dst: 8,
+                src: 0,
+                len: 64,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    // The refused transfers wrote nothing.
+    team.barrier();
+    assert!(
+        read_local(&seg, 0, MIB).iter().all(|&b| b == 0),
+        "rank {me}"
+    );
+    expect_panic(&["gex::kinds::put", "rank"], || {
+        kinds::put(team, size as u32, bases[0], &data[..8])
+    });
+    team.barrier();
 }
 
 /// Reads word `i` of this rank's own host segment (written by another rank's put).
