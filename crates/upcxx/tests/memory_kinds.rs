@@ -145,14 +145,24 @@ fn cuda_devices_copy_in_every_direction() {
         eprintln!("cuda_devices_copy_in_every_direction: no CUDA device: skipped");
         return;
     }
-    for n in [1, 2, 4] {
-        gex::testing::spmd(n, move || {
+    for (n, ipc) in [1, 2, 4].into_iter().flat_map(|n| [(n, true), (n, false)]) {
+        gex::testing::spmd_with(options(n, ipc), move || {
             upcxx::init();
             let id = rank_me() as i32 % count;
             every_direction(CudaDevice::new(id).expect("a CUDA device"));
             upcxx::finalize();
         });
     }
+}
+
+/// Options for a job of `n` ranks whose device segments are mapped by the other ranks
+/// of the host (CUDA IPC, the default) or reached by messages only (`GEX_KINDS_IPC=0`:
+/// the owner's bounce through host memory).
+fn options(n: usize, ipc: bool) -> gex::testing::SpmdOptions {
+    let mut o = gex::testing::SpmdOptions::new(n);
+    o.env
+        .push(("GEX_KINDS_IPC".into(), if ipc { "1" } else { "0" }.into()));
+    o
 }
 
 static REMOTE_RAN: AtomicU64 = AtomicU64::new(0);
@@ -169,30 +179,35 @@ fn landed(at: GlobalPtr<u64, CudaDeviceKind>, want: u64) {
 
 #[test]
 fn completions_are_delivered_as_chapter_7_says() {
-    gex::testing::spmd(2, || {
-        upcxx::init();
-        completions(CudaDevice::with_kind(Mk::emulated(0, 64 * MIB)));
-        upcxx::finalize();
-    });
+    for n in [1, 2, 3] {
+        gex::testing::spmd(n, || {
+            upcxx::init();
+            completions(CudaDevice::with_kind(Mk::emulated(0, 64 * MIB)));
+            upcxx::finalize();
+        });
+    }
     let count = CudaDevice::device_count();
     if count == 0 {
         eprintln!("completions_are_delivered_as_chapter_7_says: no CUDA device: skipped");
         return;
     }
-    gex::testing::spmd(2, move || {
-        upcxx::init();
-        completions(CudaDevice::new(rank_me() as i32 % count).expect("a CUDA device"));
-        upcxx::finalize();
-    });
+    for (n, ipc) in [1, 2, 4].into_iter().flat_map(|n| [(n, true), (n, false)]) {
+        gex::testing::spmd_with(options(n, ipc), move || {
+            upcxx::init();
+            completions(CudaDevice::new(rank_me() as i32 % count).expect("a CUDA device"));
+            upcxx::finalize();
+        });
+    }
 }
 
-/// Every completion of a copy, on the devices given, between 2 ranks.
+/// Every completion of a copy, on the devices given: each rank copies into the next
+/// rank's device memory (its own on 1 rank).
 fn completions(mut dev: CudaDevice) {
     let me = rank_me();
     let alloc = DeviceAllocator::new(&mut dev, MIB).unwrap();
     let mine = alloc.allocate::<u64>(64);
     let all = all_gather(&mine);
-    let peer = all[(1 - me) as usize];
+    let peer = all[((me + 1) % rank_n()) as usize];
     let src = [7u64 + u64::from(me); 64];
     // Source and operation futures, ready at the next progress (§7.1 ¶14).
     let (s, o) = upcxx::copy_from_host_with(
@@ -210,7 +225,7 @@ fn completions(mut dev: CudaDevice) {
         operation_cx::as_promise(&p) | remote_cx::as_rpc(landed, (peer.add(1), 7 + u64::from(me))),
     );
     p.finalize().wait();
-    // The other rank's copies into this rank's memory are done (they finish inside
+    // The previous rank's copies into this rank's memory are done (they finish inside
     // their calls) before this rank writes `mine[2]` below.
     upcxx::barrier();
     // copy between global pointers, with an LPC.
@@ -239,7 +254,8 @@ fn completions(mut dev: CudaDevice) {
         upcxx::progress(upcxx::ProgressLevel::User);
     }
     upcxx::barrier();
-    // Each rank ran the remote completions of the other's first copy and its own.
+    // Each rank ran the remote completions of the previous rank's first copy and its
+    // own.
     while REMOTE_RAN.load(Ordering::SeqCst) < 2 {
         upcxx::progress(upcxx::ProgressLevel::User);
     }
@@ -326,47 +342,70 @@ fn devices_are_created_and_destroyed_collectively_and_bad_ids_say_why() {
 fn bad_calls_fail_naming_the_call() {
     gex::testing::spmd(2, || {
         upcxx::init();
-        let me = rank_me();
-        let mut dev = CudaDevice::with_kind(Mk::emulated(0, 64 * MIB));
-        let alloc = DeviceAllocator::new(&mut dev, MIB).unwrap();
-        let text = panic_text(|| {
-            let _ = DeviceAllocator::new(&mut dev, MIB);
-        });
-        assert!(
-            text.contains("device_allocator") && text.contains("already"),
-            "{text}"
+        bad_calls(
+            CudaDevice::with_kind(Mk::emulated(0, 64 * MIB)),
+            CudaDevice::with_kind(Mk::emulated(1, MIB)),
+            2 * MIB,
         );
-        let mut inactive = CudaDevice::inactive();
-        let text = panic_text(|| {
-            let _ = DeviceAllocator::new(&mut inactive, MIB);
-        });
-        assert!(text.contains("inactive"), "{text}");
-        let mut small = CudaDevice::with_kind(Mk::emulated(1, MIB));
-        let e = DeviceAllocator::new(&mut small, 2 * MIB);
-        assert!(matches!(e, Err(KindError::OutOfMemory { .. })), "{e:?}");
-        small.destroy(EntryBarrier::User);
-        let g = alloc.allocate::<u64>(128);
-        let all = all_gather(&g);
-        let peer = all[(1 - me) as usize];
-        // Past the end of the peer's segment: the owner refuses it.
-        let host = [0u64; 128];
-        let text = panic_text(|| copy_from_host(&host, peer.add(MIB / 8 - 64)).wait());
-        assert!(text.starts_with("upcxx::copy: gex::kinds::put"), "{text}");
-        assert!(text.contains(&format!("rank {}", 1 - me)), "{text}");
-        let text = panic_text(|| copy(g, g.add(64), 128).wait());
-        assert!(text.contains("overlap"), "{text}");
-        let text = panic_text(|| copy(GlobalPtr::<u64, CudaDeviceKind>::null(), g, 1).wait());
-        assert!(text.contains("null"), "{text}");
-        let text = panic_text(|| alloc.deallocate(peer));
-        assert!(text.contains("device_allocator::deallocate"), "{text}");
-        alloc.deallocate(g);
-        let text = panic_text(|| alloc.deallocate(g));
-        assert!(text.contains("not a live allocation"), "{text}");
-        upcxx::barrier();
-        drop(alloc);
-        dev.destroy(EntryBarrier::User);
         upcxx::finalize();
     });
+    let count = CudaDevice::device_count();
+    if count == 0 {
+        eprintln!("bad_calls_fail_naming_the_call: no CUDA device: the CUDA part is skipped");
+        return;
+    }
+    for ipc in [true, false] {
+        gex::testing::spmd_with(options(2, ipc), move || {
+            upcxx::init();
+            let id = rank_me() as i32 % count;
+            let open = || CudaDevice::new(id).expect("a CUDA device");
+            // A segment larger than any device (1 PiB).
+            bad_calls(open(), open(), 1 << 50);
+            upcxx::finalize();
+        });
+    }
+}
+
+/// The errors of bad calls on `dev` between 2 ranks; `small`, a second device, is
+/// asked for a segment of `too_big` bytes, more than it has.
+fn bad_calls(mut dev: CudaDevice, mut small: CudaDevice, too_big: usize) {
+    let me = rank_me();
+    let alloc = DeviceAllocator::new(&mut dev, MIB).unwrap();
+    let text = panic_text(|| {
+        let _ = DeviceAllocator::new(&mut dev, MIB);
+    });
+    assert!(
+        text.contains("device_allocator") && text.contains("already"),
+        "{text}"
+    );
+    let mut inactive = CudaDevice::inactive();
+    let text = panic_text(|| {
+        let _ = DeviceAllocator::new(&mut inactive, MIB);
+    });
+    assert!(text.contains("inactive"), "{text}");
+    let e = DeviceAllocator::new(&mut small, too_big);
+    assert!(matches!(e, Err(KindError::OutOfMemory { .. })), "{e:?}");
+    small.destroy(EntryBarrier::User);
+    let g = alloc.allocate::<u64>(128);
+    let all = all_gather(&g);
+    let peer = all[(1 - me) as usize];
+    // Past the end of the peer's segment: the owner refuses it.
+    let host = [0u64; 128];
+    let text = panic_text(|| copy_from_host(&host, peer.add(MIB / 8 - 64)).wait());
+    assert!(text.starts_with("upcxx::copy: gex::kinds::put"), "{text}");
+    assert!(text.contains(&format!("rank {}", 1 - me)), "{text}");
+    let text = panic_text(|| copy(g, g.add(64), 128).wait());
+    assert!(text.contains("overlap"), "{text}");
+    let text = panic_text(|| copy(GlobalPtr::<u64, CudaDeviceKind>::null(), g, 1).wait());
+    assert!(text.contains("null"), "{text}");
+    let text = panic_text(|| alloc.deallocate(peer));
+    assert!(text.contains("device_allocator::deallocate"), "{text}");
+    alloc.deallocate(g);
+    let text = panic_text(|| alloc.deallocate(g));
+    assert!(text.contains("not a live allocation"), "{text}");
+    upcxx::barrier();
+    drop(alloc);
+    dev.destroy(EntryBarrier::User);
 }
 
 /// GASP: a collective device, its segment, an allocation, copies in each form and the
