@@ -32,9 +32,10 @@ enum State {
     /// One pending operation of the conduit (what every NB RMA call returns): its
     /// handle alone, so that the event costs no allocation of its own.
     One(Arc<OpHandle>),
-    /// A pending put with `GEX_EVENT_DEFER` that the conduit may read the source of
-    /// until it completes: [`State::One`] whose LC leaf is the put itself.
-    DeferredPut(Arc<OpHandle>),
+    /// A pending put that the conduit may read the source of until it completes (its
+    /// `lc_opt` was `GEX_EVENT_DEFER` or an event): [`State::One`] whose LC leaf is the
+    /// put itself.
+    HeldPut(Arc<OpHandle>),
     /// Pending operations of the conduit.
     Ops(Arc<EventState>),
     /// The split-phase barrier of the primordial team with this epoch: waiting for it
@@ -47,8 +48,9 @@ enum State {
 struct EventState {
     /// The operations whose completion the event stands for.
     ops: Vec<Arc<OpHandle>>,
-    /// The local-completion leaf (source buffer reusable), when tracked separately.
-    lc: Option<Arc<OpHandle>>,
+    /// The local-completion leaf (source buffers reusable): the operations of
+    /// `GEX_EVENT_GROUP` puts in an access region.
+    lc: Vec<Arc<OpHandle>>,
 }
 
 impl Event {
@@ -85,11 +87,11 @@ impl Event {
     /// The event of conduit operations that may still be pending (`GEX_EVENT_INVALID`
     /// if none is).
     pub(crate) fn from_pending(ops: Vec<Arc<OpHandle>>) -> Event {
-        Event::from_ops(ops, None)
+        Event::from_ops(ops, Vec::new())
     }
 
-    fn from_ops(ops: Vec<Arc<OpHandle>>, lc: Option<Arc<OpHandle>>) -> Event {
-        if ops.iter().all(|o| o.is_done()) && lc.as_ref().is_none_or(|o| o.is_done()) {
+    fn from_ops(ops: Vec<Arc<OpHandle>>, lc: Vec<Arc<OpHandle>>) -> Event {
+        if ops.iter().chain(&lc).all(|o| o.is_done()) {
             Event::invalid()
         } else {
             Event {
@@ -104,7 +106,7 @@ impl Event {
     pub(crate) fn gasp_handle(&self) -> u64 {
         match &self.state {
             State::Invalid => gasp::events::NB_TRIVIAL,
-            State::One(op) | State::DeferredPut(op) => Arc::as_ptr(op) as u64,
+            State::One(op) | State::HeldPut(op) => Arc::as_ptr(op) as u64,
             State::Ops(s) => Arc::as_ptr(s) as u64,
             State::Barrier(epoch) => epoch | 1 << 63,
         }
@@ -119,8 +121,8 @@ impl Event {
     fn is_done(&self) -> bool {
         match &self.state {
             State::Invalid => true,
-            State::One(op) | State::DeferredPut(op) => op.is_done(),
-            State::Ops(s) => s.ops.iter().all(|o| o.is_done()),
+            State::One(op) | State::HeldPut(op) => op.is_done(),
+            State::Ops(s) => s.ops.iter().chain(&s.lc).all(|o| o.is_done()),
             State::Barrier(epoch) => crate::barrier::is_complete(*epoch),
         }
     }
@@ -249,28 +251,30 @@ impl Event {
     /// GASNet-EX `gex_Event_QueryLeaf`: the leaf event of one category of a root event.
     /// Only [`EventCategory::LC`] (local completion of a put) has leaves. An operation
     /// whose local completion already happened yields an invalid event; a put with
-    /// [`Lc::Defer`] still in flight, whose source the conduit may still read, yields
-    /// the put's own event.
+    /// [`Lc::Defer`] or [`Lc::Event`] still in flight, whose source the conduit may
+    /// still read, yields the put's own event, and the event of an access region
+    /// ([`nbi_end_access_region`]) one of the [`Lc::Group`] puts in it still in flight.
     #[track_caller]
     pub fn query_leaf(&self, category: EventCategory) -> Event {
         if category != EventCategory::LC {
             panic!("gex::Event::query_leaf: only EventCategory::LC has leaf events");
         }
-        let lc = match &self.state {
-            State::Ops(s) => s.lc.as_ref(),
-            State::DeferredPut(op) => Some(op),
-            State::Invalid | State::One(_) | State::Barrier(_) => None,
+        let pending: Vec<Arc<OpHandle>> = match &self.state {
+            State::Ops(s) => s.lc.iter().filter(|o| !o.is_done()).cloned().collect(),
+            State::HeldPut(op) if !op.is_done() => vec![op.clone()],
+            State::Invalid | State::One(_) | State::HeldPut(_) | State::Barrier(_) => Vec::new(),
         };
-        match lc {
+        if pending.is_empty() {
+            Event::invalid()
+        } else {
             // An event of its own (not `State::One` of the operation), so that its GASP
             // handle is not the root's.
-            Some(lc) if !lc.is_done() => Event {
+            Event {
                 state: State::Ops(Arc::new(EventState {
-                    ops: vec![lc.clone()],
-                    lc: None,
+                    ops: pending,
+                    lc: Vec::new(),
                 })),
-            },
-            _ => Event::invalid(),
+            }
         }
     }
 }
@@ -310,14 +314,18 @@ impl Lc<'_> {
         }
     }
 
-    /// [`Lc::complete_with`] for an NB put, and the put's event: for [`Lc::Defer`],
-    /// one whose LC leaf is the put itself ([`Event::query_leaf`]).
+    /// [`Lc::complete_with`] for an NB put, and the put's event: for [`Lc::Defer`]
+    /// and [`Lc::Event`], one whose LC leaf is the put itself ([`Event::query_leaf`]),
+    /// the conduit reading the source until the put completes.
     #[inline]
     pub(crate) fn put_event(self, c: Completion) -> Event {
         match (self, c) {
-            (Lc::Defer, Completion::Pending(op)) if !op.is_done() => Event {
-                state: State::DeferredPut(op),
-            },
+            (lc @ (Lc::Defer | Lc::Event(_)), Completion::Pending(op)) if !op.is_done() => {
+                lc.complete_with(&Completion::Pending(op.clone()));
+                Event {
+                    state: State::HeldPut(op),
+                }
+            }
             (lc, c) => {
                 lc.complete_with(&c);
                 Event::from_completion(c)
@@ -365,7 +373,15 @@ impl std::ops::BitOr for EventCategory {
 #[derive(Default)]
 struct NbiState {
     pending: [Vec<Arc<OpHandle>>; 5],
-    region: Option<Vec<Arc<OpHandle>>>,
+    region: Option<Region>,
+}
+
+/// The operations of an open access region, the local completions of its
+/// [`Lc::Group`] puts apart (the LC leaf of the region's event).
+#[derive(Default)]
+struct Region {
+    ops: Vec<Arc<OpHandle>>,
+    lc: Vec<Arc<OpHandle>>,
 }
 
 thread_local! {
@@ -386,7 +402,8 @@ pub(crate) fn track_nbi(category: EventCategory, c: Completion) {
         NBI.with(|n| {
             let mut n = n.borrow_mut();
             match n.region.as_mut() {
-                Some(region) => region.push(op),
+                Some(region) if category == EventCategory::LC => region.lc.push(op),
+                Some(region) => region.ops.push(op),
                 None => n.pending[category.index()].push(op),
             }
         });
@@ -461,7 +478,7 @@ pub fn nbi_begin_access_region() {
         if n.region.is_some() {
             panic!("gex::nbi_begin_access_region: an access region is already open on this thread");
         }
-        n.region = Some(Vec::new());
+        n.region = Some(Region::default());
     });
 }
 
@@ -469,9 +486,9 @@ pub fn nbi_begin_access_region() {
 /// NBI operations issued in it.
 #[track_caller]
 pub fn nbi_end_access_region() -> Event {
-    let ops = NBI.with(|n| n.borrow_mut().region.take());
-    match ops {
-        Some(ops) => Event::from_ops(ops, None),
+    let region = NBI.with(|n| n.borrow_mut().region.take());
+    match region {
+        Some(Region { ops, lc }) => Event::from_ops(ops, lc),
         None => panic!("gex::nbi_end_access_region: no access region is open on this thread"),
     }
 }

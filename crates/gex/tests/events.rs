@@ -423,3 +423,68 @@ fn nbi_access_region() {
         });
     }
 }
+
+/// The LC leaf of a put whose source the conduit may read until the put completes
+/// (`lc_opt` DEFER or an event, and the GROUP puts of an access region, whose event's
+/// leaf stands for them) is never invalid while the put is pending: a client that finds
+/// it invalid reuses the source. Between hosts the large puts are in flight at return.
+#[test]
+fn lc_leaves_stay_pending_while_puts_may_read_their_sources() {
+    for n in 1..=3 {
+        spmd(n, || {
+            let (client, _ep, team) = Client::init("EV_LEAF_HELD", Flags::NONE).unwrap();
+            let _seg = Segment::attach(&team, 4 * MB).unwrap();
+            let me = team.rank();
+            let peer = (me + 1) % team.size();
+            let dest = team.segment_bound(peer).unwrap().owner_addr + MB * me as usize;
+            for mode in 0..3u8 {
+                let data = vec![me as u8 + 10 * mode; MB];
+                let mut lc_event = Event::invalid();
+                let mut root = match mode {
+                    0 | 1 => {
+                        let lc = if mode == 0 {
+                            Lc::Defer
+                        } else {
+                            Lc::Event(&mut lc_event)
+                        };
+                        // SAFETY: `data` outlives the put, waited for below.
+                        unsafe { team.put_nb(peer, dest, &data, lc, Flags::NONE) }.unwrap()
+                    }
+                    _ => {
+                        gex::nbi_begin_access_region();
+                        for (i, half) in data.chunks(MB / 2).enumerate() {
+                            let at = dest + i * MB / 2;
+                            // SAFETY: as above; the region's event is waited for below.
+                            unsafe { team.put_nbi(peer, at, half, Lc::Group, Flags::NONE) }
+                                .unwrap();
+                        }
+                        gex::nbi_end_access_region()
+                    }
+                };
+                let leaf = root.query_leaf(EventCategory::LC);
+                let leaf_invalid = leaf.is_invalid();
+                assert!(
+                    !leaf_invalid || root.test(),
+                    "mode {mode}: the LC leaf is invalid while the put is pending"
+                );
+                root.wait();
+                leaf.wait();
+                lc_event.wait();
+                team.barrier();
+                let mine = team.segment_bound(me).unwrap().owner_addr;
+                let from = (me + team.size() - 1) % team.size();
+                // SAFETY: this rank's own segment; the writer's put completed before the
+                // barrier.
+                let got = unsafe {
+                    std::slice::from_raw_parts((mine + MB * from as usize) as *const u8, MB)
+                };
+                assert!(
+                    got.iter().all(|&b| b == from as u8 + 10 * mode),
+                    "mode {mode}"
+                );
+                team.barrier();
+            }
+            client.finalize();
+        });
+    }
+}
