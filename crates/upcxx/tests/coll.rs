@@ -178,8 +178,8 @@ enum Phase {
 }
 
 /// Values beyond plain data (§12.2 ¶25: *DefinitelyTriviallySerializable*): `bool`s
-/// and a field-less enum broadcast and reduced, with closures and with the bitwise
-/// `op_fast_*` on `bool`, on 1 to 5 ranks.
+/// and a field-less enum broadcast and reduced, with closures and with every
+/// `op_fast_*` on `bool` (¶22), on 1 to 5 ranks.
 #[test]
 fn bools_and_enums_are_broadcast_and_reduced() {
     for n in 1..=5 {
@@ -203,6 +203,15 @@ fn bools_and_enums_are_broadcast_and_reduced() {
                 upcxx::reduce_all(true, op_fast_bit_xor, w).wait(),
                 rank_n() % 2 == 1
             );
+            // ¶22: add and max are `bit_or`, mul and min `bit_and`, over `bool`.
+            let only_last = me == last;
+            let multi = rank_n() > 1;
+            assert!(upcxx::reduce_all(only_last, op_fast_add, w).wait());
+            assert!(upcxx::reduce_all(only_last, op_fast_max, w).wait());
+            assert_eq!(upcxx::reduce_all(only_last, op_fast_mul, w).wait(), !multi);
+            assert_eq!(upcxx::reduce_all(only_last, op_fast_min, w).wait(), !multi);
+            assert!(!upcxx::reduce_all(false, op_fast_add, w).wait());
+            assert!(upcxx::reduce_all(true, op_fast_mul, w).wait());
             let latest =
                 upcxx::reduce_one(phase, |a: Phase, b: Phase| if a < b { b } else { a }, 0, w)
                     .wait();

@@ -105,13 +105,14 @@ macro_rules! fast_op {
 }
 
 fast_op! {
-    /// Binary `+` (UPC++ `op_fast_add`, §12.2 ¶17); arithmetic types.
+    /// Binary `+` (UPC++ `op_fast_add`, §12.2 ¶17); arithmetic types, and `bool` as
+    /// `|` (¶22).
     op_fast_add, OpFastAdd, Add;
-    /// Binary `*` (UPC++ `op_fast_mul`); arithmetic types.
+    /// Binary `*` (UPC++ `op_fast_mul`); arithmetic types, and `bool` as `&`.
     op_fast_mul, OpFastMul, Mult;
-    /// `std::min` (UPC++ `op_fast_min`); arithmetic types.
+    /// `std::min` (UPC++ `op_fast_min`); arithmetic types, and `bool` as `&`.
     op_fast_min, OpFastMin, Min;
-    /// `std::max` (UPC++ `op_fast_max`); arithmetic types.
+    /// `std::max` (UPC++ `op_fast_max`); arithmetic types, and `bool` as `|`.
     op_fast_max, OpFastMax, Max;
     /// Binary `&` (UPC++ `op_fast_bit_and`); integer types and `bool`.
     op_fast_bit_and, OpFastBitAnd, And;
@@ -175,3 +176,8 @@ emulated!(OpFastBitXor: i8, i16, i128, isize, u8, u16, u128, usize; |a, b| a ^ b
 emulated!(OpFastBitAnd: bool; |a, b| a & b);
 emulated!(OpFastBitOr: bool; |a, b| a | b);
 emulated!(OpFastBitXor: bool; |a, b| a ^ b);
+// §12.2 ¶22: over `bool`, add and max are `bit_or`, mul and min are `bit_and`.
+emulated!(OpFastAdd: bool; |a, b| a | b);
+emulated!(OpFastMax: bool; |a, b| a | b);
+emulated!(OpFastMul: bool; |a, b| a & b);
+emulated!(OpFastMin: bool; |a, b| a & b);
