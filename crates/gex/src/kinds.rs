@@ -111,8 +111,11 @@ pub(crate) trait Device: Send + Sync + fmt::Debug {
     fn same(&self, other: &dyn Device) -> bool {
         self.class() == other.class() && self.id() == other.id()
     }
-    /// Whether `[addr, addr + len)` is memory of this device.
+    /// Whether `[addr, addr + len)` is memory of this device, inside one allocation.
     fn owns(&self, addr: DeviceAddr, len: usize) -> bool;
+    /// The allocation of this device that holds `addr`: its base and size
+    /// (`cuMemGetAddressRange`).
+    fn allocation(&self, addr: DeviceAddr) -> Option<(DeviceAddr, usize)>;
     /// An opaque handle by which another process of this host maps the allocation at
     /// `base` (CUDA IPC's `cuIpcGetMemHandle`).
     fn export(&self, call: &'static str, base: DeviceAddr) -> Result<Vec<u8>, KindError>;
@@ -218,9 +221,29 @@ impl Mk {
     }
 
     /// Bytes of this kind's segments alive now (the device memory allocated through
-    /// it and not yet freed).
+    /// it and not yet freed; segments over the program's memory, [`DeviceSegment::wrap`],
+    /// are not counted).
     pub fn allocated(&self) -> usize {
         self.0.allocated.load(Ordering::Relaxed)
+    }
+
+    /// Allocates `size` bytes of the device's memory outside any segment, as a program
+    /// gets memory from its driver (`cuMemAlloc`): for tests of
+    /// [`DeviceSegment::wrap`]. Feature `testing` only.
+    #[cfg(feature = "testing")]
+    pub fn alloc_unmanaged(&self, size: usize) -> Result<DeviceAddr, KindError> {
+        self.0.dev.alloc("gex::kinds::Mk::alloc_unmanaged", size)
+    }
+
+    /// Frees what [`alloc_unmanaged`](Mk::alloc_unmanaged) returned. Feature `testing`
+    /// only.
+    ///
+    /// # Safety
+    /// `addr` came from `alloc_unmanaged` of this kind, and no segment holds it.
+    #[cfg(feature = "testing")]
+    pub unsafe fn free_unmanaged(&self, addr: DeviceAddr) {
+        // SAFETY: the caller's guarantee.
+        unsafe { self.0.dev.free(addr) }
     }
 
     fn same_device(&self, other: &Mk) -> bool {
@@ -229,11 +252,14 @@ impl Mk {
 }
 
 /// A segment of device memory (GASNet-EX `gex_Segment_Create` with a device kind): `size`
-/// bytes allocated on the kind's device when created and freed when dropped.
+/// bytes allocated on the kind's device when created and freed when dropped, or memory
+/// of the program's that it manages ([`DeviceSegment::wrap`]), left to the program.
 pub struct DeviceSegment {
     mk: Mk,
     base: DeviceAddr,
     size: usize,
+    /// Whether the segment allocated its memory (and frees it).
+    owned: bool,
 }
 
 impl fmt::Debug for DeviceSegment {
@@ -295,11 +321,50 @@ impl DeviceSegment {
         }
         let base = mk.0.dev.alloc(CALL, size)?;
         mk.0.allocated.fetch_add(size, Ordering::Relaxed);
-        registry::add(mk, base, size);
+        let fresh = registry::add(mk, base, size);
+        debug_assert!(fresh, "a new allocation overlaps no segment");
         Ok(DeviceSegment {
             mk: mk.clone(),
             base,
             size,
+            owned: true,
+        })
+    }
+
+    /// A segment over `size` bytes of the kind's device memory at `base` that the
+    /// program allocated itself (GASNet-EX `gex_Segment_Create` with client-allocated
+    /// memory; UPC++ §16.1.2 ¶13): transfers reach it as any segment, and dropping it
+    /// leaves the memory to the program. A size of zero, memory that is not the
+    /// device's (in one allocation), and memory a segment of this process already holds
+    /// are errors.
+    ///
+    /// # Safety
+    /// The memory stays allocated until the segment is dropped, and nothing but
+    /// transfers through segments writes it meanwhile.
+    pub unsafe fn wrap(mk: &Mk, base: DeviceAddr, size: usize) -> Result<DeviceSegment, KindError> {
+        const CALL: &str = "gex::kinds::DeviceSegment::wrap";
+        if size == 0 {
+            return Err(KindError::BadSize { call: CALL, size });
+        }
+        if !mk.owns(base, size) {
+            return Err(KindError::NotDeviceMemory {
+                call: CALL,
+                addr: base,
+                kind: format!("{} {} ({size} bytes)", mk.class(), mk.device_id()),
+            });
+        }
+        if !registry::add(mk, base, size) {
+            return Err(KindError::InUse {
+                call: CALL,
+                addr: base,
+                size,
+            });
+        }
+        Ok(DeviceSegment {
+            mk: mk.clone(),
+            base,
+            size,
+            owned: false,
         })
     }
 
@@ -469,8 +534,11 @@ impl Drop for DeviceSegment {
         // processes that map it unmap it first.
         let importers = registry::remove(self.base);
         ipc::forget(self.base, &importers);
-        // SAFETY: allocated by `create` on this device; the segment is gone after this.
-        unsafe { self.mk.0.dev.free(self.base) };
-        self.mk.0.allocated.fetch_sub(self.size, Ordering::Relaxed);
+        if self.owned {
+            // SAFETY: allocated by `create` on this device; the segment is gone after
+            // this.
+            unsafe { self.mk.0.dev.free(self.base) };
+            self.mk.0.allocated.fetch_sub(self.size, Ordering::Relaxed);
+        }
     }
 }

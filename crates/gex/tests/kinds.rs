@@ -144,6 +144,53 @@ fn segments_free_their_memory_when_dropped() {
     }
 }
 
+/// A segment over memory the program allocated (UPC++ §16.1.2 ¶13): copies reach it,
+/// its drop leaves the memory (whose contents survive), and memory that is not the
+/// device's, runs past its allocation, or that a segment already holds is refused.
+#[test]
+fn wrapped_memory_is_a_segment_that_leaves_its_memory_to_the_program() {
+    let (_serial, all) = kinds("wrapped_memory_is_a_segment_that_leaves_its_memory_to_the_program");
+    for (mk, _) in all {
+        let raw = mk.alloc_unmanaged(2 * MIB).unwrap();
+        // SAFETY: `raw` is freed at the end, after every segment over it.
+        let seg = unsafe { DeviceSegment::wrap(&mk, raw + 4096, MIB) }.unwrap();
+        assert_eq!((seg.base(), seg.size()), (raw + 4096, MIB));
+        assert_eq!(mk.allocated(), 0, "the program's memory is not the kind's");
+        let data = pattern(MIB, 5);
+        DeviceSegment::copy(Dst::Device(range(&seg, 0, MIB)), Src::Host(&data)).unwrap();
+        assert!(read(&seg, 0, MIB) == data, "{mk:?}");
+
+        let wrap = "gex::kinds::DeviceSegment::wrap";
+        // SAFETY: `raw` is freed at the end, after every segment over it.
+        let e = unsafe { DeviceSegment::wrap(&mk, raw + 8192, 4096) }.unwrap_err();
+        assert!(matches!(e, KindError::InUse { .. }), "{e}");
+        assert!(e.to_string().starts_with(wrap), "{e}");
+        // SAFETY: `raw` is freed at the end, after every segment over it.
+        let e = unsafe { DeviceSegment::wrap(&mk, raw + MIB as u64, 2 * MIB) }.unwrap_err();
+        assert!(matches!(e, KindError::NotDeviceMemory { .. }), "{e}");
+        let host = vec![0u8; 4096];
+        // SAFETY: `raw` is freed at the end, after every segment over it.
+        let e = unsafe { DeviceSegment::wrap(&mk, host.as_ptr() as u64, 4096) }.unwrap_err();
+        assert!(matches!(e, KindError::NotDeviceMemory { .. }), "{e}");
+        // SAFETY: `raw` is freed at the end, after every segment over it.
+        let e = unsafe { DeviceSegment::wrap(&mk, raw, 0) }.unwrap_err();
+        assert!(matches!(e, KindError::BadSize { .. }), "{e}");
+
+        drop(seg);
+        assert!(mk.owns(raw, 2 * MIB), "{mk:?}: the drop left the memory");
+        // SAFETY: `raw` is freed at the end, after every segment over it.
+        let whole = unsafe { DeviceSegment::wrap(&mk, raw, 2 * MIB) }.unwrap();
+        assert!(
+            read(&whole, 4096, MIB) == data,
+            "{mk:?}: the contents survive"
+        );
+        drop(whole);
+        // SAFETY: no segment holds it any more.
+        unsafe { mk.free_unmanaged(raw) };
+        assert_eq!(mk.allocated(), 0);
+    }
+}
+
 #[test]
 fn bad_sizes_and_ranges_are_errors_naming_the_call_and_copy_nothing() {
     let (_serial, all) = kinds("bad_sizes_and_ranges_are_errors_naming_the_call_and_copy_nothing");

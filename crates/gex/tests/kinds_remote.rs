@@ -79,7 +79,9 @@ fn every_rank_puts_gets_and_copies_device_memory_of_every_rank() {
         spmd_with(options(n, ipc), || {
             let (client, team, _host) = init();
             for mk in own_kinds(team.rank() as usize) {
-                puts_gets_and_copies(&team, &mk);
+                for wrapped in [false, true] {
+                    puts_gets_and_copies(&team, &mk, wrapped);
+                }
             }
             client.finalize();
         });
@@ -100,10 +102,20 @@ fn own_kinds(me: usize) -> Vec<Mk> {
 }
 
 /// Puts, gets and device-to-device copies between every pair of ranks, each rank with
-/// a device segment on `mk`; every segment freed at the end.
-fn puts_gets_and_copies(team: &Team, mk: &Mk) {
+/// a device segment on `mk`: one the segment allocates, or, `wrapped`, one over part of
+/// memory the test allocated (64 KiB into it: mapped by others at that offset into the
+/// allocation); every segment dropped at the end.
+fn puts_gets_and_copies(team: &Team, mk: &Mk, wrapped: bool) {
     let (me, size) = (team.rank() as usize, team.size() as usize);
-    let seg = DeviceSegment::create(mk, 4 * MIB).unwrap();
+    const SKIP: usize = 64 << 10;
+    let (seg, raw) = if wrapped {
+        let raw = mk.alloc_unmanaged(SKIP + 4 * MIB).unwrap();
+        // SAFETY: allocated just above, freed below after the segment is dropped.
+        let seg = unsafe { DeviceSegment::wrap(mk, raw + SKIP as u64, 4 * MIB) }.unwrap();
+        (seg, Some(raw))
+    } else {
+        (DeviceSegment::create(mk, 4 * MIB).unwrap(), None)
+    };
     let bases = device_bases(team, &seg);
     // Each rank writes its region of every rank's segment (its own too).
     let mine = pattern(REGION, me);
@@ -152,6 +164,10 @@ fn puts_gets_and_copies(team: &Team, mk: &Mk) {
     team.barrier();
     drop(seg);
     assert_eq!(mk.allocated(), 0);
+    if let Some(raw) = raw {
+        // SAFETY: no segment holds it any more.
+        unsafe { mk.free_unmanaged(raw) };
+    }
 }
 
 #[test]

@@ -231,6 +231,16 @@ impl Device for Cuda {
         r == CUresult::CUDA_SUCCESS && addr + len as u64 <= base + size as u64
     }
 
+    fn allocation(&self, addr: DeviceAddr) -> Option<(DeviceAddr, usize)> {
+        self.bind("gex::kinds (the allocation of an address)")
+            .ok()?;
+        let (mut base, mut size): (sys::CUdeviceptr, usize) = (0, 0);
+        // SAFETY: out-pointers; any address may be asked (an error if it is no
+        // allocation of the current context).
+        let r = unsafe { sys::cuMemGetAddressRange_v2(&mut base, &mut size, addr) };
+        (r == CUresult::CUDA_SUCCESS).then_some((base, size))
+    }
+
     fn export(&self, call: &'static str, base: DeviceAddr) -> Result<Vec<u8>, KindError> {
         self.bind(call)?;
         // SAFETY: a zeroed handle is a valid out-parameter (an array of bytes).

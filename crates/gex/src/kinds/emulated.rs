@@ -121,6 +121,14 @@ impl Device for Emulated {
             .is_some_and(|(&base, &(size, _))| addr + len as u64 <= base + size as u64)
     }
 
+    fn allocation(&self, addr: DeviceAddr) -> Option<(DeviceAddr, usize)> {
+        lock(&self.live)
+            .range(..=addr)
+            .next_back()
+            .filter(|(&base, &(size, _))| addr < base + size as u64)
+            .map(|(&base, &(size, _))| (base, size))
+    }
+
     fn export(&self, call: &'static str, base: DeviceAddr) -> Result<Vec<u8>, KindError> {
         let live = lock(&self.live);
         let Some((_, fd)) = live.get(&base) else {

@@ -86,6 +86,16 @@ pub enum KindError {
         /// The kind it was claimed to be.
         kind: String,
     },
+    /// Memory that a device segment of this process already holds (a segment is the
+    /// only manager of its memory).
+    InUse {
+        /// The call that failed.
+        call: &'static str,
+        /// The start of the memory given.
+        addr: DeviceAddr,
+        /// Its size.
+        size: usize,
+    },
     /// The driver failed a call for another reason.
     Driver {
         /// The call that failed.
@@ -149,6 +159,10 @@ impl fmt::Display for KindError {
             KindError::NotDeviceMemory { call, addr, kind } => {
                 write!(f, "{call}: address {addr:#x} is not memory of {kind}")
             }
+            KindError::InUse { call, addr, size } => write!(
+                f,
+                "{call}: the {size} bytes at {addr:#x} overlap a device segment of this process"
+            ),
             KindError::Driver {
                 call,
                 function,

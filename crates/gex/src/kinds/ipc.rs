@@ -6,9 +6,10 @@
 //! to [`ASK_HANDLER`] with the address): the owner finds the segment holding it, exports
 //! it (`Device::export`: a CUDA IPC handle, or an emulated device's memory file), notes
 //! `r`'s importer, and answers ([`ANSWER_HANDLER`], a Medium carrying the handle, the
-//! segment's base, size and class). The asker maps it with a device of its own of that
-//! class (`Device::import`) and keeps the mapping in its table of imports; later
-//! transfers into the segment find it there. A segment this process cannot map (no
+//! segment's base, size and class, and its offset in the allocation the handle maps,
+//! not 0 for a segment over part of the program's memory). The asker maps the
+//! allocation with a device of its own of that class (`Device::import`) and keeps the
+//! mapping in its table of imports; later transfers into the segment find it there. A segment this process cannot map (no
 //! device of that class here, or the driver refuses: CUDA IPC between devices without
 //! peer access) is kept as such, and its transfers take the messages of `remote`.
 //!
@@ -60,8 +61,11 @@ const CLASSES: [&str; 2] = ["cuda_device", "emulated_device"];
 /// A segment of another rank as this process sees it.
 struct Import {
     size: usize,
-    /// The device that maps it here, and where; `None` if this process cannot.
+    /// The device that maps its allocation here, and where; `None` if this process
+    /// cannot.
     mapped: Option<(Mk, DeviceAddr)>,
+    /// The segment's offset in that allocation.
+    offset: u64,
 }
 
 /// A request for a segment's handle, waiting for its answer.
@@ -78,6 +82,9 @@ struct Answer {
     size: usize,
     class: u32,
     handle: Vec<u8>,
+    /// The segment's offset in the allocation `handle` maps, and the allocation's size.
+    offset: u64,
+    allocation: usize,
 }
 
 #[derive(Default)]
@@ -105,7 +112,7 @@ pub(crate) fn handler_entries() -> [AmEntry; 4] {
             "gex device segment answer",
             AmCategory::Medium,
             AmRole::Reply,
-            8,
+            12,
             on_answer,
         )
         .unreported()
@@ -152,7 +159,7 @@ pub(super) fn with<R>(
             if let Some((base, import)) = table.as_ref().and_then(|t| lookup(t, rank, addr, len)) {
                 let (mk, local) = import.mapped.as_ref()?;
                 let f = f.take().expect("run once");
-                return Some(f(mk, local + (addr - base)));
+                return Some(f(mk, local + import.offset + (addr - base)));
             }
         }
         if !may_ask || !ask(rt, call, rank, addr) {
@@ -211,6 +218,7 @@ fn ask(rt: &Runtime, call: &'static str, rank: Rank, addr: DeviceAddr) -> bool {
         .or_insert_with(|| Import {
             size: answer.size,
             mapped: map(call, &answer),
+            offset: answer.offset,
         });
     true
 }
@@ -236,9 +244,10 @@ fn map(call: &'static str, answer: &Answer) -> Option<(Mk, DeviceAddr)> {
     }
     let class = CLASSES.get(answer.class as usize)?;
     let mk = registry::any_of(class)?;
-    // SAFETY: a handle its owner exported for a segment of `size` bytes of this class,
-    // which it frees only after this process has unmapped it (its forget).
-    let local = unsafe { mk.0.dev.import(call, &answer.handle, answer.size) }.ok()?;
+    // SAFETY: a handle its owner exported for an allocation of `allocation` bytes of
+    // this class, holding the segment, which it frees (or, for the program's memory,
+    // leaves) only after this process has unmapped it (its forget).
+    let local = unsafe { mk.0.dev.import(call, &answer.handle, answer.allocation) }.ok()?;
     Some((mk, local))
 }
 
@@ -247,28 +256,33 @@ fn on_ask(token: &Token<'_>, args: &[u32]) {
     let addr = join_u64(args[2], args[3]);
     let asker = token.src_rank();
     let found = registry::export(addr, asker);
-    let (status, base, size, class, handle) = match found {
-        None => (NOT_FOUND, 0, 0, 0, Vec::new()),
+    let (status, base, size, class, handle, offset, allocation) = match found {
+        None => (NOT_FOUND, 0, 0, 0, Vec::new(), 0, 0),
         Some(e) => {
             let code = CLASSES
                 .iter()
                 .position(|&c| c == e.class)
-                .unwrap_or(CLASSES.len());
-            match e.handle {
-                Ok(h) => (FOUND, e.base, e.size, code as u32, h),
-                Err(_) => (NOT_EXPORTED, e.base, e.size, code as u32, Vec::new()),
-            }
+                .unwrap_or(CLASSES.len()) as u32;
+            let (status, handle) = match e.handle {
+                Ok(h) => (FOUND, h),
+                Err(_) => (NOT_EXPORTED, Vec::new()),
+            };
+            (status, e.base, e.size, code, handle, e.offset, e.allocation)
         }
     };
     let [b0, b1] = split_u64(base);
     let [s0, s1] = split_u64(size as u64);
+    let [o0, o1] = split_u64(offset);
+    let [a0, a1] = split_u64(allocation as u64);
     token
         .reply_medium(
             ANSWER_HANDLER,
             &handle,
             Lc::Now,
             Flags::NONE,
-            &[args[0], args[1], status, b0, b1, s0, s1, class],
+            &[
+                args[0], args[1], status, b0, b1, s0, s1, class, o0, o1, a0, a1,
+            ],
         )
         .expect("a Reply without IMMEDIATE waits for room");
 }
@@ -282,6 +296,8 @@ fn on_answer(_token: &Token<'_>, payload: &[u8], args: &[u32]) {
         size: join_u64(args[5], args[6]) as usize,
         class: args[7],
         handle: payload.to_vec(),
+        offset: join_u64(args[8], args[9]),
+        allocation: join_u64(args[10], args[11]) as usize,
     });
     asked.answered.store(true, Ordering::Release);
 }

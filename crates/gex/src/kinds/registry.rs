@@ -22,14 +22,23 @@ struct Entry {
 
 static SEGMENTS: RwLock<Vec<Entry>> = parking_lot::const_rwlock(Vec::new());
 
-/// Adds a segment just created.
-pub(super) fn add(mk: &Mk, base: DeviceAddr, size: usize) {
-    SEGMENTS.write().push(Entry {
+/// Adds a segment just made, unless it overlaps one of the table (then false).
+pub(super) fn add(mk: &Mk, base: DeviceAddr, size: usize) -> bool {
+    let mut all = SEGMENTS.write();
+    let end = base + size as u64;
+    if all
+        .iter()
+        .any(|e| base < e.base + e.size as u64 && e.base < end)
+    {
+        return false;
+    }
+    all.push(Entry {
         base,
         size,
         mk: mk.clone(),
         importers: Mutex::new(Vec::new()),
     });
+    true
 }
 
 /// Removes the segment at `base`, waiting for the copies into it that run now;
@@ -50,8 +59,13 @@ pub(super) struct Exported {
     pub(super) base: DeviceAddr,
     pub(super) size: usize,
     pub(super) class: &'static str,
-    /// The handle that maps it, or why the driver gave none.
+    /// The handle that maps the allocation holding the segment, or why the driver gave
+    /// none.
     pub(super) handle: Result<Vec<u8>, KindError>,
+    /// The segment's offset in that allocation (not 0 for a segment over part of the
+    /// program's memory), and the allocation's size.
+    pub(super) offset: u64,
+    pub(super) allocation: usize,
 }
 
 /// The segment holding `addr`, exported for `asker` (noted as an importer).
@@ -60,10 +74,8 @@ pub(super) fn export(addr: DeviceAddr, asker: Rank) -> Option<Exported> {
     let e = all
         .iter()
         .find(|e| addr >= e.base && addr - e.base < e.size as u64)?;
-    let handle =
-        e.mk.0
-            .dev
-            .export("gex::kinds (exporting a segment)", e.base);
+    let (at, allocation) = e.mk.0.dev.allocation(e.base).unwrap_or((e.base, e.size));
+    let handle = e.mk.0.dev.export("gex::kinds (exporting a segment)", at);
     if handle.is_ok() {
         let mut importers = e.importers.lock().unwrap_or_else(|e| e.into_inner());
         if !importers.contains(&asker) {
@@ -75,6 +87,8 @@ pub(super) fn export(addr: DeviceAddr, asker: Rank) -> Option<Exported> {
         size: e.size,
         class: e.mk.0.dev.class(),
         handle,
+        offset: e.base - at,
+        allocation,
     })
 }
 
