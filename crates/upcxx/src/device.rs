@@ -23,7 +23,8 @@
 //!
 //! A [`CudaDevice`] is created collectively over the world (§16.1.1 ¶17); its
 //! [`DeviceAllocator`] (`device/allocator.rs`) owns a device segment
-//! (`gex::kinds::DeviceSegment`) and hands out global pointers of kind
+//! (`gex::kinds::DeviceSegment`), allocated for it or over memory the program
+//! allocated ([`DeviceAllocator::with_memory`], §16.1.2 ¶13), and hands out global pointers of kind
 //! [`CudaDeviceKind`] from it. The segment's memory is managed out of band (device
 //! memory cannot hold an allocator's own bookkeeping) by `range-alloc`, the range
 //! allocator of the `wgpu` project, behind a lock: any thread may allocate (progress

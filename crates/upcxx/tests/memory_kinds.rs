@@ -306,6 +306,89 @@ fn the_allocator_allocates_aligned_frees_and_reports_null_when_full() {
     });
 }
 
+/// §16.1.2 ¶13–¶16, ¶21: an allocator over device memory the program allocated
+/// serves allocations that every rank copies into, refuses memory that is not the
+/// device's or that another allocator manages, and leaves the memory (and what it
+/// holds) to the program when dropped. On emulated devices and, where there is one, a
+/// CUDA device, on 1 to 3 ranks.
+#[test]
+fn an_allocator_over_the_programs_memory_leaves_it_to_the_program() {
+    for n in [1, 2, 3] {
+        gex::testing::spmd(n, || {
+            upcxx::init();
+            over_program_memory(Mk::emulated(rank_me() as i32, 64 * MIB));
+            upcxx::finalize();
+        });
+    }
+    let count = CudaDevice::device_count();
+    if count == 0 {
+        eprintln!(
+            "an_allocator_over_the_programs_memory_leaves_it_to_the_program: no CUDA \
+             device: the CUDA part is skipped"
+        );
+        return;
+    }
+    for n in [1, 2, 3] {
+        gex::testing::spmd(n, move || {
+            upcxx::init();
+            over_program_memory(Mk::cuda(rank_me() as i32 % count).expect("a CUDA device"));
+            upcxx::finalize();
+        });
+    }
+}
+
+/// [`an_allocator_over_the_programs_memory_leaves_it_to_the_program`] on devices of
+/// `mk`'s kind, the program's memory allocated through `mk`.
+fn over_program_memory(mk: Mk) {
+    let (me, n) = (rank_me() as usize, rank_n() as usize);
+    let raw = mk.alloc_unmanaged(2 * MIB).unwrap();
+    let mut dev = CudaDevice::with_kind(mk.clone());
+    // SAFETY: `raw` is freed at the end, after every segment over it.
+    let alloc = unsafe { DeviceAllocator::with_memory(&mut dev, raw + 4096, MIB) }.unwrap();
+    let mine = alloc.allocate::<u64>(N / 4);
+    assert_eq!(
+        DeviceAllocator::<CudaDevice>::local(mine),
+        raw + 4096,
+        "the first allocation starts the program's memory"
+    );
+    let all = all_gather(&mine);
+    let next = all[(me + 1) % n];
+    let v = values(me, 3)[..N / 4].to_vec();
+    copy_from_host(&v, next).wait();
+    upcxx::barrier();
+    let from = (me + n - 1) % n;
+    let mut got = vec![0u64; N / 4];
+    copy_to_host(mine, &mut got).wait();
+    assert!(
+        got == values(from, 3)[..N / 4],
+        "rank {me}: the copy of rank {from}"
+    );
+    // Memory another allocator manages, memory of no device: refused.
+    let mut other = CudaDevice::with_kind(mk.clone());
+    // SAFETY: `raw` is freed at the end, after every segment over it.
+    let e = unsafe { DeviceAllocator::with_memory(&mut other, raw + 8192, 4096) }.unwrap_err();
+    assert!(matches!(e, KindError::InUse { .. }), "{e}");
+    let host = vec![0u8; 4096];
+    // SAFETY: `raw` is freed at the end, after every segment over it.
+    let e = unsafe { DeviceAllocator::with_memory(&mut other, host.as_ptr() as u64, 4096) }
+        .unwrap_err();
+    assert!(matches!(e, KindError::NotDeviceMemory { .. }), "{e}");
+    upcxx::barrier();
+    drop(alloc);
+    dev.destroy(EntryBarrier::User);
+    // The memory and its values outlive the allocator.
+    // SAFETY: `raw` is freed at the end, after every segment over it.
+    let whole = unsafe { DeviceAllocator::with_memory(&mut other, raw, 2 * MIB) }.unwrap();
+    let again = whole.to_global_ptr::<u64>(raw + 4096);
+    let mut kept = vec![0u64; N / 4];
+    copy_to_host(again, &mut kept).wait();
+    assert!(kept == got, "rank {me}: the memory kept its values");
+    drop(whole);
+    other.destroy(EntryBarrier::User);
+    // SAFETY: no allocator manages it any more.
+    unsafe { mk.free_unmanaged(raw) };
+}
+
 #[test]
 fn devices_are_created_and_destroyed_collectively_and_bad_ids_say_why() {
     for n in [1, 3] {

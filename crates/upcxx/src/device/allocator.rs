@@ -5,7 +5,7 @@ use std::marker::PhantomData;
 use std::ops::Range;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use gex::kinds::{DeviceAddr, DeviceSegment, KindError};
+use gex::kinds::{DeviceAddr, DeviceSegment, KindError, Mk};
 use range_alloc::RangeAllocator;
 
 use super::Device;
@@ -77,6 +77,41 @@ impl<D: Device> DeviceAllocator<D> {
     /// If `device` is inactive or already has an allocator (¶8), or before `init`.
     #[track_caller]
     pub fn new(device: &mut D, size: usize) -> Result<Self, KindError> {
+        Self::make(device, size, |mk| DeviceSegment::create(mk, size))
+    }
+
+    /// §16.1.2 ¶13: an allocator of `device` managing the `size` bytes of device memory
+    /// at `memory` that the program allocated itself (for memory with properties of its
+    /// own, or shared with another library); dropping the allocator leaves the memory
+    /// to the program (¶21). An error if the memory is not `device`'s (`size` bytes in
+    /// one allocation) or is managed by another allocator already.
+    ///
+    /// # Safety
+    /// ¶14: the memory stays allocated until the allocator is dropped, and nothing but
+    /// this allocator's users (`copy` and the like) writes it meanwhile.
+    ///
+    /// # Panics
+    /// As [`new`](Self::new).
+    #[track_caller]
+    pub unsafe fn with_memory(
+        device: &mut D,
+        memory: DeviceAddr,
+        size: usize,
+    ) -> Result<Self, KindError> {
+        // SAFETY: the caller's guarantee.
+        Self::make(device, size, |mk| unsafe {
+            DeviceSegment::wrap(mk, memory, size)
+        })
+    }
+
+    /// An allocator of `device` over the segment `segment` makes of `size` bytes of its
+    /// memory, after the checks of ¶8.
+    #[track_caller]
+    fn make(
+        device: &mut D,
+        size: usize,
+        segment: impl FnOnce(&Mk) -> Result<DeviceSegment, KindError>,
+    ) -> Result<Self, KindError> {
         const CALL: &str = "device_allocator::device_allocator";
         check_init(CALL);
         let id = device.device_id();
@@ -90,7 +125,7 @@ impl<D: Device> DeviceAllocator<D> {
             );
         }
         let span = gasp::span!(GASP_UPCXX_DEVICE_SEGMENT, id, size);
-        let segment = DeviceSegment::create(mk, size);
+        let segment = segment(mk);
         gasp::end!(span, id, size);
         let segment = segment?;
         *allocated = true;
