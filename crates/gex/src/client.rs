@@ -110,6 +110,9 @@ pub enum InitError {
     },
     /// This rank's endpoint already has a segment bound (`gex_Segment_Attach`).
     AlreadyAttached,
+    /// `gex_Segment_Attach` over a team other than the one `Client::init` made (the
+    /// spec requires that one: the segment is bound on every rank of the job).
+    NotPrimordialTeam,
 }
 
 impl std::fmt::Display for InitError {
@@ -126,6 +129,11 @@ impl std::fmt::Display for InitError {
                 crate::PAGE_SIZE
             ),
             InitError::AlreadyAttached => write!(f, "a segment is already attached"),
+            InitError::NotPrimordialTeam => write!(
+                f,
+                "a segment is attached over the team Client::init made, not a team split \
+                 from it"
+            ),
         }
     }
 }

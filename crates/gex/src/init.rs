@@ -130,6 +130,9 @@ impl Segment {
         if size == 0 || !size.is_multiple_of(crate::PAGE_SIZE) || size > max {
             return Err(InitError::BadSegmentSize { size, max });
         }
+        if !team.is_primordial() {
+            return Err(InitError::NotPrimordialTeam);
+        }
         if ObjectState::attached(CALL) {
             return Err(InitError::AlreadyAttached);
         }

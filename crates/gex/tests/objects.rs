@@ -191,8 +191,9 @@ fn cdata_on_every_object() {
 
 /// `Segment::attach` ("Collective allocation and creation of Segments") rejects a size
 /// of 0, a size that is not a multiple of the page size, a size over
-/// `max_segment_size()`, and a second attach; `Endpoint::segment` ("Query the bound
-/// segment") is `None` until the attach.
+/// `max_segment_size()`, a team other than the primordial one ("The current release
+/// requires that 'tm' be the team created by gex_Client_Init()") and a second
+/// attach; `Endpoint::segment` ("Query the bound segment") is `None` until the attach.
 #[test]
 fn segment_attach_errors() {
     for n in 1..=4 {
@@ -228,6 +229,13 @@ fn segment_attach_errors() {
                     "attach({bad})"
                 );
             }
+            // Over a team split from the primordial one: refused on every rank.
+            let me = team.rank();
+            let half = team.split(Some(me % 2), 0, None).unwrap();
+            assert_eq!(
+                Segment::attach(&half, 8 * PAGE_SIZE),
+                Err(InitError::NotPrimordialTeam)
+            );
             assert!(ep.segment().is_none(), "a failed attach binds nothing");
             let size = 8 * PAGE_SIZE;
             let seg = Segment::attach(&team, size).unwrap();
