@@ -33,7 +33,8 @@
 //! [`runtime`] (ch. 2), [`global_ptr`] (ch. 3), [`alloc`] (ch. 4), [`future`] (ch. 5),
 //! [`serialization`] (ch. 6), [`completion`] (ch. 7), [`rma`] (ch. 8), [`rpc`](mod@rpc) (ch. 9),
 //! [`persona`] (ch. 10), [`team`] (ch. 11), [`coll`] (ch. 12), [`atomic`] (ch. 13),
-//! [`dist_object`] (ch. 14), [`vis`] (ch. 15), [`device`] (ch. 16).
+//! [`dist_object`] (ch. 14), [`vis`] (ch. 15), [`device`] (ch. 16). [`porting`] maps
+//! the constructs of C++ UPC++ to these, and says where the two differ.
 //!
 //! Imports point down these layers, lowest first: the runtime state and the per-thread
 //! state; global pointers, allocation and serialization; futures; RPC; personas;
@@ -52,6 +53,8 @@ pub mod dist_object;
 pub mod future;
 pub mod global_ptr;
 pub mod persona;
+#[doc = include_str!("porting.md")]
+pub mod porting {}
 mod progress;
 mod reported;
 pub mod rma;
