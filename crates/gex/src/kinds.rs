@@ -29,7 +29,9 @@
 //! rank's on this host mapped here and reached by one device copy (`ipc`: CUDA IPC, or
 //! an emulated device's memory file), any other by Active Messages to its owner, whose
 //! handler copies between the message and its device (`remote`). The files are leaves
-//! of this one, in that order of use.
+//! of this one, in that order of use. Those calls are complete at return; [`put_nb`],
+//! [`get_nb`] and [`copy_nb`] return a [`Transfer`] instead, which a transfer by
+//! messages leaves in flight until the owner's answers.
 //!
 //! # CUDA without CUDA
 //!
@@ -60,7 +62,7 @@ mod remote;
 mod transfer;
 
 pub use error::KindError;
-pub use transfer::{copy, get, put};
+pub use transfer::{copy, copy_nb, get, get_nb, put, put_nb, Transfer};
 
 /// Unmaps the device segments of other processes that this process mapped (client
 /// finalization, before its barrier), so that their owners may free them after it.

@@ -428,3 +428,78 @@ fn a_get_unwinding_waits_for_its_answers() {
         client.finalize();
     });
 }
+
+/// `put_nb`, `get_nb` and `copy_nb` to a rank reached by messages return before its
+/// owner answers: rank 1 sleeps, out of the library, while rank 0 starts them (the
+/// calls that wait for the answers would wait for it). Then each completes with its
+/// data, one dropped in flight too, and an address outside rank 1's segment is the
+/// outcome of the transfer, naming the call. Each transfer is of a few pieces: all of
+/// them fit in the messages the conduit lets be in flight to one peer (between hosts,
+/// 16 of about 4 KiB), beyond which a send waits for the peer.
+#[test]
+fn transfers_by_messages_are_left_in_flight() {
+    const LEN: usize = 6_000;
+    const NAP: std::time::Duration = std::time::Duration::from_millis(2000);
+    spmd_with(options(2, false), || {
+        let (client, team, _host) = init();
+        let me = team.rank();
+        let mk = Mk::emulated(me as i32, 16 * MIB);
+        let seg = DeviceSegment::create(&mk, 4 * MIB).unwrap();
+        let whole = Range {
+            segment: &seg,
+            offset: 0,
+            len: LEN,
+        };
+        DeviceSegment::copy(Dst::Device(whole), Src::Host(&pattern(LEN, me as usize))).unwrap();
+        let bases = device_bases(&team, &seg);
+        if me == 1 {
+            std::thread::sleep(NAP);
+        } else {
+            // Rank 1 is asleep by now.
+            std::thread::sleep(NAP / 10);
+            let started = std::time::Instant::now();
+            let put = kinds::put_nb(&team, 1, bases[1] + MIB as u64, &pattern(LEN, 7)).unwrap();
+            let mut got = vec![0u8; LEN];
+            // SAFETY: `got` outlives the transfer, waited for below.
+            let get = unsafe { kinds::get_nb(&team, 1, bases[1], got.as_mut_ptr(), LEN) }.unwrap();
+            let copied =
+                kinds::copy_nb(&team, 1, bases[1] + 2 * MIB as u64, 0, bases[0], LEN).unwrap();
+            let dropped =
+                kinds::put_nb(&team, 1, bases[1] + 3 * MIB as u64, &pattern(LEN, 9)).unwrap();
+            let bad = kinds::put_nb(&team, 1, bases[1] + 4 * MIB as u64 - 8, &[1; 64]).unwrap();
+            let took = started.elapsed();
+            assert!(
+                took < NAP / 2,
+                "the transfers took {took:?} to start: they waited for the owner"
+            );
+            assert!(!put.completed_at_initiation());
+            drop(dropped);
+            assert_eq!(put.wait(), Ok(()));
+            assert_eq!(get.wait(), Ok(()));
+            assert!(got == pattern(LEN, 1), "the get's data");
+            assert_eq!(copied.wait(), Ok(()));
+            let e = bad.wait().unwrap_err();
+            assert!(matches!(e, KindError::NotDeviceMemory { .. }), "{e}");
+            assert!(e.to_string().starts_with("gex::kinds::put_nb: "), "{e}");
+        }
+        // Rank 0's transfers are complete (the dropped one too: it was sent before the
+        // bad one, whose answer rank 0 waited for, and each rank's messages to one peer
+        // are handled in order).
+        team.barrier();
+        team.barrier();
+        if me == 1 {
+            assert!(read_local(&seg, MIB, LEN) == pattern(LEN, 7), "the put");
+            assert!(
+                read_local(&seg, 2 * MIB, LEN) == pattern(LEN, 0),
+                "the copy"
+            );
+            assert!(
+                read_local(&seg, 3 * MIB, LEN) == pattern(LEN, 9),
+                "the dropped put"
+            );
+        }
+        team.barrier();
+        drop(seg);
+        client.finalize();
+    });
+}

@@ -13,14 +13,20 @@
 //! The owner finds the segment of an address in its registry (`registry`), which
 //! also keeps it alive during the copy; an address in no segment of the owner is
 //! answered with a failure, reported by the initiator as [`KindError::NotDeviceMemory`]
-//! once every piece has been answered. At most [`WINDOW`] pieces are in flight, and
-//! the initiator polls while it waits, so the owner's handlers need the owner's
-//! attentiveness as every AM does. The record lives on the initiator's stack: every
-//! call returns only after every piece has been answered, also when it unwinds (a
-//! handler run while it waits panicked: [`Answers`]).
+//! once every piece has been answered. Every piece is sent when the transfer starts
+//! (a send waits only for the conduit's flow control), and the transfer completes with
+//! the last answer, in whatever progress the initiator makes then: the owner's handlers
+//! need the owner's attentiveness, as every AM does. A put's pieces are copies made by
+//! the sends, so its source is free at return; a get's destination is written until
+//! the last answer.
+//!
+//! The record is shared ([`Arc`]): the initiator holds one reference, and the pieces in
+//! flight one more, taken when they are sent and released by the last answer, so an
+//! answer never finds the record freed, also when the initiator has stopped waiting (a
+//! handler run while it waited panicked, or it dropped the transfer).
 
-use std::cell::Cell;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::Arc;
 
 use crate::am::{join_u64, split_u64, AmCategory, AmEntry, AmIndex, AmRole, Token};
 use crate::conduit::{Conduit, Rank};
@@ -38,9 +44,6 @@ pub(crate) const GET_HANDLER: AmIndex = 7;
 /// Its Reply, carrying the bytes (run by the initiator).
 pub(crate) const DATA_HANDLER: AmIndex = 8;
 
-/// Pieces of one transfer in flight at most.
-const WINDOW: usize = 16;
-
 const OK: u32 = 0;
 /// The owner has no device segment holding the piece.
 const NOT_FOUND: u32 = 1;
@@ -48,53 +51,62 @@ const NOT_FOUND: u32 = 1;
 const FAILED: u32 = 2;
 
 /// What the initiator keeps of a transfer until every piece is answered.
-struct Pending {
-    /// Pieces sent and not yet answered.
+pub(super) struct Pending {
+    /// Pieces not yet answered: all of them from the start, so that an answer that
+    /// comes while later pieces are being sent does not end the transfer.
     left: AtomicUsize,
     /// The worst status of the answers so far.
     status: AtomicU32,
-    /// A get's destination (null for a put).
-    dst: *mut u8,
+    /// A get's destination address (0 for a put).
+    dst: usize,
 }
 
-/// Waits, when dropped, until every piece sent has been answered: the answers name the
-/// record on the caller's stack, and a get's write into the caller's buffer, both of
-/// which a call that unwinds (a handler run while it waits panicked) would free. A
-/// piece counted whose send unwound is uncounted first, so that the wait ends.
-struct Answers<'a> {
-    rt: &'a Runtime,
-    pending: &'a Pending,
-    /// A piece is counted and its send has not returned.
-    sending: Cell<bool>,
-}
-
-impl<'a> Answers<'a> {
-    fn new(rt: &'a Runtime, pending: &'a Pending) -> Answers<'a> {
-        Answers {
-            rt,
-            pending,
-            sending: Cell::new(false),
-        }
+impl Pending {
+    /// A transfer of `pieces` pieces (at least one), into `dst` for a get.
+    fn new(pieces: usize, dst: usize) -> Arc<Pending> {
+        debug_assert!(pieces > 0, "a transfer of no pieces sends nothing");
+        Arc::new(Pending {
+            left: AtomicUsize::new(pieces),
+            status: AtomicU32::new(OK),
+            dst,
+        })
     }
 
-    /// Counts a piece, then sends it with `send`.
-    fn send(&self, send: impl FnOnce()) {
-        self.rt
-            .wait_until(|| self.pending.left.load(Ordering::Acquire) < WINDOW);
-        self.pending.left.fetch_add(1, Ordering::Relaxed);
-        self.sending.set(true);
-        send();
-        self.sending.set(false);
+    /// The reference the pieces in flight hold, as their messages' first two
+    /// arguments; the last answer releases it ([`answered`]).
+    fn lend(self: &Arc<Pending>) -> [u32; 2] {
+        split_u64(Arc::into_raw(self.clone()) as u64)
     }
-}
 
-impl Drop for Answers<'_> {
-    fn drop(&mut self) {
-        if self.sending.get() {
-            self.pending.left.fetch_sub(1, Ordering::Relaxed);
+    /// Whether every piece has been answered.
+    pub(super) fn is_done(&self) -> bool {
+        self.left.load(Ordering::Acquire) == 0
+    }
+
+    /// The transfer's outcome once every piece is answered (the worst answer), as an
+    /// error of `call` at `addr` of job rank `rank`.
+    pub(super) fn outcome(
+        &self,
+        call: &'static str,
+        rank: Rank,
+        addr: DeviceAddr,
+    ) -> Option<Result<(), KindError>> {
+        if !self.is_done() {
+            return None;
         }
-        self.rt
-            .wait_until(|| self.pending.left.load(Ordering::Acquire) == 0);
+        Some(match self.status.load(Ordering::Acquire) {
+            OK => Ok(()),
+            NOT_FOUND => Err(KindError::NotDeviceMemory {
+                call,
+                addr,
+                kind: format!("a device segment of rank {rank}"),
+            }),
+            _ => Err(KindError::Driver {
+                call,
+                function: "the owner's device copy",
+                error: format!("rank {rank}'s driver failed a copy at {addr:#x}"),
+            }),
+        })
     }
 }
 
@@ -134,102 +146,73 @@ fn piece(rt: &Runtime) -> usize {
     rt.conduit.am_max_medium()
 }
 
-/// Puts `src` at device address `dst` of job rank `rank` (not this one).
+/// Starts putting `src` at device address `dst` of job rank `rank` (not this one):
+/// every piece is sent (copied into its message) before this returns.
 pub(super) fn put(
     rt: &Runtime,
     call: &'static str,
     rank: Rank,
     dst: DeviceAddr,
     src: &[u8],
-) -> Result<(), KindError> {
-    let pending = Pending {
-        left: AtomicUsize::new(0),
-        status: AtomicU32::new(OK),
-        dst: std::ptr::null_mut(),
-    };
-    let [r0, r1] = split_u64(&pending as *const Pending as u64);
-    let answers = Answers::new(rt, &pending);
-    for (i, bytes) in src.chunks(piece(rt)).enumerate() {
-        let [a0, a1] = split_u64(dst + (i * piece(rt)) as u64);
-        answers.send(|| {
-            crate::am::send_internal_medium(rt, call, rank, PUT_HANDLER, &[r0, r1, a0, a1], bytes)
-        });
+) -> Arc<Pending> {
+    let step = piece(rt);
+    let pending = Pending::new(src.len().div_ceil(step), 0);
+    let [r0, r1] = pending.lend();
+    for (i, bytes) in src.chunks(step).enumerate() {
+        let [a0, a1] = split_u64(dst + (i * step) as u64);
+        crate::am::send_internal_medium(rt, call, rank, PUT_HANDLER, &[r0, r1, a0, a1], bytes);
     }
-    finish(rt, call, rank, dst, &pending)
+    pending
 }
 
-/// Gets the bytes at device address `src` of job rank `rank` (not this one) into
-/// `dst`.
-pub(super) fn get(
+/// Starts getting the `len` bytes at device address `src` of job rank `rank` (not this
+/// one) into `dst`.
+///
+/// # Safety
+/// `dst` is valid for writes of `len` bytes, and nothing else accesses them, until the
+/// record says every piece is answered, whether or not the caller still holds it.
+pub(super) unsafe fn get(
     rt: &Runtime,
     call: &'static str,
     rank: Rank,
     src: DeviceAddr,
-    dst: &mut [u8],
-) -> Result<(), KindError> {
-    let pending = Pending {
-        left: AtomicUsize::new(0),
-        status: AtomicU32::new(OK),
-        dst: dst.as_mut_ptr(),
-    };
-    let [r0, r1] = split_u64(&pending as *const Pending as u64);
-    let answers = Answers::new(rt, &pending);
+    dst: *mut u8,
+    len: usize,
+) -> Arc<Pending> {
     let step = piece(rt);
+    let pending = Pending::new(len.div_ceil(step), dst as usize);
+    let [r0, r1] = pending.lend();
     let mut at = 0;
-    while at < dst.len() {
-        let len = step.min(dst.len() - at);
+    while at < len {
+        let n = step.min(len - at);
         let [a0, a1] = split_u64(src + at as u64);
         let [o0, o1] = split_u64(at as u64);
-        let args = [r0, r1, a0, a1, len as u32, o0, o1];
-        answers.send(|| {
-            crate::am::send_internal(rt, call, rank, GET_HANDLER, &args, Flags::NONE)
-                .expect("a send without Flags::IMMEDIATE waits for room");
-        });
-        at += len;
+        let args = [r0, r1, a0, a1, n as u32, o0, o1];
+        crate::am::send_internal(rt, call, rank, GET_HANDLER, &args, Flags::NONE)
+            .expect("a send without Flags::IMMEDIATE waits for room");
+        at += n;
     }
-    finish(rt, call, rank, src, &pending)
+    pending
 }
 
-/// Waits until every piece is answered, then reports the worst answer.
-fn finish(
-    rt: &Runtime,
-    call: &'static str,
-    rank: Rank,
-    addr: DeviceAddr,
-    pending: &Pending,
-) -> Result<(), KindError> {
-    rt.wait_until(|| pending.left.load(Ordering::Acquire) == 0);
-    match pending.status.load(Ordering::Acquire) {
-        OK => Ok(()),
-        NOT_FOUND => Err(KindError::NotDeviceMemory {
-            call,
-            addr,
-            kind: format!("a device segment of rank {rank}"),
-        }),
-        _ => Err(KindError::Driver {
-            call,
-            function: "the owner's device copy",
-            error: format!("rank {rank}'s driver failed a copy at {addr:#x}"),
-        }),
-    }
-}
-
-/// The record named by a message's first two arguments.
+/// Marks the piece of the record the message's first two arguments name answered with
+/// `status` (after its bytes were stored); the last answer releases the reference of
+/// the pieces in flight.
 ///
 /// # Safety
-/// The arguments came back unchanged from a message that `put` or `get` sent, whose
-/// record is alive until this piece is counted answered.
-unsafe fn record<'a>(args: &[u32]) -> &'a Pending {
-    // SAFETY: the caller's guarantee.
-    unsafe { &*(join_u64(args[0], args[1]) as usize as *const Pending) }
-}
-
-/// Marks one piece answered with `status` (after its bytes were stored).
-fn answered(pending: &Pending, status: u32) {
+/// The arguments came back unchanged from a message that `put` or `get` sent, not yet
+/// counted answered.
+unsafe fn answered(args: &[u32], status: u32) {
+    let at = join_u64(args[0], args[1]) as usize as *const Pending;
+    // SAFETY: the pieces' reference keeps the record alive until the last answer.
+    let pending = unsafe { &*at };
     if status != OK {
         pending.status.fetch_max(status, Ordering::Relaxed);
     }
-    pending.left.fetch_sub(1, Ordering::Release);
+    if pending.left.fetch_sub(1, Ordering::AcqRel) == 1 {
+        // SAFETY: the reference `lend` took for the pieces; this was the last.
+        drop(unsafe { Arc::from_raw(at) });
+    }
 }
 
 /// The owner's put handler: copies the piece into its device, answers.
@@ -259,8 +242,8 @@ fn on_put(token: &Token<'_>, payload: &[u8], args: &[u32]) {
 }
 
 fn on_ack(_token: &Token<'_>, args: &[u32]) {
-    // SAFETY: an answer to a piece `put` sent; its record waits for it.
-    answered(unsafe { record(args) }, args[2]);
+    // SAFETY: the answer to a piece `put` sent.
+    unsafe { answered(args, args[2]) };
 }
 
 /// The owner's get handler: copies the piece out of its device into the Reply.
@@ -298,16 +281,23 @@ fn on_get(token: &Token<'_>, args: &[u32]) {
 }
 
 fn on_data(_token: &Token<'_>, payload: &[u8], args: &[u32]) {
-    // SAFETY: an answer to a piece `get` sent; its record waits for it.
-    let pending = unsafe { record(args) };
     let status = args[2];
     if status == OK {
+        // SAFETY: the answer to a piece `get` sent, not yet counted, so its record is
+        // alive.
+        let pending = unsafe { &*(join_u64(args[0], args[1]) as usize as *const Pending) };
         let at = join_u64(args[3], args[4]) as usize;
-        // SAFETY: `get` asked for this piece at offset `at` of its destination, which
-        // holds it; the owner sent exactly the piece's length.
+        // SAFETY: `get` asked for this piece at offset `at` of its destination, valid
+        // until the last answer (its caller's guarantee); the owner sent exactly the
+        // piece's length.
         unsafe {
-            std::ptr::copy_nonoverlapping(payload.as_ptr(), pending.dst.add(at), payload.len())
+            std::ptr::copy_nonoverlapping(
+                payload.as_ptr(),
+                (pending.dst as *mut u8).add(at),
+                payload.len(),
+            )
         };
     }
-    answered(pending, status);
+    // SAFETY: as above.
+    unsafe { answered(args, status) };
 }
