@@ -39,10 +39,15 @@
 //! which map the device segments of this host's other ranks (CUDA IPC: one driver
 //! copy) and reach other hosts' with Active Messages to the owner. A copy
 //! between two places neither of which this process can reach in place bounces
-//! through this process's memory in pieces of 4 MiB. A [`copy`] between host memory
-//! this process maps and host memory of another host is one put or get, which returns
-//! with the transfer in flight (§16.1.3 ¶3: the call initiates the copy) and completes
-//! in progress, the mapped end lent to it until the completions say so. Every other
+//! through this process's memory in pieces of 4 MiB. Two kinds of copy return with
+//! the transfer in flight (§16.1.3 ¶3: the call initiates the copy) and complete in
+//! progress, the end this process maps lent to them until the completions say so: a
+//! [`copy`] between host memory this process maps and host memory of another host (one
+//! gex put or get), and a copy with a device end that this process reaches by messages
+//! only (another host's device, or any other rank's with mapping off), whose other end
+//! is host memory it maps, a host slice ([`copy_from_host`]: its bytes travel in the
+//! messages, so the slice is free at return) or device memory it reaches
+//! (`gex::kinds::put_nb`, `get_nb`, `copy_nb`, up to 4 MiB for the last). Every other
 //! copy finishes before the call returns (the calls make internal progress, §16.1.3
 //! ¶9), so a host slice is borrowed only for the call; notifications are delivered as
 //! chapter 7 says:

@@ -165,6 +165,81 @@ fn options(n: usize, ipc: bool) -> gex::testing::SpmdOptions {
     o
 }
 
+/// §16.1.3 ¶3: `copy` initiates. A copy whose device end is reached by messages
+/// (another host, or with mapping off) returns before the owner answers: rank 1 sleeps,
+/// out of the library, while rank 0 copies host memory (a slice, and its segment) to
+/// rank 1's device, its own device memory to rank 1's, and rank 1's device memory into
+/// its segment; then each completes with its data, on emulated devices and on CUDA
+/// devices where there are some. The copies are small: between hosts all their messages
+/// fit in what the conduit lets be in flight to one peer.
+#[test]
+fn copies_by_messages_return_before_they_complete() {
+    const NAP: std::time::Duration = std::time::Duration::from_millis(2000);
+    const M: usize = 500;
+    let count = CudaDevice::device_count();
+    for cuda in [false, true] {
+        if cuda && count == 0 {
+            eprintln!(
+                "copies_by_messages_return_before_they_complete: no CUDA device: the CUDA \
+                 part is skipped"
+            );
+            continue;
+        }
+        gex::testing::spmd_with(options(2, false), move || {
+            upcxx::init();
+            let me = rank_me();
+            let mut dev = if cuda {
+                CudaDevice::new(me as i32 % count).expect("a CUDA device")
+            } else {
+                CudaDevice::with_kind(Mk::emulated(me as i32, 64 * MIB))
+            };
+            let alloc = DeviceAllocator::new(&mut dev, MIB).unwrap();
+            let mine = alloc.allocate::<u64>(4 * M);
+            let host: GlobalPtr<u64> = new_array(2 * M);
+            let v = values(me as usize, 5)[..M].to_vec();
+            copy_from_host(&v, mine).wait();
+            let all = all_gather(&mine);
+            let peer = all[1];
+            if me == 1 {
+                std::thread::sleep(NAP);
+            } else {
+                std::thread::sleep(NAP / 10);
+                // SAFETY: this rank's own array, which no other rank touches.
+                unsafe { std::slice::from_raw_parts_mut(host.local(), M) }
+                    .copy_from_slice(&values(0, 6)[..M]);
+                let started = std::time::Instant::now();
+                let from_slice = copy_from_host(&values(0, 7)[..M], peer.add(M));
+                let from_segment = copy(host, peer.add(2 * M), M);
+                let device_to_device = copy(mine, peer.add(3 * M), M);
+                let into_segment = copy(peer, host.add(M), M);
+                let took = started.elapsed();
+                assert!(
+                    took < NAP / 2,
+                    "the copies took {took:?}: they waited for rank 1"
+                );
+                upcxx::when_all((from_slice, from_segment, device_to_device, into_segment)).wait();
+                // SAFETY: as above; the copy into it is complete.
+                let got = unsafe { std::slice::from_raw_parts(host.local().add(M), M) };
+                assert!(got == &values(1, 5)[..M], "rank 1's device memory, here");
+            }
+            upcxx::barrier();
+            if me == 1 {
+                let mut got = vec![0u64; 3 * M];
+                copy_to_host(mine.add(M), &mut got).wait();
+                assert!(got[..M] == values(0, 7)[..M], "from a slice");
+                assert!(got[M..2 * M] == values(0, 6)[..M], "from rank 0's segment");
+                assert!(got[2 * M..] == values(0, 5)[..M], "from rank 0's device");
+            }
+            upcxx::barrier();
+            delete_array(host);
+            alloc.deallocate(mine);
+            drop(alloc);
+            dev.destroy(EntryBarrier::User);
+            upcxx::finalize();
+        });
+    }
+}
+
 static REMOTE_RAN: AtomicU64 = AtomicU64::new(0);
 
 fn landed(at: GlobalPtr<u64, CudaDeviceKind>, want: u64) {

@@ -1,8 +1,10 @@
 //! `copy` between memory of any kinds on any ranks (UPC++ spec §16.1.3); see the parent
 //! module, "Copies". A leaf of `device`.
 
+use std::rc::Rc;
+
 use bytemuck::Pod;
-use gex::kinds::{DeviceAddr, KindError};
+use gex::kinds::{DeviceAddr, KindError, Transfer};
 
 use crate::completion::{
     operation_cx, CompletionEvents, Completions, FutureList, HasOperation, HasRemote, HasSource,
@@ -80,9 +82,98 @@ pub fn copy_with<T: Pod, Ks: MemoryKind, Kd: MemoryKind, C: Completions<CopyEven
             );
             return futures.into_return();
         }
+        if let Some(device) = Device::of(rt, d, s, len) {
+            // Checked first, so that a request that fails moves nothing.
+            cxs.check_armable();
+            let started = reported(rt, d, s, len, || device.start(CALL, rt, d, s, len));
+            return finish(CALL, started, dest.where_(), cxs);
+        }
         reported(rt, d, s, len, || between(CALL, rt, d, s, len));
     }
     cxs.completed_at_initiation(dest.where_(), ()).into_return()
+}
+
+/// A copy with a device end that gex may leave in flight (`gex::kinds::put_nb`,
+/// `get_nb`, `copy_nb`): when the device end's rank is reached by messages (another
+/// host, or a segment this process does not map), the copy completes with the owner's
+/// answers, after the call returns (§16.1.3 ¶3: `copy` initiates). Its other end is
+/// memory this process reaches: device memory it reaches, or host memory it maps
+/// (segment memory, mapped for the job, lent to the transfer meanwhile as `Lent`'s).
+enum Device {
+    /// Host memory mapped here at this address, to a device.
+    Put(usize),
+    /// From a device, into host memory mapped here at this address.
+    Get(usize),
+    /// Between devices.
+    Copy,
+}
+
+impl Device {
+    fn of(rt: &Setup, dst: End, src: End, len: usize) -> Option<Device> {
+        match (dst.kind == KindId::Host, src.kind == KindId::Host) {
+            (false, true) => rt.local_range(src.rank, src.addr, len).map(Device::Put),
+            (true, false) => rt.local_range(dst.rank, dst.addr, len).map(Device::Get),
+            (false, false) => Some(Device::Copy),
+            (true, true) => None,
+        }
+    }
+
+    /// Starts the transfer; whether it has read its source when it returns (a put's
+    /// messages copy it), and the transfer.
+    #[track_caller]
+    fn start(self, call: &str, rt: &Setup, dst: End, src: End, len: usize) -> (bool, Transfer) {
+        let (dev, team) = (|a: usize| a as DeviceAddr, &rt.team);
+        let started = match self {
+            Device::Put(from) => {
+                // SAFETY: inside a mapped segment (`local_range`), mapped for the job.
+                let bytes = unsafe { std::slice::from_raw_parts(from as *const u8, len) };
+                gex::kinds::put_nb(team, dst.rank, dev(dst.addr), bytes).map(|t| (true, t))
+            }
+            // SAFETY: as above; the mapped end is lent to the transfer until its
+            // completions say it is done with it.
+            Device::Get(to) => unsafe {
+                gex::kinds::get_nb(team, src.rank, dev(src.addr), to as *mut u8, len)
+                    .map(|t| (false, t))
+            },
+            Device::Copy => {
+                gex::kinds::copy_nb(team, dst.rank, dev(dst.addr), src.rank, dev(src.addr), len)
+                    .map(|t| (true, t))
+            }
+        };
+        started.unwrap_or_else(|e| failed(call, e))
+    }
+}
+
+/// The completions of a device transfer gex started, whose requests were checked
+/// (`check_armable`): at initiation if it was complete then, else armed now and notified
+/// by progress once it is (source completion at once if the transfer read its source
+/// during the call, else with operation completion). An error the owner reports then
+/// fails the call there, as it would have here.
+#[track_caller]
+fn finish<C: Completions<CopyEvents>>(
+    call: &'static str,
+    (source_read, transfer): (bool, Transfer),
+    target: Rank,
+    cxs: C,
+) -> Returned<C, CopyEvents> {
+    if transfer.completed_at_initiation() {
+        return cxs.completed_at_initiation(target, ()).into_return();
+    }
+    let (futures, armed) = cxs.arm();
+    let transfer = Rc::new(transfer);
+    let read = transfer.clone();
+    crate::completion::notify_when_outgoing_from_source(
+        move || source_read || read.test().is_some(),
+        move || match transfer.test() {
+            None => false,
+            Some(Ok(())) => true,
+            Some(Err(e)) => failed(call, e),
+        },
+        target,
+        armed,
+        || (),
+    );
+    futures.into_return()
 }
 
 /// A copy between host memory that this process maps and host memory it does not (of
@@ -172,6 +263,16 @@ pub fn copy_from_host_with<T: Pod, Kd: MemoryKind, C: Completions<CopyEvents>>(
     let bytes: &[u8] = bytemuck::cast_slice(src);
     if !bytes.is_empty() {
         let (d, s) = (end(CALL, dest), End::slice(rt, bytes));
+        if d.kind != KindId::Host {
+            // A put's messages copy `src`: it is free at return, and the put may be in
+            // flight (`Device`).
+            cxs.check_armable();
+            let started = reported(rt, d, s, bytes.len(), || {
+                let t = gex::kinds::put_nb(&rt.team, d.rank, d.addr as DeviceAddr, bytes);
+                (true, t.unwrap_or_else(|e| failed(CALL, e)))
+            });
+            return finish(CALL, started, dest.where_(), cxs);
+        }
         reported(rt, d, s, bytes.len(), || write(CALL, rt, d, bytes));
     }
     cxs.completed_at_initiation(dest.where_(), ()).into_return()
