@@ -139,9 +139,9 @@ fn client_data_and_bad_ranks() {
     }
 }
 
-/// `gex_TM_Destroy` is collective, returns the scratch space granted at the split, and
-/// a destroyed team is an error naming the call; the primordial team is not
-/// destroyable.
+/// `gex_TM_Destroy` is collective, returns the scratch space granted at the split
+/// (which must lie in the bound segment), and a destroyed team is an error naming the
+/// call; the primordial team is not destroyable.
 #[test]
 fn destroy_returns_scratch_and_the_team_is_gone() {
     for n in 1..=4usize {
@@ -149,6 +149,16 @@ fn destroy_returns_scratch_and_the_team_is_gone() {
             common::quiet_expected_panics();
             let (client, world) = init("TM_DESTROY");
             let seg = Segment::attach(&world, MB).unwrap();
+            // Scratch space must lie in the bound segment ("within the bound segment
+            // of the endpoint"): past its end, or private memory, is refused.
+            let past_end = seg.addr().wrapping_add(MB - 100);
+            common::expect_panic(&["Team::split", "scratch", "bound segment"], || {
+                world.split(Some(0), 0, Some((past_end, 4096)))
+            });
+            let mut private = [0u8; 64];
+            common::expect_panic(&["Team::split", "scratch", "bound segment"], || {
+                world.split(Some(0), 0, Some((private.as_mut_ptr(), 64)))
+            });
             let scratch = (seg.addr(), 4096);
             let team = world.split(Some(0), 0, Some(scratch)).unwrap();
             let mut v = [1u32];

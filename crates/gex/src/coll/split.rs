@@ -33,7 +33,8 @@ impl Team {
     /// GASNet-EX `gex_TM_Split`: collective over this team. The members that pass the
     /// same `color` form one new team, ranked by increasing `key`, ties broken by rank
     /// in this team; a member that passes no color gets no team (`None`). `scratch`
-    /// is memory of this rank's segment granted to the new team until it is destroyed
+    /// is memory of this rank's segment (checked: a range outside it panics, naming the
+    /// call) granted to the new team until it is destroyed
     /// (optional here: a broadcast between hosts stages its data there when this rank's
     /// destination lies outside its segment, `coll::broadcast`); it is returned by
     /// [`destroy`](Team::destroy).
@@ -48,6 +49,23 @@ impl Team {
         let rt = runtime(CALL);
         check_may_communicate(CALL);
         let parent = self.data(CALL);
+        if let Some((addr, size)) = scratch {
+            // The spec's scratch is "within the bound segment": a broadcast lands in it
+            // by RMA.
+            let (at, len) = (addr as usize, size);
+            let inside = self.segment_bound(self.rank).is_some_and(|seg| {
+                at >= seg.owner_addr
+                    && at
+                        .checked_add(len)
+                        .is_some_and(|end| end <= seg.owner_addr + seg.size)
+            });
+            if !inside {
+                panic!(
+                    "gex::{CALL}: the scratch space [{at:#x}, {at:#x}+{len}) is not inside this \
+                     rank's bound segment"
+                );
+            }
+        }
         if let Some(c) = color {
             if c > i32::MAX as u32 {
                 panic!("gex::{CALL}: color {c} is not a non-negative int");

@@ -215,6 +215,8 @@ fn get_into(
     unsafe { get_in(call, team, rank, src, dst.as_mut_ptr(), dst.len()) }?.wait()
 }
 
+/// [`get_nb`] under `call`.
+///
 /// # Safety
 /// As [`get_nb`].
 #[track_caller]
