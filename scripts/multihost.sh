@@ -29,7 +29,9 @@
 #     memory joins ranks of different namespaces;
 #   * `upcxx-run --conduit mpi` (if built) runs its job there, the segment size and the
 #     conduit's settings (GEX_MPI_STATS, GEX_MPI_THREAD) reaching every host;
-#   * `gex_hello`, `dht`, `stencil` and `gex_atomics` run and check their results, and
+#   * `gex_hello`, `dht`, `stencil`, `gex_atomics` and `gpu_stencil` (on emulated
+#     devices: its halos move device to device between hosts) run and check their
+#     results, and
 #     `upcxx_hosts` its own (RMA and atomics to every rank), each rank's local team
 #     being the ranks with its host name, and its gets from and puts to another host
 #     returning before they complete (`rma-overlap`).
@@ -97,7 +99,7 @@ for tool in ip unshare hostname mpirun timeout awk; do
     command -v "$tool" >/dev/null 2>&1 || skip "no \`$tool\` command"
 done
 [ "$(id -u)" = 0 ] || skip "creating network namespaces needs root (CAP_NET_ADMIN, CAP_SYS_ADMIN)"
-for ex in gex_hello gex_network dht stencil gex_atomics upcxx_hosts; do
+for ex in gex_hello gex_network dht stencil gex_atomics upcxx_hosts gpu_stencil; do
     [ -x "$examples/$ex" ] ||
         fail "$examples/$ex is not built: run \`cargo build --features mpi --examples\`"
 done
@@ -410,6 +412,9 @@ $(cat "$work/out")"
         verified "dht: $n ranks" -n "$n" "$examples/dht" 2000
         verified "stencil: $n ranks" -n "$n" "$examples/stencil"
         verified "gex_atomics: $n ranks" -n "$n" "$examples/gex_atomics"
+        # Halos moved device to device between hosts: copies by messages, in flight.
+        verified "gpu_stencil on emulated devices: $n ranks" -n "$n" \
+            -x GPU_STENCIL_DEVICE=emulated "$examples/gpu_stencil"
         verified "upcxx_hosts: $n ranks" -n "$n" "${on_host[@]}" "$examples/upcxx_hosts"
         why=$(same_local_team "$n") || fail "upcxx_hosts: $why
 $(cat "$work/out")"
