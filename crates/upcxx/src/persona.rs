@@ -343,9 +343,15 @@ pub struct PersonaScope<'a> {
     /// Its place in this thread's persona stack.
     depth: usize,
     released: bool,
-    _lock: Option<MutexGuard<'a, ()>>,
+    /// The guard of the lock the scope holds, released after the persona (a field,
+    /// dropped after [`Drop::drop`] pops it).
+    _lock: Option<Box<dyn Held + 'a>>,
     _not_send: std::marker::PhantomData<*const ()>,
 }
+
+/// Any value a scope holds until it ends: the guard of the lock it was made with.
+trait Held {}
+impl<T> Held for T {}
 
 impl<'a> PersonaScope<'a> {
     /// Pushes `persona` on this thread's stack.
@@ -361,12 +367,34 @@ impl<'a> PersonaScope<'a> {
     /// (UPC++ `persona_scope(mutex, persona)`). Threads sharing a persona this way
     /// take turns instead of failing.
     pub fn with_mutex(mutex: &'a Mutex<()>, persona: &Persona) -> PersonaScope<'a> {
-        let guard = mutex.lock().unwrap_or_else(|e| e.into_inner());
-        PersonaScope::push(persona, Some(guard))
+        let guard: MutexGuard<'a, ()> = mutex.lock().unwrap_or_else(|e| e.into_inner());
+        PersonaScope::push(persona, Some(Box::new(guard)))
+    }
+
+    /// Pushes `persona` while `guard`, the guard of a lock the caller took, is held,
+    /// and drops the guard when the scope ends, after releasing the persona: UPC++
+    /// `persona_scope(mutex, persona)` for a lock of any type (a `parking_lot` or
+    /// `spin` mutex, a write guard of a `RwLock`...), as the specification takes any
+    /// Lockable.
+    ///
+    /// ```
+    /// # upcxx::init();
+    /// let lock = std::sync::RwLock::new(());
+    /// let shared = upcxx::Persona::new();
+    /// {
+    ///     let _scope = upcxx::PersonaScope::with_guard(lock.write().unwrap(), &shared);
+    ///     assert!(shared.active_with_caller());
+    /// }
+    /// assert!(lock.try_write().is_ok(), "the scope's end released the lock");
+    /// # upcxx::finalize();
+    /// ```
+    #[track_caller]
+    pub fn with_guard<G: 'a>(guard: G, persona: &Persona) -> PersonaScope<'a> {
+        PersonaScope::push(persona, Some(Box::new(guard)))
     }
 
     #[track_caller]
-    fn push(persona: &Persona, lock: Option<MutexGuard<'a, ()>>) -> PersonaScope<'a> {
+    fn push(persona: &Persona, lock: Option<Box<dyn Held + 'a>>) -> PersonaScope<'a> {
         let already = persona.active_with_caller();
         acquire(persona, "PersonaScope::new");
         let depth = with_stack(|s| {

@@ -130,6 +130,25 @@ fn persona_scopes_exclude_other_threads() {
             .collect();
         threads.into_iter().for_each(|t| t.join().unwrap());
         assert_eq!(count.load(Ordering::Relaxed), 150);
+
+        // The same with a lock of another type, its guard held by the scope: the
+        // persona is released before the guard, so the next thread to take the lock
+        // finds it free.
+        let rw = Arc::new(std::sync::RwLock::new(()));
+        let threads: Vec<_> = (0..3)
+            .map(|_| {
+                let (p, rw, count) = (p.clone(), Arc::clone(&rw), Arc::clone(&count));
+                std::thread::spawn(move || {
+                    for _ in 0..50 {
+                        let _s = PersonaScope::with_guard(rw.write().unwrap(), &p);
+                        assert!(p.active_with_caller());
+                        count.fetch_add(1, Ordering::Relaxed);
+                    }
+                })
+            })
+            .collect();
+        threads.into_iter().for_each(|t| t.join().unwrap());
+        assert_eq!(count.load(Ordering::Relaxed), 300);
         upcxx::finalize();
     });
 }
