@@ -2,7 +2,10 @@
 //! ch. 16): each rank keeps its block on a GPU, updates it there with a kernel, and
 //! moves its edge values into its neighbours' ghost cells on their GPUs with
 //! `upcxx::copy`, device to device, each with a `remote_cx::as_rpc` completion that
-//! counts the arrival (so no barrier per step).
+//! counts the arrival (so no barrier per step). A copy to another host's device is in
+//! flight when `copy` returns: the two of a step go on together, and the step ends when
+//! both are complete (their operation completions, conjoined), as a copy must be before
+//! its destination's owner may free the memory.
 //!
 //! Run it with `UPCXX_RANKS=4 cargo run --release --example gpu_stencil [STEPS]`
 //! (default 200 steps): rank `r` uses CUDA device `r % devices`. Without a CUDA device
@@ -20,8 +23,8 @@ use std::sync::{Arc, OnceLock};
 use cudarc::driver::{CudaContext, CudaFunction, CudaStream, LaunchConfig, PushKernelArg};
 use gex::kinds::Mk;
 use upcxx::{
-    copy_from_host, copy_to_host, copy_with, remote_cx, CudaDevice, CudaDeviceKind,
-    DeviceAllocator, EntryBarrier, GlobalPtr, ProgressLevel,
+    copy_from_host, copy_to_host, copy_with, operation_cx, remote_cx, CudaDevice, CudaDeviceKind,
+    DeviceAllocator, EntryBarrier, Future, GlobalPtr, ProgressLevel,
 };
 
 /// Points per rank.
@@ -253,24 +256,26 @@ fn main() {
         stepper.step(cur, next);
         // Edge values of step t + 1 into the neighbours' ghost cells of their buffer
         // for it, device to device.
+        let mut copies: Vec<Future<()>> = Vec::with_capacity(2);
         if me > 0 {
             let theirs = all[me as usize - 1][(t + 1) % 2].add(LOCAL + 1);
-            let () = copy_with(
+            copies.push(copy_with(
                 next.add(1),
                 theirs,
                 1,
-                remote_cx::as_rpc(ghost_arrived, (false,)),
-            );
+                remote_cx::as_rpc(ghost_arrived, (false,)) | operation_cx::as_future(),
+            ));
         }
         if me + 1 < ranks {
             let theirs = all[me as usize + 1][(t + 1) % 2];
-            let () = copy_with(
+            copies.push(copy_with(
                 next.add(LOCAL),
                 theirs,
                 1,
-                remote_cx::as_rpc(ghost_arrived, (true,)),
-            );
+                remote_cx::as_rpc(ghost_arrived, (true,)) | operation_cx::as_future(),
+            ));
         }
+        upcxx::when_all(copies).wait();
     }
     upcxx::barrier();
     if me == 0 {
