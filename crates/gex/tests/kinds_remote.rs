@@ -383,28 +383,32 @@ fn finalization_unmaps_the_segments_of_other_ranks() {
 /// record on its stack and write into the caller's buffer, which the unwinding could
 /// free. With every transfer by messages, rank 0 asks rank 1 for a Reply whose handler
 /// panics, then gets many pieces from rank 1's device segment: the panicking Reply was
-/// sent first, so the panic comes out of the get, part-way; no byte may land in the
-/// buffer after that, and later gets still work.
+/// sent first, so the panic comes out of the get, part-way (between hosts, while it is
+/// still sending pieces); no byte may land in the buffer after that, and later gets
+/// still work.
 #[test]
 fn a_get_unwinding_waits_for_its_answers() {
+    const UNWOUND: usize = 8 * MIB;
     spmd_with(options(2, false), || {
         common::quiet_expected_panics();
         let (client, ep, team) = Client::init("KINDS_UNWIND", Flags::NONE).unwrap();
         let boom = common::am::PanickingReply::register(&ep);
         let _host = Segment::attach(&team, 16 * gex::PAGE_SIZE).unwrap();
         let me = team.rank() as usize;
-        let mk = Mk::emulated(me as i32, 4 * MIB);
-        let seg = DeviceSegment::create(&mk, MIB).unwrap();
+        let mk = Mk::emulated(me as i32, 2 * UNWOUND);
+        let seg = DeviceSegment::create(&mk, UNWOUND).unwrap();
         let bases = device_bases(&team, &seg);
-        // Several pieces, so that the answers keep coming after the panic.
-        let data = pattern(REGION, 1);
+        // Many pieces, so that the answers keep coming after the panic, and between
+        // hosts more than the conduit lets be in flight, so that the sends wait (and
+        // poll): the panic then comes out of them, part-way through the sending.
+        let data = pattern(UNWOUND, 1);
         if me == 1 {
             kinds::put(&team, 1, bases[1], &data).unwrap();
         }
         team.barrier();
         if me == 0 {
             boom.ask(&team, 1);
-            let mut got = vec![0u8; REGION];
+            let mut got = vec![0u8; UNWOUND];
             let panic = common::try_panic_message(|| kinds::get(&team, 1, bases[1], &mut got));
             assert!(
                 panic
@@ -418,7 +422,7 @@ fn a_get_unwinding_waits_for_its_answers() {
                 gex::poll();
             }
             assert!(got == unwound, "bytes landed after the get unwound");
-            let mut again = vec![0u8; REGION];
+            let mut again = vec![0u8; UNWOUND];
             kinds::get(&team, 1, bases[1], &mut again).unwrap();
             assert!(again == data, "a get after the unwound one");
         }

@@ -158,10 +158,13 @@ pub(super) fn put(
     let step = piece(rt);
     let pending = Pending::new(src.len().div_ceil(step), 0);
     let [r0, r1] = pending.lend();
+    let mut sending = Sending::new(rt, &pending);
     for (i, bytes) in src.chunks(step).enumerate() {
         let [a0, a1] = split_u64(dst + (i * step) as u64);
         crate::am::send_internal_medium(rt, call, rank, PUT_HANDLER, &[r0, r1, a0, a1], bytes);
+        sending.sent();
     }
+    drop(sending);
     pending
 }
 
@@ -182,6 +185,7 @@ pub(super) unsafe fn get(
     let step = piece(rt);
     let pending = Pending::new(len.div_ceil(step), dst as usize);
     let [r0, r1] = pending.lend();
+    let mut sending = Sending::new(rt, &pending);
     let mut at = 0;
     while at < len {
         let n = step.min(len - at);
@@ -190,9 +194,51 @@ pub(super) unsafe fn get(
         let args = [r0, r1, a0, a1, n as u32, o0, o1];
         crate::am::send_internal(rt, call, rank, GET_HANDLER, &args, Flags::NONE)
             .expect("a send without Flags::IMMEDIATE waits for room");
+        sending.sent();
         at += n;
     }
+    drop(sending);
     pending
+}
+
+/// The pieces of a transfer not sent yet, while its sends run. A send may poll while it
+/// waits for room, and a handler it runs may panic: unwinding, the pieces never sent are
+/// counted answered (they never will be), and the sent ones are waited for, since a
+/// get's answers write into memory the unwinding may free (`Transfer::wait` does the
+/// same once every piece is sent).
+struct Sending<'a> {
+    rt: &'a Runtime,
+    pending: &'a Arc<Pending>,
+    unsent: usize,
+}
+
+impl<'a> Sending<'a> {
+    fn new(rt: &'a Runtime, pending: &'a Arc<Pending>) -> Sending<'a> {
+        let unsent = pending.left.load(Ordering::Relaxed);
+        Sending {
+            rt,
+            pending,
+            unsent,
+        }
+    }
+
+    /// One more piece sent.
+    fn sent(&mut self) {
+        self.unsent -= 1;
+    }
+}
+
+impl Drop for Sending<'_> {
+    fn drop(&mut self) {
+        if self.unsent == 0 {
+            return;
+        }
+        let at = Arc::as_ptr(self.pending);
+        // SAFETY: the record the pieces' reference names (`lend`), whose unsent pieces
+        // are counted answered here, as their answers would.
+        unsafe { count_answered(at, self.unsent) };
+        self.rt.wait_until(|| self.pending.is_done());
+    }
 }
 
 /// Marks the piece of the record the message's first two arguments name answered with
@@ -204,13 +250,24 @@ pub(super) unsafe fn get(
 /// counted answered.
 unsafe fn answered(args: &[u32], status: u32) {
     let at = join_u64(args[0], args[1]) as usize as *const Pending;
-    // SAFETY: the pieces' reference keeps the record alive until the last answer.
-    let pending = unsafe { &*at };
     if status != OK {
-        pending.status.fetch_max(status, Ordering::Relaxed);
+        // SAFETY: the pieces' reference keeps the record alive until the last answer.
+        unsafe { &*at }.status.fetch_max(status, Ordering::Relaxed);
     }
-    if pending.left.fetch_sub(1, Ordering::AcqRel) == 1 {
-        // SAFETY: the reference `lend` took for the pieces; this was the last.
+    // SAFETY: as above; this piece is not counted yet.
+    unsafe { count_answered(at, 1) };
+}
+
+/// Counts `n` pieces of the record at `at` answered; the last releases the reference
+/// of the pieces in flight.
+///
+/// # Safety
+/// `at` is a record `put` or `get` lent to its pieces, at least `n` of them not yet
+/// counted.
+unsafe fn count_answered(at: *const Pending, n: usize) {
+    // SAFETY: the pieces' reference keeps the record alive until the last answer.
+    if unsafe { &*at }.left.fetch_sub(n, Ordering::AcqRel) == n {
+        // SAFETY: the reference `lend` took for the pieces; these were the last.
         drop(unsafe { Arc::from_raw(at) });
     }
 }
