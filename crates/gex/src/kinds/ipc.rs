@@ -9,9 +9,11 @@
 //! segment's base, size and class, and its offset in the allocation the handle maps,
 //! not 0 for a segment over part of the program's memory). The asker maps the
 //! allocation with a device of its own of that class (`Device::import`) and keeps the
-//! mapping in its table of imports; later transfers into the segment find it there. A segment this process cannot map (no
-//! device of that class here, or the driver refuses: CUDA IPC between devices without
-//! peer access) is kept as such, and its transfers take the messages of `remote`.
+//! mapping in its table of imports; later transfers into the segment find it there. A
+//! segment this process cannot map (no device of that class here, or the driver
+//! refuses: CUDA IPC between devices without peer access, or a second opening of an
+//! allocation two wrapped segments share) is kept as such, and its transfers take the
+//! messages of `remote`.
 //!
 //! A segment's owner frees its memory only after every importer has unmapped it: its
 //! drop sends each importer a Request to [`FORGET_HANDLER`], whose handler removes the

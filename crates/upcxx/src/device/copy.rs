@@ -127,7 +127,7 @@ impl Device {
             Device::Put(from) => {
                 // SAFETY: inside a mapped segment (`local_range`), mapped for the job.
                 let bytes = unsafe { std::slice::from_raw_parts(from as *const u8, len) };
-                gex::kinds::put_nb(team, dst.rank, dev(dst.addr), bytes).map(|t| (true, t))
+                return put_started(call, rt, dst, bytes);
             }
             // SAFETY: as above; the mapped end is lent to the transfer until its
             // completions say it is done with it.
@@ -142,6 +142,14 @@ impl Device {
         };
         started.unwrap_or_else(|e| failed(call, e))
     }
+}
+
+/// Starts putting `bytes` to `to`, device memory: the put's messages copy them, so its
+/// source is read at return (`Device`).
+#[track_caller]
+fn put_started(call: &str, rt: &Setup, to: End, bytes: &[u8]) -> (bool, Transfer) {
+    let t = gex::kinds::put_nb(&rt.team, to.rank, to.addr as DeviceAddr, bytes);
+    (true, t.unwrap_or_else(|e| failed(call, e)))
 }
 
 /// The completions of a device transfer gex started, whose requests were checked
@@ -267,10 +275,7 @@ pub fn copy_from_host_with<T: Pod, Kd: MemoryKind, C: Completions<CopyEvents>>(
             // A put's messages copy `src`: it is free at return, and the put may be in
             // flight (`Device`).
             cxs.check_armable();
-            let started = reported(rt, d, s, bytes.len(), || {
-                let t = gex::kinds::put_nb(&rt.team, d.rank, d.addr as DeviceAddr, bytes);
-                (true, t.unwrap_or_else(|e| failed(CALL, e)))
-            });
+            let started = reported(rt, d, s, bytes.len(), || put_started(CALL, rt, d, bytes));
             return finish(CALL, started, dest.where_(), cxs);
         }
         reported(rt, d, s, bytes.len(), || write(CALL, rt, d, bytes));
