@@ -51,7 +51,7 @@ use crate::context::check_may_communicate;
 use crate::event::Event;
 use crate::ops::{Dt, Op};
 use crate::runtime::{runtime, Runtime};
-use crate::team::Team;
+use crate::team::{Team, TeamData};
 use crate::Flags;
 pub use broadcast::{RMA_MIN as BROADCAST_RMA_MIN, RMA_PIECE as BROADCAST_RMA_PIECE};
 pub use design::select::{
@@ -187,18 +187,18 @@ pub fn algorithm(kind: Kind, n: Rank) -> Algorithm {
     }
 }
 
-/// The name of a team that all its members agree on, for tools.
-fn gasp_team(team: &Team, call: &str) -> i32 {
-    team.data(call).shared_name()
-}
-
 /// The common checks of an initiation; the runtime.
 #[track_caller]
 fn initiation(team: &Team, call: &str) -> &'static Runtime {
+    initiation_data(team, call).0
+}
+
+/// [`initiation`], with the team's data.
+#[track_caller]
+fn initiation_data(team: &Team, call: &str) -> (&'static Runtime, Arc<TeamData>) {
     let rt = runtime(call);
     check_may_communicate(call);
-    team.data(call);
-    rt
+    (rt, team.data(call))
 }
 
 #[track_caller]
@@ -298,8 +298,9 @@ impl Team {
     #[track_caller]
     pub(crate) fn team_barrier_nb(&self) -> Event {
         const CALL: &str = "Team::barrier_nb";
-        let rt = initiation(self, CALL);
-        let team = gasp_team(self, CALL);
+        let (rt, data) = initiation_data(self, CALL);
+        let team = data.shared_name();
+        drop(data);
         let span = gasp::span!(GASP_GEX_COLL_BARRIER, team);
         let op = Box::new(barrier::Barrier::new(self.size));
         let event = event_of(engine::start(rt, self, CALL, engine::digest(&[1]), op));

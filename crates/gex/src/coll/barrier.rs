@@ -11,8 +11,9 @@ pub(crate) struct Barrier {
     rounds: usize,
     round: usize,
     sent: bool,
-    /// Signals received, by round.
-    arrived: Vec<u32>,
+    /// Signals received, by round (a team of at most `2^32` ranks has at most 32
+    /// rounds): inline, so that a barrier allocates nothing of its own.
+    arrived: [u32; 32],
 }
 
 impl Barrier {
@@ -23,7 +24,7 @@ impl Barrier {
             rounds,
             round: 0,
             sent: false,
-            arrived: vec![0; rounds],
+            arrived: [0; 32],
         }
     }
 }

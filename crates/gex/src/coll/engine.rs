@@ -23,8 +23,10 @@
 //! Operations are written against [`Collective`] and see the team through
 //! [`Outbox`]; they know nothing of AMs or of the table of operations.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
+
+use rustc_hash::FxHashMap;
 
 use crate::am::{AmCategory, AmEntry, AmIndex, AmRole, Token};
 use crate::conduit::Conduit;
@@ -176,16 +178,46 @@ struct TeamOps {
     next_seq: u32,
     /// The team, once this process initiated a collective on it.
     data: Option<Arc<TeamData>>,
-    /// Operations in flight, by sequence.
-    running: BTreeMap<u32, Running>,
+    /// The operations of sequences `first..next_seq`, by sequence: each in flight, or
+    /// `None` once complete. The front is kept in flight (complete operations leave
+    /// from the front), so the sequences of a message and of the operation it belongs
+    /// to find each other by one subtraction, however many are in flight.
+    running: VecDeque<Option<Running>>,
+    /// The sequence of `running[0]`.
+    first: u32,
     /// Messages of operations not initiated here yet, by sequence.
-    early: HashMap<u32, Vec<(u32, Msg)>>,
+    early: FxHashMap<u32, Vec<(u32, Msg)>>,
 }
 
-/// Every team's collectives at this rank.
+impl TeamOps {
+    /// The operation of sequence `seq`, if it is in flight.
+    fn running_mut(&mut self, seq: u32) -> Option<&mut Running> {
+        let i = seq.wrapping_sub(self.first) as usize;
+        self.running.get_mut(i)?.as_mut()
+    }
+
+    /// How many operations are in flight.
+    fn in_flight(&self) -> usize {
+        self.running.iter().filter(|r| r.is_some()).count()
+    }
+}
+
+/// Every team's collectives at this rank, by the team's id here (ids are indices,
+/// handed out in order: see `team.rs`).
 #[derive(Default)]
 struct Engine {
-    teams: HashMap<TeamId, TeamOps>,
+    teams: Vec<TeamOps>,
+}
+
+impl Engine {
+    /// Team `id`'s collectives, made empty if none were seen yet.
+    fn team(&mut self, id: TeamId) -> &mut TeamOps {
+        let i = id as usize;
+        if i >= self.teams.len() {
+            self.teams.resize_with(i + 1, TeamOps::default);
+        }
+        &mut self.teams[i]
+    }
 }
 
 static ENGINE: Mutex<Option<Engine>> = Mutex::new(None);
@@ -215,12 +247,8 @@ fn on_message(_token: &Token<'_>, payload: &[u8], args: &[u32]) {
         data: payload.to_vec(),
     };
     let mut engine = lock();
-    let ops = engine
-        .get_or_insert_with(Engine::default)
-        .teams
-        .entry(team)
-        .or_default();
-    match ops.running.get_mut(&seq) {
+    let ops = engine.get_or_insert_with(Engine::default).team(team);
+    match ops.running_mut(seq) {
         Some(running) => {
             check_digest(running.call, running.digest, digest, msg.src);
             running.op.deliver(msg);
@@ -250,16 +278,13 @@ pub(crate) fn start(
     digest: u32,
     op: Box<dyn Collective>,
 ) -> Arc<OpHandle> {
-    let data = team.data(call);
     let handle = OpHandle::new();
     {
         let mut engine = lock();
-        let ops = engine
-            .get_or_insert_with(Engine::default)
-            .teams
-            .entry(team.id)
-            .or_default();
-        ops.data.get_or_insert(data);
+        let ops = engine.get_or_insert_with(Engine::default).team(team.id);
+        if ops.data.is_none() {
+            ops.data = Some(team.data(call));
+        }
         let seq = ops.next_seq;
         ops.next_seq = seq.wrapping_add(1);
         let mut running = Running {
@@ -268,11 +293,16 @@ pub(crate) fn start(
             digest,
             call,
         };
-        for (theirs, msg) in ops.early.remove(&seq).unwrap_or_default() {
-            check_digest(call, digest, theirs, msg.src);
-            running.op.deliver(msg);
+        if !ops.early.is_empty() {
+            for (theirs, msg) in ops.early.remove(&seq).unwrap_or_default() {
+                check_digest(call, digest, theirs, msg.src);
+                running.op.deliver(msg);
+            }
         }
-        ops.running.insert(seq, running);
+        if ops.running.is_empty() {
+            ops.first = seq;
+        }
+        ops.running.push_back(Some(running));
         rt.start_advancing(advance);
     }
     advance(rt);
@@ -289,27 +319,32 @@ pub(crate) fn advance(rt: &Runtime) {
         return;
     };
     let max_payload = rt.conduit.am_max_medium();
-    for ops in engine.teams.values_mut() {
-        let Some(data) = ops.data.clone() else {
+    for ops in &mut engine.teams {
+        let (Some(data), false) = (&ops.data, ops.running.is_empty()) else {
             continue;
         };
-        let mut done = Vec::new();
-        for (&seq, running) in ops.running.iter_mut() {
+        let mut seq = ops.first.wrapping_sub(1);
+        for slot in &mut ops.running {
+            seq = seq.wrapping_add(1);
+            let Some(running) = slot else {
+                continue;
+            };
             let mut out = Outbox {
                 rt,
-                team: &data,
+                team: data,
                 seq,
                 digest: running.digest,
                 max_payload,
             };
             if running.op.advance(&mut out) {
-                done.push(seq);
+                running.handle.complete();
+                *slot = None;
+                rt.stop_advancing(advance);
             }
         }
-        for seq in done {
-            let running = ops.running.remove(&seq).expect("just advanced");
-            running.handle.complete();
-            rt.stop_advancing(advance);
+        while let Some(None) = ops.running.front() {
+            ops.running.pop_front();
+            ops.first = ops.first.wrapping_add(1);
         }
     }
 }
@@ -317,8 +352,8 @@ pub(crate) fn advance(rt: &Runtime) {
 /// Forgets a destroyed team's state (its operations are all complete: destroy is a
 /// collective that completes after every earlier one).
 pub(crate) fn forget(id: TeamId) {
-    if let Some(engine) = lock().as_mut() {
-        engine.teams.remove(&id);
+    if let Some(ops) = lock().as_mut().and_then(|e| e.teams.get_mut(id as usize)) {
+        *ops = TeamOps::default();
     }
 }
 
@@ -338,6 +373,6 @@ pub(crate) fn digest(words: &[u64]) -> u32 {
 pub(crate) fn running(id: TeamId) -> usize {
     lock()
         .as_ref()
-        .and_then(|e| e.teams.get(&id))
-        .map_or(0, |ops| ops.running.len())
+        .and_then(|e| e.teams.get(id as usize))
+        .map_or(0, TeamOps::in_flight)
 }
