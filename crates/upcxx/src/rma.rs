@@ -108,6 +108,10 @@
 //!   program reuse its buffers), or, unsafely, through a pointer ([`rget_into_raw`],
 //!   UPC++'s own form). The value is the future's, or the promise's, or the LPC's, once
 //!   a later progress finds the transfer complete. Many such gets overlap one another.
+//!   The future of a plain `rget(p)` of a value that fits a reply cell (as an RPC's
+//!   result does, `future/cell.rs`) is fed by the get itself: it reads into the cell,
+//!   and progress finding it complete checks the bits there as a `T`: no buffer, promise
+//!   or state, only the record that progress tests (and `gex`'s handle).
 //!   A get into the caller's borrowed buffer ([`rget_into`]) is
 //!   complete before the call returns: on a conduit whose gets finish later, the call
 //!   waits for it with internal progress (allowed: these calls make internal progress,

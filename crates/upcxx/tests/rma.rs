@@ -617,6 +617,66 @@ fn rget_delivers_its_value_to_every_requested_notification() {
     });
 }
 
+/// An `rget` from another host lands in the future it returns, which the get itself
+/// fills: many gets in flight joined by one `when_all`, futures dropped before their
+/// values arrive (their gets must not land in a later get's future), callbacks
+/// attached and futures cloned while the values travel. Every word differs, so a value
+/// in the wrong future shows. Within a host the same calls read the mapped segment.
+#[test]
+fn rget_futures_hold_their_own_values_whatever_becomes_of_them() {
+    const WORDS: usize = 300;
+    for ranks in [1, 3] {
+        gex::testing::spmd(ranks, || {
+            upcxx::init();
+            let me = rank_me();
+            let n = rank_n();
+            let words: GlobalPtr<u64> = new_array(WORDS);
+            let word = |rank: u32, i: usize| u64::from(rank) << 32 | i as u64;
+            for i in 0..WORDS {
+                // SAFETY: this rank's own array, which no one reads before the barrier.
+                unsafe { words.add(i).local().write(word(me, i)) };
+            }
+            let all = all_gather(&words);
+            upcxx::barrier();
+            let peer = (me + 1) % n;
+            let src = all[peer as usize];
+            for round in 0..3 {
+                let mut plain = Vec::new();
+                let mut chained = Vec::new();
+                let mut cloned = Vec::new();
+                for i in 0..WORDS {
+                    let f = rget(src.add(i));
+                    match (i + round) % 4 {
+                        0 => drop(f),
+                        1 => plain.push(f),
+                        2 => chained.push(f.then(move |v: u64| (i, v))),
+                        _ => cloned.push((i, f.clone(), f)),
+                    }
+                }
+                let got = when_all(plain).wait();
+                let want: Vec<u64> = (0..WORDS)
+                    .filter(|i| (i + round) % 4 == 1)
+                    .map(|i| word(peer, i))
+                    .collect();
+                assert_eq!(got, want, "round {round}: plain futures");
+                for f in chained {
+                    let (i, v) = f.wait();
+                    assert_eq!(v, word(peer, i), "round {round}: a callback's value");
+                }
+                for (i, a, b) in cloned {
+                    assert_eq!(a.wait(), word(peer, i), "round {round}: a clone");
+                    assert_eq!(b.wait(), word(peer, i), "round {round}: its original");
+                }
+            }
+            upcxx::discharge();
+            assert!(!upcxx::progress_required());
+            upcxx::barrier();
+            delete_array(words);
+            upcxx::finalize();
+        });
+    }
+}
+
 #[test]
 fn rput_source_completion_and_defaults() {
     gex::testing::spmd(2, || {

@@ -225,6 +225,33 @@ impl ReplyCell {
         self.value.get().cast::<T>()
     }
 
+    /// Where the value lies: [`CELL_BYTES`] bytes that a transfer may fill with the
+    /// bits of the value before it is delivered (see [`ReplyCell::deliver`]).
+    pub(crate) fn storage(&self) -> *mut u8 {
+        self.slot::<u8>()
+    }
+
+    /// Delivers the value `value` computes (called where the operation completes, on
+    /// this thread, outside any callback): through [`PlainCell::arrive`] in the common
+    /// case, else [`ReplyCell::arrive`]; if nobody wants the value any more, it is not
+    /// computed, and the cell is freed.
+    ///
+    /// # Safety
+    /// As for [`ReplyCell::arrive`].
+    #[inline(always)]
+    pub(crate) unsafe fn deliver<T: 'static>(&'static self, value: impl FnOnce() -> T) {
+        if let Some(plain) = self.plain() {
+            // SAFETY: the caller's guarantee.
+            unsafe { plain.arrive(value()) };
+        } else if self.wanted() {
+            // SAFETY: the caller's guarantee.
+            unsafe { self.arrive(value()) };
+        } else {
+            // SAFETY: the value has not arrived (caller) and is unwanted.
+            unsafe { self.discard() };
+        }
+    }
+
     /// True if the value arrived before this thread's latest user-level progress.
     #[inline]
     pub(super) fn ready(&self) -> bool {

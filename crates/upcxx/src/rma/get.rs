@@ -10,9 +10,10 @@ use super::{check_range, done_here, target, too_long};
 use crate::completion::{
     self, operation_cx, CompletionEvents, Completions, FutureList, HasOperation, Returned,
 };
-use crate::future::Future;
+use crate::future::{fits_cell, Future, ReplyCell};
 use crate::global_ptr::GlobalPtr;
 use crate::runtime::state::{rt, Rank, Setup};
+use crate::thread;
 
 /// The completion events of [`rget_with`] (§8.2.2 ¶4): operation, producing the `T`.
 #[derive(Debug)]
@@ -74,7 +75,71 @@ impl HasOperation for RgetInto {}
 #[inline]
 #[track_caller]
 pub fn rget<T: CheckedBitPattern + 'static>(src: GlobalPtr<T>) -> Future<T> {
-    rget_with(src, operation_cx::as_future())
+    if !fits_cell::<T>() {
+        return rget_with(src, operation_cx::as_future());
+    }
+    // `rget_with`'s paths for a future, but a get through `gex` lands in the future's
+    // reply cell: no buffer, promise or state of its own.
+    let (rank, addr) = target("rget", src);
+    let rt = rt("rget");
+    match rt.direct_range(rank, addr, size_of::<T>()) {
+        Some(from) => Future::after_progress(read_direct::<T>(from)),
+        None => rget_into_cell(rt, rank, addr),
+    }
+}
+
+/// The value at `from`, which lies inside the mapping of a segment.
+#[inline(always)]
+#[track_caller]
+fn read_direct<T: CheckedBitPattern + 'static>(from: usize) -> T {
+    let mut bits = T::Bits::zeroed();
+    // SAFETY: the source range is inside the mapping of a segment
+    // (`Setup::direct_range`); `bits` is a local of `size_of::<T>()` bytes, any of
+    // which make a `T::Bits`.
+    unsafe {
+        std::ptr::copy(
+            from as *const u8,
+            (&raw mut bits).cast::<u8>(),
+            size_of::<T>(),
+        )
+    };
+    valid::<T>("rget", bits)
+}
+
+/// [`rget`] through `gex` (from another host, or while a GASP tool is attached) of a
+/// `T` that fits a reply cell: the get writes into the cell of the future it returns,
+/// and its completion, found by a test at each user-level progress, delivers the value
+/// there (checked as a `T`), ready at the next one. The cell is freed only by that
+/// delivery (a dropped future leaves it to the value), so the get never writes into a
+/// cell that holds something else.
+#[inline(never)]
+#[track_caller]
+fn rget_into_cell<T: CheckedBitPattern + 'static>(
+    rt: &Setup,
+    rank: Rank,
+    addr: usize,
+) -> Future<T> {
+    check_range("rget", rt, rank, addr, size_of::<T>());
+    let cell = ReplyCell::claim();
+    // SAFETY: a fresh cell, which only the completion below fills, with a `T`.
+    let future = unsafe { Future::from_cell(cell) };
+    let dest = cell.storage();
+    // SAFETY: the cell's storage holds a `T` (`fits_cell`), and nothing reads or frees
+    // it before the event says the get is complete (below).
+    let mut event = unsafe { start_get(rt, rank, addr, dest, size_of::<T>()) };
+    thread::track_outgoing(Box::new(move || {
+        if !event.test() {
+            return false;
+        }
+        // SAFETY: the get is complete: the storage holds the bits it read, and the cell
+        // was claimed for this `T` and has no value yet.
+        unsafe {
+            let bits = dest.cast::<T::Bits>().read_unaligned();
+            cell.deliver(|| valid::<T>("rget", bits));
+        }
+        true
+    }));
+    future
 }
 
 /// Reads the value at `src`, delivering it as `cxs` requests (UPC++ `rget(src, cxs)`,
@@ -124,18 +189,7 @@ pub fn rget_with<T: CheckedBitPattern + 'static, C: Completions<RgetValue<T>>>(
             (valid::<T>("rget", b[0]),)
         });
     };
-    let mut bits = T::Bits::zeroed();
-    // SAFETY: the source range is inside the mapping of `rank`'s segment
-    // (`Setup::direct_range`); `bits` is a local of `size_of::<T>()` bytes, any of
-    // which make a `T::Bits`.
-    unsafe {
-        std::ptr::copy(
-            from as *const u8,
-            (&raw mut bits).cast::<u8>(),
-            size_of::<T>(),
-        )
-    };
-    cxs.completed_at_initiation(rank, (valid::<T>("rget", bits),))
+    cxs.completed_at_initiation(rank, (read_direct::<T>(from),))
         .into_return()
 }
 
@@ -510,6 +564,22 @@ where
     check_range(call, rt, rank, addr, len);
     let (futures, armed) = cxs.arm();
     let (dest, take) = lend();
+    // SAFETY: `dest` is valid for `len` bytes of writes, and nothing reads or frees it
+    // before the event says the get is complete (below).
+    let mut event = unsafe { start_get(rt, rank, addr, dest, len) };
+    completion::notify_when_outgoing(move || event.test(), rank, armed, take);
+    futures.into_return()
+}
+
+/// Starts a get of `len` bytes from `[addr, ..)` at `rank` (a checked range) into
+/// `dest` through `gex`, reported as GASP's non-blocking get initiation.
+///
+/// # Safety
+/// `dest` must be valid for `len` bytes of writes, and not be read or freed until the
+/// event says the get is complete.
+#[inline(always)]
+#[track_caller]
+unsafe fn start_get(rt: &Setup, rank: Rank, addr: usize, dest: *mut u8, len: usize) -> gex::Event {
     let span = gasp::span!(
         GASP_UPC_NB_GET_INIT,
         1,
@@ -517,10 +587,9 @@ where
         gasp::GPtr::new(rank, addr),
         len
     );
-    // SAFETY: `dest` is valid for `len` bytes of writes, and nothing reads or frees it
-    // before the event says the get is complete (below).
+    // SAFETY: the caller's guarantee.
     let started = unsafe { rt.team.get_nb(dest, rank, addr, len, gex::Flags::NONE) };
-    let mut event = match started {
+    let event = match started {
         Ok(event) => event,
         Err(gex::NoOp) => unreachable!("gex returns NoOp only for Flags::IMMEDIATE"),
     };
@@ -532,6 +601,5 @@ where
         len,
         crate::reported::nb_handle(&event)
     );
-    completion::notify_when_outgoing(move || event.test(), rank, armed, take);
-    futures.into_return()
+    event
 }

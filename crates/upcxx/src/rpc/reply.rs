@@ -71,16 +71,8 @@ unsafe fn fill_cell<V: 'static>(cookie: [u32; 4], value: impl FnOnce() -> V) {
     // SAFETY: `rpc` put the address of the cell (never freed) claimed on this thread for
     // this call's future in the cookie; replies are delivered on the calling thread.
     let cell: &'static ReplyCell = unsafe { &*ptr };
-    if let Some(plain) = cell.plain() {
-        // SAFETY: the cell was claimed for a `V` and this is the call's only reply.
-        unsafe { plain.arrive(value()) };
-    } else if cell.wanted() {
-        // SAFETY: the cell was claimed for a `V` and this is the call's only reply.
-        unsafe { cell.arrive(value()) };
-    } else {
-        // SAFETY: as above.
-        unsafe { cell.discard() };
-    }
+    // SAFETY: the cell was claimed for a `V` and this is the call's only reply.
+    unsafe { cell.deliver(value) };
 }
 
 /// Delivers a reply into the promise state of the initiator's future, which turns
