@@ -98,6 +98,17 @@ pub(crate) fn progress_epoch() -> u64 {
     THREAD.with(|h| h.epoch.get())
 }
 
+/// The progress epoch to record for a value delivered now into a reply cell
+/// (`future/cell.rs`), whose future is ready once this thread's epoch passes it: the
+/// previous epoch while user-level progress notifies at once
+/// ([`advance_outgoing_notifying`], after the epoch advanced), so that the future is
+/// ready in this progress, as a promise fulfilled there is; the current one otherwise
+/// (internal progress, a reply's handler), ready at the next user-level progress.
+#[inline]
+pub(crate) fn arrival_epoch() -> u64 {
+    THREAD.with(|h| h.epoch.get() - u64::from(h.notify_now.get()))
+}
+
 /// [`ThreadState::work`]: notifications were deferred.
 pub(crate) const DEFERRED_WORK: u8 = 1;
 /// [`ThreadState::work`]: this thread's handlers queued RPCs for the master persona it

@@ -20,7 +20,9 @@
 //!
 //! A value that arrives during progress epoch `e` makes the future ready once this
 //! thread's epoch passes `e`: at the next user-level progress (§7.1 ¶14), exactly as an
-//! operation completed at initiation.
+//! operation completed at initiation; one that user-level progress delivers itself
+//! (an operation it finds complete, `thread::arrival_epoch`) is ready in that progress.
+
 //!
 //! Whatever a plain cell cannot do goes through a state: when a callback is attached to
 //! the future, it is awaited as a `std` future, or it is cloned while the value has not
@@ -394,7 +396,7 @@ impl ReplyCell {
                 // SAFETY: the cell is aligned and large enough for `T` (`fits`), and holds
                 // no value yet.
                 unsafe { self.slot::<T>().write(value) };
-                self.set_stage(Stage::Arrived(thread::progress_epoch()));
+                self.set_stage(Stage::Arrived(thread::arrival_epoch()));
                 thread::defer(Box::new(move || state.satisfy(1, "rpc")));
             }
             (Stage::Abandoned, Some(state)) => {
@@ -427,7 +429,7 @@ impl PlainCell {
         // SAFETY: the cell is aligned and large enough for `T` (`fits`), and holds no
         // value yet (caller).
         unsafe { cell.slot::<T>().write(value) };
-        cell.set_stage(Stage::Arrived(thread::progress_epoch()));
+        cell.set_stage(Stage::Arrived(thread::arrival_epoch()));
         let join = cell.join.get();
         if !join.is_null() {
             cell.join.set(std::ptr::null());
