@@ -75,12 +75,17 @@
 //! buffer of its own (zeroed, allocated), armed a promise and its state, and boxed a
 //! closure for progress to test: with `gex`'s handle, four allocations per get. Its
 //! future now holds a reply cell (as an RPC's does) into which the get reads, and the
-//! closure holds only the event and the cell: two. In alternating runs of the two
-//! binaries (three each; all but the first, an old one, in the machine's slow state)
-//! `rget_8B_x64` took 263-270 ns per get against 384-487 before (0.18-0.19x
-//! `rget_8B`, against 0.32-0.55x), while
-//! `rget_8B`, one round trip each, read 1.13-1.23x `get_8B` against 1.16-1.24x: the
-//! allocations are a small part of a latency that the messages make.
+//! closure holds only the event and the cell: two. Every other `operation_cx::as_future`
+//! whose value fits a cell (an `rput`'s, an `rget_vec`'s, an atomic's) takes one in
+//! place of its promise and state. A value that progress delivers must be ready in that
+//! progress, as a promise it fulfils is (`thread::arrival_epoch`): ready at the next
+//! one instead, each `rget` waited for one more poll, and `rget_8B` read 1.17-1.25x
+//! `get_8B` against 1.07-1.13x before. In alternating runs of the three binaries (three
+//! each, the machine in its slow state but for the last): `rget_8B` 1.01-1.13x
+//! `get_8B` now; `rget_8B_x64` 262-298 ns per get against 441-443 before (0.18-0.21x
+//! `rget_8B`, against 0.32-0.35x). Timed in a loop of 64 in flight joined by
+//! `when_all`, `rput`s took 260-313 ns each against 298-476 with promises, and
+//! `rget_vec`s of one word 331-407 against 410-657.
 //!
 //! The mpi jobs run with `GEX_MPI_THREAD=single`: the bench's ranks communicate from
 //! one thread, and a raw MPI program started with `MPI_Init` gets `MPI_THREAD_SINGLE`.

@@ -81,6 +81,9 @@
 //!   user-level progress with no allocation at all (`Future::after_progress`); promise
 //!   fulfilment and LPC enlistment are queued for that progress; a remote RPC is sent
 //!   once the data are at the target and runs in the target's user-level progress.
+//!   A future from `as_future` for an operation that completes later holds a reply cell
+//!   when its value fits one (`FutureArmed`), which the notification fills in place;
+//!   only a larger value takes a promise and its state.
 //! * **Several notifications of one operation** come in an unspecified order (§7.2
 //!   ¶6), even source and operation notifications delivered by the same progress
 //!   call; programs must not rely on the order this implementation happens to use.
@@ -124,7 +127,8 @@ pub use events::{
     SOURCE_EVENT,
 };
 pub use objects::{
-    BlockingCx, BufferedCx, CompletionObject, CxUnion, FutureCx, LpcCx, PromiseCx, RpcCx,
+    BlockingCx, BufferedCx, CompletionObject, CxUnion, FutureArmed, FutureCx, LpcCx, PromiseCx,
+    RpcCx,
 };
 pub(crate) use protocol::{notify_when, notify_when_outgoing, notify_when_outgoing_from_source};
 pub use protocol::{requests_op_or_remote, Armed, Completions, Returned};

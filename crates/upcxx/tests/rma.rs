@@ -677,6 +677,78 @@ fn rget_futures_hold_their_own_values_whatever_becomes_of_them() {
     }
 }
 
+/// Every `operation_cx::as_future` of a transfer to or from another host (within a host
+/// the same calls complete at once) holds its own value in a reply cell when the value
+/// fits one: `rget_vec`s and `rput`s left in flight, their futures dropped, chained,
+/// joined or waited for, every value distinct.
+#[test]
+fn operation_futures_of_transfers_in_flight_hold_their_own_values() {
+    const WORDS: usize = 300;
+    for ranks in [1, 3] {
+        gex::testing::spmd(ranks, || {
+            upcxx::init();
+            let me = rank_me();
+            let n = rank_n();
+            let words: GlobalPtr<u64> = new_array(WORDS);
+            let landed: GlobalPtr<u64> = new_array(WORDS);
+            let word = |rank: u32, i: usize| u64::from(rank) << 32 | i as u64;
+            for i in 0..WORDS {
+                // SAFETY: this rank's own array, which no one reads before the barrier.
+                unsafe { words.add(i).local().write(word(me, i)) };
+            }
+            let all = all_gather(&(words, landed));
+            upcxx::barrier();
+            let peer = (me + 1) % n;
+            let (src, dst) = all[peer as usize];
+            for round in 0..3 {
+                let mut plain = Vec::new();
+                let mut chained = Vec::new();
+                let mut puts = Vec::new();
+                for i in (0..WORDS).step_by(2) {
+                    let f = rget_vec(src.add(i), 2);
+                    let p = rput(word(me, i) + round as u64, dst.add(i));
+                    match (i / 2 + round) % 3 {
+                        0 => drop((f, p)),
+                        1 => {
+                            plain.push((i, f));
+                            puts.push(p);
+                        }
+                        _ => chained.push(f.then(move |v: Vec<u64>| (i, v))),
+                    }
+                }
+                upcxx::when_all(puts).wait();
+                for (i, f) in plain {
+                    assert_eq!(
+                        f.wait(),
+                        [word(peer, i), word(peer, i + 1)],
+                        "round {round}"
+                    );
+                }
+                for f in chained {
+                    let (i, v) = f.wait();
+                    assert_eq!(v, [word(peer, i), word(peer, i + 1)], "round {round}");
+                }
+                upcxx::discharge();
+                upcxx::barrier();
+                let left = (me + n - 1) % n;
+                for i in (0..WORDS).step_by(2) {
+                    assert_eq!(
+                        peek(landed, i),
+                        word(left, i) + round as u64,
+                        "round {round}: the put of rank {left} to word {i}"
+                    );
+                }
+                upcxx::barrier();
+            }
+            assert!(!upcxx::progress_required());
+            upcxx::barrier();
+            delete_array(words);
+            delete_array(landed);
+            upcxx::finalize();
+        });
+    }
+}
+
 #[test]
 fn rput_source_completion_and_defaults() {
     gex::testing::spmd(2, || {

@@ -13,7 +13,7 @@ use super::events::{
 };
 use super::protocol::{Armed, Completions};
 use crate::future::list::{Append, Cons, FutureList, Nil};
-use crate::future::{Future, Promise};
+use crate::future::{fits_cell, Future, Promise, ReplyCell};
 use crate::persona::Persona;
 use crate::rpc::{PreparedRpcFf, RpcArgs, RpcFn};
 use crate::runtime::state::Rank;
@@ -162,18 +162,63 @@ where
     Promise<<Ev::OpValues as EventValues>::FutureValue>: FulfillWith<Ev::OpValues>,
 {
     type Futures = Cons<Future<<Ev::OpValues as EventValues>::FutureValue>, Nil>;
-    type Armed = PromiseCx<Operation, <Ev::OpValues as EventValues>::FutureValue>;
+    type Armed = FutureArmed<<Ev::OpValues as EventValues>::FutureValue>;
     const EVENTS: u8 = OPERATION_EVENT;
 
     fn arm(self) -> (Self::Futures, Self::Armed) {
+        if fits_cell::<<Ev::OpValues as EventValues>::FutureValue>() {
+            let cell = ReplyCell::claim();
+            // SAFETY: a fresh cell, which only this request's `operation_done` fills,
+            // with the future's value type, which fits it.
+            let future = unsafe { Future::from_cell(cell) };
+            return (
+                Cons::one(future),
+                FutureArmed(ArmedFuture::Cell(cell, PhantomData)),
+            );
+        }
         let promise = Promise::new();
         let future = promise.get_future();
-        (Cons::one(future), promise_cx(promise))
+        (
+            Cons::one(future),
+            FutureArmed(ArmedFuture::Promise(promise_cx(promise))),
+        )
     }
 
     #[inline]
     fn completed_at_initiation(self, _target: Rank, values: Ev::OpValues) -> Self::Futures {
         Cons::one(Future::after_progress(values.into_future_value()))
+    }
+}
+
+/// The armed state of an `operation_cx::as_future` request: the reply cell its future
+/// holds, for a value that fits one (as a round-trip RPC's future does: no allocation,
+/// the value delivered in place), else the promise behind its future.
+pub struct FutureArmed<T: 'static>(ArmedFuture<T>);
+
+enum ArmedFuture<T: 'static> {
+    Cell(&'static ReplyCell, PhantomData<fn() -> T>),
+    Promise(PromiseCx<Operation, T>),
+}
+
+impl<Ev: CompletionEvents, T: 'static> Armed<Ev> for FutureArmed<T>
+where
+    Ev::OpValues: EventValues<FutureValue = T>,
+    Promise<T>: FulfillWith<Ev::OpValues>,
+{
+    fn source_done(&mut self) {}
+    fn remote_done(&mut self, _target: Rank) {}
+    fn operation_done(self, values: Ev::OpValues) {
+        match self.0 {
+            // SAFETY: `arm` claimed the cell for this request's future, of value type
+            // `T`, on this thread (an operation notifies on its initiating thread), and
+            // an operation completes once.
+            ArmedFuture::Cell(cell, _) => unsafe {
+                cell.deliver(|| values.into_future_value());
+            },
+            ArmedFuture::Promise(p) => {
+                <PromiseCx<Operation, T> as Armed<Ev>>::operation_done(p, values);
+            }
+        }
     }
 }
 

@@ -22,7 +22,10 @@
 //! thread's epoch passes `e`: at the next user-level progress (§7.1 ¶14), exactly as an
 //! operation completed at initiation; one that user-level progress delivers itself
 //! (an operation it finds complete, `thread::arrival_epoch`) is ready in that progress.
-
+//!
+//! Besides the replies of round-trip RPCs, cells take the values of operations that
+//! complete after their call: `operation_cx::as_future` of a value that fits
+//! (`completion/objects.rs`), and `rget`, whose get reads into the cell itself.
 //!
 //! Whatever a plain cell cannot do goes through a state: when a callback is attached to
 //! the future, it is awaited as a `std` future, or it is cloned while the value has not
