@@ -749,6 +749,43 @@ fn operation_futures_of_transfers_in_flight_hold_their_own_values() {
     }
 }
 
+/// The future and the promise of one get (from another host: completed in a later
+/// progress; within a host, at initiation) are ready after the same user-level
+/// progress: a value that progress delivers into a future's reply cell is ready in that
+/// progress, as the promise fulfilled there is, not one progress later.
+#[test]
+fn a_gets_future_and_promise_are_ready_after_the_same_progress() {
+    gex::testing::spmd(2, || {
+        upcxx::init();
+        let me = rank_me();
+        let word: GlobalPtr<u64> = upcxx::new_(40 + u64::from(me));
+        let peer = all_gather(&word)[(1 - me) as usize];
+        for _ in 0..100 {
+            let p = Promise::<u64>::new();
+            let f = rget_with(
+                peer,
+                operation_cx::as_future() | operation_cx::as_promise(&p),
+            );
+            let promised = p.finalize();
+            let mut progresses = 0;
+            while !promised.ready() {
+                assert!(!f.ready(), "the future is ready before the promise");
+                upcxx::progress(upcxx::ProgressLevel::User);
+                progresses += 1;
+                assert!(progresses < 10_000_000, "the get never completes");
+            }
+            assert!(
+                f.ready(),
+                "the promise is ready after a progress, the future not"
+            );
+            assert_eq!(f.wait(), 41 - u64::from(me));
+        }
+        upcxx::barrier();
+        upcxx::delete_(word);
+        upcxx::finalize();
+    });
+}
+
 #[test]
 fn rput_source_completion_and_defaults() {
     gex::testing::spmd(2, || {
