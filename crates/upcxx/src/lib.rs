@@ -103,7 +103,9 @@ pub use rma::{
 };
 pub use rpc::{rpc, rpc_ff, rpc_ff_with, rpc_with};
 pub use runtime::{backend, barrier, finalize, init, initialized, rank_me, rank_n, Rank};
-pub use serialization::{by_ref, make_seq_view, make_view, ByRef, SeqView, Trivial, View};
+pub use serialization::{
+    by_ref, make_seq_view, make_view, make_view_iter, ByRef, SeqView, Trivial, View, ViewIter,
+};
 pub use team::{local_team, local_team_contains, world, EntryBarrier, Team, TeamId, COLOR_NONE};
 pub use team::{rpc_ff_in, rpc_ff_in_with, rpc_in, rpc_in_with};
 pub use vis::{

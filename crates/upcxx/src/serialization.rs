@@ -45,7 +45,9 @@
 //!   the RPC layer keeps every message 16-byte aligned in its receive buffers, so for
 //!   alignments up to 16 the slice is always valid in place. For larger alignments, or a
 //!   buffer that the caller of [`deserialize`] did not align, the elements are copied
-//!   into an owned, aligned vector ([`View::in_place`] tells which happened).
+//!   into an owned, aligned vector ([`View::in_place`] tells which happened). A
+//!   container that is not a slice (a linked list, a map's values) is sent as the same
+//!   view by [`make_view_iter`], which writes its elements one by one into the message.
 //! * [`SeqView<T>`] is the §6.5 view of elements that are *not* trivially serializable
 //!   (strings, structs with heap data): the sender serializes each element from any
 //!   iterator (no intermediate container); the target gets an iterator that deserializes
@@ -105,7 +107,7 @@ pub use codec::{Error, Reader, Rerun, Serialization, Writer};
 pub use seq_view::{make_seq_view, Elements, SeqView};
 pub use str_view::{make_str_view, StrView};
 pub use trivial::Trivial;
-pub use view::{make_view, View};
+pub use view::{make_view, make_view_iter, View, ViewIter};
 
 /// Serializes `value` into a new vector, with the same encoding RPC uses.
 pub fn serialize<T: Serialization + ?Sized>(value: &T) -> Vec<u8> {

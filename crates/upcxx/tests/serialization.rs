@@ -1,14 +1,14 @@
 //! Serialization: UPC++ spec ch. 6, locally and through RPC round trips.
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::collections::{BTreeMap, HashMap, LinkedList};
+use std::collections::{BTreeMap, HashMap, LinkedList, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use gex::testing::spmd;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use upcxx::serialization::{
-    deserialize, make_seq_view, make_str_view, make_view, serialize, SeqView, StrView, Trivial,
-    View,
+    deserialize, make_seq_view, make_str_view, make_view, make_view_iter, serialize, SeqView,
+    StrView, Trivial, View,
 };
 use upcxx::{rank_me, rank_n, rpc};
 
@@ -153,6 +153,46 @@ fn views_deserialize_in_place_or_copy_when_misaligned() {
     assert_eq!(&*v, &data[..]);
 }
 
+/// §6.5 ¶1, ¶4: a view of Pod elements made from an iterator (a list, a ring buffer
+/// that wraps, a map's values, nothing) is the same message as one made from a slice of
+/// the same elements, and deserializes as a `View` in place.
+#[test]
+fn views_of_any_container_encode_as_views_of_slices() {
+    let list: LinkedList<u32> = (0..100).collect();
+    let flat: Vec<u32> = list.iter().copied().collect();
+    assert_eq!(
+        serialize(&make_view_iter(&list)),
+        serialize(&make_view(&flat))
+    );
+    // A ring buffer whose elements wrap around its end: two slices, one view.
+    let mut ring: VecDeque<u64> = VecDeque::with_capacity(8);
+    ring.extend(0..8u64);
+    ring.drain(..5);
+    ring.extend(8..13u64);
+    assert!(!ring.as_slices().1.is_empty(), "the ring wraps");
+    let flat: Vec<u64> = ring.iter().copied().collect();
+    let bytes = serialize(&make_view_iter(&ring));
+    assert_eq!(bytes, serialize(&make_view(&flat)));
+    let mut aligned = vec![0u128; bytes.len().div_ceil(16)];
+    bytemuck::cast_slice_mut::<u128, u8>(&mut aligned)[..bytes.len()].copy_from_slice(&bytes);
+    let buf = &bytemuck::cast_slice::<u128, u8>(&aligned)[..bytes.len()];
+    let v = deserialize::<View<'_, u64>>(buf).unwrap();
+    assert!(v.in_place());
+    assert_eq!(&*v, &flat[..]);
+    let map: BTreeMap<u8, f32> = (0..10u8).map(|k| (k, f32::from(k) / 2.0)).collect();
+    let values: Vec<f32> = map.values().copied().collect();
+    assert_eq!(
+        serialize(&make_view_iter(map.values())),
+        serialize(&make_view(&values))
+    );
+    let none: [u16; 0] = [];
+    assert!(
+        deserialize::<View<'_, u16>>(&serialize(&make_view_iter(&none)))
+            .unwrap()
+            .is_empty()
+    );
+}
+
 /// §6.5 ¶4: a view of non-trivial elements deserializes them one by one, on demand.
 #[test]
 fn seq_views_deserialize_lazily() {
@@ -203,6 +243,13 @@ fn round_trips_through_rpc() {
                     (make_seq_view(words.iter()),),
                 );
                 assert_eq!(lens.wait(), (0..20).collect::<Vec<usize>>());
+                let list: LinkedList<u64> = (1..=1000).collect();
+                let sum = rpc(
+                    r,
+                    |v: View<'_, u64>| (v.in_place(), v.iter().sum::<u64>()),
+                    (make_view_iter(&list),),
+                );
+                assert_eq!(sum.wait(), (true, 500_500));
             }
             upcxx::finalize();
         });

@@ -1,5 +1,7 @@
 //! [`View<T>`]: a sequence of plain-old-data elements, read in place on the target
-//! (§6.5). Sits on the codec.
+//! (§6.5), sent from a slice or, as [`ViewIter`], from any iterator. Sits on the codec.
+
+use std::marker::PhantomData;
 
 use bytemuck::Pod;
 
@@ -7,9 +9,10 @@ use super::codec::{sealed, Error, ErrorRepr, Reader, Serialization, Writer};
 
 /// A view of a sequence of plain-old-data elements (UPC++ `view<T>` with a
 /// *DefinitelyTriviallySerializable* `T`, §6.5 ¶4): the sender makes one with
-/// [`make_view`] over a slice; the RPC target receives a `View` that dereferences to
-/// `&[T]` over the network buffer, without copying (see the module documentation for
-/// alignment and lifetime).
+/// [`make_view`] over a slice, or with [`make_view_iter`] over the elements of any
+/// container; the RPC target receives a `View` that dereferences to `&[T]` over the
+/// network buffer, without copying (see the module documentation for alignment and
+/// lifetime).
 ///
 /// ```
 /// use upcxx::serialization::{make_view, View};
@@ -33,6 +36,89 @@ enum ViewRepr<'a, T> {
 pub fn make_view<T: Pod>(elements: &[T]) -> View<'_, T> {
     View {
         repr: ViewRepr::Borrowed(elements),
+    }
+}
+
+/// A view of the plain-old-data elements an iterator yields, to pass to an RPC: UPC++
+/// `make_view(begin, end)` over a container that is not contiguous, as the `std::list`
+/// of §6.5 ¶1. The elements are written one after another into the message, in the
+/// encoding of a [`View`], so the target receives a `View<'_, T>` over the network
+/// buffer, as from a slice: no container is built on either side. Made by
+/// [`make_view_iter`].
+///
+/// ```
+/// use std::collections::{BTreeMap, LinkedList};
+/// use upcxx::serialization::{make_view_iter, View};
+/// upcxx::init();
+/// let items: LinkedList<f64> = (1..=4).map(f64::from).collect();
+/// let sum = upcxx::rpc(0, |v: View<'_, f64>| v.iter().sum::<f64>(), (make_view_iter(&items),));
+/// assert_eq!(sum.wait(), 10.0);
+/// let ages = BTreeMap::from([("ann", 31u32), ("bo", 45)]);
+/// let oldest = upcxx::rpc(0, |v: View<'_, u32>| v.iter().max().copied(), (make_view_iter(ages.values()),));
+/// assert_eq!(oldest.wait(), Some(45));
+/// upcxx::finalize();
+/// ```
+pub struct ViewIter<T, I> {
+    iter: I,
+    _elements: PhantomData<fn() -> T>,
+}
+
+/// A view over the elements `iter` yields by reference (UPC++ `make_view(begin, end)`,
+/// §6.6, for plain-old-data elements of any container): see [`ViewIter`].
+pub fn make_view_iter<'a, T, I>(iter: I) -> ViewIter<T, I::IntoIter>
+where
+    T: Pod,
+    I: IntoIterator<Item = &'a T>,
+    I::IntoIter: Clone,
+{
+    ViewIter {
+        iter: iter.into_iter(),
+        _elements: PhantomData,
+    }
+}
+
+impl<T, I: Clone> Clone for ViewIter<T, I> {
+    fn clone(&self) -> Self {
+        ViewIter {
+            iter: self.iter.clone(),
+            _elements: PhantomData,
+        }
+    }
+}
+
+impl<T, I> std::fmt::Debug for ViewIter<T, I> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ViewIter")
+    }
+}
+
+impl<'a, T: Pod, I: Iterator<Item = &'a T> + Clone> sealed::Sealed for ViewIter<T, I> {}
+
+/// The encoding of a [`View`] (the count is written once the elements are).
+impl<'a, T: Pod, I: Iterator<Item = &'a T> + Clone> Serialization for ViewIter<T, I> {
+    type Deserialized<'de> = View<'de, T>;
+
+    fn encode(&self, w: &mut Writer<'_>) -> Result<(), Error> {
+        const {
+            assert!(
+                std::mem::size_of::<T>() > 0,
+                "upcxx::View of zero-sized elements"
+            )
+        };
+        let at = w.pos();
+        w.write(&[0; 8])?;
+        w.pad_to(std::mem::align_of::<T>())?;
+        let mut n = 0u64;
+        for x in self.iter.clone() {
+            w.write(bytemuck::bytes_of(x))?;
+            n += 1;
+        }
+        w.patch(at, &n.to_le_bytes());
+        Ok(())
+    }
+
+    fn decode<'de>(r: &mut Reader<'de>) -> Result<View<'de, T>, Error> {
+        View::decode(r)
     }
 }
 
