@@ -617,6 +617,23 @@ fn rget_delivers_its_value_to_every_requested_notification() {
     });
 }
 
+/// Word `i` of rank `rank`'s array from [`distinct_words`]: no two words of the job
+/// are equal.
+fn word(rank: u32, i: usize) -> u64 {
+    u64::from(rank) << 32 | i as u64
+}
+
+/// A new array of `len` words in this rank's segment, word `i` being `word(me, i)`
+/// (call before a barrier that orders the writes before other ranks' reads).
+fn distinct_words(len: usize) -> GlobalPtr<u64> {
+    let words: GlobalPtr<u64> = new_array(len);
+    for i in 0..len {
+        // SAFETY: this rank's own array, which no one reads before the barrier.
+        unsafe { words.add(i).local().write(word(rank_me(), i)) };
+    }
+    words
+}
+
 /// An `rget` from another host lands in the future it returns, which the get itself
 /// fills: many gets in flight joined by one `when_all`, futures dropped before their
 /// values arrive (their gets must not land in a later get's future), callbacks
@@ -630,12 +647,7 @@ fn rget_futures_hold_their_own_values_whatever_becomes_of_them() {
             upcxx::init();
             let me = rank_me();
             let n = rank_n();
-            let words: GlobalPtr<u64> = new_array(WORDS);
-            let word = |rank: u32, i: usize| u64::from(rank) << 32 | i as u64;
-            for i in 0..WORDS {
-                // SAFETY: this rank's own array, which no one reads before the barrier.
-                unsafe { words.add(i).local().write(word(me, i)) };
-            }
+            let words = distinct_words(WORDS);
             let all = all_gather(&words);
             upcxx::barrier();
             let peer = (me + 1) % n;
@@ -689,13 +701,8 @@ fn operation_futures_of_transfers_in_flight_hold_their_own_values() {
             upcxx::init();
             let me = rank_me();
             let n = rank_n();
-            let words: GlobalPtr<u64> = new_array(WORDS);
+            let words = distinct_words(WORDS);
             let landed: GlobalPtr<u64> = new_array(WORDS);
-            let word = |rank: u32, i: usize| u64::from(rank) << 32 | i as u64;
-            for i in 0..WORDS {
-                // SAFETY: this rank's own array, which no one reads before the barrier.
-                unsafe { words.add(i).local().write(word(me, i)) };
-            }
             let all = all_gather(&(words, landed));
             upcxx::barrier();
             let peer = (me + 1) % n;

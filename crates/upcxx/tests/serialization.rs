@@ -126,6 +126,14 @@ fn trivial_values_are_sent_as_their_bytes() {
     assert_eq!(deserialize::<Holder>(&serialize(&h)).unwrap(), h);
 }
 
+/// `bytes` in 16-byte-aligned memory (as the RPC layer keeps messages): the first
+/// `bytes.len()` bytes of the result.
+fn aligned_copy(bytes: &[u8]) -> Vec<u128> {
+    let mut aligned = vec![0u128; bytes.len().div_ceil(16)];
+    bytemuck::cast_slice_mut::<u128, u8>(&mut aligned)[..bytes.len()].copy_from_slice(bytes);
+    aligned
+}
+
 /// §6.5: a view serializes its elements; a received view of Pod elements reads them in
 /// place when the buffer is aligned, and copies them (saying so) when it is not.
 #[test]
@@ -133,8 +141,7 @@ fn views_deserialize_in_place_or_copy_when_misaligned() {
     let data: Vec<u32> = (0..100).collect();
     let bytes = serialize(&make_view(&data));
     // A 16-byte-aligned copy of the bytes: in place.
-    let mut aligned = vec![0u128; bytes.len().div_ceil(16)];
-    bytemuck::cast_slice_mut::<u128, u8>(&mut aligned)[..bytes.len()].copy_from_slice(&bytes);
+    let aligned = aligned_copy(&bytes);
     let buf = &bytemuck::cast_slice::<u128, u8>(&aligned)[..bytes.len()];
     let v = deserialize::<View<'_, u32>>(buf).unwrap();
     assert!(v.in_place());
@@ -173,8 +180,7 @@ fn views_of_any_container_encode_as_views_of_slices() {
     let flat: Vec<u64> = ring.iter().copied().collect();
     let bytes = serialize(&make_view_iter(&ring));
     assert_eq!(bytes, serialize(&make_view(&flat)));
-    let mut aligned = vec![0u128; bytes.len().div_ceil(16)];
-    bytemuck::cast_slice_mut::<u128, u8>(&mut aligned)[..bytes.len()].copy_from_slice(&bytes);
+    let aligned = aligned_copy(&bytes);
     let buf = &bytemuck::cast_slice::<u128, u8>(&aligned)[..bytes.len()];
     let v = deserialize::<View<'_, u64>>(buf).unwrap();
     assert!(v.in_place());

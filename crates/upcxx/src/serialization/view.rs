@@ -99,15 +99,7 @@ impl<'a, T: Pod, I: Iterator<Item = &'a T> + Clone> Serialization for ViewIter<T
     type Deserialized<'de> = View<'de, T>;
 
     fn encode(&self, w: &mut Writer<'_>) -> Result<(), Error> {
-        const {
-            assert!(
-                std::mem::size_of::<T>() > 0,
-                "upcxx::View of zero-sized elements"
-            )
-        };
-        let at = w.pos();
-        w.write(&[0; 8])?;
-        w.pad_to(std::mem::align_of::<T>())?;
+        let at = write_head::<T>(w, 0)?;
         let mut n = 0u64;
         for x in self.iter.clone() {
             w.write(bytemuck::bytes_of(x))?;
@@ -196,31 +188,41 @@ impl<'v, T> IntoIterator for &'v View<'_, T> {
 
 impl<T: Pod> sealed::Sealed for View<'_, T> {}
 
+/// Fails the build for a view of zero-sized elements (its count would mean nothing).
+#[inline(always)]
+fn sized<T>() {
+    const {
+        assert!(
+            std::mem::size_of::<T>() > 0,
+            "upcxx::View of zero-sized elements"
+        )
+    };
+}
+
+/// Writes the head of a view of `count` elements of `T` (see the encoding below):
+/// returns where the count lies, for a writer that learns it only later.
+#[inline]
+fn write_head<T>(w: &mut Writer<'_>, count: u64) -> Result<usize, Error> {
+    sized::<T>();
+    let at = w.pos();
+    w.write(&count.to_le_bytes())?;
+    w.pad_to(std::mem::align_of::<T>())?;
+    Ok(at)
+}
+
 /// Encoding: element count (u64 LE), zero padding to a multiple of `align_of::<T>()`
 /// from the start of the message, the elements' bytes.
 impl<T: Pod> Serialization for View<'_, T> {
     type Deserialized<'de> = View<'de, T>;
 
     fn encode(&self, w: &mut Writer<'_>) -> Result<(), Error> {
-        const {
-            assert!(
-                std::mem::size_of::<T>() > 0,
-                "upcxx::View of zero-sized elements"
-            )
-        };
         let s = self.as_slice();
-        w.write(&(s.len() as u64).to_le_bytes())?;
-        w.pad_to(std::mem::align_of::<T>())?;
+        write_head::<T>(w, s.len() as u64)?;
         w.write(bytemuck::cast_slice(s))
     }
 
     fn decode<'de>(r: &mut Reader<'de>) -> Result<View<'de, T>, Error> {
-        const {
-            assert!(
-                std::mem::size_of::<T>() > 0,
-                "upcxx::View of zero-sized elements"
-            )
-        };
+        sized::<T>();
         let n = r.len()?;
         r.skip_to(std::mem::align_of::<T>())?;
         let nbytes =
