@@ -143,6 +143,15 @@ impl<T: 'static> DistObject<T> {
             .expect("registered above")
     }
 
+    /// Another handle onto this member, which keeps the value alive but does not own
+    /// the member (dropping it destroys nothing).
+    fn share(&self) -> DistObject<T> {
+        DistObject {
+            inner: Rc::clone(&self.inner),
+            owner: false,
+        }
+    }
+
     /// The name of this distributed object, the same on every member (UPC++
     /// `dist_object::id`, §14.4 ¶19).
     pub fn id(&self) -> DistId<T> {
@@ -157,7 +166,9 @@ impl<T: 'static> DistObject<T> {
 
     /// A future of a copy of the member at `rank` of the object's team (UPC++
     /// `dist_object::fetch`, §14.4 ¶32): an RPC to that rank that returns its value,
-    /// waiting there until it is built. Progress level: internal.
+    /// waiting there until it is built. The reply is serialized from the member itself,
+    /// so `T` need only be serializable (¶32), not `Clone`, and a large member is not
+    /// copied before it is sent. Progress level: internal.
     ///
     /// # Panics
     /// If `rank` is not a rank of the team (§14.4 ¶33), or if the team was destroyed.
@@ -165,7 +176,7 @@ impl<T: 'static> DistObject<T> {
     #[track_caller]
     pub fn fetch(&self, rank: Rank) -> Future<T>
     where
-        T: Clone + Serialize + DeserializeOwned,
+        T: Serialize + DeserializeOwned,
     {
         let team = &self.inner.team;
         let n = team.rank_n();
@@ -185,7 +196,7 @@ impl<T: 'static> DistObject<T> {
         );
         let copy = crate::rpc::rpc(
             team[rank],
-            |obj: &DistObject<T>| Fetched(T::clone(obj)),
+            |obj: &DistObject<T>| Fetched(obj.share()),
             (self,),
         );
         gasp::end!(span, key.team.to_u64(), key.seq, rank);
@@ -193,15 +204,27 @@ impl<T: 'static> DistObject<T> {
     }
 }
 
-/// A copy of a member, as the RPC of [`DistObject::fetch`] returns it: its future is
-/// the future of `T` itself, for any `T` (not only the types [`FutureValue`] covers),
-/// so `fetch` needs no `then` to unwrap it.
-struct Fetched<T>(T);
+/// The member an RPC of [`DistObject::fetch`] found, as that RPC returns it: its reply
+/// is serialized from the member itself (no `Clone` needed, nothing copied first), and
+/// its future is the future of `T` itself, for any `T` (not only the types
+/// [`FutureValue`] covers), so `fetch` needs no `then` to unwrap it.
+struct Fetched<T: 'static>(DistObject<T>);
 
-impl<T: 'static> FutureValue for Fetched<T> {
+impl<T: Serialize + DeserializeOwned + 'static> FutureValue for Fetched<T> {
     type Value = T;
+    /// A copy made as the reply makes it, through serialization (an RPC's result
+    /// reaches its future by [`lend_value`](FutureValue::lend_value), not here).
     fn into_future(self) -> Future<T> {
-        make_future(self.0)
+        let bytes = crate::serialization::serialize(&*self.0);
+        make_future(
+            crate::serialization::deserialize::<T>(&bytes)
+                .unwrap_or_else(|e| panic!("upcxx::dist_object::fetch: {e}")),
+        )
+    }
+
+    #[inline]
+    fn lend_value<R>(self, reply: impl FnOnce(&T) -> R) -> Result<R, Future<T>> {
+        Ok(reply(&self.0))
     }
 }
 

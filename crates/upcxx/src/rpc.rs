@@ -610,8 +610,8 @@ where
         return;
     }
     let (src, cookie) = (msg.head.src, msg.head.cookie);
-    execute::<F, A>(msg, |ret| match ret.into_value() {
-        Ok(v) => reply(src, cookie, &v),
+    execute::<F, A>(msg, |ret| match ret.lend_value(|v| reply(src, cookie, v)) {
+        Ok(()) => {}
         Err(fut) => {
             let page = msg.hold();
             fut.on_ready(move |v| {

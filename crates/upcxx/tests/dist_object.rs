@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use common::{all_gather, panic_text};
 use gex::testing::{spmd, spmd_outcome, SpmdOptions};
+use serde::{Deserialize, Serialize};
 use upcxx::{rank_me, rank_n, world, DistId, DistObject, Rank, Team};
 
 #[test]
@@ -50,6 +51,42 @@ fn fetch_returns_a_copy_of_each_members_value() {
                 assert_eq!(obj.fetch(r).wait(), vec![r; r as usize + 1]);
             }
             upcxx::barrier();
+            upcxx::finalize();
+        });
+    }
+}
+
+/// A member type without `Clone`: §14.4 ¶32 asks only that it be serializable.
+#[derive(Serialize, Deserialize, Debug, PartialEq)]
+struct Tally {
+    rank: Rank,
+    hits: Vec<u64>,
+}
+
+/// `fetch` serializes the member itself for the reply (nothing is cloned first), so a
+/// member that is not `Clone` can be fetched, and the copy is the value when the RPC ran.
+#[test]
+fn fetch_copies_members_that_are_not_clone() {
+    for ranks in 1..=5 {
+        spmd(ranks, || {
+            upcxx::init();
+            let me = rank_me();
+            let obj = DistObject::new(RefCell::new(Tally {
+                rank: me,
+                hits: Vec::new(),
+            }));
+            for round in 0..3u64 {
+                obj.borrow_mut().hits.push(round * 100 + u64::from(me));
+                upcxx::barrier();
+                for r in 0..rank_n() {
+                    let want = Tally {
+                        rank: r,
+                        hits: (0..=round).map(|k| k * 100 + u64::from(r)).collect(),
+                    };
+                    assert_eq!(obj.fetch(r).wait().into_inner(), want);
+                }
+                upcxx::barrier();
+            }
             upcxx::finalize();
         });
     }

@@ -73,6 +73,19 @@ pub trait FutureValue: 'static {
     {
         self.into_future().into_ready()
     }
+
+    /// [`into_value`](Self::into_value) by reference: `reply` runs on the value if it
+    /// is available now, and the future is returned otherwise. An RPC's reply
+    /// serializes what its function returned this way, so a result that can lend its
+    /// value (a distributed object's member, for `fetch`) is neither moved nor copied.
+    #[doc(hidden)]
+    #[inline]
+    fn lend_value<R>(self, reply: impl FnOnce(&Self::Value) -> R) -> Result<R, Future<Self::Value>>
+    where
+        Self: Sized,
+    {
+        self.into_value().map(|v| reply(&v))
+    }
 }
 
 impl<T: 'static> FutureValue for Future<T> {
