@@ -32,9 +32,9 @@
 //!   elements built so far are dropped in reverse order and the block is freed (§4.2
 //!   ¶14).
 //! * The spec's `void* allocate(size, alignment)` is [`allocate`], returning a
-//!   `GlobalPtr<u8>`; `allocate<T, alignment>(n)` is [`allocate_typed`] (alignment
-//!   `align_of::<T>()`; for more, use [`allocate`] and [`GlobalPtr::cast`]). Both are
-//!   freed by [`deallocate`]. The precondition that `size` be a multiple of the alignment
+//!   `GlobalPtr<u8>`; `allocate<T, alignment>(n)` is [`allocate_typed_aligned`], and
+//!   [`allocate_typed`] with the default alignment, `align_of::<T>()`. All are freed by
+//!   [`deallocate`]. The precondition that `size` be a multiple of the alignment
 //!   is not needed and not enforced.
 //! * Every block is aligned to at least 16 bytes, as `malloc` is.
 //! * [`shared_segment_size`] and [`shared_segment_used`] come from later UPC++ releases
@@ -261,14 +261,28 @@ pub fn allocate(size: usize, align: usize) -> Option<GlobalPtr<u8>> {
 /// If UPC++ is not initialized.
 #[track_caller]
 pub fn allocate_typed<T>(n: usize) -> Option<GlobalPtr<T>> {
+    allocate_typed_aligned(n, align_of::<T>())
+}
+
+/// UPC++ spec §4.2 ¶35 `allocate<T, alignment>(n)`: as [`allocate_typed`], aligned to
+/// `align` as well as to `T`'s own alignment (and to at least 16); `None` if the
+/// segment is full.
+///
+/// # Panics
+/// If `align` is not a power of two, or UPC++ is not initialized.
+#[track_caller]
+pub fn allocate_typed_aligned<T>(n: usize, align: usize) -> Option<GlobalPtr<T>> {
     const CALL: &str = "allocate";
+    if !align.is_power_of_two() {
+        panic!("upcxx::{CALL}: alignment {align} is not a power of two");
+    }
     let heap = heap(CALL);
-    let user = heap.alloc(Form::Raw, n, size_of::<T>(), align_of::<T>())?;
+    let user = heap.alloc(Form::Raw, n, size_of::<T>(), align.max(align_of::<T>()))?;
     Some(to_global(CALL, user))
 }
 
-/// UPC++ spec §4.2 ¶39, ¶43 `deallocate`: frees a block from [`allocate`] or
-/// [`allocate_typed`] (of any element type) without dropping anything. Does nothing
+/// UPC++ spec §4.2 ¶39, ¶43 `deallocate`: frees a block from [`allocate`],
+/// [`allocate_typed`] or [`allocate_typed_aligned`] (of any element type) without dropping anything. Does nothing
 /// for null.
 ///
 /// # Panics

@@ -8,9 +8,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use upcxx::{
-    allocate, allocate_typed, deallocate, delete_, delete_array, new_, new_array, new_array_with,
-    rank_me, shared_segment_size, shared_segment_used, try_new_, try_new_array, try_new_array_with,
-    GlobalPtr,
+    allocate, allocate_typed, allocate_typed_aligned, deallocate, delete_, delete_array, new_,
+    new_array, new_array_with, rank_me, shared_segment_size, shared_segment_used, try_new_,
+    try_new_array, try_new_array_with, GlobalPtr,
 };
 
 /// Segment size for the tests that fill the segment.
@@ -176,6 +176,13 @@ fn alignment_is_honoured() {
             let w = allocate_typed::<Wide>(3).unwrap();
             assert_eq!(w.local() as usize % 256, 0);
             blocks.push(w.cast());
+            // §4.2 ¶35's alignment argument, and never less than the type's own.
+            let a = allocate_typed_aligned::<u64>(5, 1024).unwrap();
+            assert_eq!(a.local() as usize % 1024, 0);
+            blocks.push(a.cast());
+            let v = allocate_typed_aligned::<Wide>(2, 8).unwrap();
+            assert_eq!(v.local() as usize % 256, 0);
+            blocks.push(v.cast());
         }
         let wide = new_(Wide(1));
         assert_eq!(wide.local() as usize % 256, 0);
@@ -188,6 +195,13 @@ fn alignment_is_honoured() {
         });
         assert!(
             msg.contains("upcxx::allocate: alignment 3 is not a power of two"),
+            "{msg}"
+        );
+        let msg = panic_text(|| {
+            allocate_typed_aligned::<u32>(4, 48);
+        });
+        assert!(
+            msg.contains("upcxx::allocate: alignment 48 is not a power of two"),
             "{msg}"
         );
         upcxx::finalize();
