@@ -295,3 +295,94 @@ fn every_category_and_argument_count() {
         });
     }
 }
+
+mod empty_long {
+    use super::*;
+    use std::sync::Mutex;
+
+    /// The `dest_addr`s a Long of no bytes carries (null, odd, past any segment, the
+    /// top of the address space), by index in the Request's argument.
+    pub(crate) const ADDRS: [usize; 4] = [0, 0x13, 1 << 46, usize::MAX - 7];
+    pub(crate) const REQUEST: u8 = 180;
+    pub(crate) const REPLY: u8 = 181;
+    /// What a handler saw: Request or Reply, sender, argument, dest_addr, bytes.
+    pub(crate) type Seen = (bool, u32, u32, usize, usize);
+    pub(crate) static SEEN: Mutex<Vec<Seen>> = Mutex::new(Vec::new());
+
+    pub(crate) fn request(t: &Token<'_>, payload: &[u8], args: &[u32]) {
+        SEEN.lock()
+            .unwrap()
+            .push((true, t.src_rank(), args[0], t.dest_addr(), payload.len()));
+        // The Reply carries the next address of the list back.
+        let next = ADDRS[(args[0] as usize + 1) % ADDRS.len()];
+        t.reply_long(REPLY, &[], next, Lc::Now, Flags::NONE, &[args[0]])
+            .unwrap();
+    }
+
+    pub(crate) fn reply(t: &Token<'_>, payload: &[u8], args: &[u32]) {
+        SEEN.lock()
+            .unwrap()
+            .push((false, t.src_rank(), args[0], t.dest_addr(), payload.len()));
+    }
+}
+
+/// A Long of no bytes passes its `dest_addr` to the handler as the initiator gave it,
+/// null or outside every segment, checked against nothing (GASNet-EX, "Fixed-payload
+/// AM APIs", misc semantic strengthening: "even for the degenerate case when
+/// nbytes==0"), and so does its Reply; before any segment is bound and after.
+#[test]
+fn a_long_of_no_bytes_passes_its_dest_addr_as_given() {
+    use empty_long::*;
+    for n in 1..=4 {
+        spmd(n, || {
+            let (client, ep, team) = Client::init("AM_EMPTY_LONG", Flags::NONE).unwrap();
+            let mut table = [
+                AmEntry::payload("empty long", AmCategory::Long, AmRole::Request, 1, request)
+                    .at(REQUEST),
+                AmEntry::payload(
+                    "empty long reply",
+                    AmCategory::Long,
+                    AmRole::Reply,
+                    1,
+                    reply,
+                )
+                .at(REPLY),
+            ];
+            ep.register_handlers(&mut table).unwrap();
+            let (me, size) = (team.rank(), team.size());
+            let mut seg = None;
+            for phase in 0..2 {
+                if phase == 1 {
+                    seg = Some(Segment::attach(&team, MB).unwrap());
+                }
+                SEEN.lock().unwrap().clear();
+                team.barrier();
+                for r in 0..size {
+                    for (i, &addr) in ADDRS.iter().enumerate() {
+                        team.request_long(r, REQUEST, &[], addr, Lc::Now, Flags::NONE, &[i as u32])
+                            .unwrap();
+                    }
+                }
+                let want = 2 * ADDRS.len() * size as usize;
+                poll_until("the Longs of no bytes and their Replies", 10, || {
+                    SEEN.lock().unwrap().len() >= want
+                });
+                let mut seen = std::mem::take(&mut *SEEN.lock().unwrap());
+                seen.sort_unstable();
+                let mut expected = Vec::new();
+                for r in 0..size {
+                    for i in 0..ADDRS.len() {
+                        let next = ADDRS[(i + 1) % ADDRS.len()];
+                        expected.push((true, r, i as u32, ADDRS[i], 0));
+                        expected.push((false, r, i as u32, next, 0));
+                    }
+                }
+                expected.sort_unstable();
+                assert_eq!(seen, expected, "rank {me}, phase {phase}");
+                team.barrier();
+            }
+            assert!(seg.is_some());
+            client.finalize();
+        });
+    }
+}

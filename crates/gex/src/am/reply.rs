@@ -80,7 +80,9 @@ impl Token<'_> {
         self.mark_replied(r)
     }
 
-    /// GASNet-EX `gex_AM_ReplyLong`. `lc` may not be [`Lc::Group`].
+    /// GASNet-EX `gex_AM_ReplyLong`. `lc` may not be [`Lc::Group`]. A payload of no
+    /// bytes passes `dest_addr` as given, as for
+    /// [`Team::request_long`](crate::Team::request_long).
     #[track_caller]
     pub fn reply_long(
         &self,

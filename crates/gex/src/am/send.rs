@@ -136,6 +136,11 @@ pub(super) fn payload_query(call: &str, flags: Flags, max: usize) -> usize {
 
 #[track_caller]
 pub(super) fn check_long(rt: &Runtime, call: &str, dest: Rank, payload: &[u8], dest_addr: usize) {
+    // A Long of no bytes writes nothing: its `dest_addr` goes to the handler as the
+    // initiator gave it, whatever it is (GASNet-EX, "Misc semantic strengthening").
+    if payload.is_empty() {
+        return;
+    }
     if let Err(e) = rt.conduit.check_range(dest, dest_addr, payload.len()) {
         crate::rma::address_error(call, dest, dest_addr, payload.len(), e);
     }
@@ -317,6 +322,9 @@ pub(super) fn long_payload(
     dest_addr: usize,
     src: &[u8],
 ) {
+    if src.is_empty() {
+        return; // nothing to deliver; `dest_addr` travels in the header alone
+    }
     if rt.conduit.am_long_inline(out, src.len()) {
         // SAFETY: the claimed buffer's payload area holds the bytes (am_long_inline)
         // and is ours until commit.
@@ -398,7 +406,10 @@ impl Team {
     }
 
     /// GASNet-EX `gex_AM_RequestLong`: writes `payload` to `dest_addr` in `rank`'s
-    /// segment, then runs `handler(token, payload_at_dest, args)` there.
+    /// segment, then runs `handler(token, payload_at_dest, args)` there. A payload of
+    /// no bytes writes nothing and `dest_addr` reaches the handler
+    /// ([`Token::dest_addr`](crate::Token::dest_addr)) as given, whatever it is, as
+    /// the spec guarantees "even for the degenerate case when nbytes==0".
     #[allow(clippy::too_many_arguments)]
     #[inline]
     #[track_caller]

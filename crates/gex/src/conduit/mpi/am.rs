@@ -507,6 +507,8 @@ impl MpiConduit {
             Category::Short => &[],
             // SAFETY: checked by `record` to lie in the received bytes.
             Category::Medium => unsafe { std::slice::from_raw_parts(r.payload, r.nbytes) },
+            // No bytes: the handler gets `dest_addr` as sent, unchecked (`check_long`).
+            Category::Long if r.nbytes == 0 => &[],
             Category::Long => {
                 let local = self
                     .translate(self.rank, r.dest_addr, r.nbytes)
