@@ -98,6 +98,10 @@ pub struct Segment {
 pub enum InitError {
     /// The client name does not match `[A-Z][A-Z0-9_]+` (`gex_Client_Init`).
     BadClientName(String),
+    /// `gex_Client_Init` was given flags: the spec allows only
+    /// `GEX_FLAG_USES_GASNET1`, which asks for the GASNet-1 API this layer does not
+    /// provide, and "otherwise must be 0".
+    BadInitFlags(Flags),
     /// This process already has a client: one `gex_Client_Init` per job.
     AlreadyInitialized,
     /// The segment size is zero, not a multiple of [`PAGE_SIZE`](crate::PAGE_SIZE), or
@@ -121,6 +125,12 @@ impl std::fmt::Display for InitError {
             InitError::BadClientName(n) => {
                 write!(f, "client name {n:?} does not match [A-Z][A-Z0-9_]+")
             }
+            InitError::BadInitFlags(flags) => write!(
+                f,
+                "Client::init takes no flags ({flags:?}): GASNet-EX allows only \
+                 GEX_FLAG_USES_GASNET1, for the GASNet-1 API, which this layer does not \
+                 provide"
+            ),
             InitError::AlreadyInitialized => write!(f, "a client already exists in this process"),
             InitError::BadSegmentSize { size, max } => write!(
                 f,

@@ -50,6 +50,9 @@ impl Client {
         if !valid_client_name(name) {
             return Err(InitError::BadClientName(name.to_string()));
         }
+        if flags != Flags::NONE {
+            return Err(InitError::BadInitFlags(flags));
+        }
         if try_runtime().is_some() {
             return Err(InitError::AlreadyInitialized);
         }

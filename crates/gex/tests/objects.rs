@@ -31,9 +31,13 @@ fn init_errors_and_job_queries() {
                 InitError::AlreadyInitialized
             );
             assert_eq!(
-                Client::init("OTHER", Flags::IMMEDIATE).unwrap_err(),
+                Client::init("OTHER", Flags::NONE).unwrap_err(),
                 InitError::AlreadyInitialized
             );
+            // "Otherwise must be 0": the one flag the spec allows asks for GASNet-1.
+            let err = Client::init("OTHER", Flags::IMMEDIATE).unwrap_err();
+            assert_eq!(err, InitError::BadInitFlags(Flags::IMMEDIATE));
+            assert!(err.to_string().contains("takes no flags"), "{err}");
             // A bad name is still reported as a bad name after init.
             assert!(matches!(
                 Client::init("bad", Flags::NONE),
