@@ -43,7 +43,7 @@ pub(crate) use completion::{blocking, OpName, Sending};
 pub(crate) use dispatch::dispatch;
 pub use handler::{
     max_args, AmCategory, AmEntry, AmIndex, AmRole, HandlerFn, RegisterError, Token, TokenInfo,
-    AM_INDEX_BASE,
+    AM_INDEX_BASE, HIDDEN_AM_CONCURRENCY_LEVEL,
 };
 pub use negotiated::SrcDesc;
 pub(crate) use send::{

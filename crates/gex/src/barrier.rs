@@ -270,7 +270,7 @@ fn advance_locked(rt: &Runtime, st: &mut Inner) {
 
 impl Team {
     /// Starts a barrier over the team and returns its event (split-phase barrier, as
-    /// GASNet-EX `gex_Coll_BarrierNB`). Collective; one barrier at a time.
+    /// GASNet-EX `gex_Coll_BarrierNB`). Collective; any number may be in flight.
     #[track_caller]
     pub fn barrier_nb(&self) -> Event {
         const CALL: &str = "Team::barrier_nb";

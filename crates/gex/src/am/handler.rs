@@ -14,6 +14,11 @@ pub type AmIndex = u8;
 /// Smallest index a client may register at (GASNet-EX `GEX_AM_INDEX_BASE`).
 pub const AM_INDEX_BASE: AmIndex = 128;
 
+/// GASNet-EX `GASNET_HIDDEN_AM_CONCURRENCY_LEVEL`: 0, as handlers never run on a
+/// thread the client does not own. The layer has no thread of its own: a handler runs
+/// inside a call of the client's that polls, on that call's thread.
+pub const HIDDEN_AM_CONCURRENCY_LEVEL: u32 = 0;
+
 /// Largest number of handler arguments (GASNet-EX `gex_AM_MaxArgs`).
 pub const fn max_args() -> usize {
     16
