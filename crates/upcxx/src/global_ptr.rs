@@ -336,6 +336,7 @@ impl<T, K: MemoryKind> GlobalPtr<T, K> {
         }
         if self.rank != origin.rank
             || self.kind != origin.kind
+            || self.device != origin.device
             || self.is_null()
             || origin.is_null()
         {

@@ -208,7 +208,29 @@ fn display_distinguishes_exactly_the_unequal() {
         "(gp: rank 3, 0x7f0000001000)"
     );
     let dev = any_gp::<u32>(2, KindId::CudaDevice, 0x7f00_0000_1000);
-    assert_eq!(dev.to_string(), "(gp: rank 2, cuda_device, 0x7f0000001000)");
+    assert_eq!(
+        dev.to_string(),
+        "(gp: rank 2, cuda_device, device 0, 0x7f0000001000)"
+    );
+    // Memory of another device at the same address: another pointer (§3.2 ¶76).
+    let other: GlobalPtr<u32, AnyKind> = serde_json::from_str(&format!(
+        "[2,{},{},1]",
+        KindId::CudaDevice as u8,
+        0x7f00_0000_1000u64
+    ))
+    .unwrap();
+    assert_eq!(
+        other.to_string(),
+        "(gp: rank 2, cuda_device, device 1, 0x7f0000001000)"
+    );
+    assert_ne!(other, dev);
+    assert_ne!(hash_of(&other), hash_of(&dev));
+    assert!(dev < other, "ordered by device before address");
+    assert!(dev + 1 < other);
+    let msg = panic_text(|| {
+        other.offset_from(dev);
+    });
+    assert!(msg.contains("do not point into the same object"), "{msg}");
     let debug = format!("{a:?}");
     assert!(
         debug.contains("u32") && debug.contains("(gp: rank 2, 0x7f0000001000)"),
@@ -471,7 +493,10 @@ fn pointers_are_plain_data() {
     bytes[12..14].copy_from_slice(&7u16.to_ne_bytes());
     let garbage: GlobalPtr<u64, AnyKind> = bytemuck::cast(bytes);
     assert!(!garbage.is_null());
-    assert_eq!(garbage.to_string(), "(gp: rank 1, kind code 7, 0x4000)");
+    assert_eq!(
+        garbage.to_string(),
+        "(gp: rank 1, kind code 7, device 0, 0x4000)"
+    );
     let msg = panic_text(|| {
         garbage.dynamic_kind();
     });

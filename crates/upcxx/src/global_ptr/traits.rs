@@ -67,21 +67,24 @@ impl<T, K: MemoryKind> PartialEq for GlobalPtr<T, K> {
 impl<T, K: MemoryKind> Eq for GlobalPtr<T, K> {}
 
 impl<T, K: MemoryKind> GlobalPtr<T, K> {
-    /// What equality, order and hashing compare: every null alike (a null made of bytes
-    /// read from memory may have other parts than `null()`'s; every constructor makes
-    /// the canonical one).
+    /// What equality, order and hashing compare: the owner, the kind, the device (two
+    /// devices of one process may use the same addresses, and pointers into them are
+    /// equal only on the same device, §3.2 ¶76) and the address; every null alike (a
+    /// null made of bytes read from memory may have other parts than `null()`'s; every
+    /// constructor makes the canonical one).
     #[inline]
-    fn key(&self) -> (Rank, u16, usize) {
+    fn key(&self) -> (Rank, u16, u16, usize) {
         if self.is_null() {
-            (0, KindId::Host.code(), 0)
+            (0, KindId::Host.code(), 0, 0)
         } else {
-            (self.rank, self.kind, self.addr)
+            (self.rank, self.kind, self.device, self.addr)
         }
     }
 }
 
 /// UPC++ spec §3.2 ¶77, ¶84: the strict total order of `std::less`, by (rank, kind,
-/// address); within one array it orders by index, as the comparison operators do.
+/// device, address); within one array it orders by index, as the comparison operators
+/// do.
 impl<T, K: MemoryKind> Ord for GlobalPtr<T, K> {
     #[inline]
     fn cmp(&self, other: &Self) -> Ordering {
@@ -106,8 +109,8 @@ impl<T, K: MemoryKind> Hash for GlobalPtr<T, K> {
 }
 
 /// UPC++ spec §3.2 ¶86 `operator<<`: `(gp: rank 2, 0x7f0000001000)`, `(gp: rank 2,
-/// cuda_device, 0x...)` for device memory, `(gp: null)`. Equal pointers and only equal
-/// pointers print alike.
+/// cuda_device, device 0, 0x...)` for memory of device 0, `(gp: null)`. Equal pointers and
+/// only equal pointers print alike.
 impl<T, K: MemoryKind> fmt::Display for GlobalPtr<T, K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.is_null() {
@@ -117,9 +120,10 @@ impl<T, K: MemoryKind> fmt::Display for GlobalPtr<T, K> {
         } else {
             write!(
                 f,
-                "(gp: rank {}, {}, {:#x})",
+                "(gp: rank {}, {}, device {}, {:#x})",
                 self.rank,
                 KindId::describe(self.kind),
+                self.device,
                 self.addr
             )
         }
