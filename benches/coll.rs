@@ -16,7 +16,7 @@
 //! | result                          | what                                              | baseline (target)                  |
 //! |---------------------------------|---------------------------------------------------|------------------------------------|
 //! | `coll.barrier`                  | `Team::barrier_nb().wait()` on the primordial team | raw pingpong (2 ranks: ≤ 1.5×)    |
-//! | `coll.barrier.team`             | the same on a team of every rank split from the primordial one (the collective engine's dissemination barrier) | `coll.barrier` (—) |
+//! | `coll.barrier.team`             | the same on a team of every rank split from the primordial one (a dissemination barrier through the team's block of signal words) | `coll.barrier` (—) |
 //! | `coll.broadcast_8B`             | `broadcast_nb(root, ..).wait()` of 8 bytes from the root's segment, the root rotating over the team | the best alternative (≤ 1.1×) |
 //! | `coll.broadcast_1MiB`           | the same with 1 MiB, as bandwidth per receiver    | raw memcpy (≥ 0.5×); the best alternative (time ≤ 1.1×) |
 //! | `coll.reduce_all_f64`           | `reduce_to_all_nb(..).wait()` of one f64 with `Op::Add` | the best alternative (≤ 1.1×) |
@@ -71,6 +71,12 @@
 //! barrier's arrival counts inline, and the data is looked up once: in alternating
 //! runs of the same loop (2 ranks, 300,000 barriers each) 184-256 ns against 315-387
 //! before, and 1.9x `coll.barrier` in the table of a run in the machine's slow state.
+//! A split team's barrier now stores its rounds into a block of signal words of the
+//! team's (`gex::barrier::team`), as the world's does, and no longer goes through the
+//! engine: in alternating runs of one loop (2 ranks, 200,000 barriers each, the
+//! machine in its fast state) 116-118 ns against 186-193, the world's 55-78. What
+//! remains above the world's: a handle allocated per barrier, and the team's
+//! registration for progress, locked operations after the round's signal store.
 //!
 //! Data is checked in the first operations of each figure on every rank, so a broken
 //! path fails the job instead of reporting a great number: a barrier's ranks each write

@@ -30,6 +30,11 @@
 //! receiver accepts either. Within a host a round is one cache-line transfer, between
 //! hosts one small MPI message.
 //! `GEX_COLL_BARRIER=am` forces messages everywhere.
+//!
+//! A team split from another runs the same kind of barrier in a block of signal words
+//! of its own when it got one at the split (`team`).
+
+pub(crate) mod team;
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 

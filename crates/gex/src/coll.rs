@@ -294,16 +294,29 @@ impl Team {
     }
 
     /// Starts a barrier over a team that is not the primordial one (GASNet-EX
-    /// `gex_Coll_BarrierNB`): the dissemination barrier of the collective engine.
+    /// `gex_Coll_BarrierNB`): a dissemination barrier through the team's block of
+    /// signal words if it got one at the split (`barrier::team`), else through the
+    /// collective engine.
     #[track_caller]
     pub(crate) fn team_barrier_nb(&self) -> Event {
         const CALL: &str = "Team::barrier_nb";
         let (rt, data) = initiation_data(self, CALL);
         let team = data.shared_name();
-        drop(data);
         let span = gasp::span!(GASP_GEX_COLL_BARRIER, team);
-        let op = Box::new(barrier::Barrier::new(self.size));
-        let event = event_of(engine::start(rt, self, CALL, engine::digest(&[1]), op));
+        let event = match data.signal_block {
+            Some(block) => {
+                let handle = crate::barrier::team::start(rt, &data, block);
+                drop(data);
+                // Poll once, as the primordial team's barrier does.
+                rt.progress();
+                event_of(handle)
+            }
+            None => {
+                drop(data);
+                let op = Box::new(barrier::Barrier::new(self.size));
+                event_of(engine::start(rt, self, CALL, engine::digest(&[1]), op))
+            }
+        };
         gasp::end!(span, team, event.gasp_handle());
         event
     }

@@ -63,7 +63,11 @@ impl Client {
         let rt = install(Runtime::new(
             conduit,
             crate::am::dispatch,
-            vec![crate::barrier::advance, crate::coll::advance],
+            vec![
+                crate::barrier::advance,
+                crate::barrier::team::advance,
+                crate::coll::advance,
+            ],
         ));
         ObjectState::new(name, flags).install();
         install_panic_hook();

@@ -15,6 +15,10 @@
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, RwLock};
 
+use spin::mutex::SpinMutex;
+
+use crate::barrier::team::TeamBarrier;
+
 use crate::client::{CData, CDataSlot, Client, Endpoint};
 use crate::conduit::{BoundSegment, Conduit, Rank};
 use crate::context::check_may_communicate;
@@ -52,6 +56,11 @@ pub(crate) struct TeamData {
     pub(crate) scratch: Option<(usize, usize)>,
     /// A broadcast stages its data in `scratch` (see `coll::broadcast::Scratch`).
     pub(crate) scratch_leased: AtomicBool,
+    /// The block of signal words the team's barriers use, if it got one at the split
+    /// (`barrier::team`); else they go through the collective engine.
+    pub(crate) signal_block: Option<u8>,
+    /// The state of those barriers.
+    pub(crate) barrier: SpinMutex<TeamBarrier>,
 }
 
 impl TeamData {
@@ -88,6 +97,8 @@ pub(crate) fn install_world(rank: Rank, size: Rank) -> Team {
         cdata: CDataSlot::default(),
         scratch: None,
         scratch_leased: AtomicBool::new(false),
+        signal_block: None,
+        barrier: SpinMutex::default(),
     })));
     Team {
         id: WORLD,
@@ -121,6 +132,7 @@ pub(crate) fn install(
     peer_ids: Box<[TeamId]>,
     rank: Rank,
     scratch: Option<(usize, usize)>,
+    signal_block: Option<u8>,
 ) -> Team {
     let size = members.len() as Rank;
     teams_write()[id as usize] = Some(Arc::new(TeamData {
@@ -130,6 +142,8 @@ pub(crate) fn install(
         cdata: CDataSlot::default(),
         scratch,
         scratch_leased: AtomicBool::new(false),
+        signal_block,
+        barrier: SpinMutex::default(),
     }));
     Team { id, rank, size }
 }

@@ -166,3 +166,85 @@ fn two_barriers_in_flight_at_once() {
         });
     }
 }
+
+/// Split teams' barriers, through their blocks of signal words or, once every block is
+/// taken (more teams alive than blocks) or with `GEX_COLL_BARRIER=am`, through the
+/// collective engine: before barrier `k` of a team every member writes a value naming
+/// the team's creation and `k` into its own slot of every member's area for the team;
+/// after it, every slot of the area holds at least that, so no member left barrier `k`
+/// before all had entered it. Teams are made and destroyed across 14 cycles (blocks
+/// are freed and taken again), up to 10 alive at once, some with two barriers in
+/// flight; the members of a split of the world by parity, or all of them.
+#[test]
+fn split_team_barriers_hold_every_member_back() {
+    /// Teams alive at most at once, each with an area of the segment.
+    const SLOTS: usize = 10;
+    for (n, algorithm) in (1..=5).flat_map(|n| [(n, "signal"), (n, "am")]) {
+        if algorithm == "am" && n % 2 == 0 {
+            continue; // the engine's path is the one the other tests take
+        }
+        let mut opts = SpmdOptions::new(n);
+        opts.env.push(("GEX_COLL_BARRIER".into(), algorithm.into()));
+        spmd_with(opts, || {
+            let (client, _ep, world) = Client::init("BAR_TEAMS", Flags::NONE).unwrap();
+            let seg = Segment::attach(&world, MB).unwrap();
+            let bases = common::segment_bases(&world);
+            let me = world.rank();
+            // (team, its area, the cycle that made it)
+            let mut alive: Vec<(gex::Team, usize, u64)> = Vec::new();
+            for cycle in 1..=14u64 {
+                let color = if cycle % 3 == 0 { 0 } else { me % 2 };
+                let team = world.split(Some(color), me as i32, None).unwrap();
+                let free = (0..SLOTS)
+                    .find(|s| alive.iter().all(|(_, a, _)| a != s))
+                    .expect("a free area");
+                alive.push((team, free, cycle));
+                for round in 0..3u64 {
+                    for (team, area, made) in &alive {
+                        let (tr, size) = (team.rank() as usize, team.size());
+                        let value = made << 32 | (round + 1);
+                        for r in 0..size {
+                            let job = team.translate_rank_to_jobrank(r) as usize;
+                            let at = bases[job] + area * 4096 + 8 * tr;
+                            world
+                                .put_val_blocking(job as u32, at, value, 8, Flags::NONE)
+                                .unwrap();
+                        }
+                        if round == 1 {
+                            // Two in flight: the second completes after the first.
+                            let first = team.barrier_nb();
+                            let second = team.barrier_nb();
+                            second.wait();
+                            assert!(Event::test_all(&mut [first]), "the earlier barrier");
+                        } else {
+                            team.barrier();
+                        }
+                        for w in 0..size as usize {
+                            // SAFETY: a word of our segment, written by member w's put.
+                            let v = unsafe {
+                                common::read_u64(seg.addr() as usize + area * 4096 + 8 * w)
+                            };
+                            assert!(
+                                v >= value,
+                                "cycle {cycle}: after barrier {round} of the team made in \
+                                 cycle {made}, member {w}'s slot holds {v:#x}, not {value:#x}"
+                            );
+                        }
+                    }
+                }
+                if alive.len() == SLOTS || cycle % 4 == 0 {
+                    // Destroy the oldest few (collective: every rank destroys the same).
+                    let k = if alive.len() == SLOTS { 6 } else { 2 };
+                    for (team, _, _) in alive.drain(..k) {
+                        team.destroy();
+                    }
+                }
+            }
+            for (team, _, _) in alive.drain(..) {
+                team.destroy();
+            }
+            world.barrier();
+            client.finalize();
+        });
+    }
+}

@@ -16,8 +16,10 @@ use crate::team::{self, Team, TeamId, WORLD};
 /// The recommended scratch space of a team (`Team::split_scratch_size`).
 const SCRATCH_RECOMMENDED: usize = 1 << 20;
 
-/// The size of one member's record in a split's exchange.
-const RECORD: usize = 16;
+/// The size of one member's record in a split's exchange: its color (8 bytes), key
+/// (4), the new team's id in its process (4) and the blocks of signal words it offers
+/// the new team's barriers (1, `barrier::team::offer`), padded to 8.
+const RECORD: usize = 24;
 
 /// What a scratch-size query of [`Team::split_scratch_size`] asks for
 /// (`GEX_FLAG_TM_SCRATCH_SIZE_*`).
@@ -85,10 +87,12 @@ impl Team {
         } else {
             TeamId::MAX
         };
+        let offer = crate::barrier::team::offer(rt);
         let mut record = [0u8; RECORD];
         record[..8].copy_from_slice(&color.map_or(-1i64, i64::from).to_le_bytes());
         record[8..12].copy_from_slice(&key.to_le_bytes());
-        record[12..].copy_from_slice(&new_id.to_le_bytes());
+        record[12..16].copy_from_slice(&new_id.to_le_bytes());
+        record[16] = offer.blocks;
 
         let mut table = vec![0u8; RECORD * self.size as usize];
         // SAFETY: `record` and `table` outlive the wait below.
@@ -105,18 +109,20 @@ impl Team {
         .wait();
 
         let new_team = color.map(|c| {
-            let mut mine: Vec<(i32, Rank, TeamId)> = table
-                .chunks_exact(RECORD)
-                .enumerate()
-                .filter(|(_, r)| {
+            let of_color = || {
+                table.chunks_exact(RECORD).enumerate().filter(|(_, r)| {
                     i64::from_le_bytes(r[..8].try_into().expect("8 bytes")) == i64::from(c)
                 })
+            };
+            let mut mine: Vec<(i32, Rank, TeamId)> = of_color()
                 .map(|(p, r)| {
                     let key = i32::from_le_bytes(r[8..12].try_into().expect("4 bytes"));
-                    let id = TeamId::from_le_bytes(r[12..].try_into().expect("4 bytes"));
+                    let id = TeamId::from_le_bytes(r[12..16].try_into().expect("4 bytes"));
                     (key, p as Rank, id)
                 })
                 .collect();
+            let block =
+                crate::barrier::team::claim(offer, of_color().map(|(_, r)| r[16]), mine.len());
             mine.sort_by_key(|&(key, p, _)| (key, p));
             let rank = mine
                 .iter()
@@ -133,8 +139,12 @@ impl Team {
                 peer_ids,
                 rank,
                 scratch.map(|(a, s)| (a as usize, s)),
+                block,
             )
         });
+        if color.is_none() {
+            crate::barrier::team::claim(offer, std::iter::empty(), 0);
+        }
         let (new_gasp_team, new_size) = match &new_team {
             Some(t) => (t.data(CALL).shared_name(), t.size as i32),
             None => (-1, 0),
@@ -185,7 +195,12 @@ impl Team {
         let gasp_team = data.shared_name();
         let span = gasp::span!(GASP_GEX_TM_DESTROY, gasp_team, self.size as i32);
         rt.wait_until(|| engine::running(self.id) == 0);
+        // Completes after every barrier of the team this rank started: then no signal
+        // of the team is still to land in this rank's words (`barrier::team`).
         self.team_barrier_nb().wait();
+        if let Some(block) = data.signal_block {
+            crate::barrier::team::release(rt, block);
+        }
         engine::forget(self.id);
         let scratch = team::remove(self.id).and_then(|d| d.scratch);
         gasp::end!(span, gasp_team, self.size as i32);

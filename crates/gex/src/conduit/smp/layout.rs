@@ -49,8 +49,10 @@ pub(crate) const REPLY_SLOTS: usize = 256;
 pub(crate) const QUEUE_HEADER: usize = 128;
 /// The largest failure message a rank records for the launcher.
 pub(crate) const FAILURE_MESSAGE_MAX: usize = 3072;
-/// Number of signal words in each rank's control block (see [`RankControl::signals`]).
-pub(crate) const SIGNALS: usize = 32;
+/// Number of signal words in each rank's control block (see [`RankControl::signals`]):
+/// the primordial team's barrier's 32, then 8 blocks of 8 for split teams' barriers
+/// (`gex::barrier::team`).
+pub(crate) const SIGNALS: usize = 32 + 8 * 8;
 /// Alignment of each rank's area and segment.
 pub(crate) const PAGE: usize = 4096;
 

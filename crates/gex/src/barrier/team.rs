@@ -1,0 +1,188 @@
+//! The barrier of a split team through signal words, as the primordial team's: a
+//! dissemination barrier whose rounds are stores into the members' signal words (the
+//! conduit's `signal`: shared memory within a host, a control message between hosts)
+//! instead of the collective engine's Active Messages.
+//!
+//! * **Blocks.** After the primordial team's words, each rank has [`TEAM_BLOCKS`]
+//!   blocks of [`TEAM_ROUNDS`] words, one block per team that uses them (teams of up
+//!   to `2^TEAM_ROUNDS` members). A split's exchange carries each member's bitmap of
+//!   free blocks ([`offer`]); every member of a new team takes the lowest block free at
+//!   all of them ([`claim`]), so they agree without another message. A team that gets
+//!   none (every block taken at some member, a concurrent split, more members than a
+//!   block has rounds, `GEX_COLL_BARRIER=am`) barriers through the engine as before.
+//! * **Marks.** Barrier `e` of a team stores `e + 1` into each round's word; the words
+//!   only grow while the team lives, so a signal of a later barrier also satisfies an
+//!   earlier one's round, and the team's barriers run one after another.
+//! * **Reuse.** Each round's word of a rank has exactly one sender per barrier, and the
+//!   rank waits for it; so once a rank has completed the last barrier of a team (the
+//!   one `destroy` runs), no signal of that team is still to land in its words. It then
+//!   clears them and frees the block ([`release`]), and a later team that takes the
+//!   block starts from zero: members offer a block only once they have released it.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::Arc;
+
+use spin::mutex::SpinMutex;
+
+use super::{rounds, signal_words, MAX_ROUNDS};
+use crate::conduit::{Conduit, OpHandle, Rank};
+use crate::runtime::Runtime;
+use crate::team::TeamData;
+
+/// Blocks of signal words for split teams, after the primordial team's words.
+pub(crate) const TEAM_BLOCKS: usize = 8;
+/// Words (rounds) per block.
+pub(crate) const TEAM_ROUNDS: usize = 8;
+
+/// This process's free blocks, one bit each.
+static FREE: AtomicU8 = AtomicU8::new(u8::MAX);
+/// A split is between its [`offer`] and its [`claim`]: a concurrent split offers
+/// nothing, so that two splits never take the same block.
+static SPLITTING: AtomicBool = AtomicBool::new(false);
+
+/// The teams with barriers in flight, for [`advance`].
+static ACTIVE: SpinMutex<Vec<Arc<TeamData>>> = SpinMutex::new(Vec::new());
+
+/// What a split offers: the blocks this rank offers the new team, and whether this
+/// split holds [`SPLITTING`] (and must clear it in [`claim`]).
+#[derive(Clone, Copy)]
+pub(crate) struct Offer {
+    pub(crate) blocks: u8,
+    owns: bool,
+}
+
+/// The blocks this rank offers to a split it starts: its free ones, or none while
+/// another split of this process is under way (or if signal words are not used, or
+/// the conduit has no room for them). Every `offer` is followed by one [`claim`].
+pub(crate) fn offer(rt: &Runtime) -> Offer {
+    let room = rt.conduit.signal_slots() >= MAX_ROUNDS + TEAM_BLOCKS * TEAM_ROUNDS;
+    if !room || !signal_words() || SPLITTING.swap(true, Ordering::Acquire) {
+        return Offer {
+            blocks: 0,
+            owns: false,
+        };
+    }
+    Offer {
+        blocks: FREE.load(Ordering::Relaxed),
+        owns: true,
+    }
+}
+
+/// Ends a split that made `mine` with [`offer`]: the block the new team of `size`
+/// members takes, the lowest one every member offered (`offers`, this rank's among
+/// them), or none. A rank that gets no team passes no offers and a size of 0.
+pub(crate) fn claim(mine: Offer, offers: impl Iterator<Item = u8>, size: usize) -> Option<u8> {
+    let common = offers.fold(u8::MAX, |all, o| all & o);
+    let block = (size >= 2 && rounds(size as u32) <= TEAM_ROUNDS && common != 0)
+        .then(|| common.trailing_zeros() as u8);
+    if let Some(b) = block {
+        debug_assert!(mine.blocks & (1 << b) != 0, "a block this rank offered");
+        FREE.fetch_and(!(1 << b), Ordering::Relaxed);
+    }
+    if mine.owns {
+        SPLITTING.store(false, Ordering::Release);
+    }
+    block
+}
+
+/// Frees `block` once this rank completed the team's last barrier: clears its words
+/// (no signal of the team is still to land in them, see the module documentation).
+pub(crate) fn release(rt: &Runtime, block: u8) {
+    let me = rt.conduit.rank();
+    for j in 0..TEAM_ROUNDS {
+        rt.conduit.signal(me, slot(block, j), 0);
+    }
+    FREE.fetch_or(1 << block, Ordering::Release);
+}
+
+fn slot(block: u8, round: usize) -> usize {
+    MAX_ROUNDS + usize::from(block) * TEAM_ROUNDS + round
+}
+
+/// The barriers of one team at this rank.
+#[derive(Debug, Default)]
+pub(crate) struct TeamBarrier {
+    /// How many this rank started, and completed.
+    started: u64,
+    completed: u64,
+    /// The round of barrier `completed` under way, and whether its signal is sent.
+    round: usize,
+    sent: bool,
+    /// The handles of the barriers started and not complete, oldest first.
+    pending: VecDeque<Arc<OpHandle>>,
+    /// The team is in [`ACTIVE`].
+    active: bool,
+}
+
+/// Starts a barrier of `team`, whose block is `block`; returns its handle.
+pub(crate) fn start(rt: &Runtime, team: &Arc<TeamData>, block: u8) -> Arc<OpHandle> {
+    let handle = OpHandle::new();
+    {
+        let mut st = team.barrier.lock();
+        st.started += 1;
+        st.pending.push_back(Arc::clone(&handle));
+        if !st.active {
+            st.active = true;
+            ACTIVE.lock().push(Arc::clone(team));
+            rt.start_advancing(advance);
+        }
+        advance_team(rt, team, block, &mut st);
+    }
+    handle
+}
+
+/// Moves the barriers of every team with barriers in flight as far as arrived
+/// signals allow (registered with the runtime; called by progress while any is).
+pub(crate) fn advance(rt: &Runtime) {
+    let Some(mut active) = ACTIVE.try_lock() else {
+        return; // another thread is advancing
+    };
+    active.retain(|team| {
+        let block = team
+            .signal_block
+            .expect("a team with barriers here has a block");
+        let Some(mut st) = team.barrier.try_lock() else {
+            return true;
+        };
+        advance_team(rt, team, block, &mut st);
+        if st.completed == st.started {
+            st.active = false;
+            rt.stop_advancing(advance);
+            return false;
+        }
+        true
+    });
+}
+
+/// Advances `team`'s barriers, its state `st` held. Does not touch [`ACTIVE`].
+fn advance_team(rt: &Runtime, team: &TeamData, block: u8, st: &mut TeamBarrier) {
+    let n = team.members.len();
+    let me = team.rank as usize;
+    let rounds = rounds(n as u32);
+    while st.completed < st.started {
+        if st.round == rounds {
+            st.completed += 1;
+            st.round = 0;
+            st.sent = false;
+            let done = st
+                .pending
+                .pop_front()
+                .expect("a handle per barrier started");
+            done.complete();
+            continue;
+        }
+        let mark = st.completed + 1;
+        let word = slot(block, st.round);
+        if !st.sent {
+            let peer: Rank = team.members[(me + (1 << st.round)) % n];
+            rt.conduit.signal(peer, word, mark);
+            st.sent = true;
+        }
+        if rt.conduit.signal_value(word) < mark {
+            return;
+        }
+        st.round += 1;
+        st.sent = false;
+    }
+}
