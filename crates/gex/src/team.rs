@@ -18,7 +18,6 @@ use std::sync::{Arc, RwLock};
 use spin::mutex::SpinMutex;
 
 use crate::barrier::team::TeamBarrier;
-
 use crate::client::{CData, CDataSlot, Client, Endpoint};
 use crate::conduit::{BoundSegment, Conduit, Rank};
 use crate::context::check_may_communicate;

@@ -282,8 +282,8 @@ pub fn allocate_typed_aligned<T>(n: usize, align: usize) -> Option<GlobalPtr<T>>
 }
 
 /// UPC++ spec §4.2 ¶39, ¶43 `deallocate`: frees a block from [`allocate`],
-/// [`allocate_typed`] or [`allocate_typed_aligned`] (of any element type) without dropping anything. Does nothing
-/// for null.
+/// [`allocate_typed`] or [`allocate_typed_aligned`] (of any element type) without
+/// dropping anything. Does nothing for null.
 ///
 /// # Panics
 /// If `gp` was not returned by [`allocate`]/[`allocate_typed`] on this rank, or was

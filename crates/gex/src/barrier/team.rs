@@ -18,6 +18,11 @@
 //!   one `destroy` runs), no signal of that team is still to land in its words. It then
 //!   clears them and frees the block ([`release`]), and a later team that takes the
 //!   block starts from zero: members offer a block only once they have released it.
+//! * **Agreement.** As the primordial team's barrier, it carries no digest of the
+//!   call: where one member barriers and another calls a different collective at the
+//!   same point of the team's call order, the barrier waits instead of failing with
+//!   the engine's "different collective" message (which the engine's barrier, and
+//!   every other collective, still gives).
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};

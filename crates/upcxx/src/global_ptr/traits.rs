@@ -109,8 +109,8 @@ impl<T, K: MemoryKind> Hash for GlobalPtr<T, K> {
 }
 
 /// UPC++ spec §3.2 ¶86 `operator<<`: `(gp: rank 2, 0x7f0000001000)`, `(gp: rank 2,
-/// cuda_device, device 0, 0x...)` for memory of device 0, `(gp: null)`. Equal pointers and
-/// only equal pointers print alike.
+/// cuda_device, device 0, 0x...)` for memory of device 0, `(gp: null)`. Equal
+/// pointers and only equal pointers print alike.
 impl<T, K: MemoryKind> fmt::Display for GlobalPtr<T, K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.is_null() {
