@@ -45,7 +45,7 @@ use crate::conduit::{Conduit, Network, Rank};
 use crate::context::check_may_communicate;
 use crate::event::Event;
 use crate::runtime::{runtime, Runtime};
-use crate::team::Team;
+use crate::team::{Team, TeamData, WORLD};
 
 /// Internal handler index of barrier signals.
 pub(crate) const BARRIER_HANDLER: AmIndex = 1;
@@ -58,10 +58,10 @@ const ROUND_BITS: u32 = 6;
 /// The barrier's state in this process (one primordial team).
 static STATE: BarrierState = BarrierState {
     arrivals: [const { [const { AtomicU32::new(0) }; MAX_ROUNDS] }; 2],
+    started: AtomicU64::new(0),
     completed: AtomicU64::new(0),
     awaiting: AtomicU64::new(0),
     inner: SpinMutex::new(Inner {
-        started: 0,
         plan: Vec::new(),
         step: 0,
         sent: 0,
@@ -74,6 +74,9 @@ static STATE: BarrierState = BarrierState {
 /// its epoch, with nothing to allocate.
 struct BarrierState {
     arrivals: [[AtomicU32; MAX_ROUNDS]; 2],
+    /// How many barriers this rank has initiated: changed under `inner`, read without
+    /// it ([`started_outside_engine`]).
+    started: AtomicU64,
     /// How many barriers of this rank are complete: the epoch of the one under way, if
     /// any.
     completed: AtomicU64,
@@ -91,8 +94,6 @@ struct BarrierState {
 }
 
 struct Inner {
-    /// How many barriers this rank has initiated.
-    started: u64,
     /// This rank's steps (see [`plan`]), made by its first barrier.
     plan: Vec<Step>,
     /// The step of barrier `completed` under way, and how many of its signals are sent.
@@ -158,6 +159,21 @@ fn plan(me: Rank, n: Rank, host: &[Rank], leaders: &[Rank]) -> Vec<Step> {
     steps
 }
 
+/// How many barriers this rank has started on `team` (whose data is `data`) outside
+/// the collective engine: the primordial team's, or a split team's through its block
+/// of signal words; 0 for a team whose barriers are engine operations, which the
+/// engine numbers with the rest. The engine folds it into each operation's digest
+/// (`coll::engine`).
+pub(crate) fn started_outside_engine(team: &Team, data: &TeamData) -> u64 {
+    if team.id == WORLD {
+        STATE.started.load(Ordering::Relaxed)
+    } else if data.signal_block.is_some() {
+        team::started(data)
+    } else {
+        0
+    }
+}
+
 /// Whether barrier `epoch` of this rank is complete.
 #[inline]
 pub(crate) fn is_complete(epoch: u64) -> bool {
@@ -218,13 +234,14 @@ fn advance_locked(rt: &Runtime, st: &mut Inner) {
     }
     // Only the thread holding `inner` changes `completed`.
     let mut epoch = STATE.completed.load(Ordering::Relaxed);
-    while epoch < st.started {
+    let started = STATE.started.load(Ordering::Relaxed);
+    while epoch < started {
         let parity = (epoch & 1) as usize;
         if st.step == st.plan.len() {
             epoch += 1;
             st.step = 0;
             st.sent = 0;
-            if epoch == st.started {
+            if epoch == started {
                 rt.set_advancing(advance, false);
             }
             STATE.completed.store(epoch, Ordering::Release);
@@ -287,8 +304,8 @@ impl Team {
         let span = gasp::span!(GASP_UPC_NOTIFY, 0, 0);
         let epoch = {
             let mut st = STATE.inner.lock();
-            let epoch = st.started;
-            st.started += 1;
+            let epoch = STATE.started.load(Ordering::Relaxed);
+            STATE.started.store(epoch + 1, Ordering::Relaxed);
             rt.set_advancing(advance, true);
             // Signal the first round now if the barriers before it are done.
             advance_locked(rt, &mut st);

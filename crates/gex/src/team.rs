@@ -15,9 +15,7 @@
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, RwLock};
 
-use spin::mutex::SpinMutex;
-
-use crate::barrier::team::TeamBarrier;
+use crate::barrier::team::TeamBarriers;
 use crate::client::{CData, CDataSlot, Client, Endpoint};
 use crate::conduit::{BoundSegment, Conduit, Rank};
 use crate::context::check_may_communicate;
@@ -58,8 +56,8 @@ pub(crate) struct TeamData {
     /// The block of signal words the team's barriers use, if it got one at the split
     /// (`barrier::team`); else they go through the collective engine.
     pub(crate) signal_block: Option<u8>,
-    /// The state of those barriers.
-    pub(crate) barrier: SpinMutex<TeamBarrier>,
+    /// Those barriers at this rank.
+    pub(crate) barrier: TeamBarriers,
 }
 
 impl TeamData {
@@ -97,7 +95,7 @@ pub(crate) fn install_world(rank: Rank, size: Rank) -> Team {
         scratch: None,
         scratch_leased: AtomicBool::new(false),
         signal_block: None,
-        barrier: SpinMutex::default(),
+        barrier: TeamBarriers::default(),
     })));
     Team {
         id: WORLD,
@@ -142,7 +140,7 @@ pub(crate) fn install(
         scratch,
         scratch_leased: AtomicBool::new(false),
         signal_block,
-        barrier: SpinMutex::default(),
+        barrier: TeamBarriers::default(),
     }));
     Team { id, rank, size }
 }

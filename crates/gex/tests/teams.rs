@@ -238,6 +238,47 @@ fn mismatched_collectives_fail_the_job() {
     assert!(report.contains("different collective"), "{report}");
 }
 
+/// A barrier outside the collective engine (the primordial team's, and a split
+/// team's through its block of signal words, or the engine's own with
+/// `GEX_COLL_BARRIER=am`) that ranks place differently among the team's other
+/// collectives: rank 1 broadcasts then barriers, rank 0 barriers then broadcasts. Rank
+/// 1's broadcast reaches rank 0 counting one barrier fewer than rank 0's does, and the
+/// job fails with a message saying so.
+#[test]
+fn a_barrier_out_of_place_fails_the_job() {
+    for (split, env) in [(false, ""), (true, ""), (true, "am")] {
+        let mut opts = SpmdOptions::new(2);
+        opts.expect_failure = true;
+        opts.env = vec![("GEX_COLL_BARRIER".into(), env.into())];
+        let Some(outcome) = spmd_outcome(opts, move || {
+            let (_client, world) = init("TM_BARRIER_ORDER");
+            let team = if split {
+                world.split(Some(0), 0, None).unwrap()
+            } else {
+                world
+            };
+            team.barrier();
+            let mut buf = [0u8; 8];
+            if team.rank() == 0 {
+                team.barrier();
+                team.broadcast(1, &mut buf);
+            } else {
+                team.broadcast(1, &mut buf);
+                team.barrier();
+            }
+            world.barrier();
+            unreachable!("the ranks disagree");
+        }) else {
+            continue;
+        };
+        let report = outcome.failure.expect("the job fails");
+        assert!(
+            report.contains("different collective") && report.contains("barriers"),
+            "split {split}, GEX_COLL_BARRIER={env:?}: {report}"
+        );
+    }
+}
+
 /// `shared_id` names a team the same way on every member, differs between teams, and
 /// the primordial team's is 0.
 #[test]

@@ -399,6 +399,30 @@ fn collectives_in_different_orders_fail_the_job() {
     assert!(report.contains("different collective"), "{report}");
 }
 
+/// §12.1: a barrier that ranks place differently among the other collectives fails
+/// the job too (rank 1's broadcast reaches rank 0, which counted one barrier more).
+#[test]
+fn a_barrier_out_of_place_fails_the_job() {
+    let mut opts = SpmdOptions::new(2);
+    opts.expect_failure = true;
+    let Some(outcome) = spmd_outcome(opts, || {
+        upcxx::init();
+        if rank_me() == 0 {
+            upcxx::barrier();
+            upcxx::broadcast(1u64, 1, world()).wait();
+        } else {
+            upcxx::broadcast(1u64, 1, world()).wait();
+            upcxx::barrier();
+        }
+        upcxx::barrier();
+        unreachable!("the ranks disagree");
+    }) else {
+        return;
+    };
+    let report = outcome.failure.expect("the job fails");
+    assert!(report.contains("number of barriers"), "{report}");
+}
+
 /// GASP: each collective and team operation is one `GASP_UPCXX_*` interval at the
 /// caller's line, naming the team; the `gex` events inside are hidden, syncs included.
 #[cfg(feature = "gasp")]

@@ -19,13 +19,16 @@
 //!   clears them and frees the block ([`release`]), and a later team that takes the
 //!   block starts from zero: members offer a block only once they have released it.
 //! * **Agreement.** As the primordial team's barrier, it carries no digest of the
-//!   call: where one member barriers and another calls a different collective at the
-//!   same point of the team's call order, the barrier waits instead of failing with
-//!   the engine's "different collective" message (which the engine's barrier, and
-//!   every other collective, still gives).
+//!   call. Each of the engine's operations carries the number of barriers its member
+//!   started on the team before it ([`started`]), so members that disagree on where a
+//!   barrier falls among the team's other collectives fail with the engine's
+//!   "different collective" message once an operation's message reaches a member
+//!   that counts otherwise. A barrier whose peer waits in another collective for data
+//!   that only this member's next collective would send still waits: no message of
+//!   either reaches the other.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 
 use spin::mutex::SpinMutex;
@@ -107,9 +110,17 @@ fn slot(block: u8, round: usize) -> usize {
 
 /// The barriers of one team at this rank.
 #[derive(Debug, Default)]
-pub(crate) struct TeamBarrier {
-    /// How many this rank started, and completed.
-    started: u64,
+pub(crate) struct TeamBarriers {
+    /// How many this rank started: changed under `state`'s lock, read without it
+    /// ([`started`]).
+    started: AtomicU64,
+    state: SpinMutex<TeamBarrier>,
+}
+
+/// The barriers of one team in flight at this rank.
+#[derive(Debug, Default)]
+struct TeamBarrier {
+    /// How many this rank completed.
     completed: u64,
     /// The round of barrier `completed` under way, and whether its signal is sent.
     round: usize,
@@ -120,12 +131,18 @@ pub(crate) struct TeamBarrier {
     active: bool,
 }
 
+/// How many barriers of `team` this rank has started.
+pub(crate) fn started(team: &TeamData) -> u64 {
+    team.barrier.started.load(Ordering::Relaxed)
+}
+
 /// Starts a barrier of `team`, whose block is `block`; returns its handle.
 pub(crate) fn start(rt: &Runtime, team: &Arc<TeamData>, block: u8) -> Arc<OpHandle> {
     let handle = OpHandle::new();
     {
-        let mut st = team.barrier.lock();
-        st.started += 1;
+        let mut st = team.barrier.state.lock();
+        let started = &team.barrier.started;
+        started.store(started.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
         st.pending.push_back(Arc::clone(&handle));
         if !st.active {
             st.active = true;
@@ -147,11 +164,11 @@ pub(crate) fn advance(rt: &Runtime) {
         let block = team
             .signal_block
             .expect("a team with barriers here has a block");
-        let Some(mut st) = team.barrier.try_lock() else {
+        let Some(mut st) = team.barrier.state.try_lock() else {
             return true;
         };
         advance_team(rt, team, block, &mut st);
-        if st.completed == st.started {
+        if st.completed == started(team) {
             st.active = false;
             rt.stop_advancing(advance);
             return false;
@@ -165,7 +182,7 @@ fn advance_team(rt: &Runtime, team: &TeamData, block: u8, st: &mut TeamBarrier) 
     let n = team.members.len();
     let me = team.rank as usize;
     let rounds = rounds(n as u32);
-    while st.completed < st.started {
+    while st.completed < started(team) {
         if st.round == rounds {
             st.completed += 1;
             st.round = 0;

@@ -15,10 +15,13 @@
 //!   `IMMEDIATE` (a full queue is retried at the next poll, so progress never blocks)
 //!   and completes its event when the operation is done at this rank.
 //! * **Agreement.** Every message carries a digest of the operation's single-valued
-//!   arguments (kind, root, sizes, data type, operation). A message whose digest
-//!   differs from the receiver's operation of the same sequence means the ranks called
-//!   different collectives, or the same one with different arguments: the job fails
-//!   with a message naming both, instead of computing a wrong result.
+//!   arguments (kind, root, sizes, data type, operation) and of how many barriers its
+//!   sender started on the team before it outside the engine (the primordial team's
+//!   and a split team's through signal words, which take no sequence). A message whose
+//!   digest differs from the receiver's operation of the same sequence means the ranks
+//!   called different collectives, or the same one with different arguments, or a
+//!   barrier at different points: the job fails with a message saying so, instead of
+//!   computing a wrong result.
 //!
 //! Operations are written against [`Collective`] and see the team through
 //! [`Outbox`]; they know nothing of AMs or of the table of operations.
@@ -263,7 +266,8 @@ fn check_digest(call: &str, mine: u32, theirs: u32, src: Rank) {
         panic!(
             "gex::{call}: team rank {src} called a different collective, or the same one \
              with different single-valued arguments (root, size, data type or operation), \
-             at this point of the team's call order"
+             or a different number of barriers before it, at this point of the team's \
+             call order"
         );
     }
 }
@@ -282,9 +286,9 @@ pub(crate) fn start(
     {
         let mut engine = lock();
         let ops = engine.get_or_insert_with(Engine::default).team(team.id);
-        if ops.data.is_none() {
-            ops.data = Some(team.data(call));
-        }
+        let data = ops.data.get_or_insert_with(|| team.data(call));
+        let barriers = crate::barrier::started_outside_engine(team, data);
+        let digest = self::digest(&[u64::from(digest), barriers]);
         let seq = ops.next_seq;
         ops.next_seq = seq.wrapping_add(1);
         let mut running = Running {
