@@ -143,7 +143,7 @@ pub fn barrier(team: &Team) {
     let id = team.id().to_u64();
     let span = gasp::span!(GASP_UPCXX_BARRIER, id);
     let mut ev = gex.barrier_nb();
-    crate::progress::wait_until(|| test_quietly(&mut ev));
+    crate::progress::progress_until(|| test_quietly(&mut ev));
     gasp::end!(span, id);
 }
 

@@ -313,6 +313,26 @@ pub(crate) fn wait_until(mut done: impl FnMut() -> bool) {
     }
 }
 
+/// Makes user-level progress until `done` is true, at least once even if it already
+/// is: for the calls that "will invoke user-level progress, so the caller may expect
+/// incoming RPCs to fire before it returns" (`barrier`, §12.2 ¶8; `team::split`,
+/// §11.3.1 ¶23), whose operation may be complete at initiation (in a team of one, or
+/// when every other member arrived first). Backs off as [`wait_until`].
+pub(crate) fn progress_until(mut done: impl FnMut() -> bool) {
+    let mut backoff = gex::layered::Backoff::new();
+    loop {
+        let n = user_progress();
+        if done() {
+            break;
+        }
+        if n > 0 {
+            backoff.reset();
+        } else {
+            backoff.snooze();
+        }
+    }
+}
+
 /// True if operations started by this thread still need its internal progress before
 /// their targets can see them complete (UPC++ `progress_required`, §10.3, §10.5.3), for
 /// the personas from the top scope down: see [`progress_required_for`].

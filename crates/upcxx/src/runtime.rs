@@ -109,10 +109,10 @@ pub fn finalize() {
     }
 }
 
-/// A barrier over `team` that keeps making user-level progress while it waits.
+/// A barrier over `team` that makes user-level progress while it waits, at least once.
 pub(crate) fn barrier_with_progress(team: &gex::Team) {
     let mut ev = team.barrier_nb();
-    progress::wait_until(|| ev.test());
+    progress::progress_until(|| ev.test());
 }
 
 /// Waits until every rank has entered the barrier, making user-level progress

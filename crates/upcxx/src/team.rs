@@ -335,7 +335,7 @@ impl Team {
         }
         let team_arg = self.state.id.to_u64();
         let span = gasp::span!(GASP_UPCXX_TEAM_SPLIT, team_arg, color, key);
-        barrier_with_progress(parent);
+        crate::runtime::barrier_with_progress(&parent);
         let color_arg = (color >= 0).then_some(color as u32);
         let team = match parent.split(color_arg, key, None) {
             None => Team::invalid(),
@@ -375,7 +375,7 @@ impl Team {
         let team_arg = self.state.id.to_u64();
         let span = gasp::span!(GASP_UPCXX_TEAM_DESTROY, team_arg);
         match lev {
-            EntryBarrier::User => barrier_with_progress(team),
+            EntryBarrier::User => crate::runtime::barrier_with_progress(&team),
             EntryBarrier::Internal => team.barrier_nb().wait(),
             EntryBarrier::None => {}
         }
@@ -477,13 +477,6 @@ pub(crate) fn init(world_gex: gex::Team) {
     registry::insert(&local);
     let _ = WORLD.set(world);
     let _ = LOCAL.set(local);
-}
-
-/// A barrier over `team` that makes user-level progress while it waits.
-#[track_caller]
-fn barrier_with_progress(team: gex::Team) {
-    let mut ev = team.barrier_nb();
-    crate::progress::wait_until(|| ev.test());
 }
 
 /// The checks of a collective call (§12.1 ¶6): the calling thread holds the master

@@ -377,6 +377,39 @@ fn bad_roots_and_teams_fail_naming_the_call() {
     });
 }
 
+/// §12.2 ¶8 and §11.3.1 ¶23: `barrier` and `team::split` "will invoke user-level
+/// progress", also when their operation is complete at once (on a team of one, or
+/// when every other member arrived first): an RPC a rank sent itself before the call
+/// has run when the call returns.
+#[test]
+fn barrier_and_split_run_rpcs_already_queued() {
+    static RAN: AtomicU64 = AtomicU64::new(0);
+    fn bump() {
+        RAN.fetch_add(1, Ordering::Relaxed);
+    }
+    for n in 1..=5 {
+        spmd(n, || {
+            upcxx::init();
+            let me = rank_me();
+            upcxx::rpc_ff(me, bump, ());
+            upcxx::barrier();
+            assert_eq!(RAN.load(Ordering::Relaxed), 1, "after the world's barrier");
+            upcxx::rpc_ff(me, bump, ());
+            let alone = world().split(me as i32, 0);
+            assert_eq!(RAN.load(Ordering::Relaxed), 2, "after a split");
+            upcxx::rpc_ff(me, bump, ());
+            barrier(&alone);
+            assert_eq!(
+                RAN.load(Ordering::Relaxed),
+                3,
+                "after a team of one's barrier"
+            );
+            alone.destroy(EntryBarrier::User);
+            upcxx::finalize();
+        });
+    }
+}
+
 /// §12.1: ranks that call collectives in different orders fail the job with a message
 /// that says so.
 #[test]
