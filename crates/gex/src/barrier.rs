@@ -62,7 +62,7 @@ static STATE: BarrierState = BarrierState {
     completed: AtomicU64::new(0),
     awaiting: AtomicU64::new(0),
     inner: SpinMutex::new(Inner {
-        plan: Vec::new(),
+        plan: None,
         step: 0,
         sent: 0,
     }),
@@ -94,8 +94,9 @@ struct BarrierState {
 }
 
 struct Inner {
-    /// This rank's steps (see [`plan`]), made by its first barrier.
-    plan: Vec<Step>,
+    /// This rank's steps (see [`plan`]), made by its first barrier (none for a job of
+    /// one rank).
+    plan: Option<Vec<Step>>,
     /// The step of barrier `completed` under way, and how many of its signals are sent.
     step: usize,
     sent: usize,
@@ -227,17 +228,17 @@ pub(crate) fn advance(rt: &Runtime) {
 
 /// [`advance`] by the thread holding `inner`.
 fn advance_locked(rt: &Runtime, st: &mut Inner) {
-    if st.plan.is_empty() {
+    let steps = st.plan.get_or_insert_with(|| {
         let (me, n) = (rt.conduit.rank(), rt.conduit.size());
         let (host, _) = rt.conduit.host();
-        st.plan = plan(me, n, host, rt.conduit.host_leaders());
-    }
+        plan(me, n, host, rt.conduit.host_leaders())
+    });
     // Only the thread holding `inner` changes `completed`.
     let mut epoch = STATE.completed.load(Ordering::Relaxed);
     let started = STATE.started.load(Ordering::Relaxed);
     while epoch < started {
         let parity = (epoch & 1) as usize;
-        if st.step == st.plan.len() {
+        if st.step == steps.len() {
             epoch += 1;
             st.step = 0;
             st.sent = 0;
@@ -247,7 +248,7 @@ fn advance_locked(rt: &Runtime, st: &mut Inner) {
             STATE.completed.store(epoch, Ordering::Release);
             continue;
         }
-        let step = &st.plan[st.step];
+        let step = &steps[st.step];
         // Barrier `epoch` marks its steps' signal words with `epoch + 1`: the words
         // only grow, so a signal of a later barrier also satisfies this one's step.
         let mark = epoch + 1;
