@@ -305,11 +305,10 @@ impl Team {
         let span = gasp::span!(GASP_GEX_COLL_BARRIER, team);
         let event = match data.signal_block {
             Some(block) => {
-                let handle = crate::barrier::team::start(rt, &data, block);
-                drop(data);
+                let epoch = crate::barrier::team::start(rt, &data, block);
                 // Poll once, as the primordial team's barrier does.
                 rt.progress();
-                event_of(handle)
+                Event::team_barrier(data, epoch)
             }
             None => {
                 drop(data);

@@ -16,6 +16,7 @@ use std::sync::Arc;
 use crate::conduit::{Completion, OpHandle};
 use crate::context;
 use crate::runtime::{runtime, Runtime};
+use crate::team::TeamData;
 
 /// Handle of a non-blocking operation (GASNet-EX `gex_Event_t`).
 #[must_use = "an event must be synchronized with test or wait"]
@@ -42,6 +43,10 @@ enum State {
     /// is the barrier's wait half (GASP §5.4.2 `GASP_UPC_WAIT`), not the sync of a
     /// non-blocking operation.
     Barrier(u64),
+    /// The barrier with this epoch of a split team that barriers through its block of
+    /// signal words (`barrier::team`): an operation of the team, synchronized as the
+    /// team's other collectives are.
+    TeamBarrier(Arc<TeamData>, u64),
 }
 
 #[derive(Debug, Default)]
@@ -84,6 +89,18 @@ impl Event {
         }
     }
 
+    /// The event of barrier `epoch` of split team `team` (invalid if it is already
+    /// complete).
+    pub(crate) fn team_barrier(team: Arc<TeamData>, epoch: u64) -> Event {
+        if crate::barrier::team::is_complete(&team, epoch) {
+            Event::invalid()
+        } else {
+            Event {
+                state: State::TeamBarrier(team, epoch),
+            }
+        }
+    }
+
     /// The event of conduit operations that may still be pending (`GEX_EVENT_INVALID`
     /// if none is).
     pub(crate) fn from_pending(ops: Vec<Arc<OpHandle>>) -> Event {
@@ -109,6 +126,10 @@ impl Event {
             State::One(op) | State::HeldPut(op) => Arc::as_ptr(op) as u64,
             State::Ops(s) => Arc::as_ptr(s) as u64,
             State::Barrier(epoch) => epoch | 1 << 63,
+            // Unlike any address, and distinct per team and (up to 2^32 barriers) epoch.
+            State::TeamBarrier(team, epoch) => {
+                1 << 62 | u64::from(team.shared_name() as u32) << 32 | (epoch & 0xffff_ffff)
+            }
         }
     }
 
@@ -124,6 +145,7 @@ impl Event {
             State::One(op) | State::HeldPut(op) => op.is_done(),
             State::Ops(s) => s.ops.iter().chain(&s.lc).all(|o| o.is_done()),
             State::Barrier(epoch) => crate::barrier::is_complete(*epoch),
+            State::TeamBarrier(team, epoch) => crate::barrier::team::is_complete(team, *epoch),
         }
     }
 
@@ -262,7 +284,11 @@ impl Event {
         let pending: Vec<Arc<OpHandle>> = match &self.state {
             State::Ops(s) => s.lc.iter().filter(|o| !o.is_done()).cloned().collect(),
             State::HeldPut(op) if !op.is_done() => vec![op.clone()],
-            State::Invalid | State::One(_) | State::HeldPut(_) | State::Barrier(_) => Vec::new(),
+            State::Invalid
+            | State::One(_)
+            | State::HeldPut(_)
+            | State::Barrier(_)
+            | State::TeamBarrier(..) => Vec::new(),
         };
         if pending.is_empty() {
             Event::invalid()

@@ -27,14 +27,13 @@
 //!   that only this member's next collective would send still waits: no message of
 //!   either reaches the other.
 
-use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 
 use spin::mutex::SpinMutex;
 
 use super::{rounds, signal_words, MAX_ROUNDS};
-use crate::conduit::{Conduit, OpHandle, Rank};
+use crate::conduit::{Conduit, Rank};
 use crate::runtime::Runtime;
 use crate::team::TeamData;
 
@@ -108,25 +107,25 @@ fn slot(block: u8, round: usize) -> usize {
     MAX_ROUNDS + usize::from(block) * TEAM_ROUNDS + round
 }
 
-/// The barriers of one team at this rank.
+/// The barriers of one team at this rank. They are numbered in the order this rank
+/// starts them (their epochs) and run one after another, so barrier `e` is complete
+/// once `completed > e`: its event is the team and the epoch, with nothing to
+/// allocate (as the primordial team's).
 #[derive(Debug, Default)]
 pub(crate) struct TeamBarriers {
-    /// How many this rank started: changed under `state`'s lock, read without it
-    /// ([`started`]).
+    /// How many this rank started, and completed: changed under `state`'s lock, read
+    /// without it ([`started`], [`is_complete`]).
     started: AtomicU64,
+    completed: AtomicU64,
     state: SpinMutex<TeamBarrier>,
 }
 
-/// The barriers of one team in flight at this rank.
+/// The barrier of one team under way at this rank.
 #[derive(Debug, Default)]
 struct TeamBarrier {
-    /// How many this rank completed.
-    completed: u64,
     /// The round of barrier `completed` under way, and whether its signal is sent.
     round: usize,
     sent: bool,
-    /// The handles of the barriers started and not complete, oldest first.
-    pending: VecDeque<Arc<OpHandle>>,
     /// The team is in [`ACTIVE`].
     active: bool,
 }
@@ -136,22 +135,26 @@ pub(crate) fn started(team: &TeamData) -> u64 {
     team.barrier.started.load(Ordering::Relaxed)
 }
 
-/// Starts a barrier of `team`, whose block is `block`; returns its handle.
-pub(crate) fn start(rt: &Runtime, team: &Arc<TeamData>, block: u8) -> Arc<OpHandle> {
-    let handle = OpHandle::new();
-    {
-        let mut st = team.barrier.state.lock();
-        let started = &team.barrier.started;
-        started.store(started.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
-        st.pending.push_back(Arc::clone(&handle));
-        if !st.active {
-            st.active = true;
-            ACTIVE.lock().push(Arc::clone(team));
-            rt.start_advancing(advance);
-        }
-        advance_team(rt, team, block, &mut st);
+/// Whether barrier `epoch` of `team` is complete at this rank.
+#[inline]
+pub(crate) fn is_complete(team: &TeamData, epoch: u64) -> bool {
+    team.barrier.completed.load(Ordering::Acquire) > epoch
+}
+
+/// Starts a barrier of `team`, whose block is `block`; returns its epoch.
+pub(crate) fn start(rt: &Runtime, team: &Arc<TeamData>, block: u8) -> u64 {
+    let mut st = team.barrier.state.lock();
+    let epoch = started(team);
+    team.barrier.started.store(epoch + 1, Ordering::Relaxed);
+    advance_team(rt, team, block, &mut st);
+    // A barrier whose peers all arrived first is complete already: progress need not
+    // look at the team.
+    if !st.active && !is_complete(team, epoch) {
+        st.active = true;
+        ACTIVE.lock().push(Arc::clone(team));
+        rt.start_advancing(advance);
     }
-    handle
+    epoch
 }
 
 /// Moves the barriers of every team with barriers in flight as far as arrived
@@ -168,7 +171,7 @@ pub(crate) fn advance(rt: &Runtime) {
             return true;
         };
         advance_team(rt, team, block, &mut st);
-        if st.completed == started(team) {
+        if team.barrier.completed.load(Ordering::Relaxed) == started(team) {
             st.active = false;
             rt.stop_advancing(advance);
             return false;
@@ -182,19 +185,17 @@ fn advance_team(rt: &Runtime, team: &TeamData, block: u8, st: &mut TeamBarrier) 
     let n = team.members.len();
     let me = team.rank as usize;
     let rounds = rounds(n as u32);
-    while st.completed < started(team) {
+    // Only the thread holding `st` changes `completed`.
+    let mut completed = team.barrier.completed.load(Ordering::Relaxed);
+    while completed < started(team) {
         if st.round == rounds {
-            st.completed += 1;
+            completed += 1;
             st.round = 0;
             st.sent = false;
-            let done = st
-                .pending
-                .pop_front()
-                .expect("a handle per barrier started");
-            done.complete();
+            team.barrier.completed.store(completed, Ordering::Release);
             continue;
         }
-        let mark = st.completed + 1;
+        let mark = completed + 1;
         let word = slot(block, st.round);
         if !st.sent {
             let peer: Rank = team.members[(me + (1 << st.round)) % n];
