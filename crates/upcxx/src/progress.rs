@@ -318,18 +318,15 @@ pub(crate) fn wait_until(mut done: impl FnMut() -> bool) {
 /// incoming RPCs to fire before it returns" (`barrier`, §12.2 ¶8; `team::split`,
 /// §11.3.1 ¶23), whose operation may be complete at initiation (in a team of one, or
 /// when every other member arrived first). Backs off as [`wait_until`].
+///
+/// When `done` holds at once, it makes the user-level part of a progress only: the
+/// callers' `gex` initiations (`barrier_nb`) have just polled.
 pub(crate) fn progress_until(mut done: impl FnMut() -> bool) {
-    let mut backoff = gex::layered::Backoff::new();
-    loop {
-        let n = user_progress();
-        if done() {
-            break;
-        }
-        if n > 0 {
-            backoff.reset();
-        } else {
-            backoff.snooze();
-        }
+    if done() {
+        user_actions();
+        crate::rpc::send_unsent();
+    } else {
+        wait_until(done);
     }
 }
 
