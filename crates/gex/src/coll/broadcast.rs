@@ -61,6 +61,8 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use smallvec::SmallVec;
+
 use super::chunks::{Receiving, Sending};
 use super::engine::{Collective, Msg, Outbox};
 use super::tree::Tree;
@@ -214,8 +216,9 @@ pub(crate) struct Broadcast {
     chunk: usize,
     /// What arrived in `dst` (the root has it all once it is [`ready`](Self::ready)).
     received: Receiving,
-    /// The children (team ranks) and how far each was sent.
-    children: Vec<(Rank, Edge)>,
+    /// The children (team ranks) and how far each was sent: inline for a binomial
+    /// tree's inner ranks of small teams.
+    children: SmallVec<[(Rank, Edge); 2]>,
     /// At a receiver of a broadcast by RMA: its offer to its parent.
     offer: Option<Offer>,
     /// The root's data is in `dst`, or in `root_src`.

@@ -1,6 +1,8 @@
 //! Moving a buffer in messages of at most one AM payload: sending it in order with
 //! retries, and receiving it in any order.
 
+use smallvec::SmallVec;
+
 use super::engine::Outbox;
 use crate::conduit::Rank;
 
@@ -39,8 +41,9 @@ impl Sending {
 pub(crate) struct Receiving {
     /// Bytes received so far.
     pub(crate) got: usize,
-    /// Which chunks arrived (by `offset / chunk`), to find the received prefix.
-    arrived: Vec<bool>,
+    /// Which chunks arrived (by `offset / chunk`), to find the received prefix: inline
+    /// for a buffer of up to 8 chunks.
+    arrived: SmallVec<[bool; 8]>,
     /// The length of the received prefix.
     prefix: usize,
     len: usize,
@@ -51,7 +54,7 @@ impl Receiving {
     pub(crate) fn new(len: usize) -> Receiving {
         Receiving {
             got: 0,
-            arrived: Vec::new(),
+            arrived: SmallVec::new(),
             prefix: 0,
             len,
         }

@@ -30,6 +30,7 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
 use rustc_hash::FxHashMap;
+use smallvec::SmallVec;
 
 use crate::am::{AmCategory, AmEntry, AmIndex, AmRole, Token};
 use crate::conduit::Conduit;
@@ -45,6 +46,10 @@ pub(crate) const COLL_HANDLER: AmIndex = 2;
 /// Number of arguments of a collective message.
 const NARGS: usize = 7;
 
+/// The bytes of a message, and of a reduction's elements, kept inline: a small
+/// collective's messages and its element or two of data need no allocation.
+pub(crate) const INLINE_BYTES: usize = 16;
+
 /// One message of a collective operation, as the operation receives it.
 #[derive(Debug)]
 pub(crate) struct Msg {
@@ -54,8 +59,8 @@ pub(crate) struct Msg {
     pub(crate) tag: u32,
     /// Where its bytes go in the operation's data.
     pub(crate) offset: usize,
-    /// The bytes.
-    pub(crate) data: Vec<u8>,
+    /// The bytes (inline up to [`INLINE_BYTES`]).
+    pub(crate) data: SmallVec<[u8; INLINE_BYTES]>,
 }
 
 /// A collective operation in flight at this rank.
@@ -247,7 +252,7 @@ fn on_message(_token: &Token<'_>, payload: &[u8], args: &[u32]) {
         src: args[3],
         tag: args[2],
         offset: (args[4] as u64 | (args[5] as u64) << 32) as usize,
-        data: payload.to_vec(),
+        data: SmallVec::from_slice(payload),
     };
     let mut engine = lock();
     let ops = engine.get_or_insert_with(Engine::default).team(team);

@@ -9,12 +9,17 @@
 //! to the root (reduce to one) or broadcasts it down the same tree (reduce to all), so
 //! every rank gets the identical bytes.
 
+use smallvec::SmallVec;
+
 use super::broadcast::Broadcast;
 use super::chunks::{Receiving, Sending};
-use super::engine::{Collective, Msg, Outbox};
+use super::engine::{Collective, Msg, Outbox, INLINE_BYTES};
 use super::reduce::Reduction;
-use super::tree::Tree;
+use super::tree::{Children, Tree};
 use crate::conduit::Rank;
+
+/// A contribution or partial result: inline for an element or two.
+type Bytes = SmallVec<[u8; INLINE_BYTES]>;
 
 /// Message tags of a reduction.
 const UP: u32 = 0;
@@ -38,10 +43,10 @@ pub(crate) struct Reduce {
     chunk: usize,
     /// This rank's partial result: its own contribution, then combined with its
     /// children's in order.
-    acc: Vec<u8>,
-    children: Vec<Rank>,
+    acc: Bytes,
+    children: Children,
     /// Each child's contribution and how much of it arrived.
-    from_children: Vec<(Vec<u8>, Receiving)>,
+    from_children: SmallVec<[(Bytes, Receiving); 2]>,
     /// How many children are combined into `acc`.
     combined: usize,
     parent: Option<Rank>,
@@ -75,11 +80,11 @@ impl Reduce {
     ) -> Reduce {
         // SAFETY: the caller's contract: `src` is readable for `len` bytes now. The
         // contribution is copied at initiation, so `src` may be reused at once.
-        let acc = unsafe { std::slice::from_raw_parts(src, len) }.to_vec();
-        let children: Vec<Rank> = tree.children(me, n);
+        let acc = Bytes::from_slice(unsafe { std::slice::from_raw_parts(src, len) });
+        let children = tree.children(me, n);
         let from_children = children
             .iter()
-            .map(|_| (vec![0; len], Receiving::new(len)))
+            .map(|_| (smallvec::smallvec![0; len], Receiving::new(len)))
             .collect();
         let target = match root {
             Some(root) => Target::One { root },
@@ -160,7 +165,7 @@ impl Collective for Reduce {
             let (child, _) = &mut self.from_children[self.combined];
             self.reduction.combine(&self.acc, child);
             std::mem::swap(&mut self.acc, child);
-            *child = Vec::new();
+            *child = Bytes::new();
             self.combined += 1;
         }
         let combined = self.combined == self.children.len();

@@ -1,6 +1,11 @@
 //! The shapes a rooted collective moves data along: who a rank receives from and sends
 //! to. Ranks here are *virtual*: the root is 0 (a team rank `r` is `(r - root) mod n`).
 
+use smallvec::SmallVec;
+
+/// The children of a rank in a tree: inline up to a binomial tree's over 16 ranks.
+pub(crate) type Children = SmallVec<[u32; 4]>;
+
 /// How a rooted collective spreads over the team (selectable by name, see
 /// [`Algorithm`](super::Algorithm)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,17 +31,17 @@ impl Tree {
     /// The children of virtual rank `v` in a team of `n`, by increasing virtual rank:
     /// each child's subtree follows the previous one's, so combining them in this
     /// order keeps rank order.
-    pub(crate) fn children(self, v: u32, n: u32) -> Vec<u32> {
+    pub(crate) fn children(self, v: u32, n: u32) -> Children {
         match self {
             Tree::Flat if v == 0 => (1..n).collect(),
-            Tree::Flat => Vec::new(),
+            Tree::Flat => Children::new(),
             Tree::Binomial => {
                 let limit = if v == 0 {
                     u64::MAX
                 } else {
                     u64::from(v & v.wrapping_neg())
                 };
-                let mut children = Vec::new();
+                let mut children = Children::new();
                 let mut step = 1u64;
                 while step < limit && u64::from(v) + step < u64::from(n) {
                     children.push(v + step as u32);
