@@ -296,7 +296,9 @@ impl Team {
     /// Starts a barrier over a team that is not the primordial one (GASNet-EX
     /// `gex_Coll_BarrierNB`): a dissemination barrier through the team's block of
     /// signal words if it got one at the split (`barrier::team`), else through the
-    /// collective engine.
+    /// collective engine. Polls once either way, as the primordial team's barrier
+    /// does, so that a barrier complete at once (a team of one) still runs what
+    /// arrived.
     #[track_caller]
     pub(crate) fn team_barrier_nb(&self) -> Event {
         const CALL: &str = "Team::barrier_nb";
@@ -313,7 +315,9 @@ impl Team {
             None => {
                 drop(data);
                 let op = Box::new(barrier::Barrier::new(self.size));
-                event_of(engine::start(rt, self, CALL, engine::digest(&[1]), op))
+                let handle = engine::start(rt, self, CALL, engine::digest(&[1]), op);
+                rt.progress();
+                event_of(handle)
             }
         };
         gasp::end!(span, team, event.gasp_handle());

@@ -320,7 +320,7 @@ pub(crate) fn wait_until(mut done: impl FnMut() -> bool) {
 /// when every other member arrived first). Backs off as [`wait_until`].
 ///
 /// When `done` holds at once, it makes the user-level part of a progress only: the
-/// callers' `gex` initiations (`barrier_nb`) have just polled.
+/// callers' initiation, `gex`'s `Team::barrier_nb`, has just polled, on every team.
 pub(crate) fn progress_until(mut done: impl FnMut() -> bool) {
     if done() {
         user_actions();

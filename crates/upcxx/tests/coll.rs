@@ -410,6 +410,47 @@ fn barrier_and_split_run_rpcs_already_queued() {
     }
 }
 
+/// §12.2 ¶8 on a team of one, whose barrier is complete as it starts: RPCs that other
+/// ranks sent before it, waiting unpolled in this rank's queues, have run when it
+/// returns. The other ranks send, make sure the RPCs left, then raise a word of rank
+/// 0's segment that rank 0 spins on without making progress. On ranks that share
+/// memory only (where a message that left has arrived).
+#[test]
+fn a_barrier_of_one_runs_rpcs_that_arrived() {
+    static RAN: AtomicU64 = AtomicU64::new(0);
+    fn bump() {
+        RAN.fetch_add(1, Ordering::Relaxed);
+    }
+    for n in 2..=4 {
+        spmd(n, || {
+            upcxx::init();
+            let (me, n) = (rank_me(), rank_n());
+            let alone = world().split(me as i32, 0);
+            let word = upcxx::broadcast(upcxx::new_::<u64>(0), 0, world()).wait();
+            if local_team().rank_n() == n {
+                if me == 0 {
+                    // SAFETY: rank 0's own word; the others change it only atomically.
+                    let raised = unsafe { &*word.local().cast::<AtomicU64>() };
+                    while raised.load(Ordering::Acquire) != u64::from(n - 1) {
+                        std::hint::spin_loop();
+                    }
+                    barrier(&alone);
+                    assert_eq!(RAN.load(Ordering::Relaxed), u64::from(n - 1));
+                } else {
+                    upcxx::rpc_ff(0, bump, ());
+                    upcxx::discharge();
+                    // SAFETY: a word of rank 0's segment, mapped here (same host).
+                    let raised = unsafe { &*word.local().cast::<AtomicU64>() };
+                    raised.fetch_add(1, Ordering::Release);
+                }
+            }
+            upcxx::barrier();
+            alone.destroy(EntryBarrier::User);
+            upcxx::finalize();
+        });
+    }
+}
+
 /// §12.1: ranks that call collectives in different orders fail the job with a message
 /// that says so.
 #[test]
