@@ -330,6 +330,13 @@ pub(crate) fn progress_until(mut done: impl FnMut() -> bool) {
     }
 }
 
+/// A barrier over `team` that makes user-level progress while it waits, at least once
+/// ([`progress_until`]).
+pub(crate) fn barrier_with_progress(team: &gex::Team) {
+    let mut ev = team.barrier_nb();
+    progress_until(|| ev.test());
+}
+
 /// True if operations started by this thread still need its internal progress before
 /// their targets can see them complete (UPC++ `progress_required`, §10.3, §10.5.3), for
 /// the personas from the top scope down: see [`progress_required_for`].

@@ -95,7 +95,7 @@ pub fn finalize() {
     thread::check_not_restricted("finalize");
     if INITS.load(Ordering::Acquire) == 1 {
         let span = gasp::span!(GASP_UPC_COLLECTIVE_EXIT, 0);
-        barrier_with_progress(&rt.team);
+        progress::barrier_with_progress(&rt.team);
         INITS.store(0, Ordering::Release);
         FINALIZED.store(true, Ordering::Release);
         LIVE.store(std::ptr::null_mut(), Ordering::Release);
@@ -109,12 +109,6 @@ pub fn finalize() {
     }
 }
 
-/// A barrier over `team` that makes user-level progress while it waits, at least once.
-pub(crate) fn barrier_with_progress(team: &gex::Team) {
-    let mut ev = team.barrier_nb();
-    progress::progress_until(|| ev.test());
-}
-
 /// Waits until every rank has entered the barrier, making user-level progress
 /// (UPC++ `barrier` over the world team).
 #[track_caller]
@@ -122,7 +116,7 @@ pub fn barrier() {
     let rt = rt("barrier");
     thread::check_not_restricted("barrier");
     let span = gasp::span!(GASP_UPC_BARRIER, 0, 0);
-    barrier_with_progress(&rt.team);
+    progress::barrier_with_progress(&rt.team);
     gasp::end!(span, 0, 0);
 }
 

@@ -335,7 +335,7 @@ impl Team {
         }
         let team_arg = self.state.id.to_u64();
         let span = gasp::span!(GASP_UPCXX_TEAM_SPLIT, team_arg, color, key);
-        crate::runtime::barrier_with_progress(&parent);
+        crate::progress::barrier_with_progress(&parent);
         let color_arg = (color >= 0).then_some(color as u32);
         let team = match parent.split(color_arg, key, None) {
             None => Team::invalid(),
@@ -375,7 +375,7 @@ impl Team {
         let team_arg = self.state.id.to_u64();
         let span = gasp::span!(GASP_UPCXX_TEAM_DESTROY, team_arg);
         match lev {
-            EntryBarrier::User => crate::runtime::barrier_with_progress(&team),
+            EntryBarrier::User => crate::progress::barrier_with_progress(&team),
             EntryBarrier::Internal => team.barrier_nb().wait(),
             EntryBarrier::None => {}
         }
