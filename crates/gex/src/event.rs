@@ -126,9 +126,12 @@ impl Event {
             State::One(op) | State::HeldPut(op) => Arc::as_ptr(op) as u64,
             State::Ops(s) => Arc::as_ptr(s) as u64,
             State::Barrier(epoch) => epoch | 1 << 63,
-            // Unlike any address, and distinct per team and (up to 2^32 barriers) epoch.
+            // Unlike any address and the primordial barrier's (bit 62 alone of the top
+            // two), and distinct per team (its shared name's low 30 bits) and epoch (up
+            // to 2^32 barriers).
             State::TeamBarrier(team, epoch) => {
-                1 << 62 | u64::from(team.shared_name() as u32) << 32 | (epoch & 0xffff_ffff)
+                let name = u64::from(team.shared_name() as u32) & 0x3fff_ffff;
+                1 << 62 | name << 32 | (epoch & 0xffff_ffff)
             }
         }
     }

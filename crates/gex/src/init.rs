@@ -1,6 +1,6 @@
 //! The composition root: client initialization, which creates the runtime and hands it
-//! every part that progress runs (the AM dispatcher, the barrier); segment attach and
-//! finalize, which are collective; and `exit`.
+//! every part that progress runs (the AM dispatcher, the barriers, the collective
+//! engine); segment attach and finalize, which are collective; and `exit`.
 //!
 //! This is the only module that knows every part of the layer.
 
