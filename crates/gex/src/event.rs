@@ -45,9 +45,14 @@ enum State {
     Barrier(u64),
     /// The barrier with this epoch of a split team that barriers through its block of
     /// signal words (`barrier::team`): an operation of the team, synchronized as the
-    /// team's other collectives are.
-    TeamBarrier(Arc<TeamData>, u64),
+    /// team's other collectives are. The epoch's low 32 bits, so that an event stays two
+    /// words (see `barrier::team::is_complete`).
+    TeamBarrier(Arc<TeamData>, u32),
 }
+
+// An event is two words, returned in registers by every non-blocking call.
+#[cfg(target_pointer_width = "64")]
+const _: () = assert!(std::mem::size_of::<Event>() == 16);
 
 #[derive(Debug, Default)]
 struct EventState {
@@ -96,7 +101,7 @@ impl Event {
             Event::invalid()
         } else {
             Event {
-                state: State::TeamBarrier(team, epoch),
+                state: State::TeamBarrier(team, epoch as u32),
             }
         }
     }
@@ -127,11 +132,10 @@ impl Event {
             State::Ops(s) => Arc::as_ptr(s) as u64,
             State::Barrier(epoch) => epoch | 1 << 63,
             // Unlike any address and the primordial barrier's (bit 62 alone of the top
-            // two), and distinct per team (its shared name's low 30 bits) and epoch (up
-            // to 2^32 barriers).
+            // two), and distinct per team (its shared name's low 30 bits) and epoch.
             State::TeamBarrier(team, epoch) => {
                 let name = u64::from(team.shared_name() as u32) & 0x3fff_ffff;
-                1 << 62 | name << 32 | (epoch & 0xffff_ffff)
+                1 << 62 | name << 32 | u64::from(*epoch)
             }
         }
     }
@@ -148,7 +152,7 @@ impl Event {
             State::One(op) | State::HeldPut(op) => op.is_done(),
             State::Ops(s) => s.ops.iter().chain(&s.lc).all(|o| o.is_done()),
             State::Barrier(epoch) => crate::barrier::is_complete(*epoch),
-            State::TeamBarrier(team, epoch) => crate::barrier::team::is_complete(team, *epoch),
+            State::TeamBarrier(team, epoch) => crate::barrier::team::is_complete_low(team, *epoch),
         }
     }
 

@@ -141,6 +141,25 @@ pub(crate) fn is_complete(team: &TeamData, epoch: u64) -> bool {
     team.barrier.completed.load(Ordering::Acquire) > epoch
 }
 
+/// [`is_complete`] for the barrier whose epoch has the low 32 bits `low` (what an
+/// event keeps): the latest barrier started with those bits, exact while fewer than
+/// 2^32 barriers of the team were started after it.
+#[inline]
+pub(crate) fn is_complete_low(team: &TeamData, low: u32) -> bool {
+    is_complete(team, epoch_of(started(team), low))
+}
+
+/// The latest epoch below `started` whose low 32 bits are `low`.
+fn epoch_of(started: u64, low: u32) -> u64 {
+    let behind = (started as u32).wrapping_sub(low);
+    let behind = if behind == 0 {
+        1 << 32
+    } else {
+        u64::from(behind)
+    };
+    started.wrapping_sub(behind)
+}
+
 /// Starts a barrier of `team`, whose block is `block`; returns its epoch.
 pub(crate) fn start(rt: &Runtime, team: &Arc<TeamData>, block: u8) -> u64 {
     let mut st = team.barrier.state.lock();
@@ -207,5 +226,23 @@ fn advance_team(rt: &Runtime, team: &TeamData, block: u8, st: &mut TeamBarrier) 
         }
         st.round += 1;
         st.sent = false;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::epoch_of;
+
+    #[test]
+    fn an_epochs_low_bits_name_the_latest_barrier_started_with_them() {
+        assert_eq!(epoch_of(1, 0), 0);
+        assert_eq!(epoch_of(10, 3), 3);
+        assert_eq!(epoch_of(10, 9), 9);
+        // Across the 2^32 boundary, both ways.
+        let s = (1u64 << 32) + 5;
+        assert_eq!(epoch_of(s, 4), (1 << 32) + 4);
+        assert_eq!(epoch_of(s, u32::MAX), (1 << 32) - 1);
+        assert_eq!(epoch_of(s, 5), 5, "2^32 barriers behind");
+        assert_eq!(epoch_of(s, 6), 6);
     }
 }
