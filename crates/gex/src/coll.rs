@@ -305,20 +305,18 @@ impl Team {
         let (rt, data) = initiation_data(self, CALL);
         let team = data.shared_name();
         let span = gasp::span!(GASP_GEX_COLL_BARRIER, team);
-        let event = match data.signal_block {
-            Some(block) => {
-                let epoch = crate::barrier::team::start(rt, &data, block);
-                // Poll once, as the primordial team's barrier does.
-                rt.progress();
-                Event::team_barrier(data, epoch)
-            }
+        // The epoch of a barrier through the team's block, or the engine's handle.
+        let started = match data.signal_block {
+            Some(block) => Ok(crate::barrier::team::start(rt, &data, block)),
             None => {
-                drop(data);
                 let op = Box::new(barrier::Barrier::new(self.size));
-                let handle = engine::start(rt, self, CALL, engine::digest(&[1]), op);
-                rt.progress();
-                event_of(handle)
+                Err(engine::start(rt, self, CALL, engine::digest(&[1]), op))
             }
+        };
+        rt.progress();
+        let event = match started {
+            Ok(epoch) => Event::team_barrier(data, epoch),
+            Err(handle) => event_of(handle),
         };
         gasp::end!(span, team, event.gasp_handle());
         event
