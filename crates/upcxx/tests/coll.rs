@@ -445,6 +445,9 @@ fn a_barrier_of_one_runs_rpcs_that_arrived() {
                 }
             }
             upcxx::barrier();
+            if me == 0 {
+                upcxx::delete_(word);
+            }
             alone.destroy(EntryBarrier::User);
             upcxx::finalize();
         });
