@@ -7,7 +7,7 @@
 //! copies only into what it stores. Every rank inserts its keys (all in flight at
 //! once, then waits for all with `when_all`), then looks every one of them up and checks
 //! the value. Rank 0 prints the throughput and, as the last line, `verified` if every
-//! rank found every value it inserted (totals from `reduce_all`); any mismatch makes
+//! rank found every value it inserted (totals from `reduce_all_vec`); any mismatch makes
 //! the job fail.
 
 #[path = "dht/table.rs"]
@@ -45,8 +45,10 @@ fn main() {
     if mismatches > 0 {
         eprintln!("rank {me}: {mismatches} of {per_rank} keys have a wrong or missing value");
     }
-    let checked = upcxx::reduce_all(values.len() as u64, op_fast_add, world()).wait();
-    let bad = upcxx::reduce_all(mismatches, op_fast_add, world()).wait();
+    // Both totals in one reduction, element by element.
+    let totals = vec![values.len() as u64, mismatches];
+    let totals = upcxx::reduce_all_vec(totals, op_fast_add, world()).wait();
+    let (checked, bad) = (totals[0], totals[1]);
 
     if me == 0 {
         let ops = per_rank * u64::from(rank_n());

@@ -45,7 +45,11 @@
 //!   collective; wrap plain data in [`Trivial`](crate::Trivial) or send it as bytes.
 //! * The value variants keep their source and destination in boxes that the pending
 //!   collective owns. The buffer variants take raw pointers, as the spec's do, and are
-//!   `unsafe`: the buffers are the collective's until operation completion.
+//!   `unsafe`: the buffers are the collective's until operation completion. The vector
+//!   variants (`broadcast_vec`, `reduce_one_vec`, `reduce_all_vec`) are the buffer
+//!   variants made safe as `rput_vec` is: the vector is lent to the collective, which
+//!   works in place in its elements (a reduction's source and destination are the same
+//!   buffer, ¶25) and gives it back with operation completion.
 //! * Reduction operations ([`ReduceOp`]) are the `op_fast_*` objects, which reduce with
 //!   `gex`'s built-in operations where the type allows, or any closure (see `ops.rs`).
 //!
@@ -330,6 +334,65 @@ pub fn broadcast_global<T: Pod>(
     unsafe { broadcast_buffer(local as *mut T, count, root, team) }
 }
 
+/// Broadcasts the elements of rank `root`'s `buffer` into every rank's `buffer` (UPC++
+/// `broadcast(buffer, count, root, team)`, §12.2 ¶37, with the buffer lent to the
+/// collective): the future gives each rank its vector back, holding the root's
+/// elements, at operation completion. Every rank passes a vector of the same length
+/// (the count is single-valued, ¶39); the elements of the other ranks' vectors are
+/// overwritten.
+///
+/// This is [`broadcast_buffer`] without `unsafe`: the vector is the collective's until
+/// it comes back, so nothing else can touch its elements meanwhile.
+///
+/// ```
+/// use upcxx::world;
+///
+/// upcxx::init();
+/// let mine = if upcxx::rank_me() == 0 { vec![1.5f64, 2.5, 3.5] } else { vec![0.0; 3] };
+/// let got = upcxx::broadcast_vec(mine, 0, world()).wait();
+/// assert_eq!(got, [1.5, 2.5, 3.5]);
+/// upcxx::finalize();
+/// ```
+///
+/// # Panics
+/// As [`broadcast_with`], or if the ranks' vectors differ in length (the job fails,
+/// naming the mismatch).
+#[track_caller]
+pub fn broadcast_vec<T: Pod>(buffer: Vec<T>, root: Rank, team: &Team) -> Future<Vec<T>> {
+    broadcast_vec_with(buffer, root, team, operation_cx::as_future())
+}
+
+/// [`broadcast_vec`] with completions: `operation_cx` requests, notified with the
+/// vector (a promise must be a `Promise<Vec<T>>`, an LPC callback must take the
+/// `Vec<T>`).
+///
+/// # Panics
+/// As [`broadcast_vec`], or if an `as_promise` request's promise is already ready.
+#[track_caller]
+pub fn broadcast_vec_with<T: Pod, C: Completions<BroadcastValue<Vec<T>>>>(
+    buffer: Vec<T>,
+    root: Rank,
+    team: &Team,
+    cxs: C,
+) -> Returned<C, BroadcastValue<Vec<T>>> {
+    const CALL: &str = "broadcast_vec";
+    operation_requested::<BroadcastValue<Vec<T>>, C>();
+    let gex = team.gex(CALL);
+    check_collective(CALL);
+    check_root(CALL, root, team);
+    let id = team.id().to_u64();
+    let nbytes = std::mem::size_of_val(buffer.as_slice());
+    let span = gasp::span!(GASP_UPCXX_BROADCAST, id, root as i32, nbytes);
+    let (ptr, give_back) = lend(buffer);
+    let p = ptr.cast::<u8>();
+    // SAFETY: the vector's buffer holds `nbytes` and is the collective's until the
+    // event completes: only `give_back`, called then, makes the vector again.
+    let event = unsafe { gex.broadcast_nb(root, p, p, nbytes, gex::Flags::NONE) };
+    let futures = finish::<BroadcastValue<Vec<T>>, C, _>(cxs, event, move || (give_back(),));
+    gasp::end!(span, id, root as i32, nbytes);
+    futures
+}
+
 /// Reduces every rank's `value` with `op` to rank `root` of `team` (UPC++
 /// `reduce_one(value, op, root, team)`, §12.2 ¶23): the root's future has the result;
 /// the others' have their own `value` (the spec leaves it undefined, ¶29).
@@ -478,6 +541,88 @@ pub unsafe fn reduce_all_buffer_with<T: Pod, O: ReduceOp<T>, C: Completions<Redu
     unsafe { reduce_buffer("reduce_all", None, src, dst, count, op, team, cxs) }
 }
 
+/// Reduces the elements of every rank's `values` element-wise with `op` to rank
+/// `root` of `team` (UPC++ `reduce_one(src, dst, count, op, root, team)`, §12.2 ¶23,
+/// with one buffer lent to the collective as source and destination, ¶25): the future
+/// gives each rank its vector back at operation completion, at the root holding the
+/// result, elsewhere its own elements. Every rank passes a vector of the same length
+/// (¶25). With one rank the vector comes back as it was (¶27).
+///
+/// # Panics
+/// As [`reduce_one_with`], if the element type has no bytes, or if the ranks' vectors
+/// differ in length (the job fails, naming the mismatch).
+#[track_caller]
+pub fn reduce_one_vec<T: Pod, O: ReduceOp<T>>(
+    values: Vec<T>,
+    op: O,
+    root: Rank,
+    team: &Team,
+) -> Future<Vec<T>> {
+    reduce_one_vec_with(values, op, root, team, operation_cx::as_future())
+}
+
+/// [`reduce_one_vec`] with completions: `operation_cx` requests, notified with the
+/// vector.
+///
+/// # Panics
+/// As [`reduce_one_vec`], or if an `as_promise` request's promise is already ready.
+#[track_caller]
+pub fn reduce_one_vec_with<T: Pod, O: ReduceOp<T>, C: Completions<ReduceValue<Vec<T>>>>(
+    values: Vec<T>,
+    op: O,
+    root: Rank,
+    team: &Team,
+    cxs: C,
+) -> Returned<C, ReduceValue<Vec<T>>> {
+    operation_requested::<ReduceValue<Vec<T>>, C>();
+    reduce_vec("reduce_one_vec", Some(root), values, op, team, cxs)
+}
+
+/// Reduces the elements of every rank's `values` element-wise with `op` into every
+/// rank's `values` (UPC++ `reduce_all(src, dst, count, op, team)`, §12.2 ¶23, with one
+/// buffer lent to the collective as source and destination, ¶25): the future gives each
+/// rank its vector back, holding the result, at operation completion. Every rank passes
+/// a vector of the same length.
+///
+/// ```
+/// use upcxx::{op_fast_add, world};
+///
+/// upcxx::init();
+/// let n = upcxx::rank_n() as u64;
+/// let counts = vec![1u64, upcxx::rank_me() as u64];
+/// let totals = upcxx::reduce_all_vec(counts, op_fast_add, world()).wait();
+/// assert_eq!(totals, [n, n * (n - 1) / 2]);
+/// upcxx::finalize();
+/// ```
+///
+/// # Panics
+/// As [`reduce_all_with`], if the element type has no bytes, or if the ranks' vectors
+/// differ in length (the job fails, naming the mismatch).
+#[track_caller]
+pub fn reduce_all_vec<T: Pod, O: ReduceOp<T>>(
+    values: Vec<T>,
+    op: O,
+    team: &Team,
+) -> Future<Vec<T>> {
+    reduce_all_vec_with(values, op, team, operation_cx::as_future())
+}
+
+/// [`reduce_all_vec`] with completions: `operation_cx` requests, notified with the
+/// vector.
+///
+/// # Panics
+/// As [`reduce_all_vec`], or if an `as_promise` request's promise is already ready.
+#[track_caller]
+pub fn reduce_all_vec_with<T: Pod, O: ReduceOp<T>, C: Completions<ReduceValue<Vec<T>>>>(
+    values: Vec<T>,
+    op: O,
+    team: &Team,
+    cxs: C,
+) -> Returned<C, ReduceValue<Vec<T>>> {
+    operation_requested::<ReduceValue<Vec<T>>, C>();
+    reduce_vec("reduce_all_vec", None, values, op, team, cxs)
+}
+
 /// Compile-time check that `C` requests operation completion (§7.2.1 ¶2): collectives
 /// provide no other event.
 #[inline(always)]
@@ -508,6 +653,49 @@ fn reduce_value<T: NoUninit + CheckedBitPattern, O: ReduceOp<T>, C: Completions<
             (*dst,)
         })
     }
+}
+
+#[track_caller]
+fn reduce_vec<T: Pod, O: ReduceOp<T>, C: Completions<ReduceValue<Vec<T>>>>(
+    call: &'static str,
+    root: Option<Rank>,
+    values: Vec<T>,
+    op: O,
+    team: &Team,
+    cxs: C,
+) -> Returned<C, ReduceValue<Vec<T>>> {
+    // The checks `reduce_at` makes, before the vector is lent: a lent vector is not
+    // freed if the call panics.
+    team.gex(call);
+    check_collective(call);
+    if let Some(root) = root {
+        check_root(call, root, team);
+    }
+    let count = values.len();
+    let (ptr, give_back) = lend(values);
+    // SAFETY: the vector's buffer holds `count` elements, source and destination at
+    // once (¶25), and is the collective's until the event completes: only
+    // `give_back`, called then, makes the vector again.
+    unsafe {
+        reduce_at(call, root, ptr, ptr, count, op, team, cxs, move || {
+            (give_back(),)
+        })
+    }
+}
+
+/// Lends `v`'s buffer to a collective: its parts, not the vector, are held while the
+/// collective reads and writes through the pointer, and the closure, called once at
+/// operation completion, makes the vector again. If it is never called, the buffer
+/// leaks rather than being freed under the collective.
+fn lend<T: 'static>(v: Vec<T>) -> (*mut T, impl FnOnce() -> Vec<T> + 'static) {
+    let mut v = std::mem::ManuallyDrop::new(v);
+    let (ptr, length, capacity) = (v.as_mut_ptr(), v.len(), v.capacity());
+    let give_back = move || {
+        // SAFETY: the parts of a vector that was not dropped, made into one vector
+        // once (the closure is `FnOnce`), when the collective no longer touches it.
+        unsafe { Vec::from_raw_parts(ptr, length, capacity) }
+    };
+    (ptr, give_back)
 }
 
 #[allow(clippy::too_many_arguments)]

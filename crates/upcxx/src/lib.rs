@@ -74,10 +74,11 @@ pub use alloc::{
 pub use atomic::{AtomicDomain, AtomicOp};
 pub use coll::{
     barrier_async, barrier_async_with, broadcast, broadcast_buffer, broadcast_buffer_with,
-    broadcast_with, op_fast_add, op_fast_bit_and, op_fast_bit_or, op_fast_bit_xor, op_fast_max,
-    op_fast_min, op_fast_mul, reduce_all, reduce_all_buffer, reduce_all_buffer_with,
-    reduce_all_with, reduce_one, reduce_one_buffer, reduce_one_buffer_with, reduce_one_with,
-    ReduceOp,
+    broadcast_vec, broadcast_vec_with, broadcast_with, op_fast_add, op_fast_bit_and,
+    op_fast_bit_or, op_fast_bit_xor, op_fast_max, op_fast_min, op_fast_mul, reduce_all,
+    reduce_all_buffer, reduce_all_buffer_with, reduce_all_vec, reduce_all_vec_with,
+    reduce_all_with, reduce_one, reduce_one_buffer, reduce_one_buffer_with, reduce_one_vec,
+    reduce_one_vec_with, reduce_one_with, ReduceOp,
 };
 pub use completion::{operation_cx, remote_cx, source_cx};
 pub use device::{

@@ -1,7 +1,7 @@
 //! Collectives (UPC++ spec ch. 12) on 1 to 5 ranks and on split teams: `barrier`,
-//! `barrier_async` (§12.2 ¶6–¶16), `broadcast` of a value and of a buffer (¶37–¶43),
-//! `reduce_one` and `reduce_all` of a value and of a buffer with the `op_fast_*`
-//! operations and closures (¶17–¶36), of plain data and of `bool`s and enums, each
+//! `barrier_async` (§12.2 ¶6–¶16), `broadcast` of a value, of a buffer and of a lent
+//! vector (¶37–¶43), `reduce_one` and `reduce_all` of a value, of a buffer and of a lent
+//! vector with the `op_fast_*` operations and closures (¶17–¶36), of plain data and of `bool`s and enums, each
 //! completion kind of chapter 7 (future, promise, LPC), and what misuse does.
 
 mod common;
@@ -83,6 +83,61 @@ fn every_collective(team: &Team) {
     // SAFETY: `buf` outlives the wait and is not touched until it returns.
     unsafe { upcxx::broadcast_buffer(buf.as_mut_ptr(), buf.len(), root, team) }.wait();
     assert!(buf.iter().enumerate().all(|(i, &v)| v == i as u32));
+    lent_vectors(team);
+}
+
+/// The vector forms of the buffer collectives: each rank's vector comes back, reduced
+/// in place or overwritten by the root's.
+fn lent_vectors(team: &Team) {
+    let me = team.rank_me();
+    let n = team.rank_n();
+    let mine: Vec<i64> = (0..5).map(|i| i64::from(me) * 10 + i).collect();
+    let top = i64::from(n - 1) * 10;
+    let got = upcxx::reduce_all_vec(mine.clone(), op_fast_max, team).wait();
+    assert_eq!(got, (0..5).map(|i| top + i).collect::<Vec<_>>());
+    for root in [0, n - 1] {
+        let got = upcxx::reduce_one_vec(mine.clone(), op_fast_add, root, team).wait();
+        if me == root {
+            let ranks = i64::from(n);
+            let want: Vec<i64> = (0..5)
+                .map(|i| 10 * ranks * (ranks - 1) / 2 + ranks * i)
+                .collect();
+            assert_eq!(got, want, "the sums at root {root}");
+        } else {
+            assert_eq!(
+                got, mine,
+                "a rank other than root {root} gets its own elements back"
+            );
+        }
+    }
+    // A closure, element by element in rank order; vectors that do not fit a message.
+    let ord = upcxx::reduce_all_vec(vec![[u64::from(me) + 1, 10]; 3], concat, team).wait();
+    assert!(ord.iter().all(|o| o[0] == digits(n)), "{ord:?}");
+    let big: Vec<u64> = (0..20_000).map(|i| i * u64::from(me + 1)).collect();
+    let sum = upcxx::reduce_all_vec(big, op_fast_add, team).wait();
+    let ranks_sum = u64::from(n) * u64::from(n + 1) / 2;
+    assert!(sum
+        .iter()
+        .enumerate()
+        .all(|(i, &v)| v == i as u64 * ranks_sum));
+    for root in 0..n {
+        let buf: Vec<u32> = if me == root {
+            (0..3000).map(|i| i * (root + 1)).collect()
+        } else {
+            vec![u32::MAX; 3000]
+        };
+        let got = upcxx::broadcast_vec(buf, root, team).wait();
+        assert!(got
+            .iter()
+            .enumerate()
+            .all(|(i, &v)| v == i as u32 * (root + 1)));
+    }
+    assert!(upcxx::reduce_all_vec(Vec::<u64>::new(), op_fast_add, team)
+        .wait()
+        .is_empty());
+    assert!(upcxx::broadcast_vec(Vec::<u8>::new(), 0, team)
+        .wait()
+        .is_empty());
 }
 
 #[test]
@@ -289,6 +344,39 @@ fn completions_as_promise_and_lpc() {
             };
             p.finalize().wait();
             assert_eq!(buf, [0; 4]);
+            // A lent vector comes back to a promise and to an LPC.
+            let back = Promise::<Vec<u64>>::new();
+            let sums = Arc::new(AtomicU64::new(0));
+            let lpc_sums = sums.clone();
+            upcxx::reduce_all_vec_with(
+                vec![1u64, 2],
+                op_fast_add,
+                w,
+                operation_cx::as_promise(&back),
+            );
+            upcxx::reduce_one_vec_with(
+                vec![3u64],
+                op_fast_add,
+                0,
+                w,
+                operation_cx::as_lpc(&current_persona(), move |v: Vec<u64>| {
+                    lpc_sums.store(v[0] + 1, Ordering::SeqCst)
+                }),
+            );
+            let from_root = Promise::<Vec<u64>>::new();
+            upcxx::broadcast_vec_with(
+                vec![u64::from(rank_me()); 2],
+                0,
+                w,
+                operation_cx::as_promise(&from_root),
+            );
+            assert_eq!(back.finalize().wait(), [n, 2 * n]);
+            assert_eq!(from_root.finalize().wait(), [0, 0]);
+            while sums.load(Ordering::SeqCst) == 0 {
+                upcxx::progress(upcxx::ProgressLevel::User);
+            }
+            let want = if rank_me() == 0 { 3 * n } else { 3 };
+            assert_eq!(sums.load(Ordering::SeqCst), want + 1);
             while lpc_done.load(Ordering::SeqCst) == 0 {
                 upcxx::progress(upcxx::ProgressLevel::User);
             }
@@ -357,6 +445,20 @@ fn bad_roots_and_teams_fail_naming_the_call() {
         });
         assert!(
             msg.contains("upcxx::reduce_one") && msg.contains("root 5"),
+            "{msg}"
+        );
+        let msg = panic_text(|| {
+            drop(upcxx::reduce_one_vec(vec![1u8], op_fast_add, 2, world()));
+        });
+        assert!(
+            msg.contains("upcxx::reduce_one_vec") && msg.contains("root 2"),
+            "{msg}"
+        );
+        let msg = panic_text(|| {
+            drop(upcxx::broadcast_vec(vec![1u8], 3, world()));
+        });
+        assert!(
+            msg.contains("upcxx::broadcast_vec") && msg.contains("root 3"),
             "{msg}"
         );
         let none = world().split(upcxx::COLOR_NONE, 0);
@@ -474,6 +576,28 @@ fn collectives_in_different_orders_fail_the_job() {
     };
     let report = outcome.failure.expect("the job fails");
     assert!(report.contains("different collective"), "{report}");
+}
+
+/// §12.2 ¶25, ¶39: the count of a buffer collective is single-valued; lent vectors of
+/// different lengths fail the job with the mismatch message.
+#[test]
+fn vectors_of_different_lengths_fail_the_job() {
+    let mut opts = SpmdOptions::new(2);
+    opts.expect_failure = true;
+    let Some(outcome) = spmd_outcome(opts, || {
+        upcxx::init();
+        let len = 4 + rank_me() as usize;
+        upcxx::reduce_all_vec(vec![1u32; len], op_fast_add, world()).wait();
+        upcxx::barrier();
+        unreachable!("the ranks disagree");
+    }) else {
+        return;
+    };
+    let report = outcome.failure.expect("the job fails");
+    assert!(
+        report.contains("different single-valued arguments"),
+        "{report}"
+    );
 }
 
 /// §12.1: a barrier that ranks place differently among the other collectives fails
