@@ -71,8 +71,12 @@ pub use copy::{
     copy, copy_from_host, copy_from_host_with, copy_to_host, copy_to_host_with, copy_with,
     CopyEvents,
 };
+/// The types the device calls take and give, so that a program names them without
+/// depending on `gex`: an address in device memory (UPC++ `Device::pointer<T>`, untyped)
+/// and the error of a device that could not be opened or allocated in.
+pub use gex::kinds::{DeviceAddr, KindError};
 
-use gex::kinds::{KindError, Mk};
+use gex::kinds::Mk;
 
 use crate::global_ptr::{CudaDeviceKind, KindId, MemoryKind};
 use crate::runtime::state::rt;
@@ -136,6 +140,12 @@ impl CudaDevice {
     pub const INVALID_DEVICE_ID: i32 = -1;
     /// §16.1.1 ¶11 `cuda_device::kind`.
     pub const KIND: KindId = KindId::CudaDevice;
+
+    /// §16.1.1 ¶8 `null_pointer<T>()`: the device address no allocation has, which
+    /// [`DeviceAllocator::local`] gives for a null global pointer.
+    pub const fn null_pointer() -> DeviceAddr {
+        0
+    }
 
     /// §16.1.1 ¶16: the device `device_id` as this process's part of a collective
     /// device, or an inactive device for [`CudaDevice::INVALID_DEVICE_ID`]. Collective

@@ -83,7 +83,7 @@ pub use coll::{
 pub use completion::{operation_cx, remote_cx, source_cx};
 pub use device::{
     copy, copy_from_host, copy_from_host_with, copy_to_host, copy_to_host_with, copy_with,
-    CudaDevice, Device, DeviceAllocator,
+    CudaDevice, Device, DeviceAddr, DeviceAllocator, KindError,
 };
 pub use dist_object::{DistId, DistObject};
 pub use future::{make_future, to_future, when_all, Future, FutureValue, Promise};

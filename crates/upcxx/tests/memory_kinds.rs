@@ -13,11 +13,11 @@ use common::{all_gather, panic_text};
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use gex::kinds::{KindError, Mk};
+use gex::kinds::Mk;
 use upcxx::{
     copy, copy_from_host, copy_to_host, copy_to_host_with, copy_with, delete_array, new_array,
-    operation_cx, rank_me, rank_n, remote_cx, source_cx, CudaDevice, CudaDeviceKind,
-    DeviceAllocator, EntryBarrier, GlobalPtr, Promise,
+    operation_cx, rank_me, rank_n, remote_cx, source_cx, CudaDevice, CudaDeviceKind, DeviceAddr,
+    DeviceAllocator, EntryBarrier, GlobalPtr, KindError, Promise,
 };
 
 const MIB: usize = 1 << 20;
@@ -363,6 +363,12 @@ fn the_allocator_allocates_aligned_frees_and_reports_null_when_full() {
             DeviceAllocator::<CudaDevice>::device_id(GlobalPtr::<u64, CudaDeviceKind>::null()),
             CudaDevice::INVALID_DEVICE_ID
         );
+        // §16.1.1 ¶8: a null global pointer's address is the null pointer, which no
+        // allocation has.
+        let null: DeviceAddr =
+            DeviceAllocator::<CudaDevice>::local(GlobalPtr::<u64, CudaDeviceKind>::null());
+        assert_eq!(null, CudaDevice::null_pointer());
+        assert_ne!(raw, CudaDevice::null_pointer());
         // Full: null, and room again after a free.
         assert!(alloc.allocate::<u8>(MIB).is_null());
         alloc.deallocate(a);
