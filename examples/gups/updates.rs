@@ -257,18 +257,5 @@ impl Batches {
 
 /// Element-wise sum of `local` over every rank.
 pub(crate) fn sum_all(local: &[u64]) -> Vec<u64> {
-    let mut total = vec![0u64; local.len()];
-    // SAFETY: both buffers live, unaliased, until the reduction completes, which
-    // `wait` returns after.
-    unsafe {
-        upcxx::reduce_all_buffer(
-            local.as_ptr(),
-            total.as_mut_ptr(),
-            local.len(),
-            op_fast_add,
-            world(),
-        )
-    }
-    .wait();
-    total
+    upcxx::reduce_all_vec(local.to_vec(), op_fast_add, world()).wait()
 }

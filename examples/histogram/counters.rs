@@ -52,20 +52,7 @@ impl Rng {
 
 /// Element-wise sum of `local` over every rank.
 fn sum_all(local: &[u64]) -> Vec<u64> {
-    let mut total = vec![0u64; local.len()];
-    // SAFETY: both buffers live, unaliased, until the reduction completes, which
-    // `wait` returns after.
-    unsafe {
-        upcxx::reduce_all_buffer(
-            local.as_ptr(),
-            total.as_mut_ptr(),
-            local.len(),
-            op_fast_add,
-            world(),
-        )
-    }
-    .wait();
-    total
+    upcxx::reduce_all_vec(local.to_vec(), op_fast_add, world()).wait()
 }
 
 /// This rank's part of the histogram, its sample stream and what it drew so far.
