@@ -184,10 +184,7 @@ impl<T: AtomicType> AtomicDomain<T> {
         let team_arg = self.team.id().to_u64();
         let span = gasp::span!(GASP_UPCXX_ATOMIC_DOMAIN_DESTROY, team_arg);
         match lev {
-            EntryBarrier::User => {
-                let mut ev = team.barrier_nb();
-                crate::progress::wait_until(|| ev.test());
-            }
+            EntryBarrier::User => crate::progress::barrier_with_progress(&team),
             EntryBarrier::Internal => team.barrier_nb().wait(),
             EntryBarrier::None => {}
         }

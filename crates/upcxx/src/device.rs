@@ -244,10 +244,7 @@ impl CudaDevice {
         let (kind, device) = (Self::KIND as i32, self.device_id());
         let span = gasp::span!(GASP_UPCXX_DEVICE_DESTROY, kind, device);
         match lev {
-            EntryBarrier::User => {
-                let mut ev = rt.team.barrier_nb();
-                crate::progress::wait_until(|| ev.test());
-            }
+            EntryBarrier::User => crate::progress::barrier_with_progress(&rt.team),
             EntryBarrier::Internal => rt.team.barrier_nb().wait(),
             EntryBarrier::None => {}
         }

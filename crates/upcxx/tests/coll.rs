@@ -480,11 +480,13 @@ fn bad_roots_and_teams_fail_naming_the_call() {
 }
 
 /// §12.2 ¶8 and §11.3.1 ¶23: `barrier` and `team::split` "will invoke user-level
-/// progress", also when their operation is complete at once (on a team of one, or
+/// progress", and so do the entry barriers of `team::destroy`, `atomic_domain::destroy`
+/// and `cuda_device::destroy` with `entry_barrier::user` (§11.3.1 ¶35, §13.3 ¶18,
+/// §16.1.1 ¶29), also when their barrier is complete at once (on a team of one, or
 /// when every other member arrived first): an RPC a rank sent itself before the call
 /// has run when the call returns.
 #[test]
-fn barrier_and_split_run_rpcs_already_queued() {
+fn barriers_that_make_user_progress_run_rpcs_already_queued() {
     static RAN: AtomicU64 = AtomicU64::new(0);
     fn bump() {
         RAN.fetch_add(1, Ordering::Relaxed);
@@ -506,7 +508,22 @@ fn barrier_and_split_run_rpcs_already_queued() {
                 3,
                 "after a team of one's barrier"
             );
+            let mut ad = upcxx::AtomicDomain::<u64>::new_in(&[upcxx::AtomicOp::Load], &alone);
+            upcxx::rpc_ff(me, bump, ());
+            ad.destroy(EntryBarrier::User);
+            let ran = RAN.load(Ordering::Relaxed);
+            assert_eq!(ran, 4, "after an atomic domain's destruction");
+            upcxx::rpc_ff(me, bump, ());
             alone.destroy(EntryBarrier::User);
+            assert_eq!(RAN.load(Ordering::Relaxed), 5, "after a team's destruction");
+            let mut device = upcxx::CudaDevice::with_kind(gex::kinds::Mk::emulated(0, 1 << 20));
+            upcxx::rpc_ff(me, bump, ());
+            device.destroy(EntryBarrier::User);
+            assert_eq!(
+                RAN.load(Ordering::Relaxed),
+                6,
+                "after a device's destruction"
+            );
             upcxx::finalize();
         });
     }
