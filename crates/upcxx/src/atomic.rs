@@ -153,6 +153,9 @@ impl<T: AtomicType> AtomicDomain<T> {
         let span = gasp::span!(GASP_UPCXX_ATOMIC_DOMAIN_CONSTRUCT, team_arg, dt, bits);
         // An empty set is a domain no operation may use; gex asks for at least one.
         let gex_set = if set.is_empty() { Op::Get.into() } else { set };
+        // `gex`'s creation waits for the team making internal progress only: this
+        // thread's batched RPCs go out first, as internal progress sends them.
+        crate::rpc::send_unsent();
         let gex = gex::AtomicDomain::create(&gex_team, T::DT, gex_set, gex::Flags::NONE);
         gasp::end!(span, team_arg, dt, bits);
         AtomicDomain {
@@ -185,7 +188,7 @@ impl<T: AtomicType> AtomicDomain<T> {
         let span = gasp::span!(GASP_UPCXX_ATOMIC_DOMAIN_DESTROY, team_arg);
         match lev {
             EntryBarrier::User => crate::progress::barrier_with_progress(&team),
-            EntryBarrier::Internal => team.barrier_nb().wait(),
+            EntryBarrier::Internal => crate::progress::wait_internal(team.barrier_nb()),
             EntryBarrier::None => {}
         }
         self.destroyed = true;

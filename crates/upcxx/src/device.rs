@@ -192,7 +192,7 @@ impl CudaDevice {
         let kind = Self::KIND as i32;
         let span = gasp::span!(GASP_UPCXX_DEVICE_CONSTRUCT, kind, device);
         // Every rank takes part, whether or not its device opened.
-        rt.team.barrier_nb().wait();
+        crate::progress::wait_internal(rt.team.barrier_nb());
         gasp::end!(span, kind, device);
         match opened {
             None => Ok(CudaDevice::default()),
@@ -245,7 +245,7 @@ impl CudaDevice {
         let span = gasp::span!(GASP_UPCXX_DEVICE_DESTROY, kind, device);
         match lev {
             EntryBarrier::User => crate::progress::barrier_with_progress(&rt.team),
-            EntryBarrier::Internal => rt.team.barrier_nb().wait(),
+            EntryBarrier::Internal => crate::progress::wait_internal(rt.team.barrier_nb()),
             EntryBarrier::None => {}
         }
         self.mk = None;

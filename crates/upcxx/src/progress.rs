@@ -330,6 +330,17 @@ pub(crate) fn progress_until(mut done: impl FnMut() -> bool) {
     }
 }
 
+/// Waits for `event`, a `gex` collective's, making internal-level progress only (the
+/// `entry_barrier::internal` of a destroy, the barriers of constructors that make
+/// internal progress): this thread's batched RPCs go out first, as internal progress
+/// sends them, since `gex`'s wait polls the network only. Other ranks may be waiting
+/// for them before they join the collective. Nothing joins a batch while `gex` waits:
+/// batches gather a thread's own calls, and replies are sent by user-level progress.
+pub(crate) fn wait_internal(event: gex::Event) {
+    crate::rpc::send_unsent();
+    event.wait();
+}
+
 /// A barrier over `team` that makes user-level progress while it waits, at least once
 /// ([`progress_until`]).
 pub(crate) fn barrier_with_progress(team: &gex::Team) {

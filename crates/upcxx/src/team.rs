@@ -376,7 +376,7 @@ impl Team {
         let span = gasp::span!(GASP_UPCXX_TEAM_DESTROY, team_arg);
         match lev {
             EntryBarrier::User => crate::progress::barrier_with_progress(&team),
-            EntryBarrier::Internal => team.barrier_nb().wait(),
+            EntryBarrier::Internal => crate::progress::wait_internal(team.barrier_nb()),
             EntryBarrier::None => {}
         }
         self.state.destroyed.store(true, Ordering::Release);

@@ -529,6 +529,53 @@ fn barriers_that_make_user_progress_run_rpcs_already_queued() {
     }
 }
 
+/// §12.2 ¶4, §13.3 ¶8, §16.1.1 ¶20: the collectives that make internal-level progress
+/// (an atomic domain's construction, a device's, and the destroys with
+/// `entry_barrier::internal`) send this thread's RPCs that internal progress owes: rank
+/// 0 sends two `rpc_ff`s (the second gathered into a batch) and enters the collective;
+/// rank 1 enters it only once both have run, so it hangs if the batch waits.
+#[test]
+fn collectives_that_make_internal_progress_send_batched_rpcs() {
+    static RAN: AtomicU64 = AtomicU64::new(0);
+    fn bump() {
+        RAN.fetch_add(1, Ordering::Relaxed);
+    }
+    spmd(2, || {
+        upcxx::init();
+        let me = rank_me();
+        let mut step = 0;
+        // Before each collective: rank 0 owes rank 1 two RPCs, rank 1 waits for them.
+        let mut owe = || {
+            step += 2;
+            if me == 0 {
+                upcxx::progress(upcxx::ProgressLevel::User);
+                upcxx::rpc_ff(1, bump, ());
+                upcxx::rpc_ff(1, bump, ());
+            } else {
+                while RAN.load(Ordering::Relaxed) < step {
+                    upcxx::progress(upcxx::ProgressLevel::User);
+                }
+            }
+        };
+        owe();
+        let mut ad = upcxx::AtomicDomain::<u64>::new(&[upcxx::AtomicOp::Load]);
+        owe();
+        ad.destroy(EntryBarrier::Internal);
+        let pair = world().split(0, me as i32);
+        owe();
+        pair.destroy(EntryBarrier::Internal);
+        owe();
+        let mut device = upcxx::CudaDevice::with_kind(gex::kinds::Mk::emulated(0, 1 << 20));
+        owe();
+        device.destroy(EntryBarrier::Internal);
+        upcxx::barrier();
+        if me == 1 {
+            assert_eq!(RAN.load(Ordering::Relaxed), 10);
+        }
+        upcxx::finalize();
+    });
+}
+
 /// §12.2 ¶8 on a team of one, whose barrier is complete as it starts: RPCs that other
 /// ranks sent before it, waiting unpolled in this rank's queues, have run when it
 /// returns. The other ranks send, make sure the RPCs left, then raise a word of rank
