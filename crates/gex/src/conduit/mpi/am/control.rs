@@ -57,13 +57,15 @@ impl MpiConduit {
     pub(super) fn post_control(comm: ffi::MPI_Comm, b: &mut Control) -> ffi::MPI_Request {
         // SAFETY: a null request is overwritten by MPI_Irecv.
         let mut req = unsafe { ffi::RSMPI_REQUEST_NULL };
-        // SAFETY: the box outlives the receive (kept in `State::control_bufs`).
+        // SAFETY: the box outlives the receive (kept in `State::control_bufs`). Bytes,
+        // as control messages are sent (MPI matches type signatures, and the poll reads
+        // the length received in bytes).
         unsafe {
             check(
                 ffi::MPI_Irecv(
                     b.as_mut_ptr().cast(),
-                    4,
-                    ffi::RSMPI_UINT32_T,
+                    std::mem::size_of::<Control>() as c_int,
+                    ffi::RSMPI_UINT8_T,
                     ffi::RSMPI_ANY_SOURCE,
                     TAG_CONTROL,
                     comm,
