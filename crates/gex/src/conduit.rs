@@ -195,6 +195,11 @@ pub(crate) enum AddressError {
     NotMapped,
 }
 
+/// The largest Long payload any conduit carries: a message header holds a payload's
+/// length in 32 bits (the smp queue's slot header, the mpi conduit's records), so a
+/// segment of 4 GiB or more still takes Longs of less than 4 GiB only.
+pub(crate) const LONG_MAX: usize = u32::MAX as usize;
+
 /// The transport used by the `gex` upper half. See the module documentation.
 pub(crate) trait Conduit: Send + Sync + Sized + 'static {
     /// A send buffer claimed by `am_reserve`.
@@ -230,6 +235,7 @@ pub(crate) trait Conduit: Send + Sync + Sized + 'static {
     }
 
     fn am_max_medium(&self) -> usize;
+    /// The largest Long payload: the segment's size, within [`LONG_MAX`].
     fn am_max_long(&self) -> usize;
     /// The largest put or get to a segment not mapped here that gex's RMA calls send
     /// as Active Messages to the owner (`rma/remote.rs`) rather than through

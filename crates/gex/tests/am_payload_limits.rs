@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use common::am::{team, TEAM};
 use common::{poll_until, Errors};
 use gex::am::{lub_reply_long, lub_reply_medium, lub_request_long, lub_request_medium, max_args};
-use gex::testing::spmd;
+use gex::testing::{spmd, spmd_with, SpmdOptions};
 use gex::{AmEntry, AmRole, Client, Flags, LcKind, Segment, Team, Token};
 
 const MB: usize = 1 << 20;
@@ -183,4 +183,54 @@ fn max_payload_queries() {
             client.finalize();
         });
     }
+}
+
+/// A message header holds a Long's length in 32 bits: with a segment of 4 GiB or more
+/// (sparse, nothing touched) the Long limit stays below 4 GiB, and a larger payload,
+/// though its range lies in the segment, is refused naming the call rather than sent
+/// with a truncated length.
+#[test]
+fn longs_stay_below_4_gib_in_larger_segments() {
+    const SEGMENT: usize = 5 << 30;
+    let opts = SpmdOptions {
+        segment_size: SEGMENT,
+        ..SpmdOptions::new(1)
+    };
+    spmd_with(opts, || {
+        common::quiet_expected_panics();
+        let (client, ep, team) = Client::init("AM_LIMITS", Flags::NONE).unwrap();
+        let mut t = [AmEntry::payload(
+            "long",
+            gex::AmCategory::MedLong,
+            AmRole::Request,
+            0,
+            |_, _, _| {},
+        )];
+        ep.register_handlers(&mut t).unwrap();
+        let seg = Segment::attach(&team, SEGMENT).unwrap();
+        let max = team.max_request_long(None, LcKind::Now, Flags::NONE, 0);
+        assert_eq!(max, u32::MAX as usize);
+        assert_eq!(lub_request_long(), max);
+        // The payload is the segment's first bytes (sparse, untouched): the call is
+        // refused before it reads them.
+        // SAFETY: the segment is mapped for `SEGMENT` bytes, more than `max + 1`, and
+        // nothing writes it meanwhile.
+        let payload = unsafe { std::slice::from_raw_parts(seg.addr().cast_const(), max + 1) };
+        let msg = common::expect_panic(
+            &["Team::request_long", "larger than the most a Long"],
+            || {
+                let _ = team.request_long(
+                    0,
+                    t[0].index,
+                    payload,
+                    seg.addr() as usize,
+                    gex::Lc::Now,
+                    Flags::NONE,
+                    &[],
+                );
+            },
+        );
+        assert!(msg.contains(&format!("{} bytes", max + 1)), "{msg}");
+        client.finalize();
+    });
 }

@@ -141,6 +141,14 @@ pub(super) fn check_long(rt: &Runtime, call: &str, dest: Rank, payload: &[u8], d
     if payload.is_empty() {
         return;
     }
+    let max = rt.conduit.am_max_long();
+    if payload.len() > max {
+        panic!(
+            "gex::{call}: a Long payload of {} bytes is larger than the most a Long carries, \
+             {max} bytes (gex_AM_MaxRequestLong)",
+            payload.len()
+        );
+    }
     if let Err(e) = rt.conduit.check_range(dest, dest_addr, payload.len()) {
         crate::rma::address_error(call, dest, dest_addr, payload.len(), e);
     }

@@ -591,7 +591,7 @@ impl Conduit for MpiConduit {
     }
 
     fn am_max_long(&self) -> usize {
-        self.max_segment
+        self.max_segment.min(crate::conduit::LONG_MAX)
     }
 
     #[inline]

@@ -232,7 +232,10 @@ impl Conduit for SmpConduit {
     }
 
     fn am_max_long(&self) -> usize {
-        self.region.layout().segment_size
+        self.region
+            .layout()
+            .segment_size
+            .min(crate::conduit::LONG_MAX)
     }
 
     #[inline]
