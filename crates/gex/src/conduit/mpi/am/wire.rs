@@ -5,6 +5,8 @@
 //! it to its destination before the handler runs; a larger one was put there by RMA
 //! before the record was sent.
 
+use std::ptr::NonNull;
+
 use super::super::MSG_SIZE;
 use crate::conduit::{AmHeader, Category, Rank};
 
@@ -65,22 +67,37 @@ struct WireHeader {
     dest_addr: u64,
 }
 
-/// A message buffer, 16-byte aligned.
-pub(crate) struct Buf(Box<[u128; MSG_SIZE / 16]>);
+/// A message buffer, 16-byte aligned. It owns its allocation as a box would, but holds
+/// it by its raw pointer: the payload pointer of a claimed buffer is handed out through
+/// a shared reference (`Conduit::am_buffer`) and written through, which a pointer made
+/// from a `&Box` may not be.
+pub(crate) struct Buf(NonNull<[u128; MSG_SIZE / 16]>);
+
+// SAFETY: a `Buf` owns its allocation alone, as the box it was made from did.
+unsafe impl Send for Buf {}
 
 impl Buf {
     pub(crate) fn new() -> Buf {
-        Buf(Box::new([0; MSG_SIZE / 16]))
+        let b = Box::into_raw(Box::new([0u128; MSG_SIZE / 16]));
+        // SAFETY: `Box::into_raw` never gives null.
+        Buf(unsafe { NonNull::new_unchecked(b) })
     }
     pub(crate) fn ptr(&mut self) -> *mut u8 {
-        self.0.as_mut_ptr().cast()
+        self.0.as_ptr().cast()
     }
     pub(super) fn const_ptr(&self) -> *const u8 {
-        self.0.as_ptr().cast()
+        self.0.as_ptr().cast_const().cast()
     }
     /// Where a claimed buffer's Medium payload is written.
     pub(crate) fn payload(&self) -> *mut u8 {
-        self.const_ptr().cast_mut().wrapping_add(HEADER)
+        self.0.as_ptr().cast::<u8>().wrapping_add(HEADER)
+    }
+}
+
+impl Drop for Buf {
+    fn drop(&mut self) {
+        // SAFETY: made by `Box::into_raw` in `new`, dropped once.
+        drop(unsafe { Box::from_raw(self.0.as_ptr()) });
     }
 }
 
