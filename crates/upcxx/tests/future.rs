@@ -211,6 +211,40 @@ fn clones_each_get_the_value_and_non_clone_values_move() {
     assert_eq!(b.into_result(), vec![1, 2]);
 }
 
+/// §5.8.2 ¶20: `get_future` may be called any number of times. A promise of no value
+/// (operation completion) serves every future and callback made of it; a value is
+/// copied for several readers by `Future::clone` only, and a second reader of futures
+/// from `get_future` is refused with a message that says so.
+#[test]
+fn every_future_of_a_promise_gets_its_value() {
+    let p = Promise::<()>::new();
+    let ran = Rc::new(Cell::new(0));
+    let r = Rc::clone(&ran);
+    let then = p.get_future().then(move |()| r.set(r.get() + 1));
+    let (f, g) = (p.get_future(), p.get_future());
+    let done = p.finalize();
+    assert_eq!(ran.get(), 1);
+    assert!(then.ready() && f.ready() && g.ready() && done.ready());
+    f.into_result();
+    g.into_result();
+    done.into_result();
+
+    let p = Promise::<u64>::new();
+    let (f, g) = (p.get_future(), p.get_future());
+    let h = g.clone();
+    p.fulfill_result(5);
+    // One clone lets the state copy the value for every reader.
+    assert_eq!((g.into_result(), h.into_result()), (5, 5));
+    assert_eq!(f.into_result(), 5, "the last reader takes the value");
+
+    let p = Promise::<u64>::new();
+    let (f, g) = (p.get_future(), p.get_future());
+    p.fulfill_result(6);
+    let e = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f.into_result()));
+    assert!(panic_message(e.unwrap_err()).contains("Future::clone"));
+    drop(g);
+}
+
 #[test]
 fn result_of_a_non_ready_future_panics() {
     let p: Promise<i32> = Promise::new();

@@ -80,7 +80,11 @@ impl<T: 'static> Promise<T> {
         Future::from_state(Rc::clone(&self.state))
     }
 
-    /// The future of this promise (UPC++ `get_future`).
+    /// The future of this promise (UPC++ `get_future`). Every call gives another future
+    /// of the same state. For a promise of no value (`()`) each gets the value; a value
+    /// of another type is copied for several readers only once one of the futures was
+    /// made by [`Future::clone`] (which knows how to copy it): clone a future rather
+    /// than calling `get_future` again for a second reader.
     pub fn get_future(&self) -> Future<T> {
         Future::from_state(Rc::clone(&self.state))
     }

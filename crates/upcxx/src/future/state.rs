@@ -49,11 +49,19 @@ impl<T: 'static> State<T> {
 
     /// Takes the value for one consumer: a copy while others still need it.
     pub(super) fn take_for_consumer(&self, others_remain: bool) -> T {
+        // `()` is made anew for each consumer: a promise of no value (operation
+        // completion) serves any number of futures and callbacks, as in C++ (§5.8.2 ¶20).
+        if std::any::TypeId::of::<T>() == std::any::TypeId::of::<()>() {
+            return unit_value::<T>().expect("T is ()");
+        }
         if others_remain {
             let clone = self.clone_fn.get().unwrap_or_else(|| {
                 panic!(
-                    "upcxx: a future's value is needed by several consumers but its type is \
-                     not Clone (take each value once)"
+                    "upcxx: a future's value is needed by several consumers (the futures \
+                     of one promise, or a callback and a wait) but none of them was made by \
+                     Future::clone, which alone can copy it: clone a future (for a Clone \
+                     type) rather than calling Promise::get_future again, or take the \
+                     value once"
                 )
             });
             clone(
