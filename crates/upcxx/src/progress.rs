@@ -60,8 +60,9 @@ pub enum ProgressLevel {
 const POLL_SKIPS: u32 = 31;
 
 /// Makes progress (UPC++ `progress`). `ProgressLevel::User` also runs the callbacks,
-/// LPCs and RPCs owed to the personas this thread holds; it may not be called in the
-/// restricted context.
+/// LPCs and RPCs owed to the personas this thread holds; in the restricted context,
+/// where user-level progress "may result in a no-op" (§10.2 ¶2), it makes internal
+/// progress only (waiting there, which would spin on such no-ops, is refused).
 #[track_caller]
 pub fn progress(level: ProgressLevel) {
     crate::runtime::state::check_init("progress");
@@ -79,8 +80,10 @@ fn progress_at(level: ProgressLevel) {
         ProgressLevel::Internal => {
             internal_progress();
         }
+        ProgressLevel::User if thread::in_restricted_context() => {
+            internal_progress();
+        }
         ProgressLevel::User => {
-            check_not_restricted("progress(User)");
             let worked = user_progress() > 0;
             polite(worked);
         }

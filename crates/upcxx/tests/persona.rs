@@ -73,19 +73,32 @@ fn lpc_ff_waits_for_user_progress() {
     });
 }
 
-/// §10.2: waiting inside a callback run by progress fails with a clear message.
+/// §10.2 ¶2-3: inside a callback run by progress, user-level progress is a no-op (the
+/// call makes internal progress only: an LPC queued there waits for the next user-level
+/// progress outside), and waiting, which would spin on such no-ops, fails with a clear
+/// message.
 #[test]
 fn waiting_in_the_restricted_context_fails() {
     spmd(1, || {
         upcxx::init();
         let msg = Arc::new(Mutex::new(String::new()));
         let m = Arc::clone(&msg);
+        let inner = Arc::new(AtomicUsize::new(0));
+        let (i, i2) = (Arc::clone(&inner), Arc::clone(&inner));
         upcxx::lpc_ff(&current_persona(), move || {
             assert!(upcxx::in_restricted_context());
-            let e = std::panic::catch_unwind(|| upcxx::progress(ProgressLevel::User));
+            upcxx::lpc_ff(&current_persona(), move || {
+                i2.fetch_add(1, Ordering::Relaxed);
+            });
+            upcxx::progress(ProgressLevel::User);
+            assert_eq!(i.load(Ordering::Relaxed), 0, "no user-level progress here");
+            let e = std::panic::catch_unwind(|| upcxx::Promise::<()>::new().get_future().wait());
             *m.lock().unwrap() = panic_message(e.unwrap_err());
         });
         upcxx::progress(ProgressLevel::User);
+        while inner.load(Ordering::Relaxed) == 0 {
+            upcxx::progress(ProgressLevel::User);
+        }
         let msg = msg.lock().unwrap().clone();
         assert!(msg.contains("restricted context"), "{msg}");
         assert!(!upcxx::in_restricted_context());
