@@ -421,7 +421,10 @@ impl PersonaScope<'_> {
 impl Drop for PersonaScope<'_> {
     fn drop(&mut self) {
         with_stack(|s| {
-            if s.last() != Some(&self.persona) && !std::thread::panicking() {
+            // The place, not only the persona: a persona may be pushed twice, and the
+            // older scope ending first would release it while the newer holds it.
+            let on_top = s.len() == self.depth + 1 && s.last() == Some(&self.persona);
+            if !on_top && !std::thread::panicking() {
                 panic!("upcxx::PersonaScope: scopes must end in the reverse order they began");
             }
             s.pop();

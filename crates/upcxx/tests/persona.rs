@@ -229,3 +229,31 @@ fn init_and_finalize_are_reference_counted() {
         });
     }
 }
+
+/// §10.5.1: persona scopes end in the reverse order they began; one that ends while a
+/// later scope is still active fails with a message, also when both pushed the same
+/// persona (the older one ending first would release the persona the newer holds).
+#[test]
+fn scopes_that_end_out_of_order_fail() {
+    spmd(1, || {
+        upcxx::init();
+        let out_of_order = |same: bool| {
+            std::thread::spawn(move || {
+                let p = Persona::new();
+                let q = Persona::new();
+                let older = PersonaScope::new(&p);
+                let newer = PersonaScope::new(if same { &p } else { &q });
+                let e = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(older)));
+                std::mem::forget(newer);
+                panic_message(e.expect_err("the older scope ended first"))
+            })
+            .join()
+            .unwrap()
+        };
+        for same in [false, true] {
+            let msg = out_of_order(same);
+            assert!(msg.contains("reverse order"), "{msg}");
+        }
+        upcxx::finalize();
+    });
+}
