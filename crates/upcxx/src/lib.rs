@@ -144,6 +144,11 @@ pub fn block_on<F: std::future::Future>(fut: F) -> F::Output {
                 return v;
             }
         }
+        // At least one user-level progress between two polls: a future that becomes
+        // ready only by progress (an RPC's reply cell, an operation complete at
+        // initiation) wakes its task at once when polled, and the wait below would then
+        // return without making any.
+        progress(ProgressLevel::User);
         progress::wait_until(|| flag.0.load(Ordering::Acquire));
     }
 }

@@ -186,20 +186,34 @@ fn master_persona_can_move_to_another_thread() {
     });
 }
 
-/// Futures implement std::future::Future; block_on drives them with progress.
+/// Futures implement std::future::Future; block_on drives them with progress: an LPC's,
+/// a ready one, an RPC's (a reply cell filled by a message) and an RMA's complete at
+/// initiation (ready after the next progress), on 1 and 2 ranks.
 #[test]
 fn futures_can_be_awaited() {
-    spmd(1, || {
-        upcxx::init();
-        let f = current_persona().lpc(|| 5u32);
-        let v = upcxx::block_on(async move {
-            let a = f.await;
-            let b = upcxx::make_future(a + 1).await;
-            a + b
+    for n in [1, 2] {
+        spmd(n, || {
+            upcxx::init();
+            let f = current_persona().lpc(|| 5u32);
+            let v = upcxx::block_on(async move {
+                let a = f.await;
+                let b = upcxx::make_future(a + 1).await;
+                a + b
+            });
+            assert_eq!(v, 11);
+            let next = (upcxx::rank_me() + 1) % upcxx::rank_n();
+            let word = upcxx::new_(0u64);
+            let v = upcxx::block_on(async move {
+                let x = upcxx::rpc(next, |x: u64| x + 1, (41,)).await;
+                upcxx::rput(x, word).await;
+                upcxx::rget(word).await
+            });
+            assert_eq!(v, 42);
+            upcxx::barrier();
+            upcxx::delete_(word);
+            upcxx::finalize();
         });
-        assert_eq!(v, 11);
-        upcxx::finalize();
-    });
+    }
 }
 
 #[test]
