@@ -75,12 +75,15 @@
 //!   upcxx::rget_with(gp, operation_cx::as_lpc(&upcxx::current_persona(), || ()));
 //!   # }
 //!   ```
-//! * **Notifications happen only during user-level progress** of the initiating
-//!   thread (§7.1 ¶14), even though on shared memory every transfer is finished before
-//!   the call returns. A future from `as_future` is then ready at this thread's next
-//!   user-level progress with no allocation at all (`Future::after_progress`); promise
-//!   fulfilment and LPC enlistment are queued for that progress; a remote RPC is sent
-//!   once the data are at the target and runs in the target's user-level progress.
+//! * **Notifications happen only during user-level progress** (§7.1 ¶14), even though
+//!   on shared memory every transfer is finished before the call returns. A future from
+//!   `as_future` is then ready at this thread's next user-level progress with no
+//!   allocation at all (`Future::after_progress`); promise fulfilment, and an LPC to a
+//!   persona this thread holds, are queued for that progress. An LPC to a persona
+//!   another thread holds is enlisted there when the event occurs (¶9) and runs in
+//!   that persona's user-level progress, whether or not the initiating thread makes
+//!   any. A remote RPC is sent once the data are at the target and runs in the target's
+//!   user-level progress.
 //!   A future from `as_future` for an operation that completes later holds a reply cell
 //!   when its value fits one (`FutureArmed`), which the notification fills in place;
 //!   only a larger value takes a promise and its state.

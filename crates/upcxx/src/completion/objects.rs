@@ -352,11 +352,17 @@ where
     }
 }
 
-/// Enlists `func(values)` on `persona` at this thread's next user-level progress, so
-/// the callback cannot run before the initiator could have learnt of the event (§7.1
-/// ¶14). A persona this thread holds is being progressed right then, so the callback
-/// runs there and then instead of waiting for one more progress call.
+/// Enlists `func(values)` on `persona`, the event having occurred (§7.1 ¶9): the
+/// callback runs in that persona's user-level progress (¶14). A persona another thread
+/// holds gets it now, whether or not this thread makes progress again (a worker that
+/// initiates with a completion aimed at another thread's persona, then ends, §10.4
+/// ¶11). One this thread holds gets it at this thread's next user-level progress, which
+/// runs it there and then, never inside the initiating call.
 fn enlist<V: Send + 'static, F: LpcCallback<V>>(persona: Persona, func: F, values: V) {
+    if !persona.active_with_caller() {
+        persona.lpc_ff(move || func.call(values));
+        return;
+    }
     thread::defer(Box::new(move || {
         if persona.active_with_caller() {
             func.call(values);
