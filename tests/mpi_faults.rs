@@ -16,6 +16,10 @@
 //! * [`a_rank_returning_without_finalize_aborts_the_job`]: `exited before finalize`.
 //! * [`a_killed_rank_ends_the_job`]: `SIGKILL` from outside: `mpirun` notices and ends
 //!   the job naming the rank.
+//! * [`a_signalled_launcher_ends_the_job`]: `SIGTERM` to `upcxx-run --conduit mpi`
+//!   alone (as `kill` or a scheduler sends it): it passes the signal to `mpirun`, which
+//!   ends the ranks, and exits 130; and `SIGKILL` to it: `mpirun` gets `SIGTERM` as its
+//!   parent dies, and ends them too.
 //!
 //! Run: `cargo test --features mpi --test mpi_faults` (`.ci/run` does).
 #![cfg(feature = "mpi")]
@@ -25,10 +29,10 @@ mod common;
 use std::ffi::OsString;
 use std::os::unix::process::ExitStatusExt as _;
 use std::path::{Path, PathBuf};
-use std::process::{Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::Limited;
+use common::{built, Limited};
 use gex::{Client, Flags, Segment};
 
 /// How long a job may take to end once its rank failed (generous: the machine is
@@ -83,6 +87,23 @@ fn read_record(dir: &Path, rank: usize) -> Option<Recorded> {
 /// Runs the job of test `name` with fault `case`; `during` runs once every rank has
 /// recorded itself. Returns the output and what the ranks recorded.
 fn job(name: &str, case: &str, during: impl FnOnce(&[Recorded])) -> (Output, Vec<Recorded>) {
+    job_by(Launcher::Mpirun, name, case, |_, ranks| during(ranks))
+}
+
+/// What starts a job: `mpirun` itself, or `upcxx-run --conduit mpi`, which starts it.
+#[derive(Clone, Copy, PartialEq)]
+enum Launcher {
+    Mpirun,
+    UpcxxRun,
+}
+
+/// [`job`] started by `launcher`; `during` also gets the launcher's pid.
+fn job_by(
+    launcher: Launcher,
+    name: &str,
+    case: &str,
+    during: impl FnOnce(u32, &[Recorded]),
+) -> (Output, Vec<Recorded>) {
     let dir = std::env::temp_dir().join(format!("gex-mpi-faults-{}-{case}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
@@ -97,20 +118,41 @@ fn job(name: &str, case: &str, during: impl FnOnce(&[Recorded])) -> (Output, Vec
             dir.clone().into_os_string(),
         ),
     ];
-    let mut cmd = gex::job::mpirun::command(
-        &Default::default(),
-        RANKS,
-        64 << 20,
-        &env,
-        exe.as_os_str(),
-        &args,
-    )
-    .expect("the mpirun command");
+    let mut cmd = match launcher {
+        Launcher::Mpirun => gex::job::mpirun::command(
+            &Default::default(),
+            RANKS,
+            64 << 20,
+            &env,
+            exe.as_os_str(),
+            &args,
+        )
+        .expect("the mpirun command"),
+        Launcher::UpcxxRun => {
+            let mut cmd = Command::new(built(&["upcxx-run"], "cargo build -p upcxx-run"));
+            cmd.args([
+                "--conduit",
+                "mpi",
+                "-n",
+                &RANKS.to_string(),
+                "--segment-size",
+                "64M",
+            ])
+            .arg(&exe)
+            .args(&args)
+            .envs(env);
+            cmd
+        }
+    };
     // Open MPI's session directory of its own: concurrent mpiruns race on the shared one.
     cmd.env("OMPI_MCA_orte_tmpdir_base", &dir)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    let child = Limited::spawn(&mut cmd, format!("{case}: mpirun"));
+    let what = match launcher {
+        Launcher::Mpirun => "mpirun",
+        Launcher::UpcxxRun => "upcxx-run --conduit mpi",
+    };
+    let child = Limited::spawn(&mut cmd, format!("{case}: {what}"));
     let start = Instant::now();
     let recorded: Vec<Recorded> = loop {
         let all: Vec<Recorded> = (0..RANKS).filter_map(|r| read_record(&dir, r)).collect();
@@ -130,7 +172,7 @@ fn job(name: &str, case: &str, during: impl FnOnce(&[Recorded])) -> (Output, Vec
         }
         std::thread::sleep(Duration::from_millis(20));
     };
-    during(&recorded);
+    during(child.id(), &recorded);
     let fault = Instant::now();
     let pids: Vec<u32> = recorded.iter().map(|r| r.pid).collect();
     let out = child
@@ -273,4 +315,25 @@ fn a_killed_rank_ends_the_job() {
         text.contains("process rank 1 ") && text.contains("signal 9"),
         "{text}"
     );
+}
+
+#[test]
+fn a_signalled_launcher_ends_the_job() {
+    if in_rank() {
+        return;
+    }
+    let name = "a_signalled_launcher_ends_the_job";
+    let (out, recorded) = job_by(Launcher::UpcxxRun, name, "wait", |launcher, _| {
+        // SAFETY: a plain signal to this test's child.
+        unsafe { libc::kill(launcher as i32, libc::SIGTERM) };
+    });
+    let text = check_gone("term", &out, &recorded);
+    assert_eq!(out.status.code(), Some(130), "{text}");
+    let (out, recorded) = job_by(Launcher::UpcxxRun, name, "wait", |launcher, _| {
+        // SAFETY: as above.
+        unsafe { libc::kill(launcher as i32, libc::SIGKILL) };
+    });
+    assert_eq!(out.status.signal(), Some(libc::SIGKILL));
+    // The launcher is gone; its output ends once `mpirun` and the ranks are too.
+    check_gone("kill", &out, &recorded);
 }

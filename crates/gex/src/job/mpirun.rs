@@ -29,9 +29,11 @@
 
 use std::ffi::{OsStr, OsString};
 use std::io;
-use std::os::unix::process::ExitStatusExt as _;
+use std::os::unix::process::{CommandExt as _, ExitStatusExt as _};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rustix::process::{kill_process, Pid, Signal};
@@ -220,6 +222,16 @@ fn command_from(
         export(name, value);
     }
     cmd.arg(program).args(args);
+    // If this process dies without passing a signal on (SIGKILL), the launcher gets
+    // SIGTERM and ends the ranks, rather than running on as an orphan.
+    // SAFETY: the closure runs in the child between fork and exec and only makes one
+    // system call (prctl), which is async-signal-safe.
+    unsafe {
+        cmd.pre_exec(|| {
+            rustix::process::set_parent_process_death_signal(Some(Signal::TERM))?;
+            Ok(())
+        });
+    }
     cmd
 }
 
@@ -230,13 +242,17 @@ pub const LAUNCHER_GRACE: Duration = Duration::from_secs(5);
 /// How often [`wait`] looks whether the launcher ended.
 const LAUNCHER_POLL: Duration = Duration::from_millis(10);
 
-/// Waits for a started launcher to end, or for `limit` to pass: then the launcher gets
-/// `SIGTERM`, and `SIGKILL` after [`LAUNCHER_GRACE`]. Returns the job's exit code: the
-/// launcher's status (128 + the signal that ended it), or
-/// [`EXIT_TIMEOUT`](super::EXIT_TIMEOUT) when the limit ended the job.
+/// Waits for a started launcher to end, for `limit` to pass, or for this process to be
+/// interrupted (`SIGINT` or `SIGTERM` sent to it alone, as `kill` or a scheduler sends
+/// them; from a terminal the launcher gets `SIGINT` itself): then the launcher gets
+/// `SIGTERM`, which it passes on to the ranks, and `SIGKILL` after
+/// [`LAUNCHER_GRACE`]. Returns the job's exit code: the launcher's status (128 + the
+/// signal that ended it), [`EXIT_TIMEOUT`](super::EXIT_TIMEOUT) when the limit ended
+/// the job, or [`EXIT_INTERRUPTED`](super::EXIT_INTERRUPTED) when a signal did (a
+/// second one exits at once, as `upcxx-run`'s own jobs do).
 ///
 /// # Errors
-/// If waiting for the child fails.
+/// If waiting for the child fails, or the signal actions cannot be installed.
 pub fn wait(child: &mut Child, limit: Option<Duration>) -> io::Result<i32> {
     let code = |status: std::process::ExitStatus| {
         status
@@ -244,28 +260,34 @@ pub fn wait(child: &mut Child, limit: Option<Duration>) -> io::Result<i32> {
             .or_else(|| status.signal().map(|s| 128 + s))
             .unwrap_or(1)
     };
-    let Some(limit) = limit else {
-        return child.wait().map(code);
-    };
-    let deadline = Instant::now() + limit;
-    while Instant::now() < deadline {
+    let interrupted = Arc::new(AtomicBool::new(false));
+    let _guard = super::SignalGuard::install(&interrupted)?;
+    // A limit too far ahead to name is none.
+    let deadline = limit.and_then(|limit| Instant::now().checked_add(limit));
+    let ended_by = loop {
         if let Some(status) = child.try_wait()? {
             return Ok(code(status));
         }
+        if interrupted.load(Ordering::Acquire) {
+            break super::EXIT_INTERRUPTED;
+        }
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            break super::EXIT_TIMEOUT;
+        }
         std::thread::sleep(LAUNCHER_POLL);
-    }
+    };
     let pid = Pid::from_raw(child.id() as i32).expect("a child's pid is positive");
     let _ = kill_process(pid, Signal::TERM);
     let grace = Instant::now() + LAUNCHER_GRACE;
     while Instant::now() < grace {
         if child.try_wait()?.is_some() {
-            return Ok(super::EXIT_TIMEOUT);
+            return Ok(ended_by);
         }
         std::thread::sleep(LAUNCHER_POLL);
     }
     let _ = child.kill();
     child.wait()?;
-    Ok(super::EXIT_TIMEOUT)
+    Ok(ended_by)
 }
 
 /// `UPCXX_CONDUIT=mpi UPCXX_RANKS=N program args...`: runs the program as an N-rank
