@@ -190,6 +190,17 @@ fn unaligned_and_overlapping_ranges() {
                 buf[..3].iter().chain(&buf[50..]).all(|&b| b == 0x11),
                 "get wrote outside its buffer"
             );
+            // Zero bytes: nothing is read or written, and the destination may be null (a
+            // pointer valid for zero bytes).
+            // SAFETY: no byte is written.
+            unsafe {
+                team.get_nbi(std::ptr::null_mut(), next, base, 0, Flags::NONE)
+                    .unwrap();
+                team.get_nb(std::ptr::null_mut(), next, base, 0, Flags::NONE)
+                    .unwrap()
+                    .wait();
+            }
+            gex::nbi_wait(EventCategory::GET);
             team.barrier();
             client.finalize();
         });
