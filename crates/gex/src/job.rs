@@ -270,6 +270,7 @@ fn run_ranks(spec: &JobSpec) -> io::Result<JobOutcome> {
     let mut ranks = Ranks {
         children: Vec::with_capacity(spec.ranks),
         done: Vec::with_capacity(spec.ranks),
+        unjoined: None,
     };
     for r in 0..spec.ranks {
         match spawn_rank(spec, r, &region_file) {
@@ -299,6 +300,9 @@ fn run_ranks(spec: &JobSpec) -> io::Result<JobOutcome> {
             break Some((EXIT_INTERRUPTED, "interrupted".to_owned()));
         }
         if let Some(failure) = ranks.poll(&region)? {
+            break Some(failure);
+        }
+        if let Some(failure) = ranks.stranded(&region) {
             break Some(failure);
         }
         if ranks.done.iter().all(|&d| d) {
@@ -358,6 +362,9 @@ struct Ranks {
     children: Vec<Child>,
     /// `done[r]`: rank r has been reaped.
     done: Vec<bool>,
+    /// A rank that exited cleanly without ever joining the job (`Client::init`): a
+    /// success if no rank joins, since the program does not use the layer.
+    unjoined: Option<usize>,
 }
 
 impl Ranks {
@@ -384,6 +391,9 @@ impl Ranks {
                 }
             };
             self.done[r] = true;
+            if status.success() && region.rank_state(r) == RankState::NotStarted {
+                self.unjoined.get_or_insert(r);
+            }
             if let Some((code, report, has_message)) = classify(region, r, n, status) {
                 let better = match &failure {
                     None => true,
@@ -395,6 +405,23 @@ impl Ranks {
             }
         }
         Ok(failure.map(|(code, report, _)| (code, report)))
+    }
+
+    /// The failure of a job that can never start: a rank joined it (`Client::init`,
+    /// collective) while another exited without joining, so the first would wait for
+    /// it in `init` forever.
+    fn stranded(&self, region: &Region) -> Option<(i32, String)> {
+        let gone = self.unjoined?;
+        let n = self.children.len();
+        let joined =
+            (0..n).find(|&r| r != gone && region.rank_state(r) != RankState::NotStarted)?;
+        Some((
+            1,
+            format!(
+                "rank {gone} of {n} exited without joining the job (it never called \
+                 init), so rank {joined}, which did, cannot start"
+            ),
+        ))
     }
 
     /// Stops every rank that is still running: `SIGTERM`, up to [`TERM_GRACE`] to exit,

@@ -160,6 +160,8 @@ fn fake_rank_entry() {
 /// R does it after every rank has started; the others wait forever):
 /// - `ok`: Running, then Finalized, exit 0;
 /// - `noinit`: exit 0 without touching the rank state;
+/// - `unjoined:R`: rank R exits 0 without touching the rank state, the others are
+///   Running (waiting in `init` for it);
 /// - `panic`: record a failure message, exit 101;
 /// - `exit3`: exit 3 while Running;
 /// - `early0`: exit 0 while Running;
@@ -195,7 +197,12 @@ fn fake_rank(mode: &str) -> ! {
         // SAFETY: setting a signal's disposition to SIG_IGN has no preconditions.
         unsafe { libc::signal(libc::SIGTERM, libc::SIG_IGN) };
     }
-    if what != "noinit" {
+    let joins = match what {
+        "noinit" => false,
+        "unjoined" => target != Some(rank),
+        _ => true,
+    };
+    if joins {
         region.set_rank_state(rank, RankState::Running);
     }
     // Record the pid: in a file for the test, then in the region for the other ranks.
@@ -223,7 +230,7 @@ fn fake_rank(mode: &str) -> ! {
             region.set_rank_state(rank, RankState::Finalized);
             std::process::exit(0)
         }
-        "noinit" | "early0" => std::process::exit(0),
+        "noinit" | "early0" | "unjoined" => std::process::exit(0),
         "panic" => {
             region.record_failure(
                 rank,
@@ -373,6 +380,26 @@ fn ranks_that_never_initialize_succeed() {
     let (outcome, pids, _) = run_fake(3, "noinit", None);
     assert!(outcome.success(), "{outcome:?}");
     assert_eq!(pids.len(), 3);
+}
+
+/// A rank that exits cleanly without joining the job while the others joined (they
+/// wait for it in `init`, collective, forever): the job fails at once, naming it.
+#[test]
+fn a_rank_that_never_joins_fails_the_job() {
+    if gex::testing::skip_unless_smp(SMP_LAUNCHER) {
+        return;
+    }
+    for (ranks, target) in [(2, 1), (3, 0)] {
+        let (outcome, pids, elapsed) = run_fake(ranks, &format!("unjoined:{target}"), None);
+        assert_eq!(outcome.exit_code, 1, "{outcome:?}");
+        let report = outcome.failure.expect("failure report");
+        assert!(
+            report.starts_with(&format!("rank {target} of {ranks} exited without joining")),
+            "{report}"
+        );
+        assert_eq!(pids.len(), ranks);
+        assert!(elapsed < Duration::from_secs(5), "took {elapsed:?}");
+    }
 }
 
 #[test]
