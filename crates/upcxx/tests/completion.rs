@@ -220,27 +220,29 @@ fn a_ready_promise_is_rejected() {
 
 /// §7.1 ¶9 and ¶14: an LPC completion is enlisted on its persona when the event occurs
 /// and runs in that persona's user-level progress, whether or not the initiating thread
-/// makes any: a worker thread puts (complete at initiation on shared memory) and gets
-/// with completions aimed at the master persona, then ends without progress.
+/// makes any: a worker thread puts and gets on this rank's own memory (complete at
+/// initiation wherever the ranks are) with completions aimed at the master persona,
+/// then ends without progress. (An operation the network completes later needs its
+/// initiator's progress to complete at all, §10.3.)
 #[test]
 fn lpc_completions_need_no_progress_of_the_initiator() {
     for n in [1, 2] {
         gex::testing::spmd(n, || {
             upcxx::init();
-            let (mine, next) = ring::<u64>(1);
+            let (mine, _) = ring::<u64>(1);
             let master = upcxx::master_persona();
             let got = Arc::new(AtomicU64::new(0));
             let (g1, g2) = (got.clone(), got.clone());
             std::thread::spawn(move || {
                 rput_with(
                     5u64,
-                    next,
+                    mine,
                     operation_cx::as_lpc(&master, move || {
                         g1.fetch_add(1, Ordering::Relaxed);
                     }),
                 );
                 rget_with(
-                    next,
+                    mine,
                     operation_cx::as_lpc(&master, move |_: u64| {
                         g2.fetch_add(10, Ordering::Relaxed);
                     }),
