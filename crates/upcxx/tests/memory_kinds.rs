@@ -369,8 +369,11 @@ fn the_allocator_allocates_aligned_frees_and_reports_null_when_full() {
             DeviceAllocator::<CudaDevice>::local(GlobalPtr::<u64, CudaDeviceKind>::null());
         assert_eq!(null, CudaDevice::null_pointer());
         assert_ne!(raw, CudaDevice::null_pointer());
-        // Full: null, and room again after a free.
+        // Full: null, and room again after a free. A request whose size with its
+        // alignment overflows is null too, not a wrapped small block.
         assert!(alloc.allocate::<u8>(MIB).is_null());
+        assert!(alloc.allocate_aligned::<u8>(usize::MAX, 4).is_null());
+        assert!(alloc.allocate_aligned::<u8>(usize::MAX, 2).is_null());
         alloc.deallocate(a);
         alloc.deallocate(b);
         assert_eq!(alloc.used(), 0);

@@ -42,7 +42,9 @@ impl AllocState {
         let base = self.segment.base();
         let mut heap = self.heap.lock().unwrap_or_else(PoisonError::into_inner);
         // Aligned as a device address (the segment's base is 256-aligned under CUDA).
-        let range = heap.free.allocate_range(len + align as u64 - 1).ok()?;
+        // Room for the alignment too; a request too large to name has no room.
+        let with_alignment = len.checked_add(align as u64 - 1)?;
+        let range = heap.free.allocate_range(with_alignment).ok()?;
         let at = (base + range.start).next_multiple_of(align as u64) - base;
         heap.live.insert(at, range);
         Some(base + at)
