@@ -521,3 +521,41 @@ fn aggregate_completes_with_its_last_member() {
         finalize(&team);
     });
 }
+
+/// An aggregate is its thread's: while one thread has members of an aggregate under
+/// way on one team, another thread's calls on another team neither join nor end it, and
+/// a blocking call there is allowed.
+#[test]
+fn an_aggregate_is_its_threads_own() {
+    spmd(2, || {
+        let team = init("DESIGN_AGGREGATE_THREADS");
+        let (me, n) = (team.rank(), team.size());
+        let other = team.split(Some(0), me as i32, None).expect("a member");
+        let agg = local() | CollFlags::AGGREGATE;
+        let src: Vec<u8> = vec![me as u8 + 1; 4];
+        let mut first = vec![0u8; 4 * n as usize];
+        // SAFETY: the buffers outlive the wait of the aggregate's event.
+        let e1 =
+            unsafe { team.gather_all_nb(first.as_mut_ptr().into(), src.as_ptr().into(), 4, agg) };
+        assert!(e1.is_invalid());
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let mut got = vec![0u8; 4 * n as usize];
+                // SAFETY: both buffers outlive the call, which waits.
+                unsafe {
+                    other.gather_all(got.as_mut_ptr().into(), src.as_ptr().into(), 4, local())
+                };
+                let want: Vec<u8> = (0..n).flat_map(|r| [r as u8 + 1; 4]).collect();
+                assert_eq!(got, want);
+            });
+        });
+        let mut data = vec![0u8; 4];
+        // SAFETY: outlives the wait.
+        unsafe { team.gather_all_nb(data.as_mut_ptr().into(), src.as_ptr().into(), 0, local()) }
+            .wait();
+        let want: Vec<u8> = (0..n).flat_map(|r| [r as u8 + 1; 4]).collect();
+        assert_eq!(first, want);
+        other.destroy();
+        finalize(&team);
+    });
+}

@@ -91,7 +91,8 @@ pub(crate) mod select;
 mod shared;
 mod sync;
 
-use std::sync::{Arc, Mutex};
+use std::cell::RefCell;
+use std::sync::Arc;
 
 pub use flags::{Addr, CollFlags};
 use flags::{Modes, Sync};
@@ -107,9 +108,12 @@ use crate::event::Event;
 use crate::runtime::Runtime;
 use crate::team::Team;
 
-/// The members of the aggregate under way at this rank (handles of the calls with
-/// AGGREGATE since the last call without it).
-static AGGREGATE: Mutex<Vec<Arc<OpHandle>>> = Mutex::new(Vec::new());
+thread_local! {
+    /// The members of the aggregate this thread has under way (handles of its calls
+    /// with AGGREGATE since its last call without it). Per thread: another thread's
+    /// calls, on any team, neither join nor end it.
+    static AGGREGATE: RefCell<Vec<Arc<OpHandle>>> = const { RefCell::new(Vec::new()) };
+}
 
 /// What kind of collective a digest stands for (distinct from the GASNet-EX ones').
 const DIGEST_BASE: u64 = 0x100;
@@ -127,7 +131,7 @@ fn launch(
     let members = if modes.aggregate {
         Vec::new()
     } else {
-        std::mem::take(&mut *AGGREGATE.lock().unwrap_or_else(|e| e.into_inner()))
+        AGGREGATE.with_borrow_mut(std::mem::take)
     };
     let op = sync::Synced::new(
         team.size,
@@ -138,10 +142,7 @@ fn launch(
     );
     let handle = engine::start(rt, team, call, engine::digest(words), Box::new(op));
     if modes.aggregate {
-        AGGREGATE
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(handle);
+        AGGREGATE.with_borrow_mut(|members| members.push(handle));
         Event::invalid()
     } else {
         event_of(handle)

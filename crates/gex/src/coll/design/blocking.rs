@@ -24,11 +24,7 @@ fn check_blocking(call: &str, flags: CollFlags) {
              collectives design, flags); use the non-blocking form"
         );
     }
-    if !AGGREGATE
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .is_empty()
-    {
+    if !AGGREGATE.with_borrow(Vec::is_empty) {
         panic!(
             "gex::{call}: a blocking collective inside an aggregate (a call with AGGREGATE \
              has not yet been followed by the aggregate's last member)"
