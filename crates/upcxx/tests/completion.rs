@@ -222,17 +222,17 @@ fn a_ready_promise_is_rejected() {
 /// and runs in that persona's user-level progress, whether or not the initiating thread
 /// makes any: a worker thread puts and gets on this rank's own memory (complete at
 /// initiation wherever the ranks are) with completions aimed at the master persona,
-/// then ends without progress. (An operation the network completes later needs its
-/// initiator's progress to complete at all, §10.3.)
+/// then ends without progress; and puts to the next rank, which on another host needs
+/// the worker's internal progress to complete at all (§10.3): it discharges, then ends.
 #[test]
 fn lpc_completions_need_no_progress_of_the_initiator() {
     for n in [1, 2] {
         gex::testing::spmd(n, || {
             upcxx::init();
-            let (mine, _) = ring::<u64>(1);
+            let (mine, next) = ring::<u64>(1);
             let master = upcxx::master_persona();
             let got = Arc::new(AtomicU64::new(0));
-            let (g1, g2) = (got.clone(), got.clone());
+            let (g1, g2, g3) = (got.clone(), got.clone(), got.clone());
             std::thread::spawn(move || {
                 rput_with(
                     5u64,
@@ -247,10 +247,21 @@ fn lpc_completions_need_no_progress_of_the_initiator() {
                         g2.fetch_add(10, Ordering::Relaxed);
                     }),
                 );
+                // To the next rank, perhaps on another host: the transfer needs this
+                // thread's internal progress to complete (§10.3), and `discharge` makes
+                // it; the LPC is enlisted at the completion found there.
+                rput_with(
+                    7u64,
+                    next,
+                    operation_cx::as_lpc(&master, move || {
+                        g3.fetch_add(100, Ordering::Relaxed);
+                    }),
+                );
+                upcxx::discharge();
             })
             .join()
             .unwrap();
-            while got.load(Ordering::Relaxed) != 11 {
+            while got.load(Ordering::Relaxed) != 111 {
                 progress(ProgressLevel::User);
             }
             upcxx::barrier();
