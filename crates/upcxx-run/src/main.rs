@@ -364,7 +364,7 @@ fn run(args: RunArgs) -> i32 {
     };
     let outcome = match conduit {
         Conduit::Smp => job::run(&spec),
-        // mpirun handles the signals of the terminal itself.
+        // `mpirun::wait` passes SIGINT and SIGTERM on to mpirun, which ends the ranks.
         Conduit::Mpi => job::with_tool(&spec, mpi::run),
     };
     let code = match outcome {

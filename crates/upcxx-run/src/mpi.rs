@@ -9,7 +9,8 @@
 //! (`GEX_MPI_HOST_RANKS`, `GEX_MPI_THREAD`, `GEX_MPI_STATS`) passed on. The launcher
 //! reports failed ranks and ends the job itself (a rank that dies aborts the job naming
 //! itself); its exit status is the job's. `--timeout` is kept by
-//! `gex::job::mpirun::wait`, which ends the launcher past it (status 124). `--profile`
+//! `gex::job::mpirun::wait`, which ends the launcher past it (status 124), and passes
+//! `SIGINT`/`SIGTERM` sent to `upcxx-run` on to it (status 130). `--profile`
 //! and `--trace` work as with the smp conduit: `gex::job::with_tool` gives the ranks a
 //! directory for their parts and merges them once `mpirun` returns (the directory must
 //! be shared by the hosts of a multi-host job).

@@ -383,7 +383,7 @@ pub fn broadcast_vec_with<T: Pod, C: Completions<BroadcastValue<Vec<T>>>>(
     let id = team.id().to_u64();
     let nbytes = std::mem::size_of_val(buffer.as_slice());
     let span = gasp::span!(GASP_UPCXX_BROADCAST, id, root as i32, nbytes);
-    let (ptr, give_back) = lend(buffer);
+    let (ptr, give_back) = crate::rma::lend(buffer);
     let p = ptr.cast::<u8>();
     // SAFETY: the vector's buffer holds `nbytes` and is the collective's until the
     // event completes: only `give_back`, called then, makes the vector again.
@@ -672,7 +672,7 @@ fn reduce_vec<T: Pod, O: ReduceOp<T>, C: Completions<ReduceValue<Vec<T>>>>(
         check_root(call, root, team);
     }
     let count = values.len();
-    let (ptr, give_back) = lend(values);
+    let (ptr, give_back) = crate::rma::lend(values);
     // SAFETY: the vector's buffer holds `count` elements, source and destination at
     // once (¶25), and is the collective's until the event completes: only
     // `give_back`, called then, makes the vector again.
@@ -681,21 +681,6 @@ fn reduce_vec<T: Pod, O: ReduceOp<T>, C: Completions<ReduceValue<Vec<T>>>>(
             (give_back(),)
         })
     }
-}
-
-/// Lends `v`'s buffer to a collective: its parts, not the vector, are held while the
-/// collective reads and writes through the pointer, and the closure, called once at
-/// operation completion, makes the vector again. If it is never called, the buffer
-/// leaks rather than being freed under the collective.
-fn lend<T: 'static>(v: Vec<T>) -> (*mut T, impl FnOnce() -> Vec<T> + 'static) {
-    let mut v = std::mem::ManuallyDrop::new(v);
-    let (ptr, length, capacity) = (v.as_mut_ptr(), v.len(), v.capacity());
-    let give_back = move || {
-        // SAFETY: the parts of a vector that was not dropped, made into one vector
-        // once (the closure is `FnOnce`), when the collective no longer touches it.
-        unsafe { Vec::from_raw_parts(ptr, length, capacity) }
-    };
-    (ptr, give_back)
 }
 
 #[allow(clippy::too_many_arguments)]

@@ -163,6 +163,22 @@ where
     cxs.completed_at_initiation(rank, values).into_return()
 }
 
+/// Lends `v`'s buffer to an operation that may outlive the call (`rput_vec`,
+/// `rget_into_vec`, the vector collectives): its parts, not the vector, are held while
+/// the operation reads or writes through the pointer, and the closure, called once at
+/// operation completion, makes the vector again. If it is never called, the buffer leaks
+/// rather than being freed under the operation.
+pub(crate) fn lend<T: 'static>(v: Vec<T>) -> (*mut T, impl FnOnce() -> Vec<T> + 'static) {
+    let mut v = std::mem::ManuallyDrop::new(v);
+    let (ptr, length, capacity) = (v.as_mut_ptr(), v.len(), v.capacity());
+    let give_back = move || {
+        // SAFETY: the parts of a vector that was not dropped, made into one vector once
+        // (the closure is `FnOnce`), when the operation no longer touches it.
+        unsafe { Vec::from_raw_parts(ptr, length, capacity) }
+    };
+    (ptr, give_back)
+}
+
 /// Panics naming `call` unless `[addr, addr + len)` is inside the segment of `rank`, a
 /// rank of the job.
 #[inline]

@@ -340,16 +340,8 @@ pub fn rget_into_vec_with<T: Pod, C: Completions<RgetIntoVec<T>>>(
     let len = buf.len() * size_of::<T>();
     let Some(from) = rt.direct_range(rank, addr, len) else {
         return get_later(rt, "rget_into_vec", rank, addr, len, cxs, move || {
-            // The vector's parts, not the vector, are held across the transfer, which
-            // writes through the pointer meanwhile.
-            let mut buf = std::mem::ManuallyDrop::new(buf);
-            let (ptr, length, capacity) = (buf.as_mut_ptr(), buf.len(), buf.capacity());
-            let take = move || {
-                // SAFETY: called once, when the get is complete; the parts are those
-                // of a vector that was not dropped, and nothing writes it any more.
-                (unsafe { Vec::from_raw_parts(ptr, length, capacity) },)
-            };
-            (ptr.cast::<u8>(), take)
+            let (ptr, give_back) = super::lend(buf);
+            (ptr.cast::<u8>(), move || (give_back(),))
         });
     };
     done_here(cxs, rank, move || {

@@ -252,15 +252,8 @@ pub fn rput_vec_with<T: NoUninit, C: Completions<RputVec<T>>>(
         });
     }
     put_later(rt, "rput_vec", rank, addr, len, cxs, move || {
-        // The vector's parts, not the vector, are held while the put reads it.
-        let src = std::mem::ManuallyDrop::new(src);
-        let (ptr, length, capacity) = (src.as_ptr(), src.len(), src.capacity());
-        let take = move || {
-            // SAFETY: called once, at operation completion; the parts are those of a
-            // vector that was not dropped, and the put no longer reads it.
-            (unsafe { Vec::from_raw_parts(ptr.cast_mut(), length, capacity) },)
-        };
-        (ptr.cast::<u8>(), take)
+        let (ptr, give_back) = super::lend(src);
+        (ptr.cast_const().cast::<u8>(), move || (give_back(),))
     })
 }
 
