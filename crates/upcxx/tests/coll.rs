@@ -1,8 +1,9 @@
 //! Collectives (UPC++ spec ch. 12) on 1 to 5 ranks and on split teams: `barrier`,
 //! `barrier_async` (§12.2 ¶6–¶16), `broadcast` of a value, of a buffer and of a lent
 //! vector (¶37–¶43), `reduce_one` and `reduce_all` of a value, of a buffer and of a lent
-//! vector with the `op_fast_*` operations and closures (¶17–¶36), of plain data and of `bool`s and enums, each
-//! completion kind of chapter 7 (future, promise, LPC), and what misuse does.
+//! vector with the `op_fast_*` operations and closures (¶17–¶36), of plain data and of
+//! `bool`s and enums, each completion kind of chapter 7 (future, promise, LPC), and
+//! what misuse does.
 
 mod common;
 
