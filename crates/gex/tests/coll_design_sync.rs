@@ -11,6 +11,7 @@ use common::coll::{attach, finalize, flags, init, local};
 use std::time::{Duration, Instant};
 
 use gex::coll::{set_method, Addr, CollFlags, Method, Operation};
+use gex::ops::{Dt, Op};
 use gex::testing::spmd;
 use gex::{Event, Flags, Rank, Segment, Team};
 
@@ -558,4 +559,168 @@ fn an_aggregate_is_its_threads_own() {
         other.destroy();
         finalize(&team);
     });
+}
+
+/// Every data-movement call of the document, for the IN_ALLSYNC test below: 8-byte
+/// blocks, rooted ones from rank 0, permute to the next rank, prefix reduction as one
+/// `u64` sum; the "i" calls with one image per rank.
+#[derive(Debug, Clone, Copy)]
+enum Movement {
+    Broadcast,
+    Scatter,
+    Gather,
+    GatherAll,
+    GatherAllStaggered,
+    Exchange,
+    Permute,
+    PrefixReduce,
+    BroadcastI,
+    ScatterI,
+    GatherI,
+    GatherAllI,
+    ExchangeI,
+}
+
+impl Movement {
+    const ALL: [Movement; 13] = [
+        Movement::Broadcast,
+        Movement::Scatter,
+        Movement::Gather,
+        Movement::GatherAll,
+        Movement::GatherAllStaggered,
+        Movement::Exchange,
+        Movement::Permute,
+        Movement::PrefixReduce,
+        Movement::BroadcastI,
+        Movement::ScatterI,
+        Movement::GatherI,
+        Movement::GatherAllI,
+        Movement::ExchangeI,
+    ];
+
+    /// Starts the call on `dst` and `src` (each large enough for `n` blocks).
+    ///
+    /// # Safety
+    /// Both must stay valid until the event completes.
+    unsafe fn start(self, team: &Team, dst: *mut u8, src: *mut u8, f: CollFlags) -> Event {
+        let n = team.size();
+        let perm: Vec<Rank> = (0..n).map(|r| (r + 1) % n).collect();
+        let (dl, sl) = ([dst], [src]);
+        let (dl, sl): (&[*mut u8], &[*mut u8]) = (&dl, &sl);
+        set_method(
+            Operation::GatherAll,
+            matches!(self, Movement::GatherAllStaggered).then_some(Method::Staggered),
+        );
+        // SAFETY: passed on to the caller.
+        unsafe {
+            match self {
+                Movement::Broadcast => team.coll_broadcast_nb(0, dst.into(), src.into(), 8, f),
+                Movement::Scatter => team.scatter_nb(0, dst.into(), src.into(), 8, f),
+                Movement::Gather => team.gather_nb(0, dst.into(), src.into(), 8, f),
+                Movement::GatherAll | Movement::GatherAllStaggered => {
+                    team.gather_all_nb(dst.into(), src.into(), 8, f)
+                }
+                Movement::Exchange => team.exchange_nb(dst.into(), src.into(), 8, f),
+                Movement::Permute => team.permute_nb(&perm, dst.into(), src.into(), 8, f),
+                Movement::PrefixReduce => {
+                    team.prefix_reduce_nb(dst.into(), src.into(), Dt::U64, 8, 1, Op::Add, None, f)
+                }
+                Movement::BroadcastI => team.broadcasti_nb(0, dl.into(), src.into(), 8, f),
+                Movement::ScatterI => team.scatteri_nb(0, dl.into(), src.into(), 8, f),
+                Movement::GatherI => team.gatheri_nb(0, dst.into(), sl.into(), 8, f),
+                Movement::GatherAllI => team.gather_alli_nb(dl.into(), sl.into(), 8, f),
+                Movement::ExchangeI => team.exchangei_nb(dl.into(), sl.into(), 8, f),
+            }
+        }
+    }
+
+    /// What rank `me` of `n` holds in its `dst` afterwards, when rank `r`'s `src` holds
+    /// `src(r)` (`n` blocks).
+    fn expected(self, me: Rank, n: Rank, src: impl Fn(Rank) -> Vec<u8>) -> Vec<u8> {
+        let block = |r: Rank, b: Rank| src(r)[b as usize * 8..][..8].to_vec();
+        let all = |f: &dyn Fn(Rank) -> Vec<u8>| (0..n).flat_map(f).collect::<Vec<u8>>();
+        let mut dst = match self {
+            Movement::Broadcast | Movement::BroadcastI => block(0, 0),
+            Movement::Scatter | Movement::ScatterI => block(0, me),
+            Movement::Gather | Movement::GatherI if me == 0 => all(&|r| block(r, 0)),
+            Movement::Gather | Movement::GatherI => Vec::new(),
+            Movement::GatherAll | Movement::GatherAllStaggered | Movement::GatherAllI => {
+                all(&|r| block(r, 0))
+            }
+            Movement::Exchange | Movement::ExchangeI => all(&|r| block(r, me)),
+            Movement::Permute => block((me + n - 1) % n, 0),
+            Movement::PrefixReduce => (0..=me)
+                .map(|r| u64::from_ne_bytes(block(r, 0).try_into().unwrap()))
+                .fold(0u64, u64::wrapping_add)
+                .to_ne_bytes()
+                .to_vec(),
+        };
+        dst.resize(8 * n as usize, 0);
+        dst
+    }
+}
+
+/// IN_ALLSYNC ("Data movement may begin only when all nodes have entered"), for what
+/// a rank moves itself at its call: the last rank, before entering, rewrites every
+/// rank's source (by RMA), each of which has already entered. Every call of the
+/// document moves the rewritten bytes: nothing, not a rank's own block, nor the root's
+/// copy into its own destination, nor a snapshot of a source, is taken at initiation.
+#[test]
+fn in_allsync_reads_sources_only_after_every_rank_entered() {
+    const FLAGS_AT: usize = 0;
+    const SRC_AT: usize = 4096;
+    const DST_AT: usize = 4096 + 1024;
+    for ranks in [2, 3, 5] {
+        spmd(ranks, || {
+            let team = init("DESIGN_IN_ALLSYNC_SOURCES");
+            let (me, n) = (team.rank(), team.size());
+            let last = n - 1;
+            let (seg, bases) = attach(&team, 2 * 4096);
+            team.coll_init(&vec![1; n as usize]);
+            let at = |off: usize| seg.addr().wrapping_add(off);
+            let len = 8 * n as usize;
+            let fresh =
+                |r: Rank| -> Vec<u8> { (0..len).map(|i| (r * 50) as u8 + i as u8 + 1).collect() };
+            let f = flags(
+                CollFlags::IN_ALLSYNC,
+                CollFlags::OUT_MYSYNC,
+                CollFlags::LOCAL,
+            );
+            for op in Movement::ALL {
+                // SAFETY: our own segment, before the barrier that starts the case.
+                unsafe {
+                    std::ptr::write_bytes(at(FLAGS_AT), 0, 8 * n as usize);
+                    std::ptr::write_bytes(at(SRC_AT), 0xEE, len);
+                    std::ptr::write_bytes(at(DST_AT), 0, len);
+                }
+                team.barrier();
+                if me == last {
+                    until("every other rank's entry", || {
+                        // SAFETY: aligned words of our own segment.
+                        (0..last).all(|r| unsafe {
+                            common::read_u64(at(FLAGS_AT + 8 * r as usize) as usize)
+                        } == 1)
+                    });
+                    for r in 0..n {
+                        let to = bases[r as usize] + SRC_AT;
+                        team.put_blocking(r, to, &fresh(r), Flags::NONE).unwrap();
+                    }
+                }
+                // SAFETY: the segment outlives the wait.
+                let ev = unsafe { op.start(&team, at(DST_AT), at(SRC_AT), f) };
+                if me != last {
+                    let flag = bases[last as usize] + FLAGS_AT + 8 * me as usize;
+                    team.put_blocking(last, flag, &1u64.to_ne_bytes(), Flags::NONE)
+                        .unwrap();
+                }
+                ev.wait();
+                // SAFETY: our own segment, after the collective completed here.
+                let got = unsafe { std::slice::from_raw_parts(at(DST_AT), len) };
+                assert_eq!(got, op.expected(me, n, fresh), "{op:?} on {n} ranks");
+                team.barrier();
+            }
+            set_method(Operation::GatherAll, None);
+            finalize(&team);
+        });
+    }
 }

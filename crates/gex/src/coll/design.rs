@@ -22,7 +22,8 @@
 //!
 //! **Sync modes**, exactly as the document defines them:
 //! * IN_ALLSYNC: an entry synchronization (a dissemination barrier inside the
-//!   operation, `sync`) runs before any data moves.
+//!   operation, `sync`) runs before any data moves; the data movement is only built
+//!   then, so not even this rank's own blocks are read or copied before.
 //! * IN_MYSYNC: with messages, a block reaches a rank's destination only after that
 //!   rank's call (a message for an operation not initiated here waits in the engine)
 //!   and leaves a source only from inside its owner's call, so nothing more is needed;
@@ -99,6 +100,7 @@ use flags::{Modes, Sync};
 pub use images::AddrList;
 use select::Method;
 use shared::Pull;
+use sync::Build;
 
 use super::engine::{self, Collective};
 use super::event_of;
@@ -118,7 +120,8 @@ thread_local! {
 /// What kind of collective a digest stands for (distinct from the GASNet-EX ones').
 const DIGEST_BASE: u64 = 0x100;
 
-/// Starts `inner` with the synchronizations `modes` asks for; the event of the call.
+/// Starts the data movement of `inner` with the synchronizations `modes` asks for; the
+/// event of the call.
 #[track_caller]
 fn launch(
     rt: &Runtime,
@@ -126,7 +129,7 @@ fn launch(
     call: &'static str,
     modes: Modes,
     words: &[u64],
-    inner: Box<dyn Collective>,
+    inner: Build,
 ) -> Event {
     let members = if modes.aggregate {
         Vec::new()

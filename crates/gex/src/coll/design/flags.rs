@@ -22,7 +22,9 @@ impl CollFlags {
     /// Data movement in or out of a rank's memory begins no earlier than that rank's
     /// call.
     pub const IN_MYSYNC: CollFlags = CollFlags(1 << 1);
-    /// Data movement begins only when every rank has entered the call.
+    /// Data movement begins only when every rank has entered the call: until its own
+    /// call, any rank may still write any rank's sources and destinations (with RMA, say),
+    /// and the call moves what is there then.
     pub const IN_ALLSYNC: CollFlags = CollFlags(1 << 2);
     /// The sync may succeed at any time, so long as the last rank to sync does not do
     /// so before all data movement has completed.

@@ -8,7 +8,7 @@ use super::images::Images;
 use super::select::{forced, method, Method, Operation};
 use super::shared::Pull;
 use super::CollFlags;
-use super::{gather_all, launch, mapped, pulls, rooted, shared_op, total, tree_of, words};
+use super::{gather_all, launch, mapped, pulls, rooted, shared_op, total, tree_of, words, Build};
 use crate::coll::broadcast::Broadcast;
 use crate::coll::engine::Collective;
 use crate::coll::{check_root, direct_possible, initiation, with_rma};
@@ -182,15 +182,21 @@ impl Team {
         });
         let m = method(Operation::Broadcast, n, nbytes, srcs.is_some());
         let w = movement_words(6, flags, m, Some(root), nbytes, [dst.list(), src.list()]);
-        let inner: Box<dyn Collective> = match (m, srcs) {
-            (Method::Shared, Some(srcs)) => {
-                let from = (srcs[root as usize], 0);
-                let all = pulls::scatter(&Images::one_each(n), me, root, from, &[d], nbytes);
-                shared_op(self, modes, all)
+        let team = *self;
+        let build = move || -> Box<dyn Collective> {
+            match (m, srcs) {
+                (Method::Shared, Some(srcs)) => {
+                    let from = (srcs[root as usize], 0);
+                    let all = pulls::scatter(&Images::one_each(n), me, root, from, &[d], nbytes);
+                    shared_op(&team, modes, all)
+                }
+                // SAFETY: the caller's contract, passed on.
+                _ => Box::new(unsafe { broadcast_messages(rt, &team, m, root, d, s, nbytes) }),
             }
-            // SAFETY: the caller's contract, passed on.
-            _ => Box::new(unsafe { broadcast_messages(rt, self, m, root, d, s, nbytes) }),
         };
+        // SAFETY: `build` captures the call's buffers, which its contract keeps valid
+        // until completion, and owned values.
+        let inner = unsafe { Build::new(build) };
         reported!(
             GASP_UPC_ALL_BROADCAST,
             d,
@@ -233,19 +239,25 @@ impl Team {
         );
         let m = method(Operation::Scatter, n, nbytes, srcs.is_some());
         let w = movement_words(0, flags, m, Some(root), nbytes, [dst.list(), src.list()]);
-        let inner: Box<dyn Collective> = match (m, srcs) {
-            (Method::Shared, Some(srcs)) => {
-                let from = (srcs[root as usize], nbytes);
-                let all = pulls::scatter(&Images::one_each(n), me, root, from, &[d], nbytes);
-                shared_op(self, modes, all)
-            }
-            _ => {
-                let sizes = vec![nbytes; n as usize];
-                let at = layout(rt, self, m, root, &sizes);
-                // SAFETY: the caller's contract, passed on.
-                Box::new(unsafe { rooted::Scatter::new(at, d, s) })
+        let team = *self;
+        let build = move || -> Box<dyn Collective> {
+            match (m, srcs) {
+                (Method::Shared, Some(srcs)) => {
+                    let from = (srcs[root as usize], nbytes);
+                    let all = pulls::scatter(&Images::one_each(n), me, root, from, &[d], nbytes);
+                    shared_op(&team, modes, all)
+                }
+                _ => {
+                    let sizes = vec![nbytes; n as usize];
+                    let at = layout(rt, &team, m, root, &sizes);
+                    // SAFETY: the caller's contract, passed on.
+                    Box::new(unsafe { rooted::Scatter::new(at, d, s) })
+                }
             }
         };
+        // SAFETY: `build` captures the call's buffers, which its contract keeps valid
+        // until completion, and owned values.
+        let inner = unsafe { Build::new(build) };
         reported!(
             GASP_UPC_ALL_SCATTER,
             d,
@@ -280,18 +292,24 @@ impl Team {
         let srcs = mapped(rt, self, CALL, src.list(), |_| nbytes);
         let m = method(Operation::Gather, n, nbytes, srcs.is_some());
         let w = movement_words(1, flags, m, Some(root), nbytes, [dst.list(), src.list()]);
-        let inner: Box<dyn Collective> = match (m, srcs) {
-            (Method::Shared, Some(srcs)) => {
-                let all = pulls::gather(&Images::one_each(n), me, root, &srcs, d, nbytes);
-                shared_op(self, modes, all)
-            }
-            _ => {
-                let sizes = vec![nbytes; n as usize];
-                let at = layout(rt, self, m, root, &sizes);
-                // SAFETY: the caller's contract, passed on.
-                Box::new(unsafe { rooted::Gather::new(at, d, s) })
+        let team = *self;
+        let build = move || -> Box<dyn Collective> {
+            match (m, srcs) {
+                (Method::Shared, Some(srcs)) => {
+                    let all = pulls::gather(&Images::one_each(n), me, root, &srcs, d, nbytes);
+                    shared_op(&team, modes, all)
+                }
+                _ => {
+                    let sizes = vec![nbytes; n as usize];
+                    let at = layout(rt, &team, m, root, &sizes);
+                    // SAFETY: the caller's contract, passed on.
+                    Box::new(unsafe { rooted::Gather::new(at, d, s) })
+                }
             }
         };
+        // SAFETY: `build` captures the call's buffers, which its contract keeps valid
+        // until completion, and owned values.
+        let inner = unsafe { Build::new(build) };
         reported!(
             GASP_UPC_ALL_GATHER,
             d,
@@ -326,20 +344,28 @@ impl Team {
         let m = method(Operation::GatherAll, n, nbytes, srcs.is_some());
         let w = movement_words(2, flags, m, None, nbytes, [dst.list(), src.list()]);
         let chunk = rt.conduit.am_max_medium();
-        let inner: Box<dyn Collective> = match (m, srcs) {
-            (Method::Shared, Some(srcs)) => {
-                let all = pulls::all_to_all(&Images::one_each(n), me, &srcs, 0, &[d], nbytes);
-                shared_op(self, modes, all)
-            }
-            (Method::Staggered, _) => Box::new(
+        let team = *self;
+        let build = move || -> Box<dyn Collective> {
+            match (m, srcs) {
+                (Method::Shared, Some(srcs)) => {
+                    let all = pulls::all_to_all(&Images::one_each(n), me, &srcs, 0, &[d], nbytes);
+                    shared_op(&team, modes, all)
+                }
+                (Method::Staggered, _) => Box::new(
+                    // SAFETY: the caller's contract, passed on.
+                    unsafe {
+                        gather_all_staggered(CALL, &team, &Images::one_each(n), d, s, nbytes)
+                    },
+                ),
                 // SAFETY: the caller's contract, passed on.
-                unsafe { gather_all_staggered(CALL, self, &Images::one_each(n), d, s, nbytes) },
-            ),
-            // SAFETY: the caller's contract, passed on.
-            _ => Box::new(unsafe {
-                gather_all::Dissemination::new(me, n, &vec![nbytes; n as usize], d, s, chunk)
-            }),
+                _ => Box::new(unsafe {
+                    gather_all::Dissemination::new(me, n, &vec![nbytes; n as usize], d, s, chunk)
+                }),
+            }
         };
+        // SAFETY: `build` captures the call's buffers, which its contract keeps valid
+        // until completion, and owned values.
+        let inner = unsafe { Build::new(build) };
         reported!(
             GASP_UPC_ALL_GATHER_ALL,
             d,
@@ -373,36 +399,42 @@ impl Team {
         let srcs = mapped(rt, self, CALL, src.list(), |_| all);
         let m = method(Operation::Exchange, n, nbytes, srcs.is_some());
         let w = movement_words(3, flags, m, None, nbytes, [dst.list(), src.list()]);
-        let inner: Box<dyn Collective> = match (m, srcs) {
-            (Method::Shared, Some(srcs)) => {
-                let one = Images::one_each(n);
-                let all = pulls::all_to_all(&one, me, &srcs, nbytes, &[d], nbytes);
-                shared_op(self, modes, all)
-            }
-            _ => {
-                let at = me as usize * nbytes;
-                // SAFETY: the caller's contract: both hold every block.
-                unsafe { std::ptr::copy(s.add(at), d.add(at), nbytes) };
-                let order = gather_all::Staggered::staggered(me, n);
-                Box::new(gather_all::Staggered::new(
-                    CALL,
-                    d,
-                    order
-                        .clone()
-                        .map(|to| {
-                            (
-                                to,
-                                s.wrapping_add(to as usize * nbytes).cast_const(),
-                                nbytes,
-                            )
-                        })
-                        .collect(),
-                    order
-                        .map(|from| (from, from as usize * nbytes, nbytes))
-                        .collect(),
-                ))
+        let team = *self;
+        let build = move || -> Box<dyn Collective> {
+            match (m, srcs) {
+                (Method::Shared, Some(srcs)) => {
+                    let one = Images::one_each(n);
+                    let all = pulls::all_to_all(&one, me, &srcs, nbytes, &[d], nbytes);
+                    shared_op(&team, modes, all)
+                }
+                _ => {
+                    let at = me as usize * nbytes;
+                    // SAFETY: the caller's contract: both hold every block.
+                    unsafe { std::ptr::copy(s.add(at), d.add(at), nbytes) };
+                    let order = gather_all::Staggered::staggered(me, n);
+                    Box::new(gather_all::Staggered::new(
+                        CALL,
+                        d,
+                        order
+                            .clone()
+                            .map(|to| {
+                                (
+                                    to,
+                                    s.wrapping_add(to as usize * nbytes).cast_const(),
+                                    nbytes,
+                                )
+                            })
+                            .collect(),
+                        order
+                            .map(|from| (from, from as usize * nbytes, nbytes))
+                            .collect(),
+                    ))
+                }
             }
         };
+        // SAFETY: `build` captures the call's buffers, which its contract keeps valid
+        // until completion, and owned values.
+        let inner = unsafe { Build::new(build) };
         reported!(
             GASP_UPC_ALL_EXCHANGE,
             d,
@@ -453,45 +485,52 @@ impl Team {
         args.extend(perm64);
         let w = words(4, flags, m, &args, &[dst.list(), src.list()]);
         let from = inverse[me as usize];
-        let inner: Box<dyn Collective> = match (m, srcs) {
-            (Method::Shared, Some(srcs)) => shared_op(
-                self,
-                modes,
-                (0..n)
-                    .map(|owner| {
-                        let reader = perm[owner as usize];
-                        let dst = if reader == me { d as usize } else { 0 };
-                        (
-                            reader,
-                            Pull {
-                                owner,
-                                src: srcs[owner as usize],
-                                dst,
-                                len: nbytes,
-                            },
-                        )
-                    })
-                    .collect(),
-            ),
-            _ => {
-                let to = perm[me as usize];
-                if to == me {
-                    // SAFETY: the caller's contract.
-                    unsafe { std::ptr::copy(s, d, nbytes) };
+        let targets = perm.to_vec();
+        let team = *self;
+        let build = move || -> Box<dyn Collective> {
+            match (m, srcs) {
+                (Method::Shared, Some(srcs)) => shared_op(
+                    &team,
+                    modes,
+                    (0..n)
+                        .map(|owner| {
+                            let reader = targets[owner as usize];
+                            let dst = if reader == me { d as usize } else { 0 };
+                            (
+                                reader,
+                                Pull {
+                                    owner,
+                                    src: srcs[owner as usize],
+                                    dst,
+                                    len: nbytes,
+                                },
+                            )
+                        })
+                        .collect(),
+                ),
+                _ => {
+                    let to = targets[me as usize];
+                    if to == me {
+                        // SAFETY: the caller's contract.
+                        unsafe { std::ptr::copy(s, d, nbytes) };
+                    }
+                    let sends = if to == me {
+                        Vec::new()
+                    } else {
+                        vec![(to, s.cast_const(), nbytes)]
+                    };
+                    let blocks = if from == me {
+                        Vec::new()
+                    } else {
+                        vec![(from, 0, nbytes)]
+                    };
+                    Box::new(gather_all::Staggered::new(CALL, d, sends, blocks))
                 }
-                let sends = if to == me {
-                    Vec::new()
-                } else {
-                    vec![(to, s.cast_const(), nbytes)]
-                };
-                let blocks = if from == me {
-                    Vec::new()
-                } else {
-                    vec![(from, 0, nbytes)]
-                };
-                Box::new(gather_all::Staggered::new(CALL, d, sends, blocks))
             }
         };
+        // SAFETY: `build` captures the call's buffers, which its contract keeps valid
+        // until completion, and owned values.
+        let inner = unsafe { Build::new(build) };
         let (dd, ss, pp, fl) = (
             d as usize,
             s as usize,

@@ -7,7 +7,7 @@ use super::flags::Addr;
 use super::images::{images_of, mapped_images, AddrList, Fanout};
 use super::movement::{broadcast_messages, gather_all_staggered, layout, movement_words, opening};
 use super::select::{method, Method, Operation};
-use super::{gather_all, launch, mapped, pulls, rooted, shared_op, CollFlags};
+use super::{gather_all, launch, mapped, pulls, rooted, shared_op, Build, CollFlags};
 use crate::coll::engine::Collective;
 use crate::conduit::{Conduit, Rank};
 use crate::event::Event;
@@ -65,21 +65,28 @@ impl Team {
         });
         let m = method(Operation::Broadcast, n, nbytes, srcs.is_some());
         let w = movement_words(7, flags, m, Some(root), nbytes, [dst.list(), src.list()]);
-        let inner: Box<dyn Collective> = match (m, srcs) {
-            (Method::Shared, Some(srcs)) => {
-                let from = (srcs[root as usize], 0);
-                let all = pulls::scatter(&images, me, root, from, &d, nbytes);
-                shared_op(self, modes, all)
-            }
-            _ => {
-                // SAFETY: the caller's contract, passed on (into the first image).
-                let op = unsafe { broadcast_messages(rt, self, m, root, d[0], s, nbytes) };
-                Box::new(Fanout::new(Box::new(op), Vec::new(), replicate(&d, nbytes)))
+        let d0 = d[0];
+        let team = *self;
+        let build = move || -> Box<dyn Collective> {
+            match (m, srcs) {
+                (Method::Shared, Some(srcs)) => {
+                    let from = (srcs[root as usize], 0);
+                    let all = pulls::scatter(&images, me, root, from, &d, nbytes);
+                    shared_op(&team, modes, all)
+                }
+                _ => {
+                    // SAFETY: the caller's contract, passed on (into the first image).
+                    let op = unsafe { broadcast_messages(rt, &team, m, root, d[0], s, nbytes) };
+                    Box::new(Fanout::new(Box::new(op), Vec::new(), replicate(&d, nbytes)))
+                }
             }
         };
+        // SAFETY: `build` captures the call's buffers, which its contract keeps valid
+        // until completion, and owned values.
+        let inner = unsafe { Build::new(build) };
         reported!(
             GASP_UPC_ALL_BROADCAST,
-            d[0],
+            d0,
             s,
             nbytes,
             flags,
@@ -119,30 +126,41 @@ impl Team {
         );
         let m = method(Operation::Scatter, n, nbytes, srcs.is_some());
         let w = movement_words(8, flags, m, Some(root), nbytes, [dst.list(), src.list()]);
-        let inner: Box<dyn Collective> = match (m, srcs) {
-            (Method::Shared, Some(srcs)) => {
-                let from = (srcs[root as usize], nbytes);
-                let all = pulls::scatter(&images, me, root, from, &d, nbytes);
-                shared_op(self, modes, all)
-            }
-            _ => {
-                let mut buf = vec![0u8; sizes[me as usize]];
-                // SAFETY: the caller's contract, passed on; `buf` lives in the
-                // operation until it completes.
-                let op = unsafe {
-                    rooted::Scatter::new(layout(rt, self, m, root, &sizes), buf.as_mut_ptr(), s)
-                };
-                let copies = d
-                    .iter()
-                    .enumerate()
-                    .map(|(k, &to)| (buf.as_ptr() as usize + k * nbytes, to as usize, nbytes))
-                    .collect();
-                Box::new(Fanout::new(Box::new(op), vec![buf], copies))
+        let dl = d.as_ptr();
+        let team = *self;
+        let build = move || -> Box<dyn Collective> {
+            match (m, srcs) {
+                (Method::Shared, Some(srcs)) => {
+                    let from = (srcs[root as usize], nbytes);
+                    let all = pulls::scatter(&images, me, root, from, &d, nbytes);
+                    shared_op(&team, modes, all)
+                }
+                _ => {
+                    let mut buf = vec![0u8; sizes[me as usize]];
+                    // SAFETY: the caller's contract, passed on; `buf` lives in the
+                    // operation until it completes.
+                    let op = unsafe {
+                        rooted::Scatter::new(
+                            layout(rt, &team, m, root, &sizes),
+                            buf.as_mut_ptr(),
+                            s,
+                        )
+                    };
+                    let copies = d
+                        .iter()
+                        .enumerate()
+                        .map(|(k, &to)| (buf.as_ptr() as usize + k * nbytes, to as usize, nbytes))
+                        .collect();
+                    Box::new(Fanout::new(Box::new(op), vec![buf], copies))
+                }
             }
         };
+        // SAFETY: `build` captures the call's buffers, which its contract keeps valid
+        // until completion, and owned values.
+        let inner = unsafe { Build::new(build) };
         reported!(
             GASP_UPC_ALL_SCATTER,
-            d.as_ptr(),
+            dl,
             s,
             nbytes,
             flags,
@@ -175,24 +193,31 @@ impl Team {
         let srcs = mapped_images(rt, self, CALL, &images, src.list(), nbytes);
         let m = method(Operation::Gather, n, nbytes, srcs.is_some());
         let w = movement_words(9, flags, m, Some(root), nbytes, [dst.list(), src.list()]);
-        let inner: Box<dyn Collective> = match (m, srcs) {
-            (Method::Shared, Some(srcs)) => {
-                let all = pulls::gather(&images, me, root, &srcs, d, nbytes);
-                shared_op(self, modes, all)
-            }
-            _ => {
-                // SAFETY: the caller's contract: every image's `src` is readable now.
-                let packed = unsafe { pack(&s, nbytes) };
-                // SAFETY: the caller's contract, passed on; `packed` is read here only.
-                Box::new(unsafe {
-                    rooted::Gather::new(layout(rt, self, m, root, &sizes), d, packed.as_ptr())
-                })
+        let sl = s.as_ptr();
+        let team = *self;
+        let build = move || -> Box<dyn Collective> {
+            match (m, srcs) {
+                (Method::Shared, Some(srcs)) => {
+                    let all = pulls::gather(&images, me, root, &srcs, d, nbytes);
+                    shared_op(&team, modes, all)
+                }
+                _ => {
+                    // SAFETY: the caller's contract: every image's `src` is readable now.
+                    let packed = unsafe { pack(&s, nbytes) };
+                    // SAFETY: the caller's contract, passed on; `packed` is read here only.
+                    Box::new(unsafe {
+                        rooted::Gather::new(layout(rt, &team, m, root, &sizes), d, packed.as_ptr())
+                    })
+                }
             }
         };
+        // SAFETY: `build` captures the call's buffers, which its contract keeps valid
+        // until completion, and owned values.
+        let inner = unsafe { Build::new(build) };
         reported!(
             GASP_UPC_ALL_GATHER,
             d,
-            s.as_ptr(),
+            sl,
             nbytes,
             flags,
             launch(rt, self, CALL, modes, &w, inner)
@@ -226,36 +251,43 @@ impl Team {
         let m = method(Operation::GatherAll, n, nbytes, srcs.is_some());
         let w = movement_words(10, flags, m, None, nbytes, [dst.list(), src.list()]);
         let chunk = rt.conduit.am_max_medium();
-        let inner: Box<dyn Collective> = match (m, srcs) {
-            (Method::Shared, Some(srcs)) => {
-                let all = pulls::all_to_all(&images, me, &srcs, 0, &d, nbytes);
-                shared_op(self, modes, all)
-            }
-            (Method::Staggered, _) => {
-                // SAFETY: the caller's contract: every image's `src` is readable now.
-                let packed = unsafe { pack(&s, nbytes) };
-                // SAFETY: the caller's contract: the first image's `dst` holds every
-                // block; `packed` lives in the operation until it completes.
-                let op = unsafe {
-                    gather_all_staggered(CALL, self, &images, d[0], packed.as_ptr(), nbytes)
-                };
-                Box::new(Fanout::new(Box::new(op), vec![packed], replicate(&d, all)))
-            }
-            _ => {
-                // SAFETY: the caller's contract: every image's `src` is readable now.
-                let packed = unsafe { pack(&s, nbytes) };
-                // SAFETY: the caller's contract, passed on (the first image's `dst`
-                // receives every block); `packed` is read here only.
-                let op = unsafe {
-                    gather_all::Dissemination::new(me, n, &sizes, d[0], packed.as_ptr(), chunk)
-                };
-                Box::new(Fanout::new(Box::new(op), Vec::new(), replicate(&d, all)))
+        let (dl, sl) = (d.as_ptr(), s.as_ptr());
+        let team = *self;
+        let build = move || -> Box<dyn Collective> {
+            match (m, srcs) {
+                (Method::Shared, Some(srcs)) => {
+                    let all = pulls::all_to_all(&images, me, &srcs, 0, &d, nbytes);
+                    shared_op(&team, modes, all)
+                }
+                (Method::Staggered, _) => {
+                    // SAFETY: the caller's contract: every image's `src` is readable now.
+                    let packed = unsafe { pack(&s, nbytes) };
+                    // SAFETY: the caller's contract: the first image's `dst` holds every
+                    // block; `packed` lives in the operation until it completes.
+                    let op = unsafe {
+                        gather_all_staggered(CALL, &team, &images, d[0], packed.as_ptr(), nbytes)
+                    };
+                    Box::new(Fanout::new(Box::new(op), vec![packed], replicate(&d, all)))
+                }
+                _ => {
+                    // SAFETY: the caller's contract: every image's `src` is readable now.
+                    let packed = unsafe { pack(&s, nbytes) };
+                    // SAFETY: the caller's contract, passed on (the first image's `dst`
+                    // receives every block); `packed` is read here only.
+                    let op = unsafe {
+                        gather_all::Dissemination::new(me, n, &sizes, d[0], packed.as_ptr(), chunk)
+                    };
+                    Box::new(Fanout::new(Box::new(op), Vec::new(), replicate(&d, all)))
+                }
             }
         };
+        // SAFETY: `build` captures the call's buffers, which its contract keeps valid
+        // until completion, and owned values.
+        let inner = unsafe { Build::new(build) };
         reported!(
             GASP_UPC_ALL_GATHER_ALL,
-            d.as_ptr(),
-            s.as_ptr(),
+            dl,
+            sl,
             nbytes,
             flags,
             launch(rt, self, CALL, modes, &w, inner)
@@ -289,85 +321,92 @@ impl Team {
         let m = method(Operation::Exchange, n, nbytes, srcs.is_some());
         let w = movement_words(11, flags, m, None, nbytes, [dst.list(), src.list()]);
         let (mine, first) = (images.of(me), images.first(me));
-        let inner: Box<dyn Collective> = match (m, srcs) {
-            (Method::Shared, Some(srcs)) => {
-                let all = pulls::all_to_all(&images, me, &srcs, nbytes, &d, nbytes);
-                shared_op(self, modes, all)
-            }
-            _ => {
-                // Blocks between this rank's own images.
-                for (k, &from) in s.iter().enumerate() {
-                    for (j, &to) in d.iter().enumerate() {
-                        // SAFETY: the caller's contract: every image's `src` and `dst`
-                        // hold every block, and no two images' areas overlap.
-                        unsafe {
-                            std::ptr::copy(
-                                from.add((first + j) * nbytes),
-                                to.add((first + k) * nbytes),
-                                nbytes,
-                            )
-                        };
-                    }
+        let (dl, sl) = (d.as_ptr(), s.as_ptr());
+        let team = *self;
+        let build = move || -> Box<dyn Collective> {
+            match (m, srcs) {
+                (Method::Shared, Some(srcs)) => {
+                    let all = pulls::all_to_all(&images, me, &srcs, nbytes, &d, nbytes);
+                    shared_op(&team, modes, all)
                 }
-                // To each rank `q`: for each of my images, the blocks of q's images.
-                let order = gather_all::Staggered::staggered(me, n);
-                let packed: Vec<Vec<u8>> = (0..n)
-                    .map(|q| {
-                        if q == me {
-                            return Vec::new();
-                        }
-                        let (at, len) = (images.first(q) * nbytes, images.of(q) * nbytes);
-                        let mut buf = Vec::with_capacity(mine * len);
-                        for &from in &s {
-                            // SAFETY: the caller's contract: every image's `src` holds
-                            // every block.
-                            buf.extend_from_slice(unsafe {
-                                std::slice::from_raw_parts(from.add(at), len)
-                            });
-                        }
-                        buf
-                    })
-                    .collect();
-                // From each rank `r`: for each of r's images `i`, the blocks of mine,
-                // at `first(r) * mine * nbytes` of `received`.
-                let received_len = all.checked_mul(mine).unwrap_or_else(|| {
-                    panic!("gex::{CALL}: {mine} images' blocks overflow the address space")
-                });
-                let mut received = vec![0u8; received_len];
-                let base = received.as_mut_ptr() as usize;
-                let mut copies = Vec::new();
-                for r in order.clone() {
-                    for i in 0..images.of(r) {
+                _ => {
+                    // Blocks between this rank's own images.
+                    for (k, &from) in s.iter().enumerate() {
                         for (j, &to) in d.iter().enumerate() {
-                            let from = base + ((images.first(r) + i) * mine + j) * nbytes;
-                            let to = to as usize + (images.first(r) + i) * nbytes;
-                            copies.push((from, to, nbytes));
+                            // SAFETY: the caller's contract: every image's `src` and `dst`
+                            // hold every block, and no two images' areas overlap.
+                            unsafe {
+                                std::ptr::copy(
+                                    from.add((first + j) * nbytes),
+                                    to.add((first + k) * nbytes),
+                                    nbytes,
+                                )
+                            };
                         }
                     }
-                }
-                let op = gather_all::Staggered::new(
-                    CALL,
-                    received.as_mut_ptr(),
-                    order
-                        .clone()
-                        .map(|q| (q, packed[q as usize].as_ptr(), packed[q as usize].len()))
-                        .collect(),
-                    order
-                        .map(|r| {
-                            let at = images.first(r) * mine * nbytes;
-                            (r, at, images.of(r) * mine * nbytes)
+                    // To each rank `q`: for each of my images, the blocks of q's images.
+                    let order = gather_all::Staggered::staggered(me, n);
+                    let packed: Vec<Vec<u8>> = (0..n)
+                        .map(|q| {
+                            if q == me {
+                                return Vec::new();
+                            }
+                            let (at, len) = (images.first(q) * nbytes, images.of(q) * nbytes);
+                            let mut buf = Vec::with_capacity(mine * len);
+                            for &from in &s {
+                                // SAFETY: the caller's contract: every image's `src` holds
+                                // every block.
+                                buf.extend_from_slice(unsafe {
+                                    std::slice::from_raw_parts(from.add(at), len)
+                                });
+                            }
+                            buf
                         })
-                        .collect(),
-                );
-                let mut buffers = packed;
-                buffers.push(received);
-                Box::new(Fanout::new(Box::new(op), buffers, copies))
+                        .collect();
+                    // From each rank `r`: for each of r's images `i`, the blocks of mine,
+                    // at `first(r) * mine * nbytes` of `received`.
+                    let received_len = all.checked_mul(mine).unwrap_or_else(|| {
+                        panic!("gex::{CALL}: {mine} images' blocks overflow the address space")
+                    });
+                    let mut received = vec![0u8; received_len];
+                    let base = received.as_mut_ptr() as usize;
+                    let mut copies = Vec::new();
+                    for r in order.clone() {
+                        for i in 0..images.of(r) {
+                            for (j, &to) in d.iter().enumerate() {
+                                let from = base + ((images.first(r) + i) * mine + j) * nbytes;
+                                let to = to as usize + (images.first(r) + i) * nbytes;
+                                copies.push((from, to, nbytes));
+                            }
+                        }
+                    }
+                    let op = gather_all::Staggered::new(
+                        CALL,
+                        received.as_mut_ptr(),
+                        order
+                            .clone()
+                            .map(|q| (q, packed[q as usize].as_ptr(), packed[q as usize].len()))
+                            .collect(),
+                        order
+                            .map(|r| {
+                                let at = images.first(r) * mine * nbytes;
+                                (r, at, images.of(r) * mine * nbytes)
+                            })
+                            .collect(),
+                    );
+                    let mut buffers = packed;
+                    buffers.push(received);
+                    Box::new(Fanout::new(Box::new(op), buffers, copies))
+                }
             }
         };
+        // SAFETY: `build` captures the call's buffers, which its contract keeps valid
+        // until completion, and owned values.
+        let inner = unsafe { Build::new(build) };
         reported!(
             GASP_UPC_ALL_EXCHANGE,
-            d.as_ptr(),
-            s.as_ptr(),
+            dl,
+            sl,
             nbytes,
             flags,
             launch(rt, self, CALL, modes, &w, inner)

@@ -17,7 +17,7 @@ use super::super::engine::{Collective, Msg, Outbox};
 use super::super::reduce::{ReduceFn, Reduction};
 use super::flags::Addr;
 use super::select::{method, Method, Operation};
-use super::{launch, words, CollFlags};
+use super::{launch, words, Build, CollFlags};
 use crate::coll::{initiation, reduction_type};
 use crate::conduit::{Conduit, Rank};
 use crate::event::Event;
@@ -190,7 +190,8 @@ impl Team {
     /// [`reduce_to_all_nb`](Team::reduce_to_all_nb).
     ///
     /// # Safety
-    /// `src` must be readable for `dt_size * dt_count` bytes during the call, `dst`
+    /// `src` must be readable for `dt_size * dt_count` bytes during the call (with
+    /// IN_ALLSYNC, until the event completes: it is read once every rank entered), `dst`
     /// writable for as many until the event completes (SINGLE: this rank's entries are
     /// used; they are read and written here only).
     #[allow(clippy::too_many_arguments)]
@@ -229,19 +230,14 @@ impl Team {
         } else {
             Shape::Chain
         };
-        // SAFETY: the caller's contract, passed on.
-        let inner = Box::new(unsafe {
-            Scan::new(
-                shape,
-                me,
-                n,
-                reduction,
-                d,
-                s,
-                len,
-                rt.conduit.am_max_medium(),
-            )
-        });
+        let chunk = rt.conduit.am_max_medium();
+        let build = move || -> Box<dyn Collective> {
+            // SAFETY: the caller's contract, passed on.
+            Box::new(unsafe { Scan::new(shape, me, n, reduction, d, s, len, chunk) })
+        };
+        // SAFETY: `build` captures the call's buffers, which its contract keeps valid
+        // until completion, and owned values.
+        let inner = unsafe { Build::new(build) };
         let func = user.map_or(0, |(f, _)| f as usize);
         let (dd, ss, opi, fl, rtype) = (
             d as usize,

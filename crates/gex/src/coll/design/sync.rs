@@ -5,6 +5,11 @@
 //! Both synchronizations are dissemination barriers run in the operation's own messages
 //! (tags above [`INNER_TAGS`]), so they cost `ceil(log2 n)` rounds of empty messages
 //! and nothing outside the operation waits for them.
+//!
+//! Under IN_ALLSYNC the data movement is not even built before the entry rounds end:
+//! building it reads this rank's sources (the root's copy into its own destination, a
+//! rank's own block, the snapshots and packing of the message methods), and any rank
+//! may still write them, through RMA, until it has entered itself.
 
 use std::sync::Arc;
 
@@ -60,10 +65,32 @@ impl Rounds {
     }
 }
 
+/// How to build a call's data movement: at once, or after the entry synchronization.
+pub(crate) struct Build(Box<dyn FnOnce() -> Box<dyn Collective>>);
+
+// SAFETY: `Build::new`'s contract: what the closure captures may move to another thread.
+unsafe impl Send for Build {}
+
+impl Build {
+    /// # Safety
+    /// `build` may run on another thread than the caller's (whichever completes the
+    /// entry synchronization), at any time until the operation completes: what it
+    /// captures must be fit to move there, raw pointers included (the call's buffers,
+    /// which its contract keeps valid until completion).
+    pub(crate) unsafe fn new(build: impl FnOnce() -> Box<dyn Collective> + 'static) -> Build {
+        Build(Box::new(build))
+    }
+}
+
 /// A collective with its synchronizations.
 pub(crate) struct Synced {
     entry: Option<Rounds>,
-    inner: Box<dyn Collective>,
+    /// The data movement, once built.
+    inner: Option<Box<dyn Collective>>,
+    /// Until then: how to build it, and its messages that came first (from ranks whose
+    /// entry rounds ended before this rank's).
+    build: Option<Build>,
+    early: Vec<Msg>,
     inner_done: bool,
     exit: Option<Rounds>,
     /// The earlier members of an aggregate this operation is the last of.
@@ -71,18 +98,26 @@ pub(crate) struct Synced {
 }
 
 impl Synced {
-    /// `inner` after an entry synchronization (`entry`), followed by an exit one
-    /// (`exit`), complete only once `members` are.
+    /// The data movement of `build` after an entry synchronization (`entry`; built only
+    /// then, else at once), followed by an exit one (`exit`), complete only once
+    /// `members` are.
     pub(crate) fn new(
         n: Rank,
         entry: bool,
-        inner: Box<dyn Collective>,
+        build: Build,
         exit: bool,
         members: Vec<Arc<OpHandle>>,
     ) -> Synced {
+        let (inner, build) = if entry {
+            (None, Some(build))
+        } else {
+            (Some((build.0)()), None)
+        };
         Synced {
             entry: entry.then(|| Rounds::new(ENTRY, n)),
             inner,
+            build,
+            early: Vec::new(),
             inner_done: false,
             exit: exit.then(|| Rounds::new(EXIT, n)),
             members,
@@ -94,7 +129,12 @@ impl Collective for Synced {
     fn deliver(&mut self, msg: Msg) {
         let (which, round) = (msg.tag / INNER_TAGS, (msg.tag % INNER_TAGS) as usize);
         let rounds = match which {
-            0 => return self.inner.deliver(msg),
+            0 => {
+                return match &mut self.inner {
+                    Some(inner) => inner.deliver(msg),
+                    None => self.early.push(msg),
+                }
+            }
             ENTRY => self.entry.as_mut(),
             EXIT => self.exit.as_mut(),
             _ => None,
@@ -115,8 +155,16 @@ impl Collective for Synced {
                 return false;
             }
         }
+        let inner = self.inner.get_or_insert_with(|| {
+            let build = self.build.take().expect("a data movement to build");
+            let mut inner = (build.0)();
+            for msg in self.early.drain(..) {
+                inner.deliver(msg);
+            }
+            inner
+        });
         if !self.inner_done {
-            if !self.inner.advance(out) {
+            if !inner.advance(out) {
                 return false;
             }
             self.inner_done = true;
