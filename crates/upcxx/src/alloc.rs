@@ -9,17 +9,23 @@
 //! is, as C++ throws `std::bad_alloc`.
 //!
 //! ```
-//! use upcxx::{delete_, new_, GlobalPtr};
+//! use upcxx::{delete_, delete_unchecked, new_, GlobalPtr};
 //!
 //! upcxx::init();
-//! let gp: GlobalPtr<String> = new_(String::from("shared"));
+//! let gp: GlobalPtr<[f64; 4]> = new_([1.5; 4]);
 //! // SAFETY: this rank owns the object and nobody else has seen the pointer.
-//! assert_eq!(unsafe { &*gp.local() }, "shared");
-//! delete_(gp); // drops the String, frees the block
+//! assert_eq!(unsafe { (*gp.local())[3] }, 1.5);
+//! delete_(gp); // frees the block
+//!
+//! let s: GlobalPtr<String> = new_(String::from("shared"));
+//! // SAFETY: nobody else has seen the pointer, so the object is still the String that
+//! // `new_` built.
+//! unsafe { delete_unchecked(s) }; // drops the String, frees the block
 //! upcxx::finalize();
 //! ```
 //!
-//! The heap, its block headers and what a free checks are `alloc/heap.rs`. Allocation
+//! The heap, its block headers and what a free checks are `alloc/heap.rs`; none of its
+//! bookkeeping lives in the segment, so no write to the segment can corrupt it. Allocation
 //! sits on global pointers and the runtime state.
 //!
 //! # Differences from C++
@@ -27,6 +33,11 @@
 //! * `new_<T>(args...)` takes the value: `new_(T::new(args))`. The `nothrow` overloads
 //!   are [`try_new_`] and [`try_new_array`] (returning `Option`, the value dropped on
 //!   failure).
+//! * [`delete_`] and [`delete_array`] take only types without a destructor (drop glue):
+//!   any rank may overwrite the segment with a safe `rput`, so a destructor could run on
+//!   bytes that are no valid `T` (a `String` whose pointer a peer replaced). For types
+//!   with one, [`delete_unchecked`] and [`delete_array_unchecked`] drop and free, and
+//!   are `unsafe`: the program vouches that the object is intact.
 //! * [`new_array`] needs `T: Default` (the spec's DefaultConstructible);
 //!   [`new_array_with`] builds each element with a closure. If a constructor panics, the
 //!   elements built so far are dropped in reverse order and the block is freed (§4.2
@@ -36,7 +47,8 @@
 //!   [`allocate_typed`] with the default alignment, `align_of::<T>()`. All are freed by
 //!   [`deallocate`]. The precondition that `size` be a multiple of the alignment
 //!   is not needed and not enforced.
-//! * Every block is aligned to at least 16 bytes, as `malloc` is.
+//! * Every block is aligned to at least 16 bytes, as `malloc` is, and to at most the
+//!   segment's size rounded up to a power of two, or 1 GiB.
 //! * [`shared_segment_size`] and [`shared_segment_used`] come from later UPC++ releases
 //!   (not draft 10).
 
@@ -181,65 +193,139 @@ pub fn try_new_array_with<T>(n: usize, mut init: impl FnMut(usize) -> T) -> Opti
     Some(to_global(CALL, user))
 }
 
-/// UPC++ spec §4.2 ¶21 `delete_`: drops the object `gp` points to and frees its block.
-/// Does nothing for null.
+/// UPC++ spec §4.2 ¶21 `delete_`: frees the block of the object `gp` points to, which
+/// has no destructor to run (`T` has no drop glue: a type with one does not compile
+/// here; see [`delete_unchecked`]). Does nothing for null.
 ///
 /// # Panics
 /// If `gp` was not returned by [`new_`]/[`try_new_`] on this rank for a type of `T`'s
 /// size and alignment, or was already freed (see the [module docs](self) for what is
-/// detected), or UPC++ is not initialized. A panic of `T`'s destructor propagates after
-/// the block is freed.
+/// detected), or UPC++ is not initialized.
+///
+/// A type with a destructor is refused when the program is built:
+///
+/// ```compile_fail,E0080
+/// let s = upcxx::new_(String::from("shared"));
+/// upcxx::delete_(s);
+/// ```
 #[track_caller]
 pub fn delete_<T>(gp: GlobalPtr<T>) {
-    const CALL: &str = "delete_";
+    const {
+        assert!(
+            !std::mem::needs_drop::<T>(),
+            "upcxx::delete_: the type has a destructor, which would run on bytes any rank \
+             may have overwritten; free it with the unsafe delete_unchecked"
+        )
+    };
+    // SAFETY: `T` has no drop glue: dropping it does nothing, whatever its bytes.
+    unsafe { free_object("delete_", gp) }
+}
+
+/// `delete_` for a type with a destructor: drops the object `gp` points to and frees
+/// its block. Does nothing for null.
+///
+/// # Safety
+/// The object must still be a valid `T`: since [`new_`] built it, nothing (no `rput`,
+/// atomic, copy or pointer of another type, on any rank) may have written its bytes
+/// but as a valid `T`. Dropping it on this thread must be sound (`T: Send`, or built
+/// on this thread).
+///
+/// # Panics
+/// As [`delete_`]. A panic of `T`'s destructor propagates after the block is freed.
+#[track_caller]
+pub unsafe fn delete_unchecked<T>(gp: GlobalPtr<T>) {
+    // SAFETY: the caller's contract.
+    unsafe { free_object("delete_unchecked", gp) }
+}
+
+/// Drops the object of a `new_` block and frees it, for `call`.
+///
+/// # Safety
+/// As [`delete_unchecked`].
+#[track_caller]
+unsafe fn free_object<T>(call: &str, gp: GlobalPtr<T>) {
     if gp.is_null() {
         return;
     }
-    let heap = heap(CALL);
-    let user = own_local(CALL, gp);
+    let heap = heap(call);
+    let user = own_local(call, gp);
     heap.retire(
-        CALL,
+        call,
         user,
         Form::New,
         Some((size_of::<T>(), align_of::<T>())),
     );
     let _release = ReleaseOnDrop { heap, user };
     // SAFETY: `retire` proved this is a live `new_` block of a `T`-sized, `T`-aligned
-    // object, which `new_` initialized, and made this the only caller freeing it.
+    // object, which `new_` initialized, and made this the only caller freeing it; the
+    // caller's contract: it is still a valid `T`, fit to drop here.
     unsafe { (user as *mut T).drop_in_place() };
 }
 
-/// UPC++ spec §4.2 ¶26 `delete_array`: drops every element of the array `gp` points to
-/// and frees its block. Does nothing for null.
+/// UPC++ spec §4.2 ¶26 `delete_array`: frees the block of the array `gp` points to,
+/// whose elements have no destructor to run (`T` has no drop glue: a type with one does
+/// not compile here; see [`delete_array_unchecked`]). Does nothing for null.
 ///
 /// # Panics
 /// If `gp` was not returned by [`new_array`] (or its variants) on this rank for a type
-/// of `T`'s size and alignment, or was already freed, or UPC++ is not initialized. A
-/// panic of `T`'s destructor propagates after the remaining elements are dropped and
-/// the block is freed.
+/// of `T`'s size and alignment, or was already freed, or UPC++ is not initialized.
 #[track_caller]
 pub fn delete_array<T>(gp: GlobalPtr<T>) {
-    const CALL: &str = "delete_array";
+    const {
+        assert!(
+            !std::mem::needs_drop::<T>(),
+            "upcxx::delete_array: the type has a destructor, which would run on bytes any \
+             rank may have overwritten; free it with the unsafe delete_array_unchecked"
+        )
+    };
+    // SAFETY: `T` has no drop glue: dropping the elements does nothing, whatever their
+    // bytes.
+    unsafe { free_array("delete_array", gp) }
+}
+
+/// `delete_array` for an element type with a destructor: drops every element of the
+/// array `gp` points to and frees its block. Does nothing for null.
+///
+/// # Safety
+/// Every element must still be a valid `T`, as for [`delete_unchecked`].
+///
+/// # Panics
+/// As [`delete_array`]. A panic of `T`'s destructor propagates after the remaining
+/// elements are dropped and the block is freed.
+#[track_caller]
+pub unsafe fn delete_array_unchecked<T>(gp: GlobalPtr<T>) {
+    // SAFETY: the caller's contract.
+    unsafe { free_array("delete_array_unchecked", gp) }
+}
+
+/// Drops the elements of a `new_array` block and frees it, for `call`.
+///
+/// # Safety
+/// As [`delete_array_unchecked`].
+#[track_caller]
+unsafe fn free_array<T>(call: &str, gp: GlobalPtr<T>) {
     if gp.is_null() {
         return;
     }
-    let heap = heap(CALL);
-    let user = own_local(CALL, gp);
+    let heap = heap(call);
+    let user = own_local(call, gp);
     let n = heap.retire(
-        CALL,
+        call,
         user,
         Form::Array,
         Some((size_of::<T>(), align_of::<T>())),
     );
     let _release = ReleaseOnDrop { heap, user };
     // SAFETY: `retire` proved this is a live `new_array` block of `n` initialized
-    // elements of `T`'s size and alignment, and made this the only caller freeing it.
+    // elements of `T`'s size and alignment, and made this the only caller freeing it;
+    // the caller's contract: they are still valid, fit to drop here.
     unsafe { std::ptr::slice_from_raw_parts_mut(user as *mut T, n).drop_in_place() };
 }
 
 /// UPC++ spec §4.2 ¶31 `allocate(size, alignment)`: `size` uninitialized bytes aligned
 /// to `align` (and to at least 16) in this rank's shared segment; `None` if the segment
-/// is full.
+/// is full, or `align` is above the segment's size rounded up to a power of two, or
+/// above 1 GiB.
 ///
 /// # Panics
 /// If `align` is not a power of two, or UPC++ is not initialized.

@@ -67,9 +67,9 @@ mod thread;
 pub mod vis;
 
 pub use alloc::{
-    allocate, allocate_typed, allocate_typed_aligned, deallocate, delete_, delete_array, new_,
-    new_array, new_array_with, shared_segment_size, shared_segment_used, try_new_, try_new_array,
-    try_new_array_with,
+    allocate, allocate_typed, allocate_typed_aligned, deallocate, delete_, delete_array,
+    delete_array_unchecked, delete_unchecked, new_, new_array, new_array_with, shared_segment_size,
+    shared_segment_used, try_new_, try_new_array, try_new_array_with,
 };
 pub use atomic::{AtomicDomain, AtomicOp};
 pub use coll::{

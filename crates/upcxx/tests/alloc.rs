@@ -8,9 +8,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use upcxx::{
-    allocate, allocate_typed, allocate_typed_aligned, deallocate, delete_, delete_array, new_,
-    new_array, new_array_with, rank_me, shared_segment_size, shared_segment_used, try_new_,
-    try_new_array, try_new_array_with, GlobalPtr,
+    allocate, allocate_typed, allocate_typed_aligned, deallocate, delete_, delete_array,
+    delete_array_unchecked, delete_unchecked, new_, new_array, new_array_with, rank_me,
+    shared_segment_size, shared_segment_used, try_new_, try_new_array, try_new_array_with,
+    GlobalPtr,
 };
 
 /// Segment size for the tests that fill the segment.
@@ -74,24 +75,28 @@ fn new_and_delete_round_trip() {
         // SAFETY: this rank owns the object.
         assert_eq!(unsafe { &*s.local() }, &format!("rank {me}"));
         assert!(shared_segment_used() > base);
-        delete_(s);
+        // SAFETY: nobody else has seen the pointer: still the String `new_` built.
+        unsafe { delete_unchecked(s) };
         assert_eq!(
             shared_segment_used(),
             base,
             "delete_ returns all of the block"
         );
 
-        // §4.2 ¶21: delete_ runs the destructor.
+        // §4.2 ¶21: delete_ runs the destructor (of a type that has one, unsafe: only
+        // the program knows that no rank overwrote the object).
         DROPS.store(0, Ordering::SeqCst);
         let t = try_new_(Tracked(5)).expect("room for one object");
         assert_eq!(DROPS.load(Ordering::SeqCst), 0);
-        delete_(t);
+        // SAFETY: nobody else has seen the pointer.
+        unsafe { delete_unchecked(t) };
         assert_eq!(DROPS.load(Ordering::SeqCst), 1);
 
         // §4.2 ¶11, ¶26: arrays of default values, and delete_array drops every element.
         let a = new_array::<Tracked>(7);
         assert_eq!(DROPS.load(Ordering::SeqCst), 1);
-        delete_array(a);
+        // SAFETY: nobody else has seen the pointer.
+        unsafe { delete_array_unchecked(a) };
         assert_eq!(DROPS.load(Ordering::SeqCst), 8, "delete_array drops all 7");
         let z = new_array::<u32>(5);
         // SAFETY: this rank owns the array of 5 initialized elements.
@@ -105,7 +110,8 @@ fn new_and_delete_round_trip() {
         let strings = new_array_with(3, |i| "x".repeat(i));
         // SAFETY: as above, 3 elements.
         assert_eq!(unsafe { &*strings.local().add(2) }, "xx");
-        delete_array(strings);
+        // SAFETY: nobody else has seen the pointer.
+        unsafe { delete_array_unchecked(strings) };
         delete_array(sq);
         delete_array(z);
 
@@ -190,6 +196,17 @@ fn alignment_is_honoured() {
         for b in blocks {
             deallocate(b);
         }
+        // Beyond a page too (the heap's shadow agrees with the segment modulo the
+        // largest alignment it grants), and none beyond that: 1 GiB, or the segment's
+        // size rounded up to a power of two.
+        for align in [1 << 16, 1 << 20] {
+            let p = allocate(8, align).expect("room for an aligned block");
+            assert_eq!(p.local() as usize % align, 0);
+            deallocate(p);
+        }
+        assert!(allocate(8, 1 << 31).is_none());
+        let beyond = shared_segment_size().next_power_of_two() * 2;
+        assert!(allocate(8, beyond).is_none());
         let msg = panic_text(|| {
             allocate(8, 3);
         });
@@ -383,7 +400,8 @@ fn panics_in_constructors_and_destructors_free_the_block() {
             }
         }
         let b = new_(Bomb);
-        assert_eq!(panic_text(|| delete_(b)), "bomb");
+        // SAFETY: nobody else has seen the pointer.
+        assert_eq!(panic_text(|| unsafe { delete_unchecked(b) }), "bomb");
         assert_eq!(shared_segment_used(), base, "the block is freed anyway");
         upcxx::finalize();
     });
@@ -492,6 +510,51 @@ fn a_full_heap_on_every_rank_is_an_error_the_job_survives() {
         for b in again {
             deallocate(b);
         }
+        upcxx::barrier();
+        upcxx::finalize();
+    });
+}
+
+/// Any rank may write any byte of another's segment with a safe `rput`: here over the
+/// next rank's live blocks, the bytes just below them and the freed blocks between
+/// them. The heap keeps none of its bookkeeping in the segment, so the overwritten
+/// blocks are still freed by their owner, a second free is still caught, and the heap
+/// serves and frees blocks as before, every byte coming back.
+#[test]
+fn peers_overwriting_the_segment_leave_the_heap_intact() {
+    gex::testing::spmd(3, || {
+        upcxx::init();
+        let (me, n) = (rank_me(), upcxx::rank_n());
+        let base = shared_segment_used();
+        let blocks: Vec<GlobalPtr<u64>> = (0..5).map(|i| new_array_with(32, |_| i)).collect();
+        delete_array(blocks[1]);
+        delete_array(blocks[3]);
+        let lo = blocks.iter().min().unwrap().cast::<u8>();
+        let hi = blocks.iter().max().unwrap().cast::<u8>();
+        let all = all_gather(&(lo, hi));
+        let (lo, hi) = all[((me + 1) % n) as usize];
+        let from = lo - 64;
+        let len = (hi - from) as usize + 32 * 8 + 64;
+        upcxx::rput_vec(vec![0xA5u8; len], from).wait();
+        upcxx::barrier();
+
+        for i in [0, 2, 4] {
+            // SAFETY: this rank's live block of 32 elements; nobody writes it any more.
+            assert_eq!(unsafe { blocks[i].local().read() }, 0xA5A5_A5A5_A5A5_A5A5);
+            delete_array(blocks[i]);
+        }
+        let msg = panic_text(|| delete_array(blocks[0]));
+        assert!(msg.contains("it was already freed"), "{msg}");
+        assert_eq!(shared_segment_used(), base);
+        let again: Vec<GlobalPtr<u64>> = (0..64)
+            .map(|i| new_array_with(i + 1, |_| i as u64))
+            .collect();
+        for (i, p) in again.into_iter().enumerate() {
+            // SAFETY: this rank's fresh block of `i + 1` elements.
+            assert_eq!(unsafe { p.local().add(i).read() }, i as u64);
+            delete_array(p);
+        }
+        assert_eq!(shared_segment_used(), base);
         upcxx::barrier();
         upcxx::finalize();
     });
