@@ -317,8 +317,12 @@ pub(crate) trait Conduit: Send + Sync + Sized + 'static {
 
     /// Records that this rank finished cleanly; it may now exit.
     fn finalize(&self);
+    /// Records that this rank ends the job with status 0 (`gex::exit(0)`), so that the
+    /// others leave too; it exits next.
+    fn end_job(&self);
     /// Records why this rank is about to die, for the launcher's report.
     fn record_failure(&self, message: &str);
-    /// True once the job is being torn down.
-    fn aborted(&self) -> bool;
+    /// How the job is ending, if it is: the status this rank should leave with (0: a
+    /// rank called `gex::exit(0)`; 1: the job is being torn down).
+    fn ending(&self) -> Option<i32>;
 }

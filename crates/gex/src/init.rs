@@ -151,8 +151,13 @@ impl Segment {
     }
 }
 
-/// Ends this process now with `code` (like `gasnet_exit`). With code 0 the rank counts as
-/// finished; any other code makes the launcher stop the whole job with that code.
+/// Ends the job now with `code` (`gasnet_exit`, which any one rank may call): this
+/// process exits with `code`, and so does the job. With any other code than 0 the
+/// launcher reports the rank and the call and stops the other ranks at once. With 0 the
+/// other ranks leave with status 0 at their next wait for communication (as though
+/// they had called `exit(0)` themselves); a rank still running 2 s after this one left
+/// is stopped (see `job`), the job still ending with 0. Every rank calling `exit(0)`
+/// after a barrier is the clean way to end a job this way.
 #[track_caller]
 pub fn exit(code: i32) -> ! {
     if let Some(rt) = try_runtime() {
@@ -162,7 +167,7 @@ pub fn exit(code: i32) -> ! {
         rt.finalized
             .store(true, std::sync::atomic::Ordering::Release);
         if code == 0 {
-            rt.conduit.finalize();
+            rt.conduit.end_job();
         } else {
             rt.conduit
                 .record_failure(&format!("called gex::exit({code})"));

@@ -18,8 +18,12 @@
 //! 3. **Monitoring.** It polls the children every [`POLL_INTERVAL`] with `try_wait`,
 //!    sleeping in between. A rank succeeds when it exits with status 0 and its
 //!    [`RankState`] is `Finalized` (it finalized the communication layer) or `NotStarted`
-//!    (it never initialized it). Everything else is a failure: a non-zero exit status, a
-//!    signal, or status 0 while still `Running` ("exited before finalize").
+//!    (it never initialized it) or `Exited` (it left through `gex::exit(0)`, its own or
+//!    another rank's). Everything else is a failure: a non-zero exit status, a
+//!    signal, or status 0 while still `Running` ("exited before finalize"). A rank that
+//!    called `gex::exit(0)` ends the job: the others leave at their next wait for
+//!    communication, and those still running [`EXIT_GRACE`] later are stopped as in a
+//!    teardown (the job still ends with 0, the report naming them).
 //! 4. **Teardown.** On the first failure, on the time limit, or when the launcher is
 //!    interrupted (`SIGINT`/`SIGTERM`, see [`JobSpec::forward_signals`]) it sets the abort
 //!    flag in the job header (ranks blocked in communication notice it and stop waiting),
@@ -63,6 +67,10 @@ pub const POLL_INTERVAL: Duration = Duration::from_millis(2);
 /// How long the launcher waits after `SIGTERM` before it sends `SIGKILL` to the ranks
 /// that are still running.
 pub const TERM_GRACE: Duration = Duration::from_millis(300);
+
+/// How long the ranks have to leave after one ended the job with `gex::exit(0)` (those
+/// waiting for communication leave at once); the launcher then stops the rest.
+pub const EXIT_GRACE: Duration = Duration::from_secs(2);
 
 /// Exit code of a job that ran past its time limit (as `timeout(1)`).
 pub const EXIT_TIMEOUT: i32 = 124;
@@ -295,6 +303,8 @@ fn run_ranks(spec: &JobSpec) -> io::Result<JobOutcome> {
 
     let start = Instant::now();
     let deadline = spec.timeout.map(|t| start.checked_add(t));
+    // The first rank seen to have ended the job with `gex::exit(0)`, and when.
+    let mut exited: Option<(usize, Instant)> = None;
     let outcome = loop {
         if interrupted.load(Ordering::Relaxed) {
             break Some((EXIT_INTERRUPTED, "interrupted".to_owned()));
@@ -307,6 +317,28 @@ fn run_ranks(spec: &JobSpec) -> io::Result<JobOutcome> {
         }
         if ranks.done.iter().all(|&d| d) {
             break None;
+        }
+        if exited.is_none() {
+            exited = (0..spec.ranks)
+                .find(|&r| ranks.done[r] && region.rank_state(r) == RankState::Exited)
+                .map(|r| (r, Instant::now()));
+        }
+        if let Some((r, at)) = exited {
+            if at.elapsed() >= EXIT_GRACE {
+                let running: Vec<String> = (0..spec.ranks)
+                    .filter(|&r| !ranks.done[r])
+                    .map(|r| r.to_string())
+                    .collect();
+                break Some((
+                    0,
+                    format!(
+                        "rank {r} ended the job with gex::exit(0); stopped the ranks still \
+                         running {} s later: {}",
+                        EXIT_GRACE.as_secs(),
+                        running.join(", ")
+                    ),
+                ));
+            }
         }
         if let Some(Some(deadline)) = deadline {
             if Instant::now() >= deadline {
@@ -338,7 +370,8 @@ fn run_ranks(spec: &JobSpec) -> io::Result<JobOutcome> {
             eprintln!("{}: {report}", spec.name);
             Ok(JobOutcome {
                 exit_code,
-                failure: Some(report),
+                // The end of a job by `gex::exit(0)` is no failure, stragglers or not.
+                failure: (exit_code != 0).then_some(report),
             })
         }
     }
@@ -497,7 +530,7 @@ fn classify(
     // A clean exit after finalize succeeds even if the rank recorded a message: that
     // was a panic the program caught and recovered from.
     match (state, message) {
-        (RankState::Finalized | RankState::NotStarted, _) => None,
+        (RankState::Finalized | RankState::NotStarted | RankState::Exited, _) => None,
         (RankState::Running | RankState::Failed, Some(m)) => Some((
             1,
             format!("{who} exited before finalize (last failure recorded: {m})"),

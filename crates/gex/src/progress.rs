@@ -76,10 +76,13 @@ impl Runtime {
 
     /// One step of backing off in a wait loop.
     pub(crate) fn idle(&self, backoff: &mut Backoff) {
-        if self.conduit.aborted() {
+        match self.conduit.ending() {
+            None => backoff.snooze(),
+            // Another rank called `gex::exit(0)` (`gasnet_exit`, which ends the whole
+            // job): this rank leaves the same way.
+            Some(0) => crate::exit(0),
             // The launcher is tearing the job down; it already reported why.
-            std::process::exit(1);
+            Some(code) => std::process::exit(code),
         }
-        backoff.snooze();
     }
 }

@@ -259,6 +259,70 @@ fn exit_zero_is_a_clean_end() {
     }
 }
 
+/// `gex::exit(0)` in one rank (`gasnet_exit`, which any rank may call) ends the whole
+/// job with status 0: the other ranks, waiting for it in barriers, leave at once
+/// instead of waiting for it forever. (As above, the harness then complains that no
+/// rank reported back, which it does only for a job that ended with 0.)
+#[test]
+fn exit_zero_in_one_rank_ends_the_job() {
+    if gex::testing::skip_unless_smp("the smp launcher's end of a job by gex::exit(0)") {
+        return;
+    }
+    for n in 1..=4 {
+        let pids = PidDir::new("exit0one");
+        let r = common::try_panic_message(|| {
+            spmd_outcome(opts(n, &pids, &[]), || {
+                let (client, team) = start("FAIL_EXIT0_ONE", &mut []);
+                if team.rank() == n_minus_one(team) {
+                    team.barrier();
+                    gex::exit(0);
+                }
+                wait_for_teardown(&team);
+                client.finalize();
+            })
+        });
+        if common::in_test_process() {
+            let msg = r.expect("the harness notices that no rank reported back");
+            assert!(
+                msg.contains("exited successfully without running the body"),
+                "{n} ranks: {msg}"
+            );
+            pids.assert_all_gone(n);
+        }
+    }
+}
+
+/// A rank still computing (never waiting for communication) when another ends the job
+/// with `gex::exit(0)` is stopped by the launcher after `job::EXIT_GRACE`; the job
+/// still ends with status 0.
+#[test]
+fn a_rank_busy_after_exit_zero_is_stopped() {
+    if gex::testing::skip_unless_smp("the smp launcher's end of a job by gex::exit(0)") {
+        return;
+    }
+    let pids = PidDir::new("exit0busy");
+    let r = common::try_panic_message(|| {
+        spmd_outcome(opts(2, &pids, &[]), || {
+            let (_client, team) = start("FAIL_EXIT0_BUSY", &mut []);
+            team.barrier();
+            if team.rank() == 0 {
+                gex::exit(0);
+            }
+            loop {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        })
+    });
+    if common::in_test_process() {
+        let msg = r.expect("the harness notices that no rank reported back");
+        assert!(
+            msg.contains("exited successfully without running the body"),
+            "{msg}"
+        );
+        pids.assert_all_gone(2);
+    }
+}
+
 /// A job that runs past its time limit is stopped with exit code 124 and a report
 /// naming the ranks still running; none survives.
 #[test]

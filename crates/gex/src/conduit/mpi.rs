@@ -186,7 +186,8 @@
 //!
 //! [`Conduit::finalize`] ends with collective calls
 //! (`MPI_Barrier`, `MPI_Win_free`, `MPI_Finalize`), so a rank's `gex::exit(0)` waits
-//! there until every rank finalizes.
+//! there until every rank finalizes or exits (on the smp conduit the others leave at
+//! their next wait instead).
 //!
 //! The files: `boot` (the bootstrap: its MPI calls and checks, and the error path of
 //! every call), `abort` (a dying rank's end: its message and `MPI_Abort`), `host` (the
@@ -800,12 +801,18 @@ impl Conduit for MpiConduit {
         unsafe { check(ffi::MPI_Finalize(), "MPI_Finalize") };
     }
 
+    fn end_job(&self) {
+        // No rank can tell the others to leave (they learn of a dying rank from
+        // `MPI_Abort`): a clean exit finalizes, and waits there for every rank.
+        self.finalize();
+    }
+
     fn record_failure(&self, message: &str) {
         abort::record_failure(message);
     }
 
-    fn aborted(&self) -> bool {
-        false
+    fn ending(&self) -> Option<i32> {
+        None
     }
 }
 

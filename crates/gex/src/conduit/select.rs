@@ -193,11 +193,14 @@ impl Conduit for Selected {
     fn finalize(&self) {
         each!(self, c => c.finalize())
     }
+    fn end_job(&self) {
+        each!(self, c => c.end_job())
+    }
     fn record_failure(&self, message: &str) {
         each!(self, c => c.record_failure(message))
     }
     #[inline]
-    fn aborted(&self) -> bool {
-        each!(self, c => c.aborted())
+    fn ending(&self) -> Option<i32> {
+        each!(self, c => c.ending())
     }
 }

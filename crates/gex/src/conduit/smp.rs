@@ -76,10 +76,15 @@ impl SmpConduit {
         h.init_arrived.fetch_add(1, Ordering::AcqRel);
         let mut backoff = Backoff::new();
         while h.init_arrived.load(Ordering::Acquire) < self.size {
-            if self.region.aborted() {
-                std::process::exit(1);
+            match self.region.ending() {
+                None => backoff.snooze(),
+                // A rank that already joined called `gex::exit(0)`: the job ends.
+                Some(0) => {
+                    self.region.request_exit(self.rank as usize);
+                    std::process::exit(0)
+                }
+                Some(code) => std::process::exit(code),
             }
-            backoff.snooze();
         }
     }
 
@@ -327,11 +332,15 @@ impl Conduit for SmpConduit {
             .set_rank_state(self.rank as usize, RankState::Finalized);
     }
 
+    fn end_job(&self) {
+        self.region.request_exit(self.rank as usize);
+    }
+
     fn record_failure(&self, message: &str) {
         self.region.record_failure(self.rank as usize, message);
     }
 
-    fn aborted(&self) -> bool {
-        self.region.aborted()
+    fn ending(&self) -> Option<i32> {
+        self.region.ending()
     }
 }

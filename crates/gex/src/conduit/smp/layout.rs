@@ -68,6 +68,9 @@ pub enum RankState {
     Finalized = 2,
     /// The rank recorded a failure message (a panic or a fatal error) before dying.
     Failed = 3,
+    /// The rank left through `gex::exit(0)`, its own or another rank's: the job ends
+    /// with status 0.
+    Exited = 4,
 }
 
 impl RankState {
@@ -76,17 +79,26 @@ impl RankState {
             1 => RankState::Running,
             2 => RankState::Finalized,
             3 => RankState::Failed,
+            4 => RankState::Exited,
             _ => RankState::NotStarted,
         }
     }
 }
+
+/// `JobHeader::abort`: the launcher tears the job down.
+pub(crate) const TEARDOWN: u32 = 1;
+/// `JobHeader::abort`: a rank called `gex::exit(0)`, which ends the job.
+pub(crate) const EXIT: u32 = 2;
 
 /// The first page of the region, written by the launcher before any rank starts.
 #[repr(C)]
 pub struct JobHeader {
     pub magic: AtomicU64,
     pub ranks: AtomicU32,
-    /// Set by the launcher when it tears the job down; ranks that notice it stop waiting.
+    /// How the job is ending, if it is: `TEARDOWN` (set by the launcher when it tears
+    /// the job down; ranks that notice it stop waiting and exit with status 1) or
+    /// `EXIT` (set by a rank that called `gex::exit(0)`; ranks that notice it leave
+    /// the same way).
     pub abort: AtomicU32,
     /// Largest segment each rank may attach.
     pub segment_size: AtomicU64,
@@ -285,12 +297,32 @@ impl Region {
 
     /// Tells every rank that the job is being torn down.
     pub fn set_abort(&self) {
-        self.header().abort.store(1, Ordering::Release);
+        self.header().abort.store(TEARDOWN, Ordering::Release);
+    }
+
+    /// Records that `rank` ends the job with `gex::exit(0)`, and tells every rank
+    /// (unless the job is already being torn down).
+    pub fn request_exit(&self, rank: usize) {
+        self.set_rank_state(rank, RankState::Exited);
+        let _ = self
+            .header()
+            .abort
+            .compare_exchange(0, EXIT, Ordering::AcqRel, Ordering::Relaxed);
     }
 
     /// Whether the job is being torn down (see [`Region::set_abort`]).
     pub fn aborted(&self) -> bool {
         self.header().abort.load(Ordering::Relaxed) != 0
+    }
+
+    /// How the job is ending, if it is: the status a rank that notices leaves with (0 if
+    /// a rank called `gex::exit(0)`, 1 if the launcher tears the job down).
+    pub fn ending(&self) -> Option<i32> {
+        match self.header().abort.load(Ordering::Relaxed) {
+            0 => None,
+            EXIT => Some(0),
+            _ => Some(1),
+        }
     }
 }
 
