@@ -156,7 +156,8 @@ impl Segment {
 /// launcher reports the rank and the call and stops the other ranks at once. With 0 the
 /// other ranks leave with status 0 at their next wait for communication (as though
 /// they had called `exit(0)` themselves); a rank still running 2 s after this one left
-/// is stopped (see `job`), the job still ending with 0. Every rank calling `exit(0)`
+/// is stopped by the smp launcher (see `job`), the job still ending with 0, while under
+/// `mpirun` the others wait for it in `MPI_Finalize`. Every rank calling `exit(0)`
 /// after a barrier is the clean way to end a job this way.
 #[track_caller]
 pub fn exit(code: i32) -> ! {

@@ -6,4 +6,4 @@
 
 pub use crate::backoff::{oversubscribed, Backoff};
 pub use crate::context::{check_may_communicate, in_handler, PrepareScope};
-pub use crate::progress::poll_unreported;
+pub use crate::progress::{idle, poll_unreported};

@@ -10,7 +10,7 @@
 use crate::backoff::Backoff;
 use crate::conduit::Conduit;
 use crate::context::check_may_communicate;
-use crate::runtime::{runtime, Runtime};
+use crate::runtime::{runtime, try_runtime, Runtime};
 
 /// Polls for and runs incoming Active Messages (GASNet-EX `gex_AM_Poll`).
 ///
@@ -38,6 +38,17 @@ pub fn poll_unreported() -> usize {
     let rt = runtime("poll");
     check_may_communicate("poll");
     rt.progress()
+}
+
+/// One step of backing off in a wait loop of a runtime layered on gex, as gex's own
+/// waits take: if the job is ending (another rank called [`exit`](crate::exit)`(0)`,
+/// or the launcher tears the job down) this process leaves the way they do; otherwise
+/// it backs off.
+pub fn idle(backoff: &mut Backoff) {
+    match try_runtime() {
+        Some(rt) => rt.idle(backoff),
+        None => backoff.snooze(),
+    }
 }
 
 impl Runtime {

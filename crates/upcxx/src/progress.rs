@@ -309,7 +309,8 @@ pub(crate) fn wait_until(mut done: impl FnMut() -> bool) {
         if user_progress() > 0 {
             backoff.reset();
         } else if !done() {
-            backoff.snooze();
+            // Leaves if the job is ending, as gex's waits do.
+            gex::layered::idle(&mut backoff);
         } else {
             break;
         }
@@ -396,7 +397,7 @@ pub fn discharge() {
         if !progress_required() {
             break;
         }
-        backoff.snooze();
+        gex::layered::idle(&mut backoff);
     }
 }
 

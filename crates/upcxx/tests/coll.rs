@@ -775,3 +775,28 @@ mod gasp_events {
         }
     }
 }
+
+/// `gex::exit(0)` in one rank (`gasnet_exit`) ends a upcxx job too: the others, waiting
+/// for it in upcxx's barrier and on a future nothing will ready, leave with status 0
+/// instead of waiting forever. (The harness then complains that no rank reported back,
+/// which it does only for a job that ended with 0.)
+#[test]
+fn gex_exit_zero_in_one_rank_ends_the_job() {
+    let msg = panic_text(|| {
+        spmd_outcome(SpmdOptions::new(3), || {
+            upcxx::init();
+            let last = rank_n() - 1;
+            upcxx::barrier();
+            match rank_me() {
+                r if r == last => gex::exit(0),
+                0 => upcxx::barrier(),
+                _ => Promise::<()>::new().get_future().wait(),
+            }
+            unreachable!("rank {} went on after the job ended", rank_me());
+        });
+    });
+    assert!(
+        msg.contains("exited successfully without running the body"),
+        "{msg}"
+    );
+}

@@ -184,10 +184,13 @@
 //!
 //! **A dying rank** aborts the job (`MPI_Abort`) after printing why (see `abort`).
 //!
-//! [`Conduit::finalize`] ends with collective calls
-//! (`MPI_Barrier`, `MPI_Win_free`, `MPI_Finalize`), so a rank's `gex::exit(0)` waits
-//! there until every rank finalizes or exits (on the smp conduit the others leave at
-//! their next wait instead).
+//! **`gex::exit(0)`** (`gasnet_exit`) in one rank ends the job: the rank marks every
+//! member of its host as leaving (the state in their control blocks) and sends a
+//! control message to the leader of every other host, whose poll marks its members; each
+//! rank notices at its next wait for communication and leaves the same way. Leaving
+//! finalizes, and [`Conduit::finalize`] ends with collective calls (`MPI_Barrier`,
+//! `MPI_Win_free`, `MPI_Finalize`), so a rank that never waits again (it computes, or
+//! returns) holds the others there until it exits too.
 //!
 //! The files: `boot` (the bootstrap: its MPI calls and checks, and the error path of
 //! every call), `abort` (a dying rank's end: its message and `MPI_Abort`), `host` (the
@@ -204,6 +207,7 @@
 //! describes the conduit as one piece.
 
 use std::ffi::{c_int, c_void};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 
 use ::mpi::ffi;
@@ -310,6 +314,8 @@ pub(crate) struct MpiConduit {
     am_rma_max: usize,
     /// The shared memory of this host: queues and signal words.
     host: Host,
+    /// Whether `host` is still mapped (until `finalize` frees its window).
+    host_mapped: AtomicBool,
     /// The AM transport's state; holding its lock is what allows an MPI call. A spin
     /// lock, released with a plain store: every poll and every AM sent takes it, and a
     /// locked instruction (a `Mutex`'s release) on x86 also waits for the stores before
@@ -794,6 +800,7 @@ impl Conduit for MpiConduit {
                 check(ffi::MPI_Win_free(&mut w.shared), "MPI_Win_free");
             }
         }
+        self.host_mapped.store(false, Ordering::Release);
         // SAFETY: collective over the host team; after the barrier above no rank sends
         // an AM or a signal, so nothing touches the queues again.
         unsafe { check(ffi::MPI_Win_free(&mut st.host_win), "MPI_Win_free") };
@@ -802,8 +809,12 @@ impl Conduit for MpiConduit {
     }
 
     fn end_job(&self) {
-        // No rank can tell the others to leave (they learn of a dying rank from
-        // `MPI_Abort`): a clean exit finalizes, and waits there for every rank.
+        // Tell the others, unless one told this rank: they leave at their next wait
+        // and finalize too, which this rank's finalize waits for.
+        if !self.host.exiting() {
+            self.host.mark_exiting();
+            self.send_exit();
+        }
         self.finalize();
     }
 
@@ -812,7 +823,9 @@ impl Conduit for MpiConduit {
     }
 
     fn ending(&self) -> Option<i32> {
-        None
+        // A dying rank ends the job with `MPI_Abort`; only `gex::exit(0)` is noticed
+        // here. After finalize the host window is gone (and the rank leaves next).
+        (self.host_mapped.load(Ordering::Acquire) && self.host.exiting()).then_some(0)
     }
 }
 

@@ -2,6 +2,7 @@
 //! ranks agree), and the error path of every MPI call.
 
 use std::ffi::c_int;
+use std::sync::atomic::AtomicBool;
 use std::sync::OnceLock;
 
 use ::mpi::ffi;
@@ -257,6 +258,7 @@ pub(super) fn bootstrap() -> MpiConduit {
         max_segment,
         am_rma_max: am_rma_max(),
         host,
+        host_mapped: AtomicBool::new(true),
         state: SpinMutex::new(st),
         single_thread,
         windows: Mutex::new(None),

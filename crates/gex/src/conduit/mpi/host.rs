@@ -215,6 +215,24 @@ impl Host {
         n
     }
 
+    /// Marks every member of this host as leaving through `gex::exit(0)` (the state in
+    /// its control block), which each notices at its next wait ([`Host::exiting`]).
+    pub(super) fn mark_exiting(&self) {
+        for i in 0..self.areas.len() {
+            self.control(i)
+                .state
+                .store(RankState::Exited as u32, Ordering::Release);
+        }
+    }
+
+    /// Whether a rank marked this host's members as leaving ([`Host::mark_exiting`]).
+    #[inline]
+    pub(super) fn exiting(&self) -> bool {
+        // SAFETY: as in `control`.
+        let ctl = unsafe { &*(self.my_area as *const RankControl) };
+        ctl.state.load(Ordering::Acquire) == RankState::Exited as u32
+    }
+
     /// Messages handled from this rank's queues so far, if counted.
     pub(super) fn handled(&self) -> Option<u64> {
         self.handled.as_ref().map(|h| h.load(Ordering::Relaxed))

@@ -1,5 +1,6 @@
-//! The control messages of the mpi conduit's transport between hosts: credit returns
-//! and signals, on a tag of their own (see the parent module and `conduit/mpi.rs`).
+//! The control messages of the mpi conduit's transport between hosts: credit returns,
+//! signals and the end of the job, on a tag of their own (see the parent module and
+//! `conduit/mpi.rs`).
 
 use std::ffi::c_int;
 
@@ -22,11 +23,15 @@ pub(super) const TAG_CONTROL: c_int = 3;
 ///   ([`Conduit::signal`] between hosts). A value below 2^32 goes in two words: with
 ///   Open MPI over shared memory a message of at most 8 bytes travels in one
 ///   cache line (see the conduit's documentation).
+/// - Kind [`EXIT`], `[EXIT]`: the sender called `gex::exit(0)`, which ends the job;
+///   sent to the leader of every other host, which tells its host's members.
 ///
 /// [`Conduit::signal`]: crate::conduit::Conduit::signal
 pub(super) type Control = [u32; 4];
 /// The kind of a signal's control message.
 pub(super) const SIGNAL: u32 = 2;
+/// The kind of the control message that ends the job.
+pub(super) const EXIT: u32 = 3;
 
 impl State {
     /// A control message's buffer holding `words`, from the free list if it has one.
@@ -109,6 +114,22 @@ impl MpiConduit {
         let b = st.control([SIGNAL | (slot as u32) << 8, lo, hi, 0]);
         let len = if hi == 0 { 8 } else { 12 };
         st.isend(b.as_ptr().cast(), len, dest, CONTROL, SendBuf::Control(b));
+    }
+
+    /// Tells the leader of every other host that this rank ends the job with
+    /// `gex::exit(0)` (a control message [`EXIT`] each; this host's members learn it
+    /// through their control blocks).
+    pub(in super::super) fn send_exit(&self) {
+        let mut st = self.serial();
+        if st.finalized {
+            return;
+        }
+        for (h, &leader) in self.host_leaders.iter().enumerate() {
+            if h as Rank != self.my_host {
+                let b = st.control([EXIT, 0, 0, 0]);
+                st.isend(b.as_ptr().cast(), 4, leader, CONTROL, SendBuf::Control(b));
+            }
+        }
     }
 
     /// Applies the credits `src` returned per network to `in_flight`.

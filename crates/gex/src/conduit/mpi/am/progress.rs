@@ -7,7 +7,7 @@ use ::mpi::ffi;
 
 use super::super::boot::check;
 use super::super::MpiConduit;
-use super::control::SIGNAL;
+use super::control::{EXIT, SIGNAL};
 use super::{wire, SendBuf, State, CONTROL_BASE, SEND_BASE};
 use crate::conduit::Rank;
 
@@ -129,6 +129,10 @@ impl MpiConduit {
                 let b = st.control_bufs[c];
                 if b[0] & 0xff == SIGNAL {
                     self.apply_signal(status.MPI_SOURCE, received(&status), b);
+                } else if b[0] == EXIT {
+                    // A rank of another host called `gex::exit(0)`: this host's ranks
+                    // leave at their next wait.
+                    self.host.mark_exiting();
                 } else {
                     let mut credits = [0; 2];
                     credits[(b[0] as usize).min(1)] = b[1];
