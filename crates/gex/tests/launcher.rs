@@ -169,6 +169,15 @@ fn fake_rank_entry() {
 /// - `sleep`: wait forever;
 /// - `stubborn`: ignore SIGTERM and wait forever (every rank).
 fn fake_rank(mode: &str) -> ! {
+    // Before anything maps it, the region's descriptor is close-on-exec: a program this
+    // rank starts does not inherit the job.
+    let fd: i32 = std::env::var("GEX_SHM_FD").unwrap().parse().unwrap();
+    // SAFETY: F_GETFD on a descriptor number reads its flags, nothing else.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFD) };
+    if flags < 0 || flags & libc::FD_CLOEXEC == 0 {
+        eprintln!("fake rank: the job region's descriptor {fd} is inherited by exec");
+        std::process::exit(97);
+    }
     let inherited = InheritedRegion::from_env()
         .expect("map the job region")
         .expect("GEX_SHM_FD and UPCXX_RANK set");

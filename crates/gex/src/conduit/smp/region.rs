@@ -241,6 +241,37 @@ impl InheritedRegion {
     }
 }
 
+/// Sets close-on-exec on the job region's descriptor as a rank's process starts, before
+/// `main`: the launcher clears it for `exec`, and `init` closes the descriptor, but a
+/// program the rank starts before `init` (or without ever calling it) would otherwise
+/// inherit the job's memory and keep all of it alive after the job. An entry of
+/// `.init_array` rather than a dependency that wraps one: it is a static and a function.
+#[used]
+#[link_section = ".init_array"]
+static CLOSE_REGION_ON_EXEC: extern "C" fn() = close_region_on_exec;
+
+extern "C" fn close_region_on_exec() {
+    // Before `main` only the environment (`environ`, set before constructors run) and
+    // raw system calls are used. Nothing is done unless both variables of a launcher
+    // are set and the descriptor is a file as large as a job header.
+    if std::env::var_os(UPCXX_RANK).is_none() {
+        return;
+    }
+    let Some(fd) = std::env::var_os(GEX_SHM_FD)
+        .and_then(|v| v.to_str()?.trim().parse::<RawFd>().ok())
+        .filter(|&fd| fd >= 0)
+    else {
+        return;
+    };
+    // SAFETY: borrowed for two system calls; a stale number names another descriptor
+    // of this process or none, and the checks below leave such alone.
+    let fd = unsafe { BorrowedFd::borrow_raw(fd) };
+    let is_region = rustix::fs::fstat(fd).is_ok_and(|st| st.st_size >= HEADER_SIZE as i64);
+    if is_region {
+        let _ = rustix::io::fcntl_setfd(fd, rustix::io::FdFlags::CLOEXEC);
+    }
+}
+
 /// The region of a job this process belongs to, and what keeps it mapped.
 pub(super) enum Joined {
     /// Inherited from a launcher.
