@@ -79,14 +79,22 @@ impl Runtime {
 
 static RUNTIME: OnceLock<Runtime> = OnceLock::new();
 
-/// The runtime, or a panic naming `call` if `Client::init` has not run.
+/// The runtime, or a panic naming `call` if `Client::init` has not run or this rank has
+/// finalized.
 #[inline]
 #[track_caller]
 pub(crate) fn runtime(call: &str) -> &'static Runtime {
     match RUNTIME.get() {
-        Some(rt) => rt,
+        Some(rt) if !rt.finalized.load(std::sync::atomic::Ordering::Relaxed) => rt,
+        Some(_) => finalized(call),
         None => not_initialized(call),
     }
+}
+
+#[cold]
+#[track_caller]
+fn finalized(call: &str) -> ! {
+    panic!("gex::{call}: called after Client::finalize (or gex::exit): the communication layer is gone")
 }
 
 #[cold]

@@ -282,6 +282,25 @@ fn calls_before_init() {
     l.unlock();
 }
 
+/// Calls after `Client::finalize` fail saying so and naming the call, instead of
+/// reaching a conduit that finalized (under `mpirun`, MPI after `MPI_Finalize`).
+#[test]
+fn calls_after_finalize() {
+    spmd(2, || {
+        common::quiet_expected_panics();
+        let (client, _ep, team) = Client::init("ERR_AFTER", Flags::NONE).unwrap();
+        let peer = (team.rank() + 1) % team.size();
+        client.finalize();
+        let gone = "called after Client::finalize";
+        expect_panic(&["gex::poll", gone], gex::poll);
+        expect_panic(&["gex::job_rank", gone], gex::job_rank);
+        expect_panic(&["gex::Team::barrier", gone], || team.barrier());
+        expect_panic(&["gex::Team::request_short", gone], || {
+            team.request_short(peer, 0, &[], Flags::NONE).unwrap()
+        });
+    });
+}
+
 /// A negotiated Long whose Commit names an address outside the target's segment fails
 /// naming `SrcDesc::commit_long`, and leaves the target's queue usable: later messages
 /// to that rank still arrive.
