@@ -218,7 +218,7 @@ pub fn delete_<T>(gp: GlobalPtr<T>) {
         )
     };
     // SAFETY: `T` has no drop glue: dropping it does nothing, whatever its bytes.
-    unsafe { free_object("delete_", gp) }
+    unsafe { free_block("delete_", Form::New, gp) }
 }
 
 /// `delete_` for a type with a destructor: drops the object `gp` points to and frees
@@ -235,31 +235,27 @@ pub fn delete_<T>(gp: GlobalPtr<T>) {
 #[track_caller]
 pub unsafe fn delete_unchecked<T>(gp: GlobalPtr<T>) {
     // SAFETY: the caller's contract.
-    unsafe { free_object("delete_unchecked", gp) }
+    unsafe { free_block("delete_unchecked", Form::New, gp) }
 }
 
-/// Drops the object of a `new_` block and frees it, for `call`.
+/// Drops the elements of a `form` block (`New`: one, `Array`: its length) and frees
+/// it, for `call`.
 ///
 /// # Safety
-/// As [`delete_unchecked`].
+/// As [`delete_unchecked`], for every element.
 #[track_caller]
-unsafe fn free_object<T>(call: &str, gp: GlobalPtr<T>) {
+unsafe fn free_block<T>(call: &str, form: Form, gp: GlobalPtr<T>) {
     if gp.is_null() {
         return;
     }
     let heap = heap(call);
     let user = own_local(call, gp);
-    heap.retire(
-        call,
-        user,
-        Form::New,
-        Some((size_of::<T>(), align_of::<T>())),
-    );
+    let n = heap.retire(call, user, form, Some((size_of::<T>(), align_of::<T>())));
     let _release = ReleaseOnDrop { heap, user };
-    // SAFETY: `retire` proved this is a live `new_` block of a `T`-sized, `T`-aligned
-    // object, which `new_` initialized, and made this the only caller freeing it; the
-    // caller's contract: it is still a valid `T`, fit to drop here.
-    unsafe { (user as *mut T).drop_in_place() };
+    // SAFETY: `retire` proved this is a live block of `form` holding `n` initialized
+    // elements (one for `new_`) of `T`'s size and alignment, and made this the only
+    // caller freeing it; the caller's contract: they are still valid, fit to drop here.
+    unsafe { std::ptr::slice_from_raw_parts_mut(user as *mut T, n).drop_in_place() };
 }
 
 /// UPC++ spec §4.2 ¶26 `delete_array`: frees the block of the array `gp` points to,
@@ -280,7 +276,7 @@ pub fn delete_array<T>(gp: GlobalPtr<T>) {
     };
     // SAFETY: `T` has no drop glue: dropping the elements does nothing, whatever their
     // bytes.
-    unsafe { free_array("delete_array", gp) }
+    unsafe { free_block("delete_array", Form::Array, gp) }
 }
 
 /// `delete_array` for an element type with a destructor: drops every element of the
@@ -295,31 +291,7 @@ pub fn delete_array<T>(gp: GlobalPtr<T>) {
 #[track_caller]
 pub unsafe fn delete_array_unchecked<T>(gp: GlobalPtr<T>) {
     // SAFETY: the caller's contract.
-    unsafe { free_array("delete_array_unchecked", gp) }
-}
-
-/// Drops the elements of a `new_array` block and frees it, for `call`.
-///
-/// # Safety
-/// As [`delete_array_unchecked`].
-#[track_caller]
-unsafe fn free_array<T>(call: &str, gp: GlobalPtr<T>) {
-    if gp.is_null() {
-        return;
-    }
-    let heap = heap(call);
-    let user = own_local(call, gp);
-    let n = heap.retire(
-        call,
-        user,
-        Form::Array,
-        Some((size_of::<T>(), align_of::<T>())),
-    );
-    let _release = ReleaseOnDrop { heap, user };
-    // SAFETY: `retire` proved this is a live `new_array` block of `n` initialized
-    // elements of `T`'s size and alignment, and made this the only caller freeing it;
-    // the caller's contract: they are still valid, fit to drop here.
-    unsafe { std::ptr::slice_from_raw_parts_mut(user as *mut T, n).drop_in_place() };
+    unsafe { free_block("delete_array_unchecked", Form::Array, gp) }
 }
 
 /// UPC++ spec §4.2 ¶31 `allocate(size, alignment)`: `size` uninitialized bytes aligned
