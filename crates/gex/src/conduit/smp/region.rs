@@ -251,9 +251,10 @@ impl InheritedRegion {
 static CLOSE_REGION_ON_EXEC: extern "C" fn() = close_region_on_exec;
 
 extern "C" fn close_region_on_exec() {
-    // Before `main` only the environment (`environ`, set before constructors run) and
-    // raw system calls are used. Nothing is done unless both variables of a launcher
-    // are set and the descriptor is a file as large as a job header.
+    // Before `main` only the environment (`environ`, set before constructors run), the
+    // allocator and system calls are used. Nothing is done unless both variables of a
+    // launcher are set and the descriptor is a job region's memfd (by its name, which
+    // `JobRegion::create` gives it).
     if std::env::var_os(UPCXX_RANK).is_none() {
         return;
     }
@@ -263,11 +264,15 @@ extern "C" fn close_region_on_exec() {
     else {
         return;
     };
-    // SAFETY: borrowed for two system calls; a stale number names another descriptor
-    // of this process or none, and the checks below leave such alone.
-    let fd = unsafe { BorrowedFd::borrow_raw(fd) };
-    let is_region = rustix::fs::fstat(fd).is_ok_and(|st| st.st_size >= HEADER_SIZE as i64);
+    let is_region = std::fs::read_link(format!("/proc/self/fd/{fd}")).is_ok_and(|target| {
+        target
+            .as_os_str()
+            .as_encoded_bytes()
+            .starts_with(b"/memfd:gex-job")
+    });
     if is_region {
+        // SAFETY: borrowed for one system call; the number names the job's memfd.
+        let fd = unsafe { BorrowedFd::borrow_raw(fd) };
         let _ = rustix::io::fcntl_setfd(fd, rustix::io::FdFlags::CLOEXEC);
     }
 }
