@@ -235,57 +235,51 @@ fn returning_without_finalize_fails_the_job() {
     }
 }
 
-/// Every rank leaving through `gex::exit(0)` after a barrier is a clean end: the job
-/// succeeds. (The ranks never return from the spmd body, so the harness, which
-/// expects every rank to report that it ran the body, complains about exactly that,
-/// and only because the job succeeded.)
-#[test]
-fn exit_zero_is_a_clean_end() {
-    let pids = PidDir::new("exit0");
-    let r = common::try_panic_message(|| {
-        spmd_outcome(opts(3, &pids, &[]), || {
-            let (_client, team) = start("FAIL_EXIT0", &mut []);
-            team.barrier();
-            gex::exit(0);
-        })
-    });
+/// Runs `body` as a job of `n` ranks that all leave through `gex::exit` (no rank
+/// returns from the body) and checks, in the test process, that the job ended with
+/// status 0 and left no rank behind. The harness expects every rank to report that it
+/// ran the body, so it complains about exactly that, and only because the job
+/// succeeded.
+fn assert_job_exits_zero(n: usize, pids: &PidDir, body: impl FnOnce()) {
+    let r = common::try_panic_message(|| spmd_outcome(opts(n, pids, &[]), body));
     if common::in_test_process() {
         let msg = r.expect("the harness notices that no rank reported back");
         assert!(
             msg.contains("exited successfully without running the body"),
-            "{msg}"
+            "{n} ranks: {msg}"
         );
-        pids.assert_all_gone(3);
+        pids.assert_all_gone(n);
     }
+}
+
+/// Every rank leaving through `gex::exit(0)` after a barrier is a clean end: the job
+/// succeeds.
+#[test]
+fn exit_zero_is_a_clean_end() {
+    let pids = PidDir::new("exit0");
+    assert_job_exits_zero(3, &pids, || {
+        let (_client, team) = start("FAIL_EXIT0", &mut []);
+        team.barrier();
+        gex::exit(0);
+    });
 }
 
 /// `gex::exit(0)` in one rank (`gasnet_exit`, which any rank may call) ends the whole
 /// job with status 0: the other ranks, waiting for it in barriers, leave at once
-/// instead of waiting for it forever. (As above, the harness then complains that no
-/// rank reported back, which it does only for a job that ended with 0.)
+/// instead of waiting for it forever.
 #[test]
 fn exit_zero_in_one_rank_ends_the_job() {
     for n in 1..=4 {
         let pids = PidDir::new("exit0one");
-        let r = common::try_panic_message(|| {
-            spmd_outcome(opts(n, &pids, &[]), || {
-                let (client, team) = start("FAIL_EXIT0_ONE", &mut []);
-                if team.rank() == n_minus_one(team) {
-                    team.barrier();
-                    gex::exit(0);
-                }
-                wait_for_teardown(&team);
-                client.finalize();
-            })
+        assert_job_exits_zero(n, &pids, || {
+            let (client, team) = start("FAIL_EXIT0_ONE", &mut []);
+            if team.rank() == n_minus_one(team) {
+                team.barrier();
+                gex::exit(0);
+            }
+            wait_for_teardown(&team);
+            client.finalize();
         });
-        if common::in_test_process() {
-            let msg = r.expect("the harness notices that no rank reported back");
-            assert!(
-                msg.contains("exited successfully without running the body"),
-                "{n} ranks: {msg}"
-            );
-            pids.assert_all_gone(n);
-        }
     }
 }
 
@@ -298,26 +292,16 @@ fn a_rank_busy_after_exit_zero_is_stopped() {
         return;
     }
     let pids = PidDir::new("exit0busy");
-    let r = common::try_panic_message(|| {
-        spmd_outcome(opts(2, &pids, &[]), || {
-            let (_client, team) = start("FAIL_EXIT0_BUSY", &mut []);
-            team.barrier();
-            if team.rank() == 0 {
-                gex::exit(0);
-            }
-            loop {
-                std::thread::sleep(Duration::from_millis(10));
-            }
-        })
+    assert_job_exits_zero(2, &pids, || {
+        let (_client, team) = start("FAIL_EXIT0_BUSY", &mut []);
+        team.barrier();
+        if team.rank() == 0 {
+            gex::exit(0);
+        }
+        loop {
+            std::thread::sleep(Duration::from_millis(10));
+        }
     });
-    if common::in_test_process() {
-        let msg = r.expect("the harness notices that no rank reported back");
-        assert!(
-            msg.contains("exited successfully without running the body"),
-            "{msg}"
-        );
-        pids.assert_all_gone(2);
-    }
 }
 
 /// A job that runs past its time limit is stopped with exit code 124 and a report
