@@ -39,6 +39,11 @@ enum State {
     HeldPut(Arc<OpHandle>),
     /// Pending operations of the conduit.
     Ops(Arc<EventState>),
+    /// The LC leaf of a [`State::HeldPut`]: the put's completion, under an identity of
+    /// its own (see [`Event::gasp_handle`]).
+    PutLeaf(Arc<OpHandle>),
+    /// The LC leaf of a [`State::Ops`]: its `lc` operations.
+    OpsLeaf(Arc<EventState>),
     /// The split-phase barrier of the primordial team with this epoch: waiting for it
     /// is the barrier's wait half (GASP §5.4.2 `GASP_UPC_WAIT`), not the sync of a
     /// non-blocking operation.
@@ -124,12 +129,15 @@ impl Event {
 
     /// The GASP handle of the operation (GASP §5.4.6): `GASP_NB_TRIVIAL` for an
     /// operation already complete, else an id unique among pending events (an address
-    /// for operations; a barrier's epoch with the top bit set, which no address has).
+    /// for operations; the root's address with its low bit set, which no address has,
+    /// for a leaf; a barrier's epoch with the top bit set, which no address has).
     pub(crate) fn gasp_handle(&self) -> u64 {
         match &self.state {
             State::Invalid => gasp::events::NB_TRIVIAL,
             State::One(op) | State::HeldPut(op) => Arc::as_ptr(op) as u64,
             State::Ops(s) => Arc::as_ptr(s) as u64,
+            State::PutLeaf(op) => Arc::as_ptr(op) as u64 | 1,
+            State::OpsLeaf(s) => Arc::as_ptr(s) as u64 | 1,
             State::Barrier(epoch) => epoch | 1 << 63,
             // Unlike any address and the primordial barrier's (bit 62 alone of the top
             // two), and distinct per team (its shared name's low 30 bits) and epoch.
@@ -149,8 +157,9 @@ impl Event {
     fn is_done(&self) -> bool {
         match &self.state {
             State::Invalid => true,
-            State::One(op) | State::HeldPut(op) => op.is_done(),
+            State::One(op) | State::HeldPut(op) | State::PutLeaf(op) => op.is_done(),
             State::Ops(s) => s.ops.iter().chain(&s.lc).all(|o| o.is_done()),
+            State::OpsLeaf(s) => s.lc.iter().all(|o| o.is_done()),
             State::Barrier(epoch) => crate::barrier::is_complete(*epoch),
             State::TeamBarrier(team, epoch) => crate::barrier::team::is_complete_low(team, *epoch),
         }
@@ -281,34 +290,31 @@ impl Event {
     /// Only [`EventCategory::LC`] (local completion of a put) has leaves. An operation
     /// whose local completion already happened yields an invalid event; a put with
     /// [`Lc::Defer`] or [`Lc::Event`] still in flight, whose source the conduit may
-    /// still read, yields the put's own event, and the event of an access region
-    /// ([`nbi_end_access_region`]) one of the [`Lc::Group`] puts in it still in flight.
+    /// still read, yields an event that completes with the put, and the event of an
+    /// access region ([`nbi_end_access_region`]) one that completes with the
+    /// [`Lc::Group`] puts in it. A query creates nothing: every query of one root
+    /// yields the same event (its GASP handle included), distinct from the root.
     #[track_caller]
     pub fn query_leaf(&self, category: EventCategory) -> Event {
         if category != EventCategory::LC {
             panic!("gex::Event::query_leaf: only EventCategory::LC has leaf events");
         }
-        let pending: Vec<Arc<OpHandle>> = match &self.state {
-            State::Ops(s) => s.lc.iter().filter(|o| !o.is_done()).cloned().collect(),
-            State::HeldPut(op) if !op.is_done() => vec![op.clone()],
+        // A query, not a new object: every query of one root yields the same event
+        // (the same state, the same GASP handle), as the spec requires of
+        // `gex_Event_QueryLeaf`.
+        let state = match &self.state {
+            State::HeldPut(op) if !op.is_done() => State::PutLeaf(op.clone()),
+            State::Ops(s) if s.lc.iter().any(|o| !o.is_done()) => State::OpsLeaf(s.clone()),
             State::Invalid
             | State::One(_)
             | State::HeldPut(_)
+            | State::Ops(_)
+            | State::PutLeaf(_)
+            | State::OpsLeaf(_)
             | State::Barrier(_)
-            | State::TeamBarrier(..) => Vec::new(),
+            | State::TeamBarrier(..) => State::Invalid,
         };
-        if pending.is_empty() {
-            Event::invalid()
-        } else {
-            // An event of its own (not `State::One` of the operation), so that its GASP
-            // handle is not the root's.
-            Event {
-                state: State::Ops(Arc::new(EventState {
-                    ops: pending,
-                    lc: Vec::new(),
-                })),
-            }
-        }
+        Event { state }
     }
 }
 
@@ -529,4 +535,55 @@ pub fn nbi_end_access_region() -> Event {
 /// True while this thread has an NBI access region open.
 pub fn nbi_in_access_region() -> bool {
     NBI.with(|n| n.borrow().region.is_some())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// "Multiple calls with the same argument ... must return the *same* event"
+    /// (GASNet-EX, `gex_Event_QueryLeaf`): the leaves of one root share their state and
+    /// GASP handle, unlike the root's, and complete with the operations they stand for.
+    #[test]
+    fn every_query_of_a_root_yields_the_same_leaf() {
+        let put = OpHandle::new();
+        let (lc, other) = (OpHandle::new(), OpHandle::new());
+        let roots = [
+            (
+                Event {
+                    state: State::HeldPut(put.clone()),
+                },
+                put.clone(),
+            ),
+            (
+                Event {
+                    state: State::Ops(Arc::new(EventState {
+                        ops: vec![other.clone()],
+                        lc: vec![lc.clone()],
+                    })),
+                },
+                lc.clone(),
+            ),
+        ];
+        for (root, op) in roots {
+            let (a, b) = (
+                root.query_leaf(EventCategory::LC),
+                root.query_leaf(EventCategory::LC),
+            );
+            assert!(!a.is_invalid() && !a.is_done());
+            assert_eq!(a.gasp_handle(), b.gasp_handle());
+            assert_ne!(a.gasp_handle(), root.gasp_handle());
+            assert!(
+                a.query_leaf(EventCategory::LC).is_invalid(),
+                "a leaf of a leaf"
+            );
+            op.complete();
+            assert!(a.is_done() && b.is_done());
+            assert!(
+                root.query_leaf(EventCategory::LC).is_invalid(),
+                "the leaf of a root whose local completion happened"
+            );
+        }
+        assert!(!other.is_done());
+    }
 }
