@@ -350,6 +350,20 @@ impl MpiConduit {
         self.state.lock()
     }
 
+    /// [`serial`](Self::serial) for `call`, which reaches MPI: made after this rank
+    /// finalized (another thread communicating while this one finalizes, which UPC++
+    /// §2 ¶11 and GASNet-EX leave undefined), it ends the process with a message
+    /// naming the call instead of calling MPI after `MPI_Finalize`.
+    #[inline]
+    fn serial_live(&self, call: &str) -> SpinMutexGuard<'_, State> {
+        let st = self.serial();
+        if st.finalized {
+            drop(st);
+            after_finalize(call);
+        }
+        st
+    }
+
     /// `dest`'s queue of `network` if `dest` is on this host: a slot of it is claimed,
     /// filled and published as under the smp conduit (`select` sends there without
     /// going through this conduit's [`Outbound`]).
@@ -363,7 +377,7 @@ impl MpiConduit {
     /// host queue already.
     #[inline]
     pub(super) fn net_reserve(&self, dest: Rank, network: Network) -> Option<NetOutbound> {
-        let mut st = self.serial();
+        let mut st = self.serial_live("am_reserve");
         let in_flight = &mut st.in_flight[dest as usize][net_index(network)];
         if *in_flight >= CREDITS {
             return None;
@@ -827,6 +841,16 @@ impl Conduit for MpiConduit {
         // here. After finalize the host window is gone (and the rank leaves next).
         (self.host_mapped.load(Ordering::Acquire) && self.host.exiting()).then_some(0)
     }
+}
+
+/// Ends the process: `call` reached the conduit after this rank finalized.
+#[cold]
+#[inline(never)]
+fn after_finalize(call: &str) -> ! {
+    fatal(&format!(
+        "{call} after this rank finalized: another thread was still communicating while \
+         Client::finalize (or gex::exit) ran; communication must end before finalize"
+    ))
 }
 
 /// Ends the job: an MPI call from a thread other than the one that initialized MPI with

@@ -548,7 +548,7 @@ impl MpiConduit {
     pub(super) fn send(&self, mut out: NetOutbound, header: &AmHeader<'_>) {
         let rec = wire::encode(&mut out.buf, self.rank, header);
         let (dest, net) = (out.dest, net_index(out.network));
-        let mut st = self.serial();
+        let mut st = self.serial_live("am_commit");
         let st = &mut *st;
         let peer = &mut st.out[dest as usize][net];
         let Some(pending) = &mut peer.pending else {

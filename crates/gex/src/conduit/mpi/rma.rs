@@ -125,7 +125,7 @@ impl MpiConduit {
         let op = Arc::new(OpHandle::awaiting(src.len().div_ceil(CHUNK)));
         // Every MPI call is made under `state` (MPI_THREAD_SERIALIZED); `windows` is
         // always taken after it.
-        let mut st = self.serial();
+        let mut st = self.serial_live("put");
         let windows = self.windows.lock();
         let w = windows
             .as_ref()
@@ -231,7 +231,7 @@ impl MpiConduit {
         let op = Arc::new(OpHandle::awaiting(len.div_ceil(CHUNK)));
         // Every MPI call is made under `state` (MPI_THREAD_SERIALIZED); `windows` is
         // always taken after it.
-        let mut st = self.serial();
+        let mut st = self.serial_live("get");
         let windows = self.windows.lock();
         let w = windows
             .as_ref()
@@ -281,7 +281,7 @@ impl MpiConduit {
     pub(super) fn rma(&self, target: Rank, op: impl FnOnce(ffi::MPI_Win) -> c_int, call: &str) {
         // Every MPI call is made under `state` (MPI_THREAD_SERIALIZED); `windows` is
         // always taken after it.
-        let _serial = self.serial();
+        let _serial = self.serial_live(call);
         let windows = self.windows.lock();
         let w = windows
             .as_ref()
