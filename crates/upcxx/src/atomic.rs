@@ -229,7 +229,9 @@ impl<T: AtomicType> AtomicDomain<T> {
     ) -> (Started<T>, u32) {
         let call = op.call();
         check_init(call);
-        crate::thread::check_not_restricted(call);
+        // Not `check_not_restricted`: an operation only initiates (§13.3: progress
+        // level internal), which callbacks and RPCs may do (§10.2); waiting for its
+        // future there is what `Future::wait` refuses.
         self.check_live(call);
         self.team.gex(call);
         if !self.set.contains(op.gex_op()) {

@@ -8,6 +8,7 @@ mod common;
 use common::{all_gather, panic_text};
 
 use std::fmt::Debug;
+use std::rc::Rc;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release, SeqCst};
 use std::sync::{Arc, Mutex};
 
@@ -320,6 +321,55 @@ fn completions_as_future_promise_and_lpc() {
         upcxx::delete_array(own);
         upcxx::finalize();
     });
+}
+
+thread_local! {
+    /// The domain of `operations_initiate_inside_callbacks_and_rpcs`, for its RPCs.
+    static DOMAIN: std::cell::RefCell<Option<Rc<AtomicDomain<u64>>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// §10.2 restricts waiting, not initiating: an atomic (progress level internal, §13.3)
+/// may start inside a `then` callback and inside an RPC, whose futures the caller
+/// chains. Each rank's word gets 1 from the callback of the rank before it and 10 from
+/// an RPC run on the rank before it.
+#[test]
+fn operations_initiate_inside_callbacks_and_rpcs() {
+    for n in 1..=4 {
+        gex::testing::spmd(n, || {
+            upcxx::init();
+            use AtomicOp::*;
+            let mut ad = Rc::new(AtomicDomain::<u64>::new(&[Load, FetchAdd]));
+            DOMAIN.with(|d| *d.borrow_mut() = Some(Rc::clone(&ad)));
+            let own = new_array::<u64>(1);
+            let words = all_gather(&own);
+            let (me, n) = (rank_me(), rank_n());
+            let next = words[((me + 1) % n) as usize];
+            upcxx::barrier();
+            let in_callback = Rc::clone(&ad);
+            let f = ad
+                .load(next, Relaxed)
+                .then(move |_| in_callback.fetch_add(next, 1, Relaxed));
+            // Before it, 0, or 10 if the RPC of the rank two before came first.
+            let before = f.wait();
+            assert!(before == 0 || before == 10, "{before}");
+            let far = words[((me + 2) % n) as usize];
+            let in_rpc = |p: GlobalPtr<u64>| {
+                DOMAIN.with(|d| d.borrow().as_ref().unwrap().fetch_add(p, 10, Relaxed))
+            };
+            let before = upcxx::rpc((me + 1) % n, in_rpc, (far,)).wait();
+            assert!(before == 0 || before == 1, "{before}");
+            upcxx::barrier();
+            assert_eq!(ad.load(own, Relaxed).wait(), 11);
+            upcxx::barrier();
+            DOMAIN.with(|d| d.borrow_mut().take());
+            Rc::get_mut(&mut ad)
+                .expect("the domain's last handle")
+                .destroy(EntryBarrier::User);
+            upcxx::delete_array(own);
+            upcxx::finalize();
+        });
+    }
 }
 
 /// Bad input panics naming the call and the rule, before anything happens: an
