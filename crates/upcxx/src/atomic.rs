@@ -337,6 +337,8 @@ impl<T: AtomicType> AtomicDomain<T> {
         order: Ordering,
         cxs: C,
     ) -> Returned<C, AtomicFetch<T>> {
+        // A request that cannot be armed fails the call before the word changes.
+        cxs.check_armable();
         let (started, rank) = self.initiate(op, p, val1, val2, order);
         match started {
             Started::Done(value) => cxs.completed_at_initiation(rank, (value,)).into_return(),
@@ -354,6 +356,7 @@ impl<T: AtomicType> AtomicDomain<T> {
         order: Ordering,
         cxs: C,
     ) -> Returned<C, AtomicUpdate> {
+        cxs.check_armable();
         let (started, rank) = self.initiate(op, p, val, val, order);
         match started {
             Started::Done(_) => cxs.completed_at_initiation(rank, ()).into_return(),

@@ -375,7 +375,7 @@ fn operations_initiate_inside_callbacks_and_rpcs() {
 /// Bad input panics naming the call and the rule, before anything happens: an
 /// operation not given at construction, a memory order the operation does not take,
 /// a null or misaligned pointer, a target outside the domain's team, a type not
-/// permitted for an operation, a destroyed domain; and dropping a domain not destroyed
+/// permitted for an operation, a destroyed domain, a promise already ready; and dropping a domain not destroyed
 /// while UPC++ is initialized (§13.3 ¶20), which is fine after `finalize`.
 #[test]
 fn bad_input_names_the_call_and_changes_nothing() {
@@ -414,6 +414,18 @@ fn bad_input_names_the_call_and_changes_nothing() {
             );
             let msg = panic_text(|| drop(AtomicDomain::<f64>::new(&[Add, BitXor])));
             assert!(msg.starts_with("upcxx::atomic_domain::atomic_domain: atomic_op::bit_xor is not permitted for f64"), "{msg}");
+            // A promise already ready fails the call before the word changes (§7.2.1).
+            let ready = Promise::<i64>::new();
+            ready.fulfill_result(0);
+            let msg = panic_text(|| {
+                drop(ad.fetch_add_with(word, 1, Relaxed, operation_cx::as_promise(&ready)))
+            });
+            assert!(msg.contains("dependency count of zero"), "{msg}");
+            let ready = Promise::<()>::new();
+            ready.fulfill_anonymous(1);
+            let msg =
+                panic_text(|| ad.store_with(word, 1, Relaxed, operation_cx::as_promise(&ready)));
+            assert!(msg.contains("dependency count of zero"), "{msg}");
             assert_eq!(
                 ad.load(word, Relaxed).wait(),
                 7,
