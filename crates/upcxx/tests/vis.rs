@@ -368,7 +368,8 @@ fn completions_of_every_kind() {
 
 /// Bad input fails naming the call before anything moves: remote runs on two
 /// processes, a null pointer, totals that differ, a regular run of the wrong length, a
-/// negative run length, a stride that misaligns `T`, a shape outside the segment.
+/// negative run length, a stride that misaligns `T` (one of a dimension of extent 1
+/// misaligns nothing), a shape outside the segment.
 #[test]
 fn bad_input_fails_naming_the_call() {
     gex::testing::spmd(2, || {
@@ -420,6 +421,13 @@ fn bad_input_fails_naming_the_call() {
             msg.contains("upcxx::rput_strided: the stride of 4 bytes is not a multiple"),
             "{msg}"
         );
+        // A dimension of extent 1 never steps: its stride may be anything.
+        let values = [1u64, 2, 3, 4];
+        upcxx::rput_strided(&values, 1, [8, 3], mine, [8, 5], [2, 1]).wait();
+        let mut got = [0u64; 2];
+        upcxx::rget_strided(mine, [-3, 8], &mut got, 0, [1, 8], [1, 2]).wait();
+        assert_eq!(got, [2, 3]);
+        upcxx::rput_slice(&zero, mine).wait();
         let msg = panic_text(|| drop(upcxx::rget_strided(null, [8], &mut [0u64; 2], 0, [8], [2])));
         assert_eq!(msg, "upcxx::rget_strided: the global pointer is null");
         // Past the end of the 16-element array's segment: gex names the range.

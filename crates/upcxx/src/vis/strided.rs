@@ -10,12 +10,15 @@ use crate::global_ptr::GlobalPtr;
 use crate::rma::{finish_put, target};
 use crate::runtime::state::{rt, Rank};
 
-/// Panics naming `call` if a stride is not a multiple of `T`'s alignment (every
-/// address of the shape must be a `T`'s, §15.2.6 ¶2 and ¶4).
+/// Panics naming `call` if the stride of a dimension that steps (its extent above 1)
+/// is not a multiple of `T`'s alignment (every address of the shape must be a `T`'s,
+/// §15.2.6 ¶2 and ¶4). The stride of a dimension of extent 0 or 1 enters no address
+/// (its index is 0 or there is none), so any value is fine there.
 #[track_caller]
-fn check_strides<T>(call: &str, strides: &[isize]) {
+fn check_strides<T>(call: &str, strides: &[isize], extents: &[usize]) {
     let align = std::mem::align_of::<T>() as isize;
-    if let Some(s) = strides.iter().find(|&&s| s % align != 0) {
+    let stepping = strides.iter().zip(extents).filter(|&(_, &e)| e > 1);
+    if let Some((s, _)) = stepping.into_iter().find(|&(&s, _)| s % align != 0) {
         panic!(
             "upcxx::{call}: the stride of {s} bytes is not a multiple of the alignment of \
              the element type ({align} bytes): the addresses would be misaligned"
@@ -129,8 +132,8 @@ pub(super) unsafe fn put<const DIM: usize, T: NoUninit>(
     lend: Lend,
 ) -> (Rank, gex::Event) {
     let rt = rt(call);
-    check_strides::<T>(call, &src_strides);
-    check_strides::<T>(call, &dest_strides);
+    check_strides::<T>(call, &src_strides, &extents);
+    check_strides::<T>(call, &dest_strides, &extents);
     let (rank, addr) = target(call, dest_base);
     let base = base_offset::<T>(call, src_base);
     let bytes: &[u8] = bytemuck::cast_slice(src);
@@ -246,8 +249,8 @@ pub(super) unsafe fn get<const DIM: usize, T: Pod>(
     lend: Lend,
 ) -> (Rank, gex::Event) {
     let rt = rt(call);
-    check_strides::<T>(call, &src_strides);
-    check_strides::<T>(call, &dest_strides);
+    check_strides::<T>(call, &src_strides, &extents);
+    check_strides::<T>(call, &dest_strides, &extents);
     let (rank, addr) = target(call, src_base);
     let base = base_offset::<T>(call, dest_base);
     let bytes: &mut [u8] = bytemuck::cast_slice_mut(dest);
