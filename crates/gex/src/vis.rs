@@ -43,7 +43,10 @@
 //! strided shape by its extent, computed with overflow-checked arithmetic), every local
 //! range against its slice, that both sides describe the same number of bytes, and that
 //! no two destination locations overlap (the spec leaves that undefined; we refuse it).
-//! A failure is a panic naming the call. Source locations may overlap.
+//! One exception: a strided shape of more than 2^22 runs whose levels interleave (a
+//! stride shorter than what the levels inside it span) is not searched run by run, and
+//! overlap there stays undefined (each element is still copied whole). A failure is a
+//! panic naming the call. Source locations may overlap.
 //!
 //! # Degenerate cases (spec "Strided Puts and Gets", "Degenerate cases")
 //!

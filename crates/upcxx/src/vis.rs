@@ -70,8 +70,9 @@
 //! Destination (put) or source (get) runs with affinity to more than one process, a
 //! null global pointer in a run that moves data, sequences of different totals and
 //! strides that break `T`'s alignment fail with a panic naming the call; what `gex`
-//! checks (ranges outside the segment, overlapping destinations, shapes whose size
-//! overflows, a local shape outside its slice) fails there with a message naming the
+//! checks (ranges outside the segment, overlapping destinations but in interleaved
+//! strided shapes of more than 2^22 runs, shapes whose size overflows, a local shape
+//! outside its slice) fails there with a message naming the
 //! `gex` call and the range. Both report the caller's location, before any byte moves.
 //! A call with no run at all moves nothing and completes at once; its remote
 //! completion, having no target, runs on the calling rank.
