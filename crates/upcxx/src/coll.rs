@@ -73,7 +73,7 @@ use crate::completion::{
 use crate::future::Future;
 use crate::global_ptr::GlobalPtr;
 use crate::runtime::state::{rt, Rank};
-use crate::team::{check_collective, Team};
+use crate::team::{check_collective, check_collective_initiation, Team};
 use ops::Lowered;
 pub use ops::{
     op_fast_add, op_fast_bit_and, op_fast_bit_or, op_fast_bit_xor, op_fast_max, op_fast_min,
@@ -161,7 +161,9 @@ pub fn barrier_async(team: &Team) -> Future<()> {
 /// [`barrier_async`] with completions: `operation_cx` requests (§12.2 ¶14).
 ///
 /// # Panics
-/// As [`barrier`], or if an `as_promise` request's promise is already ready.
+/// If the team is invalid or destroyed, off the master persona's thread (¶7), or if an
+/// `as_promise` request's promise is already ready. Unlike [`barrier`], it may be
+/// called in the restricted context (a callback, an RPC): it does not wait.
 #[track_caller]
 pub fn barrier_async_with<C: Completions<BarrierAsync>>(
     team: &Team,
@@ -170,7 +172,7 @@ pub fn barrier_async_with<C: Completions<BarrierAsync>>(
     const CALL: &str = "barrier_async";
     operation_requested::<BarrierAsync, C>();
     let gex = team.gex(CALL);
-    check_collective(CALL);
+    check_collective_initiation(CALL);
     let id = team.id().to_u64();
     let span = gasp::span!(GASP_UPCXX_BARRIER_ASYNC, id);
     let event = gex.barrier_nb();
@@ -190,8 +192,9 @@ pub fn broadcast<T: NoUninit + CheckedBitPattern>(value: T, root: Rank, team: &T
 /// [`broadcast`] with completions: `operation_cx` requests, notified with the value.
 ///
 /// # Panics
-/// If `root` is not a rank of the team (§12.2 ¶39), as [`barrier`], or if an
-/// `as_promise` request's promise is already ready.
+/// If `root` is not a rank of the team (§12.2 ¶39), if the team is invalid or
+/// destroyed, off the master persona's thread, or if an `as_promise` request's
+/// promise is already ready. It may be called in the restricted context.
 #[track_caller]
 pub fn broadcast_with<T: NoUninit + CheckedBitPattern, C: Completions<BroadcastValue<T>>>(
     value: T,
@@ -202,7 +205,7 @@ pub fn broadcast_with<T: NoUninit + CheckedBitPattern, C: Completions<BroadcastV
     const CALL: &str = "broadcast";
     operation_requested::<BroadcastValue<T>, C>();
     let gex = team.gex(CALL);
-    check_collective(CALL);
+    check_collective_initiation(CALL);
     check_root(CALL, root, team);
     let id = team.id().to_u64();
     let size = std::mem::size_of::<T>();
@@ -262,7 +265,7 @@ pub unsafe fn broadcast_buffer_with<T: Pod, C: Completions<BroadcastBuffer>>(
     const CALL: &str = "broadcast";
     operation_requested::<BroadcastBuffer, C>();
     let gex = team.gex(CALL);
-    check_collective(CALL);
+    check_collective_initiation(CALL);
     check_root(CALL, root, team);
     let id = team.id().to_u64();
     let nbytes = bytes_of_count::<T>(CALL, count);
@@ -378,7 +381,7 @@ pub fn broadcast_vec_with<T: Pod, C: Completions<BroadcastValue<Vec<T>>>>(
     const CALL: &str = "broadcast_vec";
     operation_requested::<BroadcastValue<Vec<T>>, C>();
     let gex = team.gex(CALL);
-    check_collective(CALL);
+    check_collective_initiation(CALL);
     check_root(CALL, root, team);
     let id = team.id().to_u64();
     let nbytes = std::mem::size_of_val(buffer.as_slice());
@@ -409,8 +412,9 @@ pub fn reduce_one<T: NoUninit + CheckedBitPattern, O: ReduceOp<T>>(
 /// [`reduce_one`] with completions: `operation_cx` requests, notified with the value.
 ///
 /// # Panics
-/// If `root` is not a rank of the team (§12.2 ¶25), as [`barrier`], or if an
-/// `as_promise` request's promise is already ready.
+/// If `root` is not a rank of the team (§12.2 ¶25), if the team is invalid or
+/// destroyed, off the master persona's thread, or if an `as_promise` request's
+/// promise is already ready. It may be called in the restricted context.
 #[track_caller]
 pub fn reduce_one_with<
     T: NoUninit + CheckedBitPattern,
@@ -441,7 +445,9 @@ pub fn reduce_all<T: NoUninit + CheckedBitPattern, O: ReduceOp<T>>(
 /// [`reduce_all`] with completions: `operation_cx` requests, notified with the value.
 ///
 /// # Panics
-/// As [`barrier`], or if an `as_promise` request's promise is already ready.
+/// If the team is invalid or destroyed, off the master persona's thread (¶7), or if an
+/// `as_promise` request's promise is already ready. Unlike [`barrier`], it may be
+/// called in the restricted context (a callback, an RPC): it does not wait.
 #[track_caller]
 pub fn reduce_all_with<
     T: NoUninit + CheckedBitPattern,
@@ -667,7 +673,7 @@ fn reduce_vec<T: Pod, O: ReduceOp<T>, C: Completions<ReduceValue<Vec<T>>>>(
     // The checks `reduce_at` makes, before the vector is lent: a lent vector is not
     // freed if the call panics.
     team.gex(call);
-    check_collective(call);
+    check_collective_initiation(call);
     if let Some(root) = root {
         check_root(call, root, team);
     }
@@ -726,7 +732,7 @@ where
     V: FnOnce() -> Ev::OpValues + 'static,
 {
     let gex = team.gex(call);
-    check_collective(call);
+    check_collective_initiation(call);
     if let Some(root) = root {
         check_root(call, root, team);
     }

@@ -71,7 +71,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::future::{make_future, Future, FutureValue, Promise};
 use crate::runtime::state::{check_init, Rank};
-use crate::team::{check_collective, world, Team, TeamId};
+use crate::team::{check_collective_initiation, world, Team, TeamId};
 use crate::thread;
 use registry::{Key, Status};
 
@@ -98,8 +98,8 @@ impl<T: 'static> DistObject<T> {
     /// makes no progress.
     ///
     /// # Panics
-    /// Off the thread holding the master persona (§14.4 ¶4), or in the restricted
-    /// context.
+    /// Off the thread holding the master persona (§14.4 ¶4). It may be called in the
+    /// restricted context (it makes no progress, ¶6).
     #[track_caller]
     pub fn new(value: T) -> DistObject<T> {
         DistObject::new_in(world(), value)
@@ -113,14 +113,14 @@ impl<T: 'static> DistObject<T> {
     /// no progress.
     ///
     /// # Panics
-    /// If `team` is invalid or destroyed, off the thread holding the master persona
-    /// (§14.4 ¶4), or in the restricted context.
+    /// If `team` is invalid or destroyed, or off the thread holding the master persona
+    /// (§14.4 ¶4). It may be called in the restricted context.
     #[track_caller]
     pub fn new_in(team: &Team, value: T) -> DistObject<T> {
         const CALL: &str = "dist_object::dist_object";
         check_init(CALL);
         let team_id = team.id();
-        check_collective(CALL);
+        check_collective_initiation(CALL);
         let span = gasp::span!(GASP_UPCXX_DIST_OBJECT_CONSTRUCT, team_id.to_u64());
         let built_at = std::panic::Location::caller();
         let mut value = Some(value);

@@ -479,11 +479,20 @@ pub(crate) fn init(world_gex: gex::Team) {
     let _ = LOCAL.set(local);
 }
 
-/// The checks of a collective call (§12.1 ¶6): the calling thread holds the master
-/// persona and is not in the restricted context.
+/// The checks of a collective call that waits (§12.1 ¶6): the calling thread holds
+/// the master persona and is not in the restricted context.
 #[track_caller]
 pub(crate) fn check_collective(call: &str) {
     thread::check_not_restricted(call);
+    check_master(call);
+}
+
+/// The check of a collective call that only initiates (a non-blocking collective, a
+/// `dist_object`'s construction): the calling thread holds the master persona (§12.1
+/// ¶6). A callback or RPC may make such a call: §10.2 restricts waiting there, not
+/// initiating.
+#[track_caller]
+pub(crate) fn check_collective_initiation(call: &str) {
     check_master(call);
 }
 

@@ -403,6 +403,43 @@ fn futures_turn_ready_only_in_progress() {
     }
 }
 
+/// §10.2 restricts waiting, not initiating: callbacks run by progress (the restricted
+/// context) start the non-blocking collectives, whose futures chain, and build a
+/// `dist_object` (§14.4 ¶6: progress level none).
+#[test]
+fn callbacks_initiate_collectives_and_build_dist_objects() {
+    for ranks in [1, 2, 3, 5] {
+        spmd(ranks, || {
+            upcxx::init();
+            let (me, n) = (u64::from(rank_me()), u64::from(rank_n()));
+            let built = std::rc::Rc::new(std::cell::RefCell::new(None));
+            let slot = built.clone();
+            let (sum, root, vec) = upcxx::barrier_async(world())
+                .then(move |()| {
+                    *slot.borrow_mut() = Some(upcxx::DistObject::new(me * 3));
+                    upcxx::reduce_all(me, op_fast_add, world())
+                })
+                .then(move |sum| {
+                    let root = upcxx::broadcast(me + 100, 0, world());
+                    let vec = upcxx::reduce_all_vec(vec![me, 1], op_fast_add, world());
+                    upcxx::when_all((upcxx::make_future(sum), root, vec))
+                })
+                .then(|(sum, root, vec)| {
+                    upcxx::barrier_async(world()).then(move |()| (sum, root, vec))
+                })
+                .wait();
+            assert_eq!((sum, root), (n * (n - 1) / 2, 100));
+            assert_eq!(vec, [sum, n]);
+            let obj = built.borrow_mut().take().expect("built in the callback");
+            let next = (rank_me() + 1) % rank_n();
+            assert_eq!(obj.fetch(next).wait(), u64::from(next) * 3);
+            upcxx::barrier();
+            drop(obj);
+            upcxx::finalize();
+        });
+    }
+}
+
 /// Many collectives in flight at once, on two teams, waited in reverse.
 #[test]
 fn many_collectives_in_flight() {
