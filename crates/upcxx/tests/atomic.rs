@@ -418,7 +418,7 @@ fn bad_input_names_the_call_and_changes_nothing() {
             let ready = Promise::<i64>::new();
             ready.fulfill_result(0);
             let msg = panic_text(|| {
-                drop(ad.fetch_add_with(word, 1, Relaxed, operation_cx::as_promise(&ready)))
+                ad.fetch_add_with(word, 1, Relaxed, operation_cx::as_promise(&ready))
             });
             assert!(msg.contains("dependency count of zero"), "{msg}");
             let ready = Promise::<()>::new();
