@@ -245,6 +245,22 @@ fn every_future_of_a_promise_gets_its_value() {
     drop(g);
 }
 
+/// §5.7 ¶2: every copy of a future sees the value, also one consumed inside a callback
+/// that runs before the other callbacks of the same fulfilment.
+#[test]
+fn a_clone_consumed_inside_a_callback_leaves_the_value_to_the_others() {
+    let p = Promise::<u64>::new();
+    let f = p.get_future();
+    let g = f.clone();
+    let early = f.clone().then(move |v| v + g.into_result());
+    let both = when_all((f.clone(), f.clone()));
+    let late = f.then(|v| v * 10);
+    p.fulfill_result(3);
+    assert_eq!(early.into_result(), 6);
+    assert_eq!(both.into_result(), (3, 3));
+    assert_eq!(late.into_result(), 30);
+}
+
 #[test]
 fn result_of_a_non_ready_future_panics() {
     let p: Promise<i32> = Promise::new();

@@ -193,7 +193,7 @@ impl<T: 'static> Future<T> {
             Repr::Ready(v) | Repr::AfterProgress(v, _) => v,
             Repr::Shared(s) => {
                 s.handles.set(s.handles.get() - 1);
-                s.take_for_consumer(s.handles.get() > 0)
+                s.take_for_consumer()
             }
             // SAFETY: this future owns the cell, whose value arrived (callers check
             // readiness first); the cell is no longer referred to.

@@ -20,6 +20,9 @@ pub(crate) struct State<T> {
     pub(super) wakers: RefCell<Vec<Waker>>,
     /// Live `Future` handles onto this state.
     pub(super) handles: Cell<usize>,
+    /// Callbacks that `make_ready` took and has not run yet: consumers of the value as
+    /// much as the handles are (an earlier callback may consume a handle).
+    unrun: Cell<usize>,
     /// Set by `Future::clone` (where `T: Clone` is known) so that several consumers can
     /// each get a value.
     pub(super) clone_fn: Cell<Option<CloneFn<T>>>,
@@ -34,6 +37,7 @@ impl<T: 'static> State<T> {
             callbacks: RefCell::new(Vec::new()),
             wakers: RefCell::new(Vec::new()),
             handles: Cell::new(0),
+            unrun: Cell::new(0),
             clone_fn: Cell::new(None),
         })
     }
@@ -47,8 +51,10 @@ impl<T: 'static> State<T> {
         *slot = Some(v);
     }
 
-    /// Takes the value for one consumer: a copy while others still need it.
-    pub(super) fn take_for_consumer(&self, others_remain: bool) -> T {
+    /// Takes the value for one consumer (a handle that gave itself up, or a callback):
+    /// a copy while others still need it, live handles or callbacks not run yet.
+    pub(super) fn take_for_consumer(&self) -> T {
+        let others_remain = self.handles.get() > 0 || self.unrun.get() > 0;
         // `()` is made anew for each consumer: a promise of no value (operation
         // completion) serves any number of futures and callbacks, as in C++ (§5.8.2 ¶20).
         if std::any::TypeId::of::<T>() == std::any::TypeId::of::<()>() {
@@ -103,10 +109,10 @@ impl<T: 'static> State<T> {
         }
         self.ready.set(true);
         let callbacks = std::mem::take(&mut *self.callbacks.borrow_mut());
-        let n = callbacks.len();
-        for (i, cb) in callbacks.into_iter().enumerate() {
-            let others = i + 1 < n || self.handles.get() > 0;
-            cb(self.take_for_consumer(others));
+        self.unrun.set(callbacks.len());
+        for cb in callbacks {
+            self.unrun.set(self.unrun.get() - 1);
+            cb(self.take_for_consumer());
         }
         for w in self.wakers.borrow_mut().drain(..) {
             w.wake();
