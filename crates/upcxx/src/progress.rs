@@ -78,10 +78,10 @@ pub fn progress(level: ProgressLevel) {
 fn progress_at(level: ProgressLevel) {
     match level {
         ProgressLevel::Internal => {
-            internal_progress();
+            internal_progress_advancing();
         }
         ProgressLevel::User if thread::in_restricted_context() => {
-            internal_progress();
+            internal_progress_advancing();
         }
         ProgressLevel::User => {
             let worked = user_progress() > 0;
@@ -141,6 +141,20 @@ pub(crate) fn internal_progress() -> usize {
     } else {
         crate::rpc::send_unsent();
         gex::layered::poll_unreported()
+    }
+}
+
+/// Internal progress as a program asks for it (`progress(Internal)`, `discharge`): the
+/// poll, then the operations this thread tracks ([`thread::track_outgoing`]), whose
+/// notifications wait for user-level progress. So `progress_required` turns false under
+/// `while progress_required() { progress(Internal) }`, §10.3 ¶6's form of `discharge`.
+/// Returns how many messages the poll handled plus how many operations completed.
+fn internal_progress_advancing() -> usize {
+    let n = internal_progress();
+    if thread::outgoing_pending() {
+        n + thread::advance_outgoing()
+    } else {
+        n
     }
 }
 
@@ -390,8 +404,7 @@ pub fn discharge() {
     crate::runtime::state::check_init("discharge");
     let mut backoff = gex::layered::Backoff::new();
     loop {
-        internal_progress();
-        if thread::advance_outgoing() > 0 {
+        if internal_progress_advancing() > 0 {
             backoff.reset();
         }
         if !progress_required() {

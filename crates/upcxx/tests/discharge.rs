@@ -184,3 +184,32 @@ fn callbacks_of_completed_gets_run_restricted_and_discharge_runs_none() {
         });
     }
 }
+
+/// §10.3 ¶6: `discharge` is `while progress_required() { progress(internal) }`, so
+/// internal progress alone completes a get from another host (on shared memory it is
+/// complete at initiation), while its notification waits for user-level progress.
+#[test]
+fn internal_progress_alone_ends_the_need_for_progress() {
+    for n in 1..=3 {
+        spmd(n, || {
+            upcxx::init();
+            let word: GlobalPtr<u64> = upcxx::new_(7 + u64::from(rank_me()));
+            let peer = (rank_me() + 1) % rank_n();
+            let gp = common::all_gather(&word)[peer as usize];
+            let got = upcxx::rget(gp);
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while progress_required() {
+                progress(ProgressLevel::Internal);
+                assert!(
+                    Instant::now() < deadline,
+                    "progress(Internal) never completed the get"
+                );
+            }
+            assert!(!got.ready(), "internal progress notified a future");
+            assert_eq!(got.wait(), 7 + u64::from(peer));
+            upcxx::barrier();
+            upcxx::delete_(word);
+            upcxx::finalize();
+        });
+    }
+}
