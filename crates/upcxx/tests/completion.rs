@@ -586,3 +586,40 @@ fn the_specs_combined_example() {
         upcxx::finalize();
     });
 }
+
+/// §7.1 ¶9 and §10.4 ¶8: an LPC completion aimed at a persona the initiating thread
+/// holds is enlisted on the persona, not on the thread: a worker that releases the
+/// persona before making progress again leaves the callback to its next holder.
+#[test]
+fn an_lpc_for_a_held_persona_follows_the_persona() {
+    for n in 1..=2 {
+        gex::testing::spmd(n, || {
+            upcxx::init();
+            let mine = new_array::<u64>(1);
+            let persona = Persona::new();
+            let done = Arc::new(AtomicBool::new(false));
+            let (p, d) = (persona.clone(), done.clone());
+            std::thread::spawn(move || {
+                let _scope = PersonaScope::new(&p);
+                let lpc = operation_cx::as_lpc(&p, move || d.store(true, Ordering::Release));
+                rput_with(5u64, mine, lpc);
+            })
+            .join()
+            .unwrap();
+            let scope = PersonaScope::new(&persona);
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+            while !done.load(Ordering::Acquire) {
+                progress(ProgressLevel::User);
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "the LPC never ran on the persona's next holder"
+                );
+            }
+            drop(scope);
+            assert_eq!(rget(mine).wait(), 5);
+            upcxx::barrier();
+            delete_array(mine);
+            upcxx::finalize();
+        });
+    }
+}

@@ -353,23 +353,14 @@ where
 }
 
 /// Enlists `func(values)` on `persona`, the event having occurred (§7.1 ¶9): the
-/// callback runs in that persona's user-level progress (¶14). A persona another thread
-/// holds gets it now, whether or not this thread makes progress again (a worker that
-/// initiates with a completion aimed at another thread's persona, then ends, §10.4
-/// ¶11). One this thread holds gets it at this thread's next user-level progress, which
-/// runs it there and then, never inside the initiating call.
+/// callback runs in that persona's user-level progress (¶14), by whichever thread
+/// holds it then. Always through the persona's own queue, also for a persona this
+/// thread holds: a thread may release it before its next user-level progress (a
+/// worker's scope that ends, §10.4 ¶8), and a queue of the thread's own would keep the
+/// callback from the persona's next holder. Never inside the initiating call: the
+/// queue runs in progress.
 fn enlist<V: Send + 'static, F: LpcCallback<V>>(persona: Persona, func: F, values: V) {
-    if !persona.active_with_caller() {
-        persona.lpc_ff(move || func.call(values));
-        return;
-    }
-    thread::defer(Box::new(move || {
-        if persona.active_with_caller() {
-            func.call(values);
-        } else {
-            persona.lpc_ff(move || func.call(values));
-        }
-    }));
+    persona.lpc_ff(move || func.call(values));
 }
 
 impl<Ev: HasRemote, F, A> Completions<Ev> for RpcCx<F, A>
