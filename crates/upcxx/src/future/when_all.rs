@@ -142,10 +142,11 @@ when_all_tuple!(a: A, b: B, c: C, d: D, e: E, f: F, g: G, h: H);
 impl<T: 'static> WhenAll for Vec<Future<T>> {
     type Output = Vec<T>;
     fn join(self) -> Future<Vec<T>> {
-        if self
-            .iter()
-            .all(|f| matches!(f.repr, Repr::Ready(_) | Repr::AfterProgress(..)))
-        {
+        if self.iter().all(|f| match f.repr {
+            Repr::Ready(_) | Repr::AfterProgress(..) => true,
+            Repr::Reply(cell) => cell.arrival().is_some(),
+            _ => false,
+        }) {
             return join_complete(self);
         }
         if self.iter().all(|f| matches!(f.repr, Repr::Reply(_))) {
@@ -171,9 +172,10 @@ impl<T: 'static> WhenAll for Vec<Future<T>> {
 }
 
 /// `when_all` over futures whose values are here already (operations complete at
-/// initiation, such as RMA on shared memory, ready now or at the next user-level
-/// progress): their values in order, ready when the last of them is, with no callback,
-/// state or allocation but the vector's. Also the empty vector's: ready at once.
+/// initiation, such as RMA on shared memory, and replies that arrived, ready now or at
+/// the next user-level progress): their values in order, ready when the last of them
+/// is, with no callback, state or allocation but the vector's. Also the empty vector's:
+/// ready at once.
 fn join_complete<T: 'static>(futures: Vec<Future<T>>) -> Future<Vec<T>> {
     let mut after: Option<u64> = None;
     let values = futures
@@ -183,6 +185,15 @@ fn join_complete<T: 'static>(futures: Vec<Future<T>>) -> Future<Vec<T>> {
             Repr::AfterProgress(v, epoch) => {
                 after = Some(after.map_or(epoch, |a| a.max(epoch)));
                 v
+            }
+            Repr::Reply(cell) => {
+                let epoch = cell
+                    .arrival()
+                    .expect("only arrived replies are joined here");
+                after = Some(after.map_or(epoch, |a| a.max(epoch)));
+                // SAFETY: the future owned the cell (it refers to it no more: its
+                // representation is `Taken`), and the cell's value arrived.
+                unsafe { cell.take::<T>() }
             }
             _ => unreachable!("only complete futures are joined here"),
         })
