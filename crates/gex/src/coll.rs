@@ -189,6 +189,18 @@ pub fn algorithm(kind: Kind, n: Rank) -> Algorithm {
 
 /// The common checks of an initiation; the runtime.
 #[track_caller]
+/// `p`, or for null a dangling pointer: a caller may pass null for a buffer of no bytes
+/// (as C callers of GASNet-EX do), and the slices and copies inside a collective take
+/// only non-null pointers, even for no bytes. A transfer of some bytes from null fails
+/// as it would have.
+pub(crate) fn or_dangling(p: *mut u8) -> *mut u8 {
+    if p.is_null() {
+        std::ptr::NonNull::dangling().as_ptr()
+    } else {
+        p
+    }
+}
+
 fn initiation(team: &Team, call: &str) -> &'static Runtime {
     initiation_data(team, call).0
 }
@@ -349,6 +361,7 @@ impl Team {
             nbytes,
             flags.bits() as i32
         );
+        let (dst, src) = (or_dangling(dst), or_dangling(src.cast_mut()).cast_const());
         let tree = algorithm(Kind::Broadcast, self.size).tree();
         let chunk = rt.conduit.am_max_medium();
         let mut op =
@@ -507,6 +520,7 @@ impl Team {
         flags: Flags,
     ) -> Event {
         let rt = initiation(self, call);
+        let (dst, src) = (or_dangling(dst), or_dangling(src.cast_mut()).cast_const());
         let reduction = Reduction::new(call, dt, dt_size, op, user);
         let len = dt_size.checked_mul(dt_count).unwrap_or_else(|| {
             panic!("gex::{call}: {dt_count} elements of {dt_size} bytes overflow the address space")

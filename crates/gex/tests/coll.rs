@@ -385,6 +385,38 @@ fn bad_input_and_empty_collectives() {
             team.broadcast(0, &mut nothing);
             let mut none: [u64; 0] = [];
             team.reduce_to_all(&mut none, Op::Add);
+            // No bytes with null pointers, as C callers pass them: nothing is read or
+            // written, so no pointer need be valid.
+            let (null_dst, null_src) = (std::ptr::null_mut::<u8>(), std::ptr::null::<u8>());
+            let root = n - 1;
+            // SAFETY: no bytes move.
+            unsafe {
+                team.broadcast_nb(root, null_dst, null_src, 0, Flags::NONE)
+                    .wait();
+                team.reduce_to_all_nb(
+                    null_dst,
+                    null_src,
+                    Dt::U64,
+                    8,
+                    0,
+                    Op::Add,
+                    None,
+                    Flags::NONE,
+                )
+                .wait();
+                team.reduce_to_one_nb(
+                    root,
+                    null_dst,
+                    null_src,
+                    Dt::U64,
+                    8,
+                    0,
+                    Op::Max,
+                    None,
+                    Flags::NONE,
+                )
+                .wait();
+            }
             let mut buf = [0u8; 4];
             common::expect_panic(&["Team::broadcast_nb", "root", "not in the team"], || {
                 team.broadcast(n, &mut buf)

@@ -196,6 +196,35 @@ fn local_round(team: &Team, sizes: &[usize], first_case: u64) {
     }
 }
 
+/// No bytes with null buffers, as C callers pass them: every kind with every messages
+/// method, and the prefix reduction of no elements, move nothing and complete.
+#[test]
+fn no_bytes_with_null_buffers() {
+    for n in [1, 2, 3] {
+        spmd(n, || {
+            let team = init("COLL_NULL");
+            let (dst, src) = (std::ptr::null_mut::<u8>(), std::ptr::null::<u8>());
+            for kind in kinds(team.size()) {
+                for &m in kind.operation().methods() {
+                    if m == Method::Shared {
+                        continue;
+                    }
+                    set_method(kind.operation(), Some(m));
+                    // SAFETY: no bytes move.
+                    unsafe { kind.run(&team, dst.into(), src.into(), 0, local()) };
+                }
+                set_method(kind.operation(), None);
+            }
+            // SAFETY: as above.
+            unsafe {
+                let (dt, op) = (gex::ops::Dt::U64, gex::ops::Op::Add);
+                team.prefix_reduce(dst.into(), src.into(), dt, 8, 0, op, None, local());
+            }
+            finalize(&team);
+        });
+    }
+}
+
 /// The blocking forms ("Handles": every initiation function has one): every kind and
 /// root on 1 to 5 ranks moves the same data as its non-blocking form, with each output
 /// sync mode; `AGGREGATE` in a blocking call, or a blocking call inside an aggregate,

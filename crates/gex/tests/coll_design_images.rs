@@ -315,6 +315,34 @@ fn images_local_every_root_size_and_method() {
     }
 }
 
+/// No bytes with null addresses, as C callers pass them: every kind with LOCAL lists,
+/// each message method forced, moves nothing and completes.
+#[test]
+fn images_move_no_bytes_from_null_addresses() {
+    for n in [1, 3] {
+        spmd(n, || {
+            let team = init("DESIGN_IMAGES_NULL");
+            let (me, n) = (team.rank(), team.size());
+            team.coll_init(&(0..n).map(count).collect::<Vec<_>>());
+            let nulls = vec![std::ptr::null_mut::<u8>(); count(me)];
+            for kind in kinds(n) {
+                for &m in kind.operation().methods() {
+                    if m == Method::Shared {
+                        continue;
+                    }
+                    set_method(kind.operation(), Some(m));
+                    let (src_list, dst_list) = kind.lists();
+                    let (d, s) = (local_arg(dst_list, &nulls), local_arg(src_list, &nulls));
+                    // SAFETY: no bytes move.
+                    unsafe { kind.run(&team, d, s, 0, local()) };
+                }
+                set_method(kind.operation(), None);
+            }
+            finalize(&team);
+        });
+    }
+}
+
 /// The "i" calls with SINGLE lists ("an array of NImages addresses … The ith address is
 /// used as the destination (source) address of the ith image"): owner-space addresses
 /// in the segments, the shared method and every message method forced, every sync

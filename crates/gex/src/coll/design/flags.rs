@@ -169,11 +169,12 @@ impl<'a> From<&'a [usize]> for Addr<'a> {
 }
 
 impl Addr<'_> {
-    /// This rank's address, after checking the argument against the flags.
+    /// This rank's address, after checking the argument against the flags (null, for
+    /// no bytes, as a dangling pointer: see `coll::or_dangling`).
     #[track_caller]
     pub(crate) fn mine(&self, call: &str, what: &str, modes: Modes, me: Rank, n: Rank) -> *mut u8 {
         match (self, modes.single) {
-            (Addr::Local(p), false) => *p,
+            (Addr::Local(p), false) => crate::coll::or_dangling(*p),
             (Addr::Single(list), true) => {
                 if list.len() != n as usize {
                     panic!(

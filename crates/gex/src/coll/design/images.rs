@@ -170,7 +170,8 @@ impl<'a> From<&'a [usize]> for AddrList<'a> {
 }
 
 impl AddrList<'_> {
-    /// This rank's images' addresses, after checking the argument against the flags.
+    /// This rank's images' addresses, after checking the argument against the flags
+    /// (null ones, for no bytes, as dangling pointers: see `coll::or_dangling`).
     #[track_caller]
     pub(crate) fn mine(
         &self,
@@ -190,7 +191,7 @@ impl AddrList<'_> {
                         list.len()
                     );
                 }
-                list.to_vec()
+                list.iter().map(|&p| crate::coll::or_dangling(p)).collect()
             }
             (AddrList::Single(list), true) => {
                 if list.len() != images.total() {
