@@ -395,7 +395,9 @@ impl Collective for Broadcast {
         }
         debug_assert_eq!(msg.tag, self.tag);
         assert!(
-            msg.offset + msg.data.len() <= self.nbytes,
+            msg.offset
+                .checked_add(msg.data.len())
+                .is_some_and(|end| end <= self.nbytes),
             "gex::Team::broadcast_nb: team rank {} sent bytes past the broadcast's size",
             msg.src
         );
@@ -728,5 +730,25 @@ impl Puts {
             }
             self.put = end;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A message whose offset and length add past `usize::MAX` is refused, not wrapped
+    /// into a write before the buffer.
+    #[test]
+    #[should_panic(expected = "sent bytes past the broadcast's size")]
+    fn an_offset_that_wraps_is_refused() {
+        let mut dst = [0u8; 8];
+        let mut op = Broadcast::new(Tree::Flat, 1, 2, 0, dst.as_mut_ptr(), 8, 0, 64);
+        op.deliver(Msg {
+            src: 0,
+            tag: 0,
+            offset: usize::MAX - 2,
+            data: smallvec::smallvec![1; 4],
+        });
     }
 }

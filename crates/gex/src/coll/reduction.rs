@@ -112,7 +112,9 @@ impl Reduce {
 
     fn write_dst(&self, offset: usize, data: &[u8]) {
         assert!(
-            offset + data.len() <= self.len,
+            offset
+                .checked_add(data.len())
+                .is_some_and(|end| end <= self.len),
             "a reduction's result past its size"
         );
         // SAFETY: `dst` is valid for `len` bytes of writes until completion (the

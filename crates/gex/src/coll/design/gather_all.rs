@@ -188,7 +188,9 @@ impl Collective for Staggered {
             .find(|b| b.0 == msg.src)
             .unwrap_or_else(|| panic!("gex::{}: a block from team rank {}", self.call, msg.src));
         assert!(
-            msg.offset + msg.data.len() <= len,
+            msg.offset
+                .checked_add(msg.data.len())
+                .is_some_and(|end| end <= len),
             "gex::{}: team rank {} sent bytes past its block",
             self.call,
             msg.src

@@ -158,7 +158,11 @@ impl Scatter {
 impl Collective for Scatter {
     fn deliver(&mut self, msg: Msg) {
         assert!(
-            msg.tag == DATA && msg.offset + msg.data.len() <= self.buf.len(),
+            msg.tag == DATA
+                && msg
+                    .offset
+                    .checked_add(msg.data.len())
+                    .is_some_and(|end| end <= self.buf.len()),
             "gex::Team::scatter_nb: team rank {} sent bytes past this rank's blocks",
             msg.src
         );

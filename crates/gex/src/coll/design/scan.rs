@@ -112,7 +112,11 @@ impl Collective for Scan {
     fn deliver(&mut self, msg: Msg) {
         let k = msg.tag as usize;
         assert!(
-            k < self.from_left.len() && msg.offset + msg.data.len() <= self.acc.len(),
+            k < self.from_left.len()
+                && msg
+                    .offset
+                    .checked_add(msg.data.len())
+                    .is_some_and(|end| end <= self.acc.len()),
             "gex::Team::prefix_reduce_nb: a bad partial result from team rank {}",
             msg.src
         );
