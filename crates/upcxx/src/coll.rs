@@ -212,19 +212,16 @@ pub fn broadcast_with<T: NoUninit + CheckedBitPattern, C: Completions<BroadcastV
     let span = gasp::span!(GASP_UPCXX_BROADCAST, id, root as i32, size);
     // The value's bytes, in a box of its bits: the root's go out, the others' are
     // overwritten by the root's, and become a value once checked.
-    let mut buf: Box<T::Bits> = Box::new(Zeroable::zeroed());
-    let p: *mut u8 = (&raw mut *buf).cast();
+    let (bits, buf) = crate::rma::lend_box(Box::new(<T::Bits as Zeroable>::zeroed()));
+    let p: *mut u8 = bits.cast();
     // SAFETY: `T::Bits` has `T`'s layout, so the box holds `size` bytes.
     unsafe { std::ptr::copy_nonoverlapping(bytemuck::bytes_of(&value).as_ptr(), p, size) };
-    // SAFETY: `buf` is a box the pending collective owns (moved into the closure
-    // below, read only once the event completed); at the root `src == dst`.
+    // SAFETY: the box is lent to the pending collective (given back by `buf` once the
+    // event completed); at the root `src == dst`.
     let event = unsafe { gex.broadcast_nb(root, p, p, size, gex::Flags::NONE) };
-    let futures =
-        finish::<BroadcastValue<T>, C, _>(
-            cxs,
-            event,
-            move || (crate::rma::valid::<T>(CALL, *buf),),
-        );
+    let futures = finish::<BroadcastValue<T>, C, _>(cxs, event, move || {
+        (crate::rma::valid::<T>(CALL, buf()),)
+    });
     gasp::end!(span, id, root as i32, size);
     futures
 }
@@ -650,13 +647,12 @@ fn reduce_value<T: NoUninit + CheckedBitPattern, O: ReduceOp<T>, C: Completions<
     team: &Team,
     cxs: C,
 ) -> Returned<C, ReduceValue<T>> {
-    let mut dst = Box::new(value);
-    let dst_ptr: *mut T = &mut *dst;
-    // SAFETY: `value` is read during the call; `dst` is a box the pending collective
-    // owns (moved into the closure, read once the event completed).
+    let (dst_ptr, dst) = crate::rma::lend_box(Box::new(value));
+    // SAFETY: `value` is read during the call; the box is lent to the pending
+    // collective (given back by `dst` once the event completed).
     unsafe {
         reduce_at(call, root, &value, dst_ptr, 1, op, team, cxs, move || {
-            (*dst,)
+            (dst(),)
         })
     }
 }
@@ -742,21 +738,18 @@ where
     }
     bytes_of_count::<T>(call, count);
     let id = team.id().to_u64();
-    let op = Box::new(op);
     let lowered = op.lowered().0;
+    // Lent, as the buffers are: the user trampoline reads it through `user`'s address.
+    let (op_ptr, op) = crate::rma::lend_box(Box::new(op));
     let (dt, gex_op, user) = match lowered {
         Lowered::Builtin(dt, gex_op) => (dt, gex_op, None),
-        Lowered::User(gex_op, f) => (
-            gex::ops::Dt::User,
-            gex_op,
-            Some((f, &*op as *const O as usize)),
-        ),
+        Lowered::User(gex_op, f) => (gex::ops::Dt::User, gex_op, Some((f, op_ptr as usize))),
     };
     let upc_op = gex_op as i32;
     let (src, dst) = (src.cast::<u8>(), dst.cast::<u8>());
     let flags = gex::Flags::NONE;
     let values = move || {
-        drop(op);
+        drop(op());
         values()
     };
     match root {

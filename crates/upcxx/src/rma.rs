@@ -179,6 +179,22 @@ pub(crate) fn lend<T: 'static>(v: Vec<T>) -> (*mut T, impl FnOnce() -> Vec<T> + 
     (ptr, give_back)
 }
 
+/// Lends a boxed value to an operation that writes or reads it through the pointer
+/// after the call (a value collective's buffer, a reduction's operation), as [`lend`]
+/// lends a vector: the pointer, not the box, is held meanwhile (moving a box asserts
+/// that nothing else reaches its value), and the closure, called once at operation
+/// completion, gives the value back. If it is never called, the value leaks rather
+/// than being freed under the operation.
+pub(crate) fn lend_box<T: 'static>(b: Box<T>) -> (*mut T, impl FnOnce() -> T + 'static) {
+    let ptr = Box::into_raw(b);
+    let give_back = move || {
+        // SAFETY: the pointer of a box given up above, made into a box once (the closure
+        // is `FnOnce`), when the operation no longer touches it.
+        *unsafe { Box::from_raw(ptr) }
+    };
+    (ptr, give_back)
+}
+
 /// Panics naming `call` unless `[addr, addr + len)` is inside the segment of `rank`, a
 /// rank of the job.
 #[inline]
