@@ -74,7 +74,7 @@ thread_local! {
     static DEFERRED: RefCell<VecDeque<Box<dyn FnOnce()>>> = const { RefCell::new(VecDeque::new()) };
     /// Operations this thread started whose completion it must still observe: each
     /// entry tests its operation and, once complete, notifies and returns true.
-    static OUTGOING: RefCell<Vec<Outgoing>> = const { RefCell::new(Vec::new()) };
+    static OUTGOING: RefCell<VecDeque<Outgoing>> = const { RefCell::new(VecDeque::new()) };
 }
 
 /// An operation in flight (see [`track_outgoing`]).
@@ -175,7 +175,7 @@ pub(crate) fn run_deferred() -> usize {
 /// user-level progress advances the tracked operations while any remain
 /// ([`OUTGOING_WORK`]).
 pub(crate) fn track_outgoing(advance: Outgoing) {
-    OUTGOING.with(|o| o.borrow_mut().push(advance));
+    OUTGOING.with(|o| o.borrow_mut().push_back(advance));
     THREAD.with(|h| h.work.set(h.work.get() | OUTGOING_WORK));
 }
 
@@ -192,18 +192,24 @@ pub(crate) fn outgoing_pending() -> bool {
 }
 
 /// Advances the operations tracked by [`track_outgoing`] once each, dropping those
-/// that completed; returns how many did.
+/// that completed; returns how many did. Each leaves the list only while it is
+/// advanced: a callback that one of them notifies at once (and what it calls,
+/// `progress_required`, `discharge`) sees the others still in flight, and may advance
+/// them itself (an operation advanced twice in one pass is tested twice, no more).
 pub(crate) fn advance_outgoing() -> usize {
-    let mut pending = OUTGOING.with(|o| std::mem::take(&mut *o.borrow_mut()));
-    let before = pending.len();
-    pending.retain_mut(|advance| !advance());
-    let completed = before - pending.len();
-    // Operations started meanwhile were pushed to the emptied list: keep both.
-    OUTGOING.with(|o| {
-        let mut o = o.borrow_mut();
-        pending.append(&mut o);
-        *o = pending;
-    });
+    let mut left = OUTGOING.with(|o| o.borrow().len());
+    let mut completed = 0;
+    while left > 0 {
+        left -= 1;
+        let Some(mut advance) = OUTGOING.with(|o| o.borrow_mut().pop_front()) else {
+            break;
+        };
+        if advance() {
+            completed += 1;
+        } else {
+            OUTGOING.with(|o| o.borrow_mut().push_back(advance));
+        }
+    }
     completed
 }
 

@@ -213,3 +213,44 @@ fn internal_progress_alone_ends_the_need_for_progress() {
         });
     }
 }
+
+/// §10.5.3 ¶3: a callback that user-level progress runs at once, as it finds a get
+/// complete, still sees as in flight the gets that progress has yet to look at:
+/// `progress_required` counts them there (and `discharge` there advances them).
+#[test]
+fn callbacks_run_at_once_see_the_operations_still_in_flight() {
+    use std::cell::Cell;
+    use std::rc::Rc;
+    for n in 2..=3 {
+        spmd(n, || {
+            upcxx::init();
+            let word: GlobalPtr<u64> = upcxx::new_(5);
+            let peer = (rank_me() + 1) % rank_n();
+            let gp = common::all_gather(&word)[peer as usize];
+            let (first, second) = (upcxx::Promise::new(), upcxx::Promise::new());
+            upcxx::rget_with(gp, upcxx::operation_cx::as_promise(&first));
+            upcxx::rget_with(gp, upcxx::operation_cx::as_promise(&second));
+            // On shared memory both completed already: nothing is tracked.
+            let tracked = progress_required();
+            let second_done = Rc::new(Cell::new(false));
+            let seen = Rc::new(Cell::new(None));
+            let (done, s) = (second_done.clone(), seen.clone());
+            let second = second.finalize().then(move |_: u64| done.set(true));
+            let first = first
+                .finalize()
+                .then(move |_: u64| s.set(Some(second_done.get() || progress_required())));
+            first.wait();
+            second.wait();
+            if tracked {
+                assert_eq!(
+                    seen.get(),
+                    Some(true),
+                    "a callback saw no operation in flight while the second get was"
+                );
+            }
+            upcxx::barrier();
+            upcxx::delete_(word);
+            upcxx::finalize();
+        });
+    }
+}
