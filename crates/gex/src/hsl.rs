@@ -6,6 +6,8 @@
 //! released by the same thread, so the lock has a guard-free `lock`/`unlock` pair as in
 //! the spec, plus a guard for scoped use.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+
 use lock_api::RawMutex as _;
 
 use crate::context;
@@ -13,6 +15,19 @@ use crate::context;
 /// A handler-safe lock (GASNet-EX `gex_HSL_t`).
 pub struct Hsl {
     raw: parking_lot::RawMutex,
+    /// The holding thread's token ([`thread_token`]), 0 when free: so that a thread
+    /// taking a lock it holds, or releasing one it does not, fails with a message
+    /// instead of deadlocking or releasing another thread's hold.
+    owner: AtomicUsize,
+}
+
+/// This thread's token: the address of a thread-local, unique among live threads and
+/// never 0.
+fn thread_token() -> usize {
+    thread_local! {
+        static TOKEN: u8 = const { 0 };
+    }
+    TOKEN.with(|t| t as *const u8 as usize)
 }
 
 impl Default for Hsl {
@@ -26,14 +41,25 @@ impl Hsl {
     pub const fn new() -> Hsl {
         Hsl {
             raw: parking_lot::RawMutex::INIT,
+            owner: AtomicUsize::new(0),
         }
     }
 
     /// GASNet-EX `gex_HSL_Lock`.
+    ///
+    /// # Panics
+    /// If this thread holds the lock already (HSLs do not nest; it would deadlock).
     #[track_caller]
     pub fn lock(&self) {
         let span = gasp::span!(GASP_UPC_LOCK, self.gasp_arg());
+        let me = thread_token();
+        // Relaxed: only this thread stores its own token, so it reads back its own
+        // store or another's, never its own token when it does not hold the lock.
+        if self.owner.load(Ordering::Relaxed) == me {
+            panic!("gex::Hsl::lock: this thread holds the lock already (HSLs do not nest)");
+        }
         self.raw.lock();
+        self.owner.store(me, Ordering::Relaxed);
         context::hsl_acquired();
         gasp::end!(span, self.gasp_arg());
     }
@@ -49,6 +75,7 @@ impl Hsl {
         let span = gasp::span!(GASP_UPC_LOCK_ATTEMPT, self.gasp_arg());
         let ok = self.raw.try_lock();
         if ok {
+            self.owner.store(thread_token(), Ordering::Relaxed);
             context::hsl_acquired();
         }
         gasp::end!(span, self.gasp_arg(), i32::from(ok));
@@ -58,16 +85,17 @@ impl Hsl {
     /// GASNet-EX `gex_HSL_Unlock`.
     ///
     /// # Panics
-    /// If the lock is not held.
+    /// If this thread does not hold the lock (it is free, or another thread holds it).
     #[track_caller]
     pub fn unlock(&self) {
         let span = gasp::span!(GASP_UPC_UNLOCK, self.gasp_arg());
-        if !self.raw.is_locked() {
-            panic!("gex::Hsl::unlock: the lock is not held");
+        if self.owner.load(Ordering::Relaxed) != thread_token() {
+            panic!("gex::Hsl::unlock: the lock is not held by this thread");
         }
+        self.owner.store(0, Ordering::Relaxed);
         context::hsl_released();
-        // SAFETY: the lock is held (checked above); HSLs are released by the thread
-        // that took them, as the spec requires of the client.
+        // SAFETY: this thread holds the lock (its token is the owner's, stored by its
+        // own lock or try_lock), so it is released by the thread that took it.
         unsafe { self.raw.unlock() };
         gasp::end!(span, self.gasp_arg());
     }

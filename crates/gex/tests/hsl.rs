@@ -254,3 +254,41 @@ fn no_reply_while_holding_an_hsl() {
         });
     }
 }
+
+/// HSLs are released by the thread that took them and do not nest: releasing one
+/// another thread holds, or taking one again, fails naming the call (instead of
+/// releasing the other thread's hold, or deadlocking), and changes nothing.
+#[test]
+fn only_the_holder_releases_and_no_thread_takes_twice() {
+    spmd(1, || {
+        let (client, _team, _h) = init("HSL_OWNER", locking_handler);
+        let held = Arc::new(AtomicBool::new(false));
+        let release = Arc::new(AtomicBool::new(false));
+        let holder = {
+            let (held, release) = (Arc::clone(&held), Arc::clone(&release));
+            std::thread::spawn(move || {
+                LOCK.lock();
+                held.store(true, Ordering::Release);
+                while !release.load(Ordering::Acquire) {
+                    std::thread::yield_now();
+                }
+                LOCK.unlock();
+            })
+        };
+        while !held.load(Ordering::Acquire) {
+            std::thread::yield_now();
+        }
+        expect_panic(&["Hsl::unlock", "not held by this thread"], || {
+            LOCK.unlock()
+        });
+        assert!(!LOCK.try_lock(), "the other thread's hold was released");
+        release.store(true, Ordering::Release);
+        holder.join().unwrap();
+        LOCK.lock();
+        expect_panic(&["Hsl::lock", "holds the lock already"], || LOCK.lock());
+        LOCK.unlock();
+        assert!(LOCK.try_lock());
+        LOCK.unlock();
+        client.finalize();
+    });
+}
