@@ -65,21 +65,45 @@ pub fn in_handler() -> bool {
 /// Marks this thread as running a handler until the guard drops.
 pub(crate) struct HandlerScope {
     saved: u32,
+    /// The handler's registered name, for the check at its end.
+    name: &'static str,
 }
 
 impl HandlerScope {
-    pub(crate) fn enter(is_request: bool) -> HandlerScope {
+    pub(crate) fn enter(is_request: bool, name: &'static str) -> HandlerScope {
         let saved = context();
         let bits = IN_HANDLER | if is_request { IN_REQUEST_HANDLER } else { 0 };
         set_context(saved | bits);
-        HandlerScope { saved }
+        HandlerScope { saved, name }
     }
 }
 
 impl Drop for HandlerScope {
+    /// Leaves the handler's context, and fails if the handler returned holding an HSL
+    /// it took or between a Prepare and its Commit: the restriction would otherwise be
+    /// forgotten with the lock still held or the slot still claimed (the spec's
+    /// handlers release what they take, and a Prepare is consumed by its Commit).
     fn drop(&mut self) {
+        const HANDLER_BITS: u32 = IN_HANDLER | IN_REQUEST_HANDLER;
+        let now = context();
         set_context(self.saved);
+        if now & !HANDLER_BITS != self.saved & !HANDLER_BITS && !std::thread::panicking() {
+            handler_kept(self.name, now);
+        }
     }
+}
+
+#[cold]
+fn handler_kept(name: &str, now: u32) -> ! {
+    let what = if now & IN_PREPARE != 0 {
+        "between an AM Prepare and its Commit"
+    } else {
+        "holding a handler-safe lock it took"
+    };
+    panic!(
+        "gex: AM handler {name} returned {what}; a handler must release what it takes \
+         (GASNet-EX spec, \"Calls from restricted context\")"
+    )
 }
 
 /// Marks the interval between an AM Prepare and its Commit.
@@ -135,6 +159,11 @@ impl Drop for PrepareScope {
 /// True while this thread holds a handler-safe lock.
 pub(crate) fn holding_hsl() -> bool {
     context() >= HSL_UNIT
+}
+
+/// True between an AM Prepare (or a [`PrepareScope`]) and its end.
+pub(crate) fn in_prepare() -> bool {
+    context() & IN_PREPARE != 0
 }
 
 pub(crate) fn hsl_acquired() {

@@ -448,3 +448,65 @@ fn handler_panic_caught_out_of_poll_leaves_queue_usable() {
         });
     }
 }
+
+mod scoped {
+    use super::*;
+    pub(crate) static REPLIED: AtomicUsize = AtomicUsize::new(0);
+    pub(crate) static REPLY_HANDLER: OnceLock<u8> = OnceLock::new();
+
+    /// Tries a negotiated Reply inside a Prepare scope (refused before a slot is
+    /// claimed), then sends its Reply.
+    pub(crate) fn request(token: &Token<'_>, _args: &[u32]) {
+        let reply = *REPLY_HANDLER.get().unwrap();
+        let scope = gex::layered::PrepareScope::enter("test scope");
+        let msg = try_panic_message(|| {
+            token
+                .prepare_reply_medium(None, 8, 8, Lc::Now, Flags::NONE, 0)
+                .map(|sd| sd.commit_medium(reply, 0, &[]))
+        });
+        drop(scope);
+        ERRORS.check(
+            msg.as_deref().is_some_and(|m| {
+                m.contains("Token::prepare_reply_medium")
+                    && m.contains("between an AM Prepare and its Commit")
+            }),
+            || format!("a negotiated Reply inside a Prepare scope: {msg:?}"),
+        );
+        token.reply_short(reply, &[], Flags::NONE).unwrap();
+    }
+
+    pub(crate) fn reply(_token: &Token<'_>, _args: &[u32]) {
+        REPLIED.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// A Reply refused because its handler is between a Prepare and its Commit is refused
+/// before it claims a slot of the requester's Reply queue: the Replies sent after it
+/// still arrive (a claimed slot never published would stop that queue for good).
+#[test]
+fn a_reply_refused_inside_a_prepare_keeps_the_reply_queue_moving() {
+    for n in 1..=2 {
+        spmd(n, || {
+            common::quiet_expected_panics();
+            let (client, ep, team) = Client::init("CTX_SCOPED", Flags::NONE).unwrap();
+            let mut t = [
+                AmEntry::short("scoped_request", AmRole::Request, 0, scoped::request),
+                AmEntry::short("scoped_reply", AmRole::Reply, 0, scoped::reply),
+            ];
+            ep.register_handlers(&mut t).unwrap();
+            let _ = scoped::REPLY_HANDLER.set(t[1].index);
+            let _seg = Segment::attach(&team, MB).unwrap();
+            let peer = (team.rank() + 1) % team.size();
+            for round in 1..=3 {
+                team.request_short(peer, t[0].index, &[], Flags::NONE)
+                    .unwrap();
+                poll_until("the Reply", 10, || {
+                    scoped::REPLIED.load(Ordering::Relaxed) >= round
+                });
+            }
+            team.barrier();
+            ERRORS.assert_none();
+            client.finalize();
+        });
+    }
+}

@@ -9,7 +9,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use common::{expect_panic, poll_until, try_panic_message, Errors};
-use gex::testing::spmd;
+use gex::testing::{spmd, spmd_outcome, SpmdOptions};
 use gex::{AmEntry, AmRole, Client, Flags, Hsl, Segment, Team, Token};
 
 const MB: usize = 1 << 20;
@@ -291,4 +291,64 @@ fn only_the_holder_releases_and_no_thread_takes_twice() {
         LOCK.unlock();
         client.finalize();
     });
+}
+
+fn keeps_the_lock(_token: &Token<'_>, _args: &[u32]) {
+    LOCK.lock();
+}
+
+/// A handler that returns holding an HSL it took fails the rank with a message naming
+/// the handler, instead of leaving its thread free to communicate with the lock held
+/// (the handler's next run on that thread would then deadlock).
+#[test]
+fn a_handler_that_returns_holding_an_hsl_fails_the_rank() {
+    let mut opts = SpmdOptions::new(2);
+    opts.expect_failure = true;
+    let Some(outcome) = spmd_outcome(opts, || {
+        let (client, team, h) = init("HSL_KEPT", keeps_the_lock);
+        if team.rank() == 0 {
+            team.request_short(0, h, &[], Flags::NONE).unwrap();
+        }
+        // Rank 0 fails in its first poll; the job ends there.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            gex::poll();
+        }
+        if team.rank() == 0 {
+            LOCK.unlock();
+        }
+        client.finalize();
+    }) else {
+        return;
+    };
+    let report = outcome.failure.expect("the job fails");
+    assert!(
+        report.contains("AM handler hsl_handler returned holding a handler-safe lock"),
+        "{report}"
+    );
+    assert!(report.contains("rank 0"), "{report}");
+}
+
+/// A Commit is communication: taking an HSL between a Prepare and its Commit fails the
+/// Commit naming it, and the slot it claimed is released (later messages get through).
+#[test]
+fn no_commit_while_holding_an_hsl() {
+    for n in 1..=2 {
+        spmd(n, || {
+            let (client, team, h) = init("HSL_COMMIT", locking_handler);
+            let peer = (team.rank() + 1) % team.size();
+            let sd = team
+                .prepare_request_medium(peer, None, 0, 8, gex::Lc::Now, Flags::NONE, 0)
+                .unwrap();
+            LOCK.lock();
+            expect_panic(&["SrcDesc::commit_medium", HELD], move || {
+                sd.commit_medium(h, 0, &[])
+            });
+            LOCK.unlock();
+            team.request_short(peer, h, &[], Flags::NONE).unwrap();
+            poll_until("the request", 10, || RUNS.load(Ordering::Relaxed) >= 1);
+            team.barrier();
+            client.finalize();
+        });
+    }
 }

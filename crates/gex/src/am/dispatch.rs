@@ -55,7 +55,7 @@ fn run<const REPORT: bool>(rt: &'static Runtime, msg: &Inbound<'_>, entry: &'sta
         entry,
         replied: Cell::new(false),
     };
-    let _scope = HandlerScope::enter(msg.network == Network::Request);
+    let _scope = HandlerScope::enter(msg.network == Network::Request, entry.name);
     // The handler's registration is its call site (the sender's is on another rank).
     #[cfg(feature = "gasp")]
     let span = REPORT.then(|| {

@@ -410,6 +410,10 @@ impl<'a> SrcDesc<'a> {
         args: &[u32],
     ) {
         context::leave_prepare();
+        if context::holding_hsl() {
+            // The slot is released as `self` drops.
+            panic!("gex::{call}: a Commit may not be made while holding a handler-safe lock (GASNet-EX spec, \"Calls from restricted context\")");
+        }
         if category != self.category || args.len() != self.nargs || nbytes > self.size {
             self.bad_commit(call, category, nbytes, args.len());
         }

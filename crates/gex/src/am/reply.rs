@@ -26,6 +26,11 @@ impl Token<'_> {
         if context::holding_hsl() {
             panic!("gex::{call}: a Reply may not be sent while holding a handler-safe lock (GASNet-EX spec, \"Calls from restricted context\")");
         }
+        // Before any slot is claimed: a Prepare whose claim then failed would leave the
+        // requester's Reply queue stopped at an unpublished slot.
+        if context::in_prepare() {
+            panic!("gex::{call}: a Reply may not be sent between an AM Prepare and its Commit (GASNet-EX spec, \"Calls from restricted context\")");
+        }
     }
 
     pub(super) fn mark_replied<T>(&self, r: Result<T, NoOp>) -> Result<T, NoOp> {
