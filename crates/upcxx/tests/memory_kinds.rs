@@ -695,3 +695,47 @@ fn host_addresses_are_not_device_pointers() {
         upcxx::finalize();
     });
 }
+
+/// §16.1.3 ¶5: source completion of a copy means the source may change. A copy from
+/// host memory of another host into this process's is a get, which reads its source
+/// until it completes: its source completion comes with its operation completion, not
+/// before (on one host the copy is done when the call returns: both at once too).
+#[test]
+fn a_copy_from_another_hosts_memory_completes_its_source_with_the_get() {
+    const LEN: usize = MIB / 2;
+    gex::testing::spmd(2, || {
+        upcxx::init();
+        let me = rank_me() as usize;
+        let mine: GlobalPtr<u64> = new_array(LEN);
+        // SAFETY: this rank's own array, before anyone reads it.
+        unsafe { std::slice::from_raw_parts_mut(mine.local(), LEN) }
+            .copy_from_slice(&(0..LEN as u64).map(|i| i ^ me as u64).collect::<Vec<_>>());
+        let other = all_gather(&mine)[1 - me];
+        let into: GlobalPtr<u64> = new_array(LEN);
+        if me == 1 {
+            // No progress for a while: a get that needs this rank's (by messages, or
+            // through a window served by messages) stays in flight meanwhile.
+            std::thread::sleep(std::time::Duration::from_millis(500));
+        } else {
+            let (sent, done) = copy_with(
+                other,
+                into,
+                LEN,
+                source_cx::as_future() | operation_cx::as_future(),
+            );
+            sent.wait();
+            assert!(
+                done.ready(),
+                "the source of a copy was released while the get reading it was in flight"
+            );
+            done.wait();
+            // SAFETY: the copy into this rank's array is complete.
+            let got = unsafe { std::slice::from_raw_parts(into.local(), LEN) };
+            assert!(got.iter().zip(0..).all(|(&v, i)| v == i ^ 1));
+        }
+        upcxx::barrier();
+        delete_array(into);
+        delete_array(mine);
+        upcxx::finalize();
+    });
+}

@@ -72,14 +72,26 @@ pub fn copy_with<T: Pod, Ks: MemoryKind, Kd: MemoryKind, C: Completions<CopyEven
         if let Some(lent) = Lent::of(rt, d, s, len) {
             // Armed first, so that a request that fails leaves nothing in flight.
             let (futures, armed) = cxs.arm();
-            let (mut lc, mut op) = reported(rt, d, s, len, || lent.start(rt, d, s, len));
-            crate::completion::notify_when_outgoing_from_source(
-                move || lc.test(),
-                move || op.test(),
-                dest.where_(),
-                armed,
-                || (),
-            );
+            let (lc, mut op) = reported(rt, d, s, len, || lent.start(rt, d, s, len));
+            let target = dest.where_();
+            match lc {
+                Some(mut lc) => crate::completion::notify_when_outgoing_from_source(
+                    move || lc.test(),
+                    move || op.test(),
+                    target,
+                    armed,
+                    || (),
+                ),
+                // A get reads its source until it completes: source completion is
+                // operation completion.
+                None => crate::completion::notify_when_outgoing_from_source(
+                    move || op.test(),
+                    || true,
+                    target,
+                    armed,
+                    || (),
+                ),
+            }
             return futures.into_return();
         }
         if let Some(device) = Device::of(rt, d, s, len) {
@@ -211,10 +223,12 @@ impl Lent {
         }
     }
 
-    /// Starts the transfer: its local-completion and operation events.
+    /// Starts the transfer: its local-completion event (a put's; none for a get, whose
+    /// source is read until it completes) and its operation event.
     #[track_caller]
-    fn start(self, rt: &Setup, dst: End, src: End, len: usize) -> (gex::Event, gex::Event) {
+    fn start(self, rt: &Setup, dst: End, src: End, len: usize) -> (Option<gex::Event>, gex::Event) {
         let mut lc = gex::Event::invalid();
+        let reads_until_done = matches!(self, Lent::Get(_));
         // SAFETY: (both arms) the mapped end is segment memory, mapped for the job
         // (`local_range`), valid until the events say the transfer is done with it.
         let started = unsafe {
@@ -232,7 +246,7 @@ impl Lent {
             }
         };
         let op = started.unwrap_or_else(|_| unreachable!("gex returns NoOp only for IMMEDIATE"));
-        (lc, op)
+        ((!reads_until_done).then_some(lc), op)
     }
 }
 
