@@ -374,6 +374,9 @@ fn the_allocator_allocates_aligned_frees_and_reports_null_when_full() {
         assert!(alloc.allocate::<u8>(MIB).is_null());
         assert!(alloc.allocate_aligned::<u8>(usize::MAX, 4).is_null());
         assert!(alloc.allocate_aligned::<u8>(usize::MAX, 2).is_null());
+        // Sizes that fit a u64 but not twice over, nor the segment.
+        assert!(alloc.allocate::<u64>(1 << 60).is_null());
+        assert!(alloc.allocate_aligned::<u8>(1, 1 << 63).is_null());
         alloc.deallocate(a);
         alloc.deallocate(b);
         assert_eq!(alloc.used(), 0);

@@ -44,6 +44,11 @@ impl AllocState {
         // Aligned as a device address (the segment's base is 256-aligned under CUDA).
         // Room for the alignment too; a request too large to name has no room.
         let with_alignment = len.checked_add(align as u64 - 1)?;
+        // Larger than the segment: no room (and `range-alloc` asserts that twice the
+        // length fits a `u64`).
+        if with_alignment > self.segment.size() as u64 {
+            return None;
+        }
         let range = heap.free.allocate_range(with_alignment).ok()?;
         let at = (base + range.start).next_multiple_of(align as u64) - base;
         heap.live.insert(at, range);
