@@ -670,3 +670,33 @@ mod gasp_events {
         }
     }
 }
+
+thread_local! {
+    static KEPT: RefCell<Option<DistObject<u64>>> = const { RefCell::new(None) };
+}
+
+/// An owner the program keeps in a thread-local of its own is dropped when the thread
+/// ends, after upcxx's own tables of that thread may be gone: the thread (here one that
+/// takes the master persona, builds the object, and ends) ends cleanly.
+#[test]
+fn an_owner_in_a_thread_local_is_dropped_cleanly_at_the_threads_end() {
+    for ranks in 1..=2 {
+        spmd(ranks, || {
+            upcxx::init();
+            upcxx::liberate_master_persona();
+            std::thread::spawn(|| {
+                // Touched first, so that its destructor runs after upcxx's tables' ones.
+                KEPT.with(|k| k.borrow_mut().take());
+                let _s = upcxx::PersonaScope::new(&upcxx::master_persona());
+                let obj = DistObject::new(u64::from(rank_me()));
+                KEPT.with(|k| *k.borrow_mut() = Some(obj));
+                upcxx::barrier();
+            })
+            .join()
+            .expect("the thread ends cleanly");
+            let _s = upcxx::PersonaScope::new(&upcxx::master_persona());
+            upcxx::barrier();
+            upcxx::finalize();
+        });
+    }
+}

@@ -134,7 +134,13 @@ pub(super) fn register(team: TeamId, make: impl FnOnce(Key) -> Rc<dyn Any>) -> K
 /// Forgets a dropped object: its name no longer finds it here, nor through the handle
 /// RPC arguments keep in hand (`by_id.rs`).
 pub(super) fn unregister(key: Key) {
-    let obj = OBJECTS.with(|o| o.borrow_mut().remove(&key));
+    // `try_with`: an owner kept in a thread-local of the program may be dropped after
+    // this thread's table is gone, at the thread's (or the process's) end, where `with`
+    // would panic inside a destructor and abort.
+    let obj = OBJECTS
+        .try_with(|o| o.borrow_mut().remove(&key))
+        .ok()
+        .flatten();
     if let Some(n) = numbering().as_mut() {
         n.live.remove(&key);
     }
