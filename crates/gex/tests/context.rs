@@ -355,6 +355,12 @@ mod caught {
     pub(crate) static RUNS: AtomicUsize = AtomicUsize::new(0);
     pub(crate) static BOOMS: AtomicUsize = AtomicUsize::new(0);
 
+    pub(crate) static GO: AtomicUsize = AtomicUsize::new(0);
+
+    pub(crate) fn go(_token: &Token<'_>, _args: &[u32]) {
+        GO.fetch_add(1, Ordering::Relaxed);
+    }
+
     pub(crate) fn maybe_panic(_token: &Token<'_>, args: &[u32]) {
         if args[0] == 0 {
             panic!("boom in handler");
@@ -509,4 +515,58 @@ fn a_reply_refused_inside_a_prepare_keeps_the_reply_queue_moving() {
             client.finalize();
         });
     }
+}
+
+/// A handler's panic caught out of `gex::poll`, for messages from another rank (on
+/// another host under mpirun with one rank per host): more of them than a receiver
+/// has receive slots or a sender has credits, and each frees its slot and credit, so
+/// the messages after them still arrive.
+#[test]
+fn handler_panics_caught_for_another_ranks_messages_free_their_slots() {
+    const PANICS: usize = 40;
+    let opts = gex::testing::SpmdOptions {
+        timeout: std::time::Duration::from_secs(30),
+        ..gex::testing::SpmdOptions::new(2)
+    };
+    gex::testing::spmd_with(opts, || {
+        common::quiet_expected_panics();
+        let (client, ep, team) = Client::init("CTX_CAUGHT_REMOTE", Flags::NONE).unwrap();
+        let mut t = [
+            AmEntry::short("maybe_panic", AmRole::Request, 1, caught::maybe_panic),
+            AmEntry::short("go", AmRole::Request, 0, caught::go),
+        ];
+        ep.register_handlers(&mut t).unwrap();
+        let _seg = Segment::attach(&team, MB).unwrap();
+        let h = t[0].index;
+        if team.rank() == 1 {
+            // Only once rank 0 polls inside its catch (not in a barrier's poll).
+            poll_until("rank 0's go", 10, || {
+                caught::GO.load(Ordering::Relaxed) >= 1
+            });
+            // One at a time, each acknowledged, so that each travels alone.
+            for k in 0..PANICS {
+                team.request_short(0, h, &[0], Flags::NONE).unwrap();
+                poll_until("rank 0's acknowledgement", 10, || {
+                    caught::GO.load(Ordering::Relaxed) > k + 1
+                });
+            }
+            team.request_short(0, h, &[1], Flags::NONE).unwrap();
+        } else {
+            team.request_short(1, t[1].index, &[], Flags::NONE).unwrap();
+            // Every poll of rank 0 catches, until all arrived; each panic caught is
+            // acknowledged.
+            let mut acked = 0;
+            while caught::BOOMS.load(Ordering::Relaxed) < PANICS
+                || caught::RUNS.load(Ordering::Relaxed) < 1
+            {
+                caught::poll();
+                if caught::BOOMS.load(Ordering::Relaxed) > acked {
+                    acked += 1;
+                    team.request_short(1, t[1].index, &[], Flags::NONE).unwrap();
+                }
+            }
+        }
+        team.barrier();
+        client.finalize();
+    });
 }

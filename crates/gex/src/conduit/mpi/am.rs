@@ -184,6 +184,11 @@ pub(super) struct State {
     /// posted Request receive before its own (Open MPI's matching of an arrival took
     /// about 800 instructions, against 300 for a raw `MPI_Recv`'s).
     pub(super) comms: [ffi::MPI_Comm; 3],
+    /// Per network, whether a thread is handling its arrived messages (with the lock
+    /// released while each handler runs): another thread's poll leaves that network
+    /// alone meanwhile, so one sender's messages run one at a time, in the order sent
+    /// (as the smp mailbox's `busy` flag has it).
+    handling: [bool; 2],
     pub(super) finalized: bool,
 }
 
@@ -218,6 +223,7 @@ impl State {
             done_status: Vec::new(),
             host_win,
             comms,
+            handling: [false; 2],
             finalized: false,
         };
         for (net, base) in RING_BASE.into_iter().enumerate() {
@@ -345,6 +351,19 @@ impl State {
     /// Posts again the receives of the slots whose records have all been handled, and
     /// the completed control receives (a check inlined into every poll).
     #[inline]
+    /// A handler of a record of `slot` (of network `net`, from `src`) returned, or
+    /// unwound: once the slot's last record was handled, its receive is posted again
+    /// by the next poll (off the path from the arrival to the handler and from the
+    /// handler back to the caller), and its sender's credit returned.
+    fn handled_one(&mut self, slot: usize, net: usize, src: Rank) {
+        let s = &mut self.slots[slot];
+        s.active -= 1;
+        if s.taken && s.active == 0 {
+            s.taken = false;
+            self.unposted.push((slot, net, src));
+        }
+    }
+
     fn repost_taken(&mut self) {
         if !self.unposted.is_empty() || !self.control_unposted.is_empty() {
             self.repost_all();
@@ -421,6 +440,10 @@ impl MpiConduit {
         dispatch: fn(&Inbound<'_>),
     ) -> (usize, SpinMutexGuard<'a, State>) {
         let net = net_index(network);
+        if st.handling[net] {
+            return (0, st);
+        }
+        st.handling[net] = true;
         let mut n = 0;
         while n < POLL_BATCH {
             let mut c = match st.cursor[net] {
@@ -459,23 +482,24 @@ impl MpiConduit {
                 st.cursor[net] = Some(c);
             }
             st.net_handled += 1;
-            // A handler may poll (a nested drain takes the next records) or send.
+            // A handler may send (and poll the other network while it waits for room).
             drop(st);
+            let unwinding = Unwinding {
+                conduit: self,
+                slot: c.slot,
+                net,
+                src: c.src,
+            };
             self.dispatch_record(&record, network, dispatch);
+            std::mem::forget(unwinding);
             st = self.serial();
             n += 1;
-            st.slots[c.slot].active -= 1;
             if st.finalized {
                 break;
             }
-            let slot = &mut st.slots[c.slot];
-            if slot.taken && slot.active == 0 {
-                slot.taken = false;
-                // Posted again by the next poll, off the path from the arrival to the
-                // handler and from the handler back to the caller.
-                st.unposted.push((c.slot, net, c.src));
-            }
+            st.handled_one(c.slot, net, c.src);
         }
+        st.handling[net] = false;
         (n, st)
     }
 
@@ -572,6 +596,26 @@ impl MpiConduit {
             let full = std::mem::replace(pending, out.buf);
             let full_len = std::mem::replace(&mut peer.len, len as u16);
             st.send_msg(full, usize::from(full_len), dest, net);
+        }
+    }
+}
+
+/// Armed while a handler of a record of the network queues runs: if the handler
+/// unwinds (a panic the program may catch around its poll), the slot is still
+/// released and the network left to the next poll, as when the handler returns.
+struct Unwinding<'a> {
+    conduit: &'a MpiConduit,
+    slot: usize,
+    net: usize,
+    src: Rank,
+}
+
+impl Drop for Unwinding<'_> {
+    fn drop(&mut self) {
+        let mut st = self.conduit.serial();
+        st.handling[self.net] = false;
+        if !st.finalized {
+            st.handled_one(self.slot, self.net, self.src);
         }
     }
 }
