@@ -161,12 +161,14 @@ impl Segment {
 /// after a barrier is the clean way to end a job this way.
 #[track_caller]
 pub fn exit(code: i32) -> ! {
-    if let Some(rt) = try_runtime() {
+    // After `Client::finalize` the conduit is gone (under mpirun: MPI finalized, the
+    // host's queues freed): the process just exits.
+    if let Some(rt) =
+        try_runtime().filter(|rt| !rt.finalized.swap(true, std::sync::atomic::Ordering::AcqRel))
+    {
         gasp::atomic!(GASP_UPC_NONCOLLECTIVE_EXIT, code);
         #[cfg(feature = "gasp")]
         gasp::dispatch::finish();
-        rt.finalized
-            .store(true, std::sync::atomic::Ordering::Release);
         if code == 0 {
             rt.conduit.end_job();
         } else {

@@ -264,6 +264,20 @@ fn exit_zero_is_a_clean_end() {
     });
 }
 
+/// `gex::exit(0)` after `Client::finalize` just ends the process: the communication
+/// layer is gone (under mpirun: MPI finalized, the host's queues freed), and the job
+/// succeeds.
+#[test]
+fn exit_zero_after_finalize_is_a_clean_end() {
+    let pids = PidDir::new("exit0fin");
+    assert_job_exits_zero(3, &pids, || {
+        let (client, team) = start("FAIL_EXIT0_FIN", &mut []);
+        team.barrier();
+        client.finalize();
+        gex::exit(0);
+    });
+}
+
 /// `gex::exit(0)` in one rank (`gasnet_exit`, which any rank may call) ends the whole
 /// job with status 0: the other ranks, waiting for it in barriers, leave at once
 /// instead of waiting for it forever.
