@@ -16,7 +16,8 @@
 //! `va_arg` calls, in the event's order, find each integer and each double where they
 //! expect it, and the unused trailing arguments are ignored, which C allows. Events with
 //! more arguments than that are reported with the excess dropped (only user events can
-//! have that many; [`crate::event_start`] documents the limit).
+//! have that many: the system events with the most, the reductions' ENDs, have nine
+//! integer-class ones; [`crate::event_start`] documents the limit).
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -28,8 +29,9 @@ use libloading::Library;
 
 use crate::tool::{Arg, Event, GPtr, InitInfo, Tool};
 
-/// Integer-class argument slots passed with every event.
-pub const MAX_INT_ARGS: usize = 8;
+/// Integer-class argument slots passed with every event: more than any system event has
+/// (a test checks every one of them).
+pub const MAX_INT_ARGS: usize = 12;
 /// `double` argument slots passed with every event.
 pub const MAX_FLOAT_ARGS: usize = 4;
 
@@ -219,7 +221,7 @@ impl Tool for CTool {
             event.location.column() as c_int,
         );
         let (tag, ty) = (event.tag as c_uint, event.ty as c_int);
-        let [i0, i1, i2, i3, i4, i5, i6, i7] = ints;
+        let [i0, i1, i2, i3, i4, i5, i6, i7, i8, i9, i10, i11] = ints;
         let [f0, f1, f2, f3] = floats;
         with_file(event.location, |file| match self.notify {
             // SAFETY: see the module docs: on the supported ABIs the tool's va_arg reads
@@ -241,6 +243,10 @@ impl Tool for CTool {
                     i5,
                     i6,
                     i7,
+                    i8,
+                    i9,
+                    i10,
+                    i11,
                     f0,
                     f1,
                     f2,
@@ -264,6 +270,10 @@ impl Tool for CTool {
                     i5,
                     i6,
                     i7,
+                    i8,
+                    i9,
+                    i10,
+                    i11,
                     f0,
                     f1,
                     f2,

@@ -320,3 +320,26 @@ fn copies_are_communication_and_device_calls_are_not() {
         assert!(!is_communication(tag), "{}", e.name);
     }
 }
+
+/// A C tool receives every argument of every system event: none has more
+/// integer-class or `double` arguments than the slots `ctool` passes.
+#[test]
+fn every_system_event_fits_the_c_tools_argument_slots() {
+    use crate::ctool::{MAX_FLOAT_ARGS, MAX_INT_ARGS};
+    for e in EVENTS {
+        for list in [e.start_args, e.end_args] {
+            let args: Vec<&str> = list
+                .split(',')
+                .map(str::trim)
+                .filter(|a| !a.is_empty() && *a != "(none)")
+                .collect();
+            let floats = args.iter().filter(|a| a.starts_with("double ")).count();
+            let ints = args.len() - floats;
+            assert!(
+                ints <= MAX_INT_ARGS && floats <= MAX_FLOAT_ARGS,
+                "{}: {list}",
+                e.name
+            );
+        }
+    }
+}
