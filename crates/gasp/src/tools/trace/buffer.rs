@@ -169,7 +169,10 @@ impl ThreadTrace {
                 }
             }
         }
-        let meta = u64::from(tag) | ty << 32 | (args.len() as u64) << 34 | kinds << 37;
+        let meta = u64::from(tag)
+            | ty << META_TYPE
+            | (args.len() as u64) << META_NARGS
+            | kinds << META_KINDS;
         let site = self.site(location, meta);
         self.current.spare_capacity_mut()[0]
             .write(site | same << SAME_SHIFT | delta << DELTA_SHIFT);

@@ -411,4 +411,48 @@ mod tests {
             .filter(|e| e.ph == "b")
             .all(|e| e.pid == 2 && e.name == "GASP_UPC_NB_PUT_INIT"));
     }
+
+    /// The handle of an initiation with many arguments (a reduction's END: nine, the
+    /// handle last) is kept, and its async slice ends at the sync of that handle.
+    #[test]
+    fn a_reductions_handle_ninth_of_its_arguments_is_kept() {
+        let info = InitInfo {
+            language: crate::Language::Gex,
+            rank: 0,
+            ranks: 2,
+            local_ranks: 0..2,
+        };
+        let tracer = Tracer::new(&info, &[]);
+        let mut t = ThreadTrace::new(usize::MAX, 1 << 12);
+        let at = Location::caller();
+        let t0 = t.start_ticks + 1000;
+        let end = [
+            Arg::Ptr(64),
+            Arg::Ptr(128),
+            Arg::Int(1),
+            Arg::Size(4),
+            Arg::Size(8),
+            Arg::Ptr(0),
+            Arg::Int(0),
+            Arg::Int(0),
+            Arg::Handle(77),
+        ];
+        let reduce = events::GASP_UPC_ALL_REDUCE;
+        t.push(t0 + 10, Some(t0), reduce, EventType::End, at, &end);
+        let sync = events::GASP_UPC_NB_SYNC;
+        t.push(
+            t0 + 40,
+            Some(t0 + 30),
+            sync,
+            EventType::End,
+            at,
+            &[Arg::Handle(77)],
+        );
+        let cal = timer::calibration();
+        let mut out = Vec::new();
+        tracer.convert(cal, 0, t.decode(), &t.strings, &mut out);
+        let us = |ticks: Ticks| cal.to_monotonic_ns(ticks) as f64 / 1000.0;
+        let ends: Vec<f64> = out.iter().filter(|e| e.ph == "e").map(|e| e.ts).collect();
+        assert_eq!(ends, [us(t0 + 40)], "the slice ends at the handle's sync");
+    }
 }

@@ -32,8 +32,9 @@ use std::panic::Location;
 use crate::timer::Ticks;
 use crate::tool::{EventType, GPtr};
 
-/// Arguments kept per record.
-pub const MAX_ARGS: usize = 5;
+/// Arguments kept per record: as many as the system event with the most has (the
+/// reductions' ENDs, whose handle comes ninth); a user event's further ones are dropped.
+pub const MAX_ARGS: usize = 9;
 /// Words of each further chunk of a thread's buffer.
 pub const CHUNK_WORDS: usize = 1 << 20;
 
@@ -88,18 +89,27 @@ pub(super) const SITE_CACHE: usize = 256;
 #[derive(Clone, Copy)]
 pub(super) struct Site {
     pub(super) location: &'static Location<'static>,
-    /// tag | type << 32 | nargs << 34 | kinds << 37.
+    /// tag | type << [`META_TYPE`] | nargs << [`META_NARGS`] | kinds << [`META_KINDS`].
     pub(super) meta: u64,
 }
 
+/// Where the fields of a site's `meta` start: the tag (every tag, user events' included,
+/// is below 2^18), the type (2 bits), the argument count (4 bits), and the argument
+/// kinds (3 bits each).
+pub(super) const META_TYPE: u32 = 18;
+pub(super) const META_NARGS: u32 = 20;
+pub(super) const META_KINDS: u32 = 24;
+const _: () = assert!(crate::events::USEREVT_END < 1 << META_TYPE);
+const _: () = assert!(MAX_ARGS < 16 && META_KINDS as usize + 3 * MAX_ARGS <= 64);
+
 impl Site {
     pub(super) fn tag(&self) -> u32 {
-        self.meta as u32
+        (self.meta & ((1 << META_TYPE) - 1)) as u32
     }
 
     /// The type of its records; an interval's are ENDs, each preceded by its START.
     pub(super) fn ty(&self) -> EventType {
-        match self.meta >> 32 & 3 {
+        match self.meta >> META_TYPE & 3 {
             0 => EventType::Start,
             2 => EventType::Atomic,
             _ => EventType::End,
@@ -107,14 +117,14 @@ impl Site {
     }
 
     pub(super) fn interval(&self) -> bool {
-        self.meta >> 32 & 3 == INTERVAL
+        self.meta >> META_TYPE & 3 == INTERVAL
     }
 
     pub(super) fn nargs(&self) -> usize {
-        (self.meta >> 34 & 7) as usize
+        (self.meta >> META_NARGS & 15) as usize
     }
 
     pub(super) fn kind(&self, i: usize) -> u64 {
-        self.meta >> (37 + 3 * i) & 7
+        self.meta >> (META_KINDS as usize + 3 * i) & 7
     }
 }
