@@ -45,16 +45,11 @@ impl ToolRun {
         let out = setting(spec, GASP_OUT)
             .map(PathBuf::from)
             .unwrap_or_else(|| PathBuf::from(kind.default_file()));
-        static NEXT: AtomicUsize = AtomicUsize::new(0);
-        let parts = std::env::temp_dir().join(format!(
-            "pgas-gasp-{}-{}",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        ));
-        std::fs::create_dir_all(&parts).map_err(|e| {
-            io::Error::new(e.kind(), format!("cannot create {}: {e}", parts.display()))
-        })?;
-        Ok(Some(ToolRun { kind, parts, out }))
+        Ok(Some(ToolRun {
+            kind,
+            parts: parts_dir()?,
+            out,
+        }))
     }
 
     /// The environment the ranks need.
@@ -91,8 +86,59 @@ impl ToolRun {
     }
 }
 
+/// A new directory for the ranks' parts, readable and writable by this user only, and
+/// made by this call: a name that exists already (another job's, or one another user
+/// made to have the ranks write through links of theirs) is passed over for the next.
+fn parts_dir() -> io::Result<PathBuf> {
+    use std::os::unix::fs::DirBuilderExt as _;
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    loop {
+        let parts = std::env::temp_dir().join(format!(
+            "pgas-gasp-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        match std::fs::DirBuilder::new().mode(0o700).create(&parts) {
+            Ok(()) => return Ok(parts),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+            Err(e) => {
+                return Err(io::Error::new(
+                    e.kind(),
+                    format!("cannot create {}: {e}", parts.display()),
+                ))
+            }
+        }
+    }
+}
+
 impl Drop for ToolRun {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.parts);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt as _;
+
+    use super::*;
+
+    /// The parts directory is new, private to this user, and a name that exists
+    /// already (whoever made it) is passed over.
+    #[test]
+    fn a_parts_directory_is_made_fresh_and_private() {
+        let first = parts_dir().unwrap();
+        let mode = std::fs::metadata(&first).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o700, "{}", first.display());
+        // The name after `first`'s, made by someone else beforehand.
+        let name = first.file_name().unwrap().to_str().unwrap();
+        let (stem, n) = name.rsplit_once('-').unwrap();
+        let taken = first.with_file_name(format!("{stem}-{}", n.parse::<usize>().unwrap() + 1));
+        std::fs::create_dir(&taken).unwrap();
+        let second = parts_dir().unwrap();
+        assert!(second != first && second != taken, "{}", second.display());
+        for d in [first, taken, second] {
+            std::fs::remove_dir(d).unwrap();
+        }
     }
 }
