@@ -80,7 +80,7 @@ impl Summary {
                     let site = Site::from_args(&e.args);
                     acc.operation(rank, &e.name, end - ts, site.as_ref(), &e.args);
                     acc.interval(rank, &e.name, ts, end, site);
-                    acc.message(rank, &e.args, false);
+                    acc.message(rank, &e.name, &e.args, false);
                 }
                 "b" => {
                     let counted =
@@ -88,7 +88,7 @@ impl Summary {
                     let site = Site::from_args(&e.args);
                     if !counted {
                         acc.operation(rank, &e.name, 0, site.as_ref(), &e.args);
-                        acc.message(rank, &e.args, false);
+                        acc.message(rank, &e.name, &e.args, false);
                     }
                     acc.end_ns = acc.end_ns.max(ts);
                     let key = (e.pid, e.cat.as_str(), e.id.as_deref().unwrap_or(""));
@@ -112,7 +112,7 @@ impl Summary {
                 "i" => {
                     let site = Site::from_args(&e.args);
                     acc.operation(rank, &e.name, 0, site.as_ref(), &e.args);
-                    acc.message(rank, &e.args, true);
+                    acc.message(rank, &e.name, &e.args, true);
                     acc.end_ns = acc.end_ns.max(ts);
                 }
                 // Flows repeat an operation counted at its X or b; metadata is no
@@ -304,9 +304,15 @@ impl Accumulator {
         self.end_ns = self.end_ns.max(end_ns);
     }
 
-    /// Counts the operation in the matrix if its arguments name a peer (and, when
-    /// `needs_bytes`, a byte count).
-    fn message(&mut self, rank: usize, args: &Map<String, Value>, needs_bytes: bool) {
+    /// Counts the operation `name` in the matrix if its arguments name a peer (and,
+    /// when `needs_bytes`, a byte count), unless it is a GASP event other than one
+    /// that initiates communication, as the profile's matrix counts them: the run of an
+    /// RPC or AM handler names its sender as the peer, an allocation a pointer of this
+    /// rank's. (Events of other names, from other tracers, count by their arguments.)
+    fn message(&mut self, rank: usize, name: &str, args: &Map<String, Value>, needs_bytes: bool) {
+        if crate::events::by_name(name).is_some_and(|e| !crate::events::is_communication(e.tag)) {
+            return;
+        }
         let Some(peer) = arg_u64(args, "peer") else {
             return;
         };

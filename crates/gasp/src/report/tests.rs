@@ -216,6 +216,30 @@ fn trace_matrix_counts_each_operation_once() {
     assert_eq!(s.matrix.bytes[2], vec![100, 1, 0]);
 }
 
+/// GASP events that name a peer without initiating communication to it (the run of an
+/// RPC, an AM handler, an allocation) are not messages of the matrix; an RPC's send is.
+#[test]
+fn trace_matrix_counts_initiations_only_of_gasp_events() {
+    let mut t = trace();
+    let before = Summary::from_trace(&t).matrix;
+    for (name, args) in [
+        ("GASP_UPCXX_RPC_EXECUTE", json!({"peer": 0, "bytes": 64})),
+        ("GASP_GEX_AM_HANDLER", json!({"peer": 0, "bytes": 64})),
+        ("GASP_UPC_ALLOC", json!({"peer": 1, "bytes": 1 << 20})),
+    ] {
+        t.trace_events
+            .push(with_args(complete(name, 1, 0.0, 1.0), args));
+    }
+    assert_eq!(Summary::from_trace(&t).matrix, before);
+    t.trace_events.push(with_args(
+        complete("GASP_UPCXX_RPC_SEND", 1, 0.0, 1.0),
+        json!({"peer": 2, "bytes": 64}),
+    ));
+    let s = Summary::from_trace(&t);
+    assert_eq!(s.matrix.messages[1][2], before.messages[1][2] + 1);
+    assert_eq!(s.matrix.bytes[1][2], before.bytes[1][2] + 64);
+}
+
 #[test]
 fn trace_timeline_has_x_events_and_matched_async_pairs() {
     let s = Summary::from_trace(&trace());
