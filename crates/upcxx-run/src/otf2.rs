@@ -34,7 +34,7 @@
 #[cfg(otf2_lib)]
 mod ffi;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
 
 use gasp::formats::{Trace, TraceEvent};
@@ -177,6 +177,15 @@ impl Plan {
             .max()
             .unwrap_or(0);
         // Per (rank, thread): complete events, and async records already timed.
+        // Initiations the tracer writes both as `b` (the transfer, up to its completion)
+        // and as `X` (the initiating call): the `b` carries the RMA records, the `X` is
+        // a region only.
+        let twins: HashSet<Twin<'_>> = t
+            .trace_events
+            .iter()
+            .filter(|e| e.ph == "b")
+            .map(twin)
+            .collect();
         let mut complete: BTreeMap<(u32, u32), Vec<&TraceEvent>> = BTreeMap::new();
         let mut timed: BTreeMap<(u32, u32), Vec<(u64, Record)>> = BTreeMap::new();
         let mut open: HashMap<(u32, &str, &str), Vec<u64>> = HashMap::new();
@@ -221,6 +230,7 @@ impl Plan {
         for (rank, tid) in keys {
             let mut records = nest(
                 complete.remove(&(rank, tid)).unwrap_or_default(),
+                &twins,
                 &mut region,
                 &mut next_id,
             );
@@ -258,8 +268,16 @@ impl Plan {
 
 /// One thread's complete events as properly nested enter/leave records (see the module
 /// docs), each with its communication record after its `Enter`.
+/// What identifies an initiation written as both `b` and `X`: rank, thread, name, time.
+type Twin<'a> = (u32, u32, &'a str, u64);
+
+fn twin(e: &TraceEvent) -> Twin<'_> {
+    (e.pid, e.tid, e.name.as_str(), e.ts.to_bits())
+}
+
 fn nest(
     mut ops: Vec<&TraceEvent>,
+    twins: &HashSet<Twin<'_>>,
     region: &mut impl FnMut(&str) -> u32,
     next_id: &mut u64,
 ) -> Vec<(u64, Record)> {
@@ -290,7 +308,10 @@ fn nest(
         let end = (us_to_ns(e.ts) + e.dur.map_or(0, us_to_ns)).clamp(start, limit);
         let r = region(&e.name);
         out.push((start, Record::Enter(r)));
-        let comm = communication(e, next_id);
+        let comm = communication(e, next_id).filter(|c| {
+            !(matches!(c, Record::RmaPut { .. } | Record::RmaGet { .. })
+                && twins.contains(&twin(e)))
+        });
         if let Some(c) = comm {
             out.push((start, c));
         }
@@ -440,6 +461,41 @@ mod tests {
                     }
                 ),
                 (4000, Record::RmaComplete { id: 1 }),
+            ]
+        );
+    }
+
+    /// The tracer writes a non-blocking get as its transfer (`b`…`e`) and its
+    /// initiating call (`X`, same rank, thread, name and time): one RMA operation.
+    #[test]
+    fn an_initiation_written_twice_is_one_rma_operation() {
+        let args = json!({"peer": 1, "bytes": 16});
+        let call = x("GASP_UPC_NB_GET_INIT", 0, 1.0, 0.5, args.clone());
+        let mut b = x("GASP_UPC_NB_GET_INIT", 0, 1.0, 0.0, args);
+        b.ph = "b".into();
+        b.dur = None;
+        b.cat = "upcxx".into();
+        b.id = Some("7".into());
+        let mut e = b.clone();
+        e.ph = "e".into();
+        e.ts = 4.0;
+        e.args.clear();
+        let p = Plan::from_trace(&trace(vec![call, b, e]));
+        let rma: Vec<&Record> = p.locations[0]
+            .records
+            .iter()
+            .map(|(_, r)| r)
+            .filter(|r| matches!(r, Record::RmaGet { .. } | Record::RmaComplete { .. }))
+            .collect();
+        assert_eq!(
+            rma,
+            [
+                &Record::RmaGet {
+                    remote: 1,
+                    bytes: 16,
+                    id: 1
+                },
+                &Record::RmaComplete { id: 1 }
             ]
         );
     }
