@@ -171,13 +171,22 @@ pub fn part_path(dir: &Path, kind: Kind, rank: u32) -> PathBuf {
     dir.join(format!("{}-{rank}.json", kind.name()))
 }
 
+/// Writes `value` to `path` whole or not at all: into a file beside it, renamed to
+/// `path` once complete, so that a writer stopped halfway (a rank killed as its job ends)
+/// leaves no truncated file for the merge to read.
 pub(crate) fn write_json<T: serde::Serialize>(path: &Path, value: &T) {
-    let result = std::fs::File::create(path).and_then(|f| {
-        let mut w = std::io::BufWriter::new(f);
-        serde_json::to_writer(&mut w, value)?;
-        std::io::Write::flush(&mut w)
-    });
+    let mut partial = path.as_os_str().to_owned();
+    partial.push(".partial");
+    let partial = PathBuf::from(partial);
+    let result = std::fs::File::create(&partial)
+        .and_then(|f| {
+            let mut w = std::io::BufWriter::new(f);
+            serde_json::to_writer(&mut w, value)?;
+            std::io::Write::flush(&mut w)
+        })
+        .and_then(|()| std::fs::rename(&partial, path));
     if let Err(e) = result {
+        let _ = std::fs::remove_file(&partial);
         eprintln!("gasp: cannot write {}: {e}", path.display());
     }
 }
@@ -193,14 +202,15 @@ pub enum Merged {
 
 /// Merges the parts of a job of `ranks` ranks found in `dir` into the job's file `out`.
 /// Ranks without a part (a rank that failed, or a program built without the `gasp`
-/// feature) are missing from the result; with no part at all the error says so.
+/// feature), or with one that cannot be read (said on stderr), are missing from the
+/// result; with no part at all the error says so.
 pub fn merge_parts(kind: Kind, dir: &Path, ranks: u32, out: &Path) -> Result<Merged, String> {
     let mut found = 0;
     let merged = match kind {
         Kind::Profile => {
             let mut parts = Vec::new();
             for rank in 0..ranks {
-                if let Some(p) = read_part::<Profile>(&part_path(dir, kind, rank))? {
+                if let Some(p) = read_part::<Profile>(&part_path(dir, kind, rank)) {
                     parts.push(p);
                     found += 1;
                 }
@@ -210,7 +220,7 @@ pub fn merge_parts(kind: Kind, dir: &Path, ranks: u32, out: &Path) -> Result<Mer
         Kind::Trace => {
             let mut parts = Vec::new();
             for rank in 0..ranks {
-                if let Some(p) = read_part::<Trace>(&part_path(dir, kind, rank))? {
+                if let Some(p) = read_part::<Trace>(&part_path(dir, kind, rank)) {
                     parts.push(p);
                     found += 1;
                 }
@@ -232,19 +242,52 @@ pub fn merge_parts(kind: Kind, dir: &Path, ranks: u32, out: &Path) -> Result<Mer
     Ok(merged)
 }
 
-fn read_part<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Option<T>, String> {
-    match std::fs::read(path) {
-        Ok(bytes) => serde_json::from_slice(&bytes)
-            .map(Some)
-            .map_err(|e| format!("{}: {e}", path.display())),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(format!("{}: {e}", path.display())),
-    }
+/// A rank's part, if it wrote one that can be read; one that cannot is left out of the
+/// merge, said on stderr, rather than costing the other ranks' data.
+fn read_part<T: serde::de::DeserializeOwned>(path: &Path) -> Option<T> {
+    let part = match std::fs::read(path) {
+        Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| e.to_string()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
+        Err(e) => Err(e.to_string()),
+    };
+    part.map_err(|e| eprintln!("gasp: {}: {e}; that rank is left out", path.display()))
+        .ok()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A part that cannot be read (a rank stopped while writing it) is left out; the
+    /// other ranks' parts still make the job's file, and a part written is never seen
+    /// half-written.
+    #[test]
+    fn a_broken_part_costs_only_its_rank() {
+        let dir = std::env::temp_dir().join(format!("gasp-merge-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let part = Profile {
+            tool: crate::formats::PROFILE_TOOL.into(),
+            version: 1,
+            ranks: 2,
+            rank_time_ns: vec![5, 0],
+            ..Default::default()
+        };
+        write_json(&part_path(&dir, Kind::Profile, 0), &part);
+        assert!(std::fs::read_dir(&dir).unwrap().all(|e| !e
+            .unwrap()
+            .file_name()
+            .to_string_lossy()
+            .ends_with(".partial")));
+        std::fs::write(part_path(&dir, Kind::Profile, 1), b"{\"tool\": \"gasp-prof").unwrap();
+        let out = dir.join("profile.json");
+        let merged = merge_parts(Kind::Profile, &dir, 2, &out).expect("rank 0's part merges");
+        let Merged::Profile(p) = merged else {
+            panic!("a profile")
+        };
+        assert_eq!(p.rank_time_ns[0], 5);
+        assert!(out.exists());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn event_names_cover_system_and_user_events() {
