@@ -143,7 +143,7 @@ pub fn set_language(language: Language) {
 /// initialization, before user code communicates). Idempotent. An error names what
 /// could not be set up (a tool library that cannot be loaded, an unreadable
 /// `--profile-only` file).
-pub fn init(rank: u32, ranks: u32, local_ranks: std::ops::Range<u32>) -> Result<(), String> {
+pub fn init(rank: u32, ranks: u32, local_ranks: Vec<u32>) -> Result<(), String> {
     if DISPATCH.get().is_some() {
         return Ok(());
     }
@@ -243,16 +243,33 @@ fn admitted(d: &Dispatch, tag: u32, args: &[Arg<'_>]) -> bool {
             return false;
         }
     }
-    if d.exclude_local && is_access(tag) {
-        let local = args.iter().any(|a| match a {
-            Arg::GPtr(g) => d.info.local_ranks.contains(&g.rank),
-            _ => false,
-        });
-        if local {
-            return false;
-        }
+    !(d.exclude_local && is_access(tag) && names_local_memory(&d.info.local_ranks, args))
+}
+
+/// Whether `args` name a global pointer into the memory of a rank of `local_ranks`
+/// (sorted; not always a range of ranks).
+fn names_local_memory(local_ranks: &[u32], args: &[Arg<'_>]) -> bool {
+    args.iter().any(|a| match a {
+        Arg::GPtr(g) => local_ranks.binary_search(&g.rank).is_ok(),
+        _ => false,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `--exclude-local` leaves out accesses to the ranks of this rank's host only, also
+    /// when they are not a range (ranks placed round-robin over hosts).
+    #[test]
+    fn local_memory_is_that_of_the_hosts_ranks_only() {
+        let local = [0, 2];
+        let to = |rank| [Arg::Int(1), Arg::GPtr(crate::tool::GPtr { rank, addr: 64 })];
+        assert!(names_local_memory(&local, &to(0)));
+        assert!(names_local_memory(&local, &to(2)));
+        assert!(!names_local_memory(&local, &to(1)));
+        assert!(!names_local_memory(&local, &to(3)));
     }
-    true
 }
 
 fn is_access(tag: u32) -> bool {

@@ -56,7 +56,7 @@
 //!     assert_eq!((info.rank, info.ranks), (0, 1));
 //!     Box::new(Counter { on: AtomicBool::new(true) })
 //! });
-//! gasp::dispatch::init(0, 1, 0..1).unwrap();
+//! gasp::dispatch::init(0, 1, vec![0]).unwrap();
 //! assert!(gasp::enabled());
 //!
 //! let phase = gasp::create_event("solve", None);

@@ -9,7 +9,6 @@
 //! events (§3.2: "gasp_event_notify shall be thread-safe").
 
 use std::ffi::CStr;
-use std::ops::Range;
 use std::panic::Location;
 
 /// The source language of the events (`gasp_lang_t`). The spec's five values keep their
@@ -157,8 +156,9 @@ pub struct InitInfo {
     pub rank: u32,
     /// The number of ranks in the job.
     pub ranks: u32,
-    /// The ranks whose segments this rank reaches with loads and stores (its local team).
-    pub local_ranks: Range<u32>,
+    /// The ranks whose segments this rank reaches with loads and stores (its local team),
+    /// in increasing order: not always a range (ranks placed round-robin over hosts).
+    pub local_ranks: Vec<u32>,
 }
 
 /// A performance tool (the functions of GASP §3.2–3.4 that tool code provides).

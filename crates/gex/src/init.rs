@@ -116,9 +116,12 @@ impl Client {
 #[track_caller]
 fn attach_gasp_tool(rt: &Runtime) {
     let (members, _) = rt.conduit.nbrhd();
-    let first = members.first().copied().unwrap_or(rt.conduit.rank());
-    let last = members.last().copied().unwrap_or(rt.conduit.rank());
-    if let Err(e) = gasp::dispatch::init(rt.conduit.rank(), rt.conduit.size(), first..last + 1) {
+    let mut local: Vec<u32> = members.to_vec();
+    if local.is_empty() {
+        local.push(rt.conduit.rank());
+    }
+    local.sort_unstable();
+    if let Err(e) = gasp::dispatch::init(rt.conduit.rank(), rt.conduit.size(), local) {
         panic!("gex::Client::init: cannot attach the GASP tool: {e}");
     }
 }

@@ -28,7 +28,7 @@ fn otf2_rank_program() {
     let (client, _endpoint, team) =
         gex::Client::init("OTF2", gex::Flags::NONE).expect("gex::Client::init");
     let (rank, ranks) = (team.rank(), team.size());
-    gasp::dispatch::init(rank, ranks, 0..ranks).expect("attach the GASP tool");
+    gasp::dispatch::init(rank, ranks, (0..ranks).collect()).expect("attach the GASP tool");
     let next = (rank + 1) % ranks;
     let prev = (rank + ranks - 1) % ranks;
     let peer = GPtr {

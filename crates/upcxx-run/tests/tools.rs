@@ -60,7 +60,7 @@ fn rank_program() {
     let (client, _endpoint, team) =
         gex::Client::init("TOOLS", gex::Flags::NONE).expect("gex::Client::init");
     let (rank, ranks) = (team.rank(), team.size());
-    gasp::dispatch::init(rank, ranks, 0..ranks).expect("attach the GASP tool");
+    gasp::dispatch::init(rank, ranks, (0..ranks).collect()).expect("attach the GASP tool");
     assert!(
         gasp::dispatch::info().is_some(),
         "rank {rank}: no GASP tool attached"

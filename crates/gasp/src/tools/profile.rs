@@ -302,7 +302,7 @@ mod tests {
                 language: crate::Language::Upcxx,
                 rank: 0,
                 ranks: 2,
-                local_ranks: 0..2,
+                local_ranks: (0..2).collect(),
             };
             let p = Profiler::new(&info, &[]);
             let (wait, send) = (events::GASP_UPCXX_FUTURE_WAIT, events::GASP_UPCXX_RPC_SEND);

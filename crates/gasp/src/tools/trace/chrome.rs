@@ -316,7 +316,7 @@ mod tests {
             language: crate::Language::Gex,
             rank: 2,
             ranks: 4,
-            local_ranks: 0..4,
+            local_ranks: (0..4).collect(),
         };
         let tracer = Tracer::new(&info, &[]);
         let mut t = ThreadTrace::new(usize::MAX, 1 << 12);
@@ -420,7 +420,7 @@ mod tests {
             language: crate::Language::Gex,
             rank: 0,
             ranks: 2,
-            local_ranks: 0..2,
+            local_ranks: (0..2).collect(),
         };
         let tracer = Tracer::new(&info, &[]);
         let mut t = ThreadTrace::new(usize::MAX, 1 << 12);
