@@ -51,7 +51,7 @@
 
 use std::cell::Cell;
 use std::panic::Location;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 use crate::events::{self, USEREVT_END, USEREVT_START};
@@ -70,6 +70,9 @@ struct Dispatch {
     exclude_local: bool,
     /// `only` or `exclude_local` is set: START and ATOMIC events must pass [`admitted`].
     filtering: bool,
+    /// The tags the tool gave the user events created before it was attached, in order
+    /// of creation (see [`create_event`]).
+    early: Vec<u32>,
 }
 
 static DISPATCH: OnceLock<Dispatch> = OnceLock::new();
@@ -173,12 +176,19 @@ pub fn init(rank: u32, ranks: u32, local_ranks: Vec<u32>) -> Result<(), String> 
         None => None,
     };
     let exclude_local = std::env::var(GASP_EXCLUDE_LOCAL).is_ok_and(|v| v == "1");
+    let early = EARLY
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .map(|(name, desc)| tool.as_tool().create_event(name, desc.as_deref()))
+        .collect();
     let dispatch = Dispatch {
         tool,
         info,
         filtering: only.is_some() || exclude_local,
         only,
         exclude_local,
+        early,
     };
     if DISPATCH.set(dispatch).is_ok() {
         ENABLED.store(true, Ordering::Release);
@@ -528,12 +538,38 @@ pub struct UserEvent(pub u32);
 /// `pupc_create_event`: a tag for a user event named `name`; `desc` is a description
 /// or a `printf`-style format of its values. With no tool attached the tags are still
 /// distinct (so programs behave the same), they are just never reported.
+///
+/// An event created before a tool is attached gets a tag from the top of the user range
+/// down (a tool numbers its own from the bottom up); the tool, once attached, is told of
+/// it (`create_event`), and its events are reported under the tag the tool gave it.
 pub fn create_event(name: &str, desc: Option<&str>) -> UserEvent {
-    static NEXT: AtomicU32 = AtomicU32::new(USEREVT_START);
     let from_tool = DISPATCH
         .get()
         .and_then(|d| in_tool(|| d.tool.as_tool().create_event(name, desc)));
-    UserEvent(from_tool.unwrap_or_else(|| NEXT.fetch_add(1, Ordering::Relaxed).min(USEREVT_END)))
+    UserEvent(from_tool.unwrap_or_else(|| {
+        let mut early = EARLY.lock().unwrap_or_else(|e| e.into_inner());
+        early.push((name.to_owned(), desc.map(str::to_owned)));
+        early_tag(early.len() - 1)
+    }))
+}
+
+/// User events created while no tool was attached, in order of creation.
+static EARLY: Mutex<Vec<(String, Option<String>)>> = Mutex::new(Vec::new());
+
+/// The tag of the `i`-th event created while no tool was attached.
+fn early_tag(i: usize) -> u32 {
+    let span = (USEREVT_END - USEREVT_START) as usize;
+    USEREVT_END - i.min(span) as u32
+}
+
+/// The tag under which the tool knows user event `tag`: the one it gave an event
+/// created before it was attached (`early`, by creation), else `tag` itself.
+fn tool_tag(early: &[u32], tag: u32) -> u32 {
+    let i = (USEREVT_END - tag.min(USEREVT_END)) as usize;
+    match early.get(i) {
+        Some(&t) if tag == early_tag(i) => t,
+        _ => tag,
+    }
 }
 
 /// `pupc_event_start`: the start of user event `event` at the caller's location, with
@@ -563,6 +599,6 @@ pub fn event_atomic(event: UserEvent, values: &[Arg<'_>]) {
 
 fn user(event: UserEvent, ty: EventType, args: &[Arg<'_>], location: &'static Location<'static>) {
     if let Some(d) = DISPATCH.get() {
-        deliver(d, event.0, ty, location, args);
+        deliver(d, tool_tag(&d.early, event.0), ty, location, args);
     }
 }

@@ -33,6 +33,8 @@ use gasp::{Arg, GPtr, Span};
 
 /// The name of the user event every rank reports (rank R reports it R + 1 times).
 const USER_EVENT: &str = "upcxx-run tools test phase";
+/// A user event the program creates before the tool is attached.
+const EARLY_EVENT: &str = "upcxx-run tools test setup";
 /// The system events every rank reports once each, towards the next rank.
 const PUT: &str = "GASP_UPC_PUT";
 const GET: &str = "GASP_UPC_GET";
@@ -57,6 +59,8 @@ fn rank_program() {
     if std::env::var_os(gex::job::UPCXX_RANK).is_none() {
         return;
     }
+    // Before any tool is attached: the tool learns of it when it is.
+    let setup = gasp::create_event(EARLY_EVENT, None);
     let (client, _endpoint, team) =
         gex::Client::init("TOOLS", gex::Flags::NONE).expect("gex::Client::init");
     let (rank, ranks) = (team.rank(), team.size());
@@ -71,6 +75,9 @@ fn rank_program() {
     );
 
     let phase = gasp::create_event(USER_EVENT, Some("step %d"));
+    assert_ne!(phase, setup, "an event created early shares a tag");
+    gasp::event_start(setup, &[]);
+    gasp::event_end(setup, &[]);
     for step in 0..=rank {
         gasp::event_start(phase, &[Arg::Int(step as i32)]);
         gasp::event_end(phase, &[Arg::Int(step as i32)]);
@@ -277,6 +284,8 @@ fn assert_rows_of_every_rank(profile: &Profile, ranks: u32) {
     for rank in 0..ranks {
         let user: u64 = rows(profile, rank, USER_EVENT).map(|r| r.count).sum();
         assert_eq!(user, u64::from(rank) + 1, "{USER_EVENT} on rank {rank}");
+        let early: u64 = rows(profile, rank, EARLY_EVENT).map(|r| r.count).sum();
+        assert_eq!(early, 1, "{EARLY_EVENT} on rank {rank}");
         let put: Vec<_> = rows(profile, rank, PUT).collect();
         assert_eq!(put.len(), 1, "{PUT} on rank {rank}: {put:?}");
         assert_eq!((put[0].count, put[0].bytes), (1, PUT_BYTES as u64));
@@ -396,7 +405,7 @@ fn profile_only_keeps_the_listed_event_and_user_events() {
         .events
         .iter()
         .map(|r| r.name.as_str())
-        .filter(|&n| n != PUT && n != USER_EVENT)
+        .filter(|&n| n != PUT && n != USER_EVENT && n != EARLY_EVENT)
         .collect();
     assert_eq!(others, Vec::<&str>::new(), "not in the list");
 }
