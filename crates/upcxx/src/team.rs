@@ -377,7 +377,10 @@ impl Team {
         match lev {
             EntryBarrier::User => crate::progress::barrier_with_progress(&team),
             EntryBarrier::Internal => crate::progress::wait_internal(team.barrier_nb()),
-            EntryBarrier::None => {}
+            // gex's destroy below waits for the other members (internal progress, ¶35):
+            // this thread's batched RPCs go out first, as internal progress sends them,
+            // or a member waiting for one of them before it destroys never comes.
+            EntryBarrier::None => crate::rpc::send_unsent(),
         }
         self.state.destroyed.store(true, Ordering::Release);
         registry::remove(self.state.id);

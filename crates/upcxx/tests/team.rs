@@ -222,3 +222,35 @@ fn when_here_on_an_id_that_never_arrives_stays_not_ready() {
         upcxx::finalize();
     });
 }
+
+static SECOND_RAN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// §11.3.1 ¶35: `destroy` without an entry barrier still waits for the other members
+/// (internal progress), so it sends this rank's batched RPCs first: a member that
+/// waits for one of them before it destroys the team gets it.
+#[test]
+fn destroy_without_an_entry_barrier_sends_the_rpcs_batched_before_it() {
+    use std::sync::atomic::Ordering::SeqCst;
+    spmd(2, || {
+        upcxx::init();
+        let me = rank_me();
+        let t = world().split(0, me as i32);
+        if me == 0 {
+            // The first goes alone, the second waits in this thread's batch.
+            upcxx::rpc_ff(1, || (), ());
+            upcxx::rpc_ff(1, || SECOND_RAN.store(true, SeqCst), ());
+        } else {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+            while !SECOND_RAN.load(SeqCst) {
+                upcxx::progress(upcxx::ProgressLevel::User);
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "rank 0's second RPC never came"
+                );
+            }
+        }
+        t.destroy(EntryBarrier::None);
+        upcxx::barrier();
+        upcxx::finalize();
+    });
+}
