@@ -311,8 +311,11 @@ fn acquire(p: &Persona, call: &str) {
     }
 }
 
-/// Makes `p`, held by this thread, free for any thread to take.
+/// Makes `p`, held by this thread, free for any thread to take. This thread's batched
+/// RPCs go out first: they may be the persona's, whose next holder could not send them
+/// (batches and the need for progress are this thread's, §10.4 ¶8's hand-off).
 fn release(p: &Persona) {
+    crate::rpc::send_unsent();
     if is_master(p) {
         set_holds_master(false);
         // Before the store that lets another thread take the persona and its RPCs.

@@ -271,3 +271,41 @@ fn scopes_that_end_out_of_order_fail() {
         upcxx::finalize();
     });
 }
+
+static BATCHED_RAN: AtomicUsize = AtomicUsize::new(0);
+
+/// §10.4 ¶8: a thread that initiates under the master persona and releases it leaves
+/// nothing behind: its batched RPCs go out as it releases the persona, so the next
+/// holder's barrier does not wait for a message the first thread would send.
+#[test]
+fn releasing_the_master_persona_sends_the_rpcs_batched_under_it() {
+    spmd(2, || {
+        upcxx::init();
+        let me = upcxx::rank_me();
+        if me == 0 {
+            upcxx::rpc_ff(1, || (), ());
+            upcxx::rpc_ff(1, || drop(BATCHED_RAN.fetch_add(1, Ordering::SeqCst)), ());
+            upcxx::liberate_master_persona();
+            std::thread::spawn(|| {
+                let _s = PersonaScope::new(&master_persona());
+                upcxx::discharge();
+                upcxx::barrier();
+            })
+            .join()
+            .unwrap();
+            let _s = PersonaScope::new(&master_persona());
+            upcxx::finalize();
+        } else {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+            while BATCHED_RAN.load(Ordering::SeqCst) == 0 {
+                upcxx::progress(ProgressLevel::User);
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "rank 0's batched RPC never came"
+                );
+            }
+            upcxx::barrier();
+            upcxx::finalize();
+        }
+    });
+}
