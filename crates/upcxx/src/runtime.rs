@@ -20,7 +20,7 @@ pub(crate) mod state;
 
 use std::sync::atomic::Ordering;
 
-use crate::{persona, progress, thread};
+use crate::{persona, progress};
 use state::{rt, PeerSegment, Setup, FINALIZED, INITS, LIVE, RUNTIME};
 
 pub use state::{initialized, rank_me, rank_n, Rank};
@@ -92,7 +92,8 @@ pub fn init() {
 #[track_caller]
 pub fn finalize() {
     let rt = rt("finalize");
-    thread::check_not_restricted("finalize");
+    // Collective, on the master persona's thread (§2.2 ¶9), and it waits.
+    crate::team::check_collective("finalize");
     if INITS.load(Ordering::Acquire) == 1 {
         let span = gasp::span!(GASP_UPC_COLLECTIVE_EXIT, 0);
         progress::barrier_with_progress(&rt.team);
@@ -114,7 +115,7 @@ pub fn finalize() {
 #[track_caller]
 pub fn barrier() {
     let rt = rt("barrier");
-    thread::check_not_restricted("barrier");
+    crate::team::check_collective("barrier");
     let span = gasp::span!(GASP_UPC_BARRIER, 0, 0);
     progress::barrier_with_progress(&rt.team);
     gasp::end!(span, 0, 0);

@@ -309,3 +309,27 @@ fn releasing_the_master_persona_sends_the_rpcs_batched_under_it() {
         }
     });
 }
+
+/// §12.2 ¶7, §2.2 ¶9: the world's `barrier` and `finalize` are collectives of the master
+/// persona's thread, as `coll::barrier(world())` is: another thread is refused.
+#[test]
+fn barrier_and_finalize_need_the_master_persona() {
+    spmd(1, || {
+        upcxx::init();
+        let msgs = std::thread::spawn(|| {
+            [
+                panic_message(std::panic::catch_unwind(upcxx::barrier).unwrap_err()),
+                panic_message(std::panic::catch_unwind(upcxx::finalize).unwrap_err()),
+            ]
+        })
+        .join()
+        .unwrap();
+        for (msg, call) in msgs.iter().zip(["barrier", "finalize"]) {
+            assert!(
+                msg.contains(&format!("upcxx::{call}")) && msg.contains("master persona"),
+                "{msg}"
+            );
+        }
+        upcxx::finalize();
+    });
+}
