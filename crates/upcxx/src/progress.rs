@@ -303,6 +303,9 @@ fn user_actions() -> usize {
         n += run_deferred();
     }
     let own_rpcs = work & RPC_WORK != 0;
+    // Again: a callback run above may have released the master persona (§10.5.1 ¶33),
+    // whose RPCs are then its next holder's to run.
+    let master = master && thread::holds_master();
     if master && (own_rpcs || look) {
         n += run_master_rpcs(own_rpcs, look);
     }

@@ -333,3 +333,40 @@ fn barrier_and_finalize_need_the_master_persona() {
         upcxx::finalize();
     });
 }
+
+static RAN_WITH_MASTER: Mutex<Vec<bool>> = Mutex::new(Vec::new());
+
+/// §10.5.1 ¶24 and ¶33: a callback that releases the master persona (from the thread
+/// that called init) leaves the RPCs queued for it to the persona's next holder; the
+/// progress call that ran the callback does not run them without the persona.
+#[test]
+fn rpcs_wait_for_the_master_personas_next_holder() {
+    spmd(1, || {
+        upcxx::init();
+        let word = upcxx::new_(0u64);
+        // Complete at initiation: its callback runs at the next user-level progress.
+        let released = upcxx::rput(1u64, word).then(|()| upcxx::liberate_master_persona());
+        upcxx::rpc_ff(
+            0,
+            || {
+                let held = master_persona().active_with_caller();
+                RAN_WITH_MASTER.lock().unwrap().push(held);
+            },
+            (),
+        );
+        upcxx::progress(ProgressLevel::User);
+        assert!(released.ready(), "the callback ran");
+        std::thread::spawn(|| {
+            let _s = PersonaScope::new(&master_persona());
+            while RAN_WITH_MASTER.lock().unwrap().is_empty() {
+                upcxx::progress(ProgressLevel::User);
+            }
+        })
+        .join()
+        .unwrap();
+        assert_eq!(*RAN_WITH_MASTER.lock().unwrap(), [true]);
+        let _s = PersonaScope::new(&master_persona());
+        upcxx::delete_(word);
+        upcxx::finalize();
+    });
+}

@@ -287,6 +287,11 @@ fn run_master_rpcs_queued() -> usize {
         thread::restricted(|| {
             let mut n = 0;
             for _ in 0..pages {
+                // An RPC run here may have released the master persona: the pages
+                // left are its next holder's.
+                if !thread::holds_master() {
+                    break;
+                }
                 if own.queue.borrow_mut().take_into(&mut draining) {
                     n += run_page(&mut draining, &hold, true);
                 } else if let Some(mut page) = SHARED_RPCS.take() {
