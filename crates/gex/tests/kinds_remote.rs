@@ -507,3 +507,33 @@ fn transfers_by_messages_are_left_in_flight() {
         client.finalize();
     });
 }
+
+/// Dropping a segment that other ranks map means telling them and waiting for their
+/// answers: communication, refused while holding a handler-safe lock (as inside a
+/// handler) before any message goes out.
+#[test]
+fn dropping_a_mapped_segment_while_holding_an_hsl_is_refused() {
+    spmd(2, || {
+        common::quiet_expected_panics();
+        let (client, team, _host) = init();
+        let me = team.rank() as usize;
+        let mk = Mk::emulated(0, 16 * MIB);
+        let seg = DeviceSegment::create(&mk, MIB).unwrap();
+        let bases = device_bases(&team, &seg);
+        for (r, base) in bases.iter().enumerate() {
+            kinds::put(&team, r as u32, base + me as u64, &[1]).unwrap();
+        }
+        team.barrier();
+        let lock = gex::Hsl::new();
+        lock.lock();
+        let msg = common::try_panic_message(move || drop(seg));
+        lock.unlock();
+        let msg = msg.expect("the drop is refused");
+        assert!(
+            msg.contains("kinds::DeviceSegment::drop") && msg.contains("handler-safe lock"),
+            "{msg}"
+        );
+        team.barrier();
+        client.finalize();
+    });
+}

@@ -318,21 +318,36 @@ pub(super) fn forget(base: DeviceAddr, importers: &[Rank]) {
         // answer now.
         return;
     }
-    let left = AtomicUsize::new(importers.len());
+    const CALL: &str = "gex::kinds::DeviceSegment::drop";
+    crate::context::check_may_communicate("kinds::DeviceSegment::drop");
+    // The answers still to come, each counted once its request went out (an answer
+    // that comes first wraps the count below zero for a moment: only the total matters).
+    // They write this frame's `left`, so it is waited for even if a handler run
+    // meanwhile unwinds.
+    let left = AtomicUsize::new(0);
+    let answers = Answers { rt, left: &left };
     let [l0, l1] = split_u64(&left as *const AtomicUsize as u64);
     let [b0, b1] = split_u64(base);
     for &r in importers {
-        let sent = crate::am::send_internal(
-            rt,
-            "gex::kinds::DeviceSegment::drop",
-            r,
-            FORGET_HANDLER,
-            &[l0, l1, b0, b1],
-            Flags::NONE,
-        );
+        let sent =
+            crate::am::send_internal(rt, CALL, r, FORGET_HANDLER, &[l0, l1, b0, b1], Flags::NONE);
         sent.expect("a send without Flags::IMMEDIATE waits for room");
+        left.fetch_add(1, Ordering::AcqRel);
     }
-    rt.wait_until(|| left.load(Ordering::Acquire) == 0);
+    drop(answers);
+}
+
+/// Waits, as it drops, until the importers told to forget a segment have all answered.
+struct Answers<'a> {
+    rt: &'static crate::runtime::Runtime,
+    left: &'a AtomicUsize,
+}
+
+impl Drop for Answers<'_> {
+    fn drop(&mut self) {
+        self.rt
+            .wait_until(|| self.left.load(Ordering::Acquire) == 0);
+    }
 }
 
 /// An importer's handler: unmaps the segment (after a copy into it that runs now),
