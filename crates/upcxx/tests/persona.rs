@@ -284,7 +284,13 @@ fn releasing_the_master_persona_sends_the_rpcs_batched_under_it() {
         let me = upcxx::rank_me();
         if me == 0 {
             upcxx::rpc_ff(1, || (), ());
-            upcxx::rpc_ff(1, || drop(BATCHED_RAN.fetch_add(1, Ordering::SeqCst)), ());
+            upcxx::rpc_ff(
+                1,
+                || {
+                    BATCHED_RAN.fetch_add(1, Ordering::SeqCst);
+                },
+                (),
+            );
             upcxx::liberate_master_persona();
             std::thread::spawn(|| {
                 let _s = PersonaScope::new(&master_persona());
