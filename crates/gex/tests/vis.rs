@@ -437,3 +437,66 @@ fn vector_and_indexed_every_form() {
         });
     }
 }
+
+/// A blocking vector get by messages (from a rank of another host) that unwinds
+/// part-way (a Reply handler's panic, caught by the program) waits for the runs it
+/// asked for before it unwinds: no byte lands in the buffers afterwards. On shared
+/// memory the runs are copied at once, with nothing to unwind.
+#[test]
+fn a_blocking_get_of_runs_unwinding_waits_for_its_answers() {
+    const RUNS: usize = 10_000;
+    const LEN: usize = 16;
+    spmd(2, || {
+        common::quiet_expected_panics();
+        let (client, ep, team) = gex::Client::init("VIS_UNWIND", Flags::NONE).unwrap();
+        let boom = common::am::PanickingReply::register(&ep);
+        let size = (RUNS * LEN).next_multiple_of(gex::PAGE_SIZE);
+        let seg = gex::Segment::attach(&team, size).unwrap();
+        let me = team.rank();
+        let data = pattern(7, RUNS * LEN);
+        if me == 1 {
+            // SAFETY: this rank's own segment, before anyone reads it.
+            unsafe { std::slice::from_raw_parts_mut(seg.addr(), data.len()) }
+                .copy_from_slice(&data);
+        }
+        team.barrier();
+        if me == 0 {
+            let base = team.segment_bound(1).unwrap().owner_addr;
+            // Every other run of the other rank's data: one run each.
+            let src: Vec<Memvec> = (0..RUNS / 2)
+                .map(|i| Memvec {
+                    addr: base + 2 * i * LEN,
+                    len: LEN,
+                })
+                .collect();
+            let mut bufs = vec![[0u8; LEN]; RUNS / 2];
+            boom.ask(&team, 1);
+            let panic = common::try_panic_message(|| {
+                team.vector_get_blocking(&mut bufs, 1, &src, Flags::NONE)
+            });
+            match panic {
+                None => {
+                    for (i, b) in bufs.iter().enumerate() {
+                        assert_eq!(&b[..], &data[2 * i * LEN..(2 * i + 1) * LEN]);
+                    }
+                    // The panicking Reply still comes: catch it here.
+                    let end = std::time::Instant::now() + std::time::Duration::from_secs(10);
+                    while common::try_panic_message(gex::poll).is_none() {
+                        assert!(std::time::Instant::now() < end, "the Reply never came");
+                    }
+                }
+                Some(m) => {
+                    assert!(m.contains(common::am::BOOM), "{m}");
+                    let unwound = bufs.clone();
+                    let end = std::time::Instant::now() + std::time::Duration::from_millis(200);
+                    while std::time::Instant::now() < end {
+                        gex::poll();
+                    }
+                    assert!(bufs == unwound, "bytes landed after the get unwound");
+                }
+            }
+        }
+        team.barrier();
+        client.finalize();
+    });
+}
