@@ -39,7 +39,7 @@ mod reported;
 mod send;
 mod table;
 
-pub(crate) use completion::{blocking, OpName, Sending};
+pub(crate) use completion::{blocking, outliving, OpName, Sending};
 pub(crate) use dispatch::dispatch;
 pub use handler::{
     max_args, AmCategory, AmEntry, AmIndex, AmRole, HandlerFn, RegisterError, Token, TokenInfo,

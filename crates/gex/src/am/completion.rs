@@ -136,13 +136,36 @@ impl<'a> Wait<'a> {
         // leave the drop, and the wait, at once.
         self.rt.wait_until(|| self.op.is_done());
     }
+
+    /// Sends the messages of an operation that outlives the call, leaving their answers
+    /// to its handle; the wait happens only if the sending unwinds part-way (the call
+    /// then returns no event, and the answers to what was sent still write into the
+    /// caller's buffers).
+    fn send_only(self, send: impl FnOnce(&Sending)) {
+        send(&self.sending);
+        // Everything is sent: nothing to count done or wait for here (and the guard
+        // owns nothing to free).
+        std::mem::forget(self);
+    }
 }
 
 impl Drop for Wait<'_> {
     fn drop(&mut self) {
+        // As their answers would: the last one completes the operation and releases the
+        // messages' reference to a counted handle.
         for _ in self.sending.sent.get()..self.parts {
-            self.op.part_done();
+            OpName::answered(&self.sending.name());
         }
         self.rt.wait_until(|| self.op.is_done());
     }
+}
+
+/// Sends the messages of an operation that outlives the call (an NB or NBI one) with
+/// `send`, named by a counted handle awaiting `parts` answers, which it returns. If
+/// the sending unwinds part-way, the messages not sent are counted answered and the
+/// call waits for the answers to those sent before it unwinds on.
+pub(crate) fn outliving(rt: &Runtime, parts: usize, send: impl FnOnce(&Sending)) -> Arc<OpHandle> {
+    let (op, name) = OpName::counted(parts);
+    Wait::new(rt, &op, parts, name).send_only(send);
+    op
 }

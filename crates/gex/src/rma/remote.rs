@@ -221,9 +221,7 @@ fn by_messages_with(
         crate::am::blocking(rt, pieces(rt, len), send);
         return Completion::Done;
     }
-    let (op, name) = OpName::counted(pieces(rt, len));
-    send(&Sending::new(name));
-    Completion::Pending(op)
+    Completion::Pending(crate::am::outliving(rt, pieces(rt, len), send))
 }
 
 #[inline(never)]
