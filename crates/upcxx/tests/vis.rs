@@ -428,6 +428,10 @@ fn bad_input_fails_naming_the_call() {
         upcxx::rget_strided(mine, [-3, 8], &mut got, 0, [1, 8], [1, 2]).wait();
         assert_eq!(got, [2, 3]);
         upcxx::rput_slice(&zero, mine).wait();
+        // A shape of no element names no remote memory: a null base is fine there.
+        upcxx::rput_strided(&values, 0, [8, 8], null, [8, 8], [2, 0]).wait();
+        upcxx::rget_strided(null, [8], &mut got, 0, [8], [0]).wait();
+        assert_eq!(got, [2, 3], "a get of no element wrote");
         let msg = panic_text(|| drop(upcxx::rget_strided(null, [8], &mut [0u64; 2], 0, [8], [2])));
         assert_eq!(msg, "upcxx::rget_strided: the global pointer is null");
         // Past the end of the 16-element array's segment: gex names the range.

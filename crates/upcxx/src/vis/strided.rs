@@ -26,6 +26,19 @@ fn check_strides<T>(call: &str, strides: &[isize], extents: &[usize]) {
     }
 }
 
+/// The rank and address of the remote base of a shape: a null pointer names none, which
+/// only a shape that moves nothing (an extent of 0) may have; it then counts as this
+/// rank's, as a call with no run at all does (gex ignores the addresses of such a
+/// shape).
+#[track_caller]
+fn shape_target<T>(call: &str, base: GlobalPtr<T>, extents: &[usize]) -> (Rank, usize) {
+    if base.is_null() && extents.contains(&0) {
+        (crate::rank_me(), 0)
+    } else {
+        target(call, base)
+    }
+}
+
 /// The number of elements a shape of these extents holds, for GASP (`0` if it
 /// overflows: `gex` refuses such a shape).
 fn elements(extents: &[usize]) -> usize {
@@ -134,7 +147,7 @@ pub(super) unsafe fn put<const DIM: usize, T: NoUninit>(
     let rt = rt(call);
     check_strides::<T>(call, &src_strides, &extents);
     check_strides::<T>(call, &dest_strides, &extents);
-    let (rank, addr) = target(call, dest_base);
+    let (rank, addr) = shape_target(call, dest_base, &extents);
     let base = base_offset::<T>(call, src_base);
     let bytes: &[u8] = bytemuck::cast_slice(src);
     let elems = elements(&extents);
@@ -251,7 +264,7 @@ pub(super) unsafe fn get<const DIM: usize, T: Pod>(
     let rt = rt(call);
     check_strides::<T>(call, &src_strides, &extents);
     check_strides::<T>(call, &dest_strides, &extents);
-    let (rank, addr) = target(call, src_base);
+    let (rank, addr) = shape_target(call, src_base, &extents);
     let base = base_offset::<T>(call, dest_base);
     let bytes: &mut [u8] = bytemuck::cast_slice_mut(dest);
     let elems = elements(&extents);
