@@ -76,12 +76,14 @@ pub(super) fn export(addr: DeviceAddr, asker: Rank) -> Option<Exported> {
         .find(|e| addr >= e.base && addr - e.base < e.size as u64)?;
     let (at, allocation) = e.mk.0.dev.allocation(e.base).unwrap_or((e.base, e.size));
     let handle = e.mk.0.dev.export("gex::kinds (exporting a segment)", at);
-    if handle.is_ok() {
-        let mut importers = e.importers.lock().unwrap_or_else(|e| e.into_inner());
-        if !importers.contains(&asker) {
-            importers.push(asker);
-        }
+    // Noted whether or not the export worked: an asker that could not map the segment
+    // still keeps it in its table (reached by messages), which the segment's drop must
+    // clear, or a later segment at the same address would be taken for it.
+    let mut importers = e.importers.lock().unwrap_or_else(|e| e.into_inner());
+    if !importers.contains(&asker) {
+        importers.push(asker);
     }
+    drop(importers);
     Some(Exported {
         base: e.base,
         size: e.size,
