@@ -212,6 +212,13 @@ fn refuses_bad_addresses(team: &Team, mk: &Mk) {
     let mut out = vec![0u8; 70_000];
     let e = kinds::get(team, peer as u32, past, &mut out).unwrap_err();
     assert!(e.to_string().starts_with("gex::kinds::get: "), "{e}");
+    // One that starts well inside the segment (whole pieces of it in the segment) and
+    // runs past its end: refused whole, none of its pieces written.
+    let inside = bases[peer] + (MIB - 32 * 1024) as u64;
+    let e = kinds::put(team, peer as u32, inside, &data).unwrap_err();
+    assert!(matches!(e, KindError::NotDeviceMemory { .. }), "{e}");
+    let e = kinds::get(team, peer as u32, inside, &mut out).unwrap_err();
+    assert!(matches!(e, KindError::NotDeviceMemory { .. }), "{e}");
     // A host address is no device memory, here or there.
     let host = data.as_ptr() as u64;
     let e = kinds::put(team, me as u32, host, &data[..8]).unwrap_err();

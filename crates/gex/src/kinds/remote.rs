@@ -118,7 +118,7 @@ pub(crate) fn handler_entries() -> [AmEntry; 4] {
             "gex device put",
             AmCategory::Medium,
             AmRole::Request,
-            4,
+            8,
             on_put,
         )
         .unreported()
@@ -126,7 +126,7 @@ pub(crate) fn handler_entries() -> [AmEntry; 4] {
         AmEntry::short("gex device put reply", AmRole::Reply, 3, on_ack)
             .unreported()
             .at(ACK_HANDLER),
-        AmEntry::short("gex device get", AmRole::Request, 7, on_get)
+        AmEntry::short("gex device get", AmRole::Request, 9, on_get)
             .unreported()
             .at(GET_HANDLER),
         AmEntry::payload(
@@ -159,9 +159,13 @@ pub(super) fn put(
     let pending = Pending::new(src.len().div_ceil(step), 0);
     let [r0, r1] = pending.lend();
     let mut sending = Sending::new(rt, &pending);
+    let [t0, t1] = split_u64(src.len() as u64);
     for (i, bytes) in src.chunks(step).enumerate() {
-        let [a0, a1] = split_u64(dst + (i * step) as u64);
-        crate::am::send_internal_medium(rt, call, rank, PUT_HANDLER, &[r0, r1, a0, a1], bytes);
+        let at = (i * step) as u64;
+        let [a0, a1] = split_u64(dst + at);
+        let [o0, o1] = split_u64(at);
+        let args = [r0, r1, a0, a1, o0, o1, t0, t1];
+        crate::am::send_internal_medium(rt, call, rank, PUT_HANDLER, &args, bytes);
         sending.sent();
     }
     drop(sending);
@@ -191,7 +195,8 @@ pub(super) unsafe fn get(
         let n = step.min(len - at);
         let [a0, a1] = split_u64(src + at as u64);
         let [o0, o1] = split_u64(at as u64);
-        let args = [r0, r1, a0, a1, n as u32, o0, o1];
+        let [t0, t1] = split_u64(len as u64);
+        let args = [r0, r1, a0, a1, n as u32, o0, o1, t0, t1];
         crate::am::send_internal(rt, call, rank, GET_HANDLER, &args, Flags::NONE)
             .expect("a send without Flags::IMMEDIATE waits for room");
         sending.sent();
@@ -272,10 +277,26 @@ unsafe fn count_answered(at: *const Pending, n: usize) {
     }
 }
 
+/// Whether the whole transfer whose piece at `addr` lies `offset` bytes into it, of
+/// `total` bytes, is in one segment of this process: each piece checks that, not only
+/// itself, so that a transfer the local path would refuse (running past its segment's
+/// end, into the next one or out of all) copies none of its pieces.
+fn whole_in_a_segment(addr: DeviceAddr, offset: u64, total: u64) -> bool {
+    match (addr.checked_sub(offset), usize::try_from(total)) {
+        (Some(start), Ok(total)) => registry::with(start, total, |_, _| ()).is_some(),
+        _ => false,
+    }
+}
+
 /// The owner's put handler: copies the piece into its device, answers.
 fn on_put(token: &Token<'_>, payload: &[u8], args: &[u32]) {
     let addr = join_u64(args[2], args[3]);
+    let (offset, total) = (join_u64(args[4], args[5]), join_u64(args[6], args[7]));
+    let whole = whole_in_a_segment(addr, offset, total);
     let status = registry::with(addr, payload.len(), |mk, _| {
+        if !whole {
+            return NOT_FOUND;
+        }
         // SAFETY: the registry found the range in a live segment of `mk`'s device,
         // kept alive during the copy; the payload is host memory of that length.
         let r = unsafe {
@@ -307,8 +328,13 @@ fn on_ack(_token: &Token<'_>, args: &[u32]) {
 fn on_get(token: &Token<'_>, args: &[u32]) {
     let addr = join_u64(args[2], args[3]);
     let len = args[4] as usize;
+    let (offset, total) = (join_u64(args[5], args[6]), join_u64(args[7], args[8]));
+    let whole = whole_in_a_segment(addr, offset, total);
     let mut buf = vec![0u8; len];
     let status = registry::with(addr, len, |mk, _| {
+        if !whole {
+            return NOT_FOUND;
+        }
         // SAFETY: as in `on_put`, the buffer holding `len` bytes.
         let r = unsafe {
             mk.0.dev.copy(
