@@ -520,6 +520,10 @@ fn transfers_by_messages_are_left_in_flight() {
 /// handler) before any message goes out.
 #[test]
 fn dropping_a_mapped_segment_while_holding_an_hsl_is_refused() {
+    // Between hosts no rank maps another's segment: its drop tells no one.
+    if gex::testing::skip_unless_one_host("a segment that another rank maps") {
+        return;
+    }
     spmd(2, || {
         common::quiet_expected_panics();
         let (client, team, _host) = init();
