@@ -239,6 +239,30 @@ fn refuses_bad_addresses(team: &Team, mk: &Mk) {
         ),
         "{e}"
     );
+    // And of the peer's segment.
+    let e = kinds::copy(
+        team,
+        peer as u32,
+        bases[peer] + 8,
+        peer as u32,
+        bases[peer],
+        64,
+    );
+    if peer != me {
+        let e = e.unwrap_err();
+        assert!(
+            matches!(
+                e,
+                KindError::Overlap {
+                    dst: 8,
+                    src: 0,
+                    len: 64,
+                    ..
+                }
+            ),
+            "{e}"
+        );
+    }
     // The refused transfers wrote nothing.
     team.barrier();
     assert!(

@@ -70,9 +70,11 @@ pub enum KindError {
     Overlap {
         /// The call that failed.
         call: &'static str,
-        /// The destination's offset.
+        /// The destination's offset: in the segment (of this rank's), or from the lower
+        /// of the two addresses (of another rank's, whose segment this rank may not
+        /// know).
         dst: usize,
-        /// The source's offset.
+        /// The source's offset, as `dst`'s.
         src: usize,
         /// The ranges' length.
         len: usize,

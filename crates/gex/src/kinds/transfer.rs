@@ -307,6 +307,17 @@ pub fn copy(
             Some(Some(None)) => {} // two devices: through host memory
         }
     }
+    if dst_job == src_job && dst_job != me && dst < src + len as u64 && src < dst + len as u64 {
+        // Another rank's ranges that overlap (of one segment: a segment holds each whole
+        // range): refused as for this rank's, before a device copy that may not overlap.
+        let low = dst.min(src);
+        return Err(KindError::Overlap {
+            call: CALL,
+            dst: (dst - low) as usize,
+            src: (src - low) as usize,
+            len,
+        });
+    }
     if dst_job != me || src_job != me {
         // One device copy when this process reaches both ranges (its own segments, or
         // segments of this host's other processes mapped here) with devices of one
@@ -320,7 +331,8 @@ pub fn copy(
             reach(rt, CALL, src_job, src, len, false, |smk, s| {
                 (dmk.class() == smk.class()).then(|| {
                     // SAFETY: both ranges are reached here and kept so meanwhile;
-                    // on different ranks they do not overlap.
+                    // on different ranks they do not overlap, on one they were
+                    // checked above.
                     unsafe { dmk.0.dev.copy(CALL, End::Device(d), End::Device(s), len) }
                 })
             })
