@@ -32,24 +32,41 @@ const VIS_LANDED: u8 = 204;
 /// Bytes of each Medium payload, and of each Long payload.
 const MEDIUM_LEN: usize = 1000;
 const LONG_LEN: usize = 8192;
-/// Where Long payloads from rank `s` land: `LONG_AT + s * LONG_LEN`.
-const LONG_AT: usize = 64 << 10;
+// A rank's segment: the word at 8, then fixed regions (the large put, the VIS put,
+// the broadcast's source and destination), then the regions that grow with the job: a
+// Long payload from every rank, and the exchange's source and destination, a block per
+// rank each.
 /// Where the put from the previous rank lands.
-const PUT_AT: usize = 1 << 20;
+const PUT_AT: usize = 64 << 10;
 /// Bytes of the large put (past MPI's eager limits).
 const PUT_LEN: usize = 256 << 10;
 /// Where the VIS put from the previous rank lands, and its length.
-const VIS_AT: usize = 1536 << 10;
+const VIS_AT: usize = 320 << 10;
 const VIS_LEN: usize = 3000;
 /// The broadcast's source (on rank 0) and destination, and its length: past the size
 /// from which ranks that map every source read it directly.
-const BCAST_SRC: usize = 256 << 10;
-const BCAST_DST: usize = 320 << 10;
+const BCAST_SRC: usize = 384 << 10;
+const BCAST_DST: usize = 416 << 10;
 const BCAST_LEN: usize = 32 << 10;
-/// The exchange's source and destination, and the bytes of each block.
-const XCHG_SRC: usize = 384 << 10;
-const XCHG_DST: usize = 640 << 10;
+/// Where Long payloads from rank `s` land: `LONG_AT + s * LONG_LEN`.
+const LONG_AT: usize = 448 << 10;
+/// The bytes of each exchange block.
 const XCHG_LEN: usize = 16 << 10;
+
+/// The exchange's source in a job of `n` ranks (after every rank's Long payload).
+fn xchg_src(n: u32) -> usize {
+    LONG_AT + n as usize * LONG_LEN
+}
+
+/// The exchange's destination in a job of `n` ranks.
+fn xchg_dst(n: u32) -> usize {
+    xchg_src(n) + n as usize * XCHG_LEN
+}
+
+/// The segment a job of `n` ranks needs.
+fn segment_size(n: u32) -> usize {
+    (xchg_dst(n) + n as usize * XCHG_LEN).next_multiple_of(gex::PAGE_SIZE)
+}
 /// Short requests sent to every rank without waiting: many times the messages a
 /// conduit lets be in flight to one peer, so its flow control must hold them back.
 const FLOOD: u32 = 500;
@@ -175,7 +192,7 @@ fn main() {
     .expect("gex::Endpoint::register_handlers");
     *NEXT_PING.lock().unwrap() = vec![0; team.size() as usize];
     *NEXT_PONG.lock().unwrap() = vec![0; team.size() as usize];
-    let seg = Segment::attach(&team, 2 << 20).expect("gex::Segment::attach");
+    let seg = Segment::attach(&team, segment_size(team.size())).expect("gex::Segment::attach");
     SEGMENT.store(seg.addr() as usize, Ordering::Relaxed);
     let (me, n) = (team.rank(), team.size());
     let position = gex::my_position();
@@ -258,7 +275,7 @@ fn transfers(team: &gex::Team, seg: &Segment) {
             let b = payload(0, n, BCAST_LEN);
             std::ptr::copy_nonoverlapping(b.as_ptr(), local(BCAST_SRC), BCAST_LEN);
         }
-        std::ptr::copy_nonoverlapping(blocks.as_ptr(), local(XCHG_SRC), blocks.len());
+        std::ptr::copy_nonoverlapping(blocks.as_ptr(), local(xchg_src(n)), blocks.len());
     }
     let sync = CollFlags::IN_ALLSYNC | CollFlags::OUT_ALLSYNC | CollFlags::SINGLE;
     let (src, dst) = (at(BCAST_SRC), at(BCAST_DST));
@@ -273,7 +290,7 @@ fn transfers(team: &gex::Team, seg: &Segment) {
         )
     }
     .wait();
-    let (src, dst) = (at(XCHG_SRC), at(XCHG_DST));
+    let (src, dst) = (at(xchg_src(n)), at(xchg_dst(n)));
     // SAFETY: as above, `n * XCHG_LEN` bytes on every rank.
     unsafe { team.exchange_nb(dst.as_slice().into(), src.as_slice().into(), XCHG_LEN, sync) }
         .wait();
@@ -281,7 +298,7 @@ fn transfers(team: &gex::Team, seg: &Segment) {
     let (bcast, xchg) = unsafe {
         (
             std::slice::from_raw_parts(local(BCAST_DST), BCAST_LEN),
-            std::slice::from_raw_parts(local(XCHG_DST), n as usize * XCHG_LEN),
+            std::slice::from_raw_parts(local(xchg_dst(n)), n as usize * XCHG_LEN),
         )
     };
     let want: Vec<u8> = (0..n).flat_map(|i| payload(i, me, XCHG_LEN)).collect();
