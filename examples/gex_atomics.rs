@@ -215,7 +215,7 @@ fn hammer(team: &Team, d: &Domains, owners: &[(Rank, usize)]) -> (i64, u64, u64)
         d.i32.op_blocking(o, b + LOW, Op::FMin, -v, 0, Flags::NONE);
         d.i32.op_blocking(o, b + HIGH, Op::Max, v, 0, Flags::NONE);
         d.u64
-            .op_blocking(o, b + BITS, Op::Or, 1u64 << me, 0, Flags::NONE);
+            .op_blocking(o, b + BITS, Op::Or, bit(me), 0, Flags::NONE);
         let t = tag(me, o, round);
         let old = d
             .u64
@@ -263,7 +263,7 @@ fn check_own(team: &Team, d: &Domains, me: Rank, n: Rank, mine: usize) {
         ("counter", counter as u64, total),
         ("mixed FADD and FCAS", get64(MIXED), total),
         ("INC", u64::from(incs), total),
-        ("OR", get64(BITS), (1u64 << n) - 1),
+        ("OR", get64(BITS), (0..n).fold(0, |w, r| w | bit(r))),
         ("FADD 0.5 (doubled)", (float * 2.0) as u64, total),
         ("FMIN (negated)", (-low) as u64, top as u64),
         ("MAX", high as u64, top as u64),
@@ -323,4 +323,9 @@ fn check_own(team: &Team, d: &Domains, me: Rank, n: Rank, mine: usize) {
     if bad {
         gex::exit(1);
     }
+}
+
+/// The bit rank `r` ORs into the word of bits (ranks 64 apart share one).
+fn bit(r: u32) -> u64 {
+    1 << (r % 64)
 }
