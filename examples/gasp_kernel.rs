@@ -89,7 +89,7 @@ fn target() -> GlobalPtr<u64> {
         .expect("rank 1 allocates its word before the first barrier")
 }
 
-/// [`target`] as an RPC result (a tuple: a bare `GlobalPtr` is no future value).
+/// [`target`] as an RPC result, a one-element tuple.
 fn target_wire() -> (GlobalPtr<u64>,) {
     (target(),)
 }

@@ -24,7 +24,8 @@
 //! `upcxx_hosts rma-overlap FILE` also checks that gets and puts to another host return
 //! before they complete (UPC++ spec §8.2.2: `rget` and `rput` are non-blocking): after
 //! the tags are written, the first rank on another host than rank 0 leaves the library,
-//! says so by creating FILE.ready, and stays out until FILE exists; rank 0 starts its
+//! says so by creating FILE's name with the extension `ready` (`FILE.with_extension`:
+//! `/tmp/x.flag` gives `/tmp/x.ready`), and stays out until FILE exists; rank 0 starts its
 //! `rget` and `rget_vec`s (of the tags, and of the bulk words, which it also gets by
 //! `rget_into_vec` and `rget_into_raw`) from that rank, and an
 //! `rput_slice` of [`BULK`] words into that rank's landing area, and an `rput_vec`, an
@@ -32,7 +33,7 @@
 //! conduit copies for a put that must finish reading its source before it returns)
 //! into landing areas of their own, an `rget_irregular_lent` of the bulk words, and
 //! `copy`s of [`BULK`] words both ways between its own host memory and that rank's,
-//! once FILE.ready exists
+//! once that file exists
 //! (polling meanwhile), and creates FILE once they have returned. A transfer that
 //! waited inside the call for the far rank's progress (with Open MPI's `osc pt2pt`,
 //! every transfer through the window does) would wait for progress that never comes:
