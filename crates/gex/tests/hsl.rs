@@ -163,20 +163,21 @@ fn no_communication_while_holding_an_hsl() {
     }
 }
 
-/// `gex_HSL_Trylock` fails while another thread holds the lock and succeeds once it is
-/// released; a successful try_lock restricts the thread like `lock`.
-#[test]
-fn try_lock_across_threads() {
-    spmd(1, || {
-        let (client, team, _h) = init("HSL_TRY", locking_handler);
-        let me = team.rank();
-        let addr = team.segment_bound(me).unwrap().owner_addr;
+/// Another thread that holds [`LOCK`] until released.
+struct Holder {
+    release: Arc<AtomicBool>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl Holder {
+    /// Starts a thread that takes the lock with `take`; returns once it holds it.
+    fn take(take: impl FnOnce() + Send + 'static) -> Holder {
         let held = Arc::new(AtomicBool::new(false));
         let release = Arc::new(AtomicBool::new(false));
-        let holder = {
+        let thread = {
             let (held, release) = (Arc::clone(&held), Arc::clone(&release));
             std::thread::spawn(move || {
-                assert!(LOCK.try_lock(), "try_lock of a free lock");
+                take();
                 held.store(true, Ordering::Release);
                 while !release.load(Ordering::Acquire) {
                     std::thread::yield_now();
@@ -187,6 +188,25 @@ fn try_lock_across_threads() {
         while !held.load(Ordering::Acquire) {
             std::thread::yield_now();
         }
+        Holder { release, thread }
+    }
+
+    /// Lets the thread unlock and end.
+    fn release(self) {
+        self.release.store(true, Ordering::Release);
+        self.thread.join().unwrap();
+    }
+}
+
+/// `gex_HSL_Trylock` fails while another thread holds the lock and succeeds once it is
+/// released; a successful try_lock restricts the thread like `lock`.
+#[test]
+fn try_lock_across_threads() {
+    spmd(1, || {
+        let (client, team, _h) = init("HSL_TRY", locking_handler);
+        let me = team.rank();
+        let addr = team.segment_bound(me).unwrap().owner_addr;
+        let holder = Holder::take(|| assert!(LOCK.try_lock(), "try_lock of a free lock"));
         for _ in 0..100 {
             assert!(
                 !LOCK.try_lock(),
@@ -195,8 +215,7 @@ fn try_lock_across_threads() {
         }
         // A failed try_lock does not restrict us.
         team.put_blocking(me, addr, &[1], Flags::NONE).unwrap();
-        release.store(true, Ordering::Release);
-        holder.join().unwrap();
+        holder.release();
         assert!(LOCK.try_lock(), "try_lock after the other thread released");
         expect_panic(&["Team::put_blocking", HELD], || {
             team.put_blocking(me, addr, &[1], Flags::NONE)
@@ -262,28 +281,12 @@ fn no_reply_while_holding_an_hsl() {
 fn only_the_holder_releases_and_no_thread_takes_twice() {
     spmd(1, || {
         let (client, _team, _h) = init("HSL_OWNER", locking_handler);
-        let held = Arc::new(AtomicBool::new(false));
-        let release = Arc::new(AtomicBool::new(false));
-        let holder = {
-            let (held, release) = (Arc::clone(&held), Arc::clone(&release));
-            std::thread::spawn(move || {
-                LOCK.lock();
-                held.store(true, Ordering::Release);
-                while !release.load(Ordering::Acquire) {
-                    std::thread::yield_now();
-                }
-                LOCK.unlock();
-            })
-        };
-        while !held.load(Ordering::Acquire) {
-            std::thread::yield_now();
-        }
+        let holder = Holder::take(|| LOCK.lock());
         expect_panic(&["Hsl::unlock", "not held by this thread"], || {
             LOCK.unlock()
         });
         assert!(!LOCK.try_lock(), "the other thread's hold was released");
-        release.store(true, Ordering::Release);
-        holder.join().unwrap();
+        holder.release();
         LOCK.lock();
         expect_panic(&["Hsl::lock", "holds the lock already"], || LOCK.lock());
         LOCK.unlock();

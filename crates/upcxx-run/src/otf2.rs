@@ -427,8 +427,9 @@ mod tests {
         assert_eq!(p.end_ns, 21000);
     }
 
-    #[test]
-    fn a_non_blocking_get_completes_at_its_end_and_every_rank_has_a_location() {
+    /// A rank 0 non-blocking get of 16 bytes from rank 1, as the tracer writes its
+    /// transfer: `b` at 1 µs, `e` at 4 µs.
+    fn async_get() -> (TraceEvent, TraceEvent) {
         let mut b = x(
             "GASP_UPC_NB_GET_INIT",
             0,
@@ -444,6 +445,12 @@ mod tests {
         e.ph = "e".into();
         e.ts = 4.0;
         e.args.clear();
+        (b, e)
+    }
+
+    #[test]
+    fn a_non_blocking_get_completes_at_its_end_and_every_rank_has_a_location() {
+        let (b, e) = async_get();
         let mut t = trace(vec![b, e]);
         t.other_data.ranks = 3;
         let p = Plan::from_trace(&t);
@@ -469,17 +476,14 @@ mod tests {
     /// initiating call (`X`, same rank, thread, name and time): one RMA operation.
     #[test]
     fn an_initiation_written_twice_is_one_rma_operation() {
-        let args = json!({"peer": 1, "bytes": 16});
-        let call = x("GASP_UPC_NB_GET_INIT", 0, 1.0, 0.5, args.clone());
-        let mut b = x("GASP_UPC_NB_GET_INIT", 0, 1.0, 0.0, args);
-        b.ph = "b".into();
-        b.dur = None;
-        b.cat = "upcxx".into();
-        b.id = Some("7".into());
-        let mut e = b.clone();
-        e.ph = "e".into();
-        e.ts = 4.0;
-        e.args.clear();
+        let (b, e) = async_get();
+        let call = x(
+            "GASP_UPC_NB_GET_INIT",
+            0,
+            1.0,
+            0.5,
+            Value::Object(b.args.clone()),
+        );
         let p = Plan::from_trace(&trace(vec![call, b, e]));
         let rma: Vec<&Record> = p.locations[0]
             .records
