@@ -192,19 +192,7 @@ impl Event {
         }
         let rt = runtime("Event::wait");
         context::check_may_communicate("Event::wait");
-        // The event goes with the call: if the wait unwinds (a handler's panic the
-        // program catches), nothing could wait for the operation again, which may still
-        // write into the program's buffers. So the wait continues on unwind.
-        struct OnUnwind<'a>(&'a Runtime, &'a Event);
-        impl Drop for OnUnwind<'_> {
-            fn drop(&mut self) {
-                if std::thread::panicking() {
-                    self.0.wait_until(|| self.1.is_done());
-                }
-            }
-        }
-        let guard = OnUnwind(rt, &self);
-        self.sync_reported(|| rt.wait_until(|| guard.1.is_done()));
+        self.sync_reported(|| rt.wait_until(|| self.is_done()));
     }
 
     /// Runs `wait` inside the GASP interval of this pending event's sync (GASP §5.4.6):

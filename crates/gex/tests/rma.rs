@@ -371,57 +371,6 @@ fn blocking_get_unwinding_waits_for_its_answer() {
     });
 }
 
-/// An NB get whose pieces travel as messages (between hosts, when the conduit leaves
-/// gets to messages), more of them than may be in flight to one peer, unwinds
-/// part-way if a handler run while it waits for room panics (caught by the program):
-/// it returns no event, so before it unwinds it waits for the pieces it sent, whose
-/// answers write into the destination. Elsewhere it completes, and the panic comes out
-/// of a poll after it.
-#[test]
-fn nb_get_unwinding_waits_for_the_pieces_it_sent() {
-    const LEN: usize = 96 * 1024;
-    spmd(2, || {
-        common::quiet_expected_panics();
-        let (client, ep, team) = Client::init("RMA_NB_UNWIND", Flags::NONE).unwrap();
-        let boom = common::am::PanickingReply::register(&ep);
-        let seg = Segment::attach(&team, MB).unwrap();
-        let bases = common::segment_bases(&team);
-        let data = pattern(0x5eed, LEN);
-        if team.rank() == 1 {
-            // SAFETY: our own segment; rank 0 reads it only after the barrier.
-            unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), seg.addr(), LEN) };
-        }
-        team.barrier();
-        if team.rank() == 0 {
-            let mut got = vec![0u8; LEN];
-            boom.ask(&team, 1);
-            let dest = got.as_mut_ptr();
-            // SAFETY: `got` outlives the event, waited for at once.
-            let mut panic = common::try_panic_message(|| unsafe {
-                team.get_nb(dest, 1, bases[1], LEN, Flags::NONE)
-                    .unwrap()
-                    .wait()
-            });
-            if panic.is_some() {
-                let unwound = got.clone();
-                let end = std::time::Instant::now() + std::time::Duration::from_millis(200);
-                while std::time::Instant::now() < end {
-                    gex::poll();
-                }
-                assert!(got == unwound, "bytes landed after the get unwound");
-            } else {
-                assert!(got == data);
-            }
-            while panic.is_none() {
-                panic = common::try_panic_message(gex::poll);
-            }
-            assert!(panic.unwrap().contains(common::am::BOOM));
-        }
-        team.barrier();
-        client.finalize();
-    });
-}
-
 /// Many NB and NBI gets in flight at once, of every rank's segment, small and large
 /// (between hosts of the mpi conduit: messages to the owner, and `MPI_Rget`s tested by
 /// every poll), synchronized together by `gex_Event_WaitAll` and `gex_NBI_Wait`; every
