@@ -74,8 +74,9 @@
 //! strided shapes of more than 2^22 runs, shapes whose size overflows, a local shape
 //! outside its slice) fails there with a message naming the
 //! `gex` call and the range. Both report the caller's location, before any byte moves.
-//! A call with no run at all moves nothing and completes at once; its remote
-//! completion, having no target, runs on the calling rank.
+//! A call whose runs move nothing (all of length zero) completes at once, its target
+//! (where a remote completion runs) the owner of its first non-null run; a call with no
+//! run at all has no target, and its remote completion runs on the calling rank.
 //!
 //! # GASP
 //!
@@ -195,11 +196,22 @@ enum Kind {
 }
 
 /// The one process that the remote runs of `call` have affinity to (§15.2.2 ¶7), from
-/// the runs that move data; `None` if no run does.
+/// the runs that move data (`0`); if none does, the owner of the first non-null run
+/// (`1`: where a remote completion goes, as for runs that move data).
 #[derive(Debug, Default)]
-struct Affinity(Option<Rank>);
+struct Affinity(Option<Rank>, Option<Rank>);
 
 impl Affinity {
+    /// A run of `len` elements at `gp`.
+    #[track_caller]
+    fn run<T>(&mut self, call: &str, gp: GlobalPtr<T>, len: usize) {
+        if len > 0 {
+            self.add(call, gp);
+        } else if self.1.is_none() && !gp.is_null() {
+            self.1 = Some(gp.where_());
+        }
+    }
+
     #[track_caller]
     fn add<T>(&mut self, call: &str, gp: GlobalPtr<T>) {
         if gp.is_null() {
@@ -216,9 +228,10 @@ impl Affinity {
         }
     }
 
-    /// The target; the calling rank when no run moves data (nothing is transferred).
+    /// The target; when no run moves data (nothing is transferred), the owner of the
+    /// first run named, or the calling rank if there is none.
     fn rank(&self, call: &str) -> Rank {
-        self.0.unwrap_or_else(|| rt(call).rank)
+        self.0.or(self.1).unwrap_or_else(|| rt(call).rank)
     }
 }
 

@@ -631,3 +631,45 @@ fn lent_runs_land_by_their_completions() {
         });
     }
 }
+
+static EMPTY_RUNS_ARRIVED: AtomicU64 = AtomicU64::new(0);
+
+/// §15.2.2 ¶7, §7.1 ¶10: a put whose runs all have length zero moves nothing, and its
+/// remote completion runs on the process its destination runs name, as for runs that
+/// move data (a halo exchange with an empty row still tells its neighbour).
+#[test]
+fn a_put_of_empty_runs_completes_remotely_at_its_target() {
+    for n in [2, 3] {
+        gex::testing::spmd(n, || {
+            upcxx::init();
+            let me = rank_me();
+            let mine: GlobalPtr<u64> = new_array(4);
+            let next = all_gather(&mine)[((me + 1) % rank_n()) as usize];
+            let empty: &[u64] = &[];
+            let arrived = |from: u32| {
+                assert_eq!((from + 1) % rank_n(), rank_me(), "ran on the wrong rank");
+                EMPTY_RUNS_ARRIVED.fetch_add(1, Ordering::SeqCst);
+            };
+            upcxx::rput_irregular_with(
+                [empty],
+                [(next, 0usize)],
+                remote_cx::as_rpc(arrived, (me,)) | operation_cx::as_future(),
+            )
+            .wait();
+            upcxx::rput_regular_with(
+                [empty],
+                0,
+                [next.add(1)],
+                0,
+                remote_cx::as_rpc(arrived, (me,)) | operation_cx::as_future(),
+            )
+            .wait();
+            while EMPTY_RUNS_ARRIVED.load(Ordering::SeqCst) < 2 {
+                progress(upcxx::ProgressLevel::User);
+            }
+            upcxx::barrier();
+            delete_array(mine);
+            upcxx::finalize();
+        });
+    }
+}

@@ -28,9 +28,7 @@ fn remote_runs<T, R: RemoteRun<T>>(
             let len = len.unwrap_or_else(|| {
                 panic!("upcxx::{call}: a run length is negative or does not fit a usize")
             });
-            if len > 0 {
-                affinity.add(call, gp);
-            }
+            affinity.run(call, gp, len);
             total = total
                 .checked_add(len)
                 .unwrap_or_else(|| panic!("upcxx::{call}: the remote runs' total overflows"));

@@ -24,9 +24,7 @@ fn remote_starts<T>(
     let starts: Vec<usize> = runs
         .into_iter()
         .map(|gp| {
-            if run_length > 0 {
-                affinity.add(call, gp);
-            }
+            affinity.run(call, gp, run_length);
             gp.owner_addr()
         })
         .collect();
