@@ -983,3 +983,52 @@ fn calls_before_init_fail_naming_the_call() {
         "upcxx::rget: called before upcxx::init"
     );
 }
+
+/// §7.1 ¶11–¶12: with `source_cx::as_buffered` or `as_blocking`, source completion
+/// happens before the call returns, so the caller may change (or free) the source at
+/// once, also for a put from memory lent beyond the call (`rput_raw`, the `_lent` VIS
+/// calls) to another host, where the transfer could otherwise read it later.
+#[test]
+fn buffered_and_blocking_sources_are_free_when_the_call_returns() {
+    const N: usize = 16 * 1024; // 128 KiB: past what travels in messages
+    gex::testing::spmd(2, || {
+        upcxx::init();
+        let me = rank_me();
+        let mine = new_array::<u64>(2 * N);
+        let peer = all_gather(&mine)[(1 - me) as usize];
+        let want = |i: usize| (i as u64) ^ 0x5a5a ^ u64::from(me);
+        let mut src: Vec<u64> = (0..N).map(want).collect();
+        // SAFETY: `src` lives until the operation completes below.
+        let done = unsafe {
+            rput_raw_with(
+                src.as_ptr(),
+                N,
+                peer,
+                source_cx::as_buffered() | operation_cx::as_future(),
+            )
+        };
+        src.fill(0);
+        done.wait();
+        let mut runs: Vec<u64> = (0..N).map(want).collect();
+        // SAFETY: as above.
+        let done = unsafe {
+            upcxx::rput_irregular_lent_with(
+                [&runs[..]],
+                [(peer.add(N), N)],
+                source_cx::as_blocking() | operation_cx::as_future(),
+            )
+        };
+        runs.fill(0);
+        done.wait();
+        upcxx::barrier();
+        let from = 1 - me;
+        for i in 0..N {
+            let w = (i as u64) ^ 0x5a5a ^ u64::from(from);
+            assert_eq!(peek(mine, i), w, "rput_raw, element {i}");
+            assert_eq!(peek(mine, N + i), w, "rput_irregular_lent, element {i}");
+        }
+        upcxx::barrier();
+        delete_array(mine);
+        upcxx::finalize();
+    });
+}

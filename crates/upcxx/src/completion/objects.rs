@@ -118,6 +118,7 @@ where
     type Futures = <A::Futures as Append<B::Futures>>::Output;
     type Armed = (A::Armed, B::Armed);
     const EVENTS: u8 = A::EVENTS | B::EVENTS;
+    const SOURCE_AT_RETURN: bool = A::SOURCE_AT_RETURN || B::SOURCE_AT_RETURN;
 
     fn arm(self) -> (Self::Futures, Self::Armed) {
         let (fa, aa) = self.a.arm();
@@ -391,6 +392,7 @@ impl<Ev: HasSource> Completions<Ev> for BufferedCx {
     type Futures = Nil;
     type Armed = ();
     const EVENTS: u8 = SOURCE_EVENT;
+    const SOURCE_AT_RETURN: bool = true;
 
     fn arm(self) -> (Nil, ()) {
         (Nil, ())
@@ -401,6 +403,7 @@ impl<Ev: HasSource> Completions<Ev> for BlockingCx {
     type Futures = Nil;
     type Armed = ();
     const EVENTS: u8 = SOURCE_EVENT;
+    const SOURCE_AT_RETURN: bool = true;
 
     fn arm(self) -> (Nil, ()) {
         (Nil, ())

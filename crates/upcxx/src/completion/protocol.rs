@@ -24,6 +24,11 @@ pub trait Completions<Ev: CompletionEvents>: Sized {
     /// The events requested: a mask of [`SOURCE_EVENT`](crate::completion::SOURCE_EVENT), [`REMOTE_EVENT`],
     /// [`OPERATION_EVENT`].
     const EVENTS: u8;
+    /// Whether a request asks for source completion before the call returns
+    /// (`source_cx::as_buffered`, `as_blocking`, §7.1 ¶11–¶12): a call that could read
+    /// its source after returning (a put from memory lent to it) finishes with the source
+    /// first.
+    const SOURCE_AT_RETURN: bool = false;
 
     /// Prepares the notifications of an operation whose events will occur later:
     /// returns the futures and the state to notify as they do. Adds a dependency to

@@ -72,7 +72,13 @@ pub fn copy_with<T: Pod, Ks: MemoryKind, Kd: MemoryKind, C: Completions<CopyEven
         if let Some(lent) = Lent::of(rt, d, s, len) {
             // Armed first, so that a request that fails leaves nothing in flight.
             let (futures, armed) = cxs.arm();
-            let (lc, mut op) = reported(rt, d, s, len, || lent.start(rt, d, s, len));
+            let (mut lc, mut op) = reported(rt, d, s, len, || lent.start(rt, d, s, len));
+            if C::SOURCE_AT_RETURN {
+                // Source completion before return (§7.1 ¶11–¶12): a put's local
+                // completion, a get's whole transfer (it reads its source until then).
+                let read = lc.as_mut().unwrap_or(&mut op);
+                crate::progress::wait_internal(std::mem::take(read));
+            }
             let target = dest.where_();
             match lc {
                 Some(mut lc) => crate::completion::notify_when_outgoing_from_source(
@@ -177,6 +183,15 @@ fn finish<C: Completions<CopyEvents>>(
     cxs: C,
 ) -> Returned<C, CopyEvents> {
     if transfer.completed_at_initiation() {
+        return cxs.completed_at_initiation(target, ()).into_return();
+    }
+    if C::SOURCE_AT_RETURN && !source_read {
+        // Source completion before return (§7.1 ¶11–¶12): the transfer reads its source
+        // until it completes.
+        crate::rpc::send_unsent();
+        if let Err(e) = transfer.wait() {
+            failed(call, e);
+        }
         return cxs.completed_at_initiation(target, ()).into_return();
     }
     let (futures, armed) = cxs.arm();

@@ -463,11 +463,18 @@ where
     let (futures, mut armed) = cxs.arm();
     let (src, take) = lend();
     let mut lc = gex::Event::invalid();
+    // Source completion asked for at return: the put is locally complete when it
+    // returns (gex copies or waits), `lc` staying invalid.
+    let lc_opt = if C::SOURCE_AT_RETURN {
+        gex::Lc::Now
+    } else {
+        gex::Lc::Event(&mut lc)
+    };
     // SAFETY: `src` is valid for `len` bytes of reads, unwritten until `take` runs
     // (`lend`'s contract), which is after local completion: `lc` is tested first.
     let mut event = unsafe {
         let bytes = std::slice::from_raw_parts(src, len);
-        put_through_gex(rt, rank, addr, bytes, gex::Lc::Event(&mut lc))
+        put_through_gex(rt, rank, addr, bytes, lc_opt)
     };
     if event.is_invalid() {
         armed.source_done();

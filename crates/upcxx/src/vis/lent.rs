@@ -54,6 +54,11 @@ where
 {
     let (futures, armed) = cxs.arm();
     let (rank, mut event) = start();
+    if C::SOURCE_AT_RETURN {
+        // The runs are read until the operation completes: source completion before
+        // return (§7.1 ¶11–¶12) waits for it.
+        crate::progress::wait_internal(std::mem::take(&mut event));
+    }
     completion::notify_when_outgoing_from_source(move || event.test(), || true, rank, armed, || ());
     futures.into_return()
 }
