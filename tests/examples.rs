@@ -322,9 +322,16 @@ fn soak_checks_everything_and_keeps_memory_flat() {
 #[cfg(not(feature = "mpi"))]
 #[test]
 fn a_build_without_mpi_refuses_an_mpi_launcher() {
-    for var in ["OMPI_COMM_WORLD_SIZE", "PMI_SIZE"] {
+    // Open MPI's mpirun, a PMI launcher, and Slurm's PMIx (the step's task count).
+    let launchers: [&[(&str, &str)]; 3] = [
+        &[("OMPI_COMM_WORLD_SIZE", "2")],
+        &[("PMI_SIZE", "2")],
+        &[("PMIX_RANK", "0"), ("SLURM_STEP_NUM_TASKS", "2")],
+    ];
+    for vars in launchers {
+        let var = vars[0].0;
         let out = Command::new(example("gex_hello"))
-            .env(var, "2")
+            .envs(vars.iter().copied())
             .env_remove("UPCXX_RANKS")
             .env_remove("UPCXX_RANK")
             .output()

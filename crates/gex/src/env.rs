@@ -13,14 +13,21 @@ pub const UPCXX_RANKS: &str = "UPCXX_RANKS";
 /// no size is given explicitly. See [`parse_size()`].
 pub const UPCXX_SEGMENT_SIZE: &str = "UPCXX_SEGMENT_SIZE";
 
-/// How many processes an MPI launcher started with this one (`mpirun` of Open MPI sets
-/// `OMPI_COMM_WORLD_SIZE`, MPICH's and Slurm's PMI `PMI_SIZE`), if one did.
+/// How many processes an MPI launcher started with this one, if one did: `mpirun` of
+/// Open MPI sets `OMPI_COMM_WORLD_SIZE`, MPICH's and Slurm's PMI(2) `PMI_SIZE`; Slurm's
+/// PMIx sets only `PMIX_RANK` of those, its task count being the step's.
 pub(crate) fn mpi_launcher_size() -> Option<u64> {
-    ["OMPI_COMM_WORLD_SIZE", "PMI_SIZE"].iter().find_map(|v| {
+    let number = |v: &str| {
         std::env::var(v)
             .ok()
             .and_then(|s| s.trim().parse::<u64>().ok())
-    })
+    };
+    number("OMPI_COMM_WORLD_SIZE")
+        .or_else(|| number("PMI_SIZE"))
+        .or_else(|| {
+            std::env::var_os("PMIX_RANK")?;
+            number("SLURM_STEP_NUM_TASKS").or_else(|| number("SLURM_NTASKS"))
+        })
 }
 
 /// Default segment size per rank when neither `--segment-size` nor
