@@ -218,6 +218,21 @@ fn examples_run_under_mpirun() {
     }
 }
 
+/// A `UPCXX_RANKS` left in the environment does not turn each process `mpirun` started
+/// into a job of its own: the job is mpirun's, of its ranks.
+#[test]
+fn a_leftover_upcxx_ranks_leaves_the_job_to_mpirun() {
+    let (out, what) = mpirun_env("gex_hello", &[], 2, None, &[("UPCXX_RANKS", "3")]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{what}: {}\n{stdout}", out.status);
+    let hellos = stdout
+        .lines()
+        .filter(|l| l.contains("Hello from rank"))
+        .count();
+    assert_eq!(hellos, 2, "{what}:\n{stdout}");
+    assert!(stdout.contains("Hello from rank 1 of 2"), "{stdout}");
+}
+
 #[test]
 fn the_network_path_carries_every_transfer() {
     for ranks in 2..=4 {

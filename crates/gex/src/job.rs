@@ -154,10 +154,12 @@ impl JobOutcome {
 /// With `UPCXX_CONDUIT=mpi` the job is started through `mpirun` instead (see
 /// [`mpirun`]; the program must be built with the feature `mpi`).
 ///
-/// If `UPCXX_RANKS` is unset or `UPCXX_RANK` is set (this process is a rank of a
-/// job), returns normally.
+/// If `UPCXX_RANKS` is unset, or `UPCXX_RANK` is set (this process is a rank of a
+/// job), or an MPI launcher started this process, returns normally.
 pub fn relaunch_if_requested() {
-    if std::env::var_os(UPCXX_RANK).is_some() {
+    // A rank of a job already, or one an MPI launcher started (a `UPCXX_RANKS` left in
+    // the environment must not make each of its processes a job of its own).
+    if std::env::var_os(UPCXX_RANK).is_some() || crate::env::mpi_launcher_size().is_some() {
         return;
     }
     let Some(ranks) = std::env::var_os(UPCXX_RANKS) else {
