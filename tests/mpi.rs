@@ -233,6 +233,28 @@ fn a_leftover_upcxx_ranks_leaves_the_job_to_mpirun() {
     assert!(stdout.contains("Hello from rank 1 of 2"), "{stdout}");
 }
 
+/// A process whose launcher announced more processes than its MPI library counts (the
+/// program linked with another MPI than the launcher's starts alone) fails saying so,
+/// instead of running as a job of one.
+#[test]
+fn a_launcher_of_another_mpi_is_refused() {
+    let mut cmd = Command::new(example("gex_hello"));
+    cmd.env_remove("UPCXX_RANKS")
+        .env_remove("UPCXX_RANK")
+        .env("PMI_SIZE", "2")
+        .env("PMI_RANK", "0");
+    let what = "gex_hello with PMI_SIZE=2 and no launcher";
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    let out = Limited::spawn(&mut cmd, what)
+        .output_within(LIMIT, &[])
+        .unwrap_or_else(|e| panic!("{e}"));
+    fails_with(
+        &out,
+        what,
+        "the launcher started 2 processes but MPI counts 1",
+    );
+}
+
 #[test]
 fn the_network_path_carries_every_transfer() {
     for ranks in 2..=4 {

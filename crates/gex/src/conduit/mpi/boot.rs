@@ -162,6 +162,16 @@ pub(super) fn bootstrap() -> MpiConduit {
     }
     let (rank, size) = comm_rank_size(world);
     super::abort::abort_at_exit(rank);
+    // A library of another MPI than the launcher's starts every process alone (a
+    // singleton): the launcher's count says so.
+    if let Some(n) =
+        crate::env::mpi_launcher_size().filter(|&n| i64::try_from(n) != Ok(i64::from(size)))
+    {
+        fatal(&format!(
+            "the launcher started {n} processes but MPI counts {size} in MPI_COMM_WORLD: \
+             is the program linked with the MPI library of the launcher (mpirun, srun)?"
+        ));
+    }
     let mut node = world;
     // SAFETY: valid communicators and out-pointer.
     unsafe {
