@@ -202,7 +202,9 @@ fn command_from(
         });
     }
     if launcher == Launcher::Srun {
-        cmd.arg("--kill-on-bad-exit=1");
+        // `--export=ALL`: the ranks' settings below travel in srun's environment, which
+        // a batch job's `SLURM_EXPORT_ENV` (set by `sbatch --export=NONE`) would drop.
+        cmd.arg("--kill-on-bad-exit=1").arg("--export=ALL");
     }
     for name in [UPCXX_RANK, UPCXX_RANKS, GEX_SHM_FD] {
         cmd.env_remove(name);
