@@ -11,10 +11,11 @@
 //!   tested with: [`command`] adds `-n N` and passes each variable the ranks need with
 //!   `-x NAME`, which exports the launcher's value to ranks on every host (processes on
 //!   this host inherit it anyway).
-//! * Slurm's `srun`: `--kill-on-bad-exit=1 -n N` (a rank that exits with an error ends
-//!   the job, as under `mpirun`; Slurm's default lets the others run on); the ranks on
-//!   every node get the launcher's whole environment (`srun`'s default
-//!   `--export=ALL`), so the variables are only set.
+//! * Slurm's `srun`: `--kill-on-bad-exit=1 --export=ALL -n N` (a rank that exits with
+//!   an error ends the job, as under `mpirun`; Slurm's default lets the others run on);
+//!   the ranks on every node get the launcher's whole environment (`--export=ALL`, said
+//!   outright: a batch job's `SLURM_EXPORT_ENV` may change srun's default), so the
+//!   variables are only set.
 //!
 //! A job's time limit is kept here, not by the launcher ([`wait`]): `srun`'s limits are
 //! whole minutes, enforced at the scheduler's pace.
@@ -423,6 +424,7 @@ mod tests {
                 "--mpi=pmix",
                 "--label",
                 "--kill-on-bad-exit=1",
+                "--export=ALL",
                 "-n",
                 "2",
                 "prog"
