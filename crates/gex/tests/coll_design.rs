@@ -288,6 +288,12 @@ fn blocking_forms() {
                 msg.contains("gex::Team::exchange: a blocking collective inside an aggregate"),
                 "{msg}"
             );
+            // `coll_init` is a blocking collective too.
+            let msg = common::panic_message(|| team.coll_init(&vec![1; n as usize]));
+            assert!(
+                msg.contains("gex::Team::coll_init: a blocking collective inside an aggregate"),
+                "{msg}"
+            );
             // The aggregate's last member, non-blocking, closes it.
             // SAFETY: as above.
             unsafe {

@@ -17,7 +17,7 @@ use super::super::reduce::ReduceFn;
 
 /// Fails, naming `call`, where a blocking collective is not allowed.
 #[track_caller]
-fn check_blocking(call: &str, flags: CollFlags) {
+pub(super) fn check_blocking(call: &str, flags: CollFlags) {
     if flags.contains(CollFlags::AGGREGATE) {
         panic!(
             "gex::{call}: AGGREGATE is not allowed in a blocking collective (GASNet \

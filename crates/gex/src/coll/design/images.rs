@@ -104,12 +104,16 @@ impl Team {
     /// `images` on every rank (checked).
     ///
     /// # Panics
-    /// If it was called on this team before, or `images` does not hold one non-zero
-    /// count per team rank, or their sum exceeds `isize::MAX`.
+    /// If it was called on this team before, or inside an open aggregate, or `images`
+    /// does not hold one non-zero count per team rank, or their sum exceeds
+    /// `isize::MAX`.
     #[track_caller]
     pub fn coll_init(&self, images: &[usize]) {
         const CALL: &str = "Team::coll_init";
         let rt: &Runtime = initiation(self, CALL);
+        // A blocking collective initiation: not between an aggregate's first and last
+        // members (the design's AGGREGATE), as the blocking forms.
+        super::blocking::check_blocking(CALL, super::CollFlags::IN_NOSYNC);
         let data = self.data(CALL);
         if declared(&data).is_some() {
             panic!("gex::{CALL}: called twice on this team (at most once, as gasnet_coll_init)");
