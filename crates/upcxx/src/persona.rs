@@ -21,7 +21,7 @@
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use crate::future::{Future, FutureValue, State};
@@ -291,7 +291,14 @@ pub(crate) fn adopt_master() {
     let master = MASTER.get_or_init(Persona::new).clone();
     acquire(&master, "init");
     with_stack(|s| s.push(master));
+    INIT_THREAD.store(thread_token(), Ordering::Relaxed);
+    LIBERATED.store(false, Ordering::Relaxed);
 }
+
+/// The thread that called `init`, which alone may liberate the master persona, once
+/// (§10.5.1 ¶33), and whether it did.
+static INIT_THREAD: AtomicU64 = AtomicU64::new(0);
+static LIBERATED: AtomicBool = AtomicBool::new(false);
 
 fn acquire(p: &Persona, call: &str) {
     let me = thread_token();
@@ -327,15 +334,26 @@ fn release(p: &Persona) {
 /// Releases the master persona from the calling thread, so another thread can take it
 /// with a [`PersonaScope`] (UPC++ `liberate_master_persona`). The master persona must be
 /// at the top of this thread's stack, where `init` put it.
+///
+/// # Panics
+/// Off the thread that called `init`, a second time since `init`, or with the master
+/// persona not at the top of the stack (§10.5.1 ¶33).
 #[track_caller]
 pub fn liberate_master_persona() {
     let master = master_persona();
+    if INIT_THREAD.load(Ordering::Relaxed) != thread_token() {
+        panic!("upcxx::liberate_master_persona: only the thread that called init may liberate the master persona (UPC++ spec §10.5.1 ¶33)");
+    }
+    if LIBERATED.load(Ordering::Relaxed) {
+        panic!("upcxx::liberate_master_persona: called a second time since init (UPC++ spec §10.5.1 ¶33)");
+    }
     with_stack(|s| {
         if s.last() != Some(&master) || s.iter().filter(|p| **p == master).count() != 1 {
             panic!("upcxx::liberate_master_persona: the master persona is not at the top of this thread's persona stack");
         }
         s.pop();
     });
+    LIBERATED.store(true, Ordering::Relaxed);
     release(&master);
 }
 

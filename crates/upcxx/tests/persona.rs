@@ -376,3 +376,27 @@ fn rpcs_wait_for_the_master_personas_next_holder() {
         upcxx::finalize();
     });
 }
+
+/// §10.5.1 ¶33: only the thread that called `init` may liberate the master persona,
+/// and only once since `init`; anything else is refused naming the rule.
+#[test]
+fn only_the_init_thread_liberates_the_master_persona_once() {
+    spmd(1, || {
+        upcxx::init();
+        upcxx::liberate_master_persona();
+        let msg = std::thread::spawn(|| {
+            let _s = PersonaScope::new(&master_persona());
+            panic_message(std::panic::catch_unwind(upcxx::liberate_master_persona).unwrap_err())
+        })
+        .join()
+        .unwrap();
+        assert!(msg.contains("only the thread that called init"), "{msg}");
+        let scope = PersonaScope::new(&master_persona());
+        let msg =
+            panic_message(std::panic::catch_unwind(upcxx::liberate_master_persona).unwrap_err());
+        assert!(msg.contains("a second time"), "{msg}");
+        drop(scope);
+        let _s = PersonaScope::new(&master_persona());
+        upcxx::finalize();
+    });
+}
