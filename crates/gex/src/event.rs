@@ -460,18 +460,8 @@ pub(crate) fn complete_blocking(rt: &Runtime, c: Completion) {
 
 #[inline(never)]
 fn wait_pending(rt: &Runtime, op: Arc<OpHandle>) {
-    /// Waits again if the wait unwinds (a handler's panic the program catches): the
-    /// operation writes, or reads, the caller's buffer until it completes.
-    struct OnUnwind<'a>(&'a Runtime, Arc<OpHandle>);
-    impl Drop for OnUnwind<'_> {
-        fn drop(&mut self) {
-            if std::thread::panicking() {
-                self.0.wait_until(|| self.1.is_done());
-            }
-        }
-    }
-    let guard = OnUnwind(rt, op);
-    rt.wait_until(|| guard.1.is_done());
+    // The operation writes, or reads, the caller's buffer until it completes.
+    rt.wait_through_unwind(&|| op.is_done());
 }
 
 fn nbi_done(mask: EventCategory) -> bool {

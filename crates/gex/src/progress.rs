@@ -85,6 +85,18 @@ impl Runtime {
         }
     }
 
+    /// [`wait_until`](Self::wait_until) for what names the caller's memory (a transfer
+    /// into or out of its buffer, answers that write its frame): if a handler run by
+    /// the wait panics and unwinds it (a panic the program may catch), the wait goes on
+    /// while the frame unwinds, before the memory is freed. Only for what completes
+    /// whatever the other ranks do (answers that come): a wait for a collective would
+    /// turn a failing job into a hanging one.
+    pub(crate) fn wait_through_unwind(&self, done: &dyn Fn() -> bool) {
+        let again = WaitOnUnwind::new(self, done);
+        self.wait_until(done);
+        drop(again);
+    }
+
     /// One step of backing off in a wait loop.
     pub(crate) fn idle(&self, backoff: &mut Backoff) {
         match self.conduit.ending() {
@@ -94,6 +106,28 @@ impl Runtime {
             Some(0) => crate::exit(0),
             // The launcher is tearing the job down; it already reported why.
             Some(code) => std::process::exit(code),
+        }
+    }
+}
+
+/// Waits for `done` as it drops while its thread unwinds; nothing otherwise. Armed
+/// before a call sends what names the caller's memory, so that an unwinding send is
+/// covered as well as the wait ([`Runtime::wait_through_unwind`]).
+pub(crate) struct WaitOnUnwind<'a> {
+    rt: &'a Runtime,
+    done: &'a dyn Fn() -> bool,
+}
+
+impl<'a> WaitOnUnwind<'a> {
+    pub(crate) fn new(rt: &'a Runtime, done: &'a dyn Fn() -> bool) -> WaitOnUnwind<'a> {
+        WaitOnUnwind { rt, done }
+    }
+}
+
+impl Drop for WaitOnUnwind<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.rt.wait_until(self.done);
         }
     }
 }

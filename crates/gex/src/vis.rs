@@ -333,21 +333,16 @@ impl<'t> Mover<'t> {
             self.pending(c);
         }
         let rt = self.target.rt;
-        // Waited for as it drops while it holds any: if a wait below unwinds, and in the
-        // blocking form.
-        let mut pending = Unfinished {
-            rt,
-            ops: std::mem::take(&mut self.pending),
-        };
+        let mut pending = std::mem::take(&mut self.pending);
         if let Some(armed) = peer {
             // The handler must find the data: wait for any transfer still under way.
-            rt.wait_until(|| pending.ops.iter().all(|o| o.is_done()));
-            pending.ops.clear();
+            rt.wait_through_unwind(&|| pending.iter().all(|o| o.is_done()));
+            pending.clear();
             armed.send(rt, self.target.call, self.target.job);
         }
         match form {
             Form::Blocking => {
-                drop(pending);
+                rt.wait_through_unwind(&|| pending.iter().all(|o| o.is_done()));
                 (Event::invalid(), gasp::events::NB_TRIVIAL)
             }
             Form::Nbi => {
@@ -355,19 +350,18 @@ impl<'t> Mover<'t> {
                     Dir::Put => EventCategory::PUT,
                     Dir::Get => EventCategory::GET,
                 };
-                let ops = std::mem::take(&mut pending.ops);
-                let handle = if ops.is_empty() {
+                let handle = if pending.is_empty() {
                     gasp::events::NB_TRIVIAL
                 } else {
                     gasp::events::NB_IMPLICIT
                 };
-                for op in ops {
+                for op in pending {
                     event::track_nbi(category, Completion::Pending(op));
                 }
                 (Event::invalid(), handle)
             }
             Form::Nb => {
-                let e = Event::from_pending(std::mem::take(&mut pending.ops));
+                let e = Event::from_pending(pending);
                 let handle = e.gasp_handle();
                 (e, handle)
             }
@@ -381,24 +375,8 @@ impl Drop for Mover<'_> {
     /// the caller's buffers, which the caller, given no event, may free at once.
     fn drop(&mut self) {
         if !self.pending.is_empty() {
-            drop(Unfinished {
-                rt: self.target.rt,
-                ops: std::mem::take(&mut self.pending),
-            });
-        }
-    }
-}
-
-/// Transfers waited for as this drops (see [`Mover`]'s drop).
-struct Unfinished {
-    rt: &'static Runtime,
-    ops: Vec<Arc<OpHandle>>,
-}
-
-impl Drop for Unfinished {
-    fn drop(&mut self) {
-        if !self.ops.is_empty() {
-            self.rt.wait_until(|| self.ops.iter().all(|o| o.is_done()));
+            let rt = self.target.rt;
+            rt.wait_until(|| self.pending.iter().all(|o| o.is_done()));
         }
     }
 }

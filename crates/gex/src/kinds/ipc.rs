@@ -325,7 +325,8 @@ pub(super) fn forget(base: DeviceAddr, importers: &[Rank]) {
     // They write this frame's `left`, so it is waited for even if a handler run
     // meanwhile unwinds.
     let left = AtomicUsize::new(0);
-    let answers = Answers { rt, left: &left };
+    let all_answered = || left.load(Ordering::Acquire) == 0;
+    let answers = crate::progress::WaitOnUnwind::new(rt, &all_answered);
     let [l0, l1] = split_u64(&left as *const AtomicUsize as u64);
     let [b0, b1] = split_u64(base);
     for &r in importers {
@@ -334,20 +335,8 @@ pub(super) fn forget(base: DeviceAddr, importers: &[Rank]) {
         sent.expect("a send without Flags::IMMEDIATE waits for room");
         left.fetch_add(1, Ordering::AcqRel);
     }
+    rt.wait_until(all_answered);
     drop(answers);
-}
-
-/// Waits, as it drops, until the importers told to forget a segment have all answered.
-struct Answers<'a> {
-    rt: &'static crate::runtime::Runtime,
-    left: &'a AtomicUsize,
-}
-
-impl Drop for Answers<'_> {
-    fn drop(&mut self) {
-        self.rt
-            .wait_until(|| self.left.load(Ordering::Acquire) == 0);
-    }
 }
 
 /// An importer's handler: unmaps the segment (after a copy into it that runs now),
