@@ -58,17 +58,26 @@ pub(crate) struct TeamData {
     pub(crate) signal_block: Option<u8>,
     /// Those barriers at this rank.
     pub(crate) barrier: TeamBarriers,
+    /// See [`TeamData::shared_name`].
+    name: i32,
 }
 
 impl TeamData {
-    /// A name of the team that all its members agree on (ids are local): the job rank
-    /// of its rank 0 and the team's id there, as one number for tools (GASP's `team`
-    /// arguments). The primordial team is 0.
+    /// A name of the team that all its members agree on (ids are local), as one number
+    /// for tools (GASP's `team` arguments): see [`shared_name`]. The primordial team is 0.
     pub(crate) fn shared_name(&self) -> i32 {
-        (self.members[0]
-            .wrapping_mul(1 << 12)
-            .wrapping_add(self.peer_ids[0])) as i32
+        self.name
     }
+}
+
+/// The name of a team whose rank 0 is job rank `leader`, where the team has id `id`,
+/// in a job of `job_size` ranks: `id * job_size + leader`, distinct for every team of
+/// the job as long as that stays below 2^30 (a job of 1,024 ranks: a million splits
+/// in one process; ids are never reused), and kept to 30 bits beyond, where event
+/// handles carry it (`Event::gasp_handle`).
+pub(crate) fn shared_name(leader: Rank, id: TeamId, job_size: Rank) -> i32 {
+    let name = u64::from(id) * u64::from(job_size) + u64::from(leader);
+    (name & 0x3fff_ffff) as i32
 }
 
 /// The teams this process belongs to, by id; `None` for a destroyed team or an id
@@ -96,6 +105,7 @@ pub(crate) fn install_world(rank: Rank, size: Rank) -> Team {
         scratch_leased: AtomicBool::new(false),
         signal_block: None,
         barrier: TeamBarriers::default(),
+        name: shared_name(0, WORLD, size),
     })));
     Team {
         id: WORLD,
@@ -130,8 +140,10 @@ pub(crate) fn install(
     rank: Rank,
     scratch: Option<(usize, usize)>,
     signal_block: Option<u8>,
+    job_size: Rank,
 ) -> Team {
     let size = members.len() as Rank;
+    let name = shared_name(members[0], peer_ids[0], job_size);
     teams_write()[id as usize] = Some(Arc::new(TeamData {
         members,
         peer_ids,
@@ -141,6 +153,7 @@ pub(crate) fn install(
         scratch_leased: AtomicBool::new(false),
         signal_block,
         barrier: TeamBarriers::default(),
+        name,
     }));
     Team { id, rank, size }
 }
@@ -287,4 +300,24 @@ fn invalid_rank(call: &str, rank: Rank, size: Rank) -> ! {
 #[track_caller]
 fn destroyed(call: &str) -> ! {
     panic!("gex::{call}: the team was destroyed (GASNet-EX gex_TM_Destroy)")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shared_names_stay_distinct_past_thousands_of_splits() {
+        // 5 ranks, each leading 10,000 teams: every name differs, the primordial team's
+        // included (the old layout, rank * 4096 + id, repeated from id 4,096 on).
+        let mut seen = std::collections::HashSet::new();
+        assert!(seen.insert(shared_name(0, WORLD, 5)));
+        for leader in 0..5 {
+            for id in 1..10_000 {
+                assert!(seen.insert(shared_name(leader, id, 5)), "{leader} {id}");
+            }
+        }
+        assert_eq!(shared_name(0, WORLD, 5), 0);
+        assert!(seen.iter().all(|&n| (0..1 << 30).contains(&n)));
+    }
 }

@@ -140,6 +140,7 @@ impl Team {
                 rank,
                 scratch.map(|(a, s)| (a as usize, s)),
                 block,
+                team::world(rt).size,
             )
         });
         if color.is_none() {
