@@ -86,8 +86,8 @@
 //!   programs must not rely on that: the spec does not grant it.
 //! * **Ordering.** Without flags an operation is `Relaxed`. `GEX_FLAG_AD_REL` makes it a
 //!   release, `GEX_FLAG_AD_ACQ` an acquire, both an `AcqRel` read-modify-write; a `GET`
-//!   with `REL` is a release fence and a load, a `SET` with `ACQ` a store and an acquire
-//!   fence. On a mapped target the operation is complete at return, so initiation and
+//!   with `REL` is a sequentially consistent fence and a load, a `SET` with `ACQ` a store
+//!   and such a fence (a release or acquire fence would let the load pass the store). On a mapped target the operation is complete at return, so initiation and
 //!   synchronization are the same point for the ordering the spec defines. Through a
 //!   message, the owner's handler applies the same ordering there; the Request is sent
 //!   after the initiator's earlier accesses and the Reply handler stores the result
