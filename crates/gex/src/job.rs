@@ -102,7 +102,9 @@ pub struct JobSpec {
     /// their previous behavior (the default action, or the program's own handler), and a
     /// signal that was ignored when the first such job started is never forwarded. A
     /// second signal while the job is being torn down exits the launcher at once with
-    /// status 130 (its ranks then die of their death signal).
+    /// status 130 (its ranks then die of their death signal), and one after the job has
+    /// the signal's previous behavior; either way the parts directory of a GASP tool run
+    /// goes first.
     pub forward_signals: bool,
 }
 
@@ -600,6 +602,7 @@ fn take_signals() -> &'static [libc::c_int] {
                     let registered = unsafe {
                         signal_hook::low_level::register(sig, move || {
                             if FORWARDING.load(Ordering::SeqCst) == 0 {
+                                tool::remove_parts_in_handler();
                                 let _ = signal_hook::low_level::emulate_default_handler(sig);
                             }
                         })
@@ -627,14 +630,18 @@ impl SignalGuard {
         let mut guard = SignalGuard { ids: Vec::new() };
         for &sig in taken {
             // First: a second signal while the first is being handled exits at once
-            // (the ranks then die of their death signal).
-            guard
-                .ids
-                .push(signal_hook::flag::register_conditional_shutdown(
-                    sig,
-                    EXIT_INTERRUPTED,
-                    Arc::clone(flag),
-                )?);
+            // (the ranks then die of their death signal), leaving no parts directory.
+            let first = Arc::clone(flag);
+            // SAFETY: the action loads an atomic, removes a directory by system calls
+            // (`remove_parts_in_handler`) and calls `_exit`: all async-signal-safe.
+            guard.ids.push(unsafe {
+                signal_hook::low_level::register(sig, move || {
+                    if first.load(Ordering::SeqCst) {
+                        tool::remove_parts_in_handler();
+                        libc::_exit(EXIT_INTERRUPTED);
+                    }
+                })
+            }?);
             guard
                 .ids
                 .push(signal_hook::flag::register(sig, Arc::clone(flag))?);

@@ -624,6 +624,50 @@ fn sigint_to_the_launcher_tears_the_job_down() {
     }
 }
 
+/// A second `SIGINT` while the first tears the job down ends the launcher at once
+/// (its ranks ignore `SIGTERM`, so the teardown waits out its grace), and the parts
+/// directory of a GASP tool run goes with it, the parts in it included.
+#[test]
+fn a_second_sigint_leaves_no_parts_directory() {
+    if gex::testing::skip_unless_smp(SMP_LAUNCHER) {
+        return;
+    }
+    let dir = TempDir::new("sigtwice");
+    let tmp = TempDir::new("sigtwice-tmp");
+    let launcher = Command::new(std::env::current_exe().expect("current exe"))
+        .args(self_args("launcher_entry"))
+        .env(LAUNCHER_VAR, "2:stubborn")
+        .env(PID_DIR_VAR, dir.path())
+        .env(SIGNALS_VAR, "")
+        .env("GASP_TOOL", "profile")
+        .env("TMPDIR", tmp.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn launcher");
+    let pids = dir.wait_for_pids(2);
+    let parts: Vec<PathBuf> = std::fs::read_dir(tmp.path())
+        .expect("read TMPDIR")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("pgas-gasp-"))
+        })
+        .collect();
+    assert_eq!(parts.len(), 1, "{parts:?}");
+    // A part being written when the signals come.
+    std::fs::write(parts[0].join("profile-0.json.partial"), b"{").expect("write a part");
+    // SAFETY: kill(2) on our own child, not yet reaped.
+    unsafe { libc::kill(launcher.id() as i32, libc::SIGINT) };
+    std::thread::sleep(Duration::from_millis(50));
+    // SAFETY: as above.
+    unsafe { libc::kill(launcher.id() as i32, libc::SIGINT) };
+    let (status, stderr) = wait_with_stderr(launcher);
+    assert_eq!(status.code(), Some(130), "{stderr}");
+    assert!(!parts[0].exists(), "{} is left", parts[0].display());
+    assert_all_gone(&pids, Duration::from_secs(2));
+}
+
 #[test]
 fn signals_behave_as_before_outside_a_forwarding_run() {
     if gex::testing::skip_unless_smp(SMP_LAUNCHER) {

@@ -4,13 +4,16 @@
 //! The launcher gives the ranks a private directory (`GASP_PARTS`) for their parts,
 //! merges the parts into the job's file (`GASP_OUT`, default `upcxx-profile.json` /
 //! `upcxx-trace.json`) once the ranks have exited, prints the profile's summary, and
-//! removes the directory whatever happened to the job. A C tool (`GASP_TOOL=/path`)
-//! needs none of this: each rank's tool writes what it wants.
+//! removes the directory whatever happened to the job, and also when a signal ends a
+//! launcher (a second `SIGINT` during a teardown, one while the parts merge). A C tool
+//! (`GASP_TOOL=/path`) needs none of this: each rank's tool writes what it wants.
 
-use std::ffi::OsString;
+use std::ffi::{c_char, CStr, CString, OsString};
 use std::io;
+use std::mem::MaybeUninit;
+use std::os::unix::ffi::OsStrExt as _;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 
 use gasp::tools::{self, Kind, Merged, GASP_OUT, GASP_PARTS};
 
@@ -21,6 +24,8 @@ pub(super) struct ToolRun {
     kind: Kind,
     parts: PathBuf,
     out: PathBuf,
+    /// Whether the signal actions that end a launcher remove `parts`.
+    on_signal: bool,
 }
 
 /// The value of `name` for the ranks: the spec's own setting, else the launcher's.
@@ -45,11 +50,29 @@ impl ToolRun {
         let out = setting(spec, GASP_OUT)
             .map(PathBuf::from)
             .unwrap_or_else(|| PathBuf::from(kind.default_file()));
-        Ok(Some(ToolRun {
+        let mut run = ToolRun {
             kind,
             parts: parts_dir()?,
             out,
-        }))
+            on_signal: false,
+        };
+        if spec.forward_signals {
+            run.remove_on_signal();
+        }
+        Ok(Some(run))
+    }
+
+    /// Has the signal actions that end a launcher ([`remove_parts_in_handler`]) remove
+    /// the parts directory first. Only for a launcher ([`JobSpec::forward_signals`]):
+    /// it runs one job at a time, and the actions know one directory.
+    fn remove_on_signal(&mut self) {
+        if let Ok(path) = CString::new(self.parts.as_os_str().as_bytes()) {
+            // Leaked: a handler may read it at any moment, and a few bytes per job are
+            // cheaper than a way to know when none does.
+            let old = PARTS_ON_SIGNAL.swap(path.into_raw(), Ordering::SeqCst);
+            debug_assert!(old.is_null(), "one tool job at a time per launcher");
+            self.on_signal = true;
+        }
     }
 
     /// The environment the ranks need.
@@ -113,8 +136,44 @@ fn parts_dir() -> io::Result<PathBuf> {
 
 impl Drop for ToolRun {
     fn drop(&mut self) {
+        if self.on_signal {
+            PARTS_ON_SIGNAL.store(std::ptr::null_mut(), Ordering::SeqCst);
+        }
         let _ = std::fs::remove_dir_all(&self.parts);
     }
+}
+
+/// The parts directory of the launcher's running tool job, for the signal actions that
+/// end the launcher: a leaked C string, or null.
+static PARTS_ON_SIGNAL: AtomicPtr<c_char> = AtomicPtr::new(std::ptr::null_mut());
+
+/// Removes the launcher's parts directory, if it has one, from a signal action that
+/// is about to end the process: a second `SIGINT` or `SIGTERM` during a teardown, or
+/// one after the job while the parts merge, which then has the default action (the
+/// ranks write only `<tool>-<rank>.json` and its `.partial`, so the directory holds
+/// files alone). Async-signal-safe: system calls on a buffer of the stack, written by
+/// hand because `std::fs::remove_dir_all` allocates.
+pub(super) fn remove_parts_in_handler() {
+    use rustix::fs::{openat, unlinkat, AtFlags, Mode, OFlags, RawDir, CWD};
+
+    let path = PARTS_ON_SIGNAL.swap(std::ptr::null_mut(), Ordering::SeqCst);
+    if path.is_null() {
+        return;
+    }
+    // SAFETY: a leaked `CString`, never freed.
+    let path = unsafe { CStr::from_ptr(path) };
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC | OFlags::NOFOLLOW;
+    if let Ok(dir) = openat(CWD, path, flags, Mode::empty()) {
+        let mut buf = [MaybeUninit::<u8>::uninit(); 2048];
+        let mut entries = RawDir::new(&dir, &mut buf);
+        while let Some(Ok(entry)) = entries.next() {
+            let name = entry.file_name();
+            if name != c"." && name != c".." {
+                let _ = unlinkat(&dir, name, AtFlags::empty());
+            }
+        }
+    }
+    let _ = unlinkat(CWD, path, AtFlags::REMOVEDIR);
 }
 
 #[cfg(test)]
