@@ -100,9 +100,31 @@ fn raw_copy(kind: Raw, host: *mut u8, dev: u64, dev2: u64, len: usize) {
         }
     };
     assert_eq!(r, sys::CUresult::CUDA_SUCCESS, "raw copy");
-    // SAFETY: the null stream of the current context (made current by the allocator).
+    // SAFETY: the null stream of the current context ([`bind_primary_context`]).
     let r = unsafe { sys::cuStreamSynchronize(std::ptr::null_mut()) };
     assert_eq!(r, sys::CUresult::CUDA_SUCCESS, "raw copy's synchronization");
+}
+
+/// Makes device `id`'s primary context (the one the kind allocates in) current on this
+/// thread for the raw copies: the kind leaves the thread's current context as it was.
+fn bind_primary_context(id: i32) {
+    let (mut dev, mut ctx): (sys::CUdevice, sys::CUcontext) = (0, std::ptr::null_mut());
+    // SAFETY: out-pointers; `id` is a device the kind opened, so the driver is
+    // initialized. The context stays retained for the process.
+    let r = unsafe {
+        match sys::cuDeviceGet(&mut dev, id) {
+            sys::CUresult::CUDA_SUCCESS => match sys::cuDevicePrimaryCtxRetain(&mut ctx, dev) {
+                sys::CUresult::CUDA_SUCCESS => sys::cuCtxSetCurrent(ctx),
+                e => e,
+            },
+            e => e,
+        }
+    };
+    assert_eq!(
+        r,
+        sys::CUresult::CUDA_SUCCESS,
+        "the device's primary context"
+    );
 }
 
 fn rank_main(job: RankJob) {
@@ -112,7 +134,9 @@ fn rank_main(job: RankJob) {
         CudaDevice::with_kind(Mk::emulated(0, 256 << 20))
     } else {
         let id = me as i32 % CudaDevice::device_count();
-        CudaDevice::new(id).expect("the CUDA device")
+        let dev = CudaDevice::new(id).expect("the CUDA device");
+        bind_primary_context(id);
+        dev
     };
     let alloc = DeviceAllocator::new(&mut dev, 64 << 20).expect("the device segment");
     let mine = alloc.allocate::<u8>(BIG);

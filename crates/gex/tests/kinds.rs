@@ -295,3 +295,59 @@ fn without_cuda_opening_a_device_says_why() {
         assert!(mk.total_memory() > 0);
     }
 }
+
+/// Every call of a CUDA kind leaves the calling thread's current context as the
+/// program had it: none, or a context the program made for itself (which a kind that
+/// made its own primary context current would have replaced, sending the program's
+/// next driver calls to another context).
+#[test]
+fn cuda_calls_leave_the_programs_current_context_as_it_was() {
+    use cudarc::driver::sys::{self, CUresult};
+
+    let (_serial, all) = kinds("cuda_calls_leave_the_programs_current_context_as_it_was");
+    let current = || {
+        let mut ctx: sys::CUcontext = std::ptr::null_mut();
+        // SAFETY: an out-pointer; the driver is initialized (a kind opened a device).
+        let r = unsafe { sys::cuCtxGetCurrent(&mut ctx) };
+        assert_eq!(r, CUresult::CUDA_SUCCESS);
+        ctx
+    };
+    let exercise = |mk: &Mk| {
+        let seg = DeviceSegment::create(mk, MIB).unwrap();
+        assert!(mk.owns(seg.base(), seg.size()));
+        let data = pattern(4096, 9);
+        DeviceSegment::copy(Dst::Device(range(&seg, 0, 4096)), Src::Host(&data)).unwrap();
+        DeviceSegment::copy(
+            Dst::Device(range(&seg, 8192, 4096)),
+            Src::Device(range(&seg, 0, 4096)),
+        )
+        .unwrap();
+        assert_eq!(read(&seg, 8192, 4096), data);
+    };
+    for (mk, _) in all.iter().filter(|(mk, _)| mk.class() == "cuda_device") {
+        // SAFETY: no context current on this thread from here.
+        let r = unsafe { sys::cuCtxSetCurrent(std::ptr::null_mut()) };
+        assert_eq!(r, CUresult::CUDA_SUCCESS);
+        exercise(mk);
+        assert!(current().is_null(), "{mk:?}: a context was left current");
+
+        let (mut dev, mut own): (sys::CUdevice, sys::CUcontext) = (0, std::ptr::null_mut());
+        // SAFETY: out-pointers; the kind's device exists. The new context becomes
+        // current on this thread; it is destroyed below.
+        unsafe {
+            assert_eq!(
+                sys::cuDeviceGet(&mut dev, mk.device_id()),
+                CUresult::CUDA_SUCCESS
+            );
+            assert_eq!(
+                sys::cuCtxCreate_v2(&mut own, 0, dev),
+                CUresult::CUDA_SUCCESS
+            );
+        }
+        exercise(mk);
+        let after = current();
+        // SAFETY: the context made above, no longer used.
+        unsafe { sys::cuCtxDestroy_v2(own) };
+        assert_eq!(after, own, "{mk:?}: the program's context was replaced");
+    }
+}

@@ -2,10 +2,12 @@
 //! raw bindings, loaded at run time (see the parent module). A leaf: the one file that
 //! calls the CUDA driver.
 //!
-//! Every call makes the device's primary context current on the calling thread first
-//! (`cuCtxSetCurrent`, a thread-local store in the driver), so any thread may use a
-//! kind; the context stays current afterwards, as CUDA's runtime API leaves it, and it
-//! is the context the runtime API itself uses for the device.
+//! Every call pushes the device's primary context onto the calling thread's context
+//! stack (`cuCtxPushCurrent`, thread-local in the driver) and pops it before returning,
+//! so any thread may use a kind and the program finds its own current context (or
+//! none) as it left it, whatever device or context it works with. The primary context
+//! is the one CUDA's runtime API uses for the device, so memory the program allocates
+//! through that API is memory of this context.
 //!
 //! Copies are complete at return: the driver's copies from pageable host memory and
 //! between device addresses may return before the data has landed, so those are
@@ -17,6 +19,7 @@
 //! they write, as `examples/gpu_stencil.rs` does.
 
 use std::ffi::{c_int, c_void, CStr};
+use std::marker::PhantomData;
 use std::sync::OnceLock;
 
 use cudarc::driver::sys::{self, CUresult};
@@ -156,12 +159,28 @@ impl Cuda {
         Ok(cuda)
     }
 
-    /// Makes the device's primary context current on this thread.
-    fn bind(&self, call: &'static str) -> Result<(), KindError> {
+    /// Makes the device's primary context current on this thread until the guard
+    /// drops, which makes current again what was before.
+    fn bind(&self, call: &'static str) -> Result<Bound, KindError> {
         // SAFETY: a context retained by `open`, alive until `drop`.
-        check(call, "cuCtxSetCurrent", unsafe {
-            sys::cuCtxSetCurrent(self.ctx.0)
-        })
+        check(call, "cuCtxPushCurrent", unsafe {
+            sys::cuCtxPushCurrent_v2(self.ctx.0)
+        })?;
+        Ok(Bound(PhantomData))
+    }
+}
+
+/// A context pushed by [`Cuda::bind`], popped on drop. Not `Send`: the driver's
+/// context stack is the thread's.
+struct Bound(PhantomData<*const ()>);
+
+impl Drop for Bound {
+    fn drop(&mut self) {
+        let mut popped: sys::CUcontext = std::ptr::null_mut();
+        // SAFETY: an out-pointer; `bind` pushed a context on this thread, and every
+        // call that pushes pops what it pushed before this guard drops. An error here
+        // cannot be acted on.
+        unsafe { sys::cuCtxPopCurrent_v2(&mut popped) };
     }
 }
 
@@ -187,7 +206,7 @@ impl Device for Cuda {
     }
 
     fn alloc(&self, call: &'static str, size: usize) -> Result<DeviceAddr, KindError> {
-        self.bind(call)?;
+        let _bound = self.bind(call)?;
         let mut addr: sys::CUdeviceptr = 0;
         // SAFETY: an out-pointer; the context is current.
         let r = unsafe { sys::cuMemAlloc_v2(&mut addr, size) };
@@ -203,16 +222,16 @@ impl Device for Cuda {
     }
 
     unsafe fn free(&self, addr: DeviceAddr) {
-        if self.bind("gex::kinds::DeviceSegment::drop").is_ok() {
+        if let Ok(_bound) = self.bind("gex::kinds::DeviceSegment::drop") {
             // SAFETY: the caller's guarantee: allocated by `alloc`, not used again.
             unsafe { sys::cuMemFree_v2(addr) };
         }
     }
 
     fn owns(&self, addr: DeviceAddr, len: usize) -> bool {
-        if self.bind("gex::kinds::Mk::owns").is_err() {
+        let Ok(_bound) = self.bind("gex::kinds::Mk::owns") else {
             return false;
-        }
+        };
         let mut ordinal: c_int = -1;
         // SAFETY: an out-pointer of the attribute's type (int); any address may be asked.
         let r = unsafe {
@@ -232,7 +251,8 @@ impl Device for Cuda {
     }
 
     fn allocation(&self, addr: DeviceAddr) -> Option<(DeviceAddr, usize)> {
-        self.bind("gex::kinds (the allocation of an address)")
+        let _bound = self
+            .bind("gex::kinds (the allocation of an address)")
             .ok()?;
         let (mut base, mut size): (sys::CUdeviceptr, usize) = (0, 0);
         // SAFETY: out-pointers; any address may be asked (an error if it is no
@@ -242,7 +262,7 @@ impl Device for Cuda {
     }
 
     fn export(&self, call: &'static str, base: DeviceAddr) -> Result<Vec<u8>, KindError> {
-        self.bind(call)?;
+        let _bound = self.bind(call)?;
         // SAFETY: a zeroed handle is a valid out-parameter (an array of bytes).
         let mut handle: sys::CUipcMemHandle = unsafe { std::mem::zeroed() };
         // SAFETY: an out-pointer; the driver checks that `base` is an allocation.
@@ -258,7 +278,7 @@ impl Device for Cuda {
         handle: &[u8],
         _size: usize,
     ) -> Result<DeviceAddr, KindError> {
-        self.bind(call)?;
+        let _bound = self.bind(call)?;
         // SAFETY: as in `export`.
         let mut h: sys::CUipcMemHandle = unsafe { std::mem::zeroed() };
         if handle.len() != h.reserved.len() {
@@ -289,7 +309,7 @@ impl Device for Cuda {
     }
 
     unsafe fn close(&self, addr: DeviceAddr) {
-        if self.bind("gex::kinds (closing an import)").is_ok() {
+        if let Ok(_bound) = self.bind("gex::kinds (closing an import)") {
             // SAFETY: opened by `import` (the caller's guarantee).
             unsafe { sys::cuIpcCloseMemHandle(addr) };
         }
@@ -302,7 +322,7 @@ impl Device for Cuda {
         src: End<'_>,
         len: usize,
     ) -> Result<(), KindError> {
-        self.bind(call)?;
+        let _bound = self.bind(call)?;
         // Each arm: the caller guarantees that device ends are `len` bytes of this
         // device's memory and host ends slices of `len` bytes; the host side of every
         // copy is done when the call returns (the stream is synchronized after the two
