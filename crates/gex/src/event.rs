@@ -510,9 +510,12 @@ pub fn nbi_wait(mask: EventCategory) {
 }
 
 /// GASNet-EX `gex_NBI_BeginAccessRegion`: until the matching end, this thread's NBI
-/// operations are collected into one event instead of their categories.
+/// operations are collected into one event instead of their categories. Not in a
+/// restricted context (GASNet-EX spec, "Calls from restricted context": none of the
+/// NBI calls is among those allowed there).
 #[track_caller]
 pub fn nbi_begin_access_region() {
+    context::check_may_communicate("nbi_begin_access_region");
     NBI.with(|n| {
         let mut n = n.borrow_mut();
         if n.region.is_some() {
@@ -523,9 +526,10 @@ pub fn nbi_begin_access_region() {
 }
 
 /// GASNet-EX `gex_NBI_EndAccessRegion`: closes the region and returns the event of all
-/// NBI operations issued in it.
+/// NBI operations issued in it. Not in a restricted context, as the begin.
 #[track_caller]
 pub fn nbi_end_access_region() -> Event {
+    context::check_may_communicate("nbi_end_access_region");
     let region = NBI.with(|n| n.borrow_mut().region.take());
     match region {
         Some(Region { ops, lc }) => Event::from_ops(ops, lc),

@@ -100,6 +100,8 @@ fn prohibited_calls(t: Team, why: &str) {
     });
     forbidden("nbi_wait", why, || gex::nbi_wait(EventCategory::ALL));
     forbidden("nbi_test", why, || gex::nbi_test(EventCategory::ALL));
+    forbidden("nbi_begin_access_region", why, gex::nbi_begin_access_region);
+    forbidden("nbi_end_access_region", why, gex::nbi_end_access_region);
     forbidden("Segment::attach", why, || {
         Segment::attach(&t, gex::PAGE_SIZE)
     });
