@@ -21,6 +21,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
+use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 static NEXT_THREAD: AtomicU64 = AtomicU64::new(1);
@@ -71,7 +72,7 @@ thread_local! {
         }
     };
     /// Notifications owed to this thread, run at its next user-level progress.
-    static DEFERRED: RefCell<VecDeque<Box<dyn FnOnce()>>> = const { RefCell::new(VecDeque::new()) };
+    static DEFERRED: RefCell<VecDeque<Deferred>> = const { RefCell::new(VecDeque::new()) };
     /// Operations this thread started whose completion it must still observe: each
     /// entry tests its operation and, once complete, notifies and returns true.
     static OUTGOING: RefCell<VecDeque<Outgoing>> = const { RefCell::new(VecDeque::new()) };
@@ -117,9 +118,60 @@ pub(crate) const RPC_WORK: u8 = 2;
 /// [`ThreadState::work`]: operations tracked by [`track_outgoing`] are in flight.
 pub(crate) const OUTGOING_WORK: u8 = 4;
 
+/// A notification owed to this thread.
+enum Deferred {
+    /// Runs a closure.
+    Call(Box<dyn FnOnce()>),
+    /// Satisfies `count` dependencies of a promise's state, owed since user-level
+    /// progress call `epoch` ([`defer_satisfy`]).
+    Satisfy {
+        deps: Rc<dyn Dependencies>,
+        count: usize,
+        epoch: u64,
+    },
+}
+
+/// The dependency counter of a promise's state (`future/state.rs`), so that a
+/// notification that only satisfies dependencies needs no closure.
+pub(crate) trait Dependencies {
+    /// Satisfies `count` dependencies as `Promise::fulfill_anonymous` does.
+    fn satisfy_anonymous(&self, count: usize);
+}
+
 /// Runs `f` at this thread's next user-level progress.
 pub(crate) fn defer(f: Box<dyn FnOnce()>) {
-    DEFERRED.with(|d| d.borrow_mut().push_back(f));
+    DEFERRED.with(|d| d.borrow_mut().push_back(Deferred::Call(f)));
+    THREAD.with(|h| h.work.set(h.work.get() | DEFERRED_WORK));
+}
+
+/// Satisfies one dependency of `deps` at this thread's next user-level progress, as
+/// [`defer`] of a closure doing it would, without allocating: consecutive deferrals
+/// on the same state made between two progress calls become one entry (thousands of
+/// operations completing into one promise cost a count), which runs where the first
+/// of them would have.
+pub(crate) fn defer_satisfy(deps: Rc<dyn Dependencies>) {
+    let epoch = progress_epoch();
+    DEFERRED.with(|d| {
+        let mut d = d.borrow_mut();
+        if let Some(Deferred::Satisfy {
+            deps: last,
+            count,
+            epoch: at,
+        }) = d.back_mut()
+        {
+            // Only with an entry owed since this epoch: an older one may be running
+            // in this progress call, which must not take newer notifications along.
+            if *at == epoch && std::ptr::addr_eq(Rc::as_ptr(last), Rc::as_ptr(&deps)) {
+                *count += 1;
+                return;
+            }
+        }
+        d.push_back(Deferred::Satisfy {
+            deps,
+            count: 1,
+            epoch,
+        });
+    });
     THREAD.with(|h| h.work.set(h.work.get() | DEFERRED_WORK));
 }
 
@@ -135,6 +187,15 @@ pub(crate) fn notify(f: impl FnOnce() + 'static) {
         with_notify_now(false, true, || restricted(f));
     } else {
         defer(Box::new(f));
+    }
+}
+
+/// [`notify`] of one dependency of `deps` satisfied, deferred by [`defer_satisfy`].
+pub(crate) fn notify_satisfy(deps: Rc<dyn Dependencies>) {
+    if THREAD.with(|h| h.notify_now.get()) {
+        with_notify_now(false, true, || restricted(|| deps.satisfy_anonymous(1)));
+    } else {
+        defer_satisfy(deps);
     }
 }
 
@@ -159,10 +220,15 @@ pub(crate) fn run_deferred() -> usize {
     let pending = DEFERRED.with(|d| d.borrow().len());
     let mut n = 0;
     for _ in 0..pending {
-        let Some(f) = DEFERRED.with(|d| d.borrow_mut().pop_front()) else {
+        let Some(next) = DEFERRED.with(|d| d.borrow_mut().pop_front()) else {
             break;
         };
-        restricted(f);
+        match next {
+            Deferred::Call(f) => restricted(f),
+            Deferred::Satisfy { deps, count, .. } => {
+                restricted(|| deps.satisfy_anonymous(count));
+            }
+        }
         n += 1;
     }
     n

@@ -115,11 +115,28 @@ pub trait FulfillWith<V> {
     /// Notifies this promise of the event (§7.1 ¶8): calls `fulfill_result` with the
     /// event's value, or, for an event without values, fulfills one anonymous dependency.
     fn fulfill_with(&self, values: V);
+
+    /// Notifies this promise of the event as a completion does: at once inside the
+    /// progress that found the operation complete, else at this thread's next
+    /// user-level progress (`thread::notify`).
+    fn notify_with(self, values: V)
+    where
+        Self: Sized + 'static,
+        V: 'static,
+    {
+        crate::thread::notify(move || self.fulfill_with(values));
+    }
 }
 
 impl<T: 'static> FulfillWith<()> for Promise<T> {
     fn fulfill_with(&self, (): ()) {
         self.fulfill_anonymous(1);
+    }
+
+    /// Without a closure: operations completing into one promise between two progress
+    /// calls cost a count, not an allocation each (`thread::defer_satisfy`).
+    fn notify_with(self, (): ()) {
+        crate::thread::notify_satisfy(self.into_dependencies());
     }
 }
 

@@ -270,8 +270,7 @@ impl<Ev: HasSource, T: 'static> Completions<Ev> for PromiseCx<Source, T> {
 
 impl<Ev: CompletionEvents, T: 'static> Armed<Ev> for PromiseCx<Source, T> {
     fn source_done(&mut self) {
-        let promise = self.promise.clone();
-        thread::defer(Box::new(move || promise.fulfill_anonymous(1)));
+        thread::defer_satisfy(self.promise.clone().into_dependencies());
     }
     fn remote_done(&mut self, _target: Rank) {}
     fn operation_done(self, _values: Ev::OpValues) {}
@@ -303,8 +302,7 @@ where
     fn source_done(&mut self) {}
     fn remote_done(&mut self, _target: Rank) {}
     fn operation_done(self, values: Ev::OpValues) {
-        let promise = self.promise;
-        thread::notify(move || promise.fulfill_with(values));
+        self.promise.notify_with(values);
     }
 }
 

@@ -5,6 +5,7 @@ use std::rc::Rc;
 
 use super::handle::Future;
 use super::state::State;
+use crate::thread::Dependencies;
 
 /// The producer side of a future, with a dependency counter (UPC++ `promise<T...>`,
 /// spec §5.3). A new promise has one dependency, satisfied by `fulfill_result` (or, for
@@ -87,6 +88,21 @@ impl<T: 'static> Promise<T> {
     /// than calling `get_future` again for a second reader.
     pub fn get_future(&self) -> Future<T> {
         Future::from_state(Rc::clone(&self.state))
+    }
+}
+
+impl<T: 'static> Promise<T> {
+    /// This promise's dependency counter, for a notification that only satisfies
+    /// dependencies (`thread::defer_satisfy`).
+    pub(crate) fn into_dependencies(self) -> Rc<dyn Dependencies> {
+        self.state
+    }
+}
+
+impl<T: 'static> Dependencies for State<T> {
+    fn satisfy_anonymous(&self, count: usize) {
+        gasp::atomic!(GASP_UPCXX_PROMISE_FULFILL, count);
+        self.satisfy(count, "Promise::fulfill_anonymous");
     }
 }
 
