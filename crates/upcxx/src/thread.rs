@@ -346,3 +346,65 @@ fn restricted_context_violation(call: &str) -> ! {
          RPC run by progress), where waiting could deadlock (UPC++ spec §10.2)"
     );
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Records each `satisfy_anonymous` call's count.
+    #[derive(Default)]
+    struct Log(RefCell<Vec<usize>>);
+
+    impl Dependencies for Log {
+        fn satisfy_anonymous(&self, count: usize) {
+            self.0.borrow_mut().push(count);
+        }
+    }
+
+    /// What user-level progress does before it runs the deferred notifications.
+    fn next_progress_call() {
+        THREAD.with(|h| h.epoch.set(h.epoch.get() + 1));
+    }
+
+    #[test]
+    fn deferrals_between_two_progress_calls_become_one_entry() {
+        let log = Rc::new(Log::default());
+        for _ in 0..3 {
+            defer_satisfy(log.clone());
+        }
+        next_progress_call();
+        assert_eq!(run_deferred(), 1);
+        assert_eq!(*log.0.borrow(), [3]);
+        assert_eq!(run_deferred(), 0);
+    }
+
+    #[test]
+    fn deferrals_of_other_states_or_after_a_closure_stay_apart() {
+        let (a, b) = (Rc::new(Log::default()), Rc::new(Log::default()));
+        defer_satisfy(a.clone());
+        defer_satisfy(b.clone());
+        defer_satisfy(a.clone());
+        next_progress_call();
+        assert_eq!(run_deferred(), 3);
+        assert_eq!(*a.0.borrow(), [1, 1]);
+        assert_eq!(*b.0.borrow(), [1]);
+    }
+
+    /// An entry owed before the running progress call must not take a notification
+    /// deferred during that call: the newer one waits for the next progress, as a
+    /// closure deferred there would.
+    #[test]
+    fn a_deferral_made_while_notifications_run_waits_for_the_next_progress() {
+        let log = Rc::new(Log::default());
+        let again = log.clone();
+        defer(Box::new(move || defer_satisfy(again)));
+        defer_satisfy(log.clone());
+        next_progress_call();
+        // The closure runs first and defers while the older entry is still queued.
+        assert_eq!(run_deferred(), 2);
+        assert_eq!(*log.0.borrow(), [1]);
+        next_progress_call();
+        assert_eq!(run_deferred(), 1);
+        assert_eq!(*log.0.borrow(), [1, 1]);
+    }
+}
