@@ -89,9 +89,7 @@ impl<T: 'static> Promise<T> {
     pub fn get_future(&self) -> Future<T> {
         Future::from_state(Rc::clone(&self.state))
     }
-}
 
-impl<T: 'static> Promise<T> {
     /// This promise's dependency counter, for a notification that only satisfies
     /// dependencies (`thread::defer_satisfy`).
     pub(crate) fn into_dependencies(self) -> Rc<dyn Dependencies> {
