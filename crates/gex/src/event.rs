@@ -9,6 +9,14 @@
 //!
 //! Implicit-event (NBI) operations are tracked per thread, by [`EventCategory`], or in
 //! the thread's open access region, whose end yields one event for all of them.
+//!
+//! A wait that unwinds (a handler run by its polls panicked, and the program caught the
+//! panic) consumed its event, but not the operation: a transfer may still read the
+//! source or write the destination its `unsafe` NB or NBI call borrowed, and nothing
+//! can synchronize it any more. Such buffers stay lent for good: the program must not
+//! reuse or free them (leaking them is the safe way out). The wait does not go on
+//! waiting while it unwinds to guard them: for an operation that never completes (a
+//! collective whose ranks disagree) that would hang a job that is failing.
 
 use std::cell::RefCell;
 use std::sync::Arc;
@@ -183,7 +191,8 @@ impl Event {
     /// `GASP_UPC_NB_SYNC`, or as `GASP_UPC_WAIT` for the event of
     /// [`Team::barrier_nb`](crate::Team::barrier_nb) (GASP §5.4.2: the wait half of a
     /// split-phase barrier, whose notify half `barrier_nb` reports). The wait of an
-    /// invalid event (an operation complete at return) reports nothing.
+    /// invalid event (an operation complete at return) reports nothing. If the wait
+    /// unwinds, the operation's buffers stay lent (see the [module documentation](self)).
     #[track_caller]
     pub fn wait(self) {
         if self.is_invalid() {
