@@ -591,6 +591,33 @@ fn lent_runs_land_by_their_completions() {
                 msg.contains("upcxx::rget_irregular_lent: a run of the remote sequence starts"),
                 "{msg}"
             );
+            // A call that fails its checks after arming gives back the promise's
+            // dependency (source and operation completion, both forms): the promise
+            // is ready once finalized, not waiting for a transfer that never started.
+            let given = Promise::<()>::new();
+            let msg = panic_text(|| {
+                // SAFETY: the call fails before it starts.
+                unsafe {
+                    upcxx::rput_irregular_lent_with(
+                        [&src[..2]],
+                        [(null, 2usize)],
+                        source_cx::as_promise(&given) | operation_cx::as_promise(&given),
+                    )
+                }
+            });
+            assert!(msg.contains("upcxx::rput_irregular_lent: a run"), "{msg}");
+            let msg = panic_text(|| {
+                // SAFETY: as above.
+                unsafe {
+                    upcxx::rget_irregular_lent_with(
+                        [(null, 2usize)],
+                        [&mut dst[..2]],
+                        operation_cx::as_promise(&given),
+                    )
+                }
+            });
+            assert!(msg.contains("upcxx::rget_irregular_lent: a run"), "{msg}");
+            given.finalize().wait();
             let ready = Promise::<()>::new();
             ready.fulfill_result(());
             // SAFETY: the call fails before it starts.

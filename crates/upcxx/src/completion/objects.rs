@@ -274,6 +274,11 @@ impl<Ev: CompletionEvents, T: 'static> Armed<Ev> for PromiseCx<Source, T> {
     }
     fn remote_done(&mut self, _target: Rank) {}
     fn operation_done(self, _values: Ev::OpValues) {}
+    fn abandon(self) {
+        // The registered dependency, satisfied at the next progress as a notification
+        // would be: the call is failing, and runs no callback while it does.
+        thread::defer_satisfy(self.promise.into_dependencies());
+    }
 }
 
 impl<Ev: HasOperation, T: 'static> Completions<Ev> for PromiseCx<Operation, T>
@@ -303,6 +308,10 @@ where
     fn remote_done(&mut self, _target: Rank) {}
     fn operation_done(self, values: Ev::OpValues) {
         self.promise.notify_with(values);
+    }
+    fn abandon(self) {
+        // As for a source completion's promise: the dependency back, and no value.
+        thread::defer_satisfy(self.promise.into_dependencies());
     }
 }
 

@@ -77,6 +77,13 @@ pub trait Armed<Ev: CompletionEvents>: 'static {
     /// complete from the viewpoint of the initiator. Queues the operation-completion
     /// notifications, which receive the values.
     fn operation_done(self, values: Ev::OpValues);
+    /// The operation never started: its call failed after arming. Gives back what
+    /// arming took from the program (a promise's dependency) and notifies nothing.
+    fn abandon(self)
+    where
+        Self: Sized,
+    {
+    }
 }
 
 impl<Ev: CompletionEvents> Armed<Ev> for () {
@@ -103,6 +110,10 @@ where
     fn operation_done(self, values: Ev::OpValues) {
         self.0.operation_done(values.clone());
         self.1.operation_done(values);
+    }
+    fn abandon(self) {
+        self.0.abandon();
+        self.1.abandon();
     }
 }
 
