@@ -33,6 +33,17 @@
 //!
 //! A team split from another runs the same kind of barrier in a block of signal words
 //! of its own when it got one at the split (`team`).
+//!
+//! A signal word holds `signal_word`: the barrier's mark (its epoch + 1) in its low
+//! 16 bits, compared modulo 2^16 (`reached`; a word is never more than a barrier or
+//! two from the one its rank waits for), and above them the number of collectives
+//! its sender had started on the team through the engine when it sent the signal.
+//! Ranks that agree on the order of the team's calls have by then started every
+//! collective placed before the barrier, so a signal of barrier `b` carrying `s` read
+//! by a member waiting in the engine's collective `s` after `b` barriers shows a
+//! barrier placed where that member placed its collective. The engine then fails the
+//! job (`out_of_order`), where both would otherwise wait for each other without a
+//! message crossing.
 
 pub(crate) mod team;
 
@@ -45,7 +56,7 @@ use crate::conduit::{Conduit, Network, Rank};
 use crate::context::check_may_communicate;
 use crate::event::Event;
 use crate::runtime::{runtime, Runtime};
-use crate::team::{Team, TeamData, WORLD};
+use crate::team::{Team, TeamData, TeamId, WORLD};
 
 /// Internal handler index of barrier signals.
 pub(crate) const BARRIER_HANDLER: AmIndex = 1;
@@ -61,6 +72,7 @@ static STATE: BarrierState = BarrierState {
     started: AtomicU64::new(0),
     completed: AtomicU64::new(0),
     awaiting: AtomicU64::new(0),
+    engine_started: AtomicU32::new(0),
     inner: SpinMutex::new(Inner {
         plan: None,
         step: 0,
@@ -84,6 +96,9 @@ struct BarrierState {
     /// [`ROUND_BITS`] bits and the mark above, else 0. Read without `inner`, so a poll
     /// that finds nothing arrived takes no lock.
     awaiting: AtomicU64,
+    /// How many collectives this rank started on the primordial team through the engine
+    /// (set by the engine, [`note_engine_started`]).
+    engine_started: AtomicU32,
     /// The rounds of barrier `completed`, advanced by one thread at a time. A spin lock
     /// rather than `std::sync::Mutex`, whose unlock is a locked swap: on x86 that waits
     /// until the round's signal, just stored into another rank's line, has left the
@@ -175,6 +190,70 @@ pub(crate) fn started_outside_engine(team: &Team, data: &TeamData) -> u64 {
     }
 }
 
+/// Records that this rank has started `n` collectives on `team` (whose data is
+/// `data`) through the engine, for the signals of the barriers it starts next.
+pub(crate) fn note_engine_started(team: &Team, data: &TeamData, n: u32) {
+    if team.id == WORLD {
+        STATE.engine_started.store(n, Ordering::Relaxed);
+    } else {
+        team::note_engine_started(data, n);
+    }
+}
+
+/// What barrier `epoch` stores into a signal word, its sender having started
+/// `engine_started` collectives on the team through the engine when it sends it (see
+/// the module documentation).
+#[inline]
+pub(crate) fn signal_word(epoch: u64, engine_started: u32) -> u64 {
+    u64::from((epoch as u16).wrapping_add(1)) | u64::from(engine_started as u16) << 16
+}
+
+/// Whether signal word `word` holds the mark of barrier `epoch` or of a later one.
+#[inline]
+pub(crate) fn reached(word: u64, epoch: u64) -> bool {
+    (word as u16).wrapping_sub((epoch as u16).wrapping_add(1)) < 0x8000
+}
+
+/// Whether the word of `slot` shows a barrier that a member placed where this rank
+/// placed the engine's collective of sequence `seq`, having started `barriers`
+/// barriers on the team before it: a signal of barrier `barriers` (or a later one)
+/// whose sender had started `seq` collectives through the engine, so that no more of
+/// them came before its barrier (modulo 2^16).
+fn contradicts(rt: &Runtime, slot: usize, seq: u32, barriers: u64) -> bool {
+    if slot >= rt.conduit.signal_slots() {
+        return false;
+    }
+    let word = rt.conduit.signal_value(slot);
+    reached(word, barriers) && (word >> 16) as u16 == seq as u16
+}
+
+/// Whether a member of `team` (whose id here is `id`, whose data is `data`) started a
+/// barrier outside the engine where this rank started the engine's collective of
+/// sequence `seq` after `barriers` barriers (see the module documentation): read in
+/// the words this rank's barriers of the team wait on. False when they are not in use,
+/// or while another thread advances the primordial team's barrier.
+pub(crate) fn out_of_order(
+    rt: &Runtime,
+    id: TeamId,
+    data: &TeamData,
+    seq: u32,
+    barriers: u64,
+) -> bool {
+    if !signal_words() {
+        return false;
+    }
+    if id == WORLD {
+        let Some(mut st) = STATE.inner.try_lock() else {
+            return false;
+        };
+        plan_of(rt, &mut st.plan)
+            .iter()
+            .any(|s| s.wait && contradicts(rt, s.slot, seq, barriers))
+    } else {
+        team::out_of_order(rt, data, seq, barriers)
+    }
+}
+
 /// Whether barrier `epoch` of this rank is complete.
 #[inline]
 pub(crate) fn is_complete(epoch: u64) -> bool {
@@ -215,7 +294,7 @@ pub(crate) fn advance(rt: &Runtime) {
             (awaiting & ((1 << ROUND_BITS) - 1)) as usize,
             awaiting >> ROUND_BITS,
         );
-        if rt.conduit.signal_value(slot) < mark
+        if !reached(rt.conduit.signal_value(slot), mark - 1)
             && STATE.arrivals[((mark - 1) & 1) as usize][slot].load(Ordering::Acquire) == 0
         {
             return; // nothing arrived
@@ -226,13 +305,18 @@ pub(crate) fn advance(rt: &Runtime) {
     } // else another thread is advancing it
 }
 
-/// [`advance`] by the thread holding `inner`.
-fn advance_locked(rt: &Runtime, st: &mut Inner) {
-    let steps = st.plan.get_or_insert_with(|| {
+/// This rank's plan (`Inner::plan`), made at the first call.
+fn plan_of<'a>(rt: &Runtime, made: &'a mut Option<Vec<Step>>) -> &'a [Step] {
+    made.get_or_insert_with(|| {
         let (me, n) = (rt.conduit.rank(), rt.conduit.size());
         let (host, _) = rt.conduit.host();
         plan(me, n, host, rt.conduit.host_leaders())
-    });
+    })
+}
+
+/// [`advance`] by the thread holding `inner`.
+fn advance_locked(rt: &Runtime, st: &mut Inner) {
+    let steps = plan_of(rt, &mut st.plan);
     // Only the thread holding `inner` changes `completed`.
     let mut epoch = STATE.completed.load(Ordering::Relaxed);
     let started = STATE.started.load(Ordering::Relaxed);
@@ -249,13 +333,15 @@ fn advance_locked(rt: &Runtime, st: &mut Inner) {
             continue;
         }
         let step = &steps[st.step];
-        // Barrier `epoch` marks its steps' signal words with `epoch + 1`: the words
-        // only grow, so a signal of a later barrier also satisfies this one's step.
+        // Barrier `epoch` marks its steps' signal words with `epoch + 1`, and a signal
+        // of a later barrier also satisfies this one's step.
         let mark = epoch + 1;
         let word = step.slot < rt.conduit.signal_slots() && signal_words();
         while let Some(&peer) = step.to.get(st.sent) {
             if word {
-                rt.conduit.signal(peer, step.slot, mark);
+                let engine = STATE.engine_started.load(Ordering::Relaxed);
+                rt.conduit
+                    .signal(peer, step.slot, signal_word(epoch, engine));
             } else {
                 let Some(out) = rt.conduit.am_reserve(peer, Network::Request) else {
                     return; // queue full: try again on the next poll
@@ -274,7 +360,7 @@ fn advance_locked(rt: &Runtime, st: &mut Inner) {
             }
             st.sent += 1;
         }
-        if step.wait && !(word && rt.conduit.signal_value(step.slot) >= mark) {
+        if step.wait && !(word && reached(rt.conduit.signal_value(step.slot), epoch)) {
             let arrived = &STATE.arrivals[parity][step.slot];
             if arrived.load(Ordering::Acquire) == 0 {
                 if word {
@@ -333,6 +419,30 @@ mod tests {
     use super::{plan, Step, MAX_ROUNDS};
     use crate::conduit::Rank;
     use std::collections::HashMap;
+
+    /// A word reaches the barrier whose mark it holds and every earlier one, across
+    /// the 2^16 wrap of the marks, and carries the engine's count beside the mark.
+    #[test]
+    fn signal_words_compare_their_marks_modulo_2_16() {
+        use super::{reached, signal_word};
+        assert!(!reached(0, 0), "a word never signalled");
+        for e in [
+            0u64,
+            7,
+            0xfffe,
+            0xffff,
+            0x1_0000,
+            0x3_ffff,
+            u64::from(u32::MAX),
+        ] {
+            let w = signal_word(e, 0x1234_5678);
+            assert!(reached(w, e), "barrier {e}");
+            assert!(reached(w, e.wrapping_sub(1)), "barrier {e} - 1");
+            assert!(!reached(w, e + 1), "barrier {e} + 1");
+            assert!(!reached(w, e + 2), "barrier {e} + 2");
+            assert_eq!(w >> 16, 0x5678, "the engine's count, modulo 2^16");
+        }
+    }
 
     #[test]
     fn rounds_is_ceil_log2() {

@@ -279,6 +279,50 @@ fn a_barrier_out_of_place_fails_the_job() {
     }
 }
 
+/// A barrier outside the collective engine that a rank places before a broadcast it
+/// roots, while the other members place it after: they wait in the broadcast for the
+/// root's data, the root in the barrier for their signals, and no message of either
+/// operation crosses. The root's signal tells rank 1 how many collectives the root
+/// started before its barrier, and the job fails with a message saying so instead of
+/// hanging. The primordial team and a split team, on 2, 3 and 5 ranks.
+#[test]
+fn a_barrier_placed_where_a_peer_waits_in_a_collective_fails_the_job() {
+    for n in [2, 3, 5] {
+        for split in [false, true] {
+            let mut opts = SpmdOptions::new(n);
+            opts.expect_failure = true;
+            let Some(outcome) = spmd_outcome(opts, move || {
+                let (_client, world) = init("TM_BARRIER_PLACED");
+                let team = if split {
+                    world.split(Some(0), 0, None).unwrap()
+                } else {
+                    world
+                };
+                let mut buf = [0u8; 8];
+                team.broadcast(0, &mut buf);
+                team.barrier();
+                if team.rank() == 0 {
+                    team.barrier();
+                    team.broadcast(0, &mut buf);
+                } else {
+                    team.broadcast(0, &mut buf);
+                    team.barrier();
+                }
+                world.barrier();
+                unreachable!("the ranks disagree");
+            }) else {
+                continue;
+            };
+            let report = outcome.failure.expect("the job fails");
+            assert!(
+                report.contains("Team::broadcast")
+                    && report.contains("started a barrier where this rank started"),
+                "{n} ranks, split {split}: {report}"
+            );
+        }
+    }
+}
+
 /// `shared_id` names a team the same way on every member, differs between teams, and
 /// the primordial team's is 0.
 #[test]

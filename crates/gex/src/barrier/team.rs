@@ -10,9 +10,9 @@
 //!   all of them ([`claim`]), so they agree without another message. A team that gets
 //!   none (every block taken at some member, a concurrent split, more members than a
 //!   block has rounds, `GEX_COLL_BARRIER=am`) barriers through the engine as before.
-//! * **Marks.** Barrier `e` of a team stores `e + 1` into each round's word; the words
-//!   only grow while the team lives, so a signal of a later barrier also satisfies an
-//!   earlier one's round, and the team's barriers run one after another.
+//! * **Marks.** Barrier `e` of a team stores its mark `e + 1` into each round's word
+//!   (with the engine's count, `super::signal_word`); a signal of a later barrier also
+//!   satisfies an earlier one's round, and the team's barriers run one after another.
 //! * **Reuse.** Each round's word of a rank has exactly one sender per barrier, and the
 //!   rank waits for it; so once a rank has completed the last barrier of a team (the
 //!   one `destroy` runs), no signal of that team is still to land in its words. It then
@@ -24,15 +24,15 @@
 //!   barrier falls among the team's other collectives fail with the engine's
 //!   "different collective" message once an operation's message reaches a member
 //!   that counts otherwise. A barrier whose peer waits in another collective for data
-//!   that only this member's next collective would send still waits: no message of
-//!   either reaches the other.
+//!   that only this member's next collective would send reaches that peer as a signal
+//!   carrying the collectives its sender started (`super::out_of_order`).
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 
 use spin::mutex::SpinMutex;
 
-use super::{rounds, signal_words, MAX_ROUNDS};
+use super::{reached, rounds, signal_word, signal_words, MAX_ROUNDS};
 use crate::conduit::{Conduit, Rank};
 use crate::runtime::Runtime;
 use crate::team::TeamData;
@@ -117,6 +117,9 @@ pub(crate) struct TeamBarriers {
     /// without it ([`started`], [`is_complete`]).
     started: AtomicU64,
     completed: AtomicU64,
+    /// How many collectives this rank started on the team through the engine (set by
+    /// the engine, [`note_engine_started`]).
+    engine_started: AtomicU32,
     state: SpinMutex<TeamBarrier>,
 }
 
@@ -133,6 +136,21 @@ struct TeamBarrier {
 /// How many barriers of `team` this rank has started.
 pub(crate) fn started(team: &TeamData) -> u64 {
     team.barrier.started.load(Ordering::Relaxed)
+}
+
+/// Records that this rank has started `n` collectives on `team` through the engine.
+pub(crate) fn note_engine_started(team: &TeamData, n: u32) {
+    team.barrier.engine_started.store(n, Ordering::Relaxed);
+}
+
+/// [`super::out_of_order`] for a split team: read in the words of the team's block
+/// this rank waits on (none if it has no block).
+pub(crate) fn out_of_order(rt: &Runtime, team: &TeamData, seq: u32, barriers: u64) -> bool {
+    let Some(block) = team.signal_block else {
+        return false;
+    };
+    (0..rounds(team.members.len() as u32))
+        .any(|j| super::contradicts(rt, slot(block, j), seq, barriers))
 }
 
 /// Whether barrier `epoch` of `team` is complete at this rank.
@@ -214,14 +232,15 @@ fn advance_team(rt: &Runtime, team: &TeamData, block: u8, st: &mut TeamBarrier) 
             team.barrier.completed.store(completed, Ordering::Release);
             continue;
         }
-        let mark = completed + 1;
         let word = slot(block, st.round);
         if !st.sent {
             let peer: Rank = team.members[(me + (1 << st.round)) % n];
-            rt.conduit.signal(peer, word, mark);
+            let engine = team.barrier.engine_started.load(Ordering::Relaxed);
+            rt.conduit
+                .signal(peer, word, signal_word(completed, engine));
             st.sent = true;
         }
-        if rt.conduit.signal_value(word) < mark {
+        if !reached(rt.conduit.signal_value(word), completed) {
             return;
         }
         st.round += 1;

@@ -21,13 +21,19 @@
 //!   digest differs from the receiver's operation of the same sequence means the ranks
 //!   called different collectives, or the same one with different arguments, or a
 //!   barrier at different points: the job fails with a message saying so, instead of
-//!   computing a wrong result.
+//!   computing a wrong result. Where a member placed a barrier outside the engine
+//!   where this rank placed an operation, and the operation waits for that member's
+//!   data, no message of either crosses; the barrier's signal words carry how many
+//!   operations their sender started before the barrier, and an operation that
+//!   still waits after [`SUSPECT_FOR`] with such a signal in the words fails the job
+//!   too (`barrier::out_of_order`).
 //!
 //! Operations are written against [`Collective`] and see the team through
 //! [`Outbox`]; they know nothing of AMs or of the table of operations.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use rustc_hash::FxHashMap;
 use smallvec::SmallVec;
@@ -39,6 +45,14 @@ use crate::event::Lc;
 use crate::runtime::Runtime;
 use crate::team::{self, Team, TeamData, TeamId};
 use crate::Flags;
+
+/// How long an operation waits with a barrier placed where it is in the signal words
+/// before the job fails (see the module documentation): a member that started the
+/// engine's operations far ahead (2^16 of them) could show the same words for a while.
+const SUSPECT_FOR: Duration = Duration::from_secs(1);
+/// An operation still waiting looks at the barrier's words at every this many
+/// advances.
+const CHECK_EVERY: u32 = 64;
 
 /// Internal handler index of collective messages.
 pub(crate) const COLL_HANDLER: AmIndex = 2;
@@ -177,6 +191,12 @@ struct Running {
     digest: u32,
     /// The name of the call that started it, for error messages.
     call: &'static str,
+    /// The barriers outside the engine this rank started on the team before it.
+    barriers: u64,
+    /// Advances that left it waiting, up to [`CHECK_EVERY`].
+    waits: u32,
+    /// Since when its rank's barrier words show a barrier placed where it is.
+    suspect: Option<Instant>,
 }
 
 /// The collectives of one team at this rank.
@@ -296,11 +316,15 @@ pub(crate) fn start(
         let digest = self::digest(&[u64::from(digest), barriers]);
         let seq = ops.next_seq;
         ops.next_seq = seq.wrapping_add(1);
+        crate::barrier::note_engine_started(team, data, ops.next_seq);
         let mut running = Running {
             op,
             handle: Arc::clone(&handle),
             digest,
             call,
+            barriers,
+            waits: 0,
+            suspect: None,
         };
         if !ops.early.is_empty() {
             for (theirs, msg) in ops.early.remove(&seq).unwrap_or_default() {
@@ -321,14 +345,15 @@ pub(crate) fn start(
 /// Advances every operation in flight (registered with the runtime as work progress
 /// must advance).
 pub(crate) fn advance(rt: &Runtime) {
-    let Ok(mut engine) = ENGINE.try_lock() else {
+    let Ok(mut guard) = ENGINE.try_lock() else {
         return; // another thread is advancing
     };
-    let Some(engine) = engine.as_mut() else {
+    let Some(engine) = guard.as_mut() else {
         return;
     };
     let max_payload = rt.conduit.am_max_medium();
-    for ops in &mut engine.teams {
+    let mut misplaced = None;
+    for (id, ops) in engine.teams.iter_mut().enumerate() {
         let (Some(data), false) = (&ops.data, ops.running.is_empty()) else {
             continue;
         };
@@ -349,6 +374,8 @@ pub(crate) fn advance(rt: &Runtime) {
                 running.handle.complete();
                 *slot = None;
                 rt.stop_advancing(advance);
+            } else if misplaced.is_none() && waited_out(rt, id as TeamId, data, seq, running) {
+                misplaced = Some(running.call);
             }
         }
         while let Some(None) = ops.running.front() {
@@ -356,6 +383,34 @@ pub(crate) fn advance(rt: &Runtime) {
             ops.first = ops.first.wrapping_add(1);
         }
     }
+    // Unlocked first: the panic fails the job, and the other ranks' messages still
+    // find the engine meanwhile.
+    drop(guard);
+    if let Some(call) = misplaced {
+        panic!(
+            "gex::{call}: a member of the team started a barrier where this rank started \
+             this collective (a different collective, or a different number of barriers \
+             before it, at this point of the team's call order), and this collective waits \
+             for that member"
+        );
+    }
+}
+
+/// Whether `running`, the operation of sequence `seq` on team `id` (whose data is
+/// `data`), still waiting, has been waiting [`SUSPECT_FOR`] with a barrier placed
+/// where it is in this rank's barrier words (looked at every [`CHECK_EVERY`] waits).
+fn waited_out(rt: &Runtime, id: TeamId, data: &TeamData, seq: u32, running: &mut Running) -> bool {
+    running.waits += 1;
+    if running.waits < CHECK_EVERY {
+        return false;
+    }
+    running.waits = 0;
+    if !crate::barrier::out_of_order(rt, id, data, seq, running.barriers) {
+        running.suspect = None;
+        return false;
+    }
+    let since = *running.suspect.get_or_insert_with(Instant::now);
+    since.elapsed() >= SUSPECT_FOR
 }
 
 /// Forgets a destroyed team's state (its operations are all complete: destroy is a
