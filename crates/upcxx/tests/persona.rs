@@ -377,6 +377,50 @@ fn rpcs_wait_for_the_master_personas_next_holder() {
     });
 }
 
+static RAN_AFTER_RELEASE: Mutex<Vec<(u32, bool)>> = Mutex::new(Vec::new());
+
+/// §10.5.1 ¶24: an RPC that releases the master persona leaves the RPCs queued after it
+/// (here in the same page of the queue) to the persona's next holder, in their order;
+/// the rest of the page does not run on the thread that no longer holds it.
+#[test]
+fn rpcs_after_one_that_releases_the_master_persona_wait_for_its_next_holder() {
+    spmd(2, || {
+        upcxx::init();
+        let me = upcxx::rank_me();
+        upcxx::rpc_ff(me, upcxx::liberate_master_persona, ());
+        for i in 0..3u32 {
+            upcxx::rpc_ff(
+                me,
+                |i: u32| {
+                    let held = master_persona().active_with_caller();
+                    RAN_AFTER_RELEASE.lock().unwrap().push((i, held));
+                },
+                (i,),
+            );
+        }
+        upcxx::progress(ProgressLevel::User);
+        assert!(
+            !master_persona().active_with_caller(),
+            "the first RPC released the master persona"
+        );
+        assert_eq!(*RAN_AFTER_RELEASE.lock().unwrap(), []);
+        std::thread::spawn(|| {
+            let _s = PersonaScope::new(&master_persona());
+            while RAN_AFTER_RELEASE.lock().unwrap().len() < 3 {
+                upcxx::progress(ProgressLevel::User);
+            }
+        })
+        .join()
+        .unwrap();
+        assert_eq!(
+            *RAN_AFTER_RELEASE.lock().unwrap(),
+            [(0, true), (1, true), (2, true)]
+        );
+        let _s = PersonaScope::new(&master_persona());
+        upcxx::finalize();
+    });
+}
+
 /// §10.5.1 ¶33: only the thread that called `init` may liberate the master persona,
 /// and only once since `init`; anything else is refused naming the rule.
 #[test]

@@ -58,7 +58,7 @@
 use std::cell::{Cell, RefCell};
 
 use super::function::function_at;
-use super::inbox::{Head, Inbox, Page, Queue, KIND_REPLY_UNIT};
+use super::inbox::{Head, Inbox, Messages, Page, Queue, KIND_REPLY_UNIT};
 use super::incoming::{Hold, Incoming};
 use super::reply::{complete_unit, cookie_word};
 use crate::serialization::{Error, Writer};
@@ -78,19 +78,29 @@ const POLL_EVERY: usize = 128;
 
 /// Runs the messages of `page` and clears it, or, if a message kept the page through
 /// `hold`, gives the page to it (leaving an empty one). Returns how many ran. With
-/// `poll`, makes internal progress after every [`POLL_EVERY`] messages (the messages
-/// it queues wait for the next drain, so the order of the RPCs is kept).
-fn run_page(page: &mut Page, hold: &Hold, poll: bool) -> usize {
+/// `master` (RPCs for the master persona), makes internal progress after every
+/// [`POLL_EVERY`] messages (the messages it queues wait for the next drain, so the
+/// order of the RPCs is kept), and stops at a message that released the master
+/// persona: the messages after it go to the front of the shared inbox, for the
+/// persona's next holder (§10.5.1 ¶24).
+fn run_page(page: &mut Page, hold: &Hold, master: bool) -> usize {
     let mut n = 0;
-    for (head, payload) in page.messages() {
+    let mut messages = page.messages();
+    while let Some((head, payload)) = messages.next() {
         run(&Incoming {
             head,
             payload,
             hold,
         });
         n += 1;
-        if poll && n % POLL_EVERY == 0 {
-            crate::progress::internal_progress();
+        if master {
+            if !thread::holds_master() {
+                pass_on(messages);
+                break;
+            }
+            if n % POLL_EVERY == 0 {
+                crate::progress::internal_progress();
+            }
         }
     }
     match hold.slot.borrow_mut().take() {
@@ -101,6 +111,20 @@ fn run_page(page: &mut Page, hold: &Hold, poll: bool) -> usize {
         }
     }
     n
+}
+
+/// Queues `rest`, the messages of a page after one that released the master persona,
+/// in front of every message of the shared inbox: they are older than the thread's own
+/// queue, which the release put there.
+#[cold]
+#[inline(never)]
+fn pass_on(rest: Messages<'_>) {
+    let mut older = Queue::new();
+    for (head, payload) in rest {
+        older.push(head, payload);
+    }
+    SHARED_RPCS.prepend(&mut older);
+    thread::shared_work_queued();
 }
 
 fn run(msg: &Incoming<'_>) {
