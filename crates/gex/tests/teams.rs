@@ -238,6 +238,32 @@ fn mismatched_collectives_fail_the_job() {
     assert!(report.contains("different collective"), "{report}");
 }
 
+/// The report of a job of `n` ranks, with `GEX_COLL_BARRIER=barrier`, in which `order`
+/// places collectives differently on different ranks of the primordial team or, with
+/// `split`, of a team of every rank split from it; `None` where the harness skips it.
+fn misordered_job(
+    n: usize,
+    barrier: &str,
+    split: bool,
+    order: impl FnOnce(&Team, &mut [u8; 8]),
+) -> Option<String> {
+    let mut opts = SpmdOptions::new(n);
+    opts.expect_failure = true;
+    opts.env = vec![("GEX_COLL_BARRIER".into(), barrier.into())];
+    let outcome = spmd_outcome(opts, move || {
+        let (_client, world) = init("TM_BARRIER_ORDER");
+        let team = if split {
+            world.split(Some(0), 0, None).unwrap()
+        } else {
+            world
+        };
+        order(&team, &mut [0u8; 8]);
+        world.barrier();
+        unreachable!("the ranks disagree");
+    })?;
+    Some(outcome.failure.expect("the job fails"))
+}
+
 /// A barrier outside the collective engine (the primordial team's, and a split
 /// team's through its block of signal words, or the engine's own with
 /// `GEX_COLL_BARRIER=am`) that ranks place differently among the team's other
@@ -247,31 +273,18 @@ fn mismatched_collectives_fail_the_job() {
 #[test]
 fn a_barrier_out_of_place_fails_the_job() {
     for (split, env) in [(false, ""), (true, ""), (true, "am")] {
-        let mut opts = SpmdOptions::new(2);
-        opts.expect_failure = true;
-        opts.env = vec![("GEX_COLL_BARRIER".into(), env.into())];
-        let Some(outcome) = spmd_outcome(opts, move || {
-            let (_client, world) = init("TM_BARRIER_ORDER");
-            let team = if split {
-                world.split(Some(0), 0, None).unwrap()
-            } else {
-                world
-            };
+        let Some(report) = misordered_job(2, env, split, |team, buf| {
             team.barrier();
-            let mut buf = [0u8; 8];
             if team.rank() == 0 {
                 team.barrier();
-                team.broadcast(1, &mut buf);
+                team.broadcast(1, buf);
             } else {
-                team.broadcast(1, &mut buf);
+                team.broadcast(1, buf);
                 team.barrier();
             }
-            world.barrier();
-            unreachable!("the ranks disagree");
         }) else {
             continue;
         };
-        let report = outcome.failure.expect("the job fails");
         assert!(
             report.contains("different collective") && report.contains("barriers"),
             "split {split}, GEX_COLL_BARRIER={env:?}: {report}"
@@ -289,31 +302,19 @@ fn a_barrier_out_of_place_fails_the_job() {
 fn a_barrier_placed_where_a_peer_waits_in_a_collective_fails_the_job() {
     for n in [2, 3, 5] {
         for split in [false, true] {
-            let mut opts = SpmdOptions::new(n);
-            opts.expect_failure = true;
-            let Some(outcome) = spmd_outcome(opts, move || {
-                let (_client, world) = init("TM_BARRIER_PLACED");
-                let team = if split {
-                    world.split(Some(0), 0, None).unwrap()
-                } else {
-                    world
-                };
-                let mut buf = [0u8; 8];
-                team.broadcast(0, &mut buf);
+            let Some(report) = misordered_job(n, "", split, |team, buf| {
+                team.broadcast(0, buf);
                 team.barrier();
                 if team.rank() == 0 {
                     team.barrier();
-                    team.broadcast(0, &mut buf);
+                    team.broadcast(0, buf);
                 } else {
-                    team.broadcast(0, &mut buf);
+                    team.broadcast(0, buf);
                     team.barrier();
                 }
-                world.barrier();
-                unreachable!("the ranks disagree");
             }) else {
                 continue;
             };
-            let report = outcome.failure.expect("the job fails");
             assert!(
                 report.contains("Team::broadcast")
                     && report.contains("started a barrier where this rank started"),
