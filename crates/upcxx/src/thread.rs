@@ -56,6 +56,14 @@ pub(crate) struct ThreadState {
     /// User-level progress is advancing this thread's outgoing operations, outside any
     /// callback: their notifications may run at once ([`notify`]).
     notify_now: Cell<bool>,
+    /// The state of the last entry of `DEFERRED` while that entry is a
+    /// [`Deferred::Satisfy`] owed since epoch `tail_epoch` (null otherwise), and the
+    /// satisfactions deferred onto it since it was pushed, not yet added to its count:
+    /// a deferral onto the same state in the same epoch is a compare and an increment
+    /// here, without reaching the queue ([`defer_satisfy`]).
+    tail: Cell<*const ()>,
+    tail_epoch: Cell<u64>,
+    tail_extra: Cell<usize>,
 }
 
 thread_local! {
@@ -69,6 +77,9 @@ thread_local! {
             poll_skips: Cell::new(0),
             seen_shared: Cell::new(LOOK),
             notify_now: Cell::new(false),
+            tail: Cell::new(std::ptr::null()),
+            tail_epoch: Cell::new(0),
+            tail_extra: Cell::new(0),
         }
     };
     /// Notifications owed to this thread, run at its next user-level progress.
@@ -140,7 +151,11 @@ pub(crate) trait Dependencies {
 
 /// Runs `f` at this thread's next user-level progress.
 pub(crate) fn defer(f: Box<dyn FnOnce()>) {
-    DEFERRED.with(|d| d.borrow_mut().push_back(Deferred::Call(f)));
+    DEFERRED.with(|d| {
+        let mut d = d.borrow_mut();
+        fold_tail(&mut d);
+        d.push_back(Deferred::Call(f));
+    });
     THREAD.with(|h| h.work.set(h.work.get() | DEFERRED_WORK));
 }
 
@@ -149,30 +164,72 @@ pub(crate) fn defer(f: Box<dyn FnOnce()>) {
 /// on the same state made between two progress calls become one entry (thousands of
 /// operations completing into one promise cost a count), which runs where the first
 /// of them would have.
+#[inline]
 pub(crate) fn defer_satisfy(deps: Rc<dyn Dependencies>) {
-    let epoch = progress_epoch();
+    let at = Rc::as_ptr(&deps).cast::<()>();
+    let epoch = THREAD.with(|h| {
+        let epoch = h.epoch.get();
+        if h.tail.get() == at && h.tail_epoch.get() == epoch {
+            h.tail_extra.set(h.tail_extra.get() + 1);
+            None
+        } else {
+            Some(epoch)
+        }
+    });
+    if let Some(epoch) = epoch {
+        defer_satisfy_queued(deps, epoch);
+    }
+}
+
+/// [`defer_satisfy`] past its check of the last entry's state: through the queue.
+#[inline(never)]
+fn defer_satisfy_queued(deps: Rc<dyn Dependencies>, epoch: u64) {
+    let at = Rc::as_ptr(&deps).cast::<()>();
     DEFERRED.with(|d| {
         let mut d = d.borrow_mut();
-        if let Some(Deferred::Satisfy {
-            deps: last,
-            count,
-            epoch: at,
-        }) = d.back_mut()
-        {
-            // Only with an entry owed since this epoch: an older one may be running
-            // in this progress call, which must not take newer notifications along.
-            if *at == epoch && std::ptr::addr_eq(Rc::as_ptr(last), Rc::as_ptr(&deps)) {
+        fold_tail(&mut d);
+        let coalesced = match d.back_mut() {
+            // Only with an entry owed since this epoch: an older one may be running in
+            // this progress call, which must not take newer notifications along.
+            Some(Deferred::Satisfy {
+                deps: last,
+                count,
+                epoch: owed,
+            }) if *owed == epoch && std::ptr::addr_eq(Rc::as_ptr(last), at) => {
                 *count += 1;
-                return;
+                true
+            }
+            _ => false,
+        };
+        if !coalesced {
+            d.push_back(Deferred::Satisfy {
+                deps,
+                count: 1,
+                epoch,
+            });
+        }
+    });
+    THREAD.with(|h| {
+        h.tail.set(at);
+        h.tail_epoch.set(epoch);
+        h.work.set(h.work.get() | DEFERRED_WORK);
+    });
+}
+
+/// Adds the satisfactions counted in [`ThreadState::tail_extra`] to the last entry of
+/// `d`, which they belong to, and forgets that entry: whatever changes the queue next
+/// (a push, the run of its entries) calls this first.
+fn fold_tail(d: &mut VecDeque<Deferred>) {
+    THREAD.with(|h| {
+        h.tail.set(std::ptr::null());
+        let extra = h.tail_extra.replace(0);
+        if extra > 0 {
+            match d.back_mut() {
+                Some(Deferred::Satisfy { count, .. }) => *count += extra,
+                _ => unreachable!("satisfactions counted for a last entry that is not one"),
             }
         }
-        d.push_back(Deferred::Satisfy {
-            deps,
-            count: 1,
-            epoch,
-        });
     });
-    THREAD.with(|h| h.work.set(h.work.get() | DEFERRED_WORK));
 }
 
 /// Runs `f`, a local notification: at once, in the restricted context, when user-level
@@ -217,7 +274,11 @@ fn with_notify_now<R>(during: bool, after: bool, f: impl FnOnce() -> R) -> R {
 /// they defer wait for the next call); returns how many ran.
 #[cold]
 pub(crate) fn run_deferred() -> usize {
-    let pending = DEFERRED.with(|d| d.borrow().len());
+    let pending = DEFERRED.with(|d| {
+        let mut d = d.borrow_mut();
+        fold_tail(&mut d);
+        d.len()
+    });
     let mut n = 0;
     for _ in 0..pending {
         let Some(next) = DEFERRED.with(|d| d.borrow_mut().pop_front()) else {
@@ -388,6 +449,23 @@ mod tests {
         assert_eq!(run_deferred(), 3);
         assert_eq!(*a.0.borrow(), [1, 1]);
         assert_eq!(*b.0.borrow(), [1]);
+    }
+
+    /// Deferrals counted onto the last entry stay with it when a closure is queued
+    /// behind it, and a later deferral onto the same state starts a new entry.
+    #[test]
+    fn deferrals_counted_before_a_closure_stay_with_their_entry() {
+        let log = Rc::new(Log::default());
+        for _ in 0..3 {
+            defer_satisfy(log.clone());
+        }
+        let seen = log.clone();
+        defer(Box::new(move || assert_eq!(*seen.0.borrow(), [3])));
+        defer_satisfy(log.clone());
+        defer_satisfy(log.clone());
+        next_progress_call();
+        assert_eq!(run_deferred(), 3);
+        assert_eq!(*log.0.borrow(), [3, 2]);
     }
 
     /// An entry owed before the running progress call must not take a notification
