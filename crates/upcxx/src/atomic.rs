@@ -217,7 +217,7 @@ impl<T: AtomicType> AtomicDomain<T> {
     /// Initiates `op` on `p` with operands `val1`, `val2`: every check, then the
     /// operation. Returns how it started (with the value read, for a non-fetching
     /// operation unspecified) and the target's world rank.
-    #[inline]
+    #[inline(always)]
     #[track_caller]
     fn initiate(
         &self,
