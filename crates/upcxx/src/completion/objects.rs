@@ -242,7 +242,7 @@ impl<E, T: 'static> PromiseCx<E, T> {
     /// Panics naming `call` if the promise is already ready (§7.2.1 ¶3).
     #[track_caller]
     fn check(&self, call: &str) {
-        if self.promise.get_future().ready() {
+        if self.promise.is_ready() {
             panic!(
                 "upcxx::{call}: the promise of an as_promise completion has a dependency \
                  count of zero (it is already ready); it must be greater than zero \

@@ -90,6 +90,13 @@ impl<T: 'static> Promise<T> {
         Future::from_state(Rc::clone(&self.state))
     }
 
+    /// Whether the promise's future is ready (what `get_future().ready()` says, without
+    /// making a future).
+    #[inline]
+    pub(crate) fn is_ready(&self) -> bool {
+        self.state.ready.get()
+    }
+
     /// This promise's dependency counter, for a notification that only satisfies
     /// dependencies (`thread::defer_satisfy`).
     pub(crate) fn into_dependencies(self) -> Rc<dyn Dependencies> {
