@@ -472,15 +472,21 @@ where
     let entry = function_offset(run_rpc::<F, A>);
     let kind = first_arg(KIND_RPC, seq);
     let sent = send(rt, dest, kind, entry, cookie, A::EMPTY, |w| args.encode(w));
-    let len = sent.unwrap_or_else(|e| {
-        if !fits_cell::<RpcValue<F, A>>() {
-            // SAFETY: nothing was sent, so no reply will take this reference back.
-            drop(unsafe { Rc::from_raw(promise as *const State<RpcValue<F, A>>) });
+    let len = match sent {
+        Ok(len) => len,
+        Err(e) => {
+            drop(fut);
+            if fits_cell::<RpcValue<F, A>>() {
+                // SAFETY: the future that owned the cell is gone (it left the cell
+                // abandoned), and nothing was sent, so no value will arrive to free it.
+                unsafe { (*(promise as *const ReplyCell)).discard() };
+            } else {
+                // SAFETY: nothing was sent, so no reply will take this reference back.
+                drop(unsafe { Rc::from_raw(promise as *const State<RpcValue<F, A>>) });
+            }
+            panic!("upcxx::rpc: the arguments could not be serialized: {e}")
         }
-        // A cell stays claimed (its future is dropped before a value comes): a leak of
-        // one cell per failed call.
-        panic!("upcxx::rpc: the arguments could not be serialized: {e}")
-    });
+    };
     gasp::end!(span, dest, len, msgid(rt.rank, seq));
     fut
 }

@@ -112,3 +112,64 @@ fn the_counter_sees_allocations() {
     let n = steady_allocations(|i| drop(std::hint::black_box(vec![i])));
     assert_eq!(n, 1000);
 }
+
+/// An RPC argument that refuses to serialize.
+struct Unserializable;
+
+impl serde::Serialize for Unserializable {
+    fn serialize<S: serde::Serializer>(&self, _: S) -> Result<S::Ok, S::Error> {
+        Err(serde::ser::Error::custom("refusing on purpose"))
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Unserializable {
+    fn deserialize<D: serde::Deserializer<'de>>(_: D) -> Result<Self, D::Error> {
+        Ok(Unserializable)
+    }
+}
+
+/// A call that fails after claiming the reply cell of its future gives the cell back:
+/// a round-trip `rpc` whose arguments do not serialize, and a lent VIS call that fails
+/// its checks after arming its default `operation_cx::as_future`. Every failure then
+/// allocates what its panic does, the same each time; a cell kept by each would also
+/// grow the thread's pool of cells every 32 failures.
+#[test]
+fn calls_that_fail_after_claiming_a_reply_cell_give_it_back() {
+    spmd(1, || {
+        upcxx::init();
+        let me = rank_me();
+        let gp = upcxx::new_array::<u64>(8);
+        let src = [7u64; 4];
+        let fail = |which: &str| {
+            let failed = std::panic::catch_unwind(|| {
+                if which == "rpc" {
+                    drop(upcxx::rpc(me, |_: Unserializable| 0u64, (Unserializable,)));
+                } else {
+                    // SAFETY: the call fails its checks (a stride shorter than a run)
+                    // before it starts.
+                    drop(unsafe { upcxx::rput_strided_lent(&src, 0, [4], gp, [8], [2]) });
+                }
+            });
+            assert!(failed.is_err(), "{which} fails");
+            progress(ProgressLevel::User);
+        };
+        let hook = std::panic::take_hook();
+        std::panic::set_hook(Box::new(|_| {}));
+        for which in ["rpc", "rput_strided_lent"] {
+            for _ in 0..40 {
+                fail(which);
+            }
+            let one = counting_alloc::allocations_in(|| fail(which));
+            let many = counting_alloc::allocations_in(|| (0..64).for_each(|_| fail(which)));
+            assert_eq!(
+                many,
+                64 * one,
+                "64 failed {which} calls allocated {many} times, one {one} times"
+            );
+        }
+        std::panic::set_hook(hook);
+        assert_eq!(upcxx::rpc(me, |x: u64| x + 1, (1u64,)).wait(), 2);
+        upcxx::delete_array(gp);
+        upcxx::finalize();
+    });
+}

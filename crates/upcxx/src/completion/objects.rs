@@ -221,6 +221,18 @@ where
             }
         }
     }
+    fn abandon(self) {
+        // The call is failing, so its future is dropped as it unwinds, leaving the cell
+        // to a value that will never come: the next progress frees it. (A promise's
+        // state goes with its future and this request.)
+        if let ArmedFuture::Cell(cell, _) = self.0 {
+            thread::defer(Box::new(move || {
+                // SAFETY: the operation never started, so nothing delivers to the cell,
+                // and deferred notifications run once, on this thread.
+                unsafe { cell.release_unanswered() }
+            }));
+        }
+    }
 }
 
 pub(super) fn promise_cx<E, T: 'static>(promise: Promise<T>) -> PromiseCx<E, T> {

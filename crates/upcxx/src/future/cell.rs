@@ -292,6 +292,20 @@ impl ReplyCell {
         self.free();
     }
 
+    /// Frees the cell of an operation that never started (its call failed after
+    /// claiming the cell), once the future that owned it is gone: no value will come
+    /// to free it. A cell whose future still holds it (one kept past the failed call)
+    /// is left to that future.
+    ///
+    /// # Safety
+    /// No value may ever be delivered to the cell, and the caller must run on the
+    /// thread whose pool it came from, once.
+    pub(crate) unsafe fn release_unanswered(&'static self) {
+        if self.stage() == Stage::Abandoned && self.forward.get().is_null() {
+            self.free();
+        }
+    }
+
     /// The arrived value.
     ///
     /// # Safety
