@@ -539,9 +539,10 @@ pub struct UserEvent(pub u32);
 /// or a `printf`-style format of its values. With no tool attached the tags are still
 /// distinct (so programs behave the same), they are just never reported.
 ///
-/// An event created before a tool is attached gets a tag from the top of the user range
-/// down (a tool numbers its own from the bottom up); the tool, once attached, is told of
-/// it (`create_event`), and its events are reported under the tag the tool gave it.
+/// An event created before a tool is attached gets a tag above the user range, one
+/// per event in order of creation, so that it never equals a tag a tool gives, however
+/// the tool numbers its events; the tool, once attached, is told of it
+/// (`create_event`), and its events are reported under the tag the tool gave it.
 pub fn create_event(name: &str, desc: Option<&str>) -> UserEvent {
     let from_tool = DISPATCH
         .get()
@@ -553,23 +554,28 @@ pub fn create_event(name: &str, desc: Option<&str>) -> UserEvent {
     }))
 }
 
-/// User events created while no tool was attached, in order of creation.
+/// User events created while no tool was attached (or by the tool itself, from inside
+/// one of its calls), in order of creation.
 static EARLY: Mutex<Vec<(String, Option<String>)>> = Mutex::new(Vec::new());
 
-/// The tag of the `i`-th event created while no tool was attached.
+/// The tag of the `i`-th event of [`EARLY`]: above the user range, where no tool's tag
+/// lies.
 fn early_tag(i: usize) -> u32 {
-    let span = (USEREVT_END - USEREVT_START) as usize;
-    USEREVT_END - i.min(span) as u32
+    u32::try_from(i)
+        .ok()
+        .and_then(|i| (USEREVT_END + 1).checked_add(i))
+        .expect("gasp::create_event: too many user events")
 }
 
 /// The tag under which the tool knows user event `tag`: the one it gave an event
-/// created before it was attached (`early`, by creation), else `tag` itself.
-fn tool_tag(early: &[u32], tag: u32) -> u32 {
-    let i = (USEREVT_END - tag.min(USEREVT_END)) as usize;
-    match early.get(i) {
-        Some(&t) if tag == early_tag(i) => t,
-        _ => tag,
+/// created before it was attached (`early`, by creation), else `tag` itself. `None`
+/// for an event the tool was never told of (created from inside the tool's own calls),
+/// which it cannot be shown.
+fn tool_tag(early: &[u32], tag: u32) -> Option<u32> {
+    if tag <= USEREVT_END {
+        return Some(tag);
     }
+    early.get((tag - USEREVT_END - 1) as usize).copied()
 }
 
 /// `pupc_event_start`: the start of user event `event` at the caller's location, with
@@ -599,6 +605,8 @@ pub fn event_atomic(event: UserEvent, values: &[Arg<'_>]) {
 
 fn user(event: UserEvent, ty: EventType, args: &[Arg<'_>], location: &'static Location<'static>) {
     if let Some(d) = DISPATCH.get() {
-        deliver(d, tool_tag(&d.early, event.0), ty, location, args);
+        if let Some(tag) = tool_tag(&d.early, event.0) {
+            deliver(d, tag, ty, location, args);
+        }
     }
 }

@@ -554,3 +554,62 @@ fn every_call_that_retires_a_pending_operation_reports_its_sync() {
         });
     }
 }
+
+/// A tool with a fixed table of user events, each named event at the tag the table
+/// gives it (the spec lets a tool choose any tags in the user range): `setup` at the
+/// bottom of the range and `phase` at the top. Keeps the user events it receives.
+#[derive(Default)]
+struct Table {
+    names: Mutex<Vec<String>>,
+    user: Mutex<Vec<(u32, EventType)>>,
+}
+
+struct TableTool(Arc<Table>);
+
+impl Tool for TableTool {
+    fn event_notify(&self, event: &Event<'_>) {
+        if (USEREVT_START..=USEREVT_END).contains(&event.tag) {
+            self.0.user.lock().unwrap().push((event.tag, event.ty));
+        }
+    }
+
+    fn control(&self, _on: bool) -> bool {
+        true
+    }
+
+    fn create_event(&self, name: &str, _desc: Option<&str>) -> u32 {
+        self.0.names.lock().unwrap().push(name.to_owned());
+        match name {
+            "setup" => USEREVT_START,
+            "phase" => USEREVT_END,
+            _ => USEREVT_START + 1,
+        }
+    }
+}
+
+/// §5.3: an event the program created before the tool was attached keeps a tag of its
+/// own, whatever tags the tool gives later events, and its events reach the tool under
+/// the tag the tool gave it when attached.
+#[test]
+fn early_user_events_stay_apart_from_the_tags_a_tool_gives() {
+    spmd(1, || {
+        let setup = gasp::create_event("setup", None);
+        let tool = Arc::new(Table::default());
+        let attached = tool.clone();
+        gasp::register_tool(move |_info: &InitInfo, _args| Box::new(TableTool(attached.clone())));
+        let (client, _ep, _team) = Client::init("GASPT", Flags::NONE).unwrap();
+        let phase = gasp::create_event("phase", None);
+        assert_ne!(setup, phase, "an early event shares a tag with a later one");
+        gasp::event_atomic(setup, &[]);
+        gasp::event_atomic(phase, &[]);
+        assert_eq!(*tool.names.lock().unwrap(), ["setup", "phase"]);
+        assert_eq!(
+            *tool.user.lock().unwrap(),
+            [
+                (USEREVT_START, EventType::Atomic),
+                (USEREVT_END, EventType::Atomic)
+            ]
+        );
+        client.finalize();
+    });
+}
