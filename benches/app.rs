@@ -305,6 +305,7 @@
 //! | the notification counted beside the queue's last entry: 33            |                     257 |
 //! | `initiate` inlined into the operation                                 |                     206 |
 //! | the promise's readiness read from its state                           |                     168 |
+//! | the notification's fast path inlined into the completion              |                     157 |
 //!
 //! Before: `initiate` stayed out of line (the compiler found it too large), so each
 //! operation matched on its `AtomicOp` at run time to name the call, find the gex op
@@ -312,7 +313,7 @@
 //! ready by making a future of it (a counted reference and a handle, given back at
 //! once), before the call's checks and again when armed; and every completion reached
 //! the thread's queue of deferred notifications to add one to the count of its last
-//! entry. After: `initiate` is inlined, so a constant operation and order fold those
+//! entry. After: `initiate` and the notification's fast path are inlined, so a constant operation and order fold those
 //! checks away; the promise reads its state's flag; and the thread's const state
 //! remembers the last entry's promise and epoch, so that a completion into the same
 //! promise is a compare and an increment (`thread::defer_satisfy`). In one run of

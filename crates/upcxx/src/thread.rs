@@ -248,6 +248,7 @@ pub(crate) fn notify(f: impl FnOnce() + 'static) {
 }
 
 /// [`notify`] of one dependency of `deps` satisfied, deferred by [`defer_satisfy`].
+#[inline]
 pub(crate) fn notify_satisfy(deps: Rc<dyn Dependencies>) {
     if THREAD.with(|h| h.notify_now.get()) {
         with_notify_now(false, true, || restricted(|| deps.satisfy_anonymous(1)));
