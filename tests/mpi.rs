@@ -54,6 +54,9 @@
 //! * [`a_host_window_that_cannot_be_allocated_ends_the_job`]: without Open MPI's
 //!   shared-memory window component (`--mca osc ^sm`) the bootstrap's window of AM
 //!   queues cannot be allocated: the job ends naming `MPI_Win_allocate_shared`.
+//! * [`a_world_window_that_cannot_be_created_ends_the_job`]: a job whose MPI library
+//!   cannot create the window between hosts ends as the segments attach, saying what
+//!   to choose.
 //! * [`ranks_that_disagree_on_the_segment_size_end_the_job`]: an MPMD `mpirun` line
 //!   giving the ranks different `UPCXX_SEGMENT_SIZE`s stops at start-up, naming both.
 //! * [`upcxx_run_starts_the_job_through_mpirun`]: `upcxx-run --conduit mpi -n 3`, and
@@ -714,6 +717,39 @@ fn a_host_window_that_cannot_be_allocated_ends_the_job() {
     assert!(
         !String::from_utf8_lossy(&out.stdout).contains("Hello"),
         "a rank started its program"
+    );
+}
+
+/// Between hosts RMA goes through a window over the segments; a job whose MPI library
+/// has no one-sided component that takes it (here only `osc sm`, which serves windows
+/// MPI allocates, not ours) ends when the segments attach, with a message that says
+/// what to choose.
+#[test]
+fn a_world_window_that_cannot_be_created_ends_the_job() {
+    let mut cmd = Command::new("mpirun");
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        cmd.arg("--allow-run-as-root");
+    }
+    cmd.env_remove("GEX_MPI_HOST_RANKS");
+    cmd.args(["--oversubscribe", "-n", "2", "--mca", "osc", "sm"])
+        .args(["-x", "GEX_MPI_HOST_RANKS=1"])
+        .arg(example("gex_network"));
+    let out = run(
+        cmd,
+        "mpirun --mca osc sm gex_network (every rank its own host)",
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "the job ran:\n{stderr}");
+    assert!(
+        stderr.contains("MPI_Win_create failed (MPI error")
+            && stderr.contains("no one-sided component of the MPI library took it")
+            && stderr.contains("OMPI_MCA_osc="),
+        "{stderr}"
+    );
+    assert!(
+        !String::from_utf8_lossy(&out.stdout).contains("verified"),
+        "the transfers ran"
     );
 }
 

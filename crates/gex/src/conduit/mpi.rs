@@ -225,7 +225,7 @@ pub(crate) use abort::abort_job;
 #[cfg(feature = "testing")]
 pub(crate) use abort::GEX_MPI_FAILURE_DIR;
 use am::{net_index, Buf, NetOutbound, State, HEADER};
-use boot::{allgather_u64, check, fatal};
+use boot::{allgather_u64, check, error_string, fatal};
 use host::Host;
 
 use crate::conduit::smp::{self, queue::Queue, queue::SlotBounds, queue::SLOT_PAYLOAD};
@@ -561,18 +561,32 @@ impl Conduit for MpiConduit {
         if self.host_leaders.len() > 1 {
             // SAFETY: collective over the world; the memory is this rank's segment,
             // alive until finalize frees the windows.
+            let rc = unsafe {
+                ffi::MPI_Win_create(
+                    base as *mut c_void,
+                    size as ffi::MPI_Aint,
+                    1,
+                    ffi::RSMPI_INFO_NULL,
+                    world,
+                    &mut w.world,
+                )
+            };
+            if rc != 0 {
+                // Open MPI 4.1 tries its one-sided components in turn, and one that
+                // cannot serve the job may fail the call rather than decline (`osc ucx`
+                // where UCX is not the transport, as when `osc rdma` declines for lack
+                // of a single-copy mechanism between ranks of one machine).
+                fatal(&format!(
+                    "rank {}: MPI_Win_create failed ({}): cannot create the window over \
+                     the segments through which RMA reaches other hosts; no one-sided \
+                     component of the MPI library took it (with Open MPI, name ones that \
+                     serve this job, e.g. OMPI_MCA_osc=sm,pt2pt)",
+                    self.rank,
+                    error_string(rc)
+                ));
+            }
+            // SAFETY: the window was just created; collective over the world.
             unsafe {
-                check(
-                    ffi::MPI_Win_create(
-                        base as *mut c_void,
-                        size as ffi::MPI_Aint,
-                        1,
-                        ffi::RSMPI_INFO_NULL,
-                        world,
-                        &mut w.world,
-                    ),
-                    "MPI_Win_create",
-                );
                 check(
                     ffi::MPI_Win_set_errhandler(w.world, ffi::RSMPI_ERRORS_RETURN),
                     "MPI_Win_set_errhandler",
