@@ -1,9 +1,11 @@
 //! The common communication paths cost no heap allocation once warmed up: a
 //! round-trip `rpc` with a small result, an `rpc_ff`, and `rput`/`rget` waited on
 //! (UPC++ core issue, performance part).
+mod common;
 #[path = "common/counting_alloc.rs"]
 mod counting_alloc;
 
+use common::Unserializable;
 use gex::testing::spmd;
 use upcxx::{progress, rank_me, ProgressLevel};
 
@@ -111,21 +113,6 @@ fn the_counter_sees_allocations() {
     // Guards the test above against a counter that never counts.
     let n = steady_allocations(|i| drop(std::hint::black_box(vec![i])));
     assert_eq!(n, 1000);
-}
-
-/// An RPC argument that refuses to serialize.
-struct Unserializable;
-
-impl serde::Serialize for Unserializable {
-    fn serialize<S: serde::Serializer>(&self, _: S) -> Result<S::Ok, S::Error> {
-        Err(serde::ser::Error::custom("refusing on purpose"))
-    }
-}
-
-impl<'de> serde::Deserialize<'de> for Unserializable {
-    fn deserialize<D: serde::Deserializer<'de>>(_: D) -> Result<Self, D::Error> {
-        Ok(Unserializable)
-    }
 }
 
 /// A call that fails after claiming the reply cell of its future gives the cell back:
