@@ -161,12 +161,31 @@ fn mpirun_env(
     cap: Option<u32>,
     env: &[(&str, &str)],
 ) -> (Output, String) {
+    mpirun_job(name, args, ranks, cap, env, &[])
+}
+
+/// A job of 2 ranks of example `name` (host cap `cap`) allowed only the one-sided
+/// components `osc` of Open MPI (`--mca osc OSC`).
+fn mpirun_osc(name: &str, osc: &str, cap: Option<u32>) -> (Output, String) {
+    mpirun_job(name, &[], 2, cap, &[], &["--mca", "osc", osc])
+}
+
+/// [`mpirun_env`] with more options for `mpirun` itself.
+fn mpirun_job(
+    name: &str,
+    args: &[&str],
+    ranks: u32,
+    cap: Option<u32>,
+    env: &[(&str, &str)],
+    options: &[&str],
+) -> (Output, String) {
     let mut cmd = Command::new("mpirun");
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } == 0 {
         cmd.arg("--allow-run-as-root");
     }
     cmd.args(["--oversubscribe", "-n", &ranks.to_string()]);
+    cmd.args(options);
     // The host cap is this test's alone, not the one the suite may run under.
     cmd.env_remove("GEX_MPI_HOST_RANKS");
     cmd.env_remove("GEX_MPI_THREAD");
@@ -177,7 +196,7 @@ fn mpirun_env(
         cmd.args(["-x", &format!("{k}={v}")]);
     }
     cmd.arg(example(name)).args(args);
-    let what = format!("mpirun -n {ranks} {name} {args:?} (host cap {cap:?})");
+    let what = format!("mpirun -n {ranks} {options:?} {name} {args:?} (host cap {cap:?})");
     (run(cmd, &what), what)
 }
 
@@ -699,16 +718,9 @@ fn the_thread_level_is_chosen_by_gex_mpi_thread() {
 
 #[test]
 fn a_host_window_that_cannot_be_allocated_ends_the_job() {
-    let mut cmd = Command::new("mpirun");
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } == 0 {
-        cmd.arg("--allow-run-as-root");
-    }
-    cmd.args(["--oversubscribe", "-n", "2", "--mca", "osc", "^sm"])
-        .arg(example("gex_hello"));
-    let out = run(cmd, "mpirun --mca osc ^sm gex_hello");
+    let (out, what) = mpirun_osc("gex_hello", "^sm", None);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "the job ran:\n{stderr}");
+    assert!(!out.status.success(), "{what}: the job ran:\n{stderr}");
     assert!(
         stderr.contains("MPI_Win_allocate_shared failed (MPI error")
             && stderr.contains("cannot allocate the AM queues shared within the host"),
@@ -726,21 +738,9 @@ fn a_host_window_that_cannot_be_allocated_ends_the_job() {
 /// what to choose.
 #[test]
 fn a_world_window_that_cannot_be_created_ends_the_job() {
-    let mut cmd = Command::new("mpirun");
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } == 0 {
-        cmd.arg("--allow-run-as-root");
-    }
-    cmd.env_remove("GEX_MPI_HOST_RANKS");
-    cmd.args(["--oversubscribe", "-n", "2", "--mca", "osc", "sm"])
-        .args(["-x", "GEX_MPI_HOST_RANKS=1"])
-        .arg(example("gex_network"));
-    let out = run(
-        cmd,
-        "mpirun --mca osc sm gex_network (every rank its own host)",
-    );
+    let (out, what) = mpirun_osc("gex_network", "sm", Some(1));
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "the job ran:\n{stderr}");
+    assert!(!out.status.success(), "{what}: the job ran:\n{stderr}");
     assert!(
         stderr.contains("MPI_Win_create failed (MPI error")
             && stderr.contains("no one-sided component of the MPI library took it")
