@@ -133,12 +133,10 @@ pub(crate) const OUTGOING_WORK: u8 = 4;
 enum Deferred {
     /// Runs a closure.
     Call(Box<dyn FnOnce()>),
-    /// Satisfies `count` dependencies of a promise's state, owed since user-level
-    /// progress call `epoch` ([`defer_satisfy`]).
+    /// Satisfies `count` dependencies of a promise's state ([`defer_satisfy`]).
     Satisfy {
         deps: Rc<dyn Dependencies>,
         count: usize,
-        epoch: u64,
     },
 }
 
@@ -181,33 +179,17 @@ pub(crate) fn defer_satisfy(deps: Rc<dyn Dependencies>) {
     }
 }
 
-/// [`defer_satisfy`] past its check of the last entry's state: through the queue.
+/// [`defer_satisfy`] past its check of the last entry's state: a new entry, which the
+/// deferrals onto the same state that follow in this epoch join. (Only the tail joins
+/// them: an entry the tail no longer names may be running in this progress call, which
+/// must not take newer notifications along.)
 #[inline(never)]
 fn defer_satisfy_queued(deps: Rc<dyn Dependencies>, epoch: u64) {
     let at = Rc::as_ptr(&deps).cast::<()>();
     DEFERRED.with(|d| {
         let mut d = d.borrow_mut();
         fold_tail(&mut d);
-        let coalesced = match d.back_mut() {
-            // Only with an entry owed since this epoch: an older one may be running in
-            // this progress call, which must not take newer notifications along.
-            Some(Deferred::Satisfy {
-                deps: last,
-                count,
-                epoch: owed,
-            }) if *owed == epoch && std::ptr::addr_eq(Rc::as_ptr(last), at) => {
-                *count += 1;
-                true
-            }
-            _ => false,
-        };
-        if !coalesced {
-            d.push_back(Deferred::Satisfy {
-                deps,
-                count: 1,
-                epoch,
-            });
-        }
+        d.push_back(Deferred::Satisfy { deps, count: 1 });
     });
     THREAD.with(|h| {
         h.tail.set(at);
@@ -287,7 +269,7 @@ pub(crate) fn run_deferred() -> usize {
         };
         match next {
             Deferred::Call(f) => restricted(f),
-            Deferred::Satisfy { deps, count, .. } => {
+            Deferred::Satisfy { deps, count } => {
                 restricted(|| deps.satisfy_anonymous(count));
             }
         }
