@@ -238,9 +238,10 @@ fn mismatched_collectives_fail_the_job() {
     assert!(report.contains("different collective"), "{report}");
 }
 
-/// The report of a job of `n` ranks, with `GEX_COLL_BARRIER=barrier`, in which `order`
-/// places collectives differently on different ranks of the primordial team or, with
-/// `split`, of a team of every rank split from it; `None` where the harness skips it.
+/// The report of a job of `n` ranks, with `GEX_COLL_BARRIER` set to `barrier`, in
+/// which `order` places collectives differently on different ranks of the primordial
+/// team or, with `split`, of a team of every rank split from it; `None` where the
+/// harness skips it.
 fn misordered_job(
     n: usize,
     barrier: &str,
