@@ -43,10 +43,13 @@
 //! | `barrier`              | `Team::barrier_nb().wait()`, both ranks                  | net: ≤ 1.3× `barrier` (raw) |
 //! | `broadcast_1MiB`       | `Team::broadcast_nb` of 1 MiB, the root alternating, time per broadcast | net: `bcast_1MiB` (—) |
 //!
-//! Between hosts `put_8B` and `get_8B` travel as Active Messages to rank 1, which copies
-//! (the conduit leaves transfers of at most `GEX_MPI_AM_RMA_MAX` bytes to messages), and
-//! the indexed figures' runs share messages of runs; `put_bw_1MiB` and `broadcast_1MiB`
-//! take the MPI window. The indexed figures have no raw baseline between hosts.
+//! Between hosts `put_8B` and `get_8B` (blocking) travel as Active Messages to rank 1,
+//! which copies, or through the MPI window, whichever the job measured faster when it
+//! attached its segments (reported under `GEX_MPI_STATS=1`); upcxx's `rput_8B` and
+//! `rget_8B` (non-blocking) travel as messages (the conduit leaves transfers of at most
+//! `GEX_MPI_AM_RMA_MAX` bytes to them, which gather those in flight), and so do the
+//! indexed figures' runs; `put_bw_1MiB` and `broadcast_1MiB` take the MPI window. The
+//! indexed figures have no raw baseline between hosts.
 //!
 //! `benches/originals/README.md` sets the net figures beside GASNet-EX's own mpi
 //! conduit and UPC++ on it, measured on the same machine: its AM round trip misses 1.3×

@@ -20,10 +20,15 @@
 //!   signal words, not messages.
 //! * [`network_streams_are_aggregated`]: between hosts, `gex_network`'s flood and its
 //!   Replies travel in MPI messages of many AMs each.
-//! * [`small_transfers_between_hosts_are_messages`]: between hosts a small put or get
-//!   travels as AMs to the owner (more AMs over MPI than with `GEX_MPI_AM_RMA_MAX=0`,
-//!   which sends every transfer through the MPI window, both jobs checking their
-//!   data); a threshold that is not a number ends the job naming the variable.
+//! * [`small_transfers_between_hosts_are_messages`]: between hosts a put or get of at
+//!   most `GEX_MPI_AM_RMA_MAX` bytes travels as AMs to the owner (more AMs over MPI
+//!   than with `GEX_MPI_AM_RMA_MAX=0`, which sends every transfer through the MPI
+//!   window, both jobs checking their data); a threshold that is not a number ends
+//!   the job naming the variable.
+//! * [`the_threshold_between_hosts_is_measured_when_unset`]: with the variable unset
+//!   and several hosts, rank 0 measures both paths of a blocking put at attach and
+//!   every rank applies the threshold it chose to blocking transfers; with the variable
+//!   set, or one host, nothing is measured.
 //! * [`network_barrier_rounds_are_signals`]: between hosts the barrier's rounds are
 //!   signals carried by the conduit's control messages, not Active Messages.
 //! * [`only_host_leaders_run_barrier_rounds_between_hosts`]: with hosts of two ranks
@@ -309,14 +314,21 @@ fn the_network_path_carries_every_transfer() {
     assert_eq!(seen, vec![(0, 2), (0, 2), (1, 2), (1, 2)], "{out}");
 }
 
-/// `mpirun` of `gex_network` with `GEX_MPI_STATS=1` and `env`: each rank's AMs from its
-/// host queues and over MPI, and how to name the run.
+/// `mpirun` of `gex_network` with `GEX_MPI_STATS=1` and `env` (and
+/// `GEX_MPI_AM_RMA_MAX=3072` unless `env` names it): each rank's AMs from its host
+/// queues and over MPI, and how to name the run.
 fn gex_network_paths(
     ranks: u32,
     cap: Option<u32>,
     env: &[(&str, &str)],
 ) -> (Vec<(u32, u64, u64, u64)>, String) {
     let mut vars = vec![("GEX_MPI_STATS", "1")];
+    // A threshold for small transfers given, unless `env` gives one: measured at
+    // attach, it would add the measurement's messages to two ranks' counts, as many as
+    // the sizes it measured, which differ from job to job.
+    if !env.iter().any(|(k, _)| *k == "GEX_MPI_AM_RMA_MAX") {
+        vars.push(("GEX_MPI_AM_RMA_MAX", "3072"));
+    }
     vars.extend_from_slice(env);
     let (out, what) = mpirun_env("gex_network", &[], ranks, cap, &vars);
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -399,9 +411,9 @@ fn network_streams_are_aggregated() {
 
 /// Between hosts a put or get of at most `GEX_MPI_AM_RMA_MAX` bytes travels as Active
 /// Messages to the owner, larger ones through the MPI window: `gex_network`'s small put
-/// and get to the next rank (and their answers) add AMs over MPI at every rank,
-/// which the same job with the threshold at 0 (every transfer through the window)
-/// does not count; both jobs check the bytes moved.
+/// and get to the next rank (and their answers) add AMs over MPI at every rank with
+/// the threshold at 3072, which the same job with the threshold at 0 (every transfer
+/// through the window) does not count; both jobs check the bytes moved.
 #[test]
 fn small_transfers_between_hosts_are_messages() {
     for ranks in [2, 3] {
@@ -432,6 +444,61 @@ fn small_transfers_between_hosts_are_messages() {
         stderr.contains("GEX_MPI_AM_RMA_MAX=3k is not a number of bytes"),
         "{what}:\n{stderr}"
     );
+}
+
+/// With `GEX_MPI_AM_RMA_MAX` unset and several hosts, rank 0 measures small blocking
+/// puts to another host both ways when the segments are attached (`gex/rma/probe.rs`)
+/// and every rank applies the threshold it chose to blocking transfers: under
+/// `GEX_MPI_STATS` each rank reports the same one, 0 or a size measured, and rank 0
+/// its figures; `gex_network` checks the bytes its puts and gets moved. With the
+/// variable set, or every rank on one host, nothing is measured.
+#[test]
+fn the_threshold_between_hosts_is_measured_when_unset() {
+    let stats = ("GEX_MPI_STATS", "1");
+    for ranks in [2, 3] {
+        let (out, what) = mpirun_env("gex_network", &[], ranks, Some(1), &[stats]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{what}:\n{stderr}");
+        let mut told: Vec<(u32, usize, &str)> = stderr
+            .lines()
+            .filter_map(|l| {
+                let rest = l.split("gex: rank ").nth(1)?;
+                let (rank, rest) =
+                    rest.split_once(": GEX_MPI_AM_RMA_MAX of blocking transfers measured: ")?;
+                let (max, seen) = rest.split_once(' ').unwrap_or((rest, ""));
+                Some((rank.parse().ok()?, max.parse().ok()?, seen))
+            })
+            .collect();
+        told.sort_unstable();
+        let ranks_told: Vec<u32> = told.iter().map(|t| t.0).collect();
+        assert_eq!(
+            ranks_told,
+            (0..ranks).collect::<Vec<_>>(),
+            "{what}:\n{stderr}"
+        );
+        let max = told[0].1;
+        assert!(
+            [0, 8, 256, 1024, 3072].contains(&max),
+            "{what}: threshold {max}:\n{stderr}"
+        );
+        assert!(
+            told.iter().all(|t| t.1 == max),
+            "{what}: the ranks apply different thresholds:\n{stderr}"
+        );
+        // Its figures, or that a loaded machine took too long to measure.
+        let figures = told[0].2.starts_with("(8 B: ") || told[0].2.starts_with("(over ");
+        assert!(
+            figures && told[1..].iter().all(|t| t.2.is_empty()),
+            "{what}: rank 0 alone says what it measured:\n{stderr}"
+        );
+    }
+    let set = [stats, ("GEX_MPI_AM_RMA_MAX", "64")];
+    for (cap, env) in [(Some(1), &set[..]), (None, &[stats][..])] {
+        let (out, what) = mpirun_env("gex_network", &[], 2, cap, env);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{what}:\n{stderr}");
+        assert!(!stderr.contains("measured"), "{what}:\n{stderr}");
+    }
 }
 
 /// Between hosts the barrier's rounds are signals that the mpi conduit carries in

@@ -244,6 +244,25 @@ pub(crate) trait Conduit: Send + Sync + Sized + 'static {
     fn am_rma_max(&self) -> usize {
         0
     }
+    /// [`am_rma_max`](Self::am_rma_max) of a blocking put or get, whose caller waits
+    /// for the one transfer: it may be measured
+    /// ([`set_am_rma_blocking_max`](Self::set_am_rma_blocking_max)), while
+    /// non-blocking transfers and the runs of VIS operations, which messages gather
+    /// and overlap, keep the configured one.
+    fn am_rma_blocking_max(&self) -> usize {
+        self.am_rma_max()
+    }
+    /// Whether [`am_rma_blocking_max`](Self::am_rma_blocking_max) is to be measured
+    /// when the segments are attached (`rma/probe.rs`): messages and the conduit's
+    /// RMA both reach segments not mapped here, and which is faster depends on the
+    /// machine.
+    fn am_rma_probe(&self) -> bool {
+        false
+    }
+    /// Sets [`am_rma_blocking_max`](Self::am_rma_blocking_max) to what the
+    /// measurement chose (the same on every rank); `measured` says what rank 0 saw
+    /// (empty elsewhere), for the conduit's report.
+    fn set_am_rma_blocking_max(&self, _max: usize, _measured: &str) {}
     /// Claims a send buffer for a message to `dest`, or `None` under back-pressure.
     fn am_reserve(&self, dest: Rank, network: Network) -> Option<Self::Outbound>;
     /// The payload area of a claimed buffer (`am_max_medium` bytes, 16-byte aligned).

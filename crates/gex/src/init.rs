@@ -149,6 +149,9 @@ impl Segment {
         let addr = rt.conduit.attach_segment(size);
         team.barrier();
         rt.conduit.segments_attached();
+        if rt.conduit.am_rma_probe() {
+            crate::rma::probe::choose_am_rma_blocking_max(rt, team);
+        }
         ObjectState::attach(CALL, addr, size);
         Ok(Segment { addr, size })
     }

@@ -16,6 +16,7 @@ use crate::runtime::{runtime, Runtime};
 use crate::team::Team;
 use crate::{Flags, NoOp};
 
+pub(crate) mod probe;
 pub(crate) mod remote;
 
 /// The value type of value-based RMA (GASNet-EX `gex_RMA_Value_t`).

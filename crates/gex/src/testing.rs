@@ -253,6 +253,23 @@ pub fn mpi_placement() -> Placement {
     }
 }
 
+/// The largest put or get to a segment not mapped here that gex sends as Active
+/// Messages to its owner (0 where none travels so): the mpi conduit's
+/// `GEX_MPI_AM_RMA_MAX` or its default, or for a `blocking` transfer the threshold it
+/// measured when the segments were attached, if it did.
+///
+/// # Panics
+/// Before `gex::Client::init`.
+pub fn am_rma_max(blocking: bool) -> usize {
+    use crate::conduit::Conduit as _;
+    let conduit = &crate::runtime::runtime("gex::testing::am_rma_max").conduit;
+    if blocking {
+        conduit.am_rma_blocking_max()
+    } else {
+        conduit.am_rma_max()
+    }
+}
+
 /// Says on stderr that the current test is skipped, under `condition`, for want of `why`.
 fn skipped(condition: &str, why: &str) {
     use std::io::Write as _;

@@ -28,10 +28,14 @@
 //! every poll tests with the sends in flight (`rma`; a put's poll then flushes its
 //! target), so non-blocking transfers return at once and complete in a later poll.
 //! The upper half
-//! sends a put or get of at most `GEX_MPI_AM_RMA_MAX` bytes (default [`AM_RMA_MAX`]) to
-//! such a rank as Active Messages to the owner instead ([`Conduit::am_rma_max`],
-//! `gex/rma/remote.rs`): a round trip of messages is faster than an `MPI_Put` and its
-//! flush (see `rma`).
+//! sends a put or get of at most `GEX_MPI_AM_RMA_MAX` bytes to such a rank as Active
+//! Messages to the owner instead ([`Conduit::am_rma_max`], `gex/rma/remote.rs`), where
+//! a round trip of messages is faster than an `MPI_Put` and its flush (see `rma`), and
+//! where messages gather the transfers in flight. For a blocking put or get, which is
+//! faster depends on the machine and its MPI, so with the variable unset rank 0
+//! measures both paths when the segments are attached and chooses that threshold, up
+//! to [`AM_RMA_MAX`] ([`Conduit::am_rma_blocking_max`], `gex/rma/probe.rs`;
+//! `GEX_MPI_STATS=1` reports it).
 //! The collectives' transfers always take the window, and so does a Long payload too
 //! large for a message (a smaller one travels in its message, below).
 //!
@@ -207,7 +211,7 @@
 //! describes the conduit as one piece.
 
 use std::ffi::{c_int, c_void};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
 use ::mpi::ffi;
@@ -254,9 +258,10 @@ pub(crate) use crate::job::mpirun::{
     GEX_MPI_AM_RMA_MAX, GEX_MPI_HOST_RANKS, GEX_MPI_STATS, GEX_MPI_THREAD,
 };
 
-/// The default of `GEX_MPI_AM_RMA_MAX`: the transfers that messages carry faster than
-/// RMA (see `rma`), with room to spare below the size at which Open MPI's shared-memory
-/// transport stops sending a message eagerly.
+/// The default of `GEX_MPI_AM_RMA_MAX`, and the largest size measured when it is unset:
+/// the transfers that messages may carry faster than RMA (see `rma`), with room to
+/// spare below the size at which Open MPI's shared-memory transport stops sending a
+/// message eagerly.
 const AM_RMA_MAX: usize = 3072;
 
 thread_local! {
@@ -310,8 +315,14 @@ pub(crate) struct MpiConduit {
     remote: bool,
     max_segment: usize,
     /// The largest put or get to another host's segment left to messages
-    /// (`GEX_MPI_AM_RMA_MAX`; see `rma`).
+    /// (`GEX_MPI_AM_RMA_MAX` or [`AM_RMA_MAX`]; see `rma`).
     am_rma_max: usize,
+    /// That of a blocking put or get: `am_rma_max`, or as measured at attach when the
+    /// variable is unset and there are hosts to measure between.
+    am_rma_blocking_max: AtomicUsize,
+    /// Whether `am_rma_blocking_max` is to be measured (`GEX_MPI_AM_RMA_MAX` unset,
+    /// several hosts).
+    am_rma_probe: bool,
     /// The shared memory of this host: queues and signal words.
     host: Host,
     /// Whether `host` is still mapped (until `finalize` frees its window).
@@ -632,6 +643,32 @@ impl Conduit for MpiConduit {
     #[inline]
     fn am_rma_max(&self) -> usize {
         self.am_rma_max
+    }
+
+    #[inline]
+    fn am_rma_blocking_max(&self) -> usize {
+        self.am_rma_blocking_max.load(Ordering::Relaxed)
+    }
+
+    fn am_rma_probe(&self) -> bool {
+        self.am_rma_probe
+    }
+
+    fn set_am_rma_blocking_max(&self, max: usize, measured: &str) {
+        self.am_rma_blocking_max.store(max, Ordering::Relaxed);
+        if self.host.handled().is_some() {
+            // Rank 0 says what it measured; the others, what they were told.
+            let seen = if measured.is_empty() {
+                String::new()
+            } else {
+                format!(" ({measured})")
+            };
+            let line = format!(
+                "gex: rank {}: {GEX_MPI_AM_RMA_MAX} of blocking transfers measured: {max}{seen}\n",
+                self.rank
+            );
+            let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
+        }
     }
 
     #[inline]

@@ -135,6 +135,16 @@ impl Conduit for Selected {
     fn am_rma_max(&self) -> usize {
         each!(self, c => c.am_rma_max())
     }
+    #[inline]
+    fn am_rma_blocking_max(&self) -> usize {
+        each!(self, c => c.am_rma_blocking_max())
+    }
+    fn am_rma_probe(&self) -> bool {
+        each!(self, c => c.am_rma_probe())
+    }
+    fn set_am_rma_blocking_max(&self, max: usize, measured: &str) {
+        each!(self, c => c.set_am_rma_blocking_max(max, measured))
+    }
     fn long_payload(
         &self,
         dest: Rank,

@@ -119,9 +119,8 @@ pub(crate) fn handler_entries() -> [AmEntry; 7] {
 }
 
 /// Puts `src` at `addr` in job rank `rank`'s segment: by messages to the owner where
-/// the conduit asks for them (at most [`Conduit::am_rma_max`] bytes to a segment not
-/// mapped here), else through the conduit. `src` has been read when this returns; a
-/// `blocking` put has completed too.
+/// the conduit asks for them ([`by_messages`]), else through the conduit. `src` has
+/// been read when this returns; a `blocking` put has completed too.
 #[inline]
 pub(crate) fn put(
     rt: &Runtime,
@@ -131,7 +130,7 @@ pub(crate) fn put(
     src: &[u8],
     blocking: bool,
 ) -> Result<Completion, AddressError> {
-    if by_messages(rt, rank, addr, src.len()) {
+    if by_messages(rt, rank, addr, src.len(), blocking) {
         return Ok(put_by_messages(rt, call, rank, addr, src, blocking));
     }
     rt.conduit.put(rank, addr, src, blocking)
@@ -151,7 +150,7 @@ pub(crate) unsafe fn put_held(
     addr: usize,
     src: &[u8],
 ) -> Result<Completion, AddressError> {
-    if by_messages(rt, rank, addr, src.len()) {
+    if by_messages(rt, rank, addr, src.len(), false) {
         return Ok(put_by_messages(rt, call, rank, addr, src, false));
     }
     // SAFETY: the caller's contract.
@@ -174,7 +173,7 @@ pub(crate) unsafe fn get(
     len: usize,
     blocking: bool,
 ) -> Result<Completion, AddressError> {
-    if by_messages(rt, rank, addr, len) {
+    if by_messages(rt, rank, addr, len, blocking) {
         // SAFETY: the caller's contract.
         return Ok(unsafe { get_by_messages(rt, call, dst, (rank, addr, len), blocking) });
     }
@@ -183,11 +182,17 @@ pub(crate) unsafe fn get(
 }
 
 /// Whether a transfer of `len` bytes at `addr` of `rank` goes by messages: small enough
-/// for the conduit, to a range of the segment that is not mapped here (an error is
-/// left to the conduit's transfer to report).
+/// for the conduit ([`Conduit::am_rma_max`], or [`Conduit::am_rma_blocking_max`] if
+/// `blocking`), to a range of the segment that is not mapped here (an error is left to
+/// the conduit's transfer to report).
 #[inline]
-fn by_messages(rt: &Runtime, rank: Rank, addr: usize, len: usize) -> bool {
-    len <= rt.conduit.am_rma_max()
+fn by_messages(rt: &Runtime, rank: Rank, addr: usize, len: usize, blocking: bool) -> bool {
+    let max = if blocking {
+        rt.conduit.am_rma_blocking_max()
+    } else {
+        rt.conduit.am_rma_max()
+    };
+    len <= max
         && matches!(
             rt.conduit.translate(rank, addr, len),
             Err(AddressError::NotMapped)
@@ -225,7 +230,7 @@ fn by_messages_with(
 }
 
 #[inline(never)]
-fn put_by_messages(
+pub(super) fn put_by_messages(
     rt: &Runtime,
     call: &str,
     rank: Rank,

@@ -2,7 +2,7 @@
 //! ranks agree), and the error path of every MPI call.
 
 use std::ffi::c_int;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicUsize};
 use std::sync::OnceLock;
 
 use ::mpi::ffi;
@@ -97,16 +97,14 @@ fn single_thread() -> bool {
 }
 
 /// `GEX_MPI_AM_RMA_MAX`: the largest put or get to another host's segment left to
-/// messages (see `rma`), [`AM_RMA_MAX`] when unset.
-fn am_rma_max() -> usize {
-    let Ok(v) = std::env::var(GEX_MPI_AM_RMA_MAX) else {
-        return AM_RMA_MAX;
-    };
-    v.trim().parse::<usize>().unwrap_or_else(|_| {
+/// messages (see `rma`), if set.
+fn am_rma_max() -> Option<usize> {
+    let v = std::env::var(GEX_MPI_AM_RMA_MAX).ok()?;
+    Some(v.trim().parse::<usize>().unwrap_or_else(|_| {
         fatal(&format!(
             "{GEX_MPI_AM_RMA_MAX}={v} is not a number of bytes"
         ))
-    })
+    }))
 }
 
 fn host_cap() -> Option<c_int> {
@@ -256,6 +254,7 @@ pub(super) fn bootstrap() -> MpiConduit {
     unsafe { check(ffi::MPI_Barrier(world), "MPI_Barrier") };
     host.joined();
     let remote = host_ranks.len() < size as usize;
+    let configured = am_rma_max();
     MpiConduit {
         rank: rank as Rank,
         size: size as Rank,
@@ -266,7 +265,9 @@ pub(super) fn bootstrap() -> MpiConduit {
         my_host,
         remote,
         max_segment,
-        am_rma_max: am_rma_max(),
+        am_rma_max: configured.unwrap_or(AM_RMA_MAX),
+        am_rma_blocking_max: AtomicUsize::new(configured.unwrap_or(AM_RMA_MAX)),
+        am_rma_probe: configured.is_none() && distinct.len() > 1,
         host,
         host_mapped: AtomicBool::new(true),
         state: SpinMutex::new(st),
