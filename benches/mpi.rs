@@ -90,6 +90,22 @@
 //! `when_all`, `rput`s took 260-313 ns each against 298-476 with promises, and
 //! `rget_vec`s of one word 331-407 against 410-657.
 //!
+//! `put_8B` between hosts read 2.05-2.07x `put_flush_8B` (target 1.3x) on a machine
+//! whose window Open MPI's `osc ucx` serves: there a flushed `MPI_Put` of 8 bytes took
+//! 0.63-0.91 µs and the put by messages (then the only path below 3 KiB) 1.3-1.45 µs.
+//! Since the job measures both paths of a blocking put at attach, `put_8B` there read
+//! 1.02-1.14x `put_flush_8B` in five runs (1.35x in a sixth, in which the measurement
+//! chose messages: with the machine slow both paths took 1.0-1.5 µs, close enough for
+//! either to win a measurement), and `get_8B` 1.05-1.14x `get_flush_8B` (1.9x before).
+//! `rput_8B` and `rget_8B` (non-blocking, by messages) kept their times, 1.5-1.8 µs in
+//! those runs, so their ratios to the blocking figures, now through the window, read
+//! 1.2-1.6x against their 1.2x targets: the distance between the two paths, not a cost
+//! of upcxx. In runs of a variant that sent them through the window too, a single
+//! `rget` gained little (1.50 against 1.60-1.77 µs), a single `rput` nothing (1.75
+//! against 1.50-1.69 µs: an `MPI_Rput`, then a flush in a later poll), and 64 `rget`s
+//! in flight lost 2x (0.80 against 0.43 µs each), so non-blocking transfers stay with
+//! messages.
+//!
 //! The mpi jobs run with `GEX_MPI_THREAD=single`: the bench's ranks communicate from
 //! one thread, and a raw MPI program started with `MPI_Init` gets `MPI_THREAD_SINGLE`.
 //! The level applies to the baselines too (one process), and matters to them as to the
