@@ -191,9 +191,11 @@ fn mpirun_job(
     }
     cmd.args(["--oversubscribe", "-n", &ranks.to_string()]);
     cmd.args(options);
-    // The host cap is this test's alone, not the one the suite may run under.
+    // The host cap is this test's alone, not the one the suite may run under, and so
+    // is the threshold of small transfers between hosts.
     cmd.env_remove("GEX_MPI_HOST_RANKS");
     cmd.env_remove("GEX_MPI_THREAD");
+    cmd.env_remove("GEX_MPI_AM_RMA_MAX");
     if let Some(cap) = cap {
         cmd.args(["-x", &format!("GEX_MPI_HOST_RANKS={cap}")]);
     }
@@ -325,7 +327,8 @@ fn gex_network_paths(
     let mut vars = vec![("GEX_MPI_STATS", "1")];
     // A threshold for small transfers given, unless `env` gives one: measured at
     // attach, it would add the measurement's messages to two ranks' counts, as many as
-    // the sizes it measured, which differ from job to job.
+    // the sizes it measured, which differ from job to job, and its broadcast's to
+    // every rank's.
     if !env.iter().any(|(k, _)| *k == "GEX_MPI_AM_RMA_MAX") {
         vars.push(("GEX_MPI_AM_RMA_MAX", "3072"));
     }
@@ -449,9 +452,13 @@ fn small_transfers_between_hosts_are_messages() {
 /// With `GEX_MPI_AM_RMA_MAX` unset and several hosts, rank 0 measures small blocking
 /// puts to another host both ways when the segments are attached (`gex/rma/probe.rs`)
 /// and every rank applies the threshold it chose to blocking transfers: under
-/// `GEX_MPI_STATS` each rank reports the same one, 0 or a size measured, and rank 0
-/// its figures; `gex_network` checks the bytes its puts and gets moved. With the
-/// variable set, or every rank on one host, nothing is measured.
+/// `GEX_MPI_STATS` each rank reports the same one, rank 0 with its figures, from which
+/// the threshold follows (the largest size before the first at which the window was at
+/// least 10% faster; as configured, 3072, if the measurement ran out of time);
+/// `gex_network` checks the bytes its puts and gets moved. With the variable set, or
+/// every rank on one host, nothing is measured, also when the variable is set for
+/// rank 0 alone (every rank must join the measurement's broadcast, so a rank that
+/// measured alone would hang the job).
 #[test]
 fn the_threshold_between_hosts_is_measured_when_unset() {
     let stats = ("GEX_MPI_STATS", "1");
@@ -485,11 +492,15 @@ fn the_threshold_between_hosts_is_measured_when_unset() {
             told.iter().all(|t| t.1 == max),
             "{what}: the ranks apply different thresholds:\n{stderr}"
         );
-        // Its figures, or that a loaded machine took too long to measure.
-        let figures = told[0].2.starts_with("(8 B: ") || told[0].2.starts_with("(over ");
         assert!(
-            figures && told[1..].iter().all(|t| t.2.is_empty()),
+            told[1..].iter().all(|t| t.2.is_empty()),
             "{what}: rank 0 alone says what it measured:\n{stderr}"
+        );
+        let seen = told[0].2;
+        assert_eq!(
+            max,
+            threshold_from(seen).unwrap_or_else(|| panic!("{what}: figures {seen}")),
+            "{what}: the threshold does not follow from the figures:\n{stderr}"
         );
     }
     let set = [stats, ("GEX_MPI_AM_RMA_MAX", "64")];
@@ -499,6 +510,53 @@ fn the_threshold_between_hosts_is_measured_when_unset() {
         assert!(out.status.success(), "{what}:\n{stderr}");
         assert!(!stderr.contains("measured"), "{what}:\n{stderr}");
     }
+    // Two application contexts: rank 0 with the variable, rank 1 without.
+    let mut cmd = Command::new("mpirun");
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        cmd.arg("--allow-run-as-root");
+    }
+    cmd.arg("--oversubscribe");
+    for (i, own) in [&["GEX_MPI_AM_RMA_MAX=64"][..], &[]]
+        .into_iter()
+        .enumerate()
+    {
+        if i > 0 {
+            cmd.arg(":");
+        }
+        cmd.args(["-n", "1", "env", "GEX_MPI_HOST_RANKS=1", "GEX_MPI_STATS=1"]);
+        cmd.args(own).arg(example("gex_network"));
+    }
+    for k in ["GEX_MPI_HOST_RANKS", "GEX_MPI_THREAD", "GEX_MPI_AM_RMA_MAX"] {
+        cmd.env_remove(k);
+    }
+    let what = "mpirun of gex_network, GEX_MPI_AM_RMA_MAX=64 for rank 0 only";
+    let out = run(cmd, what);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{what}:\n{stderr}");
+    assert!(!stderr.contains("measured"), "{what}:\n{stderr}");
+}
+
+/// The threshold that the figures rank 0 reports call for (`gex/rma/probe.rs`), from
+/// `(8 B: M ns by messages, W ns by RMA, 256 B: ...)`, 3072 (as configured) if they end
+/// with the measurement out of time; `None` if they do not read so.
+fn threshold_from(seen: &str) -> Option<usize> {
+    let inner = seen.strip_prefix('(')?.strip_suffix(')')?;
+    if inner.contains("over ") {
+        return Some(3072);
+    }
+    let mut chosen = 0;
+    for figure in inner.split(" ns by RMA").filter(|f| !f.is_empty()) {
+        let figure = figure.trim_start_matches(", ");
+        let (size, rest) = figure.split_once(" B: ")?;
+        let (messages, window) = rest.split_once(" ns by messages, ")?;
+        let (messages, window): (u128, u128) = (messages.parse().ok()?, window.parse().ok()?);
+        if window * 100 <= messages * 90 {
+            return Some(chosen);
+        }
+        chosen = size.parse().ok()?;
+    }
+    Some(chosen)
 }
 
 /// Between hosts the barrier's rounds are signals that the mpi conduit carries in

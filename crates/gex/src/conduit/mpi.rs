@@ -154,7 +154,9 @@
 //!
 //! **`GEX_MPI_STATS=1`** makes each rank print at finalize how many AMs it handled from
 //! its host queues and how many over MPI, in how many MPI messages (tests use it to
-//! check which path carried the AMs, and that streams were aggregated).
+//! check which path carried the AMs, and that streams were aggregated), and at attach
+//! the threshold of blocking transfers between hosts, if it was measured (rank 0 with
+//! its figures).
 //!
 //! **Threads.** Every MPI call is made under one lock, and no thread is started:
 //! progress happens in `poll`, which is called from library calls. MPI is initialized
@@ -320,8 +322,8 @@ pub(crate) struct MpiConduit {
     /// That of a blocking put or get: `am_rma_max`, or as measured at attach when the
     /// variable is unset and there are hosts to measure between.
     am_rma_blocking_max: AtomicUsize,
-    /// Whether `am_rma_blocking_max` is to be measured (`GEX_MPI_AM_RMA_MAX` unset,
-    /// several hosts).
+    /// Whether `am_rma_blocking_max` is to be measured (`GEX_MPI_AM_RMA_MAX` unset on
+    /// every rank, several hosts).
     am_rma_probe: bool,
     /// The shared memory of this host: queues and signal words.
     host: Host,

@@ -9,15 +9,18 @@
 //! bytes between two of Open MPI's shared-memory "hosts" took 1.7 µs against 0.6 µs by
 //! messages, on another 0.6-0.9 µs against 1.3-1.45 µs; over TCP, Open MPI's `osc
 //! pt2pt` carries each flushed put as several messages of its own. So rank 0 measures
-//! both with one rank of another host (the first host's leader, as every host is taken
-//! to be alike), at sizes from 8 bytes to the configured threshold, and the threshold
-//! becomes the largest size up to which messages won every size measured. Each path's
-//! figure at a size is the fastest of [`ROUNDS`] batches of [`PUTS`] blocking puts, the
-//! two paths' batches interleaved, so a preemption or a slow start costs neither path
-//! its figure. Every put writes back the bytes that were there (read first), so the
-//! segment is left as attach made it. Within [`BUDGET`], or the threshold is left as
-//! configured: a machine so loaded that the measurement takes longer gives figures that
-//! say nothing.
+//! both with one rank of another host (the lowest rank of the next host, as every host
+//! is taken to be alike), at sizes from 8 bytes to the configured threshold, and the
+//! threshold becomes the largest size up to which messages won every size measured
+//! (the window winning only by [`MARGIN_PERCENT`] or more). Each path's figure at a
+//! size is the fastest of [`ROUNDS`] batches of [`PUTS`] blocking puts, the two paths'
+//! batches interleaved and each path's first put untimed, so a preemption or a slow
+//! start costs neither path its figure. Every put writes back the bytes that were
+//! there (read first), so the segment is left as attach made it. Within [`BUDGET`], or
+//! the threshold is left as configured: a machine so loaded that the measurement takes
+//! longer gives figures that say nothing. The measurement is made only where no rank
+//! set `GEX_MPI_AM_RMA_MAX` (the conduit compares them at start), since every rank
+//! takes part in its broadcast.
 //!
 //! The other ranks wait in the broadcast of the result, polling, which serves the
 //! measurement's messages and, for an `MPI_Put` that needs the target's progress, its
@@ -59,23 +62,64 @@ const PUTS: u32 = 8;
 /// would take 45 ms: the measurement stops, leaving messages, the faster path there.
 const BUDGET: Duration = Duration::from_millis(20);
 
+/// How much faster the window must be, in percent of the time by messages, to take
+/// the transfers of a size from them: a tie keeps messages, which also gather the
+/// transfers that follow one another (and two close figures may swap from job to job).
+const MARGIN_PERCENT: u128 = 10;
+
 /// Chooses the conduit's threshold for small blocking transfers by messages
 /// ([`Conduit::set_am_rma_blocking_max`]): measured by rank 0, broadcast over `team` (the
 /// primordial team, every rank taking part). Called at attach, before any user
 /// transfer.
 pub(crate) fn choose_am_rma_blocking_max(rt: &Runtime, team: &Team) {
-    let mut chosen = (rt.conduit.am_rma_max() as u64).to_le_bytes();
+    // What no measurement gives: the other ranks check that rank 0's value came.
+    let mut chosen = u64::MAX.to_le_bytes();
     let mut measured = String::new();
     if rt.conduit.rank() == 0 {
-        if let Some(&peer) = rt.conduit.host_leaders().get(1) {
-            let (max, what) = measure(rt, peer);
-            chosen = (max as u64).to_le_bytes();
-            measured = what;
-        }
+        let peer = rt.conduit.host_leaders()[1];
+        let (max, what) = measure(rt, peer);
+        chosen = (max as u64).to_le_bytes();
+        measured = what;
     }
-    team.broadcast(0, &mut chosen);
+    {
+        // The runtime's own collective, not the program's: no GASP event.
+        #[cfg(feature = "gasp")]
+        let _quiet = gasp::dispatch::quiet();
+        team.broadcast(0, &mut chosen);
+    }
+    let chosen = u64::from_le_bytes(chosen);
+    assert!(
+        chosen != u64::MAX,
+        "gex::{CALL}: the threshold of small transfers measured by rank 0 did not arrive"
+    );
     rt.conduit
-        .set_am_rma_blocking_max(u64::from_le_bytes(chosen) as usize, &measured);
+        .set_am_rma_blocking_max(chosen as usize, &measured);
+}
+
+/// A size's figures: the fastest batch's time per put by messages and through the
+/// conduit's RMA.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Figure {
+    size: usize,
+    messages: Duration,
+    window: Duration,
+}
+
+impl Figure {
+    /// Whether the window beat messages at this size by [`MARGIN_PERCENT`].
+    fn window_wins(&self) -> bool {
+        self.window.as_nanos() * 100 <= self.messages.as_nanos() * (100 - MARGIN_PERCENT)
+    }
+}
+
+/// The threshold that `figures` (by size, smallest first) call for: the largest size
+/// up to which messages won every size, 0 if they lost the first.
+fn threshold(figures: &[Figure]) -> usize {
+    figures
+        .iter()
+        .take_while(|f| !f.window_wins())
+        .last()
+        .map_or(0, |f| f.size)
 }
 
 /// The threshold that puts to `peer` measured here call for, and what was measured.
@@ -97,10 +141,21 @@ fn measure(rt: &Runtime, peer: Rank) -> (usize, String) {
     // SAFETY: `saved` is borrowed exclusively until the blocking get completes.
     let c = unsafe { remote::get(rt, CALL, saved.as_mut_ptr(), peer, addr, largest, true) };
     complete(rt, c);
+    let put = |by_messages: bool, src: &[u8]| {
+        let c = if by_messages {
+            Ok(remote::put_by_messages(rt, CALL, peer, addr, src, true))
+        } else {
+            rt.conduit.put(peer, addr, src, true)
+        };
+        complete(rt, c);
+    };
+    // Untimed: whatever the first transfer of either path sets up (the window's lock
+    // of the peer, the transport's connection) is not a put's cost.
+    put(true, &saved);
+    put(false, &saved);
 
     let start = Instant::now();
-    let mut chosen = 0;
-    let mut seen = Vec::new();
+    let mut figures = Vec::new();
     for size in sizes {
         let src = &saved[..size];
         let mut best = [Duration::MAX; 2];
@@ -108,30 +163,43 @@ fn measure(rt: &Runtime, peer: Rank) -> (usize, String) {
             for (path, best) in best.iter_mut().enumerate() {
                 let t = Instant::now();
                 for _ in 0..PUTS {
-                    let c = if path == 0 {
-                        Ok(remote::put_by_messages(rt, CALL, peer, addr, src, true))
-                    } else {
-                        rt.conduit.put(peer, addr, src, true)
-                    };
-                    complete(rt, c);
+                    put(path == 0, src);
                 }
                 *best = (*best).min(t.elapsed() / PUTS);
                 if start.elapsed() > BUDGET {
+                    let mut seen = report(&figures);
                     seen.push(format!("over {BUDGET:?}: left as configured"));
                     return (configured, seen.join(", "));
                 }
             }
         }
-        let [messages, window] = best.map(|d| d.as_nanos());
-        seen.push(format!(
-            "{size} B: {messages} ns by messages, {window} ns by RMA"
-        ));
-        if window < messages {
+        let [messages, window] = best;
+        let figure = Figure {
+            size,
+            messages,
+            window,
+        };
+        figures.push(figure);
+        if figure.window_wins() {
             break;
         }
-        chosen = size;
     }
-    (chosen, seen.join(", "))
+    (threshold(&figures), report(&figures).join(", "))
+}
+
+/// What the conduit reports of `figures` (tests read it back).
+fn report(figures: &[Figure]) -> Vec<String> {
+    figures
+        .iter()
+        .map(|f| {
+            format!(
+                "{} B: {} ns by messages, {} ns by RMA",
+                f.size,
+                f.messages.as_nanos(),
+                f.window.as_nanos()
+            )
+        })
+        .collect()
 }
 
 /// Waits for a transfer of the measurement; an address error cannot arise (the
@@ -139,4 +207,46 @@ fn measure(rt: &Runtime, peer: Rank) -> (usize, String) {
 fn complete(rt: &Runtime, c: Result<Completion, AddressError>) {
     let c = c.unwrap_or_else(|e| panic!("gex::{CALL}: measuring small puts: {e:?}"));
     event::complete_blocking(rt, c);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn figure(size: usize, messages: u64, window: u64) -> Figure {
+        Figure {
+            size,
+            messages: Duration::from_nanos(messages),
+            window: Duration::from_nanos(window),
+        }
+    }
+
+    #[test]
+    fn the_threshold_is_the_last_size_before_the_window_wins() {
+        let all_messages = [
+            figure(8, 600, 1700),
+            figure(256, 700, 1700),
+            figure(1024, 800, 1700),
+            figure(3072, 1100, 1700),
+        ];
+        assert_eq!(threshold(&all_messages), 3072);
+        assert_eq!(threshold(&[figure(8, 1400, 700)]), 0);
+        assert_eq!(
+            threshold(&[figure(8, 600, 1000), figure(256, 900, 700)]),
+            8,
+            "the window beat messages at 256 bytes"
+        );
+        assert_eq!(threshold(&[]), 0);
+    }
+
+    #[test]
+    fn the_window_must_win_by_the_margin() {
+        // 10% faster wins; 5% faster is a tie, which messages keep.
+        assert!(figure(8, 1000, 900).window_wins());
+        assert!(!figure(8, 1000, 950).window_wins());
+        assert_eq!(
+            threshold(&[figure(8, 1000, 950), figure(256, 1000, 900)]),
+            8
+        );
+    }
 }

@@ -1,8 +1,9 @@
 //! Puts and gets sent as messages: to a segment this process does not map, where the
 //! conduit says messages to the owner are faster than its own RMA
 //! ([`Conduit::am_rma_max`]: the mpi conduit between hosts, up to `GEX_MPI_AM_RMA_MAX`
-//! bytes). The owner copies between the message and its segment, as GASNet-EX's
-//! AM-based conduits do for every transfer.
+//! bytes; a blocking transfer up to [`Conduit::am_rma_blocking_max`], which may have
+//! been measured, `probe.rs`). The owner copies between the message and its segment,
+//! as GASNet-EX's AM-based conduits do for every transfer.
 //!
 //! * A put sends its bytes in Medium Requests to [`PUT_HANDLER`], each carrying the
 //!   address of its piece and the name of its completion ([`OpName`]); the

@@ -255,6 +255,14 @@ pub(super) fn bootstrap() -> MpiConduit {
     host.joined();
     let remote = host_ranks.len() < size as usize;
     let configured = am_rma_max();
+    // Measured only where no rank set the threshold (under mpirun each rank reads its
+    // own environment): the measurement ends in a broadcast that every rank must join.
+    // Ranks that disagree keep what each has, which is harmless: the initiator of each
+    // transfer chooses its path.
+    let probe = distinct.len() > 1
+        && allgather_u64(world, u64::from(configured.is_none()))
+            .iter()
+            .all(|&unset| unset == 1);
     MpiConduit {
         rank: rank as Rank,
         size: size as Rank,
@@ -267,7 +275,7 @@ pub(super) fn bootstrap() -> MpiConduit {
         max_segment,
         am_rma_max: configured.unwrap_or(AM_RMA_MAX),
         am_rma_blocking_max: AtomicUsize::new(configured.unwrap_or(AM_RMA_MAX)),
-        am_rma_probe: configured.is_none() && distinct.len() > 1,
+        am_rma_probe: probe,
         host,
         host_mapped: AtomicBool::new(true),
         state: SpinMutex::new(st),

@@ -22,7 +22,8 @@
 //!
 //! A put or get of at most `GEX_MPI_AM_RMA_MAX` bytes does not come here from gex's
 //! RMA calls: the upper half sends it as Active Messages to the owner
-//! (`Conduit::am_rma_max`, `gex/rma/remote.rs`). With two
+//! (`Conduit::am_rma_max`, `gex/rma/remote.rs`), unless it is blocking and the
+//! threshold of blocking transfers, measured at attach, is lower (below). With two
 //! ranks each its own "host" on one machine (Open MPI's shared-memory transport, `osc
 //! rdma`), a blocking put of 8 bytes took 1.67-1.72 µs through `MPI_Put` and its flush
 //! against 0.52-0.73 µs by messages, 1 KiB 1.67-1.68 µs against 0.71-0.83 µs, and
