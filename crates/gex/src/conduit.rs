@@ -263,6 +263,12 @@ pub(crate) trait Conduit: Send + Sync + Sized + 'static {
     /// measurement chose (the same on every rank); `measured` says what rank 0 saw
     /// (empty elsewhere), for the conduit's report.
     fn set_am_rma_blocking_max(&self, _max: usize, _measured: &str) {}
+    /// Active Messages this rank has handled that came over the network (the count
+    /// that the mpi conduit reports under `GEX_MPI_STATS`), for tests of the paths.
+    #[cfg(feature = "testing")]
+    fn am_handled_over_network(&self) -> u64 {
+        0
+    }
     /// Claims a send buffer for a message to `dest`, or `None` under back-pressure.
     fn am_reserve(&self, dest: Rank, network: Network) -> Option<Self::Outbound>;
     /// The payload area of a claimed buffer (`am_max_medium` bytes, 16-byte aligned).

@@ -254,9 +254,10 @@ pub fn mpi_placement() -> Placement {
 }
 
 /// The largest put or get to a segment not mapped here that gex sends as Active
-/// Messages to its owner (0 where none travels so): the mpi conduit's
-/// `GEX_MPI_AM_RMA_MAX` or its default, or for a `blocking` transfer the threshold it
-/// measured when the segments were attached, if it did.
+/// Messages to its owner: the mpi conduit's `GEX_MPI_AM_RMA_MAX` or its default (also
+/// with every rank on one host, where no segment is out of reach), or for a `blocking`
+/// transfer the threshold it measured when the segments were attached, if it did; 0
+/// under the smp conduit.
 ///
 /// # Panics
 /// Before `gex::Client::init`.
@@ -268,6 +269,32 @@ pub fn am_rma_max(blocking: bool) -> usize {
     } else {
         conduit.am_rma_max()
     }
+}
+
+/// Sets this rank's threshold of blocking transfers to segments not mapped here, as the
+/// mpi conduit's measurement at attach does (see [`am_rma_max`]), for tests of the
+/// paths; no effect under the smp conduit.
+///
+/// # Panics
+/// Before `gex::Client::init`.
+pub fn set_am_rma_blocking_max(max: usize) {
+    use crate::conduit::Conduit as _;
+    crate::runtime::runtime("gex::testing::set_am_rma_blocking_max")
+        .conduit
+        .set_am_rma_blocking_max(max, "");
+}
+
+/// How many Active Messages this rank has handled that came over MPI from other hosts
+/// (what the mpi conduit reports under `GEX_MPI_STATS` at finalize); 0 under the smp
+/// conduit.
+///
+/// # Panics
+/// Before `gex::Client::init`.
+pub fn am_handled_over_mpi() -> u64 {
+    use crate::conduit::Conduit as _;
+    crate::runtime::runtime("gex::testing::am_handled_over_mpi")
+        .conduit
+        .am_handled_over_network()
 }
 
 /// Says on stderr that the current test is skipped, under `condition`, for want of `why`.

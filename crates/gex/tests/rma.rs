@@ -568,3 +568,77 @@ fn held_puts_to_another_host_return_before_they_complete() {
         client.finalize();
     });
 }
+
+/// Between hosts a blocking put or get takes the threshold of blocking transfers (which
+/// the mpi conduit may measure at attach; `gex::testing::am_rma_max(true)`), a
+/// non-blocking one the configured threshold (`am_rma_max(false)`). With the blocking
+/// threshold at 0 on both ranks, rank 0's blocking puts and gets of 8 bytes to rank 1
+/// (another host) add no AM to those rank 1 handles over MPI (they take the MPI
+/// window), while its non-blocking ones add one each (the Request); with the blocking
+/// threshold back at the configured one, the blocking ones add one each too. The
+/// barriers between the phases are signals between hosts, not AMs. Ranks 0 and 1 on
+/// one host: nothing to check.
+#[test]
+fn blocking_transfers_between_hosts_take_their_own_threshold() {
+    const N: u64 = 10;
+    spmd(2, || {
+        let (client, _ep, team) = Client::init("RMA_PATHS", Flags::NONE).unwrap();
+        let _seg = Segment::attach(&team, MB).unwrap();
+        let bases = common::segment_bases(&team);
+        let me = team.rank();
+        let configured = gex::testing::am_rma_max(false);
+        if team.segment_bound(1 - me).unwrap().local_addr.is_some() || configured < 8 {
+            team.barrier();
+            client.finalize();
+            return;
+        }
+        // AMs rank 1 handled over MPI while rank 0 moved 8 bytes there and back N
+        // times, blocking or not, with the blocking threshold at `blocking_max`.
+        let handled = |blocking_max: usize, blocking: bool| -> u64 {
+            gex::testing::set_am_rma_blocking_max(blocking_max);
+            team.barrier();
+            let before = gex::testing::am_handled_over_mpi();
+            if me == 0 {
+                for i in 0..N {
+                    let word = (i + 1).to_le_bytes();
+                    let mut got = [0u8; 8];
+                    if blocking {
+                        team.put_blocking(1, bases[1], &word, Flags::NONE).unwrap();
+                        team.get_blocking(&mut got, 1, bases[1], Flags::NONE)
+                            .unwrap();
+                    } else {
+                        // SAFETY: `word` and `got` live and are untouched until the
+                        // waits.
+                        unsafe {
+                            team.put_nb(1, bases[1], &word, Lc::Now, Flags::NONE)
+                                .unwrap()
+                                .wait();
+                            team.get_nb(got.as_mut_ptr(), 1, bases[1], 8, Flags::NONE)
+                                .unwrap()
+                                .wait();
+                        }
+                    }
+                    assert_eq!(got, word, "blocking: {blocking}, threshold {blocking_max}");
+                }
+            }
+            team.barrier();
+            gex::testing::am_handled_over_mpi() - before
+        };
+        let window = handled(0, true);
+        let non_blocking = handled(0, false);
+        let messages = handled(configured, true);
+        if me == 1 {
+            assert_eq!(window, 0, "AMs of blocking transfers through the window");
+            assert!(
+                non_blocking >= 2 * N,
+                "{non_blocking} AMs of {N} non-blocking puts and gets"
+            );
+            assert!(
+                messages >= 2 * N,
+                "{messages} AMs of {N} blocking puts and gets by messages"
+            );
+        }
+        team.barrier();
+        client.finalize();
+    });
+}

@@ -673,6 +673,11 @@ impl Conduit for MpiConduit {
         }
     }
 
+    #[cfg(feature = "testing")]
+    fn am_handled_over_network(&self) -> u64 {
+        self.serial().net_handled
+    }
+
     #[inline]
     fn am_long_inline(&self, out: &Outbound, len: usize) -> bool {
         matches!(out, Outbound::Net(_)) && am::long_inline(len)

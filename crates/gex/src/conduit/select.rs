@@ -145,6 +145,10 @@ impl Conduit for Selected {
     fn set_am_rma_blocking_max(&self, max: usize, measured: &str) {
         each!(self, c => c.set_am_rma_blocking_max(max, measured))
     }
+    #[cfg(feature = "testing")]
+    fn am_handled_over_network(&self) -> u64 {
+        each!(self, c => c.am_handled_over_network())
+    }
     fn long_payload(
         &self,
         dest: Rank,
