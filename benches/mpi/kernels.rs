@@ -36,6 +36,7 @@ const GET_OFF: usize = 64;
 const FADD_OFF: usize = 128;
 const ARRIVE_OFF: usize = 192;
 const RPUT_OFF: usize = 256;
+const PUT_NB_OFF: usize = 320;
 const BW_OFF: usize = 4096;
 const BCAST_SRC: usize = BW_OFF + BW_BYTES;
 const BCAST_DST: usize = BCAST_SRC + BCAST_BYTES;
@@ -180,6 +181,61 @@ fn put_8b(a: Area, name: String) -> Bench<'static> {
     .checked_by_rank1(move || {
         // Rank 1 has no count of rank 0's puts; it checks that they arrived.
         assert_ne!(a.own_word(PUT_OFF), 0, "put_8B: rank 1 received no put");
+    })
+}
+
+/// `put_nb_8B`: `put_nb` of 8 bytes into rank 1's area, its event waited for (the
+/// non-blocking path, which `rput_8B` takes); read back and checked as `put_8B` is.
+fn put_nb_8b(a: Area, name: String) -> Bench<'static> {
+    let mut n = 0u64;
+    let mut checked = false;
+    let team = a.team;
+    let dest = a.peer + PUT_NB_OFF;
+    solo_polled(name.clone(), Unit::Latency, team, move |iters| {
+        let t = time_iters(iters, || {
+            n += 1;
+            let word = n.to_ne_bytes();
+            // SAFETY: `Lc::Now`: the source is read before the call returns.
+            unsafe { team.put_nb(1, dest, &word, gex::Lc::Now, Flags::NONE) }
+                .unwrap()
+                .wait();
+        });
+        if !checked {
+            let mut back = [0u8; 8];
+            team.get_blocking(&mut back, 1, dest, Flags::NONE).unwrap();
+            assert_eq!(u64::from_ne_bytes(back), n, "{name}: wrong data");
+            checked = true;
+        }
+        t
+    })
+    .checked_by_rank1(move || {
+        assert_ne!(
+            a.own_word(PUT_NB_OFF),
+            0,
+            "put_nb_8B: rank 1 received no put"
+        );
+    })
+}
+
+/// `get_nb_8B`: `get_nb` of the 8 bytes rank 1 wrote at setup, its event waited for
+/// (the non-blocking path, which `rget_8B` takes); checked once.
+fn get_nb_8b(a: Area, name: String) -> Bench<'static> {
+    let team = a.team;
+    let src = a.peer + GET_OFF;
+    let mut word = [0u8; 8];
+    let mut checked = false;
+    solo_polled(name.clone(), Unit::Latency, team, move |iters| {
+        let t = time_iters(iters, || {
+            // SAFETY: `word` lives and is untouched until the wait.
+            unsafe { team.get_nb(black_box(word.as_mut_ptr()), 1, src, 8, Flags::NONE) }
+                .unwrap()
+                .wait();
+        });
+        if !checked {
+            assert_eq!(u64::from_ne_bytes(word), GET_VALUE, "{name}: wrong data");
+            checked = true;
+        }
+        t
     })
 }
 
@@ -516,6 +572,8 @@ pub(crate) fn figures(f: &Figures, prefix: &str) -> (Vec<Bench<'static>>, Vec<Un
     ];
     v.push(put_8b(a, n("put_8B")));
     v.push(get_8b(a, n("get_8B")));
+    v.push(put_nb_8b(a, n("put_nb_8B")));
+    v.push(get_nb_8b(a, n("get_nb_8B")));
     let word = f.peer_area.add(GET_OFF).cast::<u64>();
     v.push(rget_8b(n("rget_8B"), a.team, word));
     v.push(rget_8b_x64(n("rget_8B_x64"), a.team, word));
