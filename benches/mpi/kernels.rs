@@ -157,18 +157,29 @@ fn solo_polled(
     )
 }
 
-/// `put_8B`: `put_blocking` of 8 bytes into rank 1's area; the last value put is read
-/// back with `get_blocking` once, and rank 1 checks it in its own memory at the end.
-fn put_8b(a: Area, name: String) -> Bench<'static> {
+/// `put_8B`: `put_blocking` of 8 bytes into rank 1's area, or (`blocking` false)
+/// `put_nb_8B`: `put_nb` of them, its event waited for (the non-blocking path, which
+/// `rput_8B` takes), at an offset of its own; the last value put is read back with
+/// `get_blocking` once, and rank 1 checks it in its own memory at the end.
+fn put_8b(a: Area, name: String, blocking: bool) -> Bench<'static> {
     let mut n = 0u64;
     let mut checked = false;
     let team = a.team;
-    let dest = a.peer + PUT_OFF;
+    let off = if blocking { PUT_OFF } else { PUT_NB_OFF };
+    let dest = a.peer + off;
+    let what = name.clone();
     solo_polled(name.clone(), Unit::Latency, team, move |iters| {
         let t = time_iters(iters, || {
             n += 1;
-            team.put_blocking(1, dest, &n.to_ne_bytes(), Flags::NONE)
-                .unwrap();
+            let word = n.to_ne_bytes();
+            if blocking {
+                team.put_blocking(1, dest, &word, Flags::NONE).unwrap();
+            } else {
+                // SAFETY: `Lc::Now`: the source is read before the call returns.
+                unsafe { team.put_nb(1, dest, &word, gex::Lc::Now, Flags::NONE) }
+                    .unwrap()
+                    .wait();
+            }
         });
         if !checked {
             let mut back = [0u8; 8];
@@ -180,62 +191,7 @@ fn put_8b(a: Area, name: String) -> Bench<'static> {
     })
     .checked_by_rank1(move || {
         // Rank 1 has no count of rank 0's puts; it checks that they arrived.
-        assert_ne!(a.own_word(PUT_OFF), 0, "put_8B: rank 1 received no put");
-    })
-}
-
-/// `put_nb_8B`: `put_nb` of 8 bytes into rank 1's area, its event waited for (the
-/// non-blocking path, which `rput_8B` takes); read back and checked as `put_8B` is.
-fn put_nb_8b(a: Area, name: String) -> Bench<'static> {
-    let mut n = 0u64;
-    let mut checked = false;
-    let team = a.team;
-    let dest = a.peer + PUT_NB_OFF;
-    solo_polled(name.clone(), Unit::Latency, team, move |iters| {
-        let t = time_iters(iters, || {
-            n += 1;
-            let word = n.to_ne_bytes();
-            // SAFETY: `Lc::Now`: the source is read before the call returns.
-            unsafe { team.put_nb(1, dest, &word, gex::Lc::Now, Flags::NONE) }
-                .unwrap()
-                .wait();
-        });
-        if !checked {
-            let mut back = [0u8; 8];
-            team.get_blocking(&mut back, 1, dest, Flags::NONE).unwrap();
-            assert_eq!(u64::from_ne_bytes(back), n, "{name}: wrong data");
-            checked = true;
-        }
-        t
-    })
-    .checked_by_rank1(move || {
-        assert_ne!(
-            a.own_word(PUT_NB_OFF),
-            0,
-            "put_nb_8B: rank 1 received no put"
-        );
-    })
-}
-
-/// `get_nb_8B`: `get_nb` of the 8 bytes rank 1 wrote at setup, its event waited for
-/// (the non-blocking path, which `rget_8B` takes); checked once.
-fn get_nb_8b(a: Area, name: String) -> Bench<'static> {
-    let team = a.team;
-    let src = a.peer + GET_OFF;
-    let mut word = [0u8; 8];
-    let mut checked = false;
-    solo_polled(name.clone(), Unit::Latency, team, move |iters| {
-        let t = time_iters(iters, || {
-            // SAFETY: `word` lives and is untouched until the wait.
-            unsafe { team.get_nb(black_box(word.as_mut_ptr()), 1, src, 8, Flags::NONE) }
-                .unwrap()
-                .wait();
-        });
-        if !checked {
-            assert_eq!(u64::from_ne_bytes(word), GET_VALUE, "{name}: wrong data");
-            checked = true;
-        }
-        t
+        assert_ne!(a.own_word(off), 0, "{what}: rank 1 received no put");
     })
 }
 
@@ -267,16 +223,25 @@ fn put_bw(a: Area, name: String) -> Bench<'static> {
     })
 }
 
-/// `get_8B`: `get_blocking` of the 8 bytes rank 1 wrote at setup; checked once.
-fn get_8b(a: Area, name: String) -> Bench<'static> {
+/// `get_8B`: `get_blocking` of the 8 bytes rank 1 wrote at setup, or (`blocking`
+/// false) `get_nb_8B`: `get_nb` of them, its event waited for (the non-blocking path,
+/// which `rget_8B` takes); checked once.
+fn get_8b(a: Area, name: String, blocking: bool) -> Bench<'static> {
     let team = a.team;
     let src = a.peer + GET_OFF;
     let mut word = [0u8; 8];
     let mut checked = false;
     solo_polled(name.clone(), Unit::Latency, team, move |iters| {
         let t = time_iters(iters, || {
-            team.get_blocking(black_box(&mut word), 1, src, Flags::NONE)
-                .unwrap();
+            if blocking {
+                team.get_blocking(black_box(&mut word), 1, src, Flags::NONE)
+                    .unwrap();
+            } else {
+                // SAFETY: `word` lives and is untouched until the wait.
+                unsafe { team.get_nb(black_box(word.as_mut_ptr()), 1, src, 8, Flags::NONE) }
+                    .unwrap()
+                    .wait();
+            }
         });
         if !checked {
             assert_eq!(u64::from_ne_bytes(word), GET_VALUE, "{name}: wrong data");
@@ -570,10 +535,10 @@ pub(crate) fn figures(f: &Figures, prefix: &str) -> (Vec<Bench<'static>>, Vec<Un
         rpc::rpc_u64_roundtrip(n("rpc_roundtrip"), a.team),
         figures::am_medium_rate(n("am_medium_rate"), a.team),
     ];
-    v.push(put_8b(a, n("put_8B")));
-    v.push(get_8b(a, n("get_8B")));
-    v.push(put_nb_8b(a, n("put_nb_8B")));
-    v.push(get_nb_8b(a, n("get_nb_8B")));
+    v.push(put_8b(a, n("put_8B"), true));
+    v.push(get_8b(a, n("get_8B"), true));
+    v.push(put_8b(a, n("put_nb_8B"), false));
+    v.push(get_8b(a, n("get_nb_8B"), false));
     let word = f.peer_area.add(GET_OFF).cast::<u64>();
     v.push(rget_8b(n("rget_8B"), a.team, word));
     v.push(rget_8b_x64(n("rget_8B_x64"), a.team, word));
