@@ -175,6 +175,22 @@ fn mpirun_osc(name: &str, osc: &str, cap: Option<u32>) -> (Output, String) {
     mpirun_job(name, &[], 2, cap, &[], &["--mca", "osc", osc])
 }
 
+/// `mpirun --oversubscribe` (as root too), without the conduit's settings the suite
+/// may run under: the host cap, the thread level and the threshold of small transfers
+/// between hosts are each test's own.
+fn mpirun_command() -> Command {
+    let mut cmd = Command::new("mpirun");
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        cmd.arg("--allow-run-as-root");
+    }
+    cmd.arg("--oversubscribe");
+    for k in ["GEX_MPI_HOST_RANKS", "GEX_MPI_THREAD", "GEX_MPI_AM_RMA_MAX"] {
+        cmd.env_remove(k);
+    }
+    cmd
+}
+
 /// [`mpirun_env`] with more options for `mpirun` itself.
 fn mpirun_job(
     name: &str,
@@ -184,18 +200,9 @@ fn mpirun_job(
     env: &[(&str, &str)],
     options: &[&str],
 ) -> (Output, String) {
-    let mut cmd = Command::new("mpirun");
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } == 0 {
-        cmd.arg("--allow-run-as-root");
-    }
-    cmd.args(["--oversubscribe", "-n", &ranks.to_string()]);
+    let mut cmd = mpirun_command();
+    cmd.args(["-n", &ranks.to_string()]);
     cmd.args(options);
-    // The host cap is this test's alone, not the one the suite may run under, and so
-    // is the threshold of small transfers between hosts.
-    cmd.env_remove("GEX_MPI_HOST_RANKS");
-    cmd.env_remove("GEX_MPI_THREAD");
-    cmd.env_remove("GEX_MPI_AM_RMA_MAX");
     if let Some(cap) = cap {
         cmd.args(["-x", &format!("GEX_MPI_HOST_RANKS={cap}")]);
     }
@@ -511,25 +518,15 @@ fn the_threshold_between_hosts_is_measured_when_unset() {
         assert!(!stderr.contains("measured"), "{what}:\n{stderr}");
     }
     // Two application contexts: rank 0 with the variable, rank 1 without.
-    let mut cmd = Command::new("mpirun");
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } == 0 {
-        cmd.arg("--allow-run-as-root");
-    }
-    cmd.arg("--oversubscribe");
-    for (i, own) in [&["GEX_MPI_AM_RMA_MAX=64"][..], &[]]
-        .into_iter()
-        .enumerate()
-    {
-        if i > 0 {
-            cmd.arg(":");
-        }
-        cmd.args(["-n", "1", "env", "GEX_MPI_HOST_RANKS=1", "GEX_MPI_STATS=1"]);
-        cmd.args(own).arg(example("gex_network"));
-    }
-    for k in ["GEX_MPI_HOST_RANKS", "GEX_MPI_THREAD", "GEX_MPI_AM_RMA_MAX"] {
-        cmd.env_remove(k);
-    }
+    let exe = example("gex_network");
+    let mut cmd = mpirun_command();
+    let both = ["-x", "GEX_MPI_HOST_RANKS=1", "-x", "GEX_MPI_STATS=1"];
+    cmd.args(["-n", "1", "-x", "GEX_MPI_AM_RMA_MAX=64"])
+        .args(both)
+        .arg(&exe)
+        .args([":", "-n", "1"])
+        .args(both)
+        .arg(&exe);
     let what = "mpirun of gex_network, GEX_MPI_AM_RMA_MAX=64 for rank 0 only";
     let out = run(cmd, what);
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -880,13 +877,9 @@ fn a_world_window_that_cannot_be_created_ends_the_job() {
 
 #[test]
 fn ranks_that_disagree_on_the_segment_size_end_the_job() {
-    let mut cmd = Command::new("mpirun");
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } == 0 {
-        cmd.arg("--allow-run-as-root");
-    }
+    let mut cmd = mpirun_command();
     let exe = example("gex_hello");
-    cmd.args(["--oversubscribe", "-n", "2", "-x", "UPCXX_SEGMENT_SIZE=64M"])
+    cmd.args(["-n", "2", "-x", "UPCXX_SEGMENT_SIZE=64M"])
         .arg(&exe)
         .args([":", "-n", "1", "-x", "UPCXX_SEGMENT_SIZE=32M"])
         .arg(&exe);
