@@ -3,10 +3,7 @@
 //! `conduit/mpi.rs`).
 
 use std::ffi::c_int;
-
-use ::mpi::ffi;
-
-use super::super::boot::{check, fatal};
+use super::super::boot::fatal;
 use super::super::{MpiConduit, CREDITS};
 use super::{SendBuf, State, CONTROL};
 use crate::conduit::Rank;
@@ -59,29 +56,6 @@ impl State {
 }
 
 impl MpiConduit {
-    pub(super) fn post_control(comm: ffi::MPI_Comm, b: &mut Control) -> ffi::MPI_Request {
-        // SAFETY: a null request is overwritten by MPI_Irecv.
-        let mut req = unsafe { ffi::RSMPI_REQUEST_NULL };
-        // SAFETY: the box outlives the receive (kept in `State::control_bufs`). Bytes,
-        // as control messages are sent (MPI matches type signatures, and the poll reads
-        // the length received in bytes).
-        unsafe {
-            check(
-                ffi::MPI_Irecv(
-                    b.as_mut_ptr().cast(),
-                    std::mem::size_of::<Control>() as c_int,
-                    ffi::RSMPI_UINT8_T,
-                    ffi::RSMPI_ANY_SOURCE,
-                    TAG_CONTROL,
-                    comm,
-                    &mut req,
-                ),
-                "MPI_Irecv",
-            );
-        }
-        req
-    }
-
     /// Stores the value of a signal's control message `b` of `len` bytes from `src`
     /// into this rank's signal word.
     pub(super) fn apply_signal(&self, src: c_int, len: usize, b: Control) {

@@ -110,13 +110,13 @@ impl MpiConduit {
         for k in 0..outcount {
             let t = st.done_idx[k] as usize;
             let i = st.tested_at[t];
-            // The copy tested is the request now (MPI_REQUEST_NULL once complete).
+            // The copy tested is the request now (MPI_REQUEST_NULL once a send
+            // completes; a persistent receive's handle stays, inactive).
             st.reqs[i] = st.tested[t];
             let status = st.done_status[k];
             if i < CONTROL_BASE {
-                let buf = st.slots[i].buf.as_ref().expect("a posted slot's buffer");
                 let len = received(&status);
-                if let Some(credits) = wire::credits(buf, len) {
+                if let Some(credits) = wire::credits(&st.slots[i].buf, len) {
                     self.apply_credits(
                         &mut st.in_flight,
                         status.MPI_SOURCE,
