@@ -261,8 +261,9 @@ pub(crate) trait Conduit: Send + Sync + Sized + 'static {
     }
     /// Sets [`am_rma_blocking_max`](Self::am_rma_blocking_max) to what the
     /// measurement chose (the same on every rank); `measured` says what rank 0 saw
-    /// (empty elsewhere), for the conduit's report.
-    fn set_am_rma_blocking_max(&self, _max: usize, _measured: &str) {}
+    /// (empty elsewhere), for the conduit's report, and is `None` where no measurement
+    /// chose it (a test sets it), which the report leaves out.
+    fn set_am_rma_blocking_max(&self, _max: usize, _measured: Option<&str>) {}
     /// Active Messages this rank has handled that came over the network (the count
     /// that the mpi conduit reports under `GEX_MPI_STATS`), for tests of the paths.
     #[cfg(feature = "testing")]

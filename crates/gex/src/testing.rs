@@ -281,7 +281,7 @@ pub fn set_am_rma_blocking_max(max: usize) {
     use crate::conduit::Conduit as _;
     crate::runtime::runtime("gex::testing::set_am_rma_blocking_max")
         .conduit
-        .set_am_rma_blocking_max(max, "");
+        .set_am_rma_blocking_max(max, None);
 }
 
 /// How many Active Messages this rank has handled that came over MPI from other hosts

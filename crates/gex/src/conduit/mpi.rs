@@ -657,8 +657,11 @@ impl Conduit for MpiConduit {
         self.am_rma_probe
     }
 
-    fn set_am_rma_blocking_max(&self, max: usize, measured: &str) {
+    fn set_am_rma_blocking_max(&self, max: usize, measured: Option<&str>) {
         self.am_rma_blocking_max.store(max, Ordering::Relaxed);
+        let Some(measured) = measured else {
+            return;
+        };
         if self.host.handled().is_some() {
             // Rank 0 says what it measured; the others, what they were told.
             let seen = if measured.is_empty() {

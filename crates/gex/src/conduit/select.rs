@@ -142,7 +142,7 @@ impl Conduit for Selected {
     fn am_rma_probe(&self) -> bool {
         each!(self, c => c.am_rma_probe())
     }
-    fn set_am_rma_blocking_max(&self, max: usize, measured: &str) {
+    fn set_am_rma_blocking_max(&self, max: usize, measured: Option<&str>) {
         each!(self, c => c.set_am_rma_blocking_max(max, measured))
     }
     #[cfg(feature = "testing")]

@@ -93,7 +93,7 @@ pub(crate) fn choose_am_rma_blocking_max(rt: &Runtime, team: &Team) {
         "gex::{CALL}: the threshold of small transfers measured by rank 0 did not arrive"
     );
     rt.conduit
-        .set_am_rma_blocking_max(chosen as usize, &measured);
+        .set_am_rma_blocking_max(chosen as usize, Some(&measured));
 }
 
 /// A size's figures: the fastest batch's time per put by messages and through the
