@@ -11,7 +11,7 @@ use std::sync::Arc;
 use ::mpi::ffi;
 
 use super::boot::{check, fatal};
-use spin::mutex::SpinMutexGuard;
+use super::serial::SerialGuard;
 
 use super::{MpiConduit, CONTROL_DEPTH, MSG_SIZE, POLL_BATCH, RECV_DEPTH};
 use wire::Record;
@@ -426,10 +426,10 @@ impl MpiConduit {
     /// order, each without the lock held; returns how many, and the lock.
     fn handle<'a>(
         &'a self,
-        mut st: SpinMutexGuard<'a, State>,
+        mut st: SerialGuard<'a, State>,
         network: Network,
         dispatch: fn(&Inbound<'_>),
-    ) -> (usize, SpinMutexGuard<'a, State>) {
+    ) -> (usize, SerialGuard<'a, State>) {
         let net = net_index(network);
         if st.handling[net] {
             return (0, st);

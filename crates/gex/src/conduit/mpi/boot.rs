@@ -5,9 +5,9 @@ use std::ffi::c_int;
 use std::sync::atomic::{AtomicBool, AtomicUsize};
 use std::sync::OnceLock;
 
+use super::serial::Serial;
 use ::mpi::ffi;
 use parking_lot::Mutex;
-use spin::mutex::SpinMutex;
 
 use super::am::State;
 use super::host::Host;
@@ -278,7 +278,7 @@ pub(super) fn bootstrap() -> MpiConduit {
         am_rma_probe: probe,
         host,
         host_mapped: AtomicBool::new(true),
-        state: SpinMutex::new(st),
+        state: Serial::new(st, single_thread),
         single_thread,
         windows: Mutex::new(None),
         segments: OnceLock::new(),
