@@ -78,9 +78,12 @@ impl MpiConduit {
     pub(super) fn test_all(&self, st: &mut State) -> usize {
         st.gather_tested();
         let count = st.tested.len();
-        st.done_idx.resize(count, 0);
-        // SAFETY: a zeroed status is a valid out-parameter.
-        st.done_status.resize(count, unsafe { std::mem::zeroed() });
+        // Grown as the requests tested grow, never shrunk: MPI writes at most `count`.
+        if st.done_idx.len() < count {
+            st.done_idx.resize(count, 0);
+            // SAFETY: a zeroed status is a valid out-parameter.
+            st.done_status.resize(count, unsafe { std::mem::zeroed() });
+        }
         let mut outcount = 0;
         // A test call that finds nothing done runs one pass of the progress engine and
         // returns, without looking again at what that pass delivered: a second call
