@@ -167,9 +167,9 @@
 //! MPI takes its own locks around matching and sending at every level above
 //! `MPI_THREAD_SINGLE`, which costs a raw `MPI_Send`/`MPI_Recv` ping-pong about a fifth
 //! of its time; and the conduit's own lock is then a flag, taken without a locked
-//! instruction (`serial.rs`; an AM round trip between hosts took 4-9% less in
-//! alternating runs). An MPI call from another thread then ends the job with an error that
-//! names the variable ([`MpiConduit::serial`]), instead of breaking MPI's contract.
+//! instruction (`serial.rs`). An MPI call from another thread then ends the job with an
+//! error that names the variable ([`MpiConduit::serial`]), instead of breaking MPI's
+//! contract.
 //!
 //! **Across hosts** [`Conduit::translate`] reports [`AddressError::NotMapped`] (after
 //! checking the range, which [`Conduit::check_range`] does alone), and every caller
@@ -333,15 +333,14 @@ pub(crate) struct MpiConduit {
     /// Whether `host` is still mapped (until `finalize` frees its window).
     host_mapped: AtomicBool,
     /// The AM transport's state; holding its lock is what allows an MPI call. A spin
-    /// lock, released with a plain store, and taken without a locked instruction under
-    /// `MPI_THREAD_SINGLE` (see `serial`): every poll and every AM sent takes it, and a
-    /// locked instruction on x86 also waits for the stores before it, such as a message
-    /// just written into a peer's shared-memory mailbox by MPI, to leave the store
-    /// buffer. A waiter yields the processor between its tries, as the holder may be
-    /// waiting in MPI (`MPI_Win_flush` waits for the target's progress).
+    /// lock, released with a plain store, and made `single` (taken without a locked
+    /// instruction, see `serial`) when MPI was initialized with `MPI_THREAD_SINGLE`
+    /// (`GEX_MPI_THREAD=single`): every poll and every AM sent takes it, and a locked
+    /// instruction on x86 also waits for the stores before it, such as a message just
+    /// written into a peer's shared-memory mailbox by MPI, to leave the store buffer. A
+    /// waiter yields the processor between its tries, as the holder may be waiting in
+    /// MPI (`MPI_Win_flush` waits for the target's progress).
     state: Serial<State>,
-    /// MPI was initialized with `MPI_THREAD_SINGLE` (`GEX_MPI_THREAD=single`).
-    single_thread: bool,
     /// Taken only with `state` held.
     windows: Mutex<Option<Windows>>,
     segments: OnceLock<Box<[PeerSegment]>>,
@@ -360,10 +359,10 @@ impl MpiConduit {
     /// other than the one that initialized MPI ends the job here.
     #[inline]
     fn serial(&self) -> SerialGuard<'_, State> {
-        if self.single_thread && !INIT_THREAD.with(|t| t.get()) {
+        if self.state.single() && !INIT_THREAD.with(|t| t.get()) {
             wrong_thread();
         }
-        // SAFETY: under `MPI_THREAD_SINGLE` (the lock's `single`) only the thread that
+        // SAFETY: with the lock `single` (`MPI_THREAD_SINGLE`) only the thread that
         // initialized MPI gets here.
         unsafe { self.state.lock() }
     }

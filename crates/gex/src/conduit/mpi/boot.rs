@@ -5,12 +5,12 @@ use std::ffi::c_int;
 use std::sync::atomic::{AtomicBool, AtomicUsize};
 use std::sync::OnceLock;
 
-use super::serial::Serial;
 use ::mpi::ffi;
 use parking_lot::Mutex;
 
 use super::am::State;
 use super::host::Host;
+use super::serial::Serial;
 use super::{
     MpiConduit, AM_RMA_MAX, GEX_MPI_AM_RMA_MAX, GEX_MPI_HOST_RANKS, GEX_MPI_STATS, GEX_MPI_THREAD,
     INIT_THREAD,
@@ -279,7 +279,6 @@ pub(super) fn bootstrap() -> MpiConduit {
         host,
         host_mapped: AtomicBool::new(true),
         state: Serial::new(st, single_thread),
-        single_thread,
         windows: Mutex::new(None),
         segments: OnceLock::new(),
         my_segment: OnceLock::new(),

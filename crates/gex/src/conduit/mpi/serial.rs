@@ -10,6 +10,7 @@
 //! lock, a few times per message.
 
 use std::cell::UnsafeCell;
+use std::marker::PhantomData;
 use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -23,13 +24,19 @@ pub(super) struct Serial<T> {
 
 // SAFETY: the value is reached only through a guard, of which there is at most one at a
 // time (a compare-and-swap of `held`, or, with `single`, one thread, the caller's
-// guarantee to `lock_single`).
+// guarantee to `lock`).
 unsafe impl<T: Send> Sync for Serial<T> {}
 
-/// Access to the value while the lock is held; released when dropped.
+/// Access to the value while the lock is held; released when dropped. It stays on the
+/// thread that took it (not `Send`, as `std::sync::MutexGuard`): a single thread's lock
+/// relies on that.
 pub(super) struct SerialGuard<'a, T> {
     lock: &'a Serial<T>,
+    _not_send: PhantomData<*mut T>,
 }
+
+// SAFETY: a shared guard lends only `&T`, which may be shared when `T` is `Sync`.
+unsafe impl<T: Sync> Sync for SerialGuard<'_, T> {}
 
 impl<T> Serial<T> {
     pub(super) fn new(value: T, single: bool) -> Serial<T> {
@@ -38,6 +45,12 @@ impl<T> Serial<T> {
             single,
             value: UnsafeCell::new(value),
         }
+    }
+
+    /// Whether only one thread may ever take the lock (`MPI_THREAD_SINGLE`).
+    #[inline]
+    pub(super) fn single(&self) -> bool {
+        self.single
     }
 
     /// Takes the lock: waits, yielding the processor, while another thread holds it
@@ -64,7 +77,10 @@ impl<T> Serial<T> {
                 }
             }
         }
-        SerialGuard { lock: self }
+        SerialGuard {
+            lock: self,
+            _not_send: PhantomData,
+        }
     }
 }
 
@@ -115,15 +131,24 @@ mod tests {
         assert_eq!(*unsafe { lock.lock() }, 40_000);
     }
 
-    /// With one thread, the lock is a flag: released by the guard, and taken twice
-    /// (which would hang a spin lock) it panics.
+    /// With one thread, the lock is a flag, released by the guard.
+    #[test]
+    fn a_single_threads_lock_is_released_by_its_guard() {
+        let lock = Serial::new(0u32, true);
+        for _ in 0..3 {
+            // SAFETY: this thread alone takes it.
+            *unsafe { lock.lock() } += 1;
+        }
+        // SAFETY: as above.
+        assert_eq!(*unsafe { lock.lock() }, 3);
+    }
+
+    /// With one thread, taking the lock twice (which would hang a spin lock) panics.
     #[test]
     #[should_panic(expected = "taken twice")]
     fn a_single_threads_lock_panics_when_taken_twice() {
         let lock = Serial::new((), true);
         // SAFETY: this thread alone takes it.
-        drop(unsafe { lock.lock() });
-        // SAFETY: as above.
         let _held = unsafe { lock.lock() };
         // SAFETY: as above.
         let _again = unsafe { lock.lock() };
