@@ -86,11 +86,12 @@
 //! communicator with a tag each, Open MPI's matching of an arrival walked past the
 //! other network's posted receives (about 800 instructions against 500; a round trip
 //! between hosts took 15% longer). Each network has [`RECV_DEPTH`] pre-posted
-//! persistent receives from `MPI_ANY_SOURCE` (`MPI_Recv_init` once, `MPI_Start` each
-//! time: about 70 instructions fewer than a new `MPI_Irecv`), kept in posting order (MPI matches a message with the
-//! oldest posted receive of its communicator and tag, so this is arrival order). Sends are `MPI_Isend`s,
-//! tested once as they start: a small message leaves eagerly and its buffer is free at
-//! once; a send not yet complete is tested by every poll until it is.
+//! persistent receives from `MPI_ANY_SOURCE` (made once by `MPI_Recv_init`, restarted
+//! by `MPI_Start`, which matches as a new `MPI_Irecv` would without making a request),
+//! kept in posting order (MPI matches a message with the oldest posted receive of its
+//! communicator and tag, so this is arrival order). Sends are `MPI_Isend`s, tested once
+//! as they start: a small message leaves eagerly and its buffer is free at once; a send
+//! not yet complete is tested by every poll until it is.
 //!
 //! **Aggregation.** `am_commit` sends a message on its own when nothing to that peer on
 //! that network is in flight or being filled (a lone message, a round trip, pays no

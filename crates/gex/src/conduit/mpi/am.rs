@@ -65,7 +65,9 @@ pub(super) fn net_index(network: Network) -> usize {
 /// again once every record has been taken and no handler of one is still running (a
 /// handler may poll, and a nested poll takes the next records).
 pub(super) struct RecvSlot {
-    pub(super) buf: Buf,
+    /// The buffer the slot's receive was made with: never replaced (MPI writes to the
+    /// address `MPI_Recv_init` was given), freed with the slot.
+    buf: Buf,
     pub(super) status: Option<(Rank, usize)>,
     /// Handlers of this slot's records running now.
     active: u32,
@@ -115,8 +117,10 @@ pub(super) struct State {
     /// Every request a poll tests, in one array so that one `MPI_Testsome` (one pass of
     /// MPI's progress engine) covers them all: the receive slots of the Reply and the
     /// Request network (`RECV_DEPTH` each), the credit receives, then the sends in
-    /// flight and the `MPI_Rget`s of gets through the window (`rma`). A completed
-    /// request is `MPI_REQUEST_NULL`, which `MPI_Testsome` skips.
+    /// flight and the `MPI_Rget`s of gets through the window (`rma`). A completed send,
+    /// get or put is `MPI_REQUEST_NULL`; a completed receive (entries `..SEND_BASE`,
+    /// persistent requests) stays, inactive until started again. `MPI_Testsome` skips
+    /// both.
     pub(super) reqs: Vec<ffi::MPI_Request>,
     /// The receive slots, as the first `2 * RECV_DEPTH` entries of `reqs`.
     pub(super) slots: Vec<RecvSlot>,
@@ -253,7 +257,8 @@ impl State {
                     comms[CONTROL],
                 )
             };
-            start(&mut st.reqs[CONTROL_BASE + i]);
+            // SAFETY: made just now by `recv_init`, into the box's buffer.
+            unsafe { start(&mut st.reqs[CONTROL_BASE + i]) };
         }
         st
     }
@@ -261,7 +266,10 @@ impl State {
     /// Starts the receive of `slot` (of network `net`) again, at the end of the
     /// network's order.
     fn repost(&mut self, slot: usize, net: usize) {
-        start(&mut self.reqs[slot]);
+        // SAFETY: the slot's receive, made by `recv_init` into its buffer, is inactive:
+        // made and not started, or completed (its slot left the order when its records
+        // were taken, and a slot comes back only through here).
+        unsafe { start(&mut self.reqs[slot]) };
         self.order[net].push_back(slot);
         self.stale = true;
     }
@@ -344,9 +352,6 @@ impl State {
         self.isend(ptr, len, dest, net, SendBuf::Msg { buf, dest, net });
     }
 
-    /// Posts again the receives of the slots whose records have all been handled, and
-    /// the completed control receives (a check inlined into every poll).
-    #[inline]
     /// A handler of a record of `slot` (of network `net`, from `src`) returned, or
     /// unwound: once the slot's last record was handled, its receive is posted again
     /// by the next poll (off the path from the arrival to the handler and from the
@@ -360,6 +365,9 @@ impl State {
         }
     }
 
+    /// Posts again the receives of the slots whose records have all been handled, and
+    /// the completed control receives (a check inlined into every poll).
+    #[inline]
     fn repost_taken(&mut self) {
         if !self.unposted.is_empty() || !self.control_unposted.is_empty() {
             self.repost_all();
@@ -373,7 +381,9 @@ impl State {
             self.handled(src, net);
         }
         while let Some(c) = self.control_unposted.pop() {
-            start(&mut self.reqs[CONTROL_BASE + c]);
+            // SAFETY: the control receive `c` completed (its poll took it from the
+            // order), and its buffer is boxed in `control_bufs`.
+            unsafe { start(&mut self.reqs[CONTROL_BASE + c]) };
             self.control_order.push_back(c);
             self.stale = true;
         }
@@ -609,8 +619,7 @@ impl Drop for Unwinding<'_> {
 
 /// A persistent receive of up to `len` bytes into `buf`, from any source with `tag`
 /// on `comm`, not yet started. A persistent receive is matched as a fresh
-/// `MPI_Irecv` is, without allocating and initializing a request each time: in Open
-/// MPI that was about a third of the cost of posting a receive again.
+/// `MPI_Irecv` is, without allocating and initializing a request each time.
 ///
 /// # Safety
 /// `buf` holds `len` bytes and stays valid until the request is freed.
@@ -635,9 +644,13 @@ unsafe fn recv_init(buf: *mut u8, len: usize, tag: c_int, comm: ffi::MPI_Comm) -
     req
 }
 
-/// Starts an inactive persistent request (a receive made by [`recv_init`], completed).
-fn start(req: &mut ffi::MPI_Request) {
-    // SAFETY: an inactive persistent request, whose buffer its maker keeps valid.
+/// Starts a persistent receive made by [`recv_init`].
+///
+/// # Safety
+/// The request is inactive (not started since it was made, or completed), and the
+/// buffer it was made with is still valid.
+unsafe fn start(req: &mut ffi::MPI_Request) {
+    // SAFETY: the caller's guarantee.
     unsafe { check(ffi::MPI_Start(req), "MPI_Start") };
 }
 

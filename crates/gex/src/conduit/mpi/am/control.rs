@@ -2,11 +2,12 @@
 //! signals and the end of the job, on a tag of their own (see the parent module and
 //! `conduit/mpi.rs`).
 
+use std::ffi::c_int;
+
 use super::super::boot::fatal;
 use super::super::{MpiConduit, CREDITS};
 use super::{SendBuf, State, CONTROL};
 use crate::conduit::Rank;
-use std::ffi::c_int;
 
 /// The tag of control messages: credit returns and signals (see [`Control`]).
 pub(super) const TAG_CONTROL: c_int = 3;

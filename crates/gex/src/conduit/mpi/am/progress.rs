@@ -106,7 +106,7 @@ impl MpiConduit {
                 break;
             }
         }
-        // MPI_UNDEFINED (negative) when every request is null: nothing to do.
+        // MPI_UNDEFINED (negative) when every request is null or inactive: nothing to do.
         let outcount = outcount.max(0) as usize;
         st.stale |= outcount > 0;
         let mut sends_done = false;
