@@ -116,6 +116,21 @@
 //! raw ping-pong takes about a fifth longer under `MPI_THREAD_SERIALIZED`.
 //! `PGAS_BENCH_MPI_THREAD=serialized` runs the jobs at that level instead, to compare.
 //!
+//! **Where the round trips between hosts lose to their targets.** An idle poll between
+//! hosts is about 850 instructions (callgrind), 110-125 ns: two `MPI_Testsome`, each
+//! Open MPI's argument checks (70), its scan of the 5 requests tested (82) and one
+//! progress pass (about 145), and about 240 of ours. An arrival waits on average half
+//! an iteration, against a raw loop of `MPI_Test` on one request; the second
+//! `Testsome` reports at once what the first one's pass delivered. `rpc_roundtrip`
+//! exceeds `am_short_roundtrip` by about 320 ns on the smp conduit (the upcxx layer)
+//! and 450-490 ns between hosts, where the rest is the message size: a raw Open MPI
+//! ping-pong took 716-804 ns with 8-byte messages, 837-1,026 with 16-40 bytes and
+//! 895-1,058 with 48-128 (the shared-memory transport carries payloads of up to 8 bytes
+//! on a faster path, which the AM's 8-byte compact form takes and an RPC message, 66-80
+//! bytes, cannot). Under `GEX_MPI_THREAD=single` the conduit's lock is a flag without a
+//! locked instruction (`mpi/serial.rs`): an AM round trip took 4-9% less in three sets
+//! of alternating runs.
+//!
 //! A figure a path cannot measure is reported under the table and in the JSON's
 //! `"unsupported"` list (`name`, `why`), never as a number. Every job runs under UPC++
 //! (which reaches the segments of other hosts through gex). gex atomics are probed
