@@ -663,21 +663,10 @@ impl Conduit for MpiConduit {
 
     fn set_am_rma_blocking_max(&self, max: usize, measured: Option<&str>) {
         self.am_rma_blocking_max.store(max, Ordering::Relaxed);
-        let Some(measured) = measured else {
-            return;
-        };
         if self.host.handled().is_some() {
-            // Rank 0 says what it measured; the others, what they were told.
-            let seen = if measured.is_empty() {
-                String::new()
-            } else {
-                format!(" ({measured})")
-            };
-            let line = format!(
-                "gex: rank {}: {GEX_MPI_AM_RMA_MAX} of blocking transfers measured: {max}{seen}\n",
-                self.rank
-            );
-            let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
+            if let Some(line) = blocking_max_report(self.rank, max, measured) {
+                let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
+            }
         }
     }
 
@@ -898,6 +887,20 @@ impl Conduit for MpiConduit {
     }
 }
 
+/// The `GEX_MPI_STATS` line of rank `rank` on the threshold of blocking transfers set
+/// to `max` (see [`Conduit::set_am_rma_blocking_max`]): rank 0 says what it measured,
+/// the others what they were told (`measured` empty); none where nothing was measured
+/// (`measured` is `None`: a test set it).
+fn blocking_max_report(rank: Rank, max: usize, measured: Option<&str>) -> Option<String> {
+    let seen = match measured? {
+        "" => String::new(),
+        figures => format!(" ({figures})"),
+    };
+    Some(format!(
+        "gex: rank {rank}: {GEX_MPI_AM_RMA_MAX} of blocking transfers measured: {max}{seen}\n"
+    ))
+}
+
 /// Ends the process: `call` reached the conduit after this rank finalized.
 #[cold]
 #[inline(never)]
@@ -918,4 +921,24 @@ fn wrong_thread() -> ! {
          that initialized gex only, and another thread communicated; unset \
          {GEX_MPI_THREAD} (or set it to serialized) to communicate from several threads"
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::blocking_max_report;
+
+    /// A measured threshold is reported (rank 0 with its figures, the others without);
+    /// one set by hand is not, since nothing was measured.
+    #[test]
+    fn only_a_measured_blocking_threshold_is_reported() {
+        assert_eq!(
+            blocking_max_report(0, 256, Some("8 B: 1.2 us")).as_deref(),
+            Some("gex: rank 0: GEX_MPI_AM_RMA_MAX of blocking transfers measured: 256 (8 B: 1.2 us)\n")
+        );
+        assert_eq!(
+            blocking_max_report(1, 256, Some("")).as_deref(),
+            Some("gex: rank 1: GEX_MPI_AM_RMA_MAX of blocking transfers measured: 256\n")
+        );
+        assert_eq!(blocking_max_report(1, 0, None), None);
+    }
 }
