@@ -292,6 +292,25 @@
 //! 390 ns, of which its store took about 175 and the messaging, the futures and the
 //! waits the rest.
 //!
+//! **Floods that wait for each other.** Both ranks of the insert send their 100,000
+//! calls before their first progress. Once a rank's Request queue at its peer is full,
+//! it waits for room, polling, and so takes in the peer's batches as they come: the
+//! peer's sends never wait, so the peer never polled, and the first rank waited until
+//! the peer's flood ended. Sampled by the clock with the example's call made empty (the
+//! same arguments, a function that only reads them), a fifth of the job's samples
+//! fell in those waits (`sched_yield`, `reserve_waiting`, the scheduler), and the same
+//! calls ran at 6.6-8.2 M/s with all 100,000 in flight against 10-11 M/s 2,000 at a
+//! time. A thread now polls after every eighth full batch it sends between two
+//! progress calls (`rpc/batch.rs`, `flush_full`): 9.4-10.1 M/s all in flight (six
+//! alternating runs; a poll after every batch, 8.7-11.3). In four alternating runs of
+//! this bench, `app.dht_insert` on 2 ranks went from 3.1-3.7 M keys/s (0.129-0.150x
+//! `upcxx.rpc_ff_rate`) to 3.3-4.4 M (0.159-0.217x), `app.dht_find` from 2.6-3.1 to
+//! 2.9-3.7 M, on 4 ranks the insert from 3.1-3.8 to 3.4-4.0 M; the streams
+//! (`upcxx.rpc_ff_rate`, `app.gups_rpc`, `app.histogram`) moved within their noise
+//! (a poll after every batch cost `app.gups_rpc` about 4%). What is left of an insert
+//! is mostly the map: in the same sampling of the real insert, `HashMap::get_mut` and
+//! its key comparison took 36% of the job's samples.
+//!
 //! **Where an atomic update's instructions go.** One update of `app.gups` is a
 //! `bit_xor_with` of the example's `AtomicDomain<u64>` on a word mapped here, with an
 //! `operation_cx::as_promise` of the pass's one promise. Counted under `UPCXX_RANKS=2
