@@ -284,6 +284,14 @@ pub fn set_am_rma_blocking_max(max: usize) {
         .set_am_rma_blocking_max(max, None);
 }
 
+/// The handle by which a GASP tool knows `event`'s operation (GASP §5.4.6): what the
+/// END of its initiation and its sync report. `GASP_NB_TRIVIAL` for an operation
+/// complete at initiation, else an id that only this process's pending events tell
+/// apart, so a test that expects the tool's lines learns it here.
+pub fn gasp_handle(event: &crate::Event) -> u64 {
+    event.gasp_handle()
+}
+
 /// How many Active Messages this rank has handled that came over MPI from other hosts
 /// (what the mpi conduit reports under `GEX_MPI_STATS` at finalize); 0 under the smp
 /// conduit.

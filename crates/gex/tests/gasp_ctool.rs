@@ -248,15 +248,20 @@ fn scripted() {
     let get = format!("1 {} {} 8", ptr(back.as_ptr()), gptr(next, dest));
     want.extend(pair(GASP_UPC_GET, &at(line, "get_blocking("), &get));
 
-    // The smp conduit completes a put or get during its initiation, so the END of an
-    // NB or NBI initiation names GASP_NB_TRIVIAL (§5.4.6).
+    // A put or get to a segment mapped here completes during its initiation, so the END
+    // of its NB or NBI initiation names GASP_NB_TRIVIAL (§5.4.6). One to another host
+    // (the mpi conduit) returns at once and completes in progress: the END of an NBI
+    // initiation names GASP_NB_IMPLICIT, of an NB one the event's own handle, which
+    // its wait's GASP_UPC_NB_SYNC names too.
+    let mapped = gex::nbrhd_info().members.contains(&next);
     let line = line!() + 2;
     // SAFETY: with Lc::Now the source may be reused as soon as the call returns.
     unsafe { team.put_nbi(next, dest + 64, &src, Lc::Now, Flags::NONE) }.unwrap();
     let site = at(line, "put_nbi(");
     let put = format!("1 {} {} 8", gptr(next, dest + 64), ptr(src.as_ptr()));
     want.push(sys(GASP_UPC_NB_PUT_INIT, "START", &site, &put));
-    let handle = format!("{put} {NB_TRIVIAL}");
+    let nbi = if mapped { NB_TRIVIAL } else { NB_IMPLICIT };
+    let handle = format!("{put} {nbi}");
     want.push(sys(GASP_UPC_NB_PUT_INIT, "END", &site, &handle));
     let line = line!() + 1;
     gex::nbi_wait(EventCategory::PUT);
@@ -269,11 +274,26 @@ fn scripted() {
     let site = at(line, "get_nb(");
     let get = format!("1 {} {} 8", ptr(back.as_ptr()), gptr(next, dest + 64));
     want.push(sys(GASP_UPC_NB_GET_INIT, "START", &site, &get));
-    let handle = format!("{get} {NB_TRIVIAL}");
+    let nb = gex::testing::gasp_handle(&e);
+    let handle = format!("{get} {nb}");
     want.push(sys(GASP_UPC_NB_GET_INIT, "END", &site, &handle));
-    // Complete already (GEX_EVENT_INVALID): waiting for it is no synchronization.
-    assert!(e.is_invalid());
-    e.wait();
+    if mapped {
+        // Complete already (GEX_EVENT_INVALID): waiting for it is no synchronization.
+        assert!(e.is_invalid());
+        assert_eq!(nb, NB_TRIVIAL);
+        e.wait();
+    } else {
+        assert!(
+            !e.is_invalid(),
+            "a get from another host completes in progress"
+        );
+        assert_ne!(nb, NB_TRIVIAL);
+        assert_ne!(nb, NB_IMPLICIT);
+        let line = line!() + 1;
+        e.wait();
+        let site = at(line, "wait(");
+        want.extend(pair(GASP_UPC_NB_SYNC, &site, &nb.to_string()));
+    }
 
     let hsl = Hsl::new();
     let lck = ptr(&hsl);
