@@ -295,89 +295,112 @@ fn a_drain_takes_in_what_peers_send() {
     });
 }
 
-/// Rank 0's words in [`a_flood_of_sends_takes_in_what_peers_send`]: rank 1 may start,
-/// how many `rpc_ff`s rank 1 has sent, and (plus one) how many rank 0 sent.
+/// Rank 0's words in [`flood`]: rank 1 may start, and how many `rpc_ff`s rank 1 has
+/// sent.
 static FLOOD_WORDS: OnceLock<GlobalPtr<u64>> = OnceLock::new();
-/// The calls of the other rank that ran here.
+/// The calls of other ranks that ran here.
 static FLOOD_RAN: AtomicU64 = AtomicU64::new(0);
 
-/// Rank 1's `rpc_ff`s to rank 0 in [`a_flood_of_sends_takes_in_what_peers_send`]: of
-/// 256 payload bytes each, about 15 to a batch, so rank 0's Request queue (256 slots,
-/// one batch each) holds about 3,800 of them: four times that, so that rank 1 finishes
-/// only if rank 0 takes its messages in while it floods.
+/// Rank 1's `rpc_ff`s to rank 0 in [`flood`]: of 256 payload bytes each, about 12 to a
+/// batch, so rank 0's Request queue (256 slots, one batch each) holds about 3,100 of
+/// them: five times that, so that rank 1 finishes only if rank 0 takes its messages in
+/// while it floods.
 const FLOOD_FROM_1: u64 = 16_384;
-/// The most `rpc_ff`s rank 0 sends while it waits for rank 1 to finish (about 64 to a
-/// batch): a poll every few batches lets rank 1 finish within a few thousand.
-const FLOOD_FROM_0_MAX: u64 = 400_000;
+/// The most `rpc_ff`s rank 0 sends while it waits for rank 1 to finish: a poll every few
+/// batches lets rank 1 finish within a few tens of thousands (7,500 to 40,000 on 2 and
+/// on 10 ranks here); this many fill the other ranks' queues with about 64 MB.
+const FLOOD_FROM_0_MAX: u64 = 1_000_000;
 
 /// A thread that sends batch after batch without calling progress still polls the
-/// network now and then (`rpc/batch.rs`, internal progress, which an RPC's initiation
+/// network now and then (`rpc/batch.rs`: internal progress, which an RPC's initiation
 /// may make), so a peer whose queue to it is full is not kept waiting until its flood
 /// ends. Rank 1 sends [`FLOOD_FROM_1`] `rpc_ff`s to rank 0, more than rank 0's queue
-/// holds, while rank 0 sends `rpc_ff`s to rank 1 and makes no progress until rank 1 has
-/// sent all of its (or until [`FLOOD_FROM_0_MAX`]): rank 1's waits for room poll, so
-/// rank 0's own sends never wait for room, and only rank 0's polls among its sends let
-/// rank 1 finish. Then each rank runs all the other's calls.
-#[test]
-fn a_flood_of_sends_takes_in_what_peers_send() {
-    spmd(2, || {
+/// holds, while rank 0 sends `rpc_ff`s to the other ranks in turn and makes no progress
+/// until rank 1 has sent all of its (or until [`FLOOD_FROM_0_MAX`]): rank 1's waits for
+/// room poll, and the other ranks wait in a broadcast, which polls, so rank 0's own
+/// sends never wait for room, and only rank 0's polls among its sends let rank 1
+/// finish. Then every rank runs all the calls sent to it. On 2 ranks rank 0's batches
+/// fill; on 10 each is sent as a message to another rank takes it over (a thread keeps
+/// 8), before it fills.
+fn flood(ranks: usize) {
+    spmd(ranks, || {
         upcxx::init();
-        let me = rank_me();
+        let (me, n) = (rank_me(), rank_n());
         if me == 0 {
-            FLOOD_WORDS.set(new_array::<u64>(3)).expect("set once");
+            FLOOD_WORDS.set(new_array::<u64>(2)).expect("set once");
         }
         let words = rpc(0, || *FLOOD_WORDS.get().expect("set before"), ()).wait();
-        if !local_team_contains(1 - me) {
-            eprintln!("skipped: the two ranks must share a host to reach each other's words");
+        // Ranks 0 and 1 signal each other through rank 0's words.
+        let shared = upcxx::broadcast(u8::from(local_team_contains(1)), 0, upcxx::world());
+        if shared.wait() == 0 {
+            eprintln!("skipped: ranks 0 and 1 must share a host to reach each other's words");
             upcxx::barrier();
             upcxx::finalize();
             return;
         }
         upcxx::barrier();
-        let (start, sent_by_1, sent_by_0) = (
-            shared_word(words, 0),
-            shared_word(words, 1),
-            shared_word(words, 2),
-        );
-        if me == 0 {
-            start.store(1, Ordering::Release);
-            let mut sent = 0;
-            while sent_by_1.load(Ordering::Acquire) < FLOOD_FROM_1 && sent < FLOOD_FROM_0_MAX {
-                rpc_ff(1, || FLOOD_RAN.fetch_add(1, Ordering::Relaxed), ());
-                sent += 1;
-                // Lets rank 1 run where the two ranks share a core.
-                std::thread::yield_now();
-            }
-            sent_by_0.store(sent + 1, Ordering::Release);
-            assert_eq!(
-                sent_by_1.load(Ordering::Acquire),
-                FLOOD_FROM_1,
-                "rank 1's sends still waited for room after rank 0 sent {sent} calls without \
-                 progress"
-            );
-            common::progress_until(|| FLOOD_RAN.load(Ordering::Relaxed) == FLOOD_FROM_1);
-        } else {
-            while start.load(Ordering::Acquire) == 0 {
-                std::hint::spin_loop();
-            }
-            let payload = [7u8; 256];
-            for k in 1..=FLOOD_FROM_1 {
-                rpc_ff(
-                    0,
-                    |bytes: View<'_, u8>| {
-                        assert!(bytes.as_slice().iter().all(|&b| b == 7));
-                        FLOOD_RAN.fetch_add(1, Ordering::Relaxed)
-                    },
-                    (make_view(&payload[..]),),
+        let sent_by_0 = match me {
+            0 => {
+                let (start, sent_by_1) = (shared_word(words, 0), shared_word(words, 1));
+                start.store(1, Ordering::Release);
+                let mut sent = 0;
+                while sent_by_1.load(Ordering::Acquire) < FLOOD_FROM_1 && sent < FLOOD_FROM_0_MAX {
+                    let dest = 1 + (sent % u64::from(n - 1)) as Rank;
+                    rpc_ff(dest, || FLOOD_RAN.fetch_add(1, Ordering::Relaxed), ());
+                    sent += 1;
+                }
+                let done = sent_by_1.load(Ordering::Acquire);
+                let sent = upcxx::broadcast(sent, 0, upcxx::world()).wait();
+                assert_eq!(
+                    done,
+                    FLOOD_FROM_1,
+                    "rank 1's sends still waited for room after rank 0 sent {sent} calls \
+                     without progress ({} destinations)",
+                    n - 1
                 );
-                sent_by_1.store(k, Ordering::Release);
+                sent
             }
-            common::progress_until(|| {
-                let sent = sent_by_0.load(Ordering::Acquire);
-                sent != 0 && FLOOD_RAN.load(Ordering::Relaxed) == sent - 1
-            });
-        }
+            1 => {
+                let (start, sent_by_1) = (shared_word(words, 0), shared_word(words, 1));
+                while start.load(Ordering::Acquire) == 0 {
+                    std::hint::spin_loop();
+                }
+                let payload = [7u8; 256];
+                for k in 1..=FLOOD_FROM_1 {
+                    rpc_ff(
+                        0,
+                        |bytes: View<'_, u8>| {
+                            assert!(bytes.as_slice().iter().all(|&b| b == 7));
+                            FLOOD_RAN.fetch_add(1, Ordering::Relaxed)
+                        },
+                        (make_view(&payload[..]),),
+                    );
+                    sent_by_1.store(k, Ordering::Release);
+                }
+                upcxx::broadcast(0, 0, upcxx::world()).wait()
+            }
+            _ => upcxx::broadcast(0, 0, upcxx::world()).wait(),
+        };
+        // Rank 0 sent its `i`th call to rank `1 + i % (n - 1)`.
+        let expected = if me == 0 {
+            FLOOD_FROM_1
+        } else {
+            let others = u64::from(n - 1);
+            sent_by_0 / others + u64::from(u64::from(me - 1) < sent_by_0 % others)
+        };
+        common::progress_until(|| FLOOD_RAN.load(Ordering::Relaxed) == expected);
         upcxx::barrier();
         upcxx::finalize();
     });
+}
+
+#[test]
+fn a_flood_of_sends_takes_in_what_peers_send() {
+    flood(2);
+}
+
+/// More destinations than a thread keeps batches for: batches leave before they fill.
+#[test]
+fn a_flood_to_many_ranks_takes_in_what_peers_send() {
+    flood(MAX_RANKS);
 }

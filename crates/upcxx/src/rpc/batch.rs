@@ -22,10 +22,13 @@
 //! thread run in the order they were sent, as without batches.
 //!
 //! Attentiveness: a thread that sends many RPCs before its next progress (thousands of
-//! calls, then one `when_all`) sends a full batch every few dozen calls, and polls the
-//! network after every [`FULL_PER_POLL`]th ([`flush_full`]), taking in what other ranks
-//! send it meanwhile: otherwise a rank whose queue to it filled would wait for room
-//! until this thread's flood ended.
+//! calls, then one `when_all`) sends a batch every few dozen calls (one that filled),
+//! or more often when it sends to more ranks than it keeps batches for (one taken
+//! over), and polls the network after every [`SENT_PER_POLL`]th batch its calls send
+//! ([`flush_from_call`]), taking in what other ranks send it meanwhile: otherwise a
+//! rank whose queue to it filled would wait for room until this thread's flood ended.
+//! With batches off (`UPCXX_RPC_BATCH_BYTES=0`) every call is its own AM and polls
+//! only when its send waits for room.
 //!
 //! Bounds: a thread keeps at most [`OPEN`] batches, of at most the network's largest
 //! Medium payload each (`UPCXX_RPC_BATCH_BYTES` lowers it; 0 sends every message as an
@@ -165,12 +168,12 @@ thread_local! {
     /// Where this thread stands since its last progress: [`IDLE`], [`SENT_ALONE`] or
     /// [`UNSENT`].
     static STATE: Cell<u8> = const { Cell::new(IDLE) };
-    /// Full batches this thread sent since its last poll from [`flush_full`].
-    static FULL_SENT: Cell<u8> = const { Cell::new(0) };
+    /// Batches this thread's calls sent since the last poll of [`flush_from_call`].
+    static SENT_BY_CALLS: Cell<u8> = const { Cell::new(0) };
 }
 
-/// Full batches a thread sends between two of the polls of [`flush_full`].
-const FULL_PER_POLL: u8 = 8;
+/// Batches a thread's calls send between two polls of [`flush_from_call`].
+const SENT_PER_POLL: u8 = 8;
 
 /// [`STATE`]: the thread sent nothing since its last progress; its next message goes
 /// out at once, alone.
@@ -272,24 +275,24 @@ fn flush_now(rt: &Setup, b: &mut Batch) {
     b.rpcs_only = true;
 }
 
-/// Sends `b`, which filled up while its thread sent without making progress, and after
-/// every [`FULL_PER_POLL`]th such batch polls the network once: internal progress, which
-/// an RPC's initiation may make (UPC++ spec §9.3, "progress level: internal"). So a
-/// thread that floods other ranks with RPCs still takes in what they send it. A rank
-/// whose queue to this one is full waits for room, polling, and takes in this thread's
-/// batches, so this thread's sends never wait (the waits poll) and, without this poll,
-/// that rank would wait until the flood ended. In the `app` bench's insert of 100,000
-/// keys per rank (all in flight, then one `when_all`), the polls raised the job's rate
-/// by about a seventh; a poll after every full batch gained no more than one after
-/// every eighth, and cost a stream of `rpc_ff`s a few percent.
+/// Sends `b` from a call (the batch filled, or a message to another rank takes it
+/// over), and after every [`SENT_PER_POLL`]th batch so sent polls the network once:
+/// internal progress, which an RPC's initiation may make (UPC++ spec §9.3, "progress
+/// level: internal"). So a thread that floods other ranks with RPCs still takes in what
+/// they send it. A rank whose queue to this one is full waits for room, polling, and
+/// takes in this thread's batches, so this thread's sends never wait (the waits poll)
+/// and, without this poll, that rank would wait until the flood ended.
 #[inline(never)]
-fn flush_full(rt: &Setup, b: &mut Batch) {
-    flush(rt, b);
-    let sent = FULL_SENT.get() + 1;
-    if sent < FULL_PER_POLL {
-        FULL_SENT.set(sent);
+fn flush_from_call(rt: &Setup, b: &mut Batch) {
+    if b.len == 0 {
+        return;
+    }
+    flush_now(rt, b);
+    let sent = SENT_BY_CALLS.get() + 1;
+    if sent < SENT_PER_POLL {
+        SENT_BY_CALLS.set(sent);
     } else {
-        FULL_SENT.set(0);
+        SENT_BY_CALLS.set(0);
         if !gex::layered::in_handler() {
             gex::layered::poll_unreported();
         }
@@ -347,7 +350,7 @@ fn put_head(b: &mut Batch, mut head: Head, len: usize) {
 #[cold]
 #[inline(never)]
 fn spill(rt: &Setup, b: &mut Batch, head: Head, msg: &[u8], alone: impl FnOnce(&[u8])) {
-    flush_full(rt, b);
+    flush_from_call(rt, b);
     if HEAD + msg.len() <= b.buf.len() {
         b.buf[HEAD..HEAD + msg.len()].copy_from_slice(msg);
         put_head(b, head, msg.len());
@@ -385,14 +388,14 @@ fn find_batch(rt: &Setup, o: &mut Outbox, dest: Rank, cap: usize) -> usize {
         });
     let b = &mut o.batches[i];
     if b.dest != dest {
-        flush(rt, b);
+        flush_from_call(rt, b);
         b.dest = dest;
     }
     if b.buf.len() != cap {
         b.buf = vec![0; cap];
     }
     if b.len + HEAD + 16 > cap {
-        flush_full(rt, b);
+        flush_from_call(rt, b);
     }
     o.last = i;
     i
