@@ -300,15 +300,19 @@
 //! same arguments, a function that only reads them), a fifth of the job's samples
 //! fell in those waits (`sched_yield`, `reserve_waiting`, the scheduler), and the same
 //! calls ran at 6.6-8.2 M/s with all 100,000 in flight against 10-11 M/s 2,000 at a
-//! time. A thread now polls after every eighth full batch it sends between two
-//! progress calls (`rpc/batch.rs`, `flush_full`): 9.4-10.1 M/s all in flight (six
-//! alternating runs; a poll after every batch, 8.7-11.3). In four alternating runs of
-//! this bench, `app.dht_insert` on 2 ranks went from 3.1-3.7 M keys/s (0.129-0.150x
-//! `upcxx.rpc_ff_rate`) to 3.3-4.4 M (0.159-0.217x), `app.dht_find` from 2.6-3.1 to
-//! 2.9-3.7 M, on 4 ranks the insert from 3.1-3.8 to 3.4-4.0 M; the streams
-//! (`upcxx.rpc_ff_rate`, `app.gups_rpc`, `app.histogram`) moved within their noise
-//! (a poll after every batch cost `app.gups_rpc` about 4%). What is left of an insert
-//! is mostly the map: in the same sampling of the real insert, `HashMap::get_mut` and
+//! time. A thread's calls now poll after every eighth batch they send (`rpc/batch.rs`,
+//! `flush_from_call`): 9.4-10.1 M/s all in flight (six alternating runs; a poll after
+//! every batch, 8.7-11.3). In four alternating pairs of runs of this bench (the
+//! machine's state moves from run to run, and every figure with it: compare within a
+//! pair), `app.dht_insert` on 2 ranks read 3.1-3.7 M keys/s before and 3.3-4.4 M
+//! after, and `app.dht_find` 2.6-3.1 and 2.9-3.7 M, both higher in every pair; on 4
+//! ranks the insert read 3.1-3.8 and 3.4-4.0 M. `upcxx.rpc_ff_rate` read 23.9-24.9 M
+//! msg/s before and 20.1-25.6 after (with a poll after every batch, 25.1-25.6 against
+//! 23.5-26.4 in three other pairs), so the insert's ratio to it, 0.129-0.150x before
+//! and 0.159-0.217x after, rose more than the insert did. The streams of `rpc_ff`s
+//! `app.gups_rpc` and `app.histogram` moved within their noise (a poll after every
+//! batch cost `app.gups_rpc` about 4%). What is left of an insert is mostly the map:
+//! in the same sampling of the real insert, `HashMap::get_mut` and
 //! its key comparison took 36% of the job's samples.
 //!
 //! **Where an atomic update's instructions go.** One update of `app.gups` is a
