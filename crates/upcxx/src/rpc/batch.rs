@@ -292,10 +292,10 @@ fn flush_from_call(rt: &Setup, b: &mut Batch) {
     if sent < SENT_PER_POLL {
         SENT_BY_CALLS.set(sent);
     } else {
+        // The send above already failed in a context that may not communicate (an AM
+        // handler, a handler-safe lock), so the poll may run here.
         SENT_BY_CALLS.set(0);
-        if !gex::layered::in_handler() {
-            gex::layered::poll_unreported();
-        }
+        gex::layered::poll_unreported();
     }
 }
 
