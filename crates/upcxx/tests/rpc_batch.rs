@@ -308,7 +308,7 @@ static FLOOD_RAN: AtomicU64 = AtomicU64::new(0);
 const FLOOD_FROM_1: u64 = 16_384;
 /// The most `rpc_ff`s rank 0 sends while it waits for rank 1 to finish: a poll every few
 /// batches lets rank 1 finish within a few tens of thousands (7,500 to 40,000 on 2 and
-/// on 10 ranks here); this many fill the other ranks' queues with about 64 MB.
+/// on 10 ranks here); this many take about 64 MB of the other ranks' inboxes.
 const FLOOD_FROM_0_MAX: u64 = 1_000_000;
 
 /// A thread that sends batch after batch without calling progress still polls the
