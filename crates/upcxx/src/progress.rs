@@ -9,9 +9,9 @@
 //!   user-level progress themselves (the rule and its check are in `thread.rs`).
 //!
 //! Progress calls down: into the per-thread state (`thread.rs`: epoch, work flags,
-//! deferred notifications), into personas (the LPC queues of those this thread holds)
-//! and into RPC delivery (replies forwarded by other threads, the master persona's
-//! RPCs). Nothing below calls into it, with one exception, the **futures ↔ progress
+//! deferred notifications, the loans of RPCs run), into personas (the LPC queues of
+//! those this thread holds) and into RPC delivery (replies forwarded by other threads,
+//! the master persona's RPCs). Nothing below calls into it, with one exception, the **futures ↔ progress
 //! knot**: waiting on a future makes progress (`Future::wait` calls [`wait_until`],
 //! [`progress_past`] and [`wait_past`]), and progress fulfils futures (the callbacks it
 //! runs ready them). The second direction goes through boxed callbacks queued on the
@@ -24,8 +24,8 @@
 //! shared word, without locks or allocation:
 //!
 //! * work that the thread's own calls and handlers queue for it (deferred
-//!   notifications, RPCs that its handlers copied for the master persona it holds) sets
-//!   a thread-local flag;
+//!   notifications, RPCs that its handlers copied for the master persona it holds,
+//!   loans to end) sets a thread-local flag;
 //! * work that other threads queue where this thread must find it (LPCs, RPCs and
 //!   replies received by other threads' polls) bumps one shared counter, and a thread
 //!   looks at those queues only when the counter moved since it last did.
@@ -42,8 +42,8 @@ use std::sync::atomic::Ordering;
 use crate::persona::{drain_held_personas, PersonaScopeRef};
 use crate::rpc::{deliver_forwarded_replies, run_master_rpcs};
 use crate::thread::{
-    self, check_not_restricted, run_deferred, ThreadState, DEFERRED_WORK, OUTGOING_WORK, RPC_WORK,
-    SHARED_WORK, THREAD,
+    self, check_not_restricted, run_deferred, ThreadState, DEFERRED_WORK, LOAN_WORK, OUTGOING_WORK,
+    RPC_WORK, SHARED_WORK, THREAD,
 };
 
 /// The level of progress a call makes (UPC++ `progress_level`).
@@ -269,9 +269,11 @@ fn progress_past_reported(wait: bool, call: &str) {
 
 /// The user-level part of progress: replies that arrived through other threads are
 /// delivered, the epoch advances (readying the futures of operations completed before
-/// this call), then run, in the restricted context, the notifications queued on this
-/// thread, the RPCs of the master persona if this thread holds it, and the LPCs queued on
-/// each persona the thread holds, top first. What the callbacks queue runs in a later
+/// this call), the loans of the RPCs run since the last one end (what they were lent is
+/// dropped, before the notifications queued earlier run: the spec orders neither), then
+/// run, in the restricted context, the notifications queued on this thread, the RPCs of
+/// the master persona if this thread holds it, and the LPCs queued on each persona the
+/// thread holds, top first. What the callbacks queue runs in a later
 /// progress call, except LPCs to held personas queued before those are drained.
 ///
 /// With nothing queued this reads a few thread-local cells and one shared word: work
@@ -283,6 +285,13 @@ fn user_actions() -> usize {
     let look = THREAD.with(|h| h.seen_shared.replace(shared) != shared);
     if look {
         deliver_forwarded_replies();
+    }
+    if THREAD.with(|h| h.work.get()) & LOAN_WORK != 0 {
+        // Before any callback runs, so that a panicking one cannot lose the flag while
+        // the loans stay marked (the next loan would not set it again); its own bit
+        // only, so that a panicking drop of what was lent loses no other work.
+        THREAD.with(|h| h.work.set(h.work.get() & !LOAN_WORK));
+        thread::restricted(thread::end_loans);
     }
     let (mut work, master) = THREAD.with(|h| {
         h.epoch.set(h.epoch.get() + 1);

@@ -8,17 +8,22 @@
 //!   call instead of deadlocking. [`restricted`] runs such a callback; the calls that
 //!   wait check [`check_not_restricted`].
 //! * **Work signals**: work a thread queues for itself (deferred notifications, RPCs its
-//!   handlers copied for the master persona it holds) sets a flag in its
+//!   handlers copied for the master persona it holds, loans to end) sets a flag in its
 //!   [`ThreadState`]; work queued where other threads must find it bumps one shared
 //!   counter. Progress (`progress.rs`, "What progress costs") reads both.
 //!
 //! * **Outgoing operations**: operations this thread started that need its progress to
 //!   complete (a put the network finishes later) are tracked, so that internal progress
 //!   can advance them without running user code (`discharge`, §10.5.3).
+//! * **Loans until the next progress**: what an RPC being run was lent (the handle of
+//!   a `&DistObject` or `&Team` argument, `dist_object/by_id.rs`) is kept until the
+//!   thread's next user-level progress, which no RPC outlives ([`lend_until_progress`],
+//!   [`keep_until_progress`], [`end_loans`]).
 //!
 //! A leaf module: it imports nothing from the crate, so every layer may signal progress
 //! without depending on it.
 
+use std::any::Any;
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::rc::Rc;
@@ -44,7 +49,7 @@ pub(crate) struct ThreadState {
     /// Depth of callbacks being run by user-level progress.
     pub(crate) restricted: Cell<u32>,
     /// What was queued for this thread's next user-level progress by the thread itself:
-    /// a mask of [`DEFERRED_WORK`], [`RPC_WORK`] and [`OUTGOING_WORK`].
+    /// a mask of [`DEFERRED_WORK`], [`RPC_WORK`], [`OUTGOING_WORK`] and [`LOAN_WORK`].
     pub(crate) work: Cell<u8>,
     /// This thread holds the master persona.
     pub(crate) holds_master: Cell<bool>,
@@ -128,6 +133,9 @@ pub(crate) const DEFERRED_WORK: u8 = 1;
 pub(crate) const RPC_WORK: u8 = 2;
 /// [`ThreadState::work`]: operations tracked by [`track_outgoing`] are in flight.
 pub(crate) const OUTGOING_WORK: u8 = 4;
+/// [`ThreadState::work`]: RPCs run on this thread were lent what must live until the
+/// next user-level progress, which ends the loans ([`end_loans`]).
+pub(crate) const LOAN_WORK: u8 = 8;
 
 /// A notification owed to this thread.
 enum Deferred {
@@ -351,6 +359,51 @@ pub(crate) fn holds_master() -> bool {
 /// Records whether this thread holds the master persona.
 pub(crate) fn set_holds_master(holds: bool) {
     THREAD.with(|h| h.holds_master.set(holds));
+}
+
+thread_local! {
+    /// Whether something was lent to an RPC since this thread's last user-level
+    /// progress.
+    static LENT: Cell<bool> = const { Cell::new(false) };
+    /// What [`keep_until_progress`] keeps: dropped at the next user-level progress.
+    static KEPT: RefCell<Vec<Box<dyn Any>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Marks a reference lent to the RPC being run, valid until this thread's next
+/// user-level progress: the first time since the last one, flags the next one to end
+/// the loans ([`LOAN_WORK`]; a flag, not a deferred closure, because a rank serving
+/// one call on a distributed object per progress, such as a `fetch`, would pay for the
+/// queue's entry each time).
+#[inline]
+pub(crate) fn lend_until_progress() {
+    if !LENT.get() {
+        LENT.set(true);
+        THREAD.with(|h| h.work.set(h.work.get() | LOAN_WORK));
+    }
+}
+
+/// Whether something was lent since this thread's last user-level progress.
+#[inline]
+pub(crate) fn lent() -> bool {
+    LENT.get()
+}
+
+/// Keeps `value`, lent to the RPC being run, until this thread's next user-level
+/// progress ([`lend_until_progress`]); dropped at once at thread exit, when no RPC
+/// runs.
+pub(crate) fn keep_until_progress(value: Box<dyn Any>) {
+    lend_until_progress();
+    let mut value = Some(value);
+    let _ = KEPT.try_with(|k| k.borrow_mut().extend(value.take()));
+    drop(value);
+}
+
+/// Ends the loans: run by user-level progress when [`LOAN_WORK`] is set, as a callback
+/// (dropping what was kept may drop a user's value). No RPC holds a loan then.
+pub(crate) fn end_loans() {
+    LENT.set(false);
+    let kept = KEPT.with(|k| std::mem::take(&mut *k.borrow_mut()));
+    drop(kept);
 }
 
 /// Runs `f` as a callback of user-level progress: in the restricted context (§10.2).

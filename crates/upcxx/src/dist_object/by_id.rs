@@ -30,9 +30,10 @@
 //! never reused), so the key and the type decide.
 //!
 //! A handle in the cache may be lent to a call being run; once lent, replacing or
-//! forgetting it moves it to [`KEPT`] until the next user-level progress rather than
-//! dropping it under the call (an RPC with two `&DistObject` arguments replaces the
-//! first one's handle while decoding the second). When nothing is lent, a forgotten
+//! forgetting it keeps it until the next user-level progress
+//! (`thread::keep_until_progress`) rather than dropping it under the call (an RPC with
+//! two `&DistObject` arguments replaces the first one's handle while decoding the
+//! second). When nothing is lent, a forgotten
 //! handle is dropped at once, so an object's value is dropped when the last handle
 //! outside this module goes, as without the cache.
 
@@ -61,40 +62,14 @@ thread_local! {
     static LAST: Cell<Option<Last>> = const { Cell::new(None) };
     /// Owns the handle [`LAST`] points to: a `Box<DistObject<T>>`.
     static LAST_OWNED: RefCell<Option<Box<dyn Any>>> = const { RefCell::new(None) };
-    /// Whether a handle was lent to a call since this thread's last user-level
-    /// progress.
-    static LENT: Cell<bool> = const { Cell::new(false) };
-    /// The handles lent to calls that are no longer in [`LAST`], and those of `&Team`
-    /// arguments: dropped at the next user-level progress.
-    static KEPT: RefCell<Vec<Box<dyn Any>>> = const { RefCell::new(Vec::new()) };
-}
-
-/// Marks a handle lent to the call being run: the first time since this thread's last
-/// user-level progress, arranges for the next one to end the loans.
-#[inline]
-fn lend() {
-    if !LENT.get() {
-        LENT.set(true);
-        thread::defer(Box::new(end_loans));
-    }
-}
-
-/// Run at the user-level progress after handles were lent: no call holds one now.
-fn end_loans() {
-    LENT.set(false);
-    let kept = KEPT.with(|k| std::mem::take(&mut *k.borrow_mut()));
-    drop(kept);
 }
 
 /// Drops `handle`, or keeps it until the next user-level progress if a call may hold
 /// a reference to it.
 fn retire(handle: Box<dyn Any>) {
-    let mut handle = Some(handle);
-    if LENT.get() {
-        // At thread exit `KEPT` may be gone; no call runs then, so the handle drops.
-        let _ = KEPT.try_with(|k| k.borrow_mut().extend(handle.take()));
+    if thread::lent() {
+        thread::keep_until_progress(handle);
     }
-    drop(handle);
 }
 
 /// Keeps `handle` until this thread's next user-level progress and returns a reference
@@ -102,10 +77,9 @@ fn retire(handle: Box<dyn Any>) {
 fn keep<'de, H: 'static>(handle: H) -> &'de H {
     let boxed = Box::new(handle);
     let ptr: *const H = &*boxed;
-    KEPT.with(|k| k.borrow_mut().push(boxed));
-    lend();
+    thread::keep_until_progress(boxed);
     // SAFETY: the box is not dropped before this thread's next user-level progress
-    // runs `end_loans`, and only an RPC being run decodes a by-id argument
+    // runs `thread::end_loans`, and only an RPC being run decodes a by-id argument
     // (`deserialize` refuses them; `Reader` is not public), whose `'de` borrow ends
     // when its function returns, within the current user-level progress (see the
     // module docs).
@@ -119,7 +93,7 @@ fn cached<'de, T: 'static>(key: Key) -> Option<&'de DistObject<T>> {
     if last.key != key || last.ty != TypeId::of::<T>() {
         return None;
     }
-    lend();
+    thread::lend_until_progress();
     // SAFETY: `LAST_OWNED` owns the handle while `LAST` points to it; once lent, it is
     // not dropped before this thread's next user-level progress (`retire`), which the
     // `'de` borrow does not outlive (see `keep`). It is a `DistObject<T>`: `ty` says so.
@@ -140,7 +114,7 @@ fn cache<'de, T: 'static>(handle: DistObject<T>) -> &'de DistObject<T> {
     if let Some(old) = old {
         retire(old);
     }
-    lend();
+    thread::lend_until_progress();
     // SAFETY: as in `cached`.
     unsafe { &*ptr }
 }
