@@ -162,9 +162,11 @@ impl Segment {
 /// launcher reports the rank and the call and stops the other ranks at once. With 0 the
 /// other ranks leave with status 0 at their next wait for communication (as though
 /// they had called `exit(0)` themselves); a rank still running 2 s after this one left
-/// is stopped by the smp launcher (see `job`), the job still ending with 0, while under
-/// `mpirun` the others wait for it in `MPI_Finalize`. Every rank calling `exit(0)`
-/// after a barrier is the clean way to end a job this way.
+/// is stopped, the job still ending with 0 (by the smp launcher, see `job`; under
+/// `mpirun`, by a leaving rank's `MPI_Abort` with status 0, after which `mpirun` prints
+/// that the job was aborted; `srun` counts the ranks it killed as failed and exits
+/// non-zero). Every rank calling `exit(0)` after a barrier is the clean
+/// way to end a job this way.
 #[track_caller]
 pub fn exit(code: i32) -> ! {
     // After `Client::finalize` the conduit is gone (under mpirun: MPI finalized, the

@@ -69,7 +69,8 @@ pub const POLL_INTERVAL: Duration = Duration::from_millis(2);
 pub const TERM_GRACE: Duration = Duration::from_millis(300);
 
 /// How long the ranks have to leave after one ended the job with `gex::exit(0)` (those
-/// waiting for communication leave at once); the launcher then stops the rest.
+/// waiting for communication leave at once); the launcher then stops the rest (under
+/// an MPI launcher, a leaving rank does, with `MPI_Abort`).
 pub const EXIT_GRACE: Duration = Duration::from_secs(2);
 
 /// Exit code of a job that ran past its time limit (as `timeout(1)`).

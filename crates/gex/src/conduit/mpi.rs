@@ -198,12 +198,17 @@
 //! member of its host as leaving (the state in their control blocks) and sends a
 //! control message to the leader of every other host, whose poll marks its members; each
 //! rank notices at its next wait for communication and leaves the same way. Leaving
-//! finalizes, and [`Conduit::finalize`] ends with collective calls (`MPI_Barrier`,
-//! `MPI_Win_free`, `MPI_Finalize`), so a rank that never waits again (it computes, or
-//! returns) holds the others there until it exits too.
+//! finalizes, and [`Conduit::finalize`] waits for its sends and ends with collective
+//! calls (a barrier, `MPI_Win_free`, `MPI_Finalize`), which a rank that never waits
+//! again (it computes) would hold up: a rank leaving this way waits for the others at
+//! most [`crate::job::EXIT_GRACE`], then ends the job with `MPI_Abort` and status 0, as
+//! the smp launcher stops such a rank (GASNet's conduit likewise aborts an exit that
+//! does not end in time; `mpirun` then exits 0, while `srun` counts the killed ranks as
+//! failed). See `finalize`.
 //!
 //! The files: `boot` (the bootstrap: its MPI calls and checks, and the error path of
-//! every call), `abort` (a dying rank's end: its message and `MPI_Abort`), `host` (the
+//! every call), `finalize` (the end of a rank's MPI), `abort` (a dying rank's end: its
+//! message and `MPI_Abort`), `host` (the
 //! shared memory of the host: queues and signal words), `am` (the AM transport between
 //! hosts: wire format, aggregation, receive rings, each poll's test, control messages
 //! for credits and signals), `rma` (puts and gets to another host's segment); this
@@ -213,12 +218,13 @@
 //! shared-memory windows or passive-target RMA, and one style of call keeps the locking
 //! rule visible.
 //!
-//! This file is a little over 600 lines, a third of them the design above, which
+//! This file is about 900 lines, a quarter of them the design above, which
 //! describes the conduit as one piece.
 
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::OnceLock;
+use std::time::Instant;
 
 use ::mpi::ffi;
 use parking_lot::Mutex;
@@ -226,6 +232,7 @@ use parking_lot::Mutex;
 mod abort;
 mod am;
 mod boot;
+mod finalize;
 mod host;
 mod rma;
 mod serial;
@@ -801,69 +808,7 @@ impl Conduit for MpiConduit {
     }
 
     fn finalize(&self) {
-        let mut st = self.serial();
-        if st.finalized {
-            return;
-        }
-        st.finalized = true;
-        if let Some(host) = self.host.handled() {
-            // One write, so that lines of ranks sharing the launcher's stderr stay whole.
-            let line = format!(
-                "gex: rank {}: AMs handled: {host} from the host queues, {} over MPI in {} \
-                 messages\n",
-                self.rank, st.net_handled, st.net_messages
-            );
-            let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
-        }
-        st.flush();
-        // Sends complete once matched; the peers' receives stay posted until they too
-        // finalize, so waiting here cannot block on a peer that is gone. A get or put
-        // through the window completes once its target has served it, which every rank
-        // does while it is inside MPI, as it is from here on (these waits, the flush,
-        // the barrier).
-        for req in st.reqs[am::SEND_BASE..].iter_mut() {
-            // SAFETY: a pending (or null) send, get or put request.
-            unsafe { check(ffi::MPI_Wait(req, ffi::RSMPI_STATUS_IGNORE), "MPI_Wait") };
-        }
-        st.reqs.truncate(am::SEND_BASE);
-        let sends = std::mem::take(&mut st.sends);
-        for sent in sends {
-            match sent {
-                am::SendBuf::Get(op) => {
-                    op.part_done();
-                }
-                am::SendBuf::Put { dest, op, .. } => st.unflushed.push((dest, op)),
-                am::SendBuf::Msg { .. } | am::SendBuf::Control(_) => {}
-            }
-        }
-        if !st.unflushed.is_empty() {
-            self.flush_puts(&mut st);
-        }
-        let world = Self::world();
-        // SAFETY: every rank finalizes; after this barrier no rank sends again.
-        unsafe { check(ffi::MPI_Barrier(world), "MPI_Barrier") };
-        am::free_receives(&mut st.reqs[..am::SEND_BASE]);
-        for comm in st.comms.iter_mut() {
-            // SAFETY: a duplicate of the world communicator, its receives completed
-            // above and its sends before the barrier.
-            unsafe { check(ffi::MPI_Comm_free(comm), "MPI_Comm_free") };
-        }
-        if let Some(mut w) = self.windows.lock().take() {
-            // SAFETY: collective; no RMA is under way (the upper half's barrier).
-            unsafe {
-                if w.world != ffi::RSMPI_WIN_NULL {
-                    check(ffi::MPI_Win_unlock_all(w.world), "MPI_Win_unlock_all");
-                    check(ffi::MPI_Win_free(&mut w.world), "MPI_Win_free");
-                }
-                check(ffi::MPI_Win_free(&mut w.shared), "MPI_Win_free");
-            }
-        }
-        self.host_mapped.store(false, Ordering::Release);
-        // SAFETY: collective over the host team; after the barrier above no rank sends
-        // an AM or a signal, so nothing touches the queues again.
-        unsafe { check(ffi::MPI_Win_free(&mut st.host_win), "MPI_Win_free") };
-        // SAFETY: the last MPI call of this process.
-        unsafe { check(ffi::MPI_Finalize(), "MPI_Finalize") };
+        self.finalize_by(None);
     }
 
     fn end_job(&self) {
@@ -873,7 +818,7 @@ impl Conduit for MpiConduit {
             self.host.mark_exiting();
             self.send_exit();
         }
-        self.finalize();
+        self.finalize_by(Some(Instant::now() + crate::job::EXIT_GRACE));
     }
 
     fn record_failure(&self, message: &str) {

@@ -17,9 +17,14 @@
 //! why. When [`GEX_MPI_FAILURE_DIR`] is set (the mpi mode of `gex::testing`), the
 //! message also goes to the file `failed-R` there, where a launcher finds it however
 //! `mpirun` treats the output (the smp conduit records it in the job region instead).
+//!
+//! One end before `MPI_Finalize` is not a failure: a rank leaving through
+//! `gex::exit(0)` whose job the other ranks did not end in time aborts it with status
+//! 0 ([`end_job_zero`], from `finalize`); a failure another of its threads meets
+//! meanwhile does not report or abort again.
 
 use std::ffi::c_int;
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::Mutex;
 
 use ::mpi::ffi;
@@ -34,6 +39,9 @@ const FORWARD_PAUSE: std::time::Duration = std::time::Duration::from_millis(100)
 static WORLD_RANK: AtomicI32 = AtomicI32::new(-1);
 /// The last failure this rank recorded.
 static FAILURE: Mutex<Option<String>> = Mutex::new(None);
+/// Set when this rank ends the job with status 0 ([`end_job_zero`]): no failure to
+/// report at exit.
+static ENDING_ZERO: AtomicBool = AtomicBool::new(false);
 
 /// Whether MPI is initialized and not yet finalized in this process.
 fn mpi_live() -> bool {
@@ -68,7 +76,9 @@ pub(super) fn record_failure(message: &str) {
 /// `MPI_Finalize` aborts the job.
 pub(super) fn abort_at_exit(rank: c_int) {
     extern "C" fn at_exit() {
-        abort_job(1);
+        if !ENDING_ZERO.load(Ordering::Acquire) {
+            abort_job(1);
+        }
     }
     WORLD_RANK.store(rank, Ordering::Relaxed);
     // SAFETY: registers a plain function; it runs at most once, at exit.
@@ -83,6 +93,13 @@ pub(super) fn abort_at_exit(rank: c_int) {
 pub(crate) fn abort_job(code: i32) {
     if !mpi_live() {
         return;
+    }
+    if ENDING_ZERO.load(Ordering::Acquire) {
+        // This rank is ending the job with status 0 on another thread: its abort is
+        // under way, and this thread's would race it (and change the status).
+        loop {
+            std::thread::sleep(std::time::Duration::from_secs(1));
+        }
     }
     let why = FAILURE
         .lock()
@@ -100,6 +117,26 @@ pub(crate) fn abort_job(code: i32) {
     std::thread::sleep(FORWARD_PAUSE);
     // SAFETY: MPI is live; aborting is valid from any state then.
     unsafe { ffi::MPI_Abort(ffi::RSMPI_COMM_WORLD, code) };
+}
+
+/// Marks this rank as ending the job with status 0 ([`end_job_zero`]), before it
+/// releases the conduit's lock: from then on a failure on another thread does not
+/// abort with another status.
+pub(crate) fn ending_zero() {
+    ENDING_ZERO.store(true, Ordering::Release);
+}
+
+/// Ends the job with status 0 after a `gex::exit(0)` that the other ranks did not
+/// follow in time (`finalize`, which called [`ending_zero`] first): prints `line`,
+/// pauses as a failing rank does, and aborts with 0, which `mpirun` exits with.
+/// Called without the conduit's lock.
+pub(crate) fn end_job_zero(line: &str) -> ! {
+    ending_zero();
+    say(line);
+    std::thread::sleep(FORWARD_PAUSE);
+    // SAFETY: MPI is live (this rank has not finalized it); aborting is valid then.
+    unsafe { ffi::MPI_Abort(ffi::RSMPI_COMM_WORLD, 0) };
+    std::process::exit(0)
 }
 
 /// Ends the job: prints `gex: rank R failed: MSG` and aborts (or exits, before
