@@ -18,9 +18,10 @@
 //!   the promise fulfilment that makes the future ready.
 //! * `then` flattens: a callback returning a `Future<U>` gives `Future<U>`; a callback
 //!   returning a value `V` gives `Future<V>`. Which is which is decided by the
-//!   [`FutureValue`] trait, implemented for the standard value types; implement it for
-//!   your own types with [`impl_future_value!`](crate::impl_future_value), or return
-//!   [`make_future`]`(v)` from the callback.
+//!   [`FutureValue`] trait, implemented for the standard library's value types and for
+//!   `GlobalPtr`, `DistId`, `TeamId` and `Team`; implement it for your own types with
+//!   [`impl_future_value!`](crate::impl_future_value), or return [`make_future`]`(v)`
+//!   from the callback (the way for another crate's types).
 //! * A ready future of plain values ([`make_future`], `to_future`) lives inline: no heap
 //!   allocation. So does the future of an operation that completed at initiation, which
 //!   the spec still requires to stay non-ready until the next user-level progress: it

@@ -56,6 +56,33 @@ fn fetch_returns_a_copy_of_each_members_value() {
     }
 }
 
+/// An id and a team id are plain values (§14.4 ¶37, §11.2): an RPC returns them, and
+/// `then` and `when_all` carry them, as any value (§5.8.1 ¶36).
+#[test]
+fn ids_are_values_an_rpc_returns() {
+    for ranks in 1..=4 {
+        spmd(ranks, || {
+            upcxx::init();
+            let me = rank_me();
+            let obj = DistObject::new(me + 7);
+            upcxx::barrier();
+            let peer = (me + 1) % rank_n();
+            let (id, team) = upcxx::when_all((
+                upcxx::rpc(peer, |obj: &DistObject<u32>| obj.id(), (&obj,)),
+                upcxx::rpc(peer, || world().id(), ()),
+            ))
+            .wait();
+            assert_eq!((id, team), (obj.id(), world().id()));
+            let found = upcxx::make_future(()).then(move |()| id).wait();
+            assert_eq!(*found.here(), me + 7);
+            let team = upcxx::make_future(()).then(|()| world().clone()).wait();
+            assert_eq!(team.id(), world().id());
+            upcxx::barrier();
+            upcxx::finalize();
+        });
+    }
+}
+
 /// A member type without `Clone`: §14.4 ¶32 asks only that it be serializable.
 #[derive(Serialize, Deserialize, Debug, PartialEq)]
 struct Tally {

@@ -188,6 +188,33 @@ fn when_all_tuples_and_vectors() {
     );
 }
 
+/// The standard library's value types are values a callback returns (§5.8.1 ¶36): a
+/// program cannot implement `FutureValue` for them itself.
+#[test]
+fn callbacks_return_the_standard_value_types() {
+    use std::time::Duration;
+    let d = make_future(3u64).then(Duration::from_secs).result();
+    assert_eq!(d, Duration::from_secs(3));
+    let (name, range, order) = when_all((
+        make_future(()).then(|()| "done"),
+        make_future(4usize).then(|n| 0..n),
+        make_future(2).then(|x: i32| x.cmp(&1)),
+    ))
+    .result();
+    assert_eq!(
+        (name, range, order),
+        ("done", 0..4, std::cmp::Ordering::Greater)
+    );
+    let addr = make_future(80u16)
+        .then(|port| std::net::SocketAddr::from(([127, 0, 0, 1], port)))
+        .result();
+    assert_eq!(addr.port(), 80);
+    let cell = make_future(5).then(std::cell::Cell::new).into_result();
+    assert_eq!(cell.get(), 5);
+    let path = to_future(std::path::PathBuf::from("/tmp")).result();
+    assert_eq!(path, std::path::Path::new("/tmp"));
+}
+
 #[test]
 fn to_future_accepts_values_and_futures() {
     assert_eq!(to_future(5u8).result(), 5);

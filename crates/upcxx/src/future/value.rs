@@ -162,6 +162,39 @@ impl_future_value!(
     bool, char, u8, u16, u32, u64, u128, usize, i8, i16, i32, i64, i128, isize, f32, f64, String
 );
 
+// The standard library's plain value types that programs pass around: a program cannot
+// implement the trait for them itself (Rust's orphan rule), so they are here.
+impl_future_value!(
+    &'static str,
+    Box<str>,
+    std::path::PathBuf,
+    std::ffi::CString,
+    std::ffi::OsString,
+    std::time::Duration,
+    std::time::Instant,
+    std::time::SystemTime,
+    std::cmp::Ordering,
+    std::net::IpAddr,
+    std::net::Ipv4Addr,
+    std::net::Ipv6Addr,
+    std::net::SocketAddr,
+    std::num::NonZeroU8,
+    std::num::NonZeroU16,
+    std::num::NonZeroU32,
+    std::num::NonZeroU64,
+    std::num::NonZeroU128,
+    std::num::NonZeroUsize,
+    std::num::NonZeroI8,
+    std::num::NonZeroI16,
+    std::num::NonZeroI32,
+    std::num::NonZeroI64,
+    std::num::NonZeroI128,
+    std::num::NonZeroIsize,
+    // This crate's names of distributed things, plain values as the spec's are.
+    crate::TeamId,
+    crate::Team,
+);
+
 macro_rules! generic_future_value {
     ($([$($g:ident),*] $t:ty;)*) => {
         $(impl<$($g: 'static),*> FutureValue for $t {
@@ -235,6 +268,16 @@ generic_future_value! {
     [T] std::collections::BTreeSet<T>;
     [T] std::rc::Rc<T>;
     [T] std::sync::Arc<T>;
+    [T] std::collections::LinkedList<T>;
+    [T] std::collections::BinaryHeap<T>;
+    [T] std::cell::Cell<T>;
+    [T] std::cell::RefCell<T>;
+    [T] std::ops::Range<T>;
+    [T] std::ops::RangeInclusive<T>;
+    [T] std::marker::PhantomData<T>;
+    [T] std::num::Wrapping<T>;
+    [T] std::cmp::Reverse<T>;
+    [T] crate::DistId<T>;
 }
 
 /// A global pointer is a plain value, as the spec's `global_ptr` is (an RPC that returns
