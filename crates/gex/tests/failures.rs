@@ -1,9 +1,10 @@
 //! Jobs that fail: a rank that panics, a handler that breaks the rules of "Calls from
 //! restricted context" without catching the panic, a message for a handler index
-//! nobody registered, a rank that calls `gex::exit(3)` (`gasnet_exit`), a rank that
-//! returns without finalizing, and a job past its time limit. The launcher reports
-//! which rank failed and why, the job's exit code says how, and no rank process
-//! survives its job.
+//! nobody registered, a rank that calls `gex::exit(3)` (`gasnet_exit`) or ends the
+//! job with `gex::exit(0)` (from its code, from a handler, or while another rank is
+//! still busy), a rank that returns without finalizing, and a job past its time limit.
+//! The launcher reports which rank failed and why, the job's exit code says how, and
+//! no rank process survives its job.
 mod common;
 
 use std::sync::OnceLock;
@@ -306,6 +307,32 @@ fn exit_zero_in_one_rank_ends_the_job() {
             if team.rank() == n_minus_one(team) {
                 team.barrier();
                 gex::exit(0);
+            }
+            wait_for_teardown(&team);
+            client.finalize();
+        });
+    }
+}
+
+fn exit_zero_in_handler(_token: &Token<'_>, _args: &[u32]) {
+    gex::exit(0);
+}
+
+/// `gex::exit(0)` inside an AM handler (`gasnet_exit` may be called from handler
+/// context): the rank whose handler runs it ends the job as from its own code, and the
+/// sender, waiting in barriers, leaves too.
+#[test]
+fn exit_zero_in_a_handler_ends_the_job() {
+    for n in 2..=3 {
+        let pids = PidDir::new("exit0handler");
+        assert_job_exits_zero(n, &pids, || {
+            let mut table =
+                [AmEntry::short("exit", AmRole::Request, 0, exit_zero_in_handler).at(210)];
+            let (client, team) = start("FAIL_EXIT0_HANDLER", &mut table);
+            team.barrier();
+            if team.rank() == 0 {
+                team.request_short(n_minus_one(team), 210, &[], Flags::NONE)
+                    .unwrap();
             }
             wait_for_teardown(&team);
             client.finalize();
