@@ -1,10 +1,10 @@
 //! Jobs that fail: a rank that panics, a handler that breaks the rules of "Calls from
 //! restricted context" without catching the panic, a message for a handler index
 //! nobody registered, a rank that calls `gex::exit(3)` (`gasnet_exit`) or ends the
-//! job with `gex::exit(0)` (from its code, from a handler, or while another rank is
-//! still busy), a rank that returns without finalizing, and a job past its time limit.
-//! The launcher reports which rank failed and why, the job's exit code says how, and
-//! no rank process survives its job.
+//! job with `gex::exit(0)` (from its code, from a handler, before the others attach, or
+//! while another rank is still busy), a rank that returns without finalizing, and a
+//! job past its time limit. The launcher reports which rank failed and why, the job's
+//! exit code says how, and no rank process survives its job.
 mod common;
 
 use std::sync::OnceLock;
@@ -308,6 +308,26 @@ fn exit_zero_in_one_rank_ends_the_job() {
                 team.barrier();
                 gex::exit(0);
             }
+            wait_for_teardown(&team);
+            client.finalize();
+        });
+    }
+}
+
+/// `gex::exit(0)` in a rank before the others have attached their segments (they
+/// are in the attach's collectives, which it never joins): the job still ends with
+/// status 0 and leaves no rank behind.
+#[test]
+fn exit_zero_before_the_others_attach_ends_the_job() {
+    for n in 2..=3 {
+        let pids = PidDir::new("exit0early");
+        assert_job_exits_zero(n, &pids, || {
+            let (client, _ep, team) = Client::init("FAIL_EXIT0_EARLY", Flags::NONE).unwrap();
+            common::record_pid(team.rank());
+            if team.rank() == 0 {
+                gex::exit(0);
+            }
+            let _ = Segment::attach(&team, MB).unwrap();
             wait_for_teardown(&team);
             client.finalize();
         });

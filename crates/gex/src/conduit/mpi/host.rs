@@ -160,10 +160,13 @@ impl Host {
 
     /// Called after a barrier that followed every member's [`Host::allocate`]: reads
     /// each member's state with Acquire, which orders the initialization of its queues
-    /// before this rank's first message to it.
+    /// before this rank's first message to it. A member may already read `Exited`: a
+    /// rank past the same barrier called `gex::exit(0)` ([`Host::mark_exiting`]), which
+    /// this rank notices at its first wait.
     pub(super) fn joined(&self) {
         for i in 0..self.areas.len() {
-            if self.control(i).state.load(Ordering::Acquire) != RankState::Running as u32 {
+            let state = self.control(i).state.load(Ordering::Acquire);
+            if state != RankState::Running as u32 && state != RankState::Exited as u32 {
                 fatal(&format!(
                     "host member {i} did not initialize its AM queues before the bootstrap \
                      barrier"
