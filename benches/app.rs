@@ -410,10 +410,9 @@ const KERNELS: usize = 7;
 /// Rank 0's control words, for the other ranks to ask for.
 static CONTROL: OnceLock<GlobalPtr<u64>> = OnceLock::new();
 
-/// Rank 0's control words (in an array, which is a `FutureValue` as a lone pointer is
-/// not).
-fn control() -> [GlobalPtr<u64>; 1] {
-    [*CONTROL.get().expect("set before the barrier")]
+/// Rank 0's control words.
+fn control() -> GlobalPtr<u64> {
+    *CONTROL.get().expect("set before the barrier")
 }
 
 /// A u64 of some rank's segment as an atomic, through this process's mapping.
@@ -448,7 +447,7 @@ fn rank_main(job: RankJob) {
         CONTROL.set(gp).expect("set once");
     }
     upcxx::barrier(); // handlers registered and control words published
-    let [base] = upcxx::rpc(0, control, ()).wait();
+    let base = upcxx::rpc(0, control, ()).wait();
     let sampler = Sampler::from_env();
 
     // Kept for the rest of the job, as the figures are.
