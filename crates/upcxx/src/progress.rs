@@ -11,11 +11,12 @@
 //! Progress calls down: into the per-thread state (`thread.rs`: epoch, work flags,
 //! deferred notifications, the loans of RPCs run), into personas (the LPC queues of
 //! those this thread holds) and into RPC delivery (replies forwarded by other threads,
-//! the master persona's RPCs). Nothing below calls into it, with one exception, the **futures ↔ progress
-//! knot**: waiting on a future makes progress (`Future::wait` calls [`wait_until`],
-//! [`progress_past`] and [`wait_past`]), and progress fulfils futures (the callbacks it
-//! runs ready them). The second direction goes through boxed callbacks queued on the
-//! thread or on personas, so this module imports nothing from `future`.
+//! the master persona's RPCs). Nothing below calls into it, with one exception, the
+//! **futures ↔ progress knot**: waiting on a future makes progress (`Future::wait`
+//! calls [`wait_until`], [`progress_past`] and [`wait_past`]), and progress fulfils
+//! futures (the callbacks it runs ready them). The second direction goes through boxed
+//! callbacks queued on the thread or on personas, so this module imports nothing from
+//! `future`.
 //!
 //! # What progress costs
 //!
@@ -273,8 +274,8 @@ fn progress_past_reported(wait: bool, call: &str) {
 /// dropped, before the notifications queued earlier run: the spec orders neither), then
 /// run, in the restricted context, the notifications queued on this thread, the RPCs of
 /// the master persona if this thread holds it, and the LPCs queued on each persona the
-/// thread holds, top first. What the callbacks queue runs in a later
-/// progress call, except LPCs to held personas queued before those are drained.
+/// thread holds, top first. What the callbacks queue runs in a later progress call,
+/// except LPCs to held personas queued before those are drained.
 ///
 /// With nothing queued this reads a few thread-local cells and one shared word: work
 /// queued by this thread's own handlers and calls is flagged in `ThreadState::work`, and work
@@ -286,17 +287,18 @@ fn user_actions() -> usize {
     if look {
         deliver_forwarded_replies();
     }
-    if THREAD.with(|h| h.work.get()) & LOAN_WORK != 0 {
-        // Before any callback runs, so that a panicking one cannot lose the flag while
-        // the loans stay marked (the next loan would not set it again); its own bit
-        // only, so that a panicking drop of what was lent loses no other work.
-        THREAD.with(|h| h.work.set(h.work.get() & !LOAN_WORK));
-        thread::restricted(thread::end_loans);
-    }
     let (mut work, master) = THREAD.with(|h| {
         h.epoch.set(h.epoch.get() + 1);
         (h.work.replace(0), h.holds_master.get())
     });
+    if work & LOAN_WORK != 0 {
+        // Before any callback runs, so that a panicking one cannot lose the flag while
+        // the loans stay marked (the next loan would not set it again); the other bits
+        // go back meanwhile, so that a panicking drop of what was lent loses no work.
+        THREAD.with(|h| h.work.set(h.work.get() | work & !LOAN_WORK));
+        thread::restricted(thread::end_loans);
+        work = THREAD.with(|h| h.work.replace(0));
+    }
     let mut n = 0;
     if work & OUTGOING_WORK != 0 {
         // First, so that the notifications of the operations that completed (found by

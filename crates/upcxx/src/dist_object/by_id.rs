@@ -33,9 +33,9 @@
 //! forgetting it keeps it until the next user-level progress
 //! (`thread::keep_until_progress`) rather than dropping it under the call (an RPC with
 //! two `&DistObject` arguments replaces the first one's handle while decoding the
-//! second). When nothing is lent, a forgotten
-//! handle is dropped at once, so an object's value is dropped when the last handle
-//! outside this module goes, as without the cache.
+//! second). When nothing is lent, a forgotten handle is dropped at once, so an
+//! object's value is dropped when the last handle outside this module goes, as without
+//! the cache.
 
 use std::any::{Any, TypeId};
 use std::cell::{Cell, RefCell};
