@@ -208,11 +208,11 @@
 //!
 //! The files: `boot` (the bootstrap: its MPI calls and checks, and the error path of
 //! every call), `finalize` (the end of a rank's MPI), `abort` (a dying rank's end: its
-//! message and `MPI_Abort`), `host` (the
-//! shared memory of the host: queues and signal words), `am` (the AM transport between
-//! hosts: wire format, aggregation, receive rings, each poll's test, control messages
-//! for credits and signals), `rma` (puts and gets to another host's segment); this
-//! file holds the conduit's state, the choice of path and the segments.
+//! message and `MPI_Abort`), `host` (the shared memory of the host: queues and signal
+//! words), `am` (the AM transport between hosts: wire format, aggregation, receive
+//! rings, each poll's test, control messages for credits and signals), `rma` (puts and
+//! gets to another host's segment); this file holds the conduit's state, the choice of
+//! path and the segments.
 //!
 //! All MPI calls go through rsmpi's raw bindings (`mpi::ffi`): its safe API has no
 //! shared-memory windows or passive-target RMA, and one style of call keeps the locking

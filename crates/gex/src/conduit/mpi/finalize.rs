@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use ::mpi::ffi;
 
 use super::boot::check;
-use super::{abort, am, MpiConduit};
+use super::{abort, am, MpiConduit, SerialGuard, State};
 
 impl MpiConduit {
     /// Finalizes this rank's MPI: waits for its sends, gets and puts, then a barrier of
@@ -45,9 +45,7 @@ impl MpiConduit {
         // does while it is inside MPI, as it is from here on (these waits, the flush,
         // the barrier).
         if !complete(&mut st.reqs[am::SEND_BASE..], deadline) {
-            abort::ending_zero();
-            drop(st);
-            self.give_up();
+            self.give_up(st);
         }
         st.reqs.truncate(am::SEND_BASE);
         let sends = std::mem::take(&mut st.sends);
@@ -79,9 +77,7 @@ impl MpiConduit {
             );
         }
         if !complete(std::slice::from_mut(&mut barrier), deadline) {
-            abort::ending_zero();
-            drop(st);
-            self.give_up();
+            self.give_up(st);
         }
         am::free_receives(&mut st.reqs[..am::SEND_BASE]);
         for comm in st.comms.iter_mut() {
@@ -109,8 +105,11 @@ impl MpiConduit {
     }
 
     /// Ends the job with status 0: the ranks this one waited for did not come in time
-    /// after `gex::exit(0)`. Called without the conduit's lock.
-    fn give_up(&self) -> ! {
+    /// after `gex::exit(0)`. Marks the end under way, then releases the conduit's lock
+    /// `st` (a failure another thread meets once it has the lock waits for this end).
+    fn give_up(&self, st: SerialGuard<'_, State>) -> ! {
+        abort::ending_zero();
+        drop(st);
         abort::end_job_zero(&format!(
             "gex: rank {}: a rank did not leave within {} s of gex::exit(0) (it made no \
              communication call); ending the job",
