@@ -43,8 +43,8 @@ use std::sync::atomic::Ordering;
 use crate::persona::{drain_held_personas, PersonaScopeRef};
 use crate::rpc::{deliver_forwarded_replies, run_master_rpcs};
 use crate::thread::{
-    self, check_not_restricted, run_deferred, ThreadState, DEFERRED_WORK, LOAN_WORK, OUTGOING_WORK,
-    RPC_WORK, SHARED_WORK, THREAD,
+    self, check_not_restricted, run_deferred, ThreadState, AWAITED_WORK, DEFERRED_WORK, LOAN_WORK,
+    OUTGOING_WORK, RPC_WORK, SHARED_WORK, THREAD,
 };
 
 /// The level of progress a call makes (UPC++ `progress_level`).
@@ -271,11 +271,14 @@ fn progress_past_reported(wait: bool, call: &str) {
 /// The user-level part of progress: replies that arrived through other threads are
 /// delivered, the epoch advances (readying the futures of operations completed before
 /// this call), the loans of the RPCs run since the last one end (what they were lent is
-/// dropped, before the notifications queued earlier run: the spec orders neither), then
-/// run, in the restricted context, the notifications queued on this thread, the RPCs of
+/// dropped, before the notifications queued earlier run: the spec orders neither), the
+/// operations this thread tracks are tested (`thread::advance_tracked_notifying`), those
+/// found complete notifying at once, then run, in the restricted context, the
+/// notifications queued on this thread, the RPCs of
 /// the master persona if this thread holds it, and the LPCs queued on each persona the
 /// thread holds, top first. What the callbacks queue runs in a later progress call,
-/// except LPCs to held personas queued before those are drained.
+/// except LPCs to held personas queued before those are drained and what the
+/// notifications of tracked operations queue, which runs with this call's queue.
 ///
 /// With nothing queued this reads a few thread-local cells and one shared word: work
 /// queued by this thread's own handlers and calls is flagged in `ThreadState::work`, and work
@@ -300,15 +303,22 @@ fn user_actions() -> usize {
         work = THREAD.with(|h| h.work.replace(0));
     }
     let mut n = 0;
-    if work & OUTGOING_WORK != 0 {
+    const TRACKED: u8 = OUTGOING_WORK | AWAITED_WORK;
+    if work & TRACKED != 0 {
         // First, so that the notifications of the operations that completed (found by
         // the poll just made) run in this progress, not in the next one after another
-        // poll: a promise's at once, others below.
-        n += thread::advance_outgoing_notifying();
-        work |= THREAD.with(|h| h.work.replace(0));
-        if thread::outgoing_pending() {
-            THREAD.with(|h| h.work.set(h.work.get() | OUTGOING_WORK));
-        }
+        // poll: a promise's at once, others below. The other bits go back meanwhile,
+        // so that a panicking notification loses none of them (nor the lists' flags).
+        THREAD.with(|h| h.work.set(h.work.get() | work & !TRACKED));
+        n += thread::advance_tracked_notifying(work);
+        // That work, and what the notifications queued, runs below; the lists' flags
+        // for the operations still in flight, and loans, are the next progress's.
+        const NEXT: u8 = TRACKED | LOAN_WORK;
+        work = THREAD.with(|h| {
+            let queued = h.work.get();
+            h.work.set(queued & NEXT);
+            queued & !NEXT
+        });
     }
     if work & DEFERRED_WORK != 0 {
         n += run_deferred();
@@ -389,7 +399,12 @@ pub(crate) fn barrier_with_progress(team: &gex::Team) {
 /// user-level progress finds them. What counts: RPCs and replies this thread gathered
 /// into batches and has not sent yet (`rpc/batch.rs`), and operations a network
 /// completes later while they are in flight (on shared memory every transfer is
-/// delivered when it is started). Progress level: none.
+/// delivered when it is started). Pending collectives do not count: one completes only
+/// once the other ranks took part, so `discharge` could not wait for it, although this
+/// rank's polls may still have to relay its messages as they arrive (the master
+/// persona, which alone runs collectives, may answer false while it needs progress,
+/// §10.5.3 ¶3): a rank with a collective pending keeps making progress until it
+/// completes. Progress level: none.
 pub fn progress_required() -> bool {
     thread::outgoing_pending() || crate::rpc::unsent()
 }
@@ -410,7 +425,9 @@ pub fn progress_required_for(ps: PersonaScopeRef) -> bool {
 
 /// Makes internal progress until [`progress_required`] is false (UPC++ `discharge`,
 /// §10.3 ¶5, §10.5.3 ¶7–¶9): every operation this thread started has gone as far as it
-/// can without this thread, so a long computation may follow. It runs no callback,
+/// can without this thread, so a long computation may follow, except pending
+/// collectives, which need this rank's progress until they complete (see
+/// [`progress_required`]). It runs no callback,
 /// LPC or RPC (progress level: internal), so it may be called in the restricted
 /// context.
 #[track_caller]

@@ -15,6 +15,9 @@
 //! * **Outgoing operations**: operations this thread started that need its progress to
 //!   complete (a put the network finishes later) are tracked, so that internal progress
 //!   can advance them without running user code (`discharge`, §10.5.3).
+//! * **Awaited operations**: collectives, which complete only once the other ranks
+//!   took part, are tracked apart: user-level progress alone tests them, and neither
+//!   `progress_required` nor `discharge` waits for them (see [`track_awaited`]).
 //! * **Loans until the next progress**: what an RPC being run was lent (the handle of
 //!   a `&DistObject` or `&Team` argument, `dist_object/by_id.rs`) is kept until the
 //!   thread's next user-level progress, which no RPC outlives ([`lend_until_progress`],
@@ -28,6 +31,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::thread::LocalKey;
 
 static NEXT_THREAD: AtomicU64 = AtomicU64::new(1);
 
@@ -49,7 +53,8 @@ pub(crate) struct ThreadState {
     /// Depth of callbacks being run by user-level progress.
     pub(crate) restricted: Cell<u32>,
     /// What was queued for this thread's next user-level progress by the thread itself:
-    /// a mask of [`DEFERRED_WORK`], [`RPC_WORK`], [`OUTGOING_WORK`] and [`LOAN_WORK`].
+    /// a mask of [`DEFERRED_WORK`], [`RPC_WORK`], [`OUTGOING_WORK`], [`LOAN_WORK`] and
+    /// [`AWAITED_WORK`].
     pub(crate) work: Cell<u8>,
     /// This thread holds the master persona.
     pub(crate) holds_master: Cell<bool>,
@@ -58,7 +63,7 @@ pub(crate) struct ThreadState {
     pub(crate) poll_skips: Cell<u32>,
     /// The value of [`SHARED_WORK`] when this thread last looked at its shared queues.
     pub(crate) seen_shared: Cell<u64>,
-    /// User-level progress is advancing this thread's outgoing operations, outside any
+    /// User-level progress is advancing this thread's tracked operations, outside any
     /// callback: their notifications may run at once ([`notify`]).
     notify_now: Cell<bool>,
     /// The state of the last entry of `DEFERRED` while that entry is a
@@ -91,11 +96,18 @@ thread_local! {
     static DEFERRED: RefCell<VecDeque<Deferred>> = const { RefCell::new(VecDeque::new()) };
     /// Operations this thread started whose completion it must still observe: each
     /// entry tests its operation and, once complete, notifies and returns true.
-    static OUTGOING: RefCell<VecDeque<Outgoing>> = const { RefCell::new(VecDeque::new()) };
+    static OUTGOING: RefCell<VecDeque<Tracked>> = const { RefCell::new(VecDeque::new()) };
+    /// Operations this thread started that complete with other ranks' progress, whose
+    /// completion it must still observe, as in `OUTGOING`.
+    static AWAITED: RefCell<VecDeque<Tracked>> = const { RefCell::new(VecDeque::new()) };
 }
 
-/// An operation in flight (see [`track_outgoing`]).
-type Outgoing = Box<dyn FnMut() -> bool>;
+/// An operation in flight (see [`track_outgoing`] and [`track_awaited`]): tests it and,
+/// once it completed, notifies and returns true.
+pub(crate) type Tracked = Box<dyn FnMut() -> bool>;
+
+/// A list of [`Tracked`] operations.
+type TrackedList = LocalKey<RefCell<VecDeque<Tracked>>>;
 
 /// A number unique to this thread for the life of the process.
 pub(crate) fn thread_token() -> u64 {
@@ -118,7 +130,7 @@ pub(crate) fn progress_epoch() -> u64 {
 /// The progress epoch to record for a value delivered now into a reply cell
 /// (`future/cell.rs`), whose future is ready once this thread's epoch passes it: the
 /// previous epoch while user-level progress notifies at once
-/// ([`advance_outgoing_notifying`], after the epoch advanced), so that the future is
+/// ([`advance_tracked_notifying`], after the epoch advanced), so that the future is
 /// ready in this progress, as a promise fulfilled there is; the current one otherwise
 /// (internal progress, a reply's handler), ready at the next user-level progress.
 #[inline]
@@ -136,6 +148,8 @@ pub(crate) const OUTGOING_WORK: u8 = 4;
 /// [`ThreadState::work`]: RPCs run on this thread were lent what must live until the
 /// next user-level progress, which ends the loans ([`end_loans`]).
 pub(crate) const LOAN_WORK: u8 = 8;
+/// [`ThreadState::work`]: operations tracked by [`track_awaited`] are in flight.
+pub(crate) const AWAITED_WORK: u8 = 16;
 
 /// A notification owed to this thread.
 enum Deferred {
@@ -223,8 +237,8 @@ fn fold_tail(d: &mut VecDeque<Deferred>) {
 }
 
 /// Runs `f`, a local notification: at once, in the restricted context, when user-level
-/// progress is advancing this thread's outgoing operations
-/// ([`advance_outgoing_notifying`]), which saves queuing it; else at the next
+/// progress is advancing this thread's tracked operations
+/// ([`advance_tracked_notifying`]), which saves queuing it; else at the next
 /// user-level progress ([`defer`]), as from internal progress (which runs no user code)
 /// and from initiation calls (which notify no earlier than the next progress, §7.1
 /// ¶14). What `f` runs may itself call `discharge`, whose advance must defer: `f` runs
@@ -292,16 +306,64 @@ pub(crate) fn run_deferred() -> usize {
 /// that internal progress ([`advance_outgoing`]) may call it (§10.3, §10.5.3). Every
 /// user-level progress advances the tracked operations while any remain
 /// ([`OUTGOING_WORK`]).
-pub(crate) fn track_outgoing(advance: Outgoing) {
+pub(crate) fn track_outgoing(advance: Tracked) {
     OUTGOING.with(|o| o.borrow_mut().push_back(advance));
     THREAD.with(|h| h.work.set(h.work.get() | OUTGOING_WORK));
 }
 
-/// [`advance_outgoing`] from user-level progress, outside any callback: the local
-/// notifications of the operations that completed run at once ([`notify`]).
-pub(crate) fn advance_outgoing_notifying() -> usize {
-    with_notify_now(true, false, advance_outgoing)
+/// Tracks an operation this thread started that completes only once other ranks took
+/// part (a collective): `advance` tests it and, once it completed, notifies and returns
+/// true. Only user-level progress advances it ([`AWAITED_WORK`]), notifying at once
+/// ([`notify`]), so that its future is ready in the progress that found it complete.
+///
+/// It does not make `progress_required` true, and `discharge` does not wait for it,
+/// although this rank's polls may still have to relay the collective's messages as the
+/// others arrive: waiting for it would wait for the other ranks, which may be waiting
+/// for this one. §10.5.3 ¶3 allows the answer: only the master persona runs
+/// collectives (§12.1 ¶6), and for it `false` means the master persona "may or may not
+/// require further internal-progress".
+pub(crate) fn track_awaited(advance: Tracked) {
+    AWAITED.with(|o| o.borrow_mut().push_back(advance));
+    THREAD.with(|h| h.work.set(h.work.get() | AWAITED_WORK));
 }
+
+/// Advances, from user-level progress outside any callback, the tracked operations of
+/// the lists `work` flags ([`OUTGOING_WORK`], [`AWAITED_WORK`]) once each: the local
+/// notifications of those that completed run at once ([`notify`]). Returns how many
+/// operations completed. The lists still holding operations are flagged for the next
+/// progress, also if a notification unwinds.
+pub(crate) fn advance_tracked_notifying(work: u8) -> usize {
+    /// Flags each list that holds operations.
+    struct Reflag;
+    impl Drop for Reflag {
+        fn drop(&mut self) {
+            for (flag, list) in TRACKED_LISTS {
+                if list.with(|o| !o.borrow().is_empty()) {
+                    THREAD.with(|h| h.work.set(h.work.get() | flag));
+                }
+            }
+        }
+    }
+    // Counted before either pass: an operation that a notification of this pass
+    // starts is tested from the next progress on, as one started by the program is.
+    let counts = TRACKED_LISTS.map(|(flag, list)| {
+        if work & flag != 0 {
+            list.with(|o| o.borrow().len())
+        } else {
+            0
+        }
+    });
+    let _reflag = Reflag;
+    with_notify_now(true, false, || {
+        (counts.iter().zip(TRACKED_LISTS))
+            .map(|(&count, (_, list))| advance(list, count))
+            .sum()
+    })
+}
+
+/// The lists of tracked operations and their flags in [`ThreadState::work`].
+const TRACKED_LISTS: [(u8, &TrackedList); 2] =
+    [(OUTGOING_WORK, &OUTGOING), (AWAITED_WORK, &AWAITED)];
 
 /// True while operations tracked by [`track_outgoing`] are in flight: this thread's
 /// progress is required for them to complete (UPC++ `progress_required`).
@@ -310,25 +372,38 @@ pub(crate) fn outgoing_pending() -> bool {
 }
 
 /// Advances the operations tracked by [`track_outgoing`] once each, dropping those
-/// that completed; returns how many did. Each leaves the list only while it is
-/// advanced: a callback that one of them notifies at once (and what it calls,
-/// `progress_required`, `discharge`) sees the others still in flight, and may advance
-/// them itself (an operation advanced twice in one pass is tested twice, no more).
+/// that completed; returns how many did (see [`advance`]).
 pub(crate) fn advance_outgoing() -> usize {
-    let mut left = OUTGOING.with(|o| o.borrow().len());
+    advance(&OUTGOING, OUTGOING.with(|o| o.borrow().len()))
+}
+
+/// Advances the first `count` operations of `list` once each, dropping those that
+/// completed; returns how many did. Each leaves the list only while it is advanced: a
+/// callback that one of them notifies at once (and what it calls, `progress_required`,
+/// `discharge`) sees the others still in flight, and may advance those that are
+/// outgoing itself (an operation advanced twice in one pass is tested twice, no more).
+fn advance(list: &'static TrackedList, count: usize) -> usize {
     let mut completed = 0;
-    while left > 0 {
-        left -= 1;
-        let Some(mut advance) = OUTGOING.with(|o| o.borrow_mut().pop_front()) else {
+    for _ in 0..count {
+        let Some(mut advance) = list.with(|o| o.borrow_mut().pop_front()) else {
             break;
         };
         if advance() {
             completed += 1;
         } else {
-            OUTGOING.with(|o| o.borrow_mut().push_back(advance));
+            list.with(|o| o.borrow_mut().push_back(advance));
         }
     }
     completed
+}
+
+/// Runs `f`, user code that a tracked operation's completion runs besides its
+/// notifications (the drop of what the operation kept, such as a reduction's
+/// operation), as a callback is run: in the restricted context, notifying nothing at
+/// once.
+pub(crate) fn run_as_callback<R>(f: impl FnOnce() -> R) -> R {
+    let now = THREAD.with(|h| h.notify_now.get());
+    with_notify_now(false, now, || restricted(f))
 }
 
 /// Tells this thread's next user-level progress that its handlers queued RPCs for the

@@ -403,6 +403,91 @@ fn futures_turn_ready_only_in_progress() {
     }
 }
 
+/// A pending collective completes only once the other ranks took part, so `discharge`
+/// does not wait for it and `progress_required` is false meanwhile (§10.5.3 ¶3: the
+/// master persona, which alone runs collectives, may answer false while it still needs
+/// internal progress). Rank 0 starts a reduction and a barrier, discharges, and only
+/// then lets the others start theirs, by an RPC: a `discharge` that waited for the
+/// collectives would never return.
+#[test]
+fn discharge_does_not_wait_for_a_pending_collective() {
+    static GO: AtomicU64 = AtomicU64::new(0);
+    fn go() {
+        GO.store(1, Ordering::Relaxed);
+    }
+    for ranks in [2, 3] {
+        spmd(ranks, || {
+            upcxx::init();
+            let n = u64::from(rank_n());
+            if rank_me() == 0 {
+                let sum = upcxx::reduce_all(1u64, op_fast_add, world());
+                let both = upcxx::barrier_async(world());
+                assert!(!upcxx::progress_required());
+                upcxx::discharge();
+                assert!(!sum.ready() && !both.ready());
+                for r in 1..rank_n() {
+                    upcxx::rpc_ff(r, go, ());
+                }
+                assert_eq!(sum.wait(), n);
+                both.wait();
+            } else {
+                while GO.load(Ordering::Relaxed) == 0 {
+                    upcxx::progress(upcxx::ProgressLevel::User);
+                }
+                assert_eq!(upcxx::reduce_all(1u64, op_fast_add, world()).wait(), n);
+                upcxx::barrier_async(world()).wait();
+            }
+            upcxx::finalize();
+        });
+    }
+}
+
+/// What a pending collective kept and progress drops at its completion is dropped as a
+/// callback runs (§10.2): a reduction's operation, whose captures' `Drop` finds itself
+/// in the restricted context. Rank 0's reduction is pending when it starts (the others
+/// start theirs when it tells them to), so its completion is found by progress.
+#[test]
+fn a_reductions_operation_is_dropped_in_the_restricted_context() {
+    static GO: AtomicU64 = AtomicU64::new(0);
+    static DROPPED: AtomicU64 = AtomicU64::new(0);
+    fn go() {
+        GO.store(1, Ordering::Relaxed);
+    }
+    struct Probe;
+    impl Drop for Probe {
+        fn drop(&mut self) {
+            let seen = if upcxx::in_restricted_context() { 1 } else { 2 };
+            DROPPED.store(seen, Ordering::Relaxed);
+        }
+    }
+    spmd(3, || {
+        upcxx::init();
+        let probe = Probe;
+        let add = move |a: u64, b: u64| {
+            let _ = &probe;
+            a + b
+        };
+        if rank_me() == 0 {
+            let sum = upcxx::reduce_all(1u64, add, world());
+            for r in 1..rank_n() {
+                upcxx::rpc_ff(r, go, ());
+            }
+            assert_eq!(sum.wait(), 3);
+            assert_eq!(
+                DROPPED.load(Ordering::Relaxed),
+                1,
+                "the operation was dropped outside the restricted context"
+            );
+        } else {
+            while GO.load(Ordering::Relaxed) == 0 {
+                upcxx::progress(upcxx::ProgressLevel::User);
+            }
+            assert_eq!(upcxx::reduce_all(1u64, add, world()).wait(), 3);
+        }
+        upcxx::finalize();
+    });
+}
+
 /// §10.2 restricts waiting, not initiating: callbacks run by progress (the restricted
 /// context) start the non-blocking collectives, whose futures chain, and build a
 /// `dist_object` (§14.4 ¶6: progress level none).

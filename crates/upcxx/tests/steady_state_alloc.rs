@@ -108,6 +108,45 @@ fn remote_round_trips_joined_allocate_per_join_not_per_future() {
     }
 }
 
+/// A collective waited for allocates when it starts, not at each progress call of the
+/// wait: rank 0 makes a thousand user-level progress calls while its reduction waits
+/// for the others, which start theirs only when it tells them to.
+#[test]
+fn a_pending_collective_allocates_nothing_per_progress() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    static GO: AtomicBool = AtomicBool::new(false);
+    fn go() {
+        GO.store(true, Ordering::Relaxed);
+    }
+    for ranks in [2, 3] {
+        spmd(ranks, || {
+            upcxx::init();
+            let n = u64::from(upcxx::rank_n());
+            let world = upcxx::world();
+            if rank_me() == 0 {
+                let sum = upcxx::reduce_all(1u64, upcxx::op_fast_add, world);
+                let waits = counting_alloc::allocations_in(|| {
+                    for _ in 0..1000 {
+                        progress(ProgressLevel::User);
+                    }
+                });
+                assert!(!sum.ready());
+                assert_eq!(waits, 0, "1000 progress calls allocated {waits} times");
+                for r in 1..upcxx::rank_n() {
+                    upcxx::rpc_ff(r, go, ());
+                }
+                assert_eq!(sum.wait(), n);
+            } else {
+                while !GO.load(Ordering::Relaxed) {
+                    progress(ProgressLevel::User);
+                }
+                assert_eq!(upcxx::reduce_all(1u64, upcxx::op_fast_add, world).wait(), n);
+            }
+            upcxx::finalize();
+        });
+    }
+}
+
 #[test]
 fn the_counter_sees_allocations() {
     // Guards the test above against a counter that never counts.

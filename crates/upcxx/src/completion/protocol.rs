@@ -126,23 +126,16 @@ pub const fn requests_op_or_remote<Ev: CompletionEvents, C: Completions<Ev>>() -
 /// Runs `armed`'s remote and operation notifications once `done()` is true, testing
 /// at each user-level progress of this thread: for operations that finish after their
 /// initiating call returns and may wait for other ranks (collectives). `values` gives
-/// the operation's values then.
-pub(crate) fn notify_when<Ev, A, D, V>(mut done: D, target: Rank, armed: A, values: V)
+/// the operation's values then. They are notified in the progress that finds the
+/// operation complete (`thread::track_awaited`).
+pub(crate) fn notify_when<Ev, A, D, V>(done: D, target: Rank, armed: A, values: V)
 where
     Ev: CompletionEvents,
     A: Armed<Ev>,
     D: FnMut() -> bool + 'static,
     V: FnOnce() -> Ev::OpValues + 'static,
 {
-    thread::defer(Box::new(move || {
-        if done() {
-            let mut armed = armed;
-            armed.remote_done(target);
-            armed.operation_done(values());
-        } else {
-            notify_when(done, target, armed, values);
-        }
-    }));
+    thread::track_awaited(tracker(done, target, armed, values));
 }
 
 /// [`notify_when`] for an operation that needs only this thread's progress to
@@ -152,7 +145,19 @@ where
 /// queues the local ones for user-level progress, so it runs no user code. An
 /// operation that waits for other ranks must not be tracked: `discharge` would wait
 /// for them.
-pub(crate) fn notify_when_outgoing<Ev, A, D, V>(mut done: D, target: Rank, armed: A, values: V)
+pub(crate) fn notify_when_outgoing<Ev, A, D, V>(done: D, target: Rank, armed: A, values: V)
+where
+    Ev: CompletionEvents,
+    A: Armed<Ev>,
+    D: FnMut() -> bool + 'static,
+    V: FnOnce() -> Ev::OpValues + 'static,
+{
+    thread::track_outgoing(tracker(done, target, armed, values));
+}
+
+/// The test of a tracked operation: once `done()` is true, runs `armed`'s remote and
+/// operation notifications (with `values()`) and returns true, then and after.
+fn tracker<Ev, A, D, V>(mut done: D, target: Rank, armed: A, values: V) -> thread::Tracked
 where
     Ev: CompletionEvents,
     A: Armed<Ev>,
@@ -160,16 +165,19 @@ where
     V: FnOnce() -> Ev::OpValues + 'static,
 {
     let mut armed = Some((armed, values));
-    thread::track_outgoing(Box::new(move || {
+    Box::new(move || {
         if !done() {
             return false;
         }
         if let Some((mut armed, values)) = armed.take() {
             armed.remote_done(target);
-            armed.operation_done(values());
+            // Making the values may drop what the operation kept, user code included
+            // (a reduction's operation).
+            let values = thread::run_as_callback(values);
+            armed.operation_done(values);
         }
         true
-    }));
+    })
 }
 
 /// [`notify_when_outgoing`] for an operation whose source completion may also come after
