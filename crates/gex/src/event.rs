@@ -187,6 +187,20 @@ impl Event {
         }
     }
 
+    /// [`test`](Event::test) for a runtime that reports the operation itself
+    /// ([`crate::layered::test_unreported`]): the event's sync is not reported.
+    #[inline]
+    #[track_caller]
+    pub(crate) fn test_unreported(&mut self) -> bool {
+        context::check_may_communicate("Event::test");
+        if self.is_done() {
+            *self = Event::invalid();
+            true
+        } else {
+            false
+        }
+    }
+
     /// GASNet-EX `gex_Event_Wait`: polls until the operation is complete. Reported as
     /// `GASP_UPC_NB_SYNC`, or as `GASP_UPC_WAIT` for the event of
     /// [`Team::barrier_nb`](crate::Team::barrier_nb) (GASP §5.4.2: the wait half of a

@@ -793,10 +793,9 @@ where
 }
 
 /// Tests `event` without reporting its sync: the collective's own event stands for it.
+#[inline]
 fn test_quietly(event: &mut gex::Event) -> bool {
-    #[cfg(feature = "gasp")]
-    let _quiet = gasp::dispatch::quiet();
-    event.test()
+    gex::layered::test_unreported(event)
 }
 
 #[track_caller]
