@@ -427,9 +427,8 @@ pub fn progress_required_for(ps: PersonaScopeRef) -> bool {
 /// §10.3 ¶5, §10.5.3 ¶7–¶9): every operation this thread started has gone as far as it
 /// can without this thread, so a long computation may follow, except pending
 /// collectives, which need this rank's progress until they complete (see
-/// [`progress_required`]). It runs no callback,
-/// LPC or RPC (progress level: internal), so it may be called in the restricted
-/// context.
+/// [`progress_required`]). It runs no callback, LPC or RPC (progress level: internal),
+/// so it may be called in the restricted context.
 #[track_caller]
 pub fn discharge() {
     crate::runtime::state::check_init("discharge");
