@@ -108,6 +108,32 @@ impl Hsl {
     }
 }
 
+impl Drop for Hsl {
+    /// GASNet-EX `gex_HSL_Destroy`, which may not destroy a held lock. A lock dropped
+    /// while this thread holds it ends the hold's restricted context first, so that a
+    /// thread unwinding from a panic is not left unable to communicate; out of a panic,
+    /// the drop then fails naming it. A lock another thread holds fails the drop too:
+    /// that thread would stay restricted for good.
+    fn drop(&mut self) {
+        let owner = *self.owner.get_mut();
+        if owner == 0 {
+            return;
+        }
+        let mine = owner == thread_token();
+        if mine {
+            context::hsl_released();
+        }
+        if !std::thread::panicking() {
+            let who = if mine {
+                "this thread"
+            } else {
+                "another thread"
+            };
+            panic!("gex::Hsl dropped while {who} holds it (gex_HSL_Destroy of a held lock)");
+        }
+    }
+}
+
 /// Unlocks its [`Hsl`] on drop.
 pub struct HslGuard<'a> {
     hsl: &'a Hsl,

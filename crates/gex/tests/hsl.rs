@@ -296,6 +296,41 @@ fn only_the_holder_releases_and_no_thread_takes_twice() {
     });
 }
 
+/// `gex_HSL_Destroy` of a held lock is an error: dropping an `Hsl` this thread holds
+/// fails naming it and leaves the thread free to communicate (its restricted context
+/// ends with the lock), and so does unwinding from a panic past a held lock, without a
+/// second panic. Dropping one another thread holds fails too.
+#[test]
+fn dropping_a_held_lock_fails_and_frees_the_thread() {
+    spmd(1, || {
+        let (client, team, _h) = init("HSL_DROP", locking_handler);
+        let me = team.rank();
+        let addr = team.segment_bound(me).unwrap().owner_addr;
+        expect_panic(&["gex::Hsl dropped", "this thread holds it"], || {
+            let held = Hsl::new();
+            held.lock();
+        });
+        team.put_blocking(me, addr, &[1], Flags::NONE).unwrap();
+        // A second panic in the unwinding drop would abort the process.
+        let msg = try_panic_message(|| {
+            let held = Hsl::new();
+            held.lock();
+            panic!("a failure while holding the lock");
+        });
+        assert_eq!(msg.as_deref(), Some("a failure while holding the lock"));
+        team.put_blocking(me, addr, &[2], Flags::NONE).unwrap();
+        let shared = Arc::new(Hsl::new());
+        let other = Arc::clone(&shared);
+        std::thread::spawn(move || other.lock()).join().unwrap();
+        expect_panic(
+            &["gex::Hsl dropped", "another thread holds it"],
+            move || drop(shared),
+        );
+        team.put_blocking(me, addr, &[3], Flags::NONE).unwrap();
+        client.finalize();
+    });
+}
+
 fn keeps_the_lock(_token: &Token<'_>, _args: &[u32]) {
     LOCK.lock();
 }
