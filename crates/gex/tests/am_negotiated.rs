@@ -130,6 +130,9 @@ mod negotiated {
                 ERRORS.check((4096..=8192).contains(&size), || {
                     format!("reply long lib size {size}")
                 });
+                ERRORS.check((sd.addr() as usize).is_multiple_of(16), || {
+                    "reply long lib buffer alignment".into()
+                });
                 let b = sd.buffer_mut().expect("library buffer");
                 b.copy_from_slice(&p[..size]);
                 sd.commit_long(long, size / 2, dest, &[case, (size / 2) as u32]);
@@ -400,10 +403,20 @@ fn longs_prepared_with_their_destination_are_assembled_there() {
             // The segment's end bounds the size; another dest_addr at Commit fails.
             let end = base(me) + seg.size();
             let sd = team
+                .prepare_request_long(me, None, 1, 4096, Some(end - 1008), Lc::Now, Flags::NONE, 1)
+                .unwrap();
+            assert_eq!(sd.size(), 1008);
+            assert_eq!(Some(sd.addr()), mapped(me, seg.size() - 1008));
+            common::expect_panic(&["SrcDesc::commit_long", "given to Prepare"], move || {
+                sd.commit_long(t[0].index, 8, end - 992, &[8])
+            });
+            // A destination not aligned for any data type is no buffer the library
+            // may offer ("suitably aligned to hold any data type"): it offers its own.
+            let sd = team
                 .prepare_request_long(me, None, 1, 4096, Some(end - 1000), Lc::Now, Flags::NONE, 1)
                 .unwrap();
-            assert_eq!(sd.size(), 1000);
-            assert_eq!(Some(sd.addr()), mapped(me, seg.size() - 1000));
+            assert_ne!(Some(sd.addr()), mapped(me, seg.size() - 1000));
+            assert!((sd.addr() as usize).is_multiple_of(16), "{:p}", sd.addr());
             common::expect_panic(&["SrcDesc::commit_long", "given to Prepare"], move || {
                 sd.commit_long(t[0].index, 8, end - 992, &[8])
             });
@@ -446,7 +459,9 @@ mod misuse {
 
 /// Misuse of the negotiated-payload calls fails naming the call, and leaves the layer
 /// usable: no buffer with an lc other than NOW ("If client_buf is NULL, this argument
-/// must also be NULL"), `most < least`, `least` over the maximum, Commit of more than
+/// must also be NULL"), `most < least`, `least` over the maximum, a client buffer
+/// shorter than `least` (the size offered lies "in the range defined by the minimum and
+/// maximum lengths"), Commit of more than
 /// `gex_AM_SrcDescSize`, of the wrong number of arguments or the wrong category, a
 /// SrcDesc dropped without Commit ("must be consumed (exactly once) by a Commit"), and
 /// the `AM_PREPARE_LEAST_*` flags in a fixed-payload send ("Invalid in
@@ -472,6 +487,27 @@ fn negotiated_payload_misuse() {
                 team.prepare_request_medium(peer, None, max + 1, max + 1, Lc::Now, Flags::NONE, 1)
                     .map(|sd| sd.commit_medium(h, 0, &[0]))
             });
+            // A client buffer that cannot hold least_payload: the size offered must
+            // lie between least_payload and most_payload.
+            common::expect_panic(
+                &[
+                    "Team::prepare_request_medium",
+                    "client buffer of 4 bytes",
+                    "shorter",
+                ],
+                || {
+                    team.prepare_request_medium(
+                        peer,
+                        Some(&buf[..4]),
+                        8,
+                        50,
+                        Lc::Now,
+                        Flags::NONE,
+                        1,
+                    )
+                    .map(|sd| sd.commit_medium(h, 0, &[0]))
+                },
+            );
             common::expect_panic(&["Team::prepare_request_long", "17 arguments"], || {
                 team.prepare_request_long(peer, Some(&buf), 1, 10, None, Lc::Now, Flags::NONE, 17)
                     .map(|sd| sd.commit_long(h, 0, 0, &[0]))

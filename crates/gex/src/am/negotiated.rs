@@ -1,11 +1,12 @@
 //! Negotiated-payload Active Messages (GASNet-EX spec, "Negotiated-payload AM APIs").
 //!
 //! A Prepare call claims the injection resources up front and returns a [`SrcDesc`]:
-//! either the client's own buffer (copied at Commit) or, without one, a place the
-//! payload is assembled in and never copied from where it can be: for a Medium, the
-//! claimed slot of the target's queue itself; for a Long given its `dest_addr` at
-//! Prepare, the destination itself when this process maps the target's segment; else a
-//! library allocation. Until the Commit consumes the `SrcDesc` the thread may not
+//! either the client's own buffer (copied at Commit; it must hold `least_payload` bytes,
+//! and the size offered is at most its length) or, without one, a place the payload is
+//! assembled in, aligned for any data type, and never copied from where it can be: for
+//! a Medium, the claimed slot of the target's queue itself; for a Long given its
+//! `dest_addr` at Prepare, the destination itself when this process maps the target's
+//! segment and the destination is so aligned; else a library allocation. Until the Commit consumes the `SrcDesc` the thread may not
 //! communicate; a `SrcDesc` dropped without Commit frees its slot and panics.
 //!
 //! Prepare and Commit are inlined into their callers, their failures out of line: for a
@@ -129,10 +130,10 @@ impl Team {
     ///
     /// `dest_addr` is the spec's hint: `Some` address in the target's segment, which
     /// Commit must then be given again, lets the library choose its buffer for it. For
-    /// a target whose segment this process maps (every rank on shared memory) and no
-    /// client buffer, the buffer is the destination itself, up to `most_payload` bytes
-    /// or the segment's end: the payload is assembled where the handler will find it,
-    /// and Commit copies nothing. `None` (the spec's NULL) asks for the conservative
+    /// a target whose segment this process maps (every rank on shared memory), no
+    /// client buffer and a `dest_addr` aligned for any data type (16 bytes), the buffer
+    /// is the destination itself, up to `most_payload` bytes or the segment's end: the
+    /// payload is assembled where the handler will find it, and Commit copies nothing. `None` (the spec's NULL) asks for the conservative
     /// choice: a library allocation, copied at Commit.
     #[allow(clippy::too_many_arguments)]
     #[track_caller]
@@ -174,10 +175,42 @@ enum Buffer<'a> {
     /// A slot of the target's queue (Medium): the payload is written in place.
     Slot,
     /// A library allocation (Long without a client buffer).
-    Owned(Box<[u8]>),
+    Owned(Owned),
     /// The Long's destination in the target's segment, mapped here at this address
     /// (a Prepare given `dest_addr`): the payload is written in place.
     Destination(*mut u8),
+}
+
+/// The alignment of a buffer the library provides: "suitably aligned to hold any data
+/// type" (GASNet-EX spec, "Negotiated-payload AM APIs"), C's `max_align_t` on the
+/// platforms we run on.
+const MAX_ALIGN: usize = 16;
+
+/// One [`MAX_ALIGN`]-aligned unit of an [`Owned`] buffer.
+#[derive(Clone, Copy)]
+#[repr(C, align(16))]
+struct Unit([u8; MAX_ALIGN]);
+
+/// A library allocation for a payload, aligned to [`MAX_ALIGN`] (a `Box<[u8]>`'s
+/// alignment is 1).
+struct Owned(Box<[Unit]>);
+
+impl Owned {
+    /// A zeroed buffer of at least `size` bytes.
+    fn zeroed(size: usize) -> Owned {
+        Owned(vec![Unit([0; MAX_ALIGN]); size.div_ceil(MAX_ALIGN)].into_boxed_slice())
+    }
+
+    fn bytes(&self) -> &[u8] {
+        // SAFETY: the units are plain bytes, contiguous and initialized.
+        unsafe { std::slice::from_raw_parts(self.0.as_ptr().cast(), self.0.len() * MAX_ALIGN) }
+    }
+
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        let len = self.0.len() * MAX_ALIGN;
+        // SAFETY: as in `bytes`, borrowed mutably.
+        unsafe { std::slice::from_raw_parts_mut(self.0.as_mut_ptr().cast(), len) }
+    }
 }
 
 /// A prepared negotiated-payload AM (GASNet-EX `gex_AM_SrcDesc_t`), consumed by
@@ -229,10 +262,11 @@ fn prepare<'b>(
         Lc::Group => client_buf.is_some() && network == Network::Request,
         _ => client_buf.is_some(),
     };
-    if nargs > max_args() || most < least || least > max || !lc_ok {
+    let short_buf = client_buf.is_some_and(|b| b.len() < least);
+    if nargs > max_args() || most < least || least > max || !lc_ok || short_buf {
         bad_prepare(
             call,
-            client_buf.is_some(),
+            client_buf.map(<[u8]>::len),
             network,
             &lc,
             nargs,
@@ -248,7 +282,7 @@ fn prepare<'b>(
         _ => None,
     };
     let size = match (client_buf, category, in_place) {
-        (Some(b), _, _) => size.min(b.len()).max(least.min(b.len())),
+        (Some(b), _, _) => size.min(b.len()),
         (None, Category::Long, Some((_, fits))) => fits,
         (None, Category::Long, None) => size.min(least.max(OWNED_LONG)),
         (None, _, _) => size,
@@ -258,7 +292,7 @@ fn prepare<'b>(
         (Some(b), _, _) => Buffer::Client(b),
         (None, Category::Medium, _) => Buffer::Slot,
         (None, _, Some((at, _))) => Buffer::Destination(at),
-        (None, _, None) => Buffer::Owned(vec![0u8; size].into_boxed_slice()),
+        (None, _, None) => Buffer::Owned(Owned::zeroed(size)),
     };
     context::enter_prepare(call);
     Ok(SrcDesc {
@@ -276,8 +310,9 @@ fn prepare<'b>(
 }
 
 /// Where `dest`'s segment at `at` is mapped here, and how many bytes from there (at
-/// most `size`, at least `least`) the segment holds; `None` if it is not mapped, or
-/// holds fewer than `least` bytes from `at` (Commit will then refuse the address).
+/// most `size`, at least `least`) the segment holds; `None` if it is not mapped, holds
+/// fewer than `least` bytes from `at` (Commit will then refuse the address), or is not
+/// [`MAX_ALIGN`]-aligned there: a buffer the library provides holds any data type.
 fn destination(
     rt: &Runtime,
     dest: Rank,
@@ -289,7 +324,8 @@ fn destination(
     let local = seg.local_addr?;
     let offset = at.checked_sub(seg.owner_addr)?;
     let fits = seg.size.checked_sub(offset)?.min(size);
-    (fits >= least).then(|| ((local + offset) as *mut u8, fits))
+    let here = local + offset;
+    (fits >= least && here.is_multiple_of(MAX_ALIGN)).then_some((here as *mut u8, fits))
 }
 
 /// Fails a Prepare whose arguments [`prepare`] found bad, saying which one.
@@ -299,7 +335,7 @@ fn destination(
 #[track_caller]
 fn bad_prepare(
     call: &str,
-    client_buf: bool,
+    client_len: Option<usize>,
     network: Network,
     lc: &Lc<'_>,
     nargs: usize,
@@ -316,12 +352,17 @@ fn bad_prepare(
     if most < least {
         panic!("gex::{call}: most_payload {most} is less than least_payload {least}");
     }
-    if !client_buf && !matches!(lc, Lc::Now) {
+    if client_len.is_none() && !matches!(lc, Lc::Now) {
         panic!("gex::{call}: without a client buffer the local-completion option must be Lc::Now (the spec's NULL)");
     }
     check_lc(call, lc, network == Network::Request);
     if least > max {
         panic!("gex::{call}: least_payload {least} exceeds the maximum of {max} bytes");
+    }
+    if let Some(len) = client_len.filter(|&len| len < least) {
+        panic!(
+            "gex::{call}: the client buffer of {len} bytes is shorter than least_payload {least}"
+        );
     }
     unreachable!("gex::{call}: the arguments were found bad but are not")
 }
@@ -336,7 +377,7 @@ impl<'a> SrcDesc<'a> {
                 .rt
                 .conduit
                 .am_buffer(self.out.as_ref().expect("not committed")),
-            Buffer::Owned(b) => b.as_ptr() as *mut u8,
+            Buffer::Owned(b) => b.bytes().as_ptr() as *mut u8,
             Buffer::Destination(at) => *at,
         }
     }
@@ -354,7 +395,7 @@ impl<'a> SrcDesc<'a> {
         let size = self.size;
         match &mut self.buffer {
             Buffer::Client(_) => None,
-            Buffer::Owned(b) => Some(&mut b[..size]),
+            Buffer::Owned(b) => Some(&mut b.bytes_mut()[..size]),
             // SAFETY: `size` bytes of the target's segment from `at`, mapped for the
             // life of the job (`destination`); the target reads them only once the
             // Commit's handler runs.
@@ -423,7 +464,7 @@ impl<'a> SrcDesc<'a> {
         }
         let src: &[u8] = match &self.buffer {
             Buffer::Client(b) => &b[..nbytes],
-            Buffer::Owned(b) => &b[..nbytes],
+            Buffer::Owned(b) => &b.bytes()[..nbytes],
             // SAFETY: as in `buffer_mut`; nothing else writes the range meanwhile.
             Buffer::Destination(at) => unsafe { std::slice::from_raw_parts(*at, nbytes) },
             Buffer::Slot => &[],
