@@ -47,17 +47,18 @@ mod limits {
             || "token medium with AM_PREPARE_LEAST_ALLOC".into(),
         );
         let both = least | Flags::AM_PREPARE_LEAST_CLIENT;
-        let refused = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            token.max_reply_long(LcKind::Now, both, 1)
-        }));
-        let msg = refused
-            .err()
-            .and_then(|e| e.downcast::<String>().ok())
-            .map(|m| *m)
+        let msg = common::try_panic_message(|| token.max_reply_long(LcKind::Now, both, 1))
             .unwrap_or_default();
         ERRORS.check(
             msg.contains("Token::max_reply_long") && msg.contains("mutually exclusive"),
             || format!("token query with both Prepare-least flags: {msg:?}"),
+        );
+        let msg =
+            common::try_panic_message(|| token.max_reply_medium(LcKind::Now, Flags::NONE, 17))
+                .unwrap_or_default();
+        ERRORS.check(
+            msg.contains("Token::max_reply_medium") && msg.contains("17 arguments"),
+            || format!("token query with 17 arguments: {msg:?}"),
         );
         DONE.fetch_add(1, Ordering::Relaxed);
     }
@@ -140,6 +141,16 @@ fn max_payload_queries() {
                 }
                 summary.push(q(&team, None, LcKind::Now, Flags::NONE, 0) as u64);
                 summary.push(q(&team, None, LcKind::Event, Flags::NONE, max_args()) as u64);
+            }
+            // "numargs must be between 0 and gex_AM_MaxArgs()", and other_rank a member
+            // of the team: each query refuses others, naming itself.
+            for (name, q, _) in queries {
+                common::expect_panic(&[name, "17 arguments", "max_args()"], || {
+                    q(&team, None, LcKind::Now, Flags::NONE, max_args() + 1)
+                });
+                common::expect_panic(&[name, "is not in the team"], || {
+                    q(&team, Some(team.size()), LcKind::Now, Flags::NONE, 0)
+                });
             }
             summary.extend(lubs.iter().map(|&l| l as u64));
             // Exchange: my summary into slot `me` of every peer, and for symmetry, my

@@ -118,20 +118,22 @@ impl Token<'_> {
     /// GASNet-EX `gex_Token_MaxReplyMedium` (the `AM_PREPARE_LEAST_*` flags as for
     /// [`Team::max_reply_medium`](crate::Team::max_reply_medium)).
     #[track_caller]
-    pub fn max_reply_medium(&self, _lc: LcKind, flags: Flags, _nargs: usize) -> usize {
+    pub fn max_reply_medium(&self, _lc: LcKind, flags: Flags, nargs: usize) -> usize {
         payload_query(
             "Token::max_reply_medium",
             flags,
+            nargs,
             self.rt.conduit.am_max_medium(),
         )
     }
 
     /// GASNet-EX `gex_Token_MaxReplyLong`.
     #[track_caller]
-    pub fn max_reply_long(&self, _lc: LcKind, flags: Flags, _nargs: usize) -> usize {
+    pub fn max_reply_long(&self, _lc: LcKind, flags: Flags, nargs: usize) -> usize {
         payload_query(
             "Token::max_reply_long",
             flags,
+            nargs,
             self.rt.conduit.am_max_long(),
         )
     }

@@ -124,7 +124,14 @@ fn prepare_least_flag(call: &str) -> ! {
 /// Prepare accepts any `least_payload` up to the fixed-payload maximum, with a buffer
 /// of either origin).
 #[track_caller]
-pub(super) fn payload_query(call: &str, flags: Flags, max: usize) -> usize {
+pub(super) fn payload_query(call: &str, flags: Flags, nargs: usize, max: usize) -> usize {
+    if nargs > max_args() {
+        panic!(
+            "gex::{call}: {nargs} arguments, more than max_args() = {} (numargs must be \
+             between 0 and gex_AM_MaxArgs())",
+            max_args()
+        );
+    }
     if flags.contains(PREPARE_LEAST) {
         panic!(
             "gex::{call}: Flags::AM_PREPARE_LEAST_CLIENT and AM_PREPARE_LEAST_ALLOC are \
@@ -456,52 +463,68 @@ impl Team {
     #[track_caller]
     pub fn max_request_medium(
         &self,
-        _other_rank: Option<Rank>,
+        other_rank: Option<Rank>,
         _lc: LcKind,
         flags: Flags,
-        _nargs: usize,
+        nargs: usize,
     ) -> usize {
         const CALL: &str = "Team::max_request_medium";
-        payload_query(CALL, flags, runtime(CALL).conduit.am_max_medium())
+        let rt = runtime(CALL);
+        if let Some(rank) = other_rank {
+            self.job_rank_of(CALL, rank);
+        }
+        payload_query(CALL, flags, nargs, rt.conduit.am_max_medium())
     }
 
     /// GASNet-EX `gex_AM_MaxReplyMedium`.
     #[track_caller]
     pub fn max_reply_medium(
         &self,
-        _other_rank: Option<Rank>,
+        other_rank: Option<Rank>,
         _lc: LcKind,
         flags: Flags,
-        _nargs: usize,
+        nargs: usize,
     ) -> usize {
         const CALL: &str = "Team::max_reply_medium";
-        payload_query(CALL, flags, runtime(CALL).conduit.am_max_medium())
+        let rt = runtime(CALL);
+        if let Some(rank) = other_rank {
+            self.job_rank_of(CALL, rank);
+        }
+        payload_query(CALL, flags, nargs, rt.conduit.am_max_medium())
     }
 
     /// GASNet-EX `gex_AM_MaxRequestLong`.
     #[track_caller]
     pub fn max_request_long(
         &self,
-        _other_rank: Option<Rank>,
+        other_rank: Option<Rank>,
         _lc: LcKind,
         flags: Flags,
-        _nargs: usize,
+        nargs: usize,
     ) -> usize {
         const CALL: &str = "Team::max_request_long";
-        payload_query(CALL, flags, runtime(CALL).conduit.am_max_long())
+        let rt = runtime(CALL);
+        if let Some(rank) = other_rank {
+            self.job_rank_of(CALL, rank);
+        }
+        payload_query(CALL, flags, nargs, rt.conduit.am_max_long())
     }
 
     /// GASNet-EX `gex_AM_MaxReplyLong`.
     #[track_caller]
     pub fn max_reply_long(
         &self,
-        _other_rank: Option<Rank>,
+        other_rank: Option<Rank>,
         _lc: LcKind,
         flags: Flags,
-        _nargs: usize,
+        nargs: usize,
     ) -> usize {
         const CALL: &str = "Team::max_reply_long";
-        payload_query(CALL, flags, runtime(CALL).conduit.am_max_long())
+        let rt = runtime(CALL);
+        if let Some(rank) = other_rank {
+            self.job_rank_of(CALL, rank);
+        }
+        payload_query(CALL, flags, nargs, rt.conduit.am_max_long())
     }
 }
 
