@@ -48,6 +48,7 @@ pub use handler::{
 pub use negotiated::SrcDesc;
 pub(crate) use send::{
     check_peer_completion_handler, send_internal, send_internal_medium, send_peer_completion,
+    try_send_internal_medium,
 };
 pub use send::{lub_reply_long, lub_reply_medium, lub_request_long, lub_request_medium, LcKind};
 pub(crate) use table::register_internal;

@@ -224,6 +224,82 @@ fn oversized_payloads_and_bad_arguments() {
     }
 }
 
+/// What a Reply to one of the library's own handlers from a client's Request handler
+/// says (`None`: it was sent).
+static LIBRARY_REPLY: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
+
+/// A client's Request handler that tries to Reply to index 2, one of the library's
+/// handlers (below `AM_INDEX_BASE`), and then replies properly.
+fn replies_to_the_library(token: &Token<'_>, _args: &[u32]) {
+    if !token.info().is_request {
+        return;
+    }
+    let msg = common::try_panic_message(|| {
+        token.reply_medium(2, &[0; 8], Lc::Now, Flags::NONE, &[0, 0, 8, 0])
+    });
+    *LIBRARY_REPLY.lock().unwrap() = Some(msg.unwrap_or_default());
+    token
+        .reply_short(token.info().entry.index, &[], Flags::NONE)
+        .unwrap();
+}
+
+/// A client's messages may name only a client's handlers (`GEX_AM_INDEX_BASE` to 255):
+/// the library's own, below, trust their arguments (an address to write, an operation
+/// to count), so a Request or Reply of the client that names one fails naming the
+/// call, on every path a message leaves by, before anything is sent.
+#[test]
+fn client_messages_may_not_name_the_librarys_handlers() {
+    for n in 1..=2 {
+        spmd(n, || {
+            common::quiet_expected_panics();
+            let (client, ep, team) = Client::init("ERR_LIBRARY", Flags::NONE).unwrap();
+            let mut t = [
+                AmEntry::payload("sink", AmCategory::MedLong, AmRole::Request, 0, sink),
+                AmEntry::short("replier", AmRole::ReqRep, 0, replies_to_the_library),
+            ];
+            ep.register_handlers(&mut t).unwrap();
+            let _seg = Segment::attach(&team, SEG).unwrap();
+            let peer = (team.rank() + 1) % team.size();
+            let at = team.segment_bound(peer).unwrap().owner_addr;
+            let own = "is one of the library's own";
+            for h in [1, 2, 127] {
+                expect_panic(&["gex::Team::request_short", own], || {
+                    team.request_short(peer, h, &[0, 0], Flags::NONE)
+                });
+                expect_panic(&["gex::Team::request_medium", own], || {
+                    team.request_medium(peer, h, &[0; 8], Lc::Now, Flags::NONE, &[0; 4])
+                });
+                expect_panic(&["gex::Team::request_long", own], || {
+                    team.request_long(peer, h, &[0; 8], at, Lc::Now, Flags::NONE, &[0; 4])
+                });
+                expect_panic(&["gex::Team::request_medium_in_place", own], || {
+                    team.request_medium_in_place(peer, h, &[0; 4], Flags::NONE, |_| Some(8))
+                });
+                let sd = team
+                    .prepare_request_medium(peer, None, 8, 8, Lc::Now, Flags::NONE, 4)
+                    .unwrap();
+                expect_panic(&["gex::SrcDesc::commit_medium", own], move || {
+                    sd.commit_medium(h, 8, &[0; 4])
+                });
+            }
+            // The layer is still usable, and a client handler's Reply to a library
+            // handler is refused too.
+            team.request_short(peer, t[1].index, &[], Flags::NONE)
+                .unwrap();
+            poll_until("the replier's answer", 10, || {
+                LIBRARY_REPLY.lock().unwrap().is_some()
+            });
+            let msg = LIBRARY_REPLY.lock().unwrap().clone().unwrap();
+            assert!(
+                msg.contains("gex::Token::reply_medium") && msg.contains(own),
+                "a client handler's Reply to handler 2: {msg:?}"
+            );
+            team.barrier();
+            client.finalize();
+        });
+    }
+}
+
 /// The value-based puts name themselves in their errors (not the call they delegate to).
 #[test]
 fn value_puts_name_themselves() {

@@ -17,7 +17,7 @@
 //! closure that declines, or panics, gives the slot back as a message the receiver
 //! skips (handler index 0), as a dropped `SrcDesc` does.
 
-use super::handler::AmIndex;
+use super::handler::{AmIndex, AM_INDEX_BASE};
 use super::negotiated::release;
 #[cfg(feature = "gasp")]
 use super::reported::SendSpan;
@@ -55,7 +55,7 @@ impl Team {
         const CALL: &str = "Team::request_medium_in_place";
         let rt = self.am_runtime(CALL);
         let dest = self.job_rank_of(CALL, rank);
-        check_args(rt, CALL, dest, handler, args);
+        check_args(rt, CALL, dest, handler, args, AM_INDEX_BASE);
         let out = reserve(rt, dest, Network::Request, flags)?;
         let max = rt.conduit.am_max_medium();
         // SAFETY: the claimed slot's payload area holds am_max_medium() bytes, ours

@@ -14,7 +14,7 @@
 //! count) the checks and the `SrcDesc` fold away, and a Prepare/Commit pair costs what a
 //! Request does, minus its copy.
 
-use super::handler::{max_args, AmIndex, Token};
+use super::handler::{max_args, AmIndex, Token, AM_INDEX_BASE};
 #[cfg(feature = "gasp")]
 use super::reported::SendSpan;
 use super::send::{check_args, check_lc, check_long, long_payload, reserve};
@@ -458,7 +458,7 @@ impl<'a> SrcDesc<'a> {
         if category != self.category || args.len() != self.nargs || nbytes > self.size {
             self.bad_commit(call, category, nbytes, args.len());
         }
-        check_args(self.rt, call, self.dest, handler, args);
+        check_args(self.rt, call, self.dest, handler, args, AM_INDEX_BASE);
         if self.dest_addr.is_some_and(|at| at != dest_addr) {
             self.bad_commit_dest(call, dest_addr);
         }

@@ -1,7 +1,7 @@
 //! A Request handler's one Reply (GASNet-EX `gex_AM_Reply*`) and the Reply-size
 //! queries of a token.
 
-use super::handler::{AmIndex, Token};
+use super::handler::{AmIndex, Token, AM_INDEX_BASE};
 use super::send::{check_lc, payload_query, send, LcKind, Payload};
 use crate::conduit::{Conduit, Network};
 use crate::context;
@@ -33,6 +33,16 @@ impl Token<'_> {
         }
     }
 
+    /// The least handler index this handler's Reply may name: the library's own
+    /// handlers answer to each other; a client's handler answers to a client's.
+    pub(super) fn first_handler(&self) -> AmIndex {
+        if self.entry.index < AM_INDEX_BASE {
+            1
+        } else {
+            AM_INDEX_BASE
+        }
+    }
+
     pub(super) fn mark_replied<T>(&self, r: Result<T, NoOp>) -> Result<T, NoOp> {
         if r.is_ok() {
             self.replied.set(true);
@@ -54,6 +64,7 @@ impl Token<'_> {
             args,
             Payload::None,
             flags,
+            self.first_handler(),
         );
         self.mark_replied(r)
     }
@@ -80,6 +91,7 @@ impl Token<'_> {
             args,
             Payload::Medium(payload),
             flags,
+            self.first_handler(),
         );
         lc.complete_now();
         self.mark_replied(r)
@@ -110,6 +122,7 @@ impl Token<'_> {
             args,
             Payload::Long(payload, dest_addr),
             flags,
+            self.first_handler(),
         );
         lc.complete_now();
         self.mark_replied(r)

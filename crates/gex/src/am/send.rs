@@ -5,7 +5,7 @@
 #[cfg(feature = "gasp")]
 use std::panic::Location;
 
-use super::handler::{max_args, AmIndex};
+use super::handler::{max_args, AmIndex, AM_INDEX_BASE};
 #[cfg(feature = "gasp")]
 use super::reported::SendSpan;
 #[cfg(feature = "gasp")]
@@ -71,12 +71,21 @@ pub(super) fn check_lc(call: &str, lc: &Lc<'_>, group_allowed: bool) {
     }
 }
 
-/// Checks an AM's destination, argument count and handler index. Inline: three
-/// compares on every message; the panics are out of line.
+/// Checks an AM's destination, argument count and handler index, which must be at
+/// least `first`: [`AM_INDEX_BASE`] for a client's message, whose handlers are
+/// registered there (the library's own, below it, trust their arguments), 1 for the
+/// library's. Inline: three compares on every message; the panics are out of line.
 #[inline(always)]
 #[track_caller]
-pub(super) fn check_args(rt: &Runtime, call: &str, dest: Rank, handler: AmIndex, args: &[u32]) {
-    if dest >= rt.conduit.size() || args.len() > max_args() || handler == 0 {
+pub(super) fn check_args(
+    rt: &Runtime,
+    call: &str,
+    dest: Rank,
+    handler: AmIndex,
+    args: &[u32],
+    first: AmIndex,
+) {
+    if dest >= rt.conduit.size() || args.len() > max_args() || handler < first {
         bad_args(rt, call, dest, handler, args);
     }
 }
@@ -100,6 +109,12 @@ fn bad_args(rt: &Runtime, call: &str, dest: Rank, handler: AmIndex, args: &[u32]
     }
     if handler == 0 {
         panic!("gex::{call}: handler index 0 is not a handler");
+    }
+    if handler < AM_INDEX_BASE {
+        panic!(
+            "gex::{call}: handler index {handler} is one of the library's own; a client's \
+             handlers are registered at {AM_INDEX_BASE} to 255"
+        );
     }
     unreachable!("gex::{call}: the arguments were found bad but are not")
 }
@@ -221,7 +236,9 @@ pub(super) fn send(
     args: &[u32],
     payload: Payload<'_>,
     flags: Flags,
+    first: AmIndex,
 ) -> Result<(), NoOp> {
+    check_args(rt, call, dest, handler, args, first);
     #[cfg(feature = "gasp")]
     if gasp::enabled() && HANDLERS.reported(handler) {
         let (kind, data, dest_addr) = payload.parts();
@@ -269,7 +286,6 @@ fn send_as<const REPORT: bool>(
     payload: Payload<'_>,
     flags: Flags,
 ) -> Result<(), NoOp> {
-    check_args(rt, call, dest, handler, args);
     if flags.intersects(PREPARE_LEAST) {
         prepare_least_flag(call);
     }
@@ -386,6 +402,7 @@ impl Team {
             args,
             Payload::None,
             flags,
+            AM_INDEX_BASE,
         )
     }
 
@@ -415,6 +432,7 @@ impl Team {
             args,
             Payload::Medium(payload),
             flags,
+            AM_INDEX_BASE,
         )?;
         lc.complete_now();
         Ok(())
@@ -451,6 +469,7 @@ impl Team {
             args,
             Payload::Long(payload, dest_addr),
             flags,
+            AM_INDEX_BASE,
         )?;
         lc.complete_now();
         Ok(())
@@ -588,6 +607,7 @@ pub(crate) fn send_internal(
         args,
         Payload::None,
         flags,
+        1,
     )
 }
 
@@ -602,7 +622,22 @@ pub(crate) fn send_internal_medium(
     args: &[u32],
     payload: &[u8],
 ) {
-    let sent = send(
+    let sent = try_send_internal_medium(rt, call, dest, handler, args, payload, Flags::NONE);
+    sent.expect("a send without Flags::IMMEDIATE waits for room");
+}
+
+/// [`send_internal_medium`], waiting for room unless `flags` has `IMMEDIATE`.
+#[track_caller]
+pub(crate) fn try_send_internal_medium(
+    rt: &Runtime,
+    call: &str,
+    dest: Rank,
+    handler: AmIndex,
+    args: &[u32],
+    payload: &[u8],
+    flags: Flags,
+) -> Result<(), NoOp> {
+    send(
         rt,
         call,
         dest,
@@ -610,9 +645,9 @@ pub(crate) fn send_internal_medium(
         handler,
         args,
         Payload::Medium(payload),
-        Flags::NONE,
-    );
-    sent.expect("a send without Flags::IMMEDIATE waits for room");
+        flags,
+        1,
+    )
 }
 
 /// Sends a VIS peer completion: `handler` as a 0-argument Medium on the Reply network
@@ -635,6 +670,7 @@ pub(crate) fn send_peer_completion(
         &[],
         Payload::Medium(payload),
         Flags::NONE,
+        AM_INDEX_BASE,
     );
     sent.expect("a send without Flags::IMMEDIATE waits for room");
 }

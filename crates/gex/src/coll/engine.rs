@@ -41,9 +41,8 @@ use smallvec::SmallVec;
 use crate::am::{AmCategory, AmEntry, AmIndex, AmRole, Token};
 use crate::conduit::Conduit;
 use crate::conduit::{AddressError, Completion, OpHandle, Rank};
-use crate::event::Lc;
 use crate::runtime::Runtime;
-use crate::team::{self, Team, TeamData, TeamId};
+use crate::team::{Team, TeamData, TeamId};
 use crate::Flags;
 
 /// How long an operation waits with a barrier placed where it is in the signal words
@@ -170,17 +169,16 @@ impl Outbox<'_> {
             (offset as u64 >> 32) as u32,
             self.digest,
         ];
-        // Members are named by job rank: send through the primordial team.
-        team::world(self.rt)
-            .request_medium(
-                self.team.members[to as usize],
-                COLL_HANDLER,
-                data,
-                Lc::Now,
-                Flags::IMMEDIATE,
-                &args,
-            )
-            .is_ok()
+        crate::am::try_send_internal_medium(
+            self.rt,
+            "Team collective",
+            self.team.members[to as usize],
+            COLL_HANDLER,
+            &args,
+            data,
+            Flags::IMMEDIATE,
+        )
+        .is_ok()
     }
 }
 
