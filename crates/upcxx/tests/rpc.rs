@@ -267,6 +267,70 @@ fn rpc_ff_is_delivered_exactly_once() {
     }
 }
 
+static RAN_BEFORE_THE_PANIC: AtomicU64 = AtomicU64::new(0);
+static RAN_AFTER_THE_PANIC: AtomicU64 = AtomicU64::new(0);
+
+/// An RPC whose function panics has run; the panic leaves the progress call that ran
+/// it (and a program may catch it there), and the RPCs queued with it are neither
+/// lost nor run twice: the calls before it reply once, those after it run at the next
+/// progress. Each rank sends its peer (itself, alone: all three then share one page of
+/// its queue) a call, a panicking `rpc_ff` and another call, `rounds` times, and
+/// catches the peer's panics in its own progress.
+#[test]
+fn rpcs_queued_with_one_that_panics_run_once() {
+    for n in 1..=3 {
+        spmd(n, || {
+            upcxx::init();
+            let peer = (rank_me() + 1) % rank_n();
+            let rounds = 20;
+            let mut futures = Vec::new();
+            for i in 0..rounds {
+                let before = rpc(
+                    peer,
+                    |x: u64| {
+                        RAN_BEFORE_THE_PANIC.fetch_add(1, Ordering::Relaxed);
+                        x + 1
+                    },
+                    (i,),
+                );
+                rpc_ff(
+                    peer,
+                    || -> () { panic!("an RPC that panics on purpose") },
+                    (),
+                );
+                let after = rpc(
+                    peer,
+                    |x: u64| {
+                        RAN_AFTER_THE_PANIC.fetch_add(1, Ordering::Relaxed);
+                        x * 10
+                    },
+                    (i,),
+                );
+                futures.push((i, before, after));
+            }
+            // The panics are expected: not printed.
+            let previous = std::panic::take_hook();
+            std::panic::set_hook(Box::new(|_| {}));
+            let mut caught = 0;
+            while caught < rounds || futures.iter().any(|(_, b, a)| !b.ready() || !a.ready()) {
+                if let Err(e) = std::panic::catch_unwind(|| progress(ProgressLevel::User)) {
+                    assert_eq!(panic_message(e), "an RPC that panics on purpose");
+                    caught += 1;
+                }
+            }
+            std::panic::set_hook(previous);
+            assert_eq!(caught, rounds, "every panicking RPC ran once");
+            for (i, before, after) in futures {
+                assert_eq!((before.result(), after.result()), (i + 1, i * 10));
+            }
+            upcxx::barrier();
+            assert_eq!(RAN_BEFORE_THE_PANIC.load(Ordering::Relaxed), rounds);
+            assert_eq!(RAN_AFTER_THE_PANIC.load(Ordering::Relaxed), rounds);
+            upcxx::finalize();
+        });
+    }
+}
+
 /// §5: the future of an `rpc` behaves as any future while its value is on the way:
 /// it may be cloned (each copy gets the value), get callbacks, or be dropped (its reply
 /// is discarded), before or after the reply arrived.

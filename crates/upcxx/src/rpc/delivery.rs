@@ -76,6 +76,20 @@ use crate::thread;
 /// of 32 instead of full ones), while 128 did not measurably.
 const POLL_EVERY: usize = 128;
 
+/// Where a page being run came from ([`run_page`]): where the messages after one whose
+/// run panicked go back, in front.
+#[derive(Clone, Copy)]
+enum Origin<'a> {
+    /// This thread's own queue of RPCs for the master persona.
+    Own,
+    /// The shared inbox of RPCs for the master persona.
+    Shared,
+    /// A reply inbox.
+    Inbox(&'a Inbox),
+    /// No queue: one reassembled message.
+    Alone,
+}
+
 /// Runs the messages of `page` and clears it, or, if a message kept the page through
 /// `hold`, gives the page to it (leaving an empty one). Returns how many ran. With
 /// `master` (RPCs for the master persona), makes internal progress after every
@@ -83,25 +97,37 @@ const POLL_EVERY: usize = 128;
 /// order of the RPCs is kept), and stops at a message that released the master
 /// persona: the messages after it go to the front of the shared inbox, for the
 /// persona's next holder (§10.5.1 ¶24).
-fn run_page(page: &mut Page, hold: &Hold, master: bool) -> usize {
+///
+/// A message whose run panics (an RPC's function, a value's `Deserialize`; the caller
+/// of progress may catch the panic) has run: the messages after it go back in front of
+/// the queue of `origin`, for the next progress, and the page is cleared or given to
+/// its hold as at the end. So no message runs twice (a second reply to one call would
+/// complete its future twice), none is lost, and no view or deferred call is left
+/// pointing into a page that is reused.
+fn run_page(page: &mut Page, hold: &Hold, master: bool, origin: Origin<'_>) -> usize {
     let mut n = 0;
     let mut messages = page.messages();
-    while let Some((head, payload)) = messages.next() {
-        run(&Incoming {
-            head,
-            payload,
-            hold,
-        });
-        n += 1;
-        if master {
-            if !thread::holds_master() {
-                pass_on(messages);
-                break;
-            }
-            if n % POLL_EVERY == 0 {
-                crate::progress::internal_progress();
+    let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        while let Some((head, payload)) = messages.next() {
+            run(&Incoming {
+                head,
+                payload,
+                hold,
+            });
+            n += 1;
+            if master {
+                if !thread::holds_master() {
+                    pass_on(messages.by_ref());
+                    break;
+                }
+                if n % POLL_EVERY == 0 {
+                    crate::progress::internal_progress();
+                }
             }
         }
+    }));
+    if ran.is_err() {
+        requeue(messages, origin);
     }
     match hold.slot.borrow_mut().take() {
         None => page.clear(),
@@ -110,7 +136,32 @@ fn run_page(page: &mut Page, hold: &Hold, master: bool) -> usize {
             let _ = slot.set(std::mem::replace(page, Page::empty()));
         }
     }
+    if let Err(panic) = ran {
+        std::panic::resume_unwind(panic);
+    }
     n
+}
+
+/// Queues `rest`, the messages of a page after one whose run panicked, in front of the
+/// queue of `origin` they came from, and makes this thread's next user-level progress
+/// look there.
+#[cold]
+#[inline(never)]
+fn requeue(rest: Messages<'_>, origin: Origin<'_>) {
+    let mut older = Queue::new();
+    for (head, payload) in rest {
+        older.push(head, payload);
+    }
+    match origin {
+        Origin::Own => OWN_RPCS.with(|own| own.queue.borrow_mut().prepend(&mut older)),
+        Origin::Shared => SHARED_RPCS.prepend(&mut older),
+        Origin::Inbox(inbox) => inbox.prepend(&mut older),
+        Origin::Alone => {}
+    }
+    // The work flag of the drain was taken when it started: the pages it had yet to
+    // run, and these, wait for the next progress.
+    thread::note_rpcs_queued();
+    thread::look_again();
 }
 
 /// Queues `rest`, the messages of a page after one that released the master persona,
@@ -118,7 +169,7 @@ fn run_page(page: &mut Page, hold: &Hold, master: bool) -> usize {
 /// queue, which the release put there.
 #[cold]
 #[inline(never)]
-fn pass_on(rest: Messages<'_>) {
+fn pass_on<'a>(rest: impl Iterator<Item = (&'a Head, &'a [u8])>) {
     let mut older = Queue::new();
     for (head, payload) in rest {
         older.push(head, payload);
@@ -317,9 +368,9 @@ fn run_master_rpcs_queued() -> usize {
                     break;
                 }
                 if own.queue.borrow_mut().take_into(&mut draining) {
-                    n += run_page(&mut draining, &hold, true);
+                    n += run_page(&mut draining, &hold, true, Origin::Own);
                 } else if let Some(mut page) = SHARED_RPCS.take() {
-                    n += run_page(&mut page, &hold, true);
+                    n += run_page(&mut page, &hold, true, Origin::Shared);
                     SHARED_RPCS.recycle(page);
                 } else {
                     break;
@@ -415,7 +466,7 @@ pub(super) fn deliver_reply_page(head: &Head, page: Page) {
     match other_thread(head) {
         None => {
             let mut page = page;
-            run_page(&mut page, &Hold::default(), false);
+            run_page(&mut page, &Hold::default(), false, Origin::Alone);
         }
         Some(inbox) => {
             inbox.push_page(page);
@@ -437,7 +488,7 @@ pub(crate) fn deliver_forwarded_replies() {
 #[cold]
 fn deliver_inbox(inbox: &Inbox) {
     while let Some(mut page) = inbox.take() {
-        run_page(&mut page, &Hold::default(), false);
+        run_page(&mut page, &Hold::default(), false, Origin::Inbox(inbox));
         inbox.recycle(page);
     }
 }
