@@ -134,7 +134,9 @@ pub use objects::{
     BlockingCx, BufferedCx, CompletionObject, CxUnion, FutureArmed, FutureCx, LpcCx, PromiseCx,
     RpcCx,
 };
-pub(crate) use protocol::{notify_when, notify_when_outgoing, notify_when_outgoing_from_source};
+pub(crate) use protocol::{
+    notify_when, notify_when_outgoing, notify_when_outgoing_from_source, start_armed,
+};
 pub use protocol::{requests_op_or_remote, Armed, Completions, Returned};
 
 use crate::future::Promise;

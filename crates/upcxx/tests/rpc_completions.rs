@@ -261,3 +261,54 @@ fn a_ready_promise_is_refused_before_sending() {
         upcxx::finalize();
     });
 }
+
+/// A call that fails after its completions were armed (a rank outside the job,
+/// arguments that do not serialize) gives back what arming took: a promise's
+/// dependency is satisfied again, so the program's `finalize().wait()` returns, and no
+/// reply cell stays behind (its `as_future` request's future is dropped with the
+/// failing call). On 1 and 2 ranks.
+#[test]
+fn a_failed_call_leaves_its_promises_as_they_were() {
+    for n in 1..=2 {
+        spmd(n, || {
+            upcxx::init();
+            let op = Promise::<u64>::new();
+            let src = Promise::<()>::new();
+            let text = common::panic_text(|| {
+                drop(rpc_with(
+                    rank_n(),
+                    operation_cx::as_promise(&op) | operation_cx::as_future(),
+                    |x: u64| x,
+                    (1u64,),
+                ));
+            });
+            assert!(text.contains("upcxx::rpc"), "{text}");
+            let text = common::panic_text(|| {
+                rpc_with(
+                    0,
+                    source_cx::as_promise(&src) | operation_cx::as_promise(&op),
+                    |_: common::Unserializable| 7u64,
+                    (common::Unserializable,),
+                );
+            });
+            assert!(text.contains("could not be serialized"), "{text}");
+            let text = common::panic_text(|| {
+                rpc_ff_with(
+                    0,
+                    source_cx::as_promise(&src),
+                    |_: common::Unserializable| {},
+                    (common::Unserializable,),
+                );
+            });
+            assert!(text.contains("upcxx::rpc_ff"), "{text}");
+            // The promises wait on nothing the failed calls took: their own
+            // dependencies alone (the initial one and the result's), fulfilled here.
+            op.require_anonymous(1);
+            op.fulfill_result(5);
+            assert_eq!(op.finalize().wait(), 5);
+            src.finalize().wait();
+            upcxx::barrier();
+            upcxx::finalize();
+        });
+    }
+}

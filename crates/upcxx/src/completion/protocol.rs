@@ -3,6 +3,8 @@
 //! (§7.2). Sits on the events and the future lists, and defers notifications to the
 //! thread's next user-level progress.
 
+use std::marker::PhantomData;
+
 use super::events::{CompletionEvents, OPERATION_EVENT, REMOTE_EVENT};
 use crate::future::list::FutureList;
 use crate::runtime::state::Rank;
@@ -115,6 +117,29 @@ where
         self.0.abandon();
         self.1.abandon();
     }
+}
+
+/// Runs `start`, the checks and start of an operation whose completions `armed` are;
+/// if it unwinds (a check failed), abandons them ([`Armed::abandon`]), so that a failed
+/// call leaves no promise waiting on a dependency and no reply cell behind.
+#[track_caller]
+pub(crate) fn start_armed<Ev, A, R>(armed: A, start: impl FnOnce() -> R) -> (A, R)
+where
+    Ev: CompletionEvents,
+    A: Armed<Ev>,
+{
+    struct AbandonOnUnwind<Ev: CompletionEvents, A: Armed<Ev>>(Option<A>, PhantomData<fn(Ev)>);
+    impl<Ev: CompletionEvents, A: Armed<Ev>> Drop for AbandonOnUnwind<Ev, A> {
+        fn drop(&mut self) {
+            if let Some(armed) = self.0.take() {
+                armed.abandon();
+            }
+        }
+    }
+    let mut guard = AbandonOnUnwind::<Ev, A>(Some(armed), PhantomData);
+    let started = start();
+    let armed = guard.0.take().expect("taken only here or by the unwind");
+    (armed, started)
 }
 
 /// True if `C` requests operation or remote completion, as §7.2.1 ¶2 requires of a

@@ -112,8 +112,9 @@ where
     F: RpcFn<A>,
     A: RpcArgs,
 {
-    let (futures, mut armed) = cxs.arm();
-    super::rpc_ff(rank, func, args);
+    let (futures, armed) = cxs.arm();
+    let (mut armed, ()) =
+        completion::start_armed::<RpcFfCall, _, _>(armed, || super::rpc_ff(rank, func, args));
     Armed::<RpcFfCall>::source_done(&mut armed);
     futures.into_return()
 }
@@ -181,8 +182,11 @@ where
             "rpc needs an operation_cx request (UPC++ spec §7.2.1)"
         )
     };
-    let (futures, mut armed) = cxs.arm();
-    let result = super::rpc(rank, func, args);
+    let (futures, armed) = cxs.arm();
+    let (mut armed, result) =
+        completion::start_armed::<RpcCall<RpcValue<F, A>>, _, _>(armed, || {
+            super::rpc(rank, func, args)
+        });
     Armed::<RpcCall<RpcValue<F, A>>>::source_done(&mut armed);
     result.on_ready(move |value| {
         Armed::<RpcCall<RpcValue<F, A>>>::operation_done(

@@ -34,17 +34,13 @@
 //! # upcxx::finalize();
 //! ```
 
-use std::marker::PhantomData;
-
 use bytemuck::{NoUninit, Pod};
 
 use super::{
     irregular, regular, strided, Lend, RemoteRun, RgetIrregularLent, RgetRegularLent,
     RgetStridedLent, RputIrregularLent, RputRegularLent, RputStridedLent,
 };
-use crate::completion::{
-    self, operation_cx, Armed, CompletionEvents, Completions, FutureList, Returned,
-};
+use crate::completion::{self, operation_cx, CompletionEvents, Completions, FutureList, Returned};
 use crate::future::Future;
 use crate::global_ptr::GlobalPtr;
 use crate::runtime::state::Rank;
@@ -59,7 +55,7 @@ where
     C: Completions<Ev>,
 {
     let (futures, armed) = cxs.arm();
-    let (armed, (rank, mut event)) = start_armed(armed, start);
+    let (armed, (rank, mut event)) = completion::start_armed(armed, start);
     if C::SOURCE_AT_RETURN {
         // The runs are read until the operation completes: source completion before
         // return (§7.1 ¶11–¶12) waits for it.
@@ -78,31 +74,9 @@ where
     C: Completions<Ev>,
 {
     let (futures, armed) = cxs.arm();
-    let (armed, (rank, mut event)) = start_armed(armed, start);
+    let (armed, (rank, mut event)) = completion::start_armed(armed, start);
     completion::notify_when_outgoing(move || event.test(), rank, armed, || ());
     futures.into_return()
-}
-
-/// Runs `start`, the checks and start of a transfer whose completions `armed` are; if
-/// it unwinds, abandons them ([`Armed::abandon`]).
-#[track_caller]
-fn start_armed<Ev, A, R>(armed: A, start: impl FnOnce() -> R) -> (A, R)
-where
-    Ev: CompletionEvents,
-    A: Armed<Ev>,
-{
-    struct AbandonOnUnwind<Ev: CompletionEvents, A: Armed<Ev>>(Option<A>, PhantomData<fn(Ev)>);
-    impl<Ev: CompletionEvents, A: Armed<Ev>> Drop for AbandonOnUnwind<Ev, A> {
-        fn drop(&mut self) {
-            if let Some(armed) = self.0.take() {
-                armed.abandon();
-            }
-        }
-    }
-    let mut guard = AbandonOnUnwind::<Ev, A>(Some(armed), PhantomData);
-    let started = start();
-    let armed = guard.0.take().expect("taken only here or by the unwind");
-    (armed, started)
 }
 
 /// [`rput_irregular`](super::rput_irregular) from source runs lent beyond the call,
