@@ -296,3 +296,45 @@ fn bad_input_is_refused_before_any_byte_moves() {
         });
     }
 }
+
+/// A source piece whose `AsRef` answers 64 bytes when first asked and none after.
+struct Shrinking {
+    bytes: Vec<u8>,
+    asked: std::cell::Cell<u32>,
+}
+
+impl AsRef<[u8]> for Shrinking {
+    fn as_ref(&self) -> &[u8] {
+        let first = self.asked.get() == 0;
+        self.asked.set(self.asked.get() + 1);
+        if first {
+            &self.bytes
+        } else {
+            &[]
+        }
+    }
+}
+
+/// An Indexed put measures its local pieces before it moves them: a piece whose safe
+/// `AsRef` then answers a shorter slice fails the call naming it, instead of being
+/// read past its end.
+#[test]
+fn an_indexed_put_reads_no_piece_past_its_end() {
+    for n in [1, 2] {
+        spmd(n, || {
+            let (client, team, _seg, bases) = init("VIS_SHRINKING");
+            let r = (team.rank() + 1) % team.size();
+            let at = bases[r as usize] + region(team.rank());
+            let src = [Shrinking {
+                bytes: vec![3; 64],
+                asked: std::cell::Cell::new(0),
+            }];
+            expect_panic(
+                &["gex::Team::indexed_put_blocking", "64 bytes had 0"],
+                || team.indexed_put_blocking(r, &[at], 64, &src, Flags::NONE),
+            );
+            team.barrier();
+            client.finalize();
+        });
+    }
+}

@@ -105,11 +105,27 @@ fn run(
             }
         };
         match pairs {
-            Some((addrs, len)) => local.zip(addrs).for_each(|((l, _), &r)| step(l, r, len)),
+            Some((addrs, len)) => local.zip(addrs).for_each(|((l, n), &r)| {
+                // The pieces were measured by an earlier walk of the list: a piece
+                // whose `AsRef` now answers another length would be read past its end.
+                if n != len {
+                    changed_length(call, n, len);
+                }
+                step(l, r, len)
+            }),
             None => walk(local, remote.ranges(), step),
         }
         mover.finish(dir, form, peer)
     })
+}
+
+/// Fails `call` for a local piece that measured `len` bytes when the call checked the
+/// list and `n` when it moved it (a safe `AsRef` may answer differently each time).
+#[cold]
+#[inline(never)]
+#[track_caller]
+fn changed_length(call: &str, n: usize, len: usize) -> ! {
+    panic!("gex::{call}: a local piece of {len} bytes had {n} when it was moved")
 }
 
 /// Checks every remote range of `call` against the target's segment; returns their
