@@ -69,6 +69,17 @@ impl<T> LpcQueue<T> {
         self.queued.load(sync::Ordering::Acquire) != 0
     }
 
+    /// Puts `rest`, items taken and not run, back in front of the queue, in order.
+    fn give_back(&self, rest: &mut VecDeque<T>) {
+        let n = rest.len();
+        let mut queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+        while let Some(item) = rest.pop_back() {
+            queue.push_front(item);
+        }
+        drop(queue);
+        self.queued.fetch_add(n, sync::Ordering::Release);
+    }
+
     /// Swaps the queued items into `batch` (empty), which the queue keeps for its next
     /// pushes' storage. Returns how many were taken.
     fn take(&self, batch: &mut VecDeque<T>) -> usize {
@@ -165,8 +176,17 @@ impl Persona {
         }
         let mut batch = SPARE.with(|s| std::mem::take(&mut *s.borrow_mut()));
         let n = self.inner.inbox.take(&mut batch);
-        while let Some(f) = batch.pop_front() {
-            restricted(f);
+        let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            while let Some(f) = batch.pop_front() {
+                restricted(f);
+            }
+        }));
+        if let Err(panic) = ran {
+            // An LPC panicked (the program may catch it from progress): it ran, and
+            // the ones after it go back in front of the queue, for the next progress.
+            self.inner.inbox.give_back(&mut batch);
+            look_again();
+            std::panic::resume_unwind(panic);
         }
         SPARE.with(|s| *s.borrow_mut() = batch);
         n

@@ -320,6 +320,9 @@ fn user_actions() -> usize {
             queued & !NEXT
         });
     }
+    // A callback run below may panic, and the program catch it: the work it would have
+    // left undone is then flagged again, for the next progress.
+    let unwinding = TakenWork { work, look };
     if work & DEFERRED_WORK != 0 {
         n += run_deferred();
     }
@@ -333,7 +336,26 @@ fn user_actions() -> usize {
     if look {
         n += drain_held_personas();
     }
+    std::mem::forget(unwinding);
     n
+}
+
+/// The work flags and the look at other threads' queues that a user-level progress
+/// took: dropped only if a callback it ran panicked (the normal path forgets it),
+/// which puts them back, so that the queues' other entries run at the next progress
+/// (a flag spared by the panic only makes that progress look at an empty queue).
+struct TakenWork {
+    work: u8,
+    look: bool,
+}
+
+impl Drop for TakenWork {
+    fn drop(&mut self) {
+        THREAD.with(|h| h.work.set(h.work.get() | self.work));
+        if self.look {
+            thread::look_again();
+        }
+    }
 }
 
 /// Makes user-level progress until `done` is true: spins briefly, then yields the

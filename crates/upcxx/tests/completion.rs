@@ -623,3 +623,81 @@ fn an_lpc_for_a_held_persona_follows_the_persona() {
         });
     }
 }
+
+/// Makes user-level progress until `done`, counting the panics it raises (each from a
+/// callback it ran, caught here as a program may catch them).
+fn progress_catching(mut done: impl FnMut() -> bool) -> usize {
+    let mut panics = 0;
+    while !done() {
+        if std::panic::catch_unwind(user_progress).is_err() {
+            panics += 1;
+        }
+    }
+    panics
+}
+
+/// A callback that panics (the program may catch the panic where it surfaces, in
+/// progress or in the call that readied a promise) has run, and keeps nothing else
+/// from running: the other callbacks of its promise run, the notifications queued
+/// after it run at the next progress, the LPCs queued after it on its persona too,
+/// and the other promise of an operation completed in progress is still notified.
+/// On 1 and 2 ranks.
+#[test]
+fn a_panicking_callback_keeps_the_others_from_nothing() {
+    for n in 1..=2 {
+        gex::testing::spmd(n, || {
+            upcxx::init();
+            let previous = std::panic::take_hook();
+            std::panic::set_hook(Box::new(|_| {}));
+
+            // Two callbacks of one promise, run as it becomes ready (§5.5 ¶2).
+            let p = Promise::<u32>::new();
+            let f = p.get_future();
+            let _first = f
+                .clone()
+                .then(|_| -> () { panic!("a callback, on purpose") });
+            let second = f.then(|v| v + 1);
+            let readied =
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| p.fulfill_result(6)));
+            let panics = usize::from(readied.is_err()) + progress_catching(|| second.ready());
+            assert_eq!(panics, 1);
+            assert_eq!(second.wait(), 7);
+
+            // Notifications of operations complete at initiation, queued in order.
+            let gp = new_array::<u64>(2);
+            let _first = rput(1u64, gp).then(|()| -> () { panic!("a notification, on purpose") });
+            let second = rput(2u64, gp.add(1)).then(|()| 9u32);
+            let third = Arc::new(AtomicBool::new(false));
+            let ran = third.clone();
+            let _third = rput(3u64, gp).then(move |()| ran.store(true, Ordering::Relaxed));
+            assert_eq!(progress_catching(|| second.ready()), 1);
+            assert_eq!(second.wait(), 9);
+            progress_catching(|| third.load(Ordering::Relaxed));
+
+            // LPCs of one persona, queued in order.
+            let me = current_persona();
+            me.lpc_ff(|| panic!("an LPC, on purpose"));
+            let after = me.lpc(|| 5u32);
+            assert_eq!(progress_catching(|| after.ready()), 1);
+            assert_eq!(after.wait(), 5);
+
+            // An operation completed in progress (a barrier's, with 2 ranks) notifies
+            // both its promises there, although the first one's callback panics.
+            let (p1, p2) = (Promise::<()>::new(), Promise::<()>::new());
+            upcxx::barrier_async_with(
+                upcxx::world(),
+                operation_cx::as_promise(&p1) | operation_cx::as_promise(&p2),
+            );
+            let _first = p1
+                .finalize()
+                .then(|()| -> () { panic!("a promise's, on purpose") });
+            let second = p2.finalize();
+            assert_eq!(progress_catching(|| second.ready()), 1);
+
+            std::panic::set_hook(previous);
+            upcxx::barrier();
+            upcxx::delete_array(gp);
+            upcxx::finalize();
+        });
+    }
+}

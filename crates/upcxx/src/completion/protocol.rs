@@ -4,6 +4,7 @@
 //! thread's next user-level progress.
 
 use std::marker::PhantomData;
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 
 use super::events::{CompletionEvents, OPERATION_EVENT, REMOTE_EVENT};
 use crate::future::list::FutureList;
@@ -101,17 +102,25 @@ impl<Ev: CompletionEvents, A: Armed<Ev>, B: Armed<Ev>> Armed<Ev> for (A, B)
 where
     Ev::OpValues: Clone,
 {
+    // Where notifications run at once (a promise's callbacks), one that panics (the
+    // program may catch it) keeps none of the others from being notified: each
+    // runs, and the first panic continues once both did.
     fn source_done(&mut self) {
-        self.0.source_done();
+        let first = catch_unwind(AssertUnwindSafe(|| self.0.source_done()));
         self.1.source_done();
+        first.unwrap_or_else(|panic| resume_unwind(panic))
     }
     fn remote_done(&mut self, target: Rank) {
-        self.0.remote_done(target);
+        let first = catch_unwind(AssertUnwindSafe(|| self.0.remote_done(target)));
         self.1.remote_done(target);
+        first.unwrap_or_else(|panic| resume_unwind(panic))
     }
     fn operation_done(self, values: Ev::OpValues) {
-        self.0.operation_done(values.clone());
-        self.1.operation_done(values);
+        let (a, b) = self;
+        let copy = values.clone();
+        let first = catch_unwind(AssertUnwindSafe(|| a.operation_done(copy)));
+        b.operation_done(values);
+        first.unwrap_or_else(|panic| resume_unwind(panic))
     }
     fn abandon(self) {
         self.0.abandon();

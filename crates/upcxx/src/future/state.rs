@@ -110,12 +110,23 @@ impl<T: 'static> State<T> {
         self.ready.set(true);
         let callbacks = std::mem::take(&mut *self.callbacks.borrow_mut());
         self.unrun.set(callbacks.len());
+        // A callback that panics (the program may catch it) keeps none of the others
+        // from running, nor the wakers from waking: each runs, and the first panic
+        // continues once all did.
+        let mut panicked = None;
         for cb in callbacks {
             self.unrun.set(self.unrun.get() - 1);
-            cb(self.take_for_consumer());
+            let value = self.take_for_consumer();
+            let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| cb(value)));
+            if let Err(panic) = ran {
+                panicked.get_or_insert(panic);
+            }
         }
         for w in self.wakers.borrow_mut().drain(..) {
             w.wake();
+        }
+        if let Some(panic) = panicked {
+            std::panic::resume_unwind(panic);
         }
     }
 
