@@ -466,11 +466,25 @@ pub(crate) fn track_nbi(category: EventCategory, c: Completion) {
             match n.region.as_mut() {
                 Some(region) if category == EventCategory::LC => region.lc.push(op),
                 Some(region) => region.ops.push(op),
-                None => n.pending[category.index()].push(op),
+                None => {
+                    let ops = &mut n.pending[category.index()];
+                    ops.push(op);
+                    if ops.len() >= PRUNE_FROM && ops.len().is_power_of_two() {
+                        ops.retain(|o| !o.is_done());
+                    }
+                }
             }
         });
     }
 }
+
+/// The length from which a category's list of pending NBI operations drops those that
+/// completed, each time it reaches a power of two: a program need not sync every
+/// category it starts operations in (the LC of [`Lc::Group`] puts, say, when it
+/// syncs their PUT category alone), and the list of one it never syncs would otherwise
+/// grow by one entry per operation for good. Amortized, a few instructions per
+/// operation; the list holds at most about twice the operations still in flight.
+const PRUNE_FROM: usize = 64;
 
 /// Waits for an operation that must complete before the call returns. Inline, so a
 /// completion known at compile time (every shared-memory transfer) costs nothing.
@@ -613,5 +627,33 @@ mod tests {
             );
         }
         assert!(!other.is_done());
+    }
+
+    /// The pending NBI operations of a category that is never synced do not pile up:
+    /// the completed ones are dropped as the list grows, the others kept.
+    #[test]
+    fn an_unsynced_category_keeps_only_its_operations_in_flight() {
+        let in_flight: Vec<_> = (0..10).map(|_| OpHandle::new()).collect();
+        for op in &in_flight {
+            track_nbi(EventCategory::LC, Completion::Pending(op.clone()));
+        }
+        for _ in 0..100_000 {
+            let op = OpHandle::new();
+            track_nbi(EventCategory::LC, Completion::Pending(op.clone()));
+            op.complete();
+        }
+        let kept = NBI.with(|n| n.borrow().pending[EventCategory::LC.index()].len());
+        assert!(kept < 2 * PRUNE_FROM, "{kept} entries kept");
+        let live = NBI.with(|n| {
+            n.borrow().pending[EventCategory::LC.index()]
+                .iter()
+                .filter(|o| !o.is_done())
+                .count()
+        });
+        assert_eq!(live, in_flight.len());
+        for op in &in_flight {
+            op.complete();
+        }
+        assert!(nbi_done(EventCategory::LC));
     }
 }
