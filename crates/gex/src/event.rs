@@ -119,13 +119,9 @@ impl Event {
         }
     }
 
-    /// The event of conduit operations that may still be pending (`GEX_EVENT_INVALID`
-    /// if none is).
-    pub(crate) fn from_pending(ops: Vec<Arc<OpHandle>>) -> Event {
-        Event::from_ops(ops, Vec::new())
-    }
-
-    fn from_ops(ops: Vec<Arc<OpHandle>>, lc: Vec<Arc<OpHandle>>) -> Event {
+    /// The event of conduit operations that may still be pending, whose LC leaf
+    /// completes with `lc` (`GEX_EVENT_INVALID` if none is pending).
+    pub(crate) fn from_ops(ops: Vec<Arc<OpHandle>>, lc: Vec<Arc<OpHandle>>) -> Event {
         if ops.iter().chain(&lc).all(|o| o.is_done()) {
             Event::invalid()
         } else {
@@ -313,7 +309,9 @@ impl Event {
     /// Only [`EventCategory::LC`] (local completion of a put) has leaves. An operation
     /// whose local completion already happened yields an invalid event; a put with
     /// [`Lc::Defer`] or [`Lc::Event`] still in flight, whose source the conduit may
-    /// still read, yields an event that completes with the put, and the event of an
+    /// still read, yields an event that completes with the put (so does a VIS put
+    /// without [`Flags::ENABLE_LEAF_LC`](crate::Flags::ENABLE_LEAF_LC), whose local
+    /// completion is its operation completion), and the event of an
     /// access region ([`nbi_end_access_region`]) one that completes with the
     /// [`Lc::Group`] puts in it. A query creates nothing: every query of one root
     /// yields the same event (its GASP handle included), distinct from the root.

@@ -361,7 +361,15 @@ impl<'t> Mover<'t> {
                 (Event::invalid(), handle)
             }
             Form::Nb => {
-                let e = Event::from_pending(pending);
+                // A put that keeps its sources ([`held`]): its local completion is
+                // its operation completion ("behaves as GEX_EVENT_DEFER"), so its
+                // event's LC leaf completes with it.
+                let lc = if self.held {
+                    pending.clone()
+                } else {
+                    Vec::new()
+                };
+                let e = Event::from_ops(pending, lc);
                 let handle = e.gasp_handle();
                 (e, handle)
             }

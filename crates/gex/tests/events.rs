@@ -425,9 +425,11 @@ fn nbi_access_region() {
 }
 
 /// The LC leaf of a put whose source the conduit may read until the put completes
-/// (`lc_opt` DEFER or an event, and the GROUP puts of an access region, whose event's
-/// leaf stands for them) is never invalid while the put is pending: a client that finds
-/// it invalid reuses the source. Between hosts the large puts are in flight at return.
+/// (`lc_opt` DEFER or an event, the GROUP puts of an access region, whose event's leaf
+/// stands for them, and a VIS put without `ENABLE_LEAF_LC`, whose local completion
+/// "behaves as GEX_EVENT_DEFER") is never invalid while the put is pending: a client
+/// that finds it invalid reuses the source. Between hosts the large puts are in flight
+/// at return.
 #[test]
 fn lc_leaves_stay_pending_while_puts_may_read_their_sources() {
     for n in 1..=3 {
@@ -437,7 +439,7 @@ fn lc_leaves_stay_pending_while_puts_may_read_their_sources() {
             let me = team.rank();
             let peer = (me + 1) % team.size();
             let dest = team.segment_bound(peer).unwrap().owner_addr + MB * me as usize;
-            for mode in 0..3u8 {
+            for mode in 0..4u8 {
                 let data = vec![me as u8 + 10 * mode; MB];
                 let mut lc_event = Event::invalid();
                 let mut root = match mode {
@@ -449,6 +451,12 @@ fn lc_leaves_stay_pending_while_puts_may_read_their_sources() {
                         };
                         // SAFETY: `data` outlives the put, waited for below.
                         unsafe { team.put_nb(peer, dest, &data, lc, Flags::NONE) }.unwrap()
+                    }
+                    3 => {
+                        let halves: Vec<&[u8]> = data.chunks(MB / 2).collect();
+                        let dst = [gex::Memvec::new(dest, MB)];
+                        // SAFETY: as above.
+                        unsafe { team.vector_put_nb(peer, &dst, &halves, Flags::NONE) }.unwrap()
                     }
                     _ => {
                         gex::nbi_begin_access_region();
