@@ -82,8 +82,10 @@
 //!   persona this thread holds, are queued for that progress. An LPC to a persona
 //!   another thread holds is enlisted there when the event occurs (¶9) and runs in
 //!   that persona's user-level progress, whether or not the initiating thread makes
-//!   any more (an operation the network completes later is still found complete by its
-//!   initiating thread's progress, §10.3). A remote RPC is sent once the data are at
+//!   any more; but an operation that completes later (a transfer the network finishes,
+//!   an RPC's reply, which arrives to the thread that made the call) is found complete
+//!   by its initiating thread's progress (§10.3), so that thread must keep making it
+//!   until then. A remote RPC is sent once the data are at
 //!   the target and runs in the target's user-level progress.
 //!   A future from `as_future` for an operation that completes later holds a reply cell
 //!   when its value fits one (`FutureArmed`), which the notification fills in place;
