@@ -421,6 +421,56 @@ fn rpcs_after_one_that_releases_the_master_persona_wait_for_its_next_holder() {
     });
 }
 
+static ORDER_AFTER_RELEASE: Mutex<Vec<u32>> = Mutex::new(Vec::new());
+static HANDED_OVER: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// The rest of the page of an RPC that releases the master persona is handed over with
+/// the persona, before another thread can take it: a thread that takes it while that
+/// RPC still runs runs them first, then the RPCs queued after them (here one that the
+/// releasing RPC sent, into a later page), so the RPCs run in the order they were sent.
+#[test]
+fn a_released_master_persona_comes_with_the_rest_of_the_page() {
+    spmd(1, || {
+        upcxx::init();
+        let me = upcxx::rank_me();
+        upcxx::rpc_ff(
+            me,
+            || {
+                upcxx::rpc_ff(
+                    upcxx::rank_me(),
+                    || ORDER_AFTER_RELEASE.lock().unwrap().push(2),
+                    (),
+                );
+                upcxx::liberate_master_persona();
+                HANDED_OVER.store(true, Ordering::Release);
+                // The next holder runs what it was handed while this RPC still runs.
+                let start = std::time::Instant::now();
+                while ORDER_AFTER_RELEASE.lock().unwrap().len() < 2
+                    && start.elapsed() < std::time::Duration::from_secs(10)
+                {
+                    std::thread::yield_now();
+                }
+            },
+            (),
+        );
+        upcxx::rpc_ff(me, || ORDER_AFTER_RELEASE.lock().unwrap().push(1), ());
+        let taker = std::thread::spawn(|| {
+            while !HANDED_OVER.load(Ordering::Acquire) {
+                std::thread::yield_now();
+            }
+            let _s = PersonaScope::new(&master_persona());
+            while ORDER_AFTER_RELEASE.lock().unwrap().len() < 2 {
+                upcxx::progress(ProgressLevel::User);
+            }
+        });
+        upcxx::progress(ProgressLevel::User);
+        taker.join().unwrap();
+        assert_eq!(*ORDER_AFTER_RELEASE.lock().unwrap(), [1, 2]);
+        let _s = PersonaScope::new(&master_persona());
+        upcxx::finalize();
+    });
+}
+
 /// §10.5.1 ¶33: only the thread that called `init` may liberate the master persona,
 /// and only once since `init`; anything else is refused naming the rule.
 #[test]

@@ -95,8 +95,8 @@ enum Origin<'a> {
 /// `master` (RPCs for the master persona), makes internal progress after every
 /// [`POLL_EVERY`] messages (the messages it queues wait for the next drain, so the
 /// order of the RPCs is kept), and stops at a message that released the master
-/// persona: the messages after it go to the front of the shared inbox, for the
-/// persona's next holder (§10.5.1 ¶24).
+/// persona, which moved the messages after it on for the persona's next holder
+/// ([`master_released`], §10.5.1 ¶24).
 ///
 /// A message whose run panics (an RPC's function, a value's `Deserialize`; the caller
 /// of progress may catch the panic) has run: the messages after it go back in front of
@@ -106,28 +106,34 @@ enum Origin<'a> {
 /// pointing into a page that is reused.
 fn run_page(page: &mut Page, hold: &Hold, master: bool, origin: Origin<'_>) -> usize {
     let mut n = 0;
-    let mut messages = page.messages();
-    let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        while let Some((head, payload)) = messages.next() {
-            run(&Incoming {
-                head,
-                payload,
-                hold,
-            });
-            n += 1;
-            if master {
-                if !thread::holds_master() {
-                    pass_on(messages.by_ref());
-                    break;
-                }
-                if n % POLL_EVERY == 0 {
-                    crate::progress::internal_progress();
-                }
+    // The messages not yet run, in a cell that a release of the master persona by one
+    // of them empties ([`master_released`]).
+    let rest = Cell::new(page.messages());
+    let running = master.then(|| Running::enter(&rest));
+    let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| loop {
+        let mut messages = rest.get();
+        let Some((head, payload)) = messages.next() else {
+            break;
+        };
+        rest.set(messages);
+        run(&Incoming {
+            head,
+            payload,
+            hold,
+        });
+        n += 1;
+        if master {
+            if !thread::holds_master() {
+                break;
+            }
+            if n % POLL_EVERY == 0 {
+                crate::progress::internal_progress();
             }
         }
     }));
+    drop(running);
     if ran.is_err() {
-        requeue(messages, origin);
+        requeue(rest.get(), origin);
     }
     match hold.slot.borrow_mut().take() {
         None => page.clear(),
@@ -140,6 +146,32 @@ fn run_page(page: &mut Page, hold: &Hold, master: bool, origin: Origin<'_>) -> u
         std::panic::resume_unwind(panic);
     }
     n
+}
+
+thread_local! {
+    /// The messages not yet run of the page of RPCs for the master persona that this
+    /// thread is running (null when none): set by [`Running::enter`].
+    static RUNNING: Cell<*const Cell<Messages<'static>>> = const { Cell::new(std::ptr::null()) };
+}
+
+/// Marks the page of RPCs for the master persona that this thread runs, for the span of
+/// the run, so that an RPC of it that releases the persona finds the rest of the page.
+struct Running;
+
+impl Running {
+    fn enter(rest: &Cell<Messages<'_>>) -> Running {
+        // The lifetime is erased for the thread-local; the mark is removed (`drop`)
+        // before the page's messages can go.
+        let rest: *const Cell<Messages<'static>> = (rest as *const Cell<Messages<'_>>).cast();
+        RUNNING.with(|r| r.set(rest));
+        Running
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        RUNNING.with(|r| r.set(std::ptr::null()));
+    }
 }
 
 /// Queues `rest`, the messages of a page after one whose run panicked, in front of the
@@ -162,20 +194,6 @@ fn requeue(rest: Messages<'_>, origin: Origin<'_>) {
     // run, and these, wait for the next progress.
     thread::note_rpcs_queued();
     thread::look_again();
-}
-
-/// Queues `rest`, the messages of a page after one that released the master persona,
-/// in front of every message of the shared inbox: they are older than the thread's own
-/// queue, which the release put there.
-#[cold]
-#[inline(never)]
-fn pass_on<'a>(rest: impl Iterator<Item = (&'a Head, &'a [u8])>) {
-    let mut older = Queue::new();
-    for (head, payload) in rest {
-        older.push(head, payload);
-    }
-    SHARED_RPCS.prepend(&mut older);
-    thread::shared_work_queued();
 }
 
 fn run(msg: &Incoming<'_>) {
@@ -386,10 +404,29 @@ fn run_master_rpcs_queued() -> usize {
     n
 }
 
-/// This thread is releasing the master persona: its queued RPCs go to the shared inbox,
-/// in front of the (newer) ones there, for the next holder.
+/// This thread is releasing the master persona, before the store that lets another
+/// thread take it: the RPCs it has yet to run go to the shared inbox, in front of the
+/// (newer) ones there, for the next holder. First the rest of the page it is running,
+/// when an RPC of it releases the persona (that drain then ends), then its own queue,
+/// in their order.
 pub(crate) fn master_released() {
-    OWN_RPCS.with(|own| SHARED_RPCS.prepend(&mut own.queue.borrow_mut()));
+    OWN_RPCS.with(|own| {
+        let mut queue = own.queue.borrow_mut();
+        let rest = RUNNING.with(Cell::get);
+        if !rest.is_null() {
+            // SAFETY: set by `Running::enter` on this thread for the run of a page that
+            // lives until the mark is removed; the RPC releasing the persona runs inside
+            // that run. Read and emptied through the cell, which the run reads again
+            // after the RPC returns.
+            let rest = unsafe { &*rest }.take();
+            let mut older = Queue::new();
+            for (head, payload) in rest {
+                older.push(head, payload);
+            }
+            queue.prepend(&mut older);
+        }
+        SHARED_RPCS.prepend(&mut queue);
+    });
     thread::shared_work_queued();
 }
 

@@ -184,6 +184,7 @@ fn write_head(chunks: &mut [Chunk], head: &Head) {
 }
 
 /// Iterator over the messages of a page.
+#[derive(Clone, Copy, Default)]
 pub(crate) struct Messages<'a> {
     chunks: &'a [Chunk],
 }
