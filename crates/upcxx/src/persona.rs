@@ -175,21 +175,33 @@ impl Persona {
             return 0;
         }
         let mut batch = SPARE.with(|s| std::mem::take(&mut *s.borrow_mut()));
-        let n = self.inner.inbox.take(&mut batch);
+        self.inner.inbox.take(&mut batch);
+        let master = is_master(self);
+        let mut ran_count = 0;
         let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             while let Some(f) = batch.pop_front() {
+                ran_count += 1;
                 restricted(f);
+                if master && !crate::thread::holds_master() {
+                    // The LPC released the master persona (§10.5.1 ¶33): the rest of
+                    // the batch is its next holder's.
+                    break;
+                }
             }
         }));
-        if let Err(panic) = ran {
-            // An LPC panicked (the program may catch it from progress): it ran, and
-            // the ones after it go back in front of the queue, for the next progress.
+        if !batch.is_empty() {
+            // An LPC panicked (the program may catch it from progress), or released
+            // the persona: the ones after it go back in front of the queue, for the
+            // next progress of the thread that holds the persona.
             self.inner.inbox.give_back(&mut batch);
             look_again();
+            shared_work_queued();
+        }
+        if let Err(panic) = ran {
             std::panic::resume_unwind(panic);
         }
         SPARE.with(|s| *s.borrow_mut() = batch);
-        n
+        ran_count
     }
 }
 

@@ -421,6 +421,46 @@ fn rpcs_after_one_that_releases_the_master_persona_wait_for_its_next_holder() {
     });
 }
 
+static LPCS_AFTER_RELEASE: Mutex<Vec<(u32, bool)>> = Mutex::new(Vec::new());
+
+/// §10.5.1 ¶33, as for RPCs: an LPC that releases the master persona leaves the LPCs of
+/// the master persona queued after it to the persona's next holder, in their order;
+/// none runs on the thread that no longer holds the persona.
+#[test]
+fn lpcs_after_one_that_releases_the_master_persona_wait_for_its_next_holder() {
+    spmd(1, || {
+        upcxx::init();
+        let master = master_persona();
+        master.lpc_ff(upcxx::liberate_master_persona);
+        for i in 0..3u32 {
+            master.lpc_ff(move || {
+                let held = master_persona().active_with_caller();
+                LPCS_AFTER_RELEASE.lock().unwrap().push((i, held));
+            });
+        }
+        upcxx::progress(ProgressLevel::User);
+        assert!(
+            !master_persona().active_with_caller(),
+            "the first LPC released the master persona"
+        );
+        assert_eq!(*LPCS_AFTER_RELEASE.lock().unwrap(), []);
+        std::thread::spawn(|| {
+            let _s = PersonaScope::new(&master_persona());
+            while LPCS_AFTER_RELEASE.lock().unwrap().len() < 3 {
+                upcxx::progress(ProgressLevel::User);
+            }
+        })
+        .join()
+        .unwrap();
+        assert_eq!(
+            *LPCS_AFTER_RELEASE.lock().unwrap(),
+            [(0, true), (1, true), (2, true)]
+        );
+        let _s = PersonaScope::new(&master_persona());
+        upcxx::finalize();
+    });
+}
+
 static ORDER_AFTER_RELEASE: Mutex<Vec<u32>> = Mutex::new(Vec::new());
 static HANDED_OVER: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
