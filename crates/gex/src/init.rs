@@ -169,11 +169,19 @@ impl Segment {
 /// way to end a job this way.
 #[track_caller]
 pub fn exit(code: i32) -> ! {
+    use std::sync::atomic::Ordering;
+    if EXITING.swap(true, Ordering::AcqRel) {
+        // Another thread of this process is in this call (a wait of this one may have
+        // noticed the end it announced): it exits the process once the job's end is
+        // under way, and an exit from here could cut that short (under mpirun, as a
+        // rank leaving unfinalized).
+        loop {
+            std::thread::park();
+        }
+    }
     // After `Client::finalize` the conduit is gone (under mpirun: MPI finalized, the
     // host's queues freed): the process just exits.
-    if let Some(rt) =
-        try_runtime().filter(|rt| !rt.finalized.swap(true, std::sync::atomic::Ordering::AcqRel))
-    {
+    if let Some(rt) = try_runtime().filter(|rt| !rt.finalized.swap(true, Ordering::AcqRel)) {
         gasp::atomic!(GASP_UPC_NONCOLLECTIVE_EXIT, code);
         #[cfg(feature = "gasp")]
         gasp::dispatch::finish();
@@ -189,6 +197,10 @@ pub fn exit(code: i32) -> ! {
     }
     std::process::exit(code)
 }
+
+/// Set by the first call of [`exit`] in this process, which alone ends the job and the
+/// process.
+static EXITING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 #[cfg(test)]
 mod tests {

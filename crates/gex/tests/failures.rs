@@ -314,6 +314,33 @@ fn exit_zero_in_one_rank_ends_the_job() {
     }
 }
 
+/// Two threads of one rank calling `gex::exit(0)` at once (as when one calls it and a
+/// wait of the other notices the end): the first ends the job, the second waits for it
+/// to, rather than leaving first (under mpirun, as a rank exiting unfinalized, which
+/// failed the job); the job ends with status 0.
+#[test]
+fn exit_zero_from_two_threads_at_once_is_a_clean_end() {
+    for n in 1..=3 {
+        let pids = PidDir::new("exit0threads");
+        assert_job_exits_zero(n, &pids, || {
+            let (client, team) = start("FAIL_EXIT0_THREADS", &mut []);
+            team.barrier();
+            if team.rank() == n_minus_one(team) {
+                let both = std::sync::Arc::new(std::sync::Barrier::new(2));
+                let other = std::sync::Arc::clone(&both);
+                std::thread::spawn(move || {
+                    other.wait();
+                    gex::exit(0);
+                });
+                both.wait();
+                gex::exit(0);
+            }
+            wait_for_teardown(&team);
+            client.finalize();
+        });
+    }
+}
+
 /// `gex::exit(0)` in a rank before the others have attached their segments (they
 /// are in the attach's collectives, which it never joins): the job still ends with
 /// status 0 and leaves no rank behind.
