@@ -738,7 +738,7 @@ where
     }
     bytes_of_count::<T>(call, count);
     let id = team.id().to_u64();
-    let lowered = op.lowered().0;
+    let lowered = op.lowered(ops::sealed::Token(())).0;
     // Lent, as the buffers are: the user trampoline reads it through `user`'s address.
     let (op_ptr, op) = crate::rma::lend_box(Box::new(op));
     let (dt, gex_op, user) = match lowered {

@@ -31,15 +31,41 @@ pub(super) enum Lowered {
 /// An operation of [`reduce_one`](crate::reduce_one) and [`reduce_all`](crate::reduce_all)
 /// over `T` (the spec's `BinaryOp`, §12.2 ¶25): the `op_fast_*` objects, and any
 /// `Fn(T, T) -> T + Sync` closure or function (associative; it may not call UPC++).
+///
+/// A type of your own implements `apply`; how the reduction runs it is this crate's
+/// choice, which no implementation outside it can override (claiming another
+/// operation's built-in reduction would hand that reduction this one's value):
+///
+/// ```compile_fail,E0050
+/// use upcxx::{op_fast_add, ReduceOp};
+/// struct Claims;
+/// impl ReduceOp<bool> for Claims {
+///     fn apply(&self, left: bool, _: bool) -> bool {
+///         left
+///     }
+///     fn lowered(&self) -> upcxx::coll::LoweredOp {
+///         ReduceOp::<u8>::lowered(&op_fast_add)
+///     }
+/// }
+/// ```
 pub trait ReduceOp<T: NoUninit + CheckedBitPattern>: Sync + Sized + 'static {
     /// Combines two values: `left` comes from lower ranks than `right`.
     fn apply(&self, left: T, right: T) -> T;
 
-    /// How `gex` reduces with this operation.
+    /// How `gex` reduces with this operation. Only this crate can name the token, so
+    /// only its operations choose their lowering: the reduction passes the operation's
+    /// own address to the trampoline the lowering names, which must be its own.
     #[doc(hidden)]
-    fn lowered(&self) -> LoweredOp {
+    fn lowered(&self, _: sealed::Token) -> LoweredOp {
         LoweredOp(Lowered::User(Op::UserNc, trampoline::<T, Self>))
     }
+}
+
+pub(super) mod sealed {
+    /// The argument of [`ReduceOp::lowered`](super::ReduceOp::lowered), which code
+    /// outside this crate cannot name, and so cannot override the method with.
+    #[derive(Debug, Clone, Copy)]
+    pub struct Token(pub(in crate::coll) ());
 }
 
 /// How `gex` reduces with an operation (opaque).
@@ -131,7 +157,7 @@ macro_rules! builtin {
                 let f: fn($t, $t) -> $t = $apply;
                 f(a, b)
             }
-            fn lowered(&self) -> LoweredOp {
+            fn lowered(&self, _: sealed::Token) -> LoweredOp {
                 LoweredOp(Lowered::Builtin(Dt::$dt, <$op>::OP))
             }
         }
@@ -147,7 +173,7 @@ macro_rules! emulated {
                 let f: fn($t, $t) -> $t = $apply;
                 f(a, b)
             }
-            fn lowered(&self) -> LoweredOp {
+            fn lowered(&self, _: sealed::Token) -> LoweredOp {
                 LoweredOp(Lowered::User(Op::User, trampoline::<$t, Self>))
             }
         }
