@@ -415,3 +415,71 @@ fn max_segment_size_follows_the_job() {
         });
     }
 }
+
+static REPLIED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Request handler: answers with a Long into the requester's segment, at the address
+/// its two arguments name.
+fn reply_into_the_requester(token: &gex::Token<'_>, args: &[u32]) {
+    let at = u64::from(args[0]) | u64::from(args[1]) << 32;
+    token
+        .reply_long(
+            args[2] as u8,
+            &[7; 8],
+            at as usize,
+            gex::Lc::Now,
+            Flags::NONE,
+            &[],
+        )
+        .unwrap();
+}
+
+fn replied(_token: &gex::Token<'_>, payload: &[u8], _args: &[u32]) {
+    assert_eq!(payload, [7; 8]);
+    REPLIED.store(true, std::sync::atomic::Ordering::Release);
+}
+
+/// A rank that returned from `Segment::attach` may address every segment, and so may
+/// the handlers its messages run on a rank still finishing its attach (every rank
+/// attached before any left the attach's barrier): rank 1 enters the attach first and
+/// waits in its barrier, rank 0 attaches later and, once out, sends rank 1 a Request
+/// whose handler answers with a Long into rank 0's segment, which rank 1 may run
+/// before it leaves the barrier itself.
+#[test]
+fn handlers_run_during_attach_reach_every_segment() {
+    spmd(2, || {
+        common::quiet_expected_panics();
+        let (client, ep, team) = Client::init("OBJ_ATTACH_AM", Flags::NONE).unwrap();
+        let mut t = [
+            gex::AmEntry::short(
+                "reply_into",
+                gex::AmRole::Request,
+                3,
+                reply_into_the_requester,
+            ),
+            gex::AmEntry::payload(
+                "replied",
+                gex::AmCategory::Long,
+                gex::AmRole::Reply,
+                0,
+                replied,
+            ),
+        ];
+        ep.register_handlers(&mut t).unwrap();
+        if team.rank() == 0 {
+            std::thread::sleep(std::time::Duration::from_millis(300));
+        }
+        let _seg = Segment::attach(&team, 1 << 20).unwrap();
+        if team.rank() == 0 {
+            let at = team.segment_bound(0).unwrap().owner_addr as u64;
+            let args = [at as u32, (at >> 32) as u32, u32::from(t[1].index)];
+            team.request_short(1, t[0].index, &args, Flags::NONE)
+                .unwrap();
+            common::poll_until("the Long reply", 10, || {
+                REPLIED.load(std::sync::atomic::Ordering::Acquire)
+            });
+        }
+        team.barrier();
+        client.finalize();
+    });
+}

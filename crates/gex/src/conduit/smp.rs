@@ -88,8 +88,50 @@ impl SmpConduit {
         }
     }
 
+    /// Builds the table of every rank's segment from the attach records in the region
+    /// (after the attach's barrier, or earlier once every rank attached).
+    fn build_segments(&self) -> &[PeerSegment] {
+        let offset = |r: usize| self.region.layout().rank_offset(r) + JobLayout::SEGMENT_OFFSET;
+        self.segments.get_or_init(|| {
+            (0..self.size as usize)
+                .map(|r| PeerSegment {
+                    owner_base: self.map_bases[r] + offset(r),
+                    local_base: self.region.segment(r) as usize,
+                    size: self
+                        .region
+                        .control(r)
+                        .segment_attached
+                        .load(Ordering::Acquire) as usize,
+                })
+                .collect()
+        })
+    }
+
+    /// The table of segments before this rank left the attach's barrier, where the job
+    /// already has every segment: a rank that left that barrier may send this one
+    /// messages whose handlers address any segment (all ranks attached before any left
+    /// it). Until every rank attached, none (the table is built once, for good).
+    #[cold]
+    fn segments_once_all_attached(&self) -> Result<&[PeerSegment], AddressError> {
+        let attached = |r: usize| {
+            self.region
+                .control(r)
+                .segment_attached
+                .load(Ordering::Acquire)
+                > 0
+        };
+        if (0..self.size as usize).all(attached) {
+            Ok(self.build_segments())
+        } else {
+            Err(AddressError::NoSegment)
+        }
+    }
+
     fn peer_segment(&self, rank: Rank) -> Result<&PeerSegment, AddressError> {
-        let segments = self.segments.get().ok_or(AddressError::NoSegment)?;
+        let segments = match self.segments.get() {
+            Some(segments) => segments,
+            None => self.segments_once_all_attached()?,
+        };
         segments
             .get(rank as usize)
             .filter(|s| s.size > 0)
@@ -195,19 +237,7 @@ impl Conduit for SmpConduit {
     }
 
     fn segments_attached(&self) {
-        let offset = |r: usize| self.region.layout().rank_offset(r) + JobLayout::SEGMENT_OFFSET;
-        let table = (0..self.size as usize)
-            .map(|r| PeerSegment {
-                owner_base: self.map_bases[r] + offset(r),
-                local_base: self.region.segment(r) as usize,
-                size: self
-                    .region
-                    .control(r)
-                    .segment_attached
-                    .load(Ordering::Acquire) as usize,
-            })
-            .collect();
-        let _ = self.segments.set(table);
+        self.build_segments();
     }
 
     fn bound_segment(&self, rank: Rank) -> Option<BoundSegment> {
