@@ -241,7 +241,23 @@ pub fn launch_error_exit_code(e: &io::Error) -> i32 {
 /// an invalid spec, no memory for the region, or a rank that could not be started (then
 /// the ranks already started are torn down before returning).
 pub fn run(spec: &JobSpec) -> io::Result<JobOutcome> {
+    wait_for_children_here();
     with_tool(spec, run_ranks)
+}
+
+/// Gives `SIGCHLD` its default action if this process ignores it: a process that
+/// ignores it (as inherited from a parent that did) has its children reaped by the
+/// kernel as they exit, and a launcher could then neither wait for its ranks (every
+/// wait failing with `ECHILD`) nor learn how they ended. Left at the default after: a
+/// launcher waits for its children.
+pub(crate) fn wait_for_children_here() {
+    // SAFETY: reading a disposition, then setting SIGCHLD's to SIG_DFL, have no
+    // preconditions.
+    unsafe {
+        if disposition_is_default(libc::SIGCHLD) == Some(false) {
+            libc::signal(libc::SIGCHLD, libc::SIG_DFL);
+        }
+    }
 }
 
 /// Runs the job with `start` under the built-in GASP tool the spec's environment asks

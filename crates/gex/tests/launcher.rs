@@ -297,6 +297,9 @@ fn launcher_entry() {
     unsafe {
         libc::signal(libc::SIGINT, int);
         libc::signal(libc::SIGTERM, libc::SIG_DFL);
+        if signals == "ignore-chld" {
+            libc::signal(libc::SIGCHLD, libc::SIG_IGN);
+        }
     }
     let outcome = job::run(&spec).expect("job::run");
     if signals == "raise-int-after" {
@@ -580,6 +583,24 @@ fn launcher_process_releases_the_region() {
     for (mode, code) in [("ok", 0), ("panic:1", 101)] {
         let dir = TempDir::new("proc");
         let (status, stderr) = wait_with_stderr(spawn_launcher(3, mode, &dir));
+        assert_eq!(status.code(), Some(code), "{mode}: {stderr}");
+        assert_all_gone(&dir.pids(), Duration::ZERO);
+    }
+}
+
+/// A launcher started with `SIGCHLD` ignored (inherited from a parent that ignores it,
+/// which makes the kernel reap children as they exit) still waits for its ranks and
+/// reports how they ended: a job that succeeds exits with 0, a failing rank's status
+/// comes through.
+#[test]
+fn a_launcher_ignoring_sigchld_still_waits_for_its_ranks() {
+    if gex::testing::skip_unless_smp(SMP_LAUNCHER) {
+        return;
+    }
+    for (mode, code) in [("ok", 0), ("exit3:1", 3)] {
+        let dir = TempDir::new("sigchld");
+        let launcher = spawn_launcher_with(3, mode, &dir, "ignore-chld");
+        let (status, stderr) = wait_with_stderr(launcher);
         assert_eq!(status.code(), Some(code), "{mode}: {stderr}");
         assert_all_gone(&dir.pids(), Duration::ZERO);
     }

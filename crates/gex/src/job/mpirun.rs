@@ -172,6 +172,8 @@ pub fn command(
     program: &OsStr,
     args: &[OsString],
 ) -> Result<Command, String> {
+    // The caller waits for the launcher it starts ([`wait`]).
+    super::wait_for_children_here();
     let settings = conduit_settings(|name| std::env::var_os(name));
     Ok(command_from(
         prefix()?,
