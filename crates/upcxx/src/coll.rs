@@ -173,6 +173,9 @@ pub fn barrier_async_with<C: Completions<BarrierAsync>>(
     operation_requested::<BarrierAsync, C>();
     let gex = team.gex(CALL);
     check_collective_initiation(CALL);
+    // Before the collective starts: a request that cannot be armed (a ready
+    // promise) fails the call with nothing started or lent.
+    cxs.check_armable();
     let id = team.id().to_u64();
     let span = gasp::span!(GASP_UPCXX_BARRIER_ASYNC, id);
     let event = gex.barrier_nb();
@@ -206,6 +209,9 @@ pub fn broadcast_with<T: NoUninit + CheckedBitPattern, C: Completions<BroadcastV
     operation_requested::<BroadcastValue<T>, C>();
     let gex = team.gex(CALL);
     check_collective_initiation(CALL);
+    // Before the collective starts: a request that cannot be armed (a ready
+    // promise) fails the call with nothing started or lent.
+    cxs.check_armable();
     check_root(CALL, root, team);
     let id = team.id().to_u64();
     let size = std::mem::size_of::<T>();
@@ -263,6 +269,9 @@ pub unsafe fn broadcast_buffer_with<T: Pod, C: Completions<BroadcastBuffer>>(
     operation_requested::<BroadcastBuffer, C>();
     let gex = team.gex(CALL);
     check_collective_initiation(CALL);
+    // Before the collective starts: a request that cannot be armed (a ready
+    // promise) fails the call with nothing started or lent.
+    cxs.check_armable();
     check_root(CALL, root, team);
     let id = team.id().to_u64();
     let nbytes = bytes_of_count::<T>(CALL, count);
@@ -379,6 +388,9 @@ pub fn broadcast_vec_with<T: Pod, C: Completions<BroadcastValue<Vec<T>>>>(
     operation_requested::<BroadcastValue<Vec<T>>, C>();
     let gex = team.gex(CALL);
     check_collective_initiation(CALL);
+    // Before the collective starts: a request that cannot be armed (a ready
+    // promise) fails the call with nothing started or lent.
+    cxs.check_armable();
     check_root(CALL, root, team);
     let id = team.id().to_u64();
     let nbytes = std::mem::size_of_val(buffer.as_slice());
@@ -670,6 +682,9 @@ fn reduce_vec<T: Pod, O: ReduceOp<T>, C: Completions<ReduceValue<Vec<T>>>>(
     // freed if the call panics.
     team.gex(call);
     check_collective_initiation(call);
+    // Before the collective starts: a request that cannot be armed (a ready
+    // promise) fails the call with nothing started or lent.
+    cxs.check_armable();
     if let Some(root) = root {
         check_root(call, root, team);
     }
@@ -729,6 +744,9 @@ where
 {
     let gex = team.gex(call);
     check_collective_initiation(call);
+    // Before the collective starts: a request that cannot be armed (a ready
+    // promise) fails the call with nothing started or lent.
+    cxs.check_armable();
     if let Some(root) = root {
         check_root(call, root, team);
     }

@@ -922,3 +922,44 @@ fn gex_exit_zero_in_one_rank_ends_the_job() {
         "{msg}"
     );
 }
+
+/// §7.2.1 ¶3: a collective given a ready promise fails before it starts: only one rank
+/// makes the mistake here, and the job's next collectives still match (a collective
+/// started on that rank alone would pair its next barrier with the others' first, and
+/// leave it waiting in a second), with what it lent given back.
+#[test]
+fn a_collective_with_a_ready_promise_starts_nothing() {
+    for n in 1..=3 {
+        spmd(n, || {
+            upcxx::init();
+            if rank_me() == 0 {
+                let ready = Promise::<()>::new();
+                ready.fulfill_anonymous(1);
+                let text = panic_text(|| {
+                    upcxx::barrier_async_with(world(), operation_cx::as_promise(&ready))
+                });
+                assert!(text.contains("already ready"), "{text}");
+                let value = Promise::<u64>::new();
+                value.fulfill_result(1);
+                let text = panic_text(|| {
+                    upcxx::broadcast_with(7u64, 0, world(), operation_cx::as_promise(&value))
+                });
+                assert!(text.contains("already ready"), "{text}");
+                let text = panic_text(|| {
+                    upcxx::reduce_all_with(
+                        1u64,
+                        op_fast_add,
+                        world(),
+                        operation_cx::as_promise(&value),
+                    )
+                });
+                assert!(text.contains("already ready"), "{text}");
+            }
+            upcxx::barrier();
+            let sum = upcxx::reduce_all(u64::from(rank_me()), op_fast_add, world()).wait();
+            assert_eq!(sum, u64::from(rank_n() * (rank_n() - 1) / 2));
+            upcxx::barrier();
+            upcxx::finalize();
+        });
+    }
+}
