@@ -280,6 +280,23 @@ mod tests {
         assert!(!names_local_memory(&local, &to(1)));
         assert!(!names_local_memory(&local, &to(3)));
     }
+
+    /// A user event is one `create_event` made: a system event's tag given as one
+    /// fails naming the call, whether a tool is attached or not (a tool would read the
+    /// values by that event's list).
+    #[test]
+    #[should_panic(expected = "gasp::event_start: tag 31 is a system event's")]
+    fn a_system_tag_is_no_user_event() {
+        event_start(UserEvent(events::GASP_UPC_PUT), &[]);
+    }
+
+    #[test]
+    fn created_events_are_user_events() {
+        let e = create_event("x", None);
+        event_start(e, &[]);
+        event_end(e, &[]);
+        event_atomic(e, &[]);
+    }
 }
 
 fn is_access(tag: u32) -> bool {
@@ -396,10 +413,17 @@ impl Span {
     /// the path with no tool attached is not made larger or slower. A span nested in
     /// another (a library's internal operation) only counts its depth: the runtime makes
     /// many more of those than the user makes operations (every poll of a wait).
+    ///
+    /// # Safety
+    /// `args` are the START (or, for a user event, the values of) list of event `tag`,
+    /// of the kinds its list declares ([`crate::events::EVENTS`]): a C tool reads them
+    /// by those kinds, a pointer-to-shared through its address. The typed builders of
+    /// [`instrument`](crate::instrument) make only such lists.
     #[cold]
     #[inline(never)]
-    pub fn begin(tag: u32, location: &'static Location<'static>, args: &[Arg<'_>]) -> Span {
-        Span::open(tag, location, args)
+    pub unsafe fn begin(tag: u32, location: &'static Location<'static>, args: &[Arg<'_>]) -> Span {
+        // SAFETY: the caller's contract, passed on.
+        unsafe { Span::open(tag, location, args) }
     }
 
     /// [`Span::begin`], inlined: for a call site that is itself only reached while a
@@ -408,8 +432,11 @@ impl Span {
     /// function of its own would be most of the cost. Its common path (a built-in
     /// tool, no filter) is a few loads, a store and a clock read; every other case is
     /// a call to a cold function.
+    ///
+    /// # Safety
+    /// As [`Span::begin`].
     #[inline(always)]
-    pub fn open(tag: u32, location: &'static Location<'static>, args: &[Arg<'_>]) -> Span {
+    pub unsafe fn open(tag: u32, location: &'static Location<'static>, args: &[Arg<'_>]) -> Span {
         let saved_depth = DEPTH.with(Cell::get);
         let execute = events::runs_user_code(tag);
         DEPTH.with(|c| c.set(if execute { 0 } else { saved_depth + 1 }));
@@ -462,9 +489,13 @@ impl Span {
 
     /// Closes the interval: reports END with `args` if START was reported (a built-in
     /// tool records the whole interval here).
+    ///
+    /// # Safety
+    /// `args` are the END list of the span's event, as [`Span::begin`] requires of
+    /// its START list.
     #[cold]
     #[inline(never)]
-    pub fn end(self, args: &[Arg<'_>]) {
+    pub unsafe fn end(self, args: &[Arg<'_>]) {
         DEPTH.with(|c| c.set(self.saved_depth()));
         if self.state & 1 != 0 {
             if let Some(d) = DISPATCH.get() {
@@ -513,9 +544,12 @@ impl Drop for Quiet {
 
 /// Reports an ATOMIC event (if admitted and not nested in a library span). Call only
 /// when [`enabled`].
+///
+/// # Safety
+/// `args` are the list of the ATOMIC event `tag`, as [`Span::begin`] requires.
 #[cold]
 #[inline(never)]
-pub fn atomic(tag: u32, location: &'static Location<'static>, args: &[Arg<'_>]) {
+pub unsafe fn atomic(tag: u32, location: &'static Location<'static>, args: &[Arg<'_>]) {
     if DEPTH.with(Cell::get) != 0 {
         return;
     }
@@ -582,6 +616,7 @@ fn tool_tag(early: &[u32], tag: u32) -> Option<u32> {
 /// values matching its format.
 #[track_caller]
 pub fn event_start(event: UserEvent, values: &[Arg<'_>]) {
+    check_user("event_start", event);
     if enabled() {
         user(event, EventType::Start, values, Location::caller());
     }
@@ -590,6 +625,7 @@ pub fn event_start(event: UserEvent, values: &[Arg<'_>]) {
 /// `pupc_event_end`.
 #[track_caller]
 pub fn event_end(event: UserEvent, values: &[Arg<'_>]) {
+    check_user("event_end", event);
     if enabled() {
         user(event, EventType::End, values, Location::caller());
     }
@@ -598,8 +634,24 @@ pub fn event_end(event: UserEvent, values: &[Arg<'_>]) {
 /// `pupc_event_atomic`.
 #[track_caller]
 pub fn event_atomic(event: UserEvent, values: &[Arg<'_>]) {
+    check_user("event_atomic", event);
     if enabled() {
         user(event, EventType::Atomic, values, Location::caller());
+    }
+}
+
+/// Fails `call` for a tag that is no user event's: a system event's tag would reach a
+/// tool with these values in place of that event's list (§5.4), which it reads by the
+/// list's kinds.
+#[inline]
+#[track_caller]
+fn check_user(call: &str, event: UserEvent) {
+    if event.0 < USEREVT_START {
+        panic!(
+            "gasp::{call}: tag {} is a system event's, not a user event's (user events \
+             come from create_event, GASP §5.3)",
+            event.0
+        );
     }
 }
 

@@ -232,7 +232,8 @@ impl<E: Interval> Opened<E> {
     #[inline(always)]
     pub fn begin<const N: usize>(location: &'static Location<'static>, start: Start<E, N>) -> Self {
         Opened {
-            span: Span::begin(E::TAG, location, &start.args),
+            // SAFETY: `E`'s START list, made by its builder.
+            span: unsafe { Span::begin(E::TAG, location, &start.args) },
             event: start.event,
         }
     }
@@ -242,7 +243,8 @@ impl<E: Interval> Opened<E> {
     #[inline(always)]
     pub fn open<const N: usize>(location: &'static Location<'static>, start: Start<E, N>) -> Self {
         Opened {
-            span: Span::open(E::TAG, location, &start.args),
+            // SAFETY: as in `begin`.
+            span: unsafe { Span::open(E::TAG, location, &start.args) },
             event: start.event,
         }
     }
@@ -256,7 +258,8 @@ impl<E: Interval> Opened<E> {
     /// Closes the interval: [`Span::end`] with `E`'s END arguments.
     #[inline(always)]
     pub fn end<const N: usize>(self, end: End<E, N>) {
-        self.span.end(&end.args);
+        // SAFETY: `E`'s END list, made by its builder; the span is `E`'s.
+        unsafe { self.span.end(&end.args) };
     }
 }
 
@@ -264,5 +267,6 @@ impl<E: Interval> Opened<E> {
 /// Call only when [`enabled`](crate::enabled).
 #[inline(always)]
 pub fn atomic<E: Atomic, const N: usize>(location: &'static Location<'static>, args: Start<E, N>) {
-    crate::dispatch::atomic(E::TAG, location, &args.args);
+    // SAFETY: `E`'s list, made by its builder.
+    unsafe { crate::dispatch::atomic(E::TAG, location, &args.args) };
 }

@@ -36,13 +36,17 @@ fn otf2_rank_program() {
         addr: 0,
     };
     let put = [Arg::Int(1), Arg::GPtr(peer), Arg::Ptr(0), Arg::Bytes(64)];
-    Span::begin(GASP_UPC_PUT, Location::caller(), &put).end(&put);
+    // SAFETY: the event's own START and END list (GASP §5.4).
+    unsafe { Span::begin(GASP_UPC_PUT, Location::caller(), &put).end(&put) };
     let get = [Arg::Int(1), Arg::Ptr(0), Arg::GPtr(peer), Arg::Bytes(8)];
-    Span::begin(GASP_UPC_GET, Location::caller(), &get).end(&get);
+    // SAFETY: the event's own START and END list (GASP §5.4).
+    unsafe { Span::begin(GASP_UPC_GET, Location::caller(), &get).end(&get) };
     let send = [Arg::Rank(next), Arg::Bytes(40), Arg::U64(1)];
-    Span::begin(GASP_UPCXX_RPC_SEND, Location::caller(), &send).end(&send);
+    // SAFETY: the event's own START and END list (GASP §5.4).
+    unsafe { Span::begin(GASP_UPCXX_RPC_SEND, Location::caller(), &send).end(&send) };
     let exec = [Arg::Rank(prev), Arg::Bytes(40), Arg::U64(1)];
-    Span::begin(GASP_UPCXX_RPC_EXECUTE, Location::caller(), &exec).end(&exec);
+    // SAFETY: the event's own START and END list (GASP §5.4).
+    unsafe { Span::begin(GASP_UPCXX_RPC_EXECUTE, Location::caller(), &exec).end(&exec) };
     gasp::dispatch::finish();
     client.finalize();
     std::process::exit(0);

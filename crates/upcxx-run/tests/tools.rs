@@ -92,14 +92,16 @@ fn rank_program() {
         Arg::Ptr(0),
         Arg::Bytes(PUT_BYTES),
     ];
-    Span::begin(gasp::events::GASP_UPC_PUT, Location::caller(), &put).end(&put);
+    // SAFETY: the event's own START and END list (GASP §5.4).
+    unsafe { Span::begin(gasp::events::GASP_UPC_PUT, Location::caller(), &put).end(&put) };
     let get = [
         Arg::Int(1),
         Arg::Ptr(0),
         Arg::GPtr(peer),
         Arg::Bytes(GET_BYTES),
     ];
-    Span::begin(gasp::events::GASP_UPC_GET, Location::caller(), &get).end(&get);
+    // SAFETY: the event's own START and END list (GASP §5.4).
+    unsafe { Span::begin(gasp::events::GASP_UPC_GET, Location::caller(), &get).end(&get) };
 
     gasp::dispatch::finish();
     if std::env::var(FAIL_RANK).is_ok_and(|r| r == rank.to_string()) {
