@@ -268,10 +268,16 @@ pub fn merge(ranks: u32, parts: Vec<Profile>) -> Profile {
             *acc += t;
         }
         job.events.extend(part.events);
+        // A part's matrices are read as they are: cells past either one's shape (a
+        // part written by another job size, or edited) count nothing.
         for (src, row) in part.matrix.bytes.iter().enumerate().take(n) {
             for (dst, b) in row.iter().enumerate().take(n) {
                 job.matrix.bytes[src][dst] += b;
-                job.matrix.messages[src][dst] += part.matrix.messages[src][dst];
+            }
+        }
+        for (src, row) in part.matrix.messages.iter().enumerate().take(n) {
+            for (dst, m) in row.iter().enumerate().take(n) {
+                job.matrix.messages[src][dst] += m;
             }
         }
     }
@@ -293,6 +299,27 @@ pub fn summary(profile: &Profile) -> String {
 mod tests {
     use super::*;
     use crate::events;
+
+    /// A part whose matrices have other shapes than the job's (read from a file that
+    /// parses but does not match) is merged cell by cell where they exist, without
+    /// failing the merge of the other parts.
+    #[test]
+    fn a_part_of_another_shape_is_merged_where_it_fits() {
+        let part = |bytes: Vec<Vec<u64>>, messages: Vec<Vec<u64>>| Profile {
+            tool: PROFILE_TOOL.to_owned(),
+            version: 1,
+            command: Vec::new(),
+            ranks: 2,
+            rank_time_ns: vec![1, 1],
+            events: Vec::new(),
+            matrix: CommMatrix { bytes, messages },
+        };
+        let good = part(vec![vec![1, 2], vec![3, 4]], vec![vec![1, 1], vec![1, 1]]);
+        let short = part(vec![vec![10, 20], vec![30, 40]], vec![vec![5]]);
+        let job = merge(2, vec![good, short]);
+        assert_eq!(job.matrix.bytes, [[11, 22], [33, 44]]);
+        assert_eq!(job.matrix.messages, [[6, 1], [1, 1]]);
+    }
 
     #[test]
     fn an_interval_without_arguments_is_counted_at_the_threads_next_end_with_arguments() {
