@@ -19,17 +19,21 @@ use crate::team::Team;
 
 /// The broadcast in messages of `nbytes` from the root's `src` into `dst`: the
 /// GASNet-EX broadcast along the tree of `m`, or, when the method is the automatic
-/// choice, by its direct copies where the root's source allows them, or by RMA along
-/// the tree where the team spans neighbourhoods.
+/// choice (`automatic`, read when the call was made: a build deferred by the input
+/// sync must not see a method set since, which the other ranks' builds may not), by
+/// its direct copies where the root's source allows them, or by RMA along the tree
+/// where the team spans neighbourhoods.
 ///
 /// # Safety
 /// At the root `src` must be readable for `nbytes` bytes until completion; `dst`
 /// writable for `nbytes` until completion; at the root they may only overlap by being
 /// equal.
+#[allow(clippy::too_many_arguments)]
 pub(super) unsafe fn broadcast_messages(
     rt: &Runtime,
     team: &Team,
     m: Method,
+    automatic: bool,
     root: Rank,
     dst: *mut u8,
     src: *const u8,
@@ -47,11 +51,11 @@ pub(super) unsafe fn broadcast_messages(
         op.root_ready();
         // A forced method is run as named; the direct copies are the automatic
         // choice's.
-        if forced(Operation::Broadcast).is_none() && direct_possible(rt, team, src, nbytes) {
+        if automatic && direct_possible(rt, team, src, nbytes) {
             op.root_direct(src, n);
         }
     }
-    if forced(Operation::Broadcast).is_none() {
+    if automatic {
         // The root's data is in its `dst` (copied above).
         let call = "Team::coll_broadcast_nb";
         with_rma(rt, team, &mut op, root, dst, dst as usize, nbytes, call);
@@ -181,6 +185,7 @@ impl Team {
             }
         });
         let m = method(Operation::Broadcast, n, nbytes, srcs.is_some());
+        let automatic = forced(Operation::Broadcast).is_none();
         let w = movement_words(6, flags, m, Some(root), nbytes, [dst.list(), src.list()]);
         let team = *self;
         let build = move || -> Box<dyn Collective> {
@@ -191,7 +196,9 @@ impl Team {
                     shared_op(&team, modes, all)
                 }
                 // SAFETY: the caller's contract, passed on.
-                _ => Box::new(unsafe { broadcast_messages(rt, &team, m, root, d, s, nbytes) }),
+                _ => Box::new(unsafe {
+                    broadcast_messages(rt, &team, m, automatic, root, d, s, nbytes)
+                }),
             }
         };
         // SAFETY: `build` captures the call's buffers, which its contract keeps valid

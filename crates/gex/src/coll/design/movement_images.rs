@@ -64,6 +64,7 @@ impl Team {
             }
         });
         let m = method(Operation::Broadcast, n, nbytes, srcs.is_some());
+        let automatic = super::select::forced(Operation::Broadcast).is_none();
         let w = movement_words(7, flags, m, Some(root), nbytes, [dst.list(), src.list()]);
         let d0 = d[0];
         let team = *self;
@@ -76,7 +77,9 @@ impl Team {
                 }
                 _ => {
                     // SAFETY: the caller's contract, passed on (into the first image).
-                    let op = unsafe { broadcast_messages(rt, &team, m, root, d[0], s, nbytes) };
+                    let op = unsafe {
+                        broadcast_messages(rt, &team, m, automatic, root, d[0], s, nbytes)
+                    };
                     Box::new(Fanout::new(Box::new(op), Vec::new(), replicate(&d, nbytes)))
                 }
             }
