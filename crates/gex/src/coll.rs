@@ -4,8 +4,11 @@
 //!
 //! * Any number of collectives may be in flight, on one team and across teams, and
 //!   they complete in any order. Collectives on one team match by call order: every
-//!   member must initiate the same collectives on it in the same order (checked: a
-//!   mismatch of kind or single-valued arguments fails the job with a message).
+//!   member must initiate the same collectives on it in the same order (checked where
+//!   the mismatched collectives exchange a message: a mismatch of kind or single-valued
+//!   arguments then fails the job with a message; two that only wait for each other's
+//!   data, a rank in a reduction's root waiting for its children while they wait in a
+//!   broadcast for that rank's data, hang as in GASNet-EX).
 //! * The buffers of the non-blocking calls are the caller's until the event completes
 //!   (`src` of a reduction is read at initiation; `src` of a broadcast at the root until
 //!   completion), hence `unsafe`; [`Team::broadcast`] and [`Team::reduce_to_all`] are
