@@ -487,12 +487,7 @@ impl Team {
         flags: Flags,
         nargs: usize,
     ) -> usize {
-        const CALL: &str = "Team::max_request_medium";
-        let rt = runtime(CALL);
-        if let Some(rank) = other_rank {
-            self.job_rank_of(CALL, rank);
-        }
-        payload_query(CALL, flags, nargs, rt.conduit.am_max_medium())
+        self.payload_query("Team::max_request_medium", other_rank, flags, nargs, false)
     }
 
     /// GASNet-EX `gex_AM_MaxReplyMedium`.
@@ -504,12 +499,7 @@ impl Team {
         flags: Flags,
         nargs: usize,
     ) -> usize {
-        const CALL: &str = "Team::max_reply_medium";
-        let rt = runtime(CALL);
-        if let Some(rank) = other_rank {
-            self.job_rank_of(CALL, rank);
-        }
-        payload_query(CALL, flags, nargs, rt.conduit.am_max_medium())
+        self.payload_query("Team::max_reply_medium", other_rank, flags, nargs, false)
     }
 
     /// GASNet-EX `gex_AM_MaxRequestLong`.
@@ -521,12 +511,7 @@ impl Team {
         flags: Flags,
         nargs: usize,
     ) -> usize {
-        const CALL: &str = "Team::max_request_long";
-        let rt = runtime(CALL);
-        if let Some(rank) = other_rank {
-            self.job_rank_of(CALL, rank);
-        }
-        payload_query(CALL, flags, nargs, rt.conduit.am_max_long())
+        self.payload_query("Team::max_request_long", other_rank, flags, nargs, true)
     }
 
     /// GASNet-EX `gex_AM_MaxReplyLong`.
@@ -538,12 +523,33 @@ impl Team {
         flags: Flags,
         nargs: usize,
     ) -> usize {
-        const CALL: &str = "Team::max_reply_long";
-        let rt = runtime(CALL);
+        self.payload_query("Team::max_reply_long", other_rank, flags, nargs, true)
+    }
+}
+
+impl Team {
+    /// A payload query of this team named `call`, of a Long's payload if `long`, else
+    /// a Medium's: `other_rank` must be a member (its value changes nothing: the
+    /// limits are the same for every rank).
+    #[track_caller]
+    fn payload_query(
+        &self,
+        call: &str,
+        other_rank: Option<Rank>,
+        flags: Flags,
+        nargs: usize,
+        long: bool,
+    ) -> usize {
+        let rt = runtime(call);
         if let Some(rank) = other_rank {
-            self.job_rank_of(CALL, rank);
+            self.job_rank_of(call, rank);
         }
-        payload_query(CALL, flags, nargs, rt.conduit.am_max_long())
+        let max = if long {
+            rt.conduit.am_max_long()
+        } else {
+            rt.conduit.am_max_medium()
+        };
+        payload_query(call, flags, nargs, max)
     }
 }
 
