@@ -6,8 +6,9 @@
 //! assembled in, aligned for any data type, and never copied from where it can be: for
 //! a Medium, the claimed slot of the target's queue itself; for a Long given its
 //! `dest_addr` at Prepare, the destination itself when this process maps the target's
-//! segment and the destination is so aligned; else a library allocation. Until the Commit consumes the `SrcDesc` the thread may not
-//! communicate; a `SrcDesc` dropped without Commit frees its slot and panics.
+//! segment and the destination is so aligned; else a library allocation. Until the
+//! Commit consumes the `SrcDesc` the thread may not communicate; a `SrcDesc` dropped
+//! without Commit frees its slot and panics.
 //!
 //! Prepare and Commit are inlined into their callers, their failures out of line: for a
 //! caller's constant arguments (a Medium into the slot, `Lc::Now`, a fixed argument
@@ -133,8 +134,9 @@ impl Team {
     /// a target whose segment this process maps (every rank on shared memory), no
     /// client buffer and a `dest_addr` aligned for any data type (16 bytes), the buffer
     /// is the destination itself, up to `most_payload` bytes or the segment's end: the
-    /// payload is assembled where the handler will find it, and Commit copies nothing. `None` (the spec's NULL) asks for the conservative
-    /// choice: a library allocation, copied at Commit.
+    /// payload is assembled where the handler will find it, and Commit copies nothing.
+    /// `None` (the spec's NULL) asks for the conservative choice: a library allocation,
+    /// copied at Commit.
     #[allow(clippy::too_many_arguments)]
     #[track_caller]
     pub fn prepare_request_long<'b>(
