@@ -172,10 +172,7 @@ pub fn barrier_async_with<C: Completions<BarrierAsync>>(
     const CALL: &str = "barrier_async";
     operation_requested::<BarrierAsync, C>();
     let gex = team.gex(CALL);
-    check_collective_initiation(CALL);
-    // Before the collective starts: a request that cannot be armed (a ready
-    // promise) fails the call with nothing started or lent.
-    cxs.check_armable();
+    check_initiation(CALL, &cxs);
     let id = team.id().to_u64();
     let span = gasp::span!(GASP_UPCXX_BARRIER_ASYNC, id);
     let event = gex.barrier_nb();
@@ -208,10 +205,7 @@ pub fn broadcast_with<T: NoUninit + CheckedBitPattern, C: Completions<BroadcastV
     const CALL: &str = "broadcast";
     operation_requested::<BroadcastValue<T>, C>();
     let gex = team.gex(CALL);
-    check_collective_initiation(CALL);
-    // Before the collective starts: a request that cannot be armed (a ready
-    // promise) fails the call with nothing started or lent.
-    cxs.check_armable();
+    check_initiation(CALL, &cxs);
     check_root(CALL, root, team);
     let id = team.id().to_u64();
     let size = std::mem::size_of::<T>();
@@ -268,10 +262,7 @@ pub unsafe fn broadcast_buffer_with<T: Pod, C: Completions<BroadcastBuffer>>(
     const CALL: &str = "broadcast";
     operation_requested::<BroadcastBuffer, C>();
     let gex = team.gex(CALL);
-    check_collective_initiation(CALL);
-    // Before the collective starts: a request that cannot be armed (a ready
-    // promise) fails the call with nothing started or lent.
-    cxs.check_armable();
+    check_initiation(CALL, &cxs);
     check_root(CALL, root, team);
     let id = team.id().to_u64();
     let nbytes = bytes_of_count::<T>(CALL, count);
@@ -387,10 +378,7 @@ pub fn broadcast_vec_with<T: Pod, C: Completions<BroadcastValue<Vec<T>>>>(
     const CALL: &str = "broadcast_vec";
     operation_requested::<BroadcastValue<Vec<T>>, C>();
     let gex = team.gex(CALL);
-    check_collective_initiation(CALL);
-    // Before the collective starts: a request that cannot be armed (a ready
-    // promise) fails the call with nothing started or lent.
-    cxs.check_armable();
+    check_initiation(CALL, &cxs);
     check_root(CALL, root, team);
     let id = team.id().to_u64();
     let nbytes = std::mem::size_of_val(buffer.as_slice());
@@ -681,10 +669,7 @@ fn reduce_vec<T: Pod, O: ReduceOp<T>, C: Completions<ReduceValue<Vec<T>>>>(
     // The checks `reduce_at` makes, before the vector is lent: a lent vector is not
     // freed if the call panics.
     team.gex(call);
-    check_collective_initiation(call);
-    // Before the collective starts: a request that cannot be armed (a ready
-    // promise) fails the call with nothing started or lent.
-    cxs.check_armable();
+    check_initiation(call, &cxs);
     if let Some(root) = root {
         check_root(call, root, team);
     }
@@ -743,10 +728,7 @@ where
     V: FnOnce() -> Ev::OpValues + 'static,
 {
     let gex = team.gex(call);
-    check_collective_initiation(call);
-    // Before the collective starts: a request that cannot be armed (a ready
-    // promise) fails the call with nothing started or lent.
-    cxs.check_armable();
+    check_initiation(call, &cxs);
     if let Some(root) = root {
         check_root(call, root, team);
     }
@@ -814,6 +796,15 @@ where
 #[inline]
 fn test_quietly(event: &mut gex::Event) -> bool {
     gex::layered::test_unreported(event)
+}
+
+/// The checks of a collective's initiation, before it lends or starts anything: the
+/// calling thread holds the master persona (§12.1 ¶6), and every completion request
+/// can be armed (§7.2.1 ¶3: a ready promise fails the call with nothing started).
+#[track_caller]
+fn check_initiation<Ev: CompletionEvents, C: Completions<Ev>>(call: &str, cxs: &C) {
+    check_collective_initiation(call);
+    cxs.check_armable();
 }
 
 #[track_caller]
