@@ -180,10 +180,7 @@ impl Drop for Running {
 #[cold]
 #[inline(never)]
 fn requeue(rest: Messages<'_>, origin: Origin<'_>) {
-    let mut older = Queue::new();
-    for (head, payload) in rest {
-        older.push(head, payload);
-    }
+    let mut older = queue_of(rest);
     match origin {
         Origin::Own => OWN_RPCS.with(|own| own.queue.borrow_mut().prepend(&mut older)),
         Origin::Shared => SHARED_RPCS.prepend(&mut older),
@@ -194,6 +191,15 @@ fn requeue(rest: Messages<'_>, origin: Origin<'_>) {
     // run, and these, wait for the next progress.
     thread::note_rpcs_queued();
     thread::look_again();
+}
+
+/// A queue of copies of `messages`, the rest of a page that moves on without it.
+fn queue_of(messages: Messages<'_>) -> Queue {
+    let mut queue = Queue::new();
+    for (head, payload) in messages {
+        queue.push(head, payload);
+    }
+    queue
 }
 
 fn run(msg: &Incoming<'_>) {
@@ -418,12 +424,7 @@ pub(crate) fn master_released() {
             // lives until the mark is removed; the RPC releasing the persona runs inside
             // that run. Read and emptied through the cell, which the run reads again
             // after the RPC returns.
-            let rest = unsafe { &*rest }.take();
-            let mut older = Queue::new();
-            for (head, payload) in rest {
-                older.push(head, payload);
-            }
-            queue.prepend(&mut older);
+            queue.prepend(&mut queue_of(unsafe { &*rest }.take()));
         }
         SHARED_RPCS.prepend(&mut queue);
     });
