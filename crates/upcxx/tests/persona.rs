@@ -377,6 +377,31 @@ fn rpcs_wait_for_the_master_personas_next_holder() {
     });
 }
 
+/// The end of the two tests below, after this thread queued a `what` (RPC or LPC)
+/// that releases the master persona and three that record `(i, whether the master
+/// persona is held)` in `ran`: the first progress runs the releasing one alone; a new
+/// thread that takes the persona runs the three, holding it, in order; then this
+/// thread takes the persona back and finalizes.
+fn the_next_holder_runs_the_rest(what: &str, ran: &'static Mutex<Vec<(u32, bool)>>) {
+    upcxx::progress(ProgressLevel::User);
+    assert!(
+        !master_persona().active_with_caller(),
+        "the first {what} released the master persona"
+    );
+    assert_eq!(*ran.lock().unwrap(), []);
+    std::thread::spawn(|| {
+        let _s = PersonaScope::new(&master_persona());
+        while ran.lock().unwrap().len() < 3 {
+            upcxx::progress(ProgressLevel::User);
+        }
+    })
+    .join()
+    .unwrap();
+    assert_eq!(*ran.lock().unwrap(), [(0, true), (1, true), (2, true)]);
+    let _s = PersonaScope::new(&master_persona());
+    upcxx::finalize();
+}
+
 static RAN_AFTER_RELEASE: Mutex<Vec<(u32, bool)>> = Mutex::new(Vec::new());
 
 /// §10.5.1 ¶24: an RPC that releases the master persona leaves the RPCs queued after it
@@ -398,26 +423,7 @@ fn rpcs_after_one_that_releases_the_master_persona_wait_for_its_next_holder() {
                 (i,),
             );
         }
-        upcxx::progress(ProgressLevel::User);
-        assert!(
-            !master_persona().active_with_caller(),
-            "the first RPC released the master persona"
-        );
-        assert_eq!(*RAN_AFTER_RELEASE.lock().unwrap(), []);
-        std::thread::spawn(|| {
-            let _s = PersonaScope::new(&master_persona());
-            while RAN_AFTER_RELEASE.lock().unwrap().len() < 3 {
-                upcxx::progress(ProgressLevel::User);
-            }
-        })
-        .join()
-        .unwrap();
-        assert_eq!(
-            *RAN_AFTER_RELEASE.lock().unwrap(),
-            [(0, true), (1, true), (2, true)]
-        );
-        let _s = PersonaScope::new(&master_persona());
-        upcxx::finalize();
+        the_next_holder_runs_the_rest("RPC", &RAN_AFTER_RELEASE);
     });
 }
 
@@ -438,26 +444,7 @@ fn lpcs_after_one_that_releases_the_master_persona_wait_for_its_next_holder() {
                 LPCS_AFTER_RELEASE.lock().unwrap().push((i, held));
             });
         }
-        upcxx::progress(ProgressLevel::User);
-        assert!(
-            !master_persona().active_with_caller(),
-            "the first LPC released the master persona"
-        );
-        assert_eq!(*LPCS_AFTER_RELEASE.lock().unwrap(), []);
-        std::thread::spawn(|| {
-            let _s = PersonaScope::new(&master_persona());
-            while LPCS_AFTER_RELEASE.lock().unwrap().len() < 3 {
-                upcxx::progress(ProgressLevel::User);
-            }
-        })
-        .join()
-        .unwrap();
-        assert_eq!(
-            *LPCS_AFTER_RELEASE.lock().unwrap(),
-            [(0, true), (1, true), (2, true)]
-        );
-        let _s = PersonaScope::new(&master_persona());
-        upcxx::finalize();
+        the_next_holder_runs_the_rest("LPC", &LPCS_AFTER_RELEASE);
     });
 }
 
